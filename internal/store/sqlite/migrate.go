@@ -1,0 +1,199 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// applicationID marks an SQLite file as an engram store ("ENGR").
+const applicationID = 0x454e4752
+
+// migration is one forward-only schema step. Steps are never edited once
+// released: a change is a new step.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations are applied in order; the schema version is the version of the
+// last one applied, kept in PRAGMA user_version.
+var migrations = []migration{
+	{1, "initial schema", schemaV1},
+}
+
+// SchemaVersion is the schema version this build of engram writes.
+func SchemaVersion() int { return migrations[len(migrations)-1].version }
+
+const schemaV1 = `
+CREATE TABLE counters (
+	name  TEXT PRIMARY KEY,
+	value INTEGER NOT NULL
+) STRICT;
+INSERT INTO counters(name, value) VALUES
+	('entries', 0), ('content_bytes', 0), ('tokens', 0), ('chunks', 0), ('occurrences', 0);
+
+CREATE TABLE sessions (
+	id           TEXT PRIMARY KEY,
+	name         TEXT NOT NULL DEFAULT '',
+	created_at   INTEGER NOT NULL,
+	last_seen_at INTEGER NOT NULL,
+	metadata     TEXT
+) STRICT;
+
+CREATE TABLE agents (
+	session_id     TEXT NOT NULL,
+	id             TEXT NOT NULL,
+	name           TEXT NOT NULL DEFAULT '',
+	role           TEXT NOT NULL DEFAULT '',
+	parent_id      TEXT NOT NULL DEFAULT '',
+	model          TEXT NOT NULL DEFAULT '',
+	context_window INTEGER NOT NULL DEFAULT 0,
+	registered_at  INTEGER NOT NULL,
+	last_seen_at   INTEGER NOT NULL,
+	PRIMARY KEY (session_id, id)
+) STRICT;
+
+-- entries hold each distinct content once. Other tables refer to an entry by
+-- its pk, which takes 8 bytes where the hex ID takes 64.
+CREATE TABLE entries (
+	pk          INTEGER PRIMARY KEY,
+	id          TEXT NOT NULL UNIQUE,
+	content     BLOB NOT NULL,
+	size        INTEGER NOT NULL,
+	token_count INTEGER NOT NULL,
+	created_at  INTEGER NOT NULL
+) STRICT;
+
+-- occurrences record every time an entry was seen.
+CREATE TABLE occurrences (
+	seq        INTEGER PRIMARY KEY,
+	entry      INTEGER NOT NULL REFERENCES entries(pk),
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	agent_type TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	turn       INTEGER NOT NULL,
+	time       INTEGER NOT NULL,
+	msg_id     TEXT,
+	parent_id  TEXT,
+	files      TEXT,
+	keywords   TEXT,
+	entities   TEXT,
+	metadata   TEXT
+) STRICT;
+CREATE INDEX occurrences_entry ON occurrences(entry, seq);
+CREATE INDEX occurrences_session_turn ON occurrences(session_id, turn, seq);
+CREATE UNIQUE INDEX occurrences_msg ON occurrences(session_id, msg_id) WHERE msg_id IS NOT NULL;
+CREATE INDEX occurrences_agent ON occurrences(agent_id, seq);
+CREATE INDEX occurrences_type ON occurrences(type, seq);
+CREATE INDEX occurrences_time ON occurrences(time);
+
+-- chunks are byte ranges of an entry's content; their text is not stored
+-- twice but cut from the content on read.
+CREATE TABLE chunks (
+	id          INTEGER PRIMARY KEY,
+	entry       INTEGER NOT NULL REFERENCES entries(pk),
+	ordinal     INTEGER NOT NULL,
+	start_byte  INTEGER NOT NULL,
+	end_byte    INTEGER NOT NULL,
+	start_line  INTEGER NOT NULL,
+	end_line    INTEGER NOT NULL,
+	token_count INTEGER NOT NULL,
+	symbols     TEXT,
+	UNIQUE (entry, ordinal)
+) STRICT;
+
+-- chunks_fts indexes the terms of each chunk (body) and of its entry's
+-- files, keywords, entities and the chunk's symbols (meta); its rowid is
+-- the chunk's id. It is contentless: the text lives in entries.
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+	body, meta,
+	content = '', contentless_delete = 1,
+	tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, row);
+
+CREATE TABLE links (
+	from_id    TEXT NOT NULL,
+	to_id      TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (from_id, to_id, kind)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX links_to ON links(to_id);
+
+CREATE TABLE refs (
+	id           TEXT PRIMARY KEY,
+	type         TEXT NOT NULL,
+	session_id   TEXT NOT NULL,
+	agent_id     TEXT NOT NULL,
+	content_ids  TEXT NOT NULL,
+	summary      TEXT NOT NULL,
+	tokens_saved INTEGER NOT NULL,
+	turn_from    INTEGER NOT NULL,
+	turn_to      INTEGER NOT NULL,
+	created_at   INTEGER NOT NULL,
+	topics       TEXT,
+	entities     TEXT,
+	query_hints  TEXT
+) STRICT;
+CREATE INDEX refs_session ON refs(session_id, agent_id);
+`
+
+// migrate brings the schema to SchemaVersion. Each step runs in its own
+// write transaction that also bumps user_version, so concurrent openers
+// serialise on the write lock and each step runs exactly once.
+func (s *Store) migrate(ctx context.Context) error {
+	for {
+		done, err := s.migrateStep(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func (s *Store) migrateStep(ctx context.Context) (done bool, err error) {
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var version, appID int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+			return s.classifyOpenError(err)
+		}
+		if err := tx.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID); err != nil {
+			return err
+		}
+		if version > SchemaVersion() {
+			return fmt.Errorf("%w: schema version %d, this engram knows up to %d; upgrade engram to open it",
+				store.ErrSchemaTooNew, version, SchemaVersion())
+		}
+		if version == 0 {
+			var tables int
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&tables); err != nil {
+				return err
+			}
+			if tables > 0 || appID != 0 && appID != applicationID {
+				return fmt.Errorf("not an engram store: the file holds another application's data")
+			}
+		} else if appID != applicationID {
+			return fmt.Errorf("not an engram store: application_id is %#x", appID)
+		}
+		if version == SchemaVersion() {
+			done = true
+			return nil
+		}
+		m := migrations[version] // migrations[i] has version i+1
+		s.log.Info("migrating store", "from", version, "to", m.version, "step", m.name)
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID))
+		return err
+	})
+	return done, err
+}

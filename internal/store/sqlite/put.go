@@ -1,0 +1,438 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
+)
+
+// pending is an entry made ready for the write transaction: everything that
+// costs CPU (terms, JSON) is done before the write lock is taken.
+type pending struct {
+	e        *store.Entry
+	files    sql.NullString
+	keywords sql.NullString
+	entities sql.NullString
+	metadata sql.NullString
+	// bodies and metas are the FTS columns of each chunk; nil when the
+	// content was already stored before this call.
+	bodies, metas []string
+	symbols       []sql.NullString
+}
+
+func jsonList(v []string) sql.NullString {
+	if len(v) == 0 {
+		return sql.NullString{}
+	}
+	b, _ := json.Marshal(v) // []string always marshals
+	return sql.NullString{String: string(b), Valid: true}
+}
+
+func jsonObject(v map[string]any) (sql.NullString, error) {
+	if len(v) == 0 {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return sql.NullString{}, &store.ValidationError{Field: "metadata", Msg: err.Error()}
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}
+
+func (s *Store) prepare(ctx context.Context, entries []store.Entry) ([]pending, error) {
+	var errs []error
+	ps := make([]pending, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		if err := e.Prepare(); err != nil {
+			errs = append(errs, &store.ItemError{Index: i, Err: err})
+			continue
+		}
+		meta, err := jsonObject(e.Metadata)
+		if err != nil {
+			errs = append(errs, &store.ItemError{Index: i, Err: err})
+			continue
+		}
+		ps[i] = pending{e: e, files: jsonList(e.Files), keywords: jsonList(e.Keywords),
+			entities: jsonList(e.Entities), metadata: meta}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// Terms only for content not stored yet. Content is never deleted, so
+	// what exists now still exists when the write runs; content that
+	// appears in between is simply not inserted again.
+	ids := make([]string, len(entries))
+	for i := range entries {
+		ids[i] = entries[i].ID
+	}
+	existing, err := s.existing(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i := range ps {
+		p := &ps[i]
+		if existing[p.e.ID] || seen[p.e.ID] {
+			continue
+		}
+		seen[p.e.ID] = true
+		metaText := strings.Join(append(append(append([]string(nil), p.e.Files...), p.e.Keywords...), p.e.Entities...), " ")
+		entryMeta := terms.String(metaText)
+		p.bodies = make([]string, len(p.e.Chunks))
+		p.metas = make([]string, len(p.e.Chunks))
+		p.symbols = make([]sql.NullString, len(p.e.Chunks))
+		for k, c := range p.e.Chunks {
+			p.bodies[k] = string(terms.Append(nil, string(p.e.Content[c.Start:c.End])))
+			p.metas[k] = entryMeta
+			if len(c.Symbols) > 0 {
+				p.metas[k] = strings.TrimSpace(entryMeta + " " + terms.String(strings.Join(c.Symbols, " ")))
+				p.symbols[k] = jsonList(c.Symbols)
+			}
+		}
+	}
+	return ps, nil
+}
+
+// existing returns which of ids are stored.
+func (s *Store) existing(ctx context.Context, ids []string) (map[string]bool, error) {
+	found := map[string]bool{}
+	const batch = 500 // stay far below SQLite's limit on bound parameters
+	for start := 0; start < len(ids); start += batch {
+		part := ids[start:min(start+batch, len(ids))]
+		q := "SELECT id FROM entries WHERE id IN (" + placeholders(len(part)) + ")"
+		err := s.read(ctx, func(db *sql.DB) error {
+			rows, err := db.QueryContext(ctx, q, anySlice(part)...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return errors.Join(err, rows.Close())
+				}
+				found[id] = true
+			}
+			return errors.Join(rows.Err(), rows.Close())
+		})
+		if err != nil {
+			return nil, fmt.Errorf("look up entries: %w", err)
+		}
+	}
+	return found, nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+func anySlice[T any](v []T) []any {
+	out := make([]any, len(v))
+	for i := range v {
+		out[i] = v[i]
+	}
+	return out
+}
+
+// PutEntries implements store.Store.
+func (s *Store) PutEntries(ctx context.Context, entries []store.Entry) ([]store.PutResult, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	ps, err := s.prepare(ctx, entries)
+	if err != nil {
+		return nil, err
+	}
+	var results []store.PutResult
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		b, err := newBatch(ctx, tx)
+		if err != nil {
+			return err
+		}
+		defer b.close()
+		results = make([]store.PutResult, len(ps))
+		for i := range ps {
+			if results[i], err = b.put(&ps[i]); err != nil {
+				return &store.ItemError{Index: i, Err: err}
+			}
+		}
+		return b.finish()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put entries: %w", err)
+	}
+	return results, nil
+}
+
+// batch holds the state of one PutEntries transaction.
+type batch struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	now   time.Time
+	stmts map[string]*sql.Stmt
+	// pks maps entry IDs written or checked in this batch to their pk.
+	pks map[string]int64
+	// turns caches each session's latest turn.
+	turns    map[string]int
+	sessions map[string]bool
+	agents   map[[2]string]bool
+	// msgs maps (session, msg_id) written in this batch to its result.
+	msgs map[[2]string]store.PutResult
+	// deltas are the counter increments.
+	entries, bytes, tokens, chunks, occurrences int64
+}
+
+var batchSQL = map[string]string{
+	"insertEntry": `INSERT INTO entries(id, content, size, token_count, created_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(id) DO NOTHING`,
+	"entryPK":     `SELECT pk FROM entries WHERE id = ?`,
+	"insertChunk": `INSERT INTO chunks(entry, ordinal, start_byte, end_byte, start_line, end_line, token_count, symbols) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	"insertFTS":   `INSERT INTO chunks_fts(rowid, body, meta) VALUES (?, ?, ?)`,
+	"insertOcc": `INSERT INTO occurrences(entry, session_id, agent_id, agent_type, type, turn, time, msg_id, parent_id, files, keywords, entities, metadata)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	"findMsg": `SELECT e.id, o.seq, o.turn FROM occurrences o JOIN entries e ON e.pk = o.entry
+		WHERE o.session_id = ? AND o.msg_id = ?`,
+	"maxTurn": `SELECT coalesce(max(turn), 0) FROM occurrences WHERE session_id = ?`,
+	"upsertSession": `INSERT INTO sessions(id, created_at, last_seen_at) VALUES (?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET last_seen_at = max(last_seen_at, excluded.last_seen_at)`,
+	"upsertAgent": `INSERT INTO agents(session_id, id, role, registered_at, last_seen_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(session_id, id) DO UPDATE SET last_seen_at = max(last_seen_at, excluded.last_seen_at),
+			role = CASE WHEN role = '' THEN excluded.role ELSE role END`,
+	"insertLink": `INSERT INTO links(from_id, to_id, kind, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	"counter":    `UPDATE counters SET value = value + ? WHERE name = ?`,
+}
+
+func newBatch(ctx context.Context, tx *sql.Tx) (*batch, error) {
+	b := &batch{
+		ctx: ctx, tx: tx, now: time.Now().UTC(),
+		stmts: map[string]*sql.Stmt{}, pks: map[string]int64{}, turns: map[string]int{},
+		sessions: map[string]bool{}, agents: map[[2]string]bool{}, msgs: map[[2]string]store.PutResult{},
+	}
+	for name, q := range batchSQL {
+		st, err := tx.PrepareContext(ctx, q)
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("prepare %s: %w", name, err)
+		}
+		b.stmts[name] = st
+	}
+	return b, nil
+}
+
+func (b *batch) close() {
+	for _, st := range b.stmts {
+		st.Close()
+	}
+}
+
+func (b *batch) exec(name string, args ...any) (sql.Result, error) {
+	return b.stmts[name].ExecContext(b.ctx, args...)
+}
+
+func (b *batch) row(name string, args ...any) *sql.Row {
+	return b.stmts[name].QueryRowContext(b.ctx, args...)
+}
+
+func (b *batch) put(p *pending) (store.PutResult, error) {
+	e := p.e
+	res := store.PutResult{ID: e.ID}
+	var msgKey [2]string
+	if e.MsgID != "" {
+		msgKey = [2]string{e.SessionID, e.MsgID}
+		prev, ok := b.msgs[msgKey]
+		if !ok {
+			err := b.row("findMsg", e.SessionID, e.MsgID).Scan(&prev.ID, &prev.Seq, &prev.Turn)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return res, err
+			}
+			ok = err == nil
+		}
+		if ok {
+			if prev.ID != e.ID {
+				return res, &store.ConflictError{
+					What: fmt.Sprintf("msg_id %q in session %q", e.MsgID, e.SessionID),
+					Msg:  fmt.Sprintf("already names entry %s, which has other content", prev.ID),
+				}
+			}
+			prev.NewContent, prev.Replayed = false, true
+			return prev, nil
+		}
+	}
+
+	pk, isNew, err := b.content(p)
+	if err != nil {
+		return res, err
+	}
+	res.NewContent = isNew
+
+	if e.ParentID != "" {
+		if _, err := b.entryPK(e.ParentID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return res, &store.ValidationError{Field: "parent", Msg: fmt.Sprintf("entry %s is not stored", e.ParentID)}
+			}
+			return res, err
+		}
+	}
+
+	t := e.Time
+	if t.IsZero() {
+		t = b.now
+	}
+	if e.SessionID != "" {
+		if err := b.register(e.SessionID, e.AgentID, e.AgentType, t); err != nil {
+			return res, err
+		}
+	}
+	turn, err := b.turn(e)
+	if err != nil {
+		return res, err
+	}
+	r, err := b.exec("insertOcc", pk, e.SessionID, e.AgentID, e.AgentType, string(e.Type), turn, unixNano(t),
+		nullString(e.MsgID), nullString(e.ParentID), p.files, p.keywords, p.entities, p.metadata)
+	if err != nil {
+		return res, err
+	}
+	if res.Seq, err = r.LastInsertId(); err != nil {
+		return res, err
+	}
+	res.Turn = turn
+	b.occurrences++
+	if e.MsgID != "" {
+		b.msgs[msgKey] = res
+	}
+	if e.ParentID != "" {
+		if _, err := b.exec("insertLink", e.ParentID, e.ID, string(store.LinkParent), unixNano(b.now)); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// content stores the entry's content and chunks unless they are stored, and
+// returns the entry's pk.
+func (b *batch) content(p *pending) (pk int64, isNew bool, err error) {
+	e := p.e
+	if pk, ok := b.pks[e.ID]; ok {
+		return pk, false, nil
+	}
+	r, err := b.exec("insertEntry", e.ID, e.Content, len(e.Content), e.TokenCount, unixNano(b.now))
+	if err != nil {
+		return 0, false, err
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return 0, false, err
+	} else if n == 0 {
+		pk, err := b.entryPK(e.ID)
+		return pk, false, err
+	}
+	if pk, err = r.LastInsertId(); err != nil {
+		return 0, false, err
+	}
+	b.pks[e.ID] = pk
+	if p.bodies == nil {
+		// Stored by another writer since prepare looked: the rows above
+		// prove it was not, so this is a bug.
+		return 0, false, fmt.Errorf("entry %s: terms were not prepared", e.ID)
+	}
+	for k, c := range e.Chunks {
+		r, err := b.exec("insertChunk", pk, c.Ordinal, c.Start, c.End, c.StartLine, c.EndLine, c.TokenCount, p.symbols[k])
+		if err != nil {
+			return 0, false, err
+		}
+		id, err := r.LastInsertId()
+		if err != nil {
+			return 0, false, err
+		}
+		if _, err := b.exec("insertFTS", id, p.bodies[k], p.metas[k]); err != nil {
+			return 0, false, err
+		}
+	}
+	b.entries++
+	b.bytes += int64(len(e.Content))
+	b.tokens += int64(e.TokenCount)
+	b.chunks += int64(len(e.Chunks))
+	return pk, true, nil
+}
+
+func (b *batch) entryPK(id string) (int64, error) {
+	if pk, ok := b.pks[id]; ok {
+		return pk, nil
+	}
+	var pk int64
+	err := b.row("entryPK", id).Scan(&pk)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("entry %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return 0, err
+	}
+	b.pks[id] = pk
+	return pk, nil
+}
+
+func (b *batch) register(session, agent, agentType string, t time.Time) error {
+	if !b.sessions[session] {
+		if _, err := b.exec("upsertSession", session, unixNano(t), unixNano(t)); err != nil {
+			return err
+		}
+		b.sessions[session] = true
+	}
+	key := [2]string{session, agent}
+	if agent != "" && !b.agents[key] {
+		if _, err := b.exec("upsertAgent", session, agent, agentType, unixNano(t), unixNano(t)); err != nil {
+			return err
+		}
+		b.agents[key] = true
+	}
+	return nil
+}
+
+// turn returns the entry's turn, assigning one if it has none: a user
+// prompt opens a new turn, anything else joins the session's latest.
+func (b *batch) turn(e *store.Entry) (int, error) {
+	if e.SessionID == "" {
+		return 0, nil
+	}
+	latest, ok := b.turns[e.SessionID]
+	if !ok {
+		if err := b.row("maxTurn", e.SessionID).Scan(&latest); err != nil {
+			return 0, err
+		}
+	}
+	turn := e.Turn
+	switch {
+	case turn > 0:
+	case e.Type == store.UserPrompt || latest == 0:
+		turn = latest + 1
+	default:
+		turn = latest
+	}
+	b.turns[e.SessionID] = max(latest, turn)
+	return turn, nil
+}
+
+func (b *batch) finish() error {
+	for name, v := range map[string]int64{
+		"entries": b.entries, "content_bytes": b.bytes, "tokens": b.tokens,
+		"chunks": b.chunks, "occurrences": b.occurrences,
+	} {
+		if v == 0 {
+			continue
+		}
+		if _, err := b.exec("counter", v, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nullString(s string) sql.NullString {
+	return sql.NullString{String: s, Valid: s != ""}
+}

@@ -1,0 +1,117 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/storetest"
+)
+
+// open creates a store in a temp dir; its cleanup checks integrity and
+// closes it.
+func open(t testing.TB, opts sqlite.Options) *sqlite.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	s, err := sqlite.Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.IntegrityCheck(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t testing.TB) store.Store { return open(t, sqlite.Options{}) })
+}
+
+// TestContract_TinyBudget runs the contract with a search budget so small
+// that every query takes the windowed path and the selective-filter path.
+func TestContract_TinyBudget(t *testing.T) {
+	storetest.Run(t, func(t testing.TB) store.Store {
+		return open(t, sqlite.Options{Search: sqlite.SearchOptions{MaxPostings: 1, Window: 50, SelectiveFilter: 1 << 30}})
+	})
+}
+
+func TestOpen_SchemaTooNew(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "engram.db")
+	s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("PRAGMA user_version = 999"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = sqlite.Open(context.Background(), path, sqlite.Options{})
+	if !errors.Is(err, store.ErrSchemaTooNew) || !strings.Contains(err.Error(), "upgrade engram") {
+		t.Fatalf("Open(newer schema) = %v, want ErrSchemaTooNew telling to upgrade", err)
+	}
+}
+
+func TestOpen_NotAStore(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.db")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("this is not sqlite\n", 400)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Open(context.Background(), junk, sqlite.Options{}); err == nil || !strings.Contains(err.Error(), "not an engram store") {
+		t.Errorf("Open(text file) = %v, want 'not an engram store'", err)
+	}
+	other := filepath.Join(dir, "other.db")
+	db, err := sql.Open("sqlite", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE customers(id INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := sqlite.Open(context.Background(), other, sqlite.Options{}); err == nil || !strings.Contains(err.Error(), "not an engram store") {
+		t.Errorf("Open(other app's db) = %v, want 'not an engram store'", err)
+	}
+}
+
+func TestOpen_Reopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub dir", "odd?name#1.db")
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := storetest.Entry("s", "a", store.Note, "kept across reopen")
+	if _, err := s.PutEntries(ctx, []store.Entry{e}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("store file not at %s: %v", path, err)
+	}
+	s, err = sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Entries(ctx, []string{store.ID(e.Content)})
+	if err != nil || string(got[0].Content) != "kept across reopen" {
+		t.Fatalf("after reopen: %v", err)
+	}
+}

@@ -1,0 +1,125 @@
+// Package store defines what engram keeps and the contract its storage
+// backends implement: content-addressed entries and their occurrences,
+// chunks with a full-text index, links, references, sessions and agents.
+//
+// The engine talks to a Store and never to a database. Backends live in
+// subpackages (sqlite, the embedded default; postgres, for teams) and prove
+// themselves against the contract suite in storetest. Validation that does
+// not need the database (Entry.Prepare, Link.Validate, Reference.Validate)
+// lives here, so that every backend accepts and refuses the same input.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Store is the storage contract. Implementations are safe for concurrent
+// use, by several goroutines and by several processes on the same store.
+// Every write is all-or-nothing: an error means nothing of the call was
+// written.
+type Store interface {
+	// PutEntries stores entries in one transaction. Content already stored
+	// is not stored again; every entry still records an occurrence, except a
+	// replayed MsgID (see Occurrence.MsgID). Sessions and agents named by the
+	// entries are registered if new. Results are in the order of entries.
+	PutEntries(ctx context.Context, entries []Entry) ([]PutResult, error)
+	// Entries returns the entries with the given IDs, in that order, with
+	// their first occurrence and without chunks. A missing ID is an error
+	// wrapping ErrNotFound.
+	Entries(ctx context.Context, ids []string) ([]Entry, error)
+	// ResolveID returns the one entry ID that starts with prefix (at least
+	// MinPrefix hex digits). It returns ErrNotFound or *AmbiguousError.
+	ResolveID(ctx context.Context, prefix string) (string, error)
+	// MsgEntry returns the entry ID of the message msgID in a session, or
+	// ErrNotFound.
+	MsgEntry(ctx context.Context, sessionID, msgID string) (string, error)
+	// Occurrences returns every occurrence of an entry, oldest first.
+	Occurrences(ctx context.Context, id string) ([]Occurrence, error)
+	// TurnRange returns the occurrences of a session whose turn is within
+	// [from, to], with their content, ordered by turn then arrival. A zero
+	// bound leaves that side open.
+	TurnRange(ctx context.Context, sessionID string, from, to int) ([]Entry, error)
+	// Chunks returns the chunks of an entry, with their text, in order.
+	Chunks(ctx context.Context, id string) ([]Chunk, error)
+	// Search returns the chunks that best match q, best first, at most one
+	// hit per chunk. A query with no searchable words returns no hits.
+	Search(ctx context.Context, q Query) ([]Hit, error)
+
+	// PutLinks stores links; both ends must be stored entries. Storing a
+	// link that exists is a no-op.
+	PutLinks(ctx context.Context, links []Link) error
+	// Links returns the links from or to an entry.
+	Links(ctx context.Context, id string) ([]Link, error)
+
+	// PutReference stores a reference; its content IDs must be stored
+	// entries. A reference ID is written once: a second write with the same
+	// ID is a *ConflictError.
+	PutReference(ctx context.Context, ref Reference) error
+	// Reference returns the reference with the given ID, or ErrNotFound.
+	Reference(ctx context.Context, id string) (Reference, error)
+
+	// PutSession registers a session or updates its name and metadata.
+	PutSession(ctx context.Context, s Session) error
+	// Session returns a session, or ErrNotFound.
+	Session(ctx context.Context, id string) (Session, error)
+	// Sessions returns all sessions, most recently seen first.
+	Sessions(ctx context.Context) ([]Session, error)
+	// PutAgent registers an agent or updates its details.
+	PutAgent(ctx context.Context, a Agent) error
+	// Agents returns the agents of a session, or of all sessions if
+	// sessionID is empty, in registration order.
+	Agents(ctx context.Context, sessionID string) ([]Agent, error)
+
+	// Stats describes what the store holds.
+	Stats(ctx context.Context) (Stats, error)
+	// Close releases the store. Calls after Close fail.
+	Close() error
+}
+
+// MinPrefix is the shortest entry ID prefix ResolveID accepts.
+const MinPrefix = 4
+
+// ErrNotFound is returned when a requested record does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrSchemaTooNew is returned when a store was written by a newer engram.
+var ErrSchemaTooNew = errors.New("store written by a newer engram")
+
+// ValidationError says which field of a record is wrong and why.
+type ValidationError struct {
+	Field string
+	Msg   string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Msg }
+
+// ConflictError is returned when a write contradicts what is stored.
+type ConflictError struct {
+	What string // what conflicts, such as "msg_id m-12 in session s1"
+	Msg  string
+}
+
+func (e *ConflictError) Error() string { return e.What + ": " + e.Msg }
+
+// AmbiguousError is returned by ResolveID when a prefix matches several
+// entries.
+type AmbiguousError struct {
+	Prefix  string
+	Matches []string // some of the matching IDs
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("prefix %s is ambiguous: matches %s", e.Prefix, strings.Join(e.Matches, ", "))
+}
+
+// ItemError locates an error in one item of a batch by its index.
+type ItemError struct {
+	Index int
+	Err   error
+}
+
+func (e *ItemError) Error() string { return fmt.Sprintf("entry %d: %v", e.Index, e.Err) }
+func (e *ItemError) Unwrap() error { return e.Err }

@@ -1,0 +1,84 @@
+package terms
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestString(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"parseHTTPRequest", "parsehttprequest parse http request"},
+		{"parse_http_request", "parsehttprequest parse http request"},
+		{"ParseHTTPRequest", "parsehttprequest parse http request"},
+		{"PARSE_HTTP_REQUEST", "parsehttprequest parse http request"},
+		{"__init__", "init"},
+		{"sha256Sum Int64Value utf8", "sha256sum sha256 sum int64value int64 value utf8"},
+		{"internal/store/sqlite/search.go:42", "internal store sqlite search go 42"},
+		{"Hello, world!", "hello world"},
+		{"Straße ÉCOLE naïveté", "straße école naïveté"},
+		{"getÉcoleName", "getécolename get école name"},
+		{"中文 上下文", "中文 上下文"},
+		{"a___b", "ab a b"},
+		{"___", ""},
+		{strings.Repeat("x", MaxWordBytes+1) + " ok", "ok"},
+		{"", ""},
+	} {
+		if got := String(tc.in); got != tc.want {
+			t.Errorf("String(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestQuery(t *testing.T) {
+	got := Query(`parseHTTPRequest "parse" NEAR(x) parse -y* store.go`)
+	want := []Group{
+		{Whole: "parsehttprequest", Parts: []string{"parse", "http", "request"}},
+		{Whole: "parse"},
+		{Whole: "near"},
+		{Whole: "x"},
+		{Whole: "y"},
+		{Whole: "store"},
+		{Whole: "go"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Query mismatch (-want +got):\n%s", diff)
+	}
+	if n := len(Query(strings.Repeat("w", 1) + strings.Repeat(" word", 0))); n != 1 {
+		t.Errorf("single word: %d groups", n)
+	}
+	var b strings.Builder
+	for i := range 100000 {
+		b.WriteString("w")
+		b.WriteString(strings.Repeat("x", i%7))
+		b.WriteString(string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676%26)) + " ")
+	}
+	if n := len(Query(b.String())); n != MaxQueryGroups {
+		t.Errorf("huge query: %d groups, want %d", n, MaxQueryGroups)
+	}
+}
+
+func FuzzAppend(f *testing.F) {
+	f.Add("parseHTTPRequest(ctx, r *http.Request)")
+	f.Add("__x__ ÉÉé ǅa 1A2b")
+	f.Fuzz(func(t *testing.T, s string) {
+		out := String(s)
+		if strings.Contains(out, "  ") || strings.HasPrefix(out, " ") || strings.HasSuffix(out, " ") {
+			t.Fatalf("String(%q) = %q: bad spacing", s, out)
+		}
+		for _, w := range strings.Fields(out) {
+			if strings.ContainsAny(w, "_") {
+				t.Fatalf("String(%q) has term %q with an underscore", s, w)
+			}
+		}
+		for _, g := range Query(s) {
+			if g.Whole == "" || len(g.Parts) == 1 {
+				t.Fatalf("Query(%q): bad group %+v", s, g)
+			}
+			if len(g.Parts) > 1 && strings.Join(g.Parts, "") != g.Whole {
+				t.Fatalf("Query(%q): parts %q do not make %q", s, g.Parts, g.Whole)
+			}
+		}
+	})
+}
