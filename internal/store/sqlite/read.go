@@ -256,10 +256,10 @@ func (s *Store) Links(ctx context.Context, id string) ([]store.Link, error) {
 // Reference implements store.Store.
 func (s *Store) Reference(ctx context.Context, id string) (store.Reference, error) {
 	var (
-		r                               store.Reference
-		typ, contentIDs                 string
-		t                               int64
-		topics, entities, hints         sql.NullString
+		r                       store.Reference
+		typ, contentIDs         string
+		t                       int64
+		topics, entities, hints sql.NullString
 	)
 	err := s.read(ctx, func(db *sql.DB) error {
 		return db.QueryRowContext(ctx, `SELECT id, type, session_id, agent_id, content_ids, summary, tokens_saved,
