@@ -1,0 +1,207 @@
+// Package engine is the one API every front end calls (CLI, MCP, HTTP,
+// hooks): it turns what agents see into stored, searchable entries and
+// answers questions about them. It owns the policy around the store: token
+// counting with the configured encoding, chunking, validation of records
+// and the resolution of message references; the store owns persistence.
+//
+// Start with New and Engine.Add; ReadJSONL decodes the `engram add` wire
+// format into Records.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/engramhq/engram/internal/chunk"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+// DefaultMaxContentBytes bounds one record's content when
+// Options.MaxContentBytes is zero.
+const DefaultMaxContentBytes = 32 << 20
+
+// Options configure an Engine. The zero value is ready to use.
+type Options struct {
+	// Encoding counts tokens. Empty means tokens.DefaultEncoding.
+	Encoding string
+	// MaxContentBytes bounds one record's content. Zero means
+	// DefaultMaxContentBytes.
+	MaxContentBytes int64
+	// ChunkTokens bounds a chunk's tokens. Zero means
+	// chunk.DefaultMaxTokens.
+	ChunkTokens int
+	// Logger receives engine events. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Engine is engram's API over a store. It is safe for concurrent use.
+type Engine struct {
+	st   store.Store
+	enc  *tokens.Encoding
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns an engine over st. The engine does not own st: the caller
+// closes it.
+func New(st store.Store, opts Options) (*Engine, error) {
+	if opts.Encoding == "" {
+		opts.Encoding = tokens.DefaultEncoding
+	}
+	if opts.MaxContentBytes <= 0 {
+		opts.MaxContentBytes = DefaultMaxContentBytes
+	}
+	if opts.ChunkTokens <= 0 {
+		opts.ChunkTokens = chunk.DefaultMaxTokens
+	}
+	enc, err := tokens.Get(opts.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{st: st, enc: enc, opts: opts, log: logger.With("component", "engine")}, nil
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() store.Store { return e.st }
+
+// Encoding returns the encoding the engine counts tokens with.
+func (e *Engine) Encoding() *tokens.Encoding { return e.enc }
+
+// Add stores records in one transaction: all are stored or none. Errors
+// about a record are *RecordError, naming its index and field; every
+// invalid record is reported, not only the first.
+func (e *Engine) Add(ctx context.Context, recs []Record) ([]store.PutResult, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	var errs []error
+	for i, r := range recs {
+		if err := e.Check(r); err != nil {
+			errs = append(errs, atRecord(i, err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	parents, err := e.resolveParents(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]store.Entry, len(recs))
+	// Counting and chunking are CPU-bound: spread them over the cores.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range recs {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			entries[i] = e.entry(&recs[i], parents[i])
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	res, err := e.st.PutEntries(ctx, entries)
+	if err != nil {
+		var ie *store.ItemError
+		if errors.As(err, &ie) {
+			return nil, atRecord(ie.Index, ie.Err)
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
+// entry makes the store entry of a record: its tokens, chunks and
+// occurrence.
+func (e *Engine) entry(r *Record, parentID string) store.Entry {
+	text := string(r.Content)
+	ent := store.Entry{
+		Content:    r.Content,
+		TokenCount: e.enc.Count(text),
+		Occurrence: store.Occurrence{
+			SessionID: r.Session, AgentID: r.Agent, AgentType: r.AgentType, Type: r.Type,
+			Turn: r.Turn, Time: r.Time, MsgID: r.MsgID, ParentID: parentID,
+			Files: r.Files, Keywords: r.Keywords, Entities: r.Entities, Metadata: r.Metadata,
+		},
+	}
+	for i, c := range chunk.Text(text, e.enc.Count, chunk.Options{MaxTokens: e.opts.ChunkTokens}) {
+		ent.Chunks = append(ent.Chunks, store.Chunk{
+			Ordinal: i, Start: c.Start, End: c.End, StartLine: c.StartLine, EndLine: c.EndLine, TokenCount: c.Tokens,
+		})
+	}
+	return ent
+}
+
+// resolveParents turns each record's Parent (an entry ID, or the msg_id of
+// an earlier message in its session) into the parent's entry ID.
+func (e *Engine) resolveParents(ctx context.Context, recs []Record) ([]string, error) {
+	type key struct{ session, msg string }
+	batch := map[key]string{}
+	parents := make([]string, len(recs))
+	var errs []error
+	for i, r := range recs {
+		if r.Parent != "" {
+			switch {
+			case store.ValidID(strings.ToLower(r.Parent)):
+				parents[i] = strings.ToLower(r.Parent)
+			default:
+				id, ok := batch[key{r.Session, r.Parent}]
+				if !ok {
+					var err error
+					id, err = e.st.MsgEntry(ctx, r.Session, r.Parent)
+					if errors.Is(err, store.ErrNotFound) {
+						errs = append(errs, atRecord(i, &FieldError{Field: "parent",
+							Msg: fmt.Sprintf("no message %q in session %q, and not an entry ID", r.Parent, r.Session)}))
+						continue
+					}
+					if err != nil {
+						return nil, err
+					}
+				}
+				parents[i] = id
+			}
+		}
+		if r.MsgID != "" {
+			batch[key{r.Session, r.MsgID}] = store.ID(r.Content)
+		}
+	}
+	return parents, errors.Join(errs...)
+}
+
+// Search runs a lexical search.
+func (e *Engine) Search(ctx context.Context, q store.Query) ([]store.Hit, error) {
+	return e.st.Search(ctx, q)
+}
+
+// Entry returns the entry whose ID is id or starts with it (at least
+// store.MinPrefix hex digits), with its first occurrence.
+func (e *Engine) Entry(ctx context.Context, id string) (store.Entry, error) {
+	full, err := e.st.ResolveID(ctx, id)
+	if err != nil {
+		return store.Entry{}, err
+	}
+	ents, err := e.st.Entries(ctx, []string{full})
+	if err != nil {
+		return store.Entry{}, err
+	}
+	return ents[0], nil
+}
+
+// Stats describes the store.
+func (e *Engine) Stats(ctx context.Context) (store.Stats, error) {
+	return e.st.Stats(ctx)
+}

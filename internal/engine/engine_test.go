@@ -1,0 +1,156 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+func newEngine(t *testing.T, opts engine.Options) *engine.Engine {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.IntegrityCheck(context.Background()); err != nil {
+			t.Error(err)
+		}
+		st.Close()
+	})
+	e, err := engine.New(st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestAdd_CountsAndChunks(t *testing.T) {
+	e := newEngine(t, engine.Options{})
+	ctx := t.Context()
+	// A 5,000-line tool result: searchable piece by piece, with line ranges.
+	var b strings.Builder
+	for i := 1; i <= 5000; i++ {
+		fmt.Fprintf(&b, "line %d: processed record batch %d without errors\n", i, i)
+	}
+	b.WriteString("line 5001: the needle zanzibar is here\n")
+	content := b.String()
+	res, err := e.Add(ctx, []engine.Record{{Session: "s", Agent: "a", Type: store.ToolResult, Content: []byte(content)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, err := e.Entry(ctx, res[0].ID[:10])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := tokens.MustGet(tokens.O200kBase).Count(content); ent.TokenCount != want {
+		t.Errorf("TokenCount = %d, want %d", ent.TokenCount, want)
+	}
+	chunks, err := e.Store().Chunks(ctx, res[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) < 50 {
+		t.Errorf("a 5,000-line result made %d chunks", len(chunks))
+	}
+	hits, err := e.Search(ctx, store.Query{Text: "zanzibar needle"})
+	if err != nil || len(hits) == 0 {
+		t.Fatalf("search: %d hits, %v", len(hits), err)
+	}
+	h := hits[0]
+	if h.Chunk.EndLine != 5001 || h.Chunk.StartLine < 4900 || !strings.Contains(h.Chunk.Text, "zanzibar") {
+		t.Errorf("hit at lines %d-%d, want a chunk ending on line 5001", h.Chunk.StartLine, h.Chunk.EndLine)
+	}
+	if h.Chunk.TokenCount > 420 {
+		t.Errorf("chunk of %d tokens", h.Chunk.TokenCount)
+	}
+}
+
+func TestAdd_Parents(t *testing.T) {
+	e := newEngine(t, engine.Options{})
+	ctx := t.Context()
+	call := engine.Record{Session: "s", Agent: "a", Type: store.ToolCall, MsgID: "toolu_1", Content: []byte(`{"cmd":"ls"}`)}
+	result := engine.Record{Session: "s", Agent: "a", Type: store.ToolResult, Parent: "toolu_1", Content: []byte("main.go\n")}
+	res, err := e.Add(ctx, []engine.Record{call, result})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := e.Store().Entries(ctx, []string{res[1].ID})
+	if err != nil || ents[0].ParentID != res[0].ID {
+		t.Fatalf("parent of result = %q, %v; want %s", ents[0].ParentID, err, res[0].ID)
+	}
+	// In a later call, the msg_id is found in the store.
+	later := engine.Record{Session: "s", Agent: "a", Type: store.ToolResult, Parent: "toolu_1", Content: []byte("go.mod\n")}
+	if _, err := e.Add(ctx, []engine.Record{later}); err != nil {
+		t.Fatal(err)
+	}
+	// By entry ID.
+	byID := engine.Record{Session: "other", Type: store.Note, Parent: res[0].ID, Content: []byte("see the call")}
+	if _, err := e.Add(ctx, []engine.Record{byID}); err != nil {
+		t.Fatal(err)
+	}
+	missing := engine.Record{Session: "s", Type: store.ToolResult, Parent: "toolu_404", Content: []byte("orphan")}
+	_, err = e.Add(ctx, []engine.Record{later, missing})
+	var re *engine.RecordError
+	var fe *engine.FieldError
+	if !errors.As(err, &re) || re.Index != 1 || !errors.As(err, &fe) || fe.Field != "parent" {
+		t.Errorf("missing parent: %v, want a RecordError for record 1 on field parent", err)
+	}
+}
+
+func TestAdd_Invalid(t *testing.T) {
+	e := newEngine(t, engine.Options{MaxContentBytes: 100})
+	ctx := t.Context()
+	good := engine.Record{Session: "s", Type: store.Note, Content: []byte("fine")}
+	for name, r := range map[string]engine.Record{
+		"empty":     {Session: "s", Type: store.Note},
+		"too big":   {Session: "s", Type: store.Note, Content: bytes.Repeat([]byte("x"), 101)},
+		"no type":   {Session: "s", Content: []byte("x")},
+		"bad type":  {Session: "s", Type: "chitchat", Content: []byte("x")},
+		"turn only": {Type: store.Note, Turn: 3, Content: []byte("x")},
+		"bad utf8":  {Session: "s\xff", Type: store.Note, Content: []byte("x")},
+	} {
+		_, err := e.Add(ctx, []engine.Record{good, r})
+		var re *engine.RecordError
+		var fe *engine.FieldError
+		if !errors.As(err, &re) || re.Index != 1 || !errors.As(err, &fe) {
+			t.Errorf("%s: %v, want a FieldError for record 1", name, err)
+		}
+	}
+	st, err := e.Stats(ctx)
+	if err != nil || st.Entries != 0 {
+		t.Errorf("invalid batches wrote %d entries (%v)", st.Entries, err)
+	}
+}
+
+func TestAdd_BinaryContent(t *testing.T) {
+	e := newEngine(t, engine.Options{})
+	ctx := t.Context()
+	content := []byte("NUL \x00 and \xc3\x28 invalid, then words: quokka\n")
+	res, err := e.Add(ctx, []engine.Record{{Session: "s", Type: store.ToolResult, Content: content}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, err := e.Entry(ctx, res[0].ID)
+	if err != nil || !bytes.Equal(ent.Content, content) {
+		t.Fatalf("round trip: %q, %v", ent.Content, err)
+	}
+	if hits, err := e.Search(ctx, store.Query{Text: "quokka"}); err != nil || len(hits) != 1 {
+		t.Errorf("search: %d hits, %v", len(hits), err)
+	}
+}
+
+func TestNew_UnknownEncoding(t *testing.T) {
+	if _, err := engine.New(nil, engine.Options{Encoding: "gpt2"}); err == nil {
+		t.Error("New accepted an unknown encoding")
+	}
+}
