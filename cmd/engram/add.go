@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+)
+
+func (a *app) addCmd() *cobra.Command {
+	var (
+		defaults  engine.Record
+		typ       string
+		batchSize int
+		jsonOut   bool
+		quiet     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "add [FILE]",
+		Short: "Store messages and tool events read as JSON Lines",
+		Long: `Store messages and tool events, read as JSON Lines from FILE or standard input:
+one JSON object per line, for example
+
+  {"session":"s1","agent":"claude","role":"user","content":"Fix the flaky test"}
+  {"session":"s1","agent":"claude","type":"tool_call","msg_id":"t1","content":{"cmd":"go test ./..."}}
+  {"session":"s1","agent":"claude","type":"tool_result","parent":"t1","content":"FAIL TestRetry"}
+
+Fields: session, agent, agent_type, type (user_prompt, agent_response,
+tool_call, tool_result, code_file, web_fetch, research_paper, agent_message,
+plan_workflow, test_result, inspector_finding, note, handoff_state,
+checkpoint) or role (user, assistant, tool, system), content (a string, kept
+byte for byte; other JSON values are kept as compact JSON), and optionally
+turn, time (RFC 3339), msg_id, parent (a msg_id or an entry id), files,
+keywords, entities, metadata.
+
+The whole input is read and checked before anything is written: a bad line
+writes nothing, and every bad line is reported with its number and field.
+Records are then written in transactions of --batch-size; each entry ID is
+printed once its transaction has committed. Storing content that is already
+stored records a new occurrence and prints the same ID.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if typ != "" {
+				defaults.Type = store.ContentType(typ)
+			}
+			if batchSize <= 0 {
+				batchSize = a.cfg.Ingest.BatchSize
+			}
+			in, name, err := a.input(args)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			eng, err := a.engine(ctx, false)
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			lines, err := eng.ReadJSONL(in, defaults)
+			if err != nil {
+				return fmt.Errorf("%s: nothing was stored:\n%w", name, err)
+			}
+			out := bufio.NewWriter(a.stdout)
+			enc := json.NewEncoder(out)
+			var sum addSummary
+			for from := 0; from < len(lines); from += batchSize {
+				batch := lines[from:min(from+batchSize, len(lines))]
+				recs := make([]engine.Record, len(batch))
+				for i, l := range batch {
+					recs[i] = l.Record
+				}
+				res, err := eng.Add(ctx, recs)
+				if err != nil {
+					var re *engine.RecordError
+					if errors.As(err, &re) {
+						err = &engine.LineError{Line: batch[re.Index].N, Err: re.Err}
+					}
+					if from > 0 {
+						return fmt.Errorf("%s: %w\n(lines before %d were stored; the batch from line %d on was not)", name, err, batch[0].N, batch[0].N)
+					}
+					return fmt.Errorf("%s: nothing was stored: %w", name, err)
+				}
+				for i, r := range res {
+					sum.count(r)
+					if jsonOut {
+						enc.Encode(addResult{Line: batch[i].N, ID: r.ID, Seq: r.Seq, Turn: r.Turn, New: r.NewContent, Replayed: r.Replayed})
+					} else {
+						fmt.Fprintln(out, r.ID)
+					}
+				}
+				// An ID is printed only once its batch is committed.
+				if err := out.Flush(); err != nil {
+					return err
+				}
+			}
+			if !quiet {
+				fmt.Fprintf(a.stderr, "stored %d records from %s in %v: %d new entries, %d already stored, %d replayed msg_ids\nstore: %s\n",
+					len(lines), name, time.Since(start).Round(time.Millisecond), sum.new, sum.old, sum.replayed, a.cfg.Store.Path)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&defaults.Session, "session", "", "session for lines that name none")
+	f.StringVar(&defaults.Agent, "agent", "", "agent for lines that name none")
+	f.StringVar(&defaults.AgentType, "agent-type", "", "agent type for lines that name none")
+	f.StringVar(&typ, "type", "", "content type for lines that give neither type nor role")
+	f.IntVar(&batchSize, "batch-size", 0, "records per transaction (default from ingest.batch_size, 1000)")
+	f.BoolVar(&jsonOut, "json", false, "print one JSON object per record: line, id, seq, turn, new, replayed")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no summary on standard error")
+	return cmd
+}
+
+type addResult struct {
+	Line     int    `json:"line"`
+	ID       string `json:"id"`
+	Seq      int64  `json:"seq"`
+	Turn     int    `json:"turn"`
+	New      bool   `json:"new"`
+	Replayed bool   `json:"replayed"`
+}
+
+type addSummary struct{ new, old, replayed int }
+
+func (s *addSummary) count(r store.PutResult) {
+	switch {
+	case r.Replayed:
+		s.replayed++
+	case r.NewContent:
+		s.new++
+	default:
+		s.old++
+	}
+}
+
+// input opens the file argument, or standard input for none or "-".
+func (a *app) input(args []string) (io.ReadCloser, string, error) {
+	if len(args) == 1 && args[0] != "-" {
+		f, err := os.Open(args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		return f, args[0], nil
+	}
+	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return nil, "", usagef("standard input is a terminal: pipe JSON Lines into engram add, or name a file")
+	}
+	return io.NopCloser(a.stdin), "standard input", nil
+}

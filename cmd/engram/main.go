@@ -1,0 +1,185 @@
+// Command engram is a context engine and shared memory for AI coding agents:
+// it stores everything an agent sees, losslessly, and finds it again.
+//
+// Run `engram help` for the commands. Exit status: 0 on success, 1 on an
+// error, 2 on a usage error (unknown command or flag, wrong arguments).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/config"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store/sqlite"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// usageError marks errors that exit with status 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// app holds what every command shares: streams, global flags, and the
+// config and engine, opened on first use.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	flags          config.Flags
+
+	cfg config.Config
+	log *slog.Logger
+	st  *sqlite.Store
+	eng *engine.Engine
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if cerr := a.close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		return 0
+	}
+	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
+		fmt.Fprintln(stderr, "error: "+line)
+	}
+	var ue *usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		fmt.Fprintln(stderr, "run 'engram help' for usage")
+		return 2
+	}
+	return 1
+}
+
+// isCobraUsage recognises the usage errors cobra makes itself.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument",
+		"invalid argument", "accepts ", "requires at least", "requires at most", "required flag"} {
+		if strings.HasPrefix(msg, p) || strings.Contains(msg, " "+p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "engram",
+		Short: "A context engine and shared memory for AI coding agents",
+		Long: `engram stores everything an agent sees (prompts, responses, tool calls and
+results, files) once, content-addressed, and indexes it for search, so that
+nothing leaves an agent's context window for good.
+
+The store is one SQLite file per project, under your data directory
+(see 'engram stats' for its path), unless --store or ENGRAM_STORE says
+otherwise.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return a.loadConfig()
+		},
+	}
+	root.CompletionOptions.HiddenDefaultCmd = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.flags.ConfigFile, "config", "", "config file (default $XDG_CONFIG_HOME/engram/config.toml; env ENGRAM_CONFIG)")
+	pf.StringVar(&a.flags.Project, "project", "", "project directory (default: the git work tree of the current directory; env ENGRAM_PROJECT)")
+	pf.StringVar(&a.flags.DataDir, "data-dir", "", "where per-project stores live (default $XDG_DATA_HOME/engram; env ENGRAM_DATA_DIR)")
+	pf.StringVar(&a.flags.Store, "store", "", "store file, overriding the per-project default (env ENGRAM_STORE)")
+	pf.StringVar(&a.flags.LogLevel, "log-level", "", "debug, info, warn or error (default warn; env ENGRAM_LOG_LEVEL)")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err} })
+	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd())
+	return root
+}
+
+func (a *app) loadConfig() error {
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	a.cfg, err = config.Load(dir, a.getenv, a.flags)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(a.cfg.LogLevel)) // validated by config
+	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	return nil
+}
+
+// errNoStore is returned by read commands before anything was stored.
+var errNoStore = errors.New("no store yet")
+
+// engine opens the store and the engine. With mustExist, a missing store
+// file is errNoStore rather than a new empty store.
+func (a *app) engine(ctx context.Context, mustExist bool) (*engine.Engine, error) {
+	if a.eng != nil {
+		return a.eng, nil
+	}
+	if mustExist {
+		if _, err := os.Stat(a.cfg.Store.Path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w for project %s (it would be %s): store something first, with 'engram add'",
+				errNoStore, a.cfg.Project, a.cfg.Store.Path)
+		}
+	}
+	st, err := sqlite.Open(ctx, a.cfg.Store.Path, sqlite.Options{
+		Logger: a.log,
+		Search: sqlite.SearchOptions{
+			MaxPostings: a.cfg.Search.MaxPostings,
+			Window:      a.cfg.Search.Window,
+			MetaWeight:  a.cfg.Search.MetaWeight,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(st, engine.Options{
+		Encoding:        a.cfg.Tokens.Encoding,
+		MaxContentBytes: a.cfg.Ingest.MaxContentBytes,
+		ChunkTokens:     a.cfg.Ingest.ChunkTokens,
+		Logger:          a.log,
+	})
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	a.st, a.eng = st, eng
+	return eng, nil
+}
+
+func (a *app) close() error {
+	if a.st == nil {
+		return nil
+	}
+	err := a.st.Close()
+	a.st, a.eng = nil, nil
+	return err
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// env is a test environment: a project directory and a data directory of
+// its own, so no test touches the user's stores.
+type env struct {
+	t       *testing.T
+	project string
+	vars    map[string]string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	root := t.TempDir()
+	project := filepath.Join(root, "project")
+	if err := os.Mkdir(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, project: project, vars: map[string]string{
+		"HOME":            filepath.Join(root, "home"),
+		"ENGRAM_DATA_DIR": filepath.Join(root, "data"),
+		"ENGRAM_PROJECT":  project,
+	}}
+}
+
+// run runs engram in-process and returns its exit status and output.
+func (e *env) run(stdin string, args ...string) (code int, stdout, stderr string) {
+	e.t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, strings.NewReader(stdin), &out, &errOut, func(k string) string { return e.vars[k] })
+	return code, out.String(), errOut.String()
+}
+
+func (e *env) ok(stdin string, args ...string) string {
+	e.t.Helper()
+	code, out, errOut := e.run(stdin, args...)
+	if code != 0 {
+		e.t.Fatalf("engram %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
+	}
+	return out
+}
+
+func readExample(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/session.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestCLI_AddSearchShow(t *testing.T) {
+	e := newEnv(t)
+	sample := readExample(t)
+	ids := strings.Fields(e.ok(sample, "add"))
+	if want := strings.Count(sample, "\n"); len(ids) != want {
+		t.Fatalf("add printed %d ids for %d lines", len(ids), want)
+	}
+	out := e.ok("", "search", "backoff", "jitter")
+	if !strings.Contains(out, "backoff") || !strings.Contains(out, "session demo-flaky-test") {
+		t.Errorf("search output:\n%s", out)
+	}
+	var hits []hitJSON
+	if err := json.Unmarshal([]byte(e.ok("", "search", "withRetry", "--json", "--type", "tool_result")), &hits); err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || hits[0].Type != "tool_result" || !strings.Contains(hits[0].Text, "withRetry") || hits[0].Files[0] != "internal/upload/retry.go" {
+		t.Errorf("search --json = %+v", hits)
+	}
+	// show prints the content byte for byte.
+	var first struct {
+		Content string `json:"content"`
+	}
+	line := strings.SplitN(sample, "\n", 2)[0]
+	if err := json.Unmarshal([]byte(line), &first); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.ok("", "show", ids[0][:8]); got != first.Content {
+		t.Errorf("show = %q, want %q", got, first.Content)
+	}
+	var st statsJSON
+	if err := json.Unmarshal([]byte(e.ok("", "stats", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Entries != int64(len(ids)) || st.Sessions != 1 || st.Links != 5 || st.Encoding != "o200k_base" {
+		t.Errorf("stats = %+v", st)
+	}
+	// Adding the same input again replays every msg_id and stores nothing new.
+	code, again, errOut := e.run(sample, "add", "--json")
+	if code != 0 || !strings.Contains(errOut, "0 new entries") {
+		t.Fatalf("second add: exit %d, %s", code, errOut)
+	}
+	if !strings.Contains(again, `"replayed":true`) {
+		t.Errorf("second add --json: %s", again)
+	}
+}
+
+func TestCLI_AddMalformed(t *testing.T) {
+	e := newEnv(t)
+	in := `{"session":"s","role":"user","content":"first line is fine"}
+{"session":"s","role":"user","content":""}
+{"session":"s","role":"user","content":"ok"}
+{"session":"s","role":"user","content":"x","tunr":3}
+{"session":"s","role":"user",`
+	code, _, errOut := e.run(in, "add")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	for _, want := range []string{"nothing was stored", "line 2: field content: is empty", "line 4: field tunr: unknown field", "line 5: invalid JSON"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	// Nothing was written: the store may exist but holds no entry.
+	code, out, _ := e.run("", "stats", "--json")
+	if code == 0 && !strings.Contains(out, `"entries": 0`) {
+		t.Errorf("a malformed input wrote entries:\n%s", out)
+	}
+}
+
+func TestCLI_ExitCodes(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"version"}, 0},
+		{[]string{"models"}, 0},
+		{[]string{"nonsense"}, 2},
+		{[]string{"search"}, 2},
+		{[]string{"search", "x", "--bogus-flag"}, 2},
+		{[]string{"search", "x", "--type", "gossip"}, 2},
+		{[]string{"search", "x", "--since", "last tuesday"}, 2},
+		{[]string{"show"}, 2},
+		{[]string{"stats", "extra"}, 2},
+		{[]string{"search", "x"}, 1}, // no store yet
+		{[]string{"add", "/no/such/file.jsonl"}, 1},
+		{[]string{"--log-level", "loud", "version"}, 1},
+	} {
+		if code, _, errOut := e.run("", tc.args...); code != tc.code {
+			t.Errorf("engram %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), code, tc.code, errOut)
+		}
+	}
+}
+
+func TestCLI_StoreTooNew(t *testing.T) {
+	e := newEnv(t)
+	e.ok(`{"session":"s","role":"user","content":"hi"}`, "add")
+	var st statsJSON
+	if err := json.Unmarshal([]byte(e.ok("", "stats", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	// A newer engram would have bumped the schema version.
+	db, err := sql.Open("sqlite", st.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("PRAGMA user_version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	code, _, errOut := e.run("", "search", "hi")
+	if code != 1 || !strings.Contains(errOut, "newer engram") || !strings.Contains(errOut, "upgrade engram") {
+		t.Errorf("exit %d, stderr %s", code, errOut)
+	}
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

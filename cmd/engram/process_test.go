@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+)
+
+// These tests run the real engram binary, built once per test run, as
+// separate processes on one store.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "engram-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "engram")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// writeRecords writes n JSON Lines records of about 500 bytes, unique per
+// prefix, and returns the file's path.
+func writeRecords(t *testing.T, dir, prefix string, n int) string {
+	t.Helper()
+	path := filepath.Join(dir, prefix+".jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	filler := strings.Repeat("the retry budget covers transient 503 responses from the storage backend; ", 6)
+	for i := range n {
+		fmt.Fprintf(w, `{"session":"%s-%d","agent":"a","role":"user","content":"%s record %d: %s"}`+"\n", prefix, i/100, prefix, i, filler)
+	}
+	if err := errorsJoin(w.Flush(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func errorsJoin(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *env) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, binary(e.t), args...)
+	cmd.Env = os.Environ()
+	for k, v := range e.vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd
+}
+
+func openStore(t *testing.T, e *env) *sqlite.Store {
+	t.Helper()
+	var st statsJSON
+	code, out, errOut := e.run("", "stats", "--json")
+	if code != 0 {
+		t.Fatalf("stats: %s", errOut)
+	}
+	if err := jsonUnmarshal(out, &st); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(context.Background(), st.Store, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestProcesses_ConcurrentWriters runs two engram add processes on one
+// store at once: both must succeed, and no lock error may reach the user.
+func TestProcesses_ConcurrentWriters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes; skipped with -short")
+	}
+	e := newEnv(t)
+	dir := t.TempDir()
+	const n = 3000
+	inputs := []string{writeRecords(t, dir, "alpha", n), writeRecords(t, dir, "beta", n)}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	outs := make([][]byte, len(inputs))
+	errs := make([]error, len(inputs))
+	for i, in := range inputs {
+		wg.Go(func() {
+			// Small batches make the two writers interleave many times.
+			outs[i], errs[i] = e.command(ctx, "add", "--batch-size", "25", in).CombinedOutput()
+		})
+	}
+	wg.Wait()
+	for i := range inputs {
+		if errs[i] != nil {
+			t.Errorf("writer %d: %v\n%s", i, errs[i], lastLines(string(outs[i]), 5))
+		}
+		if strings.Contains(strings.ToLower(string(outs[i])), "locked") {
+			t.Errorf("writer %d printed a lock error:\n%s", i, lastLines(string(outs[i]), 5))
+		}
+	}
+	s := openStore(t, e)
+	st, err := s.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Entries != 2*n || st.Occurrences != 2*n {
+		t.Errorf("store holds %d entries, %d occurrences; want %d each", st.Entries, st.Occurrences, 2*n)
+	}
+	if err := s.IntegrityCheck(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestProcesses_KilledDuringIngest kills engram add with SIGKILL in the
+// middle of a large ingest: the store must open, pass integrity checks,
+// hold every batch whose IDs were printed, and hold no partial batch.
+func TestProcesses_KilledDuringIngest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes; skipped with -short")
+	}
+	e := newEnv(t)
+	const n, batch = 40000, 200
+	input := writeRecords(t, t.TempDir(), "bulk", n)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := e.command(ctx, "add", "--batch-size", fmt.Sprint(batch), input)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var printed []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if id := sc.Text(); store.ValidID(id) {
+			printed = append(printed, id)
+		}
+		if len(printed) >= 10*batch+batch/2 {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = bufio.NewReader(stdout).WriteTo(devNull{}) }()
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("engram add was not killed by the signal (it finished first?): %v\n%s", err, stderr.String())
+	}
+	if len(printed) < 10*batch {
+		t.Fatalf("only %d IDs printed before the kill", len(printed))
+	}
+
+	s := openStore(t, e)
+	if err := s.IntegrityCheck(context.Background()); err != nil {
+		t.Fatalf("after SIGKILL: %v", err)
+	}
+	if _, err := s.Entries(context.Background(), printed); err != nil {
+		t.Errorf("an acknowledged entry is missing: %v", err)
+	}
+	st, err := s.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Entries%batch != 0 || st.Entries < int64(len(printed)) || st.Entries >= n {
+		t.Errorf("store holds %d entries after %d acknowledged: want a whole number of %d-record batches, at least the acknowledged ones, fewer than %d",
+			st.Entries, len(printed), batch, n)
+	}
+	// The store takes writes again.
+	if code, _, errOut := e.run(`{"session":"after","role":"user","content":"still writable"}`, "add"); code != 0 {
+		t.Errorf("add after the kill: %s", errOut)
+	}
+}
+
+type devNull struct{}
+
+func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+func (a *app) statsCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Show what the project's store holds",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			eng, err := a.engine(cmd.Context(), true)
+			if errors.Is(err, errNoStore) && !jsonOut {
+				fmt.Fprintf(a.stdout, "project  %s\nstore    %s (not created yet)\n", a.cfg.Project, a.cfg.Store.Path)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			st, err := eng.Stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return writeJSON(a.stdout, toStatsJSON(a.cfg.Project, eng.Encoding().Name(), st))
+			}
+			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "project\t%s\n", a.cfg.Project)
+			fmt.Fprintf(w, "store\t%s (%s, schema %d)\n", st.Location, humanBytes(st.SizeBytes), st.SchemaVersion)
+			fmt.Fprintf(w, "entries\t%s (%s of content, %s tokens, %s)\n", commas(st.Entries), humanBytes(st.ContentBytes), commas(st.Tokens), eng.Encoding().Name())
+			fmt.Fprintf(w, "occurrences\t%s\n", commas(st.Occurrences))
+			fmt.Fprintf(w, "chunks\t%s\n", commas(st.Chunks))
+			fmt.Fprintf(w, "sessions\t%s, agents %s\n", commas(st.Sessions), commas(st.Agents))
+			fmt.Fprintf(w, "links\t%s, references %s\n", commas(st.Links), commas(st.References))
+			if !st.First.IsZero() {
+				fmt.Fprintf(w, "seen\t%s to %s\n", st.First.Local().Format(time.DateTime), st.Last.Local().Format(time.DateTime))
+			}
+			types := make([]store.ContentType, 0, len(st.ByType))
+			for t := range st.ByType {
+				types = append(types, t)
+			}
+			sort.Slice(types, func(i, j int) bool { return st.ByType[types[i]].Occurrences > st.ByType[types[j]].Occurrences })
+			for i, t := range types {
+				label := ""
+				if i == 0 {
+					label = "by type"
+				}
+				ts := st.ByType[t]
+				fmt.Fprintf(w, "%s\t%-18s %8s  %s tokens\n", label, t, commas(ts.Occurrences), commas(ts.Tokens))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print as JSON")
+	return cmd
+}
+
+type statsJSON struct {
+	Project       string                   `json:"project"`
+	Store         string                   `json:"store"`
+	SchemaVersion int                      `json:"schema_version"`
+	Encoding      string                   `json:"encoding"`
+	SizeBytes     int64                    `json:"size_bytes"`
+	Entries       int64                    `json:"entries"`
+	ContentBytes  int64                    `json:"content_bytes"`
+	Tokens        int64                    `json:"tokens"`
+	Occurrences   int64                    `json:"occurrences"`
+	Chunks        int64                    `json:"chunks"`
+	Sessions      int64                    `json:"sessions"`
+	Agents        int64                    `json:"agents"`
+	Links         int64                    `json:"links"`
+	References    int64                    `json:"references"`
+	First         string                   `json:"first,omitempty"`
+	Last          string                   `json:"last,omitempty"`
+	ByType        map[string]typeStatsJSON `json:"by_type"`
+}
+
+type typeStatsJSON struct {
+	Occurrences int64 `json:"occurrences"`
+	Tokens      int64 `json:"tokens"`
+}
+
+func toStatsJSON(project, encoding string, st store.Stats) statsJSON {
+	out := statsJSON{Project: project, Store: st.Location, SchemaVersion: st.SchemaVersion, Encoding: encoding,
+		SizeBytes: st.SizeBytes, Entries: st.Entries, ContentBytes: st.ContentBytes, Tokens: st.Tokens,
+		Occurrences: st.Occurrences, Chunks: st.Chunks, Sessions: st.Sessions, Agents: st.Agents,
+		Links: st.Links, References: st.References, ByType: map[string]typeStatsJSON{}}
+	if !st.First.IsZero() {
+		out.First, out.Last = st.First.Format(time.RFC3339Nano), st.Last.Format(time.RFC3339Nano)
+	}
+	for t, ts := range st.ByType {
+		out.ByType[string(t)] = typeStatsJSON(ts)
+	}
+	return out
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// commas formats n with thousands separators.
+func commas(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments", cmd.Name())
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+// Package config builds engram's one validated Config from, in rising
+// precedence: built-in defaults, the user's config file, the project's
+// .engram.toml, ENGRAM_* environment variables and command-line flags.
+// Only cmd/engram calls Load; packages take plain values from the Config.
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/engramhq/engram/internal/chunk"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+// ProjectFile is the name of a project's own config file, at its root.
+const ProjectFile = ".engram.toml"
+
+// Defaults.
+const (
+	DefaultMaxContentBytes = 32 << 20
+	DefaultBatchSize       = 1000
+	DefaultLogLevel        = "warn"
+)
+
+// Config is engram's configuration. Load returns it validated.
+type Config struct {
+	// Project is the project root: the git work tree holding the working
+	// directory, or the working directory itself.
+	Project string `toml:"-"`
+	// DataDir holds engram's stores, one directory per project.
+	DataDir string `toml:"data_dir"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `toml:"log_level"`
+	Store    Store  `toml:"store"`
+	Tokens   Tokens `toml:"tokens"`
+	Ingest   Ingest `toml:"ingest"`
+	Search   Search `toml:"search"`
+	// Models override and extend the built-in model catalog.
+	Models []tokens.Model `toml:"models"`
+	// Sources lists the files and variables the config was read from, for
+	// display.
+	Sources []string `toml:"-"`
+}
+
+// Store configures where the store lives.
+type Store struct {
+	// Path is the SQLite file. Empty means DataDir/projects/<name>-<hash>/engram.db.
+	Path string `toml:"path"`
+}
+
+// Tokens configures token counting.
+type Tokens struct {
+	// Encoding counts tokens: o200k_base or cl100k_base.
+	Encoding string `toml:"encoding"`
+}
+
+// Ingest configures what engram add and the engine accept.
+type Ingest struct {
+	// MaxContentBytes bounds one record's content.
+	MaxContentBytes int64 `toml:"max_content_bytes"`
+	// BatchSize is how many records engram add writes per transaction.
+	BatchSize int `toml:"batch_size"`
+	// ChunkTokens bounds a chunk's tokens.
+	ChunkTokens int `toml:"chunk_tokens"`
+}
+
+// Search tunes lexical search; zero values take the store's defaults.
+type Search struct {
+	MaxPostings int     `toml:"max_postings"`
+	Window      int     `toml:"window"`
+	MetaWeight  float64 `toml:"meta_weight"`
+}
+
+// Defaults returns the built-in configuration, before any file, variable or
+// flag. DataDir depends on the environment, so Load fills it.
+func Defaults() Config {
+	return Config{
+		LogLevel: DefaultLogLevel,
+		Tokens:   Tokens{Encoding: tokens.DefaultEncoding},
+		Ingest: Ingest{
+			MaxContentBytes: DefaultMaxContentBytes,
+			BatchSize:       DefaultBatchSize,
+			ChunkTokens:     chunk.DefaultMaxTokens,
+		},
+	}
+}
+
+// Flags are the command-line values that override everything else; empty
+// fields override nothing.
+type Flags struct {
+	ConfigFile string
+	Project    string
+	DataDir    string
+	Store      string
+	LogLevel   string
+}
+
+// Env looks up an environment variable; os.Getenv in production.
+type Env func(string) string
+
+// Load builds the configuration for a command run in dir.
+func Load(dir string, env Env, flags Flags) (Config, error) {
+	c := Defaults()
+	get := func(k string) string { return strings.TrimSpace(env(k)) }
+
+	project := firstNonEmpty(flags.Project, get("ENGRAM_PROJECT"))
+	var err error
+	if project == "" {
+		project = FindProject(dir)
+	} else if project, err = filepath.Abs(project); err != nil {
+		return c, fmt.Errorf("project %s: %w", project, err)
+	}
+	if fi, err := os.Stat(project); err != nil || !fi.IsDir() {
+		return c, fmt.Errorf("project %s is not a directory", project)
+	}
+	c.Project = project
+
+	userFile := firstNonEmpty(flags.ConfigFile, get("ENGRAM_CONFIG"))
+	explicit := userFile != ""
+	if !explicit {
+		if base := configHome(env); base != "" {
+			userFile = filepath.Join(base, "engram", "config.toml")
+		}
+	}
+	for _, f := range []struct {
+		path     string
+		required bool
+	}{{userFile, explicit}, {filepath.Join(project, ProjectFile), false}} {
+		if f.path == "" {
+			continue
+		}
+		if err := c.readFile(f.path, f.required); err != nil {
+			return c, err
+		}
+	}
+
+	for _, v := range []struct {
+		name string
+		dst  *string
+	}{
+		{"ENGRAM_DATA_DIR", &c.DataDir},
+		{"ENGRAM_STORE", &c.Store.Path},
+		{"ENGRAM_ENCODING", &c.Tokens.Encoding},
+		{"ENGRAM_LOG_LEVEL", &c.LogLevel},
+	} {
+		if s := get(v.name); s != "" {
+			*v.dst = s
+			c.Sources = append(c.Sources, "$"+v.name)
+		}
+	}
+	if s := get("ENGRAM_MAX_CONTENT_BYTES"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("ENGRAM_MAX_CONTENT_BYTES=%q: not a whole number of bytes", s)
+		}
+		c.Ingest.MaxContentBytes = n
+		c.Sources = append(c.Sources, "$ENGRAM_MAX_CONTENT_BYTES")
+	}
+	for _, f := range []struct{ v, dst *string }{
+		{&flags.DataDir, &c.DataDir}, {&flags.Store, &c.Store.Path}, {&flags.LogLevel, &c.LogLevel},
+	} {
+		if *f.v != "" {
+			*f.dst = *f.v
+		}
+	}
+
+	if c.DataDir == "" {
+		c.DataDir = defaultDataDir(env)
+	}
+	if c.DataDir == "" {
+		return c, errors.New("cannot find a data directory: set ENGRAM_DATA_DIR or HOME")
+	}
+	if c.DataDir, err = filepath.Abs(c.DataDir); err != nil {
+		return c, err
+	}
+	if c.Store.Path == "" {
+		c.Store.Path = filepath.Join(c.DataDir, "projects", ProjectKey(project), "engram.db")
+	} else if c.Store.Path, err = filepath.Abs(c.Store.Path); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+// readFile merges a TOML file into c. A missing optional file is skipped.
+func (c *Config) readFile(path string, required bool) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !required {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	md, err := toml.Decode(string(data), c)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	c.Sources = append(c.Sources, path)
+	return nil
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if _, err := tokens.Get(c.Tokens.Encoding); err != nil {
+		errs = append(errs, fmt.Errorf("tokens.encoding: %w", err))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level: %q is not debug, info, warn or error", c.LogLevel))
+	}
+	if c.Ingest.MaxContentBytes <= 0 {
+		errs = append(errs, errors.New("ingest.max_content_bytes: must be positive"))
+	}
+	if c.Ingest.BatchSize <= 0 {
+		errs = append(errs, errors.New("ingest.batch_size: must be positive"))
+	}
+	if c.Ingest.ChunkTokens < 16 {
+		errs = append(errs, errors.New("ingest.chunk_tokens: must be at least 16"))
+	}
+	if c.Search.MaxPostings < 0 || c.Search.Window < 0 || c.Search.MetaWeight < 0 {
+		errs = append(errs, errors.New("search: values must not be negative"))
+	}
+	if _, err := c.Catalog(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Catalog returns the model catalog with the configured overrides.
+func (c Config) Catalog() (*tokens.Catalog, error) { return tokens.NewCatalog(c.Models...) }
+
+// FindProject returns the root of the git work tree holding dir (the
+// nearest directory with a .git entry), or dir itself.
+func FindProject(dir string) string {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return dir
+	}
+	for d := dir; ; {
+		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return dir
+		}
+		d = parent
+	}
+}
+
+// ProjectKey names a project's directory under DataDir/projects: the root's
+// base name, for people, and a hash of its full path, so that two checkouts
+// named alike get two stores.
+func ProjectKey(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	name := strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, filepath.Base(root))
+	if name == "" || name == "." || name == string(filepath.Separator) {
+		name = "root"
+	}
+	return name + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+func configHome(env Env) string {
+	if d := env("XDG_CONFIG_HOME"); d != "" {
+		return d
+	}
+	if runtime.GOOS == "darwin" {
+		if h := env("HOME"); h != "" {
+			return filepath.Join(h, "Library", "Application Support")
+		}
+	}
+	if h := env("HOME"); h != "" {
+		return filepath.Join(h, ".config")
+	}
+	return ""
+}
+
+func defaultDataDir(env Env) string {
+	if d := env("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "engram")
+	}
+	h := env("HOME")
+	if h == "" {
+		return ""
+	}
+	if runtime.GOOS == "darwin" {
+		return filepath.Join(h, "Library", "Application Support", "engram")
+	}
+	return filepath.Join(h, ".local", "share", "engram")
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,115 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func envOf(m map[string]string) Env { return func(k string) string { return m[k] } }
+
+func TestLoad_Defaults(t *testing.T) {
+	home := t.TempDir()
+	repo := filepath.Join(t.TempDir(), "my repo")
+	sub := filepath.Join(repo, "pkg", "x")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(sub, envOf(map[string]string{"HOME": home}), Flags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Project != repo {
+		t.Errorf("Project = %s, want the git root %s", c.Project, repo)
+	}
+	want := filepath.Join(home, ".local", "share", "engram", "projects", ProjectKey(repo), "engram.db")
+	if c.Store.Path != want {
+		t.Errorf("Store.Path = %s, want %s", c.Store.Path, want)
+	}
+	if !strings.HasPrefix(ProjectKey(repo), "my_repo-") {
+		t.Errorf("ProjectKey = %s", ProjectKey(repo))
+	}
+	if c.Tokens.Encoding != "o200k_base" || c.Ingest.MaxContentBytes != 32<<20 || c.LogLevel != "warn" {
+		t.Errorf("defaults = %+v", c)
+	}
+}
+
+func TestLoad_Precedence(t *testing.T) {
+	home, proj, xdg := t.TempDir(), t.TempDir(), t.TempDir()
+	write := func(path, s string) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(xdg, "engram", "config.toml"), `
+log_level = "info"
+[tokens]
+encoding = "cl100k_base"
+[ingest]
+batch_size = 50
+[[models]]
+name = "my-local-model"
+context_window = 32768
+`)
+	write(filepath.Join(proj, ProjectFile), "[ingest]\nbatch_size = 70\n")
+	env := map[string]string{"HOME": home, "XDG_CONFIG_HOME": xdg, "XDG_DATA_HOME": filepath.Join(home, "d"), "ENGRAM_LOG_LEVEL": "error"}
+	c, err := Load(proj, envOf(env), Flags{Store: "rel.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tokens.Encoding != "cl100k_base" || c.Ingest.BatchSize != 70 || c.LogLevel != "error" {
+		t.Errorf("precedence: %+v", c)
+	}
+	if abs, _ := filepath.Abs("rel.db"); c.Store.Path != abs {
+		t.Errorf("Store.Path = %s, want %s", c.Store.Path, abs)
+	}
+	cat, _ := c.Catalog()
+	if m, ok := cat.Lookup("my-local-model"); !ok || m.ContextWindow != 32768 {
+		t.Errorf("model override: %+v %v", m, ok)
+	}
+	if len(c.Sources) != 3 {
+		t.Errorf("Sources = %v", c.Sources)
+	}
+	// ENGRAM_DATA_DIR beats XDG_DATA_HOME.
+	env["ENGRAM_DATA_DIR"] = filepath.Join(home, "elsewhere")
+	c, err = Load(proj, envOf(env), Flags{})
+	if err != nil || !strings.HasPrefix(c.Store.Path, env["ENGRAM_DATA_DIR"]) {
+		t.Errorf("ENGRAM_DATA_DIR: %s, %v", c.Store.Path, err)
+	}
+}
+
+func TestLoad_Errors(t *testing.T) {
+	home, proj := t.TempDir(), t.TempDir()
+	bad := filepath.Join(proj, "bad.toml")
+	os.WriteFile(bad, []byte("log_levle = \"info\"\n[tokens]\nencoding = \"gpt2\"\n"), 0o644)
+	_, err := Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: bad})
+	if err == nil || !strings.Contains(err.Error(), "unknown keys: log_levle") {
+		t.Errorf("unknown key: %v", err)
+	}
+	os.WriteFile(bad, []byte("log_level = \"loud\"\n[tokens]\nencoding = \"gpt2\"\n[ingest]\nbatch_size = -1\n"), 0o644)
+	_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: bad})
+	for _, want := range []string{"log_level", "tokens.encoding", "ingest.batch_size"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("invalid values: %v, want it to mention %s", err, want)
+		}
+	}
+	_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: filepath.Join(proj, "missing.toml")})
+	if err == nil {
+		t.Error("an explicit config file that does not exist was accepted")
+	}
+	_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{Project: filepath.Join(proj, "nope")})
+	if err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("missing project: %v", err)
+	}
+	_, err = Load(proj, envOf(map[string]string{"HOME": home, "ENGRAM_MAX_CONTENT_BYTES": "1MB"}), Flags{})
+	if err == nil || !strings.Contains(err.Error(), "ENGRAM_MAX_CONTENT_BYTES") {
+		t.Errorf("bad env number: %v", err)
+	}
+}
