@@ -73,35 +73,33 @@ stored records a new occurrence and prints the same ID.`,
 			out := bufio.NewWriter(a.stdout)
 			enc := json.NewEncoder(out)
 			var sum addSummary
-			for from := 0; from < len(lines); from += batchSize {
-				batch := lines[from:min(from+batchSize, len(lines))]
-				recs := make([]engine.Record, len(batch))
-				for i, l := range batch {
-					recs[i] = l.Record
-				}
-				res, err := eng.Add(ctx, recs)
-				if err != nil {
-					var re *engine.RecordError
-					if errors.As(err, &re) {
-						err = &engine.LineError{Line: batch[re.Index].N, Err: re.Err}
-					}
-					if from > 0 {
-						return fmt.Errorf("%s: %w\n(lines before %d were stored; the batch from line %d on was not)", name, err, batch[0].N, batch[0].N)
-					}
-					return fmt.Errorf("%s: nothing was stored: %w", name, err)
-				}
+			recs := make([]engine.Record, len(lines))
+			for i, l := range lines {
+				recs[i] = l.Record
+			}
+			stored := 0
+			err = eng.AddAll(ctx, recs, batchSize, func(first int, res []store.PutResult) error {
 				for i, r := range res {
 					sum.count(r)
 					if jsonOut {
-						enc.Encode(addResult{Line: batch[i].N, ID: r.ID, Seq: r.Seq, Turn: r.Turn, New: r.NewContent, Replayed: r.Replayed})
+						enc.Encode(addResult{Line: lines[first+i].N, ID: r.ID, Seq: r.Seq, Turn: r.Turn, New: r.NewContent, Replayed: r.Replayed})
 					} else {
 						fmt.Fprintln(out, r.ID)
 					}
 				}
+				stored = first + len(res)
 				// An ID is printed only once its batch is committed.
-				if err := out.Flush(); err != nil {
-					return err
+				return out.Flush()
+			})
+			if err != nil {
+				var re *engine.RecordError
+				if errors.As(err, &re) {
+					err = &engine.LineError{Line: lines[re.Index].N, Err: re.Err}
 				}
+				if stored > 0 {
+					return fmt.Errorf("%s: %w\n(the %d records before line %d were stored; the rest were not)", name, err, stored, lines[stored].N)
+				}
+				return fmt.Errorf("%s: nothing was stored: %w", name, err)
 			}
 			if !quiet {
 				fmt.Fprintf(a.stderr, "stored %d records from %s in %v: %d new entries, %d already stored, %d replayed msg_ids\nstore: %s\n",
@@ -152,8 +150,10 @@ func (a *app) input(args []string) (io.ReadCloser, string, error) {
 		}
 		return f, args[0], nil
 	}
-	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	if f, ok := a.stdin.(*os.File); ok && isTerminal(f) {
 		return nil, "", usagef("standard input is a terminal: pipe JSON Lines into engram add, or name a file")
 	}
 	return io.NopCloser(a.stdin), "standard input", nil
 }
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

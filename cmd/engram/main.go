@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -47,6 +48,8 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	flags          config.Flags
+	cpuProfile     string
+	stopProfile    func() error
 
 	cfg config.Config
 	log *slog.Logger
@@ -106,6 +109,11 @@ otherwise.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if a.cpuProfile != "" {
+				if err := a.startProfile(); err != nil {
+					return err
+				}
+			}
 			return a.loadConfig()
 		},
 	}
@@ -116,8 +124,10 @@ otherwise.`,
 	pf.StringVar(&a.flags.DataDir, "data-dir", "", "where per-project stores live (default $XDG_DATA_HOME/engram; env ENGRAM_DATA_DIR)")
 	pf.StringVar(&a.flags.Store, "store", "", "store file, overriding the per-project default (env ENGRAM_STORE)")
 	pf.StringVar(&a.flags.LogLevel, "log-level", "", "debug, info, warn or error (default warn; env ENGRAM_LOG_LEVEL)")
+	pf.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
+	_ = pf.MarkHidden("cpuprofile")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd())
+	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.benchCmd())
 	return root
 }
 
@@ -175,7 +185,28 @@ func (a *app) engine(ctx context.Context, mustExist bool) (*engine.Engine, error
 	return eng, nil
 }
 
+func (a *app) startProfile() error {
+	f, err := os.Create(a.cpuProfile)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return errors.Join(err, f.Close())
+	}
+	a.stopProfile = func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}
+	return nil
+}
+
 func (a *app) close() error {
+	if a.stopProfile != nil {
+		if err := a.stopProfile(); err != nil {
+			return err
+		}
+		a.stopProfile = nil
+	}
 	if a.st == nil {
 		return nil
 	}

@@ -49,7 +49,7 @@ func binary(t *testing.T) string {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+		_ = os.RemoveAll(filepath.Dir(binPath))
 	}
 	os.Exit(code)
 }
@@ -106,7 +106,11 @@ func openStore(t *testing.T, e *env) *sqlite.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -46,10 +47,11 @@ func (a *app) versionCmd() *cobra.Command {
 					"os": runtime.GOOS, "arch": runtime.GOARCH, "schema_version": sqlite.SchemaVersion(),
 				})
 			}
+			details := []string{runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH, fmt.Sprintf("store schema %d", sqlite.SchemaVersion())}
 			if commit != "" {
-				commit = " commit " + commit + ","
+				details = append([]string{"commit " + commit}, details...)
 			}
-			fmt.Fprintf(a.stdout, "engram %s (%s %s %s/%s, store schema %d)\n", v, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, sqlite.SchemaVersion())
+			fmt.Fprintf(a.stdout, "engram %s (%s)\n", v, strings.Join(details, ", "))
 			return nil
 		},
 	}

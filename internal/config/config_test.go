@@ -88,12 +88,17 @@ context_window = 32768
 func TestLoad_Errors(t *testing.T) {
 	home, proj := t.TempDir(), t.TempDir()
 	bad := filepath.Join(proj, "bad.toml")
-	os.WriteFile(bad, []byte("log_levle = \"info\"\n[tokens]\nencoding = \"gpt2\"\n"), 0o644)
+	write := func(s string) {
+		if err := os.WriteFile(bad, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("log_lvl = \"info\"\n[tokens]\nencoding = \"gpt2\"\n")
 	_, err := Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: bad})
-	if err == nil || !strings.Contains(err.Error(), "unknown keys: log_levle") {
+	if err == nil || !strings.Contains(err.Error(), "unknown keys: log_lvl") {
 		t.Errorf("unknown key: %v", err)
 	}
-	os.WriteFile(bad, []byte("log_level = \"loud\"\n[tokens]\nencoding = \"gpt2\"\n[ingest]\nbatch_size = -1\n"), 0o644)
+	write("log_level = \"loud\"\n[tokens]\nencoding = \"gpt2\"\n[ingest]\nbatch_size = -1\n")
 	_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: bad})
 	for _, want := range []string{"log_level", "tokens.encoding", "ingest.batch_size"} {
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -80,11 +80,28 @@ func (e *Engine) Encoding() *tokens.Encoding { return e.enc }
 
 // Add stores records in one transaction: all are stored or none. Errors
 // about a record are *RecordError, naming its index and field; every
-// invalid record is reported, not only the first.
+// invalid record is reported, not only the first. Add is Prepare then
+// Commit.
 func (e *Engine) Add(ctx context.Context, recs []Record) ([]store.PutResult, error) {
-	if len(recs) == 0 {
-		return nil, nil
+	b, err := e.Prepare(ctx, recs)
+	if err != nil {
+		return nil, err
 	}
+	return e.Commit(ctx, b)
+}
+
+// Batch is a set of records made ready to store: checked, counted and
+// chunked, but not yet written.
+type Batch struct {
+	recs    []Record
+	entries []store.Entry
+}
+
+// Prepare checks records and does the CPU work of storing them (token
+// counting, chunking) without touching the store, so that a caller can
+// prepare one batch while the previous one commits. Batches must still be
+// committed in order: a record may name a parent in an earlier batch.
+func (e *Engine) Prepare(ctx context.Context, recs []Record) (*Batch, error) {
 	var errs []error
 	for i, r := range recs {
 		if err := e.Check(r); err != nil {
@@ -94,11 +111,7 @@ func (e *Engine) Add(ctx context.Context, recs []Record) ([]store.PutResult, err
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	parents, err := e.resolveParents(ctx, recs)
-	if err != nil {
-		return nil, err
-	}
-	entries := make([]store.Entry, len(recs))
+	b := &Batch{recs: recs, entries: make([]store.Entry, len(recs))}
 	// Counting and chunking are CPU-bound: spread them over the cores.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -107,12 +120,29 @@ func (e *Engine) Add(ctx context.Context, recs []Record) ([]store.PutResult, err
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			entries[i] = e.entry(&recs[i], parents[i])
+			b.entries[i] = e.entry(&recs[i])
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	return b, nil
+}
+
+// Commit stores a prepared batch in one transaction.
+func (e *Engine) Commit(ctx context.Context, b *Batch) ([]store.PutResult, error) {
+	if len(b.recs) == 0 {
+		return nil, nil
+	}
+	parents, err := e.resolveParents(ctx, b.recs)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]store.Entry, len(b.entries))
+	for i, ent := range b.entries {
+		ent.ParentID = parents[i]
+		entries[i] = ent
 	}
 	res, err := e.st.PutEntries(ctx, entries)
 	if err != nil {
@@ -125,23 +155,80 @@ func (e *Engine) Add(ctx context.Context, recs []Record) ([]store.PutResult, err
 	return res, nil
 }
 
+// AddAll stores recs in order, in transactions of batchSize records,
+// preparing each batch while the one before commits. After each commit it
+// calls done with the index in recs of the batch's first record and the
+// batch's results; an error from done stops it. When AddAll fails, the
+// batches before the failing one are stored and the rest are not; errors
+// about a record are *RecordError with its index in recs.
+func (e *Engine) AddAll(ctx context.Context, recs []Record, batchSize int, done func(first int, res []store.PutResult) error) error {
+	if batchSize <= 0 {
+		batchSize = len(recs)
+	}
+	type prepared struct {
+		first int
+		batch *Batch
+		err   error
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan prepared, 1)
+	go func() {
+		defer close(ready)
+		for first := 0; first < len(recs); first += batchSize {
+			b, err := e.Prepare(pctx, recs[first:min(first+batchSize, len(recs))])
+			select {
+			case ready <- prepared{first, b, err}:
+			case <-pctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for p := range ready {
+		err := p.err
+		var res []store.PutResult
+		if err == nil {
+			res, err = e.Commit(ctx, p.batch)
+		}
+		if err == nil {
+			err = done(p.first, res)
+		}
+		if err != nil {
+			var re *RecordError
+			if errors.As(err, &re) {
+				re.Index += p.first
+			}
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
 // entry makes the store entry of a record: its tokens, chunks and
-// occurrence.
-func (e *Engine) entry(r *Record, parentID string) store.Entry {
+// occurrence. Its parent is resolved at commit.
+func (e *Engine) entry(r *Record) store.Entry {
 	text := string(r.Content)
 	ent := store.Entry{
-		Content:    r.Content,
-		TokenCount: e.enc.Count(text),
+		Content: r.Content,
 		Occurrence: store.Occurrence{
 			SessionID: r.Session, AgentID: r.Agent, AgentType: r.AgentType, Type: r.Type,
-			Turn: r.Turn, Time: r.Time, MsgID: r.MsgID, ParentID: parentID,
+			Turn: r.Turn, Time: r.Time, MsgID: r.MsgID,
 			Files: r.Files, Keywords: r.Keywords, Entities: r.Entities, Metadata: r.Metadata,
 		},
 	}
-	for i, c := range chunk.Text(text, e.enc.Count, chunk.Options{MaxTokens: e.opts.ChunkTokens}) {
+	chunks := chunk.Text(text, e.enc.Count, chunk.Options{MaxTokens: e.opts.ChunkTokens})
+	for i, c := range chunks {
 		ent.Chunks = append(ent.Chunks, store.Chunk{
 			Ordinal: i, Start: c.Start, End: c.End, StartLine: c.StartLine, EndLine: c.EndLine, TokenCount: c.Tokens,
 		})
+	}
+	if len(chunks) == 1 {
+		ent.TokenCount = chunks[0].Tokens // the one chunk is the whole text, counted
+	} else {
+		ent.TokenCount = e.enc.Count(text)
 	}
 	return ent
 }

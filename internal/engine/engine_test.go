@@ -25,7 +25,9 @@ func newEngine(t *testing.T, opts engine.Options) *engine.Engine {
 		if err := st.IntegrityCheck(context.Background()); err != nil {
 			t.Error(err)
 		}
-		st.Close()
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
 	})
 	e, err := engine.New(st, opts)
 	if err != nil {
@@ -152,5 +154,50 @@ func TestAdd_BinaryContent(t *testing.T) {
 func TestNew_UnknownEncoding(t *testing.T) {
 	if _, err := engine.New(nil, engine.Options{Encoding: "gpt2"}); err == nil {
 		t.Error("New accepted an unknown encoding")
+	}
+}
+
+func TestAddAll(t *testing.T) {
+	e := newEngine(t, engine.Options{})
+	ctx := t.Context()
+	var recs []engine.Record
+	for i := range 25 {
+		recs = append(recs, engine.Record{Session: "s", Type: store.UserPrompt, Content: []byte(fmt.Sprintf("prompt %d", i))})
+	}
+	// A tool result whose parent is a msg_id committed two batches earlier.
+	recs[3].MsgID = "m3"
+	recs[13] = engine.Record{Session: "s", Type: store.ToolResult, Parent: "m3", Content: []byte("result of 3")}
+	var firsts []int
+	err := e.AddAll(ctx, recs, 5, func(first int, res []store.PutResult) error {
+		firsts = append(firsts, first)
+		if len(res) != min(5, len(recs)-first) {
+			t.Errorf("batch at %d: %d results", first, len(res))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(firsts) != "[0 5 10 15 20]" {
+		t.Errorf("batches committed at %v", firsts)
+	}
+	// A bad record in the fourth batch: three batches stored, the error
+	// names the record's index in the whole input.
+	more := make([]engine.Record, 20)
+	for i := range more {
+		more[i] = engine.Record{Session: "t", Type: store.Note, Content: []byte(fmt.Sprintf("more %d", i))}
+	}
+	more[17].Parent = "no-such-msg"
+	err = e.AddAll(ctx, more, 5, func(int, []store.PutResult) error { return nil })
+	var re *engine.RecordError
+	if !errors.As(err, &re) || re.Index != 17 {
+		t.Fatalf("AddAll error %v, want a RecordError at index 17", err)
+	}
+	st, err := e.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Entries != 25+15 {
+		t.Errorf("%d entries, want 40 (the failing batch and those after it not stored)", st.Entries)
 	}
 }

@@ -11,16 +11,43 @@ const noRank = math.MaxUint32
 // base64 blobs or minified code).
 const heapThreshold = 128
 
-// merger holds the scratch space of one byte-pair merge, reused across
-// pieces of one call.
+// Pieces that are not themselves tokens repeat a great deal in real text
+// (identifiers, words missing from the vocabulary), and merging one costs a
+// dozen map lookups, so a merger remembers the token counts of the short
+// pieces it merged.
+const (
+	cacheMaxPiece   = 48      // bytes; longer pieces are rare and not cached
+	cacheMaxEntries = 1 << 15 // the cache is cleared when it grows past this
+)
+
+// merger holds the scratch space of byte-pair merges and a cache of piece
+// token counts. Mergers are pooled; each is used by one goroutine at a time.
 type merger struct {
 	ranks map[string]uint32
+	cache map[string]int
 	// starts[k] is the byte offset where part k begins; pairRank[k] is the
 	// rank of the token made by joining parts k and k+1.
 	starts   []int
 	pairRank []uint32
 	nodes    []node
 	heap     pairHeap
+}
+
+// count returns the number of tokens piece, which is not itself a token,
+// merges into.
+func (m *merger) count(piece string) int {
+	if len(piece) > cacheMaxPiece {
+		return len(m.merge(piece)) - 1
+	}
+	if n, ok := m.cache[piece]; ok {
+		return n
+	}
+	n := len(m.merge(piece)) - 1
+	if m.cache == nil || len(m.cache) >= cacheMaxEntries {
+		m.cache = make(map[string]int, 1024)
+	}
+	m.cache[piece] = n
+	return n
 }
 
 // rank returns the rank of piece[a:b], or noRank.

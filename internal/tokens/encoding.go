@@ -120,7 +120,7 @@ func (e *Encoding) Count(text string) int {
 		if _, ok := e.ranks[piece]; ok {
 			n++
 		} else {
-			n += len(m.merge(piece)) - 1
+			n += m.count(piece)
 		}
 		i = j
 	}

@@ -185,8 +185,9 @@ type batch struct {
 	agents   map[[2]string]bool
 	// msgs maps (session, msg_id) written in this batch to its result.
 	msgs map[[2]string]store.PutResult
-	// deltas are the counter increments.
+	// deltas are the counter increments; byType by content type.
 	entries, bytes, tokens, chunks, occurrences int64
+	byType                                      map[store.ContentType]store.TypeStats
 }
 
 var batchSQL = map[string]string{
@@ -206,7 +207,8 @@ var batchSQL = map[string]string{
 		ON CONFLICT(session_id, id) DO UPDATE SET last_seen_at = max(last_seen_at, excluded.last_seen_at),
 			role = CASE WHEN role = '' THEN excluded.role ELSE role END`,
 	"insertLink": `INSERT INTO links(from_id, to_id, kind, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-	"counter":    `UPDATE counters SET value = value + ? WHERE name = ?`,
+	"counter": `INSERT INTO counters(name, value) VALUES (?, ?)
+		ON CONFLICT(name) DO UPDATE SET value = value + excluded.value`,
 }
 
 func newBatch(ctx context.Context, tx *sql.Tx) (*batch, error) {
@@ -214,6 +216,7 @@ func newBatch(ctx context.Context, tx *sql.Tx) (*batch, error) {
 		ctx: ctx, tx: tx, now: time.Now().UTC(),
 		stmts: map[string]*sql.Stmt{}, pks: map[string]int64{}, turns: map[string]int{},
 		sessions: map[string]bool{}, agents: map[[2]string]bool{}, msgs: map[[2]string]store.PutResult{},
+		byType: map[store.ContentType]store.TypeStats{},
 	}
 	for name, q := range batchSQL {
 		st, err := tx.PrepareContext(ctx, q)
@@ -304,6 +307,10 @@ func (b *batch) put(p *pending) (store.PutResult, error) {
 	}
 	res.Turn = turn
 	b.occurrences++
+	ts := b.byType[e.Type]
+	ts.Occurrences++
+	ts.Tokens += int64(e.TokenCount)
+	b.byType[e.Type] = ts
 	if e.MsgID != "" {
 		b.msgs[msgKey] = res
 	}
@@ -418,15 +425,24 @@ func (b *batch) turn(e *store.Entry) (int, error) {
 	return turn, nil
 }
 
+// Counter names: totals, and per content type typePrefix+type+":occurrences"
+// and typePrefix+type+":tokens".
+const typePrefix = "type:"
+
 func (b *batch) finish() error {
-	for name, v := range map[string]int64{
+	deltas := map[string]int64{
 		"entries": b.entries, "content_bytes": b.bytes, "tokens": b.tokens,
 		"chunks": b.chunks, "occurrences": b.occurrences,
-	} {
+	}
+	for t, ts := range b.byType {
+		deltas[typePrefix+string(t)+":occurrences"] = ts.Occurrences
+		deltas[typePrefix+string(t)+":tokens"] = ts.Tokens
+	}
+	for name, v := range deltas {
 		if v == 0 {
 			continue
 		}
-		if _, err := b.exec("counter", v, name); err != nil {
+		if _, err := b.exec("counter", name, v); err != nil {
 			return err
 		}
 	}

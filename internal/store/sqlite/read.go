@@ -385,6 +385,16 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 			}
 			if p, ok := counters[name]; ok {
 				*p = v
+			} else if rest, ok := strings.CutPrefix(name, typePrefix); ok {
+				typ, field, _ := strings.Cut(rest, ":")
+				ts := st.ByType[store.ContentType(typ)]
+				switch field {
+				case "occurrences":
+					ts.Occurrences = v
+				case "tokens":
+					ts.Tokens = v
+				}
+				st.ByType[store.ContentType(typ)] = ts
 			}
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
@@ -405,20 +415,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 			return err
 		}
 		st.First, st.Last = fromUnixNano(first.Int64), fromUnixNano(last.Int64)
-		rows, err = db.QueryContext(ctx, `SELECT o.type, count(*), sum(e.token_count) FROM occurrences o
-			JOIN entries e ON e.pk = o.entry GROUP BY o.type`)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var typ string
-			var ts store.TypeStats
-			if err := rows.Scan(&typ, &ts.Occurrences, &ts.Tokens); err != nil {
-				return errors.Join(err, rows.Close())
-			}
-			st.ByType[store.ContentType(typ)] = ts
-		}
-		return errors.Join(rows.Err(), rows.Close())
+		return nil
 	})
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)

@@ -52,7 +52,9 @@ func TestOpen_SchemaTooNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +103,9 @@ func TestOpen_Reopen(t *testing.T) {
 	if _, err := s.PutEntries(ctx, []store.Entry{e}); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("store file not at %s: %v", path, err)
 	}
@@ -109,7 +113,11 @@ func TestOpen_Reopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	got, err := s.Entries(ctx, []string{store.ID(e.Content)})
 	if err != nil || string(got[0].Content) != "kept across reopen" {
 		t.Fatalf("after reopen: %v", err)

@@ -1,0 +1,41 @@
+# engram: build, test, lint. CI (.ci/run) calls these same targets.
+
+GO            ?= go
+GOLANGCI_LINT ?= golangci-lint
+BIN           ?= bin/engram
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: all build test test-short lint fmt bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/engram
+
+test:
+	$(GO) test -race ./...
+
+test-short:
+	$(GO) test -short ./...
+
+lint:
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
+
+fmt:
+	gofmt -w .
+
+# Go micro-benchmarks; engram bench produces the figures in BENCHMARKS.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Short fuzzing of every fuzz target. -fuzzminimizetime 0: minimisation
+# stalls the fuzzer on some machines.
+fuzz:
+	@for t in "./internal/tokens FuzzPieces" "./internal/terms FuzzAppend" "./internal/chunk FuzzText"; do \
+		set -- $$t; $(GO) test $$1 -run '^$$' -fuzz "^$$2$$" -fuzztime 30s -fuzzminimizetime 0 || exit 1; \
+	done
+
+clean:
+	rm -rf bin

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/bench"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+)
+
+func (a *app) benchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure ingest and search on a synthetic corpus, with baselines",
+		Long: `Measure engram on a synthetic corpus of agent sessions (deterministic, with
+realistic message sizes and word frequencies), each figure beside a baseline
+measured in the same run. Stores are created under --dir (default: a new
+temporary directory, removed afterwards); the project's own store is not
+touched. BENCHMARKS.md records the figures and the commands.`,
+	}
+	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd())
+	return cmd
+}
+
+// benchDir returns the directory for bench stores and a cleanup function.
+func benchDir(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o755)
+	}
+	d, err := os.MkdirTemp("", "engram-bench-")
+	return d, func() { _ = os.RemoveAll(d) }, err
+}
+
+func (a *app) benchIngestCmd() *cobra.Command {
+	var (
+		messages, batch int
+		dir             string
+		seed            uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "ingest",
+		Short: "Ingest throughput of engram add against plain FTS5 inserts",
+		Long: `Generate --messages chat messages and tool events, encode them as the JSON
+Lines that engram add reads, and time what engram add does with them:
+reading and checking them, then counting, chunking and storing them in
+batches of --batch into a new store, each batch prepared while the one
+before commits. The baseline, in the
+same run, inserts the same contents in the same batches into a bare FTS5 table
+with the same driver and durability settings.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			ctx := cmd.Context()
+			d, cleanup, err := benchDir(dir)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			corpus := bench.NewCorpus(seed)
+			var jsonl bytes.Buffer
+			enc := json.NewEncoder(&jsonl)
+			contents := make([]string, messages)
+			var contentBytes int64
+			for i := range messages {
+				m := corpus.Next()
+				contents[i] = m.Content
+				contentBytes += int64(len(m.Content))
+				if err := enc.Encode(map[string]string{"session": m.Session, "agent": m.Agent, "type": string(m.Type), "content": m.Content}); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(a.stdout, "corpus: %d messages, %s of content (mean %d bytes), %s of JSON Lines; batches of %d; %d CPUs\n",
+				messages, humanBytes(contentBytes), contentBytes/int64(max(1, messages)), humanBytes(int64(jsonl.Len())), batch, runtime.GOMAXPROCS(0))
+
+			// Baseline first, so neither run warms the other's cache.
+			base, err := sqlite.OpenFTSBaseline(ctx, filepath.Join(d, "baseline.db"))
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			for from := 0; from < messages; from += batch {
+				if err := base.Insert(ctx, contents[from:min(from+batch, messages)]); err != nil {
+					return errors.Join(err, base.Close())
+				}
+			}
+			baseTime := time.Since(start)
+			if err := base.Close(); err != nil {
+				return err
+			}
+
+			st, err := sqlite.Open(ctx, filepath.Join(d, "engram.db"), sqlite.Options{Logger: a.log})
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, st.Close()) }()
+			eng, err := engine.New(st, engine.Options{Encoding: a.cfg.Tokens.Encoding, Logger: a.log})
+			if err != nil {
+				return err
+			}
+			start = time.Now()
+			lines, err := eng.ReadJSONL(&jsonl, engine.Record{})
+			if err != nil {
+				return err
+			}
+			parseTime := time.Since(start)
+			recs := make([]engine.Record, len(lines))
+			for i, l := range lines {
+				recs[i] = l.Record
+			}
+			err = eng.AddAll(ctx, recs, batch, func(int, []store.PutResult) error { return nil })
+			if err != nil {
+				return err
+			}
+			engTime := time.Since(start)
+			stats, err := st.Stats(ctx)
+			if err != nil {
+				return err
+			}
+
+			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(w, "\tentries/s\tMB/s\ttime\t")
+			row := func(name string, d time.Duration) {
+				fmt.Fprintf(w, "%s\t%.0f\t%.1f\t%v\t\n", name, float64(messages)/d.Seconds(), float64(contentBytes)/1e6/d.Seconds(), d.Round(time.Millisecond))
+			}
+			row("plain FTS5 INSERT (baseline)", baseTime)
+			row("engram add (read JSON Lines + store)", engTime)
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "engram/baseline time: %.2fx; JSON Lines reading and checking took %v of engram's %v; %d chunks, %s tokens, store %s\n",
+				engTime.Seconds()/baseTime.Seconds(), parseTime.Round(time.Millisecond), engTime.Round(time.Millisecond),
+				stats.Chunks, commas(stats.Tokens), humanBytes(stats.SizeBytes))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&messages, "messages", 100000, "messages to ingest")
+	f.IntVar(&batch, "batch", 1000, "records per transaction")
+	f.StringVar(&dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
+	f.Uint64Var(&seed, "seed", 1, "corpus seed")
+	return cmd
+}
+
+func (a *app) benchSearchCmd() *cobra.Command {
+	var (
+		chunks  int
+		queries int
+		dir     string
+		reuse   bool
+		seed    uint64
+		limit   int
+	)
+	cmd := &cobra.Command{
+		Use:   "search",
+		Short: "Lexical search latency for rare, medium and very common words",
+		Long: `Build (or, with --reuse, reopen) a store of at least --chunks chunks from the
+synthetic corpus, pick query words by how many chunks hold them (rare: at most
+0.01%; medium: 0.1% to 1%; very common: at least 10%; mixed: four words, one
+rare, one medium, two very common), and time each query through engram's
+search and through the plain FTS5 query (all words OR-ed, ranked by BM25 over
+every match) on the same index, alternating, after a warm-up pass.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			ctx := cmd.Context()
+			d, cleanup, err := benchDir(dir)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			path := filepath.Join(d, fmt.Sprintf("search-%d.db", chunks))
+			st, err := a.benchStore(ctx, path, chunks, seed, reuse)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, st.Close()) }()
+			stats, err := st.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			n := stats.Chunks
+			fmt.Fprintf(a.stdout, "store: %s chunks, %s entries, %s; %d queries per band, limit %d\n",
+				commas(n), commas(stats.Entries), humanBytes(stats.SizeBytes), queries, limit)
+			bands := []struct {
+				name   string
+				lo, hi int64
+			}{
+				{"rare", 1, max(1, n/10000)},
+				{"medium", n / 1000, n / 100},
+				{"very common", n / 10, n},
+			}
+			words := map[string][]string{}
+			for _, b := range bands {
+				ws, err := st.TermsByFrequency(ctx, b.lo, b.hi, 5000)
+				if err != nil {
+					return err
+				}
+				if len(ws) == 0 {
+					return fmt.Errorf("no words held by %d to %d chunks: the store is too small", b.lo, b.hi)
+				}
+				words[b.name] = ws
+			}
+			rng := rand.New(rand.NewPCG(seed, 99))
+			pick := func(band string) string { ws := words[band]; return ws[rng.IntN(len(ws))] }
+			sets := []struct {
+				name string
+				qs   []string
+			}{}
+			for _, b := range bands {
+				var qs []string
+				for range queries {
+					qs = append(qs, pick(b.name))
+				}
+				sets = append(sets, struct {
+					name string
+					qs   []string
+				}{b.name, qs})
+			}
+			var mixed []string
+			for range queries {
+				mixed = append(mixed, strings.Join([]string{pick("very common"), pick("rare"), pick("very common"), pick("medium")}, " "))
+			}
+			sets = append(sets, struct {
+				name string
+				qs   []string
+			}{"mixed (4 words)", mixed})
+
+			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(w, "words\tengram p50\tp95\tp99\tplain FTS5 p50\tp95\tp99\t")
+			for _, set := range sets {
+				var ours, plain []time.Duration
+				for pass := range 2 { // pass 0 warms the page cache
+					for _, q := range set.qs {
+						t0 := time.Now()
+						if _, err := st.Search(ctx, store.Query{Text: q, Limit: limit}); err != nil {
+							return err
+						}
+						t1 := time.Now()
+						if _, err := st.SearchUnplanned(ctx, q, limit); err != nil {
+							return err
+						}
+						t2 := time.Now()
+						if pass == 1 {
+							ours = append(ours, t1.Sub(t0))
+							plain = append(plain, t2.Sub(t1))
+						}
+					}
+				}
+				o, p := bench.Summarize(ours), bench.Summarize(plain)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", set.name, ms(o.P50), ms(o.P95), ms(o.P99), ms(p.P50), ms(p.P95), ms(p.P99))
+			}
+			return w.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&chunks, "chunks", 100000, "chunks the store must hold")
+	f.IntVar(&queries, "queries", 200, "queries per band")
+	f.IntVar(&limit, "limit", 10, "hits per query")
+	f.StringVar(&dir, "dir", "", "directory for the store (default: a temporary one, removed after)")
+	f.BoolVar(&reuse, "reuse", false, "reuse a store built by an earlier run with the same --dir and --chunks")
+	f.Uint64Var(&seed, "seed", 1, "corpus and query seed")
+	return cmd
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// benchStore opens the store at path, filling it from the corpus until it
+// holds at least chunks chunks.
+func (a *app) benchStore(ctx context.Context, path string, chunks int, seed uint64, reuse bool) (*sqlite.Store, error) {
+	if !reuse {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
+	st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(st, engine.Options{Encoding: a.cfg.Tokens.Encoding, Logger: a.log})
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	if stats.Chunks >= int64(chunks) {
+		return st, nil
+	}
+	corpus := bench.NewCorpus(seed)
+	for range stats.Entries { // continue the corpus where the store left off
+		corpus.Next()
+	}
+	start, have := time.Now(), stats.Chunks
+	progress := newProgress(a.stderr, "building store", int64(chunks))
+	const batch = 2000
+	for have < int64(chunks) {
+		recs := make([]engine.Record, batch)
+		for i := range recs {
+			m := corpus.Next()
+			recs[i] = engine.Record{Session: m.Session, Agent: m.Agent, Type: m.Type, Content: []byte(m.Content)}
+		}
+		if _, err := eng.Add(ctx, recs); err != nil {
+			return nil, errors.Join(err, st.Close())
+		}
+		if stats, err = st.Stats(ctx); err != nil {
+			return nil, errors.Join(err, st.Close())
+		}
+		have = stats.Chunks
+		progress.update(have)
+	}
+	progress.done(fmt.Sprintf("%s chunks in %v", commas(have), time.Since(start).Round(time.Second)))
+	return st, nil
+}
+
+// progress reports long work on standard error: a line rewritten in place
+// on a terminal, a line every few seconds otherwise.
+type progress struct {
+	w        io.Writer
+	what     string
+	total    int64
+	start    time.Time
+	last     time.Time
+	terminal bool
+}
+
+func newProgress(w io.Writer, what string, total int64) *progress {
+	f, ok := w.(*os.File)
+	return &progress{w: w, what: what, total: total, start: time.Now(), terminal: ok && isTerminal(f)}
+}
+
+func (p *progress) update(n int64) {
+	every := 5 * time.Second
+	if p.terminal {
+		every = 200 * time.Millisecond
+	}
+	if time.Since(p.last) < every {
+		return
+	}
+	p.last = time.Now()
+	elapsed := time.Since(p.start)
+	rate := float64(n) / elapsed.Seconds()
+	eta := time.Duration(float64(p.total-n)/max(rate, 1e-9)) * time.Second
+	line := fmt.Sprintf("%s: %s/%s (%.0f/s, ETA %v)", p.what, commas(n), commas(p.total), rate, eta.Round(time.Second))
+	if p.terminal {
+		fmt.Fprintf(p.w, "\r%s\033[K", line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) done(summary string) {
+	if p.terminal {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, "%s: %s\n", p.what, summary)
+}
