@@ -176,3 +176,25 @@ func TestCLI_StoreTooNew(t *testing.T) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+func TestCLI_Tokens(t *testing.T) {
+	e := newEnv(t)
+	if got := e.ok("hello world\n", "tokens"); got != "3\n" {
+		t.Errorf("tokens = %q, want 3", got)
+	}
+	// "\t\r\n\t\r\n" is one token in cl100k_base, where the library we take
+	// the vocabulary from counts two.
+	if got := e.ok("x\t\r\n\t\r\nZ", "tokens", "--model", "gpt-4"); got != "3\n" {
+		t.Errorf("tokens --model gpt-4 = %q, want 3", got)
+	}
+	if code, _, _ := e.run("x", "tokens", "--model", "no-such-model"); code != 2 {
+		t.Errorf("unknown model: exit %d, want 2", code)
+	}
+	if code, _, _ := e.run("x", "tokens", "--encoding", "r50k_base"); code != 2 {
+		t.Errorf("unknown encoding: exit %d, want 2", code)
+	}
+	var models []map[string]any
+	if err := jsonUnmarshal(e.ok("", "models", "--json"), &models); err != nil || len(models) < 20 {
+		t.Errorf("models --json: %d models, %v", len(models), err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/terms"
 )
 
@@ -71,24 +72,32 @@ func (b *FTSBaseline) Close() error { return b.db.Close() }
 
 // SearchUnplanned runs a query the plain FTS5 way: every word of text
 // (whole and by parts, as Search matches them), OR-ed, ranked by BM25 over
-// all matches, with no pruning of common words. It returns the number of
-// hits. It is the baseline Search's planning is measured against.
-func (s *Store) SearchUnplanned(ctx context.Context, text string, limit int) (int, error) {
+// all matches, with no pruning of common words; hits are then read as
+// Search reads them. It is the baseline Search's planning is measured
+// against.
+func (s *Store) SearchUnplanned(ctx context.Context, text string, limit int) ([]store.Hit, error) {
 	var parts []string
 	for _, g := range terms.Query(text) {
 		parts = append(parts, matchGroup(g))
 	}
 	if len(parts) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	rank := fmt.Sprintf("bm25(chunks_fts, 1.0, %g)", s.opts.Search.MetaWeight)
-	n := 0
+	var cands []candidate
 	err := s.query(ctx, `SELECT f.rowid, `+rank+` AS s FROM chunks_fts f WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?`,
 		[]any{strings.Join(parts, " OR "), limit}, func(rows *sql.Rows) error {
-			n++
+			var c candidate
+			if err := rows.Scan(&c.rowid, &c.bm25); err != nil {
+				return err
+			}
+			cands = append(cands, c)
 			return nil
 		})
-	return n, err
+	if err != nil {
+		return nil, err
+	}
+	return s.hydrate(ctx, cands, store.Filter{})
 }
 
 // TermsByFrequency returns up to n indexed words held by between minDocs

@@ -5,40 +5,54 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/terms"
 )
 
 // How lexical search stays fast. FTS5 ranks by BM25 by scoring every chunk
-// that matches any query term, so a query's cost grows with the document
-// frequencies of its terms: "the" or "error" in a million chunks means
-// scoring hundreds of thousands of rows. Such terms also carry almost no
-// information (BM25's IDF of a term in half the chunks is near zero). So a
+// that matches any query word, and BM25's IDF makes it read the whole
+// posting list of each word once per query, so a query costs about the sum
+// of its words' document frequencies (about 1 µs per posting here): "the"
+// or "error" in a million chunks costs tens to hundreds of milliseconds.
+// Such words also carry almost no information (the IDF of a word in a
+// third of the chunks is under 1, against 10 or more for a rare one). So a
 // query is planned before it runs:
 //
-//  1. Each word's document frequency is read from the FTS vocabulary.
-//  2. Words are taken rarest first while their combined frequency stays
-//     within MaxPostings; the common rest is dropped. Words that occur
-//     nowhere are dropped too.
-//  3. If even the rarest word is over the budget, the query is made only of
-//     very common words; then the newest Window matches are ranked, newest
-//     winning ties: recency is the best prior left.
+//  1. Each word's document frequency is counted, but only up to
+//     MaxPostings+1: a count that reaches the cap says "too common" at a
+//     bounded cost. Counts are cached: a word over the cap stays over it
+//     (content is never deleted), and an exact count is reused until the
+//     store has grown by a tenth.
+//  2. Words are taken rarest first while their frequencies sum to at most
+//     MaxPostings; the common rest is dropped, as are words that occur
+//     nowhere.
+//  3. If even the rarest word is over the budget, every word is very
+//     common: then the newest Window matches are fetched without FTS5's
+//     BM25 and scored here with BM25's term-frequency saturation, so the
+//     cost stays bounded. Recency is the best prior left.
 //
 // A filter that matches few occurrences (a session, a turn range) is applied
-// first: only that session's chunks are matched, whatever the words.
+// before the match: only those chunks are matched, whatever the words.
+// Queries of more than maxPlannedGroups distinct words keep the longest,
+// which in natural text are the rarer ones.
 
 // Defaults for SearchOptions.
 const (
-	DefaultMaxPostings     = 150_000
-	DefaultWindow          = 4_000
+	DefaultMaxPostings     = 30_000
+	DefaultWindow          = 200
 	DefaultMetaWeight      = 2.0
 	DefaultSelectiveFilter = 20_000
 	// MaxLimit bounds Query.Limit.
 	MaxLimit = 1000
+	// maxPlannedGroups bounds the distinct words of one query.
+	maxPlannedGroups = 32
 )
 
 // SearchOptions tune lexical search. The zero value uses the defaults.
@@ -47,7 +61,7 @@ type SearchOptions struct {
 	// are taken rarest first until their document frequencies would sum past
 	// it. Zero means DefaultMaxPostings.
 	MaxPostings int
-	// Window is how many of the newest matches are ranked when every word
+	// Window is how many of the newest matches are scored when every word
 	// is more common than MaxPostings allows. Zero means DefaultWindow.
 	Window int
 	// MetaWeight is the BM25 weight of a chunk's paths, symbols, keywords
@@ -77,8 +91,9 @@ func (o SearchOptions) withDefaults() SearchOptions {
 
 // plan is a query made ready for FTS5.
 type plan struct {
-	match    string // the MATCH expression; empty if nothing can match
-	windowed bool   // rank only the newest Window matches
+	match    string  // the MATCH expression; empty if nothing can match
+	groups   []group // the words in match
+	windowed bool    // every word is very common: score the newest matches here
 	dropped  []string
 }
 
@@ -90,13 +105,12 @@ type group struct {
 	matches, cost int64
 }
 
-// unknownDF stands for the frequency of a term the vocabulary cannot be
-// asked about: terms with non-ASCII letters, which the FTS tokenizer folds
-// (diacritics, case) in ways this package does not repeat. They are
-// treated as rare, which at worst costs one slower query.
-const unknownDF = -1
-
 func (s *Store) planQuery(ctx context.Context, groups []terms.Group) (plan, error) {
+	if len(groups) > maxPlannedGroups {
+		groups = slices.Clone(groups)
+		sort.SliceStable(groups, func(i, j int) bool { return len(groups[i].Whole) > len(groups[j].Whole) })
+		groups = groups[:maxPlannedGroups]
+	}
 	var words []string
 	for _, g := range groups {
 		words = append(words, g.Whole)
@@ -106,36 +120,23 @@ func (s *Store) planQuery(ctx context.Context, groups []terms.Group) (plan, erro
 	if err != nil {
 		return plan{}, err
 	}
-	freq := func(t string) int64 {
-		if n, ok := df[t]; ok {
-			return n
-		}
-		if isASCII(t) {
-			return 0
-		}
-		return unknownDF
-	}
 	var gs []group
 	for _, g := range groups {
-		w := freq(g.Whole)
-		matches, cost := max(w, 0), max(w, 0)
+		w := df[g.Whole]
+		matches, cost := w, w
 		if len(g.Parts) > 0 {
 			// The phrase of the parts matches at most as often as its
 			// rarest part, and reading it costs all of their postings.
-			phrase, phraseCost := int64(-2), int64(0)
-			for _, p := range g.Parts {
-				f := freq(p)
-				if f == 0 {
-					phrase, phraseCost = 0, 0
-					break
-				}
-				phraseCost += max(f, 0)
-				if phrase == -2 || f < phrase {
+			phrase, phraseCost := int64(-1), int64(0)
+			for _, part := range g.Parts {
+				f := df[part]
+				phraseCost += f
+				if phrase < 0 || f < phrase {
 					phrase = f
 				}
 			}
-			if phrase != 0 {
-				matches += max(phrase, 0)
+			if phrase > 0 {
+				matches += phrase
 				cost += phraseCost
 			} else {
 				g.Parts = nil // the phrase cannot match
@@ -146,22 +147,24 @@ func (s *Store) planQuery(ctx context.Context, groups []terms.Group) (plan, erro
 		}
 		gs = append(gs, group{Group: g, matches: matches, cost: cost})
 	}
+	var p plan
 	if len(gs) == 0 {
-		return plan{}, nil
+		return p, nil
 	}
 	sort.SliceStable(gs, func(i, j int) bool { return gs[i].matches < gs[j].matches })
-	var p plan
+	budget := int64(s.opts.Search.MaxPostings)
+	p.windowed = gs[0].cost > budget
 	var keep []string
 	var total int64
 	for i, g := range gs {
-		if i > 0 && total+g.cost > int64(s.opts.Search.MaxPostings) {
+		if !p.windowed && i > 0 && total+g.cost > budget {
 			p.dropped = append(p.dropped, g.Whole)
 			continue
 		}
 		total += g.cost
 		keep = append(keep, matchGroup(g.Group))
+		p.groups = append(p.groups, g)
 	}
-	p.windowed = gs[0].cost > int64(s.opts.Search.MaxPostings)
 	p.match = strings.Join(keep, " OR ")
 	return p, nil
 }
@@ -176,42 +179,71 @@ func matchGroup(g terms.Group) string {
 	return `("` + g.Whole + `" OR "` + strings.Join(g.Parts, " ") + `")`
 }
 
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			return false
-		}
-	}
-	return true
+// dfCache remembers document frequencies between queries.
+type dfCache struct {
+	mu sync.Mutex // guards m
+	m  map[string]dfEntry
 }
 
-// docFreqs returns how many chunks hold each term.
+type dfEntry struct {
+	n      int64 // chunks holding the word, counted up to a cap
+	capped bool  // the count reached the cap: the word is at least that common
+	chunks int64 // the store's chunk count when counted
+}
+
+// dfCacheMax bounds the cache; it is cleared when full.
+const dfCacheMax = 100_000
+
+// docFreqs returns how many chunks hold each word, counting at most
+// MaxPostings+1 of them.
 func (s *Store) docFreqs(ctx context.Context, words []string) (map[string]int64, error) {
-	df := map[string]int64{}
-	var ascii []string
-	for _, w := range words {
-		if isASCII(w) {
-			ascii = append(ascii, w)
-		}
+	total, err := s.chunkCount(ctx)
+	if err != nil {
+		return nil, err
 	}
-	const batch = 500
-	for start := 0; start < len(ascii); start += batch {
-		part := ascii[start:min(start+batch, len(ascii))]
-		err := s.query(ctx, `SELECT term, doc FROM chunks_vocab WHERE term IN (`+placeholders(len(part))+`)`,
-			anySlice(part), func(rows *sql.Rows) error {
-				var t string
-				var n int64
-				if err := rows.Scan(&t, &n); err != nil {
-					return err
-				}
-				df[t] = n
-				return nil
-			})
-		if err != nil {
-			return nil, fmt.Errorf("read term frequencies: %w", err)
+	limit := int64(s.opts.Search.MaxPostings) + 1
+	df := map[string]int64{}
+	var missing []string
+	s.df.mu.Lock()
+	for _, w := range words {
+		if _, done := df[w]; done {
+			continue
 		}
+		if e, ok := s.df.m[w]; ok && (e.capped && e.n >= limit || !e.capped && total <= e.chunks+e.chunks/10) {
+			df[w] = min(e.n, limit)
+			continue
+		}
+		df[w] = 0
+		missing = append(missing, w)
+	}
+	s.df.mu.Unlock()
+	for _, w := range missing {
+		var n int64
+		err := s.read(ctx, func(db *sql.DB) error {
+			return db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)`,
+				`"`+w+`"`, limit).Scan(&n)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("count %q: %w", w, err)
+		}
+		df[w] = n
+		s.df.mu.Lock()
+		if s.df.m == nil || len(s.df.m) >= dfCacheMax {
+			s.df.m = map[string]dfEntry{}
+		}
+		s.df.m[w] = dfEntry{n: n, capped: n >= limit, chunks: total}
+		s.df.mu.Unlock()
 	}
 	return df, nil
+}
+
+// chunkCount returns the number of chunks stored.
+func (s *Store) chunkCount(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.read(ctx, func(db *sql.DB) error {
+		return db.QueryRowContext(ctx, `SELECT value FROM counters WHERE name = 'chunks'`).Scan(&n)
+	})
+	return n, err
 }
 
 // filterSQL renders a filter as a condition on occurrences o.
@@ -255,7 +287,7 @@ func filterSQL(f store.Filter) (string, []any) {
 // candidate is a matching chunk before its details are read.
 type candidate struct {
 	rowid int64
-	bm25  float64
+	bm25  float64 // FTS5's BM25: lower is better
 }
 
 // Search implements store.Store.
@@ -281,61 +313,141 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 	if p.match == "" {
 		return nil, nil
 	}
-	if len(p.dropped) > 0 {
-		s.log.Debug("search dropped common words", "dropped", p.dropped, "windowed", p.windowed)
+	if len(p.dropped) > 0 || p.windowed {
+		s.log.Debug("search planned", "dropped", p.dropped, "windowed", p.windowed)
 	}
-	cands, err := s.candidates(ctx, p, q.Filter, limit)
-	if err != nil {
-		return nil, fmt.Errorf("search %q: %w", q.Text, err)
+	cond, condArgs := filterSQL(q.Filter)
+	selective := !q.Filter.IsZero() && s.selective(ctx, cond, condArgs)
+	var hits []store.Hit
+	if p.windowed {
+		hits, err = s.searchWindow(ctx, p, q.Filter, selective, limit)
+	} else {
+		hits, err = s.searchRanked(ctx, p, q.Filter, selective, limit)
 	}
-	hits, err := s.hydrate(ctx, cands, q.Filter)
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
 	return hits, nil
 }
 
-func (s *Store) candidates(ctx context.Context, p plan, f store.Filter, limit int) ([]candidate, error) {
-	rank := "bm25(chunks_fts, 1.0, " + strconv.FormatFloat(s.opts.Search.MetaWeight, 'f', -1, 64) + ")"
-	cond, condArgs := filterSQL(f)
-	args := []any{p.match}
-	var q string
-	switch {
-	case !f.IsZero() && s.selective(ctx, cond, condArgs):
-		q = `SELECT f.rowid, ` + rank + ` AS s FROM chunks_fts f
-			WHERE chunks_fts MATCH ? AND f.rowid IN (
-				SELECT c.id FROM occurrences o JOIN chunks c ON c.entry = o.entry WHERE ` + cond + `)
-			ORDER BY s, f.rowid DESC LIMIT ?`
-		args = append(append(args, condArgs...), limit)
-	default:
-		exists := ""
-		if !f.IsZero() {
-			exists = ` AND EXISTS (SELECT 1 FROM chunks c JOIN occurrences o ON o.entry = c.entry
-				WHERE c.id = f.rowid AND ` + cond + `)`
-			args = append(args, condArgs...)
-		}
-		if p.windowed {
-			q = `SELECT rowid, s FROM (
-				SELECT f.rowid AS rowid, ` + rank + ` AS s FROM chunks_fts f
-				WHERE chunks_fts MATCH ?` + exists + ` ORDER BY f.rowid DESC LIMIT ?)
-				ORDER BY s, rowid DESC LIMIT ?`
-			args = append(args, s.opts.Search.Window, limit)
-		} else {
-			q = `SELECT f.rowid, ` + rank + ` AS s FROM chunks_fts f
-				WHERE chunks_fts MATCH ?` + exists + ` ORDER BY s, f.rowid DESC LIMIT ?`
-			args = append(args, limit)
-		}
+// restrict returns the SQL that limits FTS rows f to the filter, and its
+// arguments: a list of candidate chunks for a selective filter, a check per
+// row otherwise.
+func restrict(f store.Filter, selective bool) (string, []any) {
+	if f.IsZero() {
+		return "", nil
 	}
-	var out []candidate
-	err := s.query(ctx, q, args, func(rows *sql.Rows) error {
+	cond, args := filterSQL(f)
+	if selective {
+		return ` AND f.rowid IN (SELECT c.id FROM occurrences o JOIN chunks c ON c.entry = o.entry WHERE ` + cond + `)`, args
+	}
+	return ` AND EXISTS (SELECT 1 FROM chunks c JOIN occurrences o ON o.entry = c.entry
+		WHERE c.id = f.rowid AND ` + cond + `)`, args
+}
+
+// searchRanked ranks every match of the planned words with FTS5's BM25.
+func (s *Store) searchRanked(ctx context.Context, p plan, f store.Filter, selective bool, limit int) ([]store.Hit, error) {
+	rank := "bm25(chunks_fts, 1.0, " + strconv.FormatFloat(s.opts.Search.MetaWeight, 'f', -1, 64) + ")"
+	where, args := restrict(f, selective)
+	q := `SELECT f.rowid, ` + rank + ` AS s FROM chunks_fts f WHERE chunks_fts MATCH ?` + where + ` ORDER BY s, f.rowid DESC LIMIT ?`
+	var cands []candidate
+	err := s.query(ctx, q, append(append([]any{p.match}, args...), limit), func(rows *sql.Rows) error {
 		var c candidate
 		if err := rows.Scan(&c.rowid, &c.bm25); err != nil {
 			return err
 		}
-		out = append(out, c)
+		cands = append(cands, c)
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return s.hydrate(ctx, cands, f)
+}
+
+// searchWindow scores the newest Window matches of very common words here,
+// without FTS5's BM25, whose IDF would read every posting of every word.
+func (s *Store) searchWindow(ctx context.Context, p plan, f store.Filter, selective bool, limit int) ([]store.Hit, error) {
+	where, args := restrict(f, selective)
+	q := `SELECT f.rowid FROM chunks_fts f WHERE chunks_fts MATCH ?` + where + ` ORDER BY f.rowid DESC LIMIT ?`
+	var cands []candidate
+	err := s.query(ctx, q, append(append([]any{p.match}, args...), max(limit, s.opts.Search.Window)), func(rows *sql.Rows) error {
+		var c candidate
+		if err := rows.Scan(&c.rowid); err != nil {
+			return err
+		}
+		cands = append(cands, c)
+		return nil
+	})
+	if err != nil || len(cands) == 0 {
+		return nil, err
+	}
+	texts, err := s.chunkTexts(ctx, cands)
+	if err != nil {
+		return nil, err
+	}
+	total, err := s.chunkCount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cands {
+		cands[i].bm25 = -windowScore(texts[cands[i].rowid], p.groups, total)
+	}
+	// Best first; among equal scores the newest, as cands come newest first.
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].bm25 < cands[j].bm25 })
+	return s.hydrate(ctx, cands[:min(limit, len(cands))], f)
+}
+
+// chunkTexts reads the text of chunks in one query.
+func (s *Store) chunkTexts(ctx context.Context, cands []candidate) (map[int64]string, error) {
+	ids := make([]any, len(cands))
+	for i, c := range cands {
+		ids[i] = c.rowid
+	}
+	out := make(map[int64]string, len(cands))
+	err := s.query(ctx, `SELECT c.id, substr(e.content, c.start_byte + 1, c.end_byte - c.start_byte)
+		FROM chunks c JOIN entries e ON e.pk = c.entry WHERE c.id IN (`+placeholders(len(ids))+`)`, ids,
+		func(rows *sql.Rows) error {
+			var id int64
+			var text []byte
+			if err := rows.Scan(&id, &text); err != nil {
+				return err
+			}
+			out[id] = string(text)
+			return nil
+		})
 	return out, err
+}
+
+// windowScore is BM25 over a chunk's text for words known only to be more
+// common than the cap: a word's IDF takes its capped count as its
+// frequency, and term frequency saturates as in BM25 (k1 = 1.2); lengths
+// are not normalised, the corpus average not being at hand. A compound
+// identifier counts where it appears whole or as its parts.
+func windowScore(text string, groups []group, chunks int64) float64 {
+	const k1 = 1.2
+	counts := map[string]int{}
+	for _, t := range strings.Fields(terms.String(text)) {
+		counts[t]++
+	}
+	score := 0.0
+	for _, g := range groups {
+		tf := counts[g.Whole]
+		if len(g.Parts) > 0 {
+			parts := counts[g.Parts[0]]
+			for _, part := range g.Parts[1:] {
+				parts = min(parts, counts[part])
+			}
+			tf = max(tf, parts)
+		}
+		if tf == 0 {
+			continue
+		}
+		df := float64(max(g.matches, 1))
+		idf := math.Log(1 + (float64(chunks)-df+0.5)/(df+0.5))
+		score += idf * float64(tf) * (k1 + 1) / (float64(tf) + k1)
+	}
+	return score
 }
 
 // selective reports whether the filter matches few enough occurrences to be

@@ -64,6 +64,7 @@ type Store struct {
 	log  *slog.Logger
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // query-only readers
+	df   dfCache // document frequencies for query planning
 }
 
 var _ store.Store = (*Store)(nil)

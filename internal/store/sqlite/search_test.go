@@ -1,0 +1,99 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/storetest"
+	"github.com/engramhq/engram/internal/terms"
+)
+
+func openInternal(t *testing.T, opts Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "engram.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+func putN(t *testing.T, s *Store, n int, format string) {
+	t.Helper()
+	var entries []store.Entry
+	for i := range n {
+		entries = append(entries, storetest.Entry("s", "a", store.Note, fmt.Sprintf(format, i)))
+	}
+	if _, err := s.PutEntries(context.Background(), entries); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPlanQuery(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{Search: SearchOptions{MaxPostings: 50}})
+	// "everywhere" is in 100 chunks, "often" in 40, "once" in one.
+	putN(t, s, 60, "everywhere item %d")
+	putN(t, s, 40, "everywhere often %d")
+	putN(t, s, 1, "once and everywhere %d")
+
+	p, err := s.planQuery(ctx, terms.Query("everywhere often once nowhere"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, g := range p.groups {
+		kept = append(kept, g.Whole)
+	}
+	if p.windowed || !slices.Equal(kept, []string{"once", "often"}) || !slices.Equal(p.dropped, []string{"everywhere"}) {
+		t.Errorf("plan: kept %v dropped %v windowed %v; want [once often], [everywhere], false", kept, p.dropped, p.windowed)
+	}
+	p, err = s.planQuery(ctx, terms.Query("everywhere"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.windowed || p.match != `"everywhere"` {
+		t.Errorf("plan of a word over the budget: %+v, want windowed", p)
+	}
+	if p, _ := s.planQuery(ctx, terms.Query("nowhere absent")); p.match != "" {
+		t.Errorf("plan of absent words: %+v, want nothing to match", p)
+	}
+	// Search still answers a windowed query, best (most occurrences) first.
+	putN(t, s, 1, "everywhere everywhere everywhere, the best match %d")
+	hits, err := s.Search(ctx, store.Query{Text: "everywhere", Limit: 3})
+	if err != nil || len(hits) != 3 {
+		t.Fatalf("windowed search: %d hits, %v", len(hits), err)
+	}
+	if hits[0].Chunk.Text != "everywhere everywhere everywhere, the best match 0" || hits[0].Score <= hits[1].Score {
+		t.Errorf("windowed search top hit %q (score %v, next %v)", hits[0].Chunk.Text, hits[0].Score, hits[1].Score)
+	}
+}
+
+func TestDocFreqs_Cache(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{Search: SearchOptions{MaxPostings: 20}})
+	putN(t, s, 10, "alpha %d")
+	putN(t, s, 30, "beta %d")
+	df, err := s.docFreqs(ctx, []string{"alpha", "beta", "gamma"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if df["alpha"] != 10 || df["beta"] != 21 || df["gamma"] != 0 {
+		t.Errorf("docFreqs = %v, want alpha 10, beta capped at 21, gamma 0", df)
+	}
+	// Exact counts are recounted once the store has grown by a tenth;
+	// capped ones stay capped.
+	putN(t, s, 5, "alpha again %d")
+	df, _ = s.docFreqs(ctx, []string{"alpha", "beta", "gamma"})
+	if df["alpha"] != 15 || df["beta"] != 21 {
+		t.Errorf("after growth: docFreqs = %v, want alpha 15, beta 21", df)
+	}
+}
