@@ -253,32 +253,26 @@ func excerpt(text string, words map[string]bool, n, width int) []string {
 	return out
 }
 
+// hitJSON is a hit in --json output: the chunk, and the occurrence where
+// it was seen.
 type hitJSON struct {
-	Score      float64  `json:"score"`
-	EntryID    string   `json:"entry_id"`
-	Chunk      int      `json:"chunk"`
-	StartLine  int      `json:"start_line"`
-	EndLine    int      `json:"end_line"`
-	Tokens     int      `json:"tokens"`
-	Type       string   `json:"type"`
-	Session    string   `json:"session,omitempty"`
-	Agent      string   `json:"agent,omitempty"`
-	AgentType  string   `json:"agent_type,omitempty"`
-	Turn       int      `json:"turn,omitempty"`
-	Time       string   `json:"time"`
-	Files      []string `json:"files,omitempty"`
-	Text       string   `json:"text"`
-	EntryTotal int      `json:"entry_tokens"`
+	Score       float64 `json:"score"`
+	EntryID     string  `json:"entry_id"`
+	Chunk       int     `json:"chunk"`
+	StartLine   int     `json:"start_line"`
+	EndLine     int     `json:"end_line"`
+	Tokens      int     `json:"tokens"`
+	EntryTokens int     `json:"entry_tokens"`
+	Text        string  `json:"text"`
+	occJSON
 }
 
 func toHitJSON(h store.Hit) hitJSON {
-	o := h.Occurrence
 	return hitJSON{
 		Score: h.Score, EntryID: h.Chunk.EntryID, Chunk: h.Chunk.Ordinal,
 		StartLine: h.Chunk.StartLine, EndLine: h.Chunk.EndLine, Tokens: h.Chunk.TokenCount,
-		Type: string(o.Type), Session: o.SessionID, Agent: o.AgentID, AgentType: o.AgentType,
-		Turn: o.Turn, Time: o.Time.Format(time.RFC3339Nano), Files: o.Files,
-		Text: strings.ToValidUTF8(h.Chunk.Text, "\uFFFD"), EntryTotal: h.EntryTokens,
+		EntryTokens: h.EntryTokens, Text: strings.ToValidUTF8(h.Chunk.Text, "\uFFFD"),
+		occJSON: toOccJSON(h.Occurrence),
 	}
 }
 

@@ -128,19 +128,27 @@ func split(word string, parts []string) []string {
 	return parts
 }
 
-// Append appends the index terms of text to dst, separated by single spaces:
-// every word lower-cased, and after a compound identifier its parts, so that
-// the parts are adjacent and match as a phrase.
-func Append(dst []byte, text string) []byte {
+// eachSplit calls fn with the parts of each word of text that is not too
+// long to index and not underscores only, until fn returns false. parts is
+// reused between calls.
+func eachSplit(text string, fn func(parts []string) bool) {
 	var parts []string
 	eachWord(text, func(word string) bool {
 		if len(word) > MaxWordBytes {
 			return true
 		}
-		parts = split(word, parts)
-		if len(parts) == 0 {
-			return true // underscores only
+		if parts = split(word, parts); len(parts) == 0 {
+			return true
 		}
+		return fn(parts)
+	})
+}
+
+// Append appends the index terms of text to dst, separated by single spaces:
+// every word lower-cased, and after a compound identifier its parts, so that
+// the parts are adjacent and match as a phrase.
+func Append(dst []byte, text string) []byte {
+	eachSplit(text, func(parts []string) bool {
 		dst = appendTerm(dst, parts...)
 		if len(parts) > 1 {
 			for _, p := range parts {
@@ -187,15 +195,7 @@ type Group struct {
 func Query(text string) []Group {
 	var groups []Group
 	seen := map[string]bool{}
-	var parts []string
-	eachWord(text, func(word string) bool {
-		if len(word) > MaxWordBytes {
-			return true
-		}
-		parts = split(word, parts)
-		if len(parts) == 0 {
-			return true
-		}
+	eachSplit(text, func(parts []string) bool {
 		whole := string(appendTerm(nil, parts...))
 		if seen[whole] {
 			return true

@@ -83,21 +83,7 @@ func (s *Store) SearchUnplanned(ctx context.Context, text string, limit int) ([]
 	if len(parts) == 0 {
 		return nil, nil
 	}
-	rank := fmt.Sprintf("bm25(chunks_fts, 1.0, %g)", s.opts.Search.MetaWeight)
-	var cands []candidate
-	err := s.query(ctx, `SELECT f.rowid, `+rank+` AS s FROM chunks_fts f WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?`,
-		[]any{strings.Join(parts, " OR "), limit}, func(rows *sql.Rows) error {
-			var c candidate
-			if err := rows.Scan(&c.rowid, &c.bm25); err != nil {
-				return err
-			}
-			cands = append(cands, c)
-			return nil
-		})
-	if err != nil {
-		return nil, err
-	}
-	return s.hydrate(ctx, cands, store.Filter{})
+	return s.searchRanked(ctx, plan{match: strings.Join(parts, " OR ")}, store.Filter{}, false, limit)
 }
 
 // TermsByFrequency returns up to n indexed words held by between minDocs
