@@ -38,7 +38,8 @@ Fields: session, agent, agent_type, type (user_prompt, agent_response,
 tool_call, tool_result, code_file, web_fetch, research_paper, agent_message,
 plan_workflow, test_result, inspector_finding, note, handoff_state,
 checkpoint) or role (user, assistant, tool, system), content (a string, kept
-byte for byte; other JSON values are kept as compact JSON), and optionally
+byte for byte; other JSON values are kept as compact JSON) or content_base64
+(bytes that are not text), and optionally
 turn, time (RFC 3339), msg_id, parent (a msg_id or an entry id), files,
 keywords, entities, metadata.
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 //	role        string   instead of type: user, assistant, tool, system
 //	content     string   the text, kept byte for byte; any other JSON value
 //	                     (a tool call's arguments) is kept as compact JSON
+//	content_base64 string  instead of content: bytes that are not UTF-8 text
 //	turn        integer  session turn; omitted: assigned
 //	time        string   RFC 3339; omitted: now
 //	msg_id      string   the caller's id for the message, unique per session
@@ -70,6 +72,7 @@ type wireRecord struct {
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
+	Content64 *string         `json:"content_base64"`
 	Turn      int             `json:"turn"`
 	Time      string          `json:"time"`
 	MsgID     string          `json:"msg_id"`
@@ -82,7 +85,7 @@ type wireRecord struct {
 
 // wireFields lists the fields of wireRecord, for error messages.
 func wireFields() string {
-	fields := []string{"session", "agent", "agent_type", "type", "role", "content", "turn", "time",
+	fields := []string{"session", "agent", "agent_type", "type", "role", "content", "content_base64", "turn", "time",
 		"msg_id", "parent", "files", "keywords", "entities", "metadata"}
 	sort.Strings(fields)
 	return strings.Join(fields, ", ")
@@ -179,7 +182,7 @@ func (e *Engine) decodeLine(line []byte, defaults Record) (Record, error) {
 	if !utf8.Valid(line) {
 		off := invalidUTF8Offset(line)
 		if field := fieldAt(line, off); field != "" {
-			return Record{}, &FieldError{Field: field, Msg: fmt.Sprintf("invalid UTF-8 at byte %d (JSON text must be UTF-8; send binary content base64-encoded)", off)}
+			return Record{}, &FieldError{Field: field, Msg: fmt.Sprintf("invalid UTF-8 at byte %d (JSON text must be UTF-8; send bytes that are not text as content_base64)", off)}
 		}
 		return Record{}, fmt.Errorf("invalid UTF-8 at byte %d", off)
 	}
@@ -222,7 +225,20 @@ func (e *Engine) decodeLine(line []byte, defaults Record) (Record, error) {
 			errs = append(errs, &FieldError{Field: "type", Msg: "is missing (set type, or role)"})
 		}
 	}
-	content, err := decodeContent(w.Content)
+	var content []byte
+	var err error
+	switch {
+	case w.Content64 != nil && len(w.Content) > 0:
+		err = &FieldError{Field: "content_base64", Msg: "given with content: give one of them"}
+	case w.Content64 != nil:
+		if content, err = base64.StdEncoding.DecodeString(*w.Content64); err != nil {
+			err = &FieldError{Field: "content_base64", Msg: "not standard base64: " + err.Error()}
+		} else if len(content) == 0 {
+			err = &FieldError{Field: "content_base64", Msg: "is empty"}
+		}
+	default:
+		content, err = decodeContent(w.Content)
+	}
 	if err != nil {
 		errs = append(errs, err)
 	}

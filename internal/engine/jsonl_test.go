@@ -78,8 +78,22 @@ func TestReadJSONL_Errors(t *testing.T) {
 			t.Errorf("%s: error %v, want line 2 and %q", tc.name, err, tc.want)
 		}
 	}
+	// Bytes that are not text travel as content_base64 and are kept as is.
+	lines, err := e.ReadJSONL(strings.NewReader(`{"session":"s","type":"tool_result","content_base64":"/wBiaW4="}`), engine.Record{})
+	if err != nil || string(lines[0].Content) != "\xff\x00bin" {
+		t.Errorf("content_base64: %v, %+v", err, lines)
+	}
+	for line, want := range map[string]string{
+		`{"session":"s","type":"note","content_base64":"***"}`:                "field content_base64: not standard base64",
+		`{"session":"s","type":"note","content_base64":""}`:                   "field content_base64: is empty",
+		`{"session":"s","type":"note","content":"x","content_base64":"eA=="}`: "field content_base64: given with content",
+	} {
+		if _, err := e.ReadJSONL(strings.NewReader(line), engine.Record{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", line, err, want)
+		}
+	}
 	// A valid surrogate pair and escaped backslashes are fine.
-	lines, err := e.ReadJSONL(strings.NewReader(`{"session":"s","type":"note","content":"\ud83d\ude00 \\ud800"}`), engine.Record{})
+	lines, err = e.ReadJSONL(strings.NewReader(`{"session":"s","type":"note","content":"\ud83d\ude00 \\ud800"}`), engine.Record{})
 	if err != nil || string(lines[0].Content) != "😀 \\ud800" {
 		t.Errorf("surrogate pair: %v, %+v", err, lines)
 	}
