@@ -73,6 +73,25 @@ type Store interface {
 	// sessionID is empty, in registration order.
 	Agents(ctx context.Context, sessionID string) ([]Agent, error)
 
+	// PutFiles applies changes to the file index in one transaction. A
+	// version stores its content as PutEntries does (once, with an
+	// occurrence of type code_file) and makes it the path's current
+	// version; the version it replaces, like the last version of a deleted
+	// file, stays retrievable but leaves default search unless it is
+	// current elsewhere or was seen in a session.
+	PutFiles(ctx context.Context, changes []FileChange) error
+	// Files returns the manifest records that match f, by path.
+	Files(ctx context.Context, f FileFilter) ([]File, error)
+	// File returns the manifest record of one path, or ErrNotFound.
+	File(ctx context.Context, path string) (File, error)
+	// FileVersions returns a file's history, oldest first, or ErrNotFound.
+	FileVersions(ctx context.Context, path string) ([]FileVersion, error)
+
+	// Setting returns a stored setting, or ErrNotFound.
+	Setting(ctx context.Context, key string) (string, error)
+	// PutSetting stores a setting.
+	PutSetting(ctx context.Context, key, value string) error
+
 	// Stats describes what the store holds.
 	Stats(ctx context.Context) (Stats, error)
 	// Close releases the store. Calls after Close fail.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -246,9 +247,13 @@ type Filter struct {
 	// Since and Until bound the occurrence time, inclusive; zero leaves a
 	// side open.
 	Since, Until time.Time
+	// History includes content that is no longer current: old versions of
+	// indexed files, and files deleted from the tree.
+	History bool
 }
 
-// IsZero reports whether f restricts nothing.
+// IsZero reports whether f restricts nothing. History does not restrict:
+// it widens.
 func (f Filter) IsZero() bool {
 	return f.SessionID == "" && f.AgentID == "" && f.AgentType == "" && len(f.Types) == 0 &&
 		f.TurnFrom == 0 && f.TurnTo == 0 && f.Since.IsZero() && f.Until.IsZero()
@@ -285,6 +290,8 @@ type Stats struct {
 	Tokens       int64
 	ByType       map[ContentType]TypeStats
 	First, Last  time.Time
+	// Files counts the file index's records by state.
+	Files map[FileState]int64
 }
 
 // TypeStats counts the occurrences of one content type.
@@ -419,6 +426,143 @@ func (r Reference) Validate() error {
 	}
 	if r.TokensSaved < 0 {
 		bad("tokens_saved", "is negative")
+	}
+	return errors.Join(errs...)
+}
+
+// FileState says where an indexed file stands.
+type FileState string
+
+// The file states.
+const (
+	// FileCurrent: the file is indexed; its current version is searchable.
+	FileCurrent FileState = "current"
+	// FileDeleted: the file is gone from the tree; its versions stay
+	// retrievable and are searchable only with Filter.History.
+	FileDeleted FileState = "deleted"
+	// FileSkipped: the file is known but not indexed (Reason says why).
+	FileSkipped FileState = "skipped"
+)
+
+// File is an indexed file's record in the manifest.
+type File struct {
+	// Path is relative to the project root, slash-separated.
+	Path  string
+	State FileState
+	// Reason says why a file was skipped, or for a deleted file what became
+	// of it ("renamed to x.go").
+	Reason string
+	// EntryID is the entry of the current version; for a deleted file, of
+	// the last version; empty for a skipped file.
+	EntryID string
+	Size    int64
+	ModTime time.Time
+	// Hash is the SHA-256 of the file's bytes on disk. It differs from
+	// EntryID when secrets were redacted before storing.
+	Hash     string
+	Language string
+	// Version counts the versions recorded; 0 for a file never indexed.
+	Version   int
+	IndexedAt time.Time
+	// TokenCount and Chunks describe the version EntryID names.
+	TokenCount int
+	Chunks     int
+}
+
+// FileVersion is one version in a file's history.
+type FileVersion struct {
+	Path      string
+	Version   int
+	EntryID   string
+	Size      int64
+	ModTime   time.Time
+	IndexedAt time.Time
+}
+
+// ChangeKind says what a FileChange does.
+type ChangeKind string
+
+// The kinds of file change.
+const (
+	// ChangeVersion records new content for a path (a new file, an edit, a
+	// rename's new path): Entry holds it.
+	ChangeVersion ChangeKind = "version"
+	// ChangeTouch records that a file's size or time changed but not its
+	// content.
+	ChangeTouch ChangeKind = "touch"
+	// ChangeSkip records a file that is not indexed, with a Reason.
+	ChangeSkip ChangeKind = "skip"
+	// ChangeDelete records that a file left the tree.
+	ChangeDelete ChangeKind = "delete"
+)
+
+// FileChange is one change to the file index, written by PutFiles.
+type FileChange struct {
+	Kind     ChangeKind
+	Path     string
+	Size     int64
+	ModTime  time.Time
+	Hash     string
+	Language string
+	Reason   string
+	// Entry is the content of a ChangeVersion, with its tokens and chunks.
+	// Its occurrence is filled by the store: type code_file, no session,
+	// Files naming the path.
+	Entry *Entry
+}
+
+// FileFilter selects files from the manifest.
+type FileFilter struct {
+	// Prefix keeps paths that start with it ("internal/" for a directory).
+	Prefix string
+	// States keeps files in these states; none means all.
+	States []FileState
+}
+
+// ValidPath reports whether p can name an indexed file: relative,
+// slash-separated, clean, and not leaving the root.
+func ValidPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") || strings.ContainsRune(p, 0) || !utf8.ValidString(p) {
+		return false
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == "" || part == "." || part == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks a file change before it is written; backends call it.
+func (c *FileChange) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if !ValidPath(c.Path) {
+		bad("path", "%q is not a clean relative path", c.Path)
+	}
+	if c.Size < 0 {
+		bad("size", "is negative")
+	}
+	switch c.Kind {
+	case ChangeVersion:
+		if c.Entry == nil {
+			bad("entry", "a version needs its content")
+		} else {
+			c.Entry.Type, c.Entry.SessionID, c.Entry.AgentID, c.Entry.Turn, c.Entry.MsgID = CodeFile, "", "", 0, ""
+			c.Entry.Files = []string{c.Path}
+			if err := c.Entry.Prepare(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	case ChangeTouch, ChangeDelete:
+	case ChangeSkip:
+		if c.Reason == "" {
+			bad("reason", "a skipped file needs a reason")
+		}
+	default:
+		bad("kind", "unknown change kind %q", c.Kind)
 	}
 	return errors.Join(errs...)
 }

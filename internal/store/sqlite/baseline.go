@@ -83,7 +83,7 @@ func (s *Store) SearchUnplanned(ctx context.Context, text string, limit int) ([]
 	if len(parts) == 0 {
 		return nil, nil
 	}
-	return s.searchRanked(ctx, plan{match: strings.Join(parts, " OR ")}, store.Filter{}, false, limit)
+	return s.searchRanked(ctx, ftsTable(ftsMain), plan{match: strings.Join(parts, " OR ")}, store.Filter{}, false, limit)
 }
 
 // TermsByFrequency returns up to n indexed words held by between minDocs

@@ -23,6 +23,7 @@ type migration struct {
 // last one applied, kept in PRAGMA user_version.
 var migrations = []migration{
 	{1, "initial schema", schemaV1},
+	{2, "file index", schemaV2},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -145,6 +146,50 @@ CREATE TABLE refs (
 	query_hints  TEXT
 ) STRICT;
 CREATE INDEX refs_session ON refs(session_id, agent_id);
+`
+
+const schemaV2 = `
+-- fts says which full-text table holds an entry's chunks: 1 chunks_fts
+-- (searched by default), 2 history_fts (old file versions, searched on
+-- request).
+ALTER TABLE entries ADD COLUMN fts INTEGER NOT NULL DEFAULT 1;
+
+-- files is the manifest of the repository index: one row per path ever
+-- seen, with its state and current version.
+CREATE TABLE files (
+	path       TEXT PRIMARY KEY,
+	state      TEXT NOT NULL,
+	reason     TEXT NOT NULL DEFAULT '',
+	entry      INTEGER REFERENCES entries(pk),
+	size       INTEGER NOT NULL,
+	mtime      INTEGER NOT NULL,
+	hash       TEXT NOT NULL DEFAULT '',
+	language   TEXT NOT NULL DEFAULT '',
+	version    INTEGER NOT NULL DEFAULT 0,
+	indexed_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX files_entry ON files(entry);
+
+CREATE TABLE file_versions (
+	path       TEXT NOT NULL,
+	version    INTEGER NOT NULL,
+	entry      INTEGER NOT NULL REFERENCES entries(pk),
+	size       INTEGER NOT NULL,
+	mtime      INTEGER NOT NULL,
+	indexed_at INTEGER NOT NULL,
+	PRIMARY KEY (path, version)
+) STRICT, WITHOUT ROWID;
+
+CREATE VIRTUAL TABLE history_fts USING fts5(
+	body, meta,
+	content = '', contentless_delete = 1,
+	tokenize = 'unicode61 remove_diacritics 2'
+);
+
+CREATE TABLE settings (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) STRICT;
 `
 
 // migrate brings the schema to SchemaVersion. Each step runs in its own

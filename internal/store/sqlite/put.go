@@ -185,6 +185,10 @@ type batch struct {
 	agents   map[[2]string]bool
 	// msgs maps (session, msg_id) written in this batch to its result.
 	msgs map[[2]string]store.PutResult
+	// refresh holds entries whose full-text rows must be worked out again
+	// before commit (see refreshEntry); versioned, entries made a file's
+	// version in this batch.
+	refresh, versioned map[int64]bool
 	// deltas are the counter increments; byType by content type.
 	entries, bytes, tokens, chunks, occurrences int64
 	byType                                      map[store.ContentType]store.TypeStats
@@ -194,6 +198,7 @@ var batchSQL = map[string]string{
 	"insertEntry": `INSERT INTO entries(id, content, size, token_count, created_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO NOTHING`,
 	"entryPK":     `SELECT pk FROM entries WHERE id = ?`,
+	"entryFTS":    `SELECT fts FROM entries WHERE pk = ?`,
 	"insertChunk": `INSERT INTO chunks(entry, ordinal, start_byte, end_byte, start_line, end_line, token_count, symbols) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 	"insertFTS":   `INSERT INTO chunks_fts(rowid, body, meta) VALUES (?, ?, ?)`,
 	"insertOcc": `INSERT INTO occurrences(entry, session_id, agent_id, agent_type, type, turn, time, msg_id, parent_id, files, keywords, entities, metadata)
@@ -216,7 +221,8 @@ func newBatch(ctx context.Context, tx *sql.Tx) (*batch, error) {
 		ctx: ctx, tx: tx, now: time.Now().UTC(),
 		stmts: map[string]*sql.Stmt{}, pks: map[string]int64{}, turns: map[string]int{},
 		sessions: map[string]bool{}, agents: map[[2]string]bool{}, msgs: map[[2]string]store.PutResult{},
-		byType: map[store.ContentType]store.TypeStats{},
+		byType:  map[store.ContentType]store.TypeStats{},
+		refresh: map[int64]bool{}, versioned: map[int64]bool{},
 	}
 	for name, q := range batchSQL {
 		st, err := tx.PrepareContext(ctx, q)
@@ -337,7 +343,21 @@ func (b *batch) content(p *pending) (pk int64, isNew bool, err error) {
 		return 0, false, err
 	} else if n == 0 {
 		pk, err := b.entryPK(e.ID)
-		return pk, false, err
+		if err != nil {
+			return 0, false, err
+		}
+		// Content that left default search (an old file version) comes
+		// back when a session sees it again.
+		if e.SessionID != "" {
+			var fts int
+			if err := b.row("entryFTS", pk).Scan(&fts); err != nil {
+				return 0, false, err
+			}
+			if fts == ftsHistory {
+				b.refreshLater(pk)
+			}
+		}
+		return pk, false, nil
 	}
 	if pk, err = r.LastInsertId(); err != nil {
 		return 0, false, err
@@ -430,6 +450,11 @@ func (b *batch) turn(e *store.Entry) (int, error) {
 const typePrefix = "type:"
 
 func (b *batch) finish() error {
+	for pk := range b.refresh {
+		if err := b.refreshEntry(pk); err != nil {
+			return err
+		}
+	}
 	deltas := map[string]int64{
 		"entries": b.entries, "content_bytes": b.bytes, "tokens": b.tokens,
 		"chunks": b.chunks, "occurrences": b.occurrences,

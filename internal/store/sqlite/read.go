@@ -367,7 +367,8 @@ func (s *Store) Agents(ctx context.Context, sessionID string) ([]store.Agent, er
 
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
-	st := store.Stats{Location: s.path, SchemaVersion: SchemaVersion(), ByType: map[store.ContentType]store.TypeStats{}}
+	st := store.Stats{Location: s.path, SchemaVersion: SchemaVersion(), ByType: map[store.ContentType]store.TypeStats{},
+		Files: map[store.FileState]int64{}}
 	err := s.read(ctx, func(db *sql.DB) error {
 		counters := map[string]*int64{
 			"entries": &st.Entries, "content_bytes": &st.ContentBytes, "tokens": &st.Tokens,
@@ -415,7 +416,19 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 			return err
 		}
 		st.First, st.Last = fromUnixNano(first.Int64), fromUnixNano(last.Int64)
-		return nil
+		rows, err = db.QueryContext(ctx, `SELECT state, count(*) FROM files GROUP BY state`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var state string
+			var n int64
+			if err := rows.Scan(&state, &n); err != nil {
+				return errors.Join(err, rows.Close())
+			}
+			st.Files[store.FileState(state)] = n
+		}
+		return errors.Join(rows.Err(), rows.Close())
 	})
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)

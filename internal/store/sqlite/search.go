@@ -105,7 +105,7 @@ type group struct {
 	matches, cost int64
 }
 
-func (s *Store) planQuery(ctx context.Context, groups []terms.Group) (plan, error) {
+func (s *Store) planQuery(ctx context.Context, groups []terms.Group, tables []string) (plan, error) {
 	if len(groups) > maxPlannedGroups {
 		groups = slices.Clone(groups)
 		sort.SliceStable(groups, func(i, j int) bool { return len(groups[i].Whole) > len(groups[j].Whole) })
@@ -116,7 +116,7 @@ func (s *Store) planQuery(ctx context.Context, groups []terms.Group) (plan, erro
 		words = append(words, g.Whole)
 		words = append(words, g.Parts...)
 	}
-	df, err := s.docFreqs(ctx, words)
+	df, err := s.docFreqs(ctx, words, tables)
 	if err != nil {
 		return plan{}, err
 	}
@@ -194,9 +194,9 @@ type dfEntry struct {
 // dfCacheMax bounds the cache; it is cleared when full.
 const dfCacheMax = 100_000
 
-// docFreqs returns how many chunks hold each word, counting at most
-// MaxPostings+1 of them.
-func (s *Store) docFreqs(ctx context.Context, words []string) (map[string]int64, error) {
+// docFreqs returns how many chunks of the given full-text tables hold each
+// word, counting at most MaxPostings+1 of them.
+func (s *Store) docFreqs(ctx context.Context, words []string, tables []string) (map[string]int64, error) {
 	total, err := s.chunkCount(ctx)
 	if err != nil {
 		return nil, err
@@ -204,34 +204,38 @@ func (s *Store) docFreqs(ctx context.Context, words []string) (map[string]int64,
 	limit := int64(s.opts.Search.MaxPostings) + 1
 	df := map[string]int64{}
 	var missing []string
+	key := func(table, w string) string { return table + " " + w }
 	s.df.mu.Lock()
 	for _, w := range words {
 		if _, done := df[w]; done {
 			continue
 		}
-		if e, ok := s.df.m[w]; ok && (e.capped && e.n >= limit || !e.capped && total <= e.chunks+e.chunks/10) {
-			df[w] = min(e.n, limit)
-			continue
-		}
 		df[w] = 0
-		missing = append(missing, w)
+		for _, table := range tables {
+			if e, ok := s.df.m[key(table, w)]; ok && (e.capped && e.n >= limit || !e.capped && total <= e.chunks+e.chunks/10) {
+				df[w] = min(df[w]+e.n, limit)
+			} else {
+				missing = append(missing, key(table, w))
+			}
+		}
 	}
 	s.df.mu.Unlock()
-	for _, w := range missing {
+	for _, k := range missing {
+		table, w, _ := strings.Cut(k, " ")
 		var n int64
 		err := s.read(ctx, func(db *sql.DB) error {
-			return db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)`,
+			return db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT rowid FROM `+table+` WHERE `+table+` MATCH ? LIMIT ?)`,
 				`"`+w+`"`, limit).Scan(&n)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("count %q: %w", w, err)
 		}
-		df[w] = n
+		df[w] = min(df[w]+n, limit)
 		s.df.mu.Lock()
 		if s.df.m == nil || len(s.df.m) >= dfCacheMax {
 			s.df.m = map[string]dfEntry{}
 		}
-		s.df.m[w] = dfEntry{n: n, capped: n >= limit, chunks: total}
+		s.df.m[k] = dfEntry{n: n, capped: n >= limit, chunks: total}
 		s.df.mu.Unlock()
 	}
 	return df, nil
@@ -306,7 +310,11 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 	if len(groups) == 0 {
 		return nil, nil
 	}
-	p, err := s.planQuery(ctx, groups)
+	tables := []string{ftsTable(ftsMain)}
+	if q.Filter.History {
+		tables = append(tables, ftsTable(ftsHistory))
+	}
+	p, err := s.planQuery(ctx, groups, tables)
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
@@ -319,13 +327,21 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 	cond, condArgs := filterSQL(q.Filter)
 	selective := !q.Filter.IsZero() && s.selective(ctx, cond, condArgs)
 	var hits []store.Hit
-	if p.windowed {
-		hits, err = s.searchWindow(ctx, p, q.Filter, selective, limit)
-	} else {
-		hits, err = s.searchRanked(ctx, p, q.Filter, selective, limit)
+	for _, table := range tables {
+		var more []store.Hit
+		if p.windowed {
+			more, err = s.searchWindow(ctx, table, p, q.Filter, selective, limit)
+		} else {
+			more, err = s.searchRanked(ctx, table, p, q.Filter, selective, limit)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("search %q: %w", q.Text, err)
+		}
+		hits = append(hits, more...)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("search %q: %w", q.Text, err)
+	if len(tables) > 1 {
+		sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score })
+		hits = hits[:min(limit, len(hits))]
 	}
 	return hits, nil
 }
@@ -346,10 +362,10 @@ func restrict(f store.Filter, selective bool) (string, []any) {
 }
 
 // searchRanked ranks every match of the planned words with FTS5's BM25.
-func (s *Store) searchRanked(ctx context.Context, p plan, f store.Filter, selective bool, limit int) ([]store.Hit, error) {
-	rank := "bm25(chunks_fts, 1.0, " + strconv.FormatFloat(s.opts.Search.MetaWeight, 'f', -1, 64) + ")"
+func (s *Store) searchRanked(ctx context.Context, table string, p plan, f store.Filter, selective bool, limit int) ([]store.Hit, error) {
+	rank := "bm25(" + table + ", 1.0, " + strconv.FormatFloat(s.opts.Search.MetaWeight, 'f', -1, 64) + ")"
 	where, args := restrict(f, selective)
-	q := `SELECT f.rowid, ` + rank + ` AS s FROM chunks_fts f WHERE chunks_fts MATCH ?` + where + ` ORDER BY s, f.rowid DESC LIMIT ?`
+	q := `SELECT f.rowid, ` + rank + ` AS s FROM ` + table + ` f WHERE ` + table + ` MATCH ?` + where + ` ORDER BY s, f.rowid DESC LIMIT ?`
 	var cands []candidate
 	err := s.query(ctx, q, append(append([]any{p.match}, args...), limit), func(rows *sql.Rows) error {
 		var c candidate
@@ -367,9 +383,9 @@ func (s *Store) searchRanked(ctx context.Context, p plan, f store.Filter, select
 
 // searchWindow scores the newest Window matches of very common words here,
 // without FTS5's BM25, whose IDF would read every posting of every word.
-func (s *Store) searchWindow(ctx context.Context, p plan, f store.Filter, selective bool, limit int) ([]store.Hit, error) {
+func (s *Store) searchWindow(ctx context.Context, table string, p plan, f store.Filter, selective bool, limit int) ([]store.Hit, error) {
 	where, args := restrict(f, selective)
-	q := `SELECT f.rowid FROM chunks_fts f WHERE chunks_fts MATCH ?` + where + ` ORDER BY f.rowid DESC LIMIT ?`
+	q := `SELECT f.rowid FROM ` + table + ` f WHERE ` + table + ` MATCH ?` + where + ` ORDER BY f.rowid DESC LIMIT ?`
 	var cands []candidate
 	err := s.query(ctx, q, append(append([]any{p.match}, args...), max(limit, s.opts.Search.Window)), func(rows *sql.Rows) error {
 		var c candidate

@@ -45,7 +45,7 @@ func TestPlanQuery(t *testing.T) {
 	putN(t, s, 40, "everywhere often %d")
 	putN(t, s, 1, "once and everywhere %d")
 
-	p, err := s.planQuery(ctx, terms.Query("everywhere often once nowhere"))
+	p, err := s.planQuery(ctx, terms.Query("everywhere often once nowhere"), mainOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +56,14 @@ func TestPlanQuery(t *testing.T) {
 	if p.windowed || !slices.Equal(kept, []string{"once", "often"}) || !slices.Equal(p.dropped, []string{"everywhere"}) {
 		t.Errorf("plan: kept %v dropped %v windowed %v; want [once often], [everywhere], false", kept, p.dropped, p.windowed)
 	}
-	p, err = s.planQuery(ctx, terms.Query("everywhere"))
+	p, err = s.planQuery(ctx, terms.Query("everywhere"), mainOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !p.windowed || p.match != `"everywhere"` {
 		t.Errorf("plan of a word over the budget: %+v, want windowed", p)
 	}
-	if p, _ := s.planQuery(ctx, terms.Query("nowhere absent")); p.match != "" {
+	if p, _ := s.planQuery(ctx, terms.Query("nowhere absent"), mainOnly); p.match != "" {
 		t.Errorf("plan of absent words: %+v, want nothing to match", p)
 	}
 	// Search still answers a windowed query, best (most occurrences) first.
@@ -82,7 +82,7 @@ func TestDocFreqs_Cache(t *testing.T) {
 	s := openInternal(t, Options{Search: SearchOptions{MaxPostings: 20}})
 	putN(t, s, 10, "alpha %d")
 	putN(t, s, 30, "beta %d")
-	df, err := s.docFreqs(ctx, []string{"alpha", "beta", "gamma"})
+	df, err := s.docFreqs(ctx, []string{"alpha", "beta", "gamma"}, []string{"chunks_fts"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +92,10 @@ func TestDocFreqs_Cache(t *testing.T) {
 	// Exact counts are recounted once the store has grown by a tenth;
 	// capped ones stay capped.
 	putN(t, s, 5, "alpha again %d")
-	df, _ = s.docFreqs(ctx, []string{"alpha", "beta", "gamma"})
+	df, _ = s.docFreqs(ctx, []string{"alpha", "beta", "gamma"}, []string{"chunks_fts"})
 	if df["alpha"] != 15 || df["beta"] != 21 {
 		t.Errorf("after growth: docFreqs = %v, want alpha 15, beta 21", df)
 	}
 }
+
+var mainOnly = []string{"chunks_fts"}

@@ -119,6 +119,8 @@ func Run(t *testing.T, open Opener) {
 		{"SessionsAgents", testSessionsAgents},
 		{"Stats", testStats},
 		{"ConcurrentWriters", testConcurrentWriters},
+		{"Files", testFiles},
+		{"FilesInvalid", testFilesInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

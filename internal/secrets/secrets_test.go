@@ -1,0 +1,96 @@
+package secrets
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Test secrets are assembled at run time so that no scanner flags this file.
+func fake(parts ...string) string { return strings.Join(parts, "") }
+
+func TestScan(t *testing.T) {
+	ghToken := fake("ghp_", strings.Repeat("a1B2", 9))
+	awsKey := fake("AKIA", "Z7QW3R5T8Y2U4I6O")
+	for _, tc := range []struct {
+		name    string
+		content string
+		want    []Kind
+	}{
+		{"private key", "x\n-----BEGIN RSA PRIVATE KEY-----\nMIIE...\n-----END RSA PRIVATE KEY-----\n", []Kind{PrivateKey}},
+		{"openssh key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn...", []Kind{PrivateKey}},
+		{"aws access key", "aws_access_key_id = " + awsKey + "\n", []Kind{AWSAccessKey}},
+		{"aws example key", "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n", nil},
+		{"aws secret", `AWS_SECRET_ACCESS_KEY="` + fake("wJalrXUtnFEMI/K7MDENG/bPxRfiCYz", "A1b2C3d4e") + `"`, []Kind{AWSSecretKey}},
+		{"github", "token: " + ghToken, []Kind{GitHubToken}},
+		{"slack", "SLACK=" + fake("xoxb-", "1234567890-abcdefghij"), []Kind{SlackToken}},
+		{"google", "key=" + fake("AIza", strings.Repeat("x", 35)), []Kind{GoogleAPIKey}},
+		{"stripe", fake("sk_", "live_", strings.Repeat("4", 24)), []Kind{StripeKey}},
+		{"anthropic", fake("sk-ant-", "api03-", strings.Repeat("Z", 40)), []Kind{AnthropicKey}},
+		{"openai", fake("sk-proj-", strings.Repeat("q", 48)), []Kind{OpenAIKey}},
+		{"jwt", fake("eyJhbGciOiJIUzI1NiJ9", ".", "eyJzdWIiOiIxMjM0NTY3ODkwIn0", ".", "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"), []Kind{JWT}},
+		{"url password", "postgres://app:" + fake("s3cr", "etPa55") + "@db.internal:5432/app", []Kind{URLPassword}},
+		{"url placeholder", "postgres://user:password@localhost/db and https://u:${PASS}@h", nil},
+		{"code about secrets", "func parseSecret(key string) (PrivateKey, error) { // loads a key", nil},
+		{"two", awsKey + " and " + ghToken, []Kind{AWSAccessKey, GitHubToken}},
+	} {
+		var got []Kind
+		for _, f := range Scan(tc.content) {
+			got = append(got, f.Kind)
+			if f.Start < 0 || f.End > len(tc.content) || f.End <= f.Start {
+				t.Errorf("%s: bad range %+v", tc.name, f)
+			}
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: Scan (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	gh := fake("ghp_", strings.Repeat("Q", 36))
+	in := "export GITHUB_TOKEN=" + gh + "\necho done\n"
+	out, findings := Redact(in)
+	if want := "export GITHUB_TOKEN=[REDACTED:github_token]\necho done\n"; out != want {
+		t.Errorf("Redact = %q, want %q", out, want)
+	}
+	if len(findings) != 1 || strings.Contains(out, gh) {
+		t.Errorf("findings %+v", findings)
+	}
+	if out, f := Redact("nothing here"); out != "nothing here" || f != nil {
+		t.Errorf("Redact(clean) = %q, %v", out, f)
+	}
+}
+
+func TestSensitiveName(t *testing.T) {
+	for p, want := range map[string]bool{
+		".env": true, "config/.env.production": true, "deploy/prod.env": true,
+		"certs/server.pem": true, "tls/server.key": true, "home/.ssh/id_rsa": true, "id_ed25519": true,
+		"id_ed25519.pub": false, ".netrc": true, ".aws/credentials": true, "gcp/service-account-prod.json": true,
+		"k8s/secrets.yaml": true, "client_secret_123.json": true, "infra/terraform.tfvars": true, ".docker/config.json": true,
+		"internal/secrets/secrets.go": false, "pkg/credentials.go": false, "docs/secrets.md": false,
+		"main.go": false, "README.md": false, "keys.json": false, "config.json": false,
+	} {
+		if got, _ := SensitiveName(p); got != want {
+			t.Errorf("SensitiveName(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func FuzzRedact(f *testing.F) {
+	f.Add("AKIA" + strings.Repeat("B", 16) + " ghp_" + strings.Repeat("c", 40))
+	f.Fuzz(func(t *testing.T, s string) {
+		out, findings := Redact(s)
+		prev := 0
+		for _, fd := range findings {
+			if fd.Start < prev || fd.End > len(s) || fd.Start >= fd.End {
+				t.Fatalf("Redact(%q): bad finding %+v", s, fd)
+			}
+			prev = fd.End
+		}
+		if len(findings) == 0 && out != s {
+			t.Fatalf("Redact changed clean content")
+		}
+	})
+}
