@@ -219,16 +219,14 @@ func (e *Engine) entry(r *Record) store.Entry {
 			Files: r.Files, Keywords: r.Keywords, Entities: r.Entities, Metadata: r.Metadata,
 		},
 	}
-	chunks := chunk.Text(text, e.enc.Count, chunk.Options{MaxTokens: e.opts.ChunkTokens})
-	for i, c := range chunks {
+	doc := chunk.NewDoc(text, e.enc.CountLines, e.enc.Count)
+	for i, c := range chunk.Text(doc, chunk.Options{MaxTokens: e.opts.ChunkTokens}) {
 		ent.Chunks = append(ent.Chunks, store.Chunk{
 			Ordinal: i, Start: c.Start, End: c.End, StartLine: c.StartLine, EndLine: c.EndLine, TokenCount: c.Tokens,
 		})
 	}
-	if len(chunks) == 1 {
-		ent.TokenCount = chunks[0].Tokens // the one chunk is the whole text, counted
-	} else {
-		ent.TokenCount = e.enc.Count(text)
+	for _, n := range doc.Lines {
+		ent.TokenCount += n
 	}
 	return ent
 }

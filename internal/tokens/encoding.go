@@ -127,6 +127,52 @@ func (e *Encoding) Count(text string) int {
 	return n
 }
 
+// CountLines tokenizes text once and returns how many tokens start on each
+// of its lines (a final newline ends its line rather than starting one).
+// The counts add up to Count(text). A fragment counted on its own may
+// differ by a token or two at its edges, where a piece would cross them.
+func (e *Encoding) CountLines(text string) []int {
+	text = validUTF8(text)
+	lines := make([]int, 0, strings.Count(text, "\n")+1)
+	lines = append(lines, 0)
+	m := e.pool.Get().(*merger)
+	defer e.pool.Put(m)
+	pos := 0 // lines has an element for the line holding byte pos
+	advance := func(to int) {
+		for ; pos < to; pos++ {
+			if text[pos] == '\n' && pos+1 < len(text) {
+				lines = append(lines, 0)
+			}
+		}
+	}
+	for i := 0; i < len(text); {
+		j := e.next(text, i)
+		piece := text[i:j]
+		advance(i)
+		switch nl := strings.IndexByte(piece, '\n'); {
+		case e.has(piece):
+			lines[len(lines)-1]++
+		case nl < 0 || nl == len(piece)-1:
+			// Every token of the piece starts on its first line.
+			lines[len(lines)-1] += m.count(piece)
+		default:
+			starts := m.merge(piece)
+			for _, st := range starts[:len(starts)-1] {
+				advance(i + st)
+				lines[len(lines)-1]++
+			}
+		}
+		i = j
+	}
+	advance(len(text)) // lines after the last token's start, such as a final blank line
+	return lines
+}
+
+func (e *Encoding) has(piece string) bool {
+	_, ok := e.ranks[piece]
+	return ok
+}
+
 // Encode returns the token IDs of text, as tiktoken's encode_ordinary does.
 func (e *Encoding) Encode(text string) []int {
 	text = validUTF8(text)

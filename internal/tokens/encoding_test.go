@@ -167,3 +167,45 @@ func FuzzPieces(f *testing.F) {
 		}
 	})
 }
+
+func TestCountLines(t *testing.T) {
+	var cases []refCase
+	readJSON(t, "testdata/cases.json", &cases)
+	files, _ := filepath.Glob("testdata/fixtures/*")
+	var texts []string
+	for _, c := range cases {
+		texts = append(texts, c.Text)
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		texts = append(texts, string(b))
+	}
+	for _, enc := range Names() {
+		e := MustGet(enc)
+		for _, text := range texts {
+			lines := e.CountLines(text)
+			want := strings.Count(text, "\n") + 1
+			if strings.HasSuffix(text, "\n") {
+				want--
+			}
+			if text == "" {
+				want = 1
+			}
+			if len(lines) != want {
+				t.Fatalf("%s: CountLines(%.30q) has %d lines, want %d", enc, text, len(lines), want)
+			}
+			sum := 0
+			for _, n := range lines {
+				sum += n
+			}
+			if total := e.Count(text); sum != total {
+				t.Fatalf("%s: CountLines(%.30q) sums to %d, Count says %d", enc, text, sum, total)
+			}
+		}
+	}
+	// One token per line for simple lines; a blank line holds the newline
+	// token that starts on it.
+	if got := MustGet(O200kBase).CountLines("a\nb\n"); !slices.Equal(got, []int{2, 2}) {
+		t.Errorf("CountLines(a\\nb\\n) = %v, want [2 2]", got)
+	}
+}
