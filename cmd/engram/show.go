@@ -1,7 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -11,17 +17,26 @@ import (
 )
 
 func (a *app) showCmd() *cobra.Command {
-	var jsonOut bool
+	var (
+		jsonOut bool
+		version int
+	)
 	cmd := &cobra.Command{
-		Use:   "show ID",
-		Short: "Print a stored entry byte for byte",
-		Long: `Print the content of the entry whose ID is ID, or starts with ID (at least
-4 hex digits), exactly as it was stored. With --json, print the entry with
-its occurrences and chunks instead; content that is not valid UTF-8 is then
-given base64-encoded as content_base64.`,
+		Use:   "show ID | PATH[:START[-END]]",
+		Short: "Print a stored entry or an indexed file, byte for byte",
+		Long: `Print stored content exactly as it was stored: the current version of the
+indexed file PATH (with --version N, version N), or the entry whose ID is ID
+or starts with ID (at least 4 hex digits). A line range :START-END (or :LINE)
+prints only those lines, 1-based and inclusive.
+
+With --json, print the entry with its occurrences and chunks instead; content
+that is not valid UTF-8 is then given base64-encoded as content_base64.`,
+		Example: `  engram show internal/store/store.go:40-80
+  engram show 3fa8c2d1
+  engram show cmd/main.go --version 2`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("show needs exactly one entry ID")
+				return usagef("show needs one entry ID or file path")
 			}
 			return nil
 		},
@@ -31,12 +46,26 @@ given base64-encoded as content_base64.`,
 			if err != nil {
 				return err
 			}
-			ent, err := eng.Entry(ctx, args[0])
+			target, from, to, err := splitRange(args[0])
 			if err != nil {
 				return err
 			}
+			id, err := a.resolveShow(ctx, target, version)
+			if err != nil {
+				return err
+			}
+			ent, err := eng.Entry(ctx, id)
+			if err != nil {
+				return err
+			}
+			content := ent.Content
+			if from > 0 {
+				if content, err = lineRange(content, from, to); err != nil {
+					return fmt.Errorf("%s: %w", target, err)
+				}
+			}
 			if !jsonOut {
-				_, err := a.stdout.Write(ent.Content)
+				_, err := a.stdout.Write(content)
 				return err
 			}
 			occ, err := eng.Store().Occurrences(ctx, ent.ID)
@@ -48,23 +77,116 @@ given base64-encoded as content_base64.`,
 				return err
 			}
 			out := entryJSON{ID: ent.ID, Size: len(ent.Content), Tokens: ent.TokenCount}
-			if utf8.Valid(ent.Content) {
-				out.Content = string(ent.Content)
+			if utf8.Valid(content) {
+				out.Content = string(content)
 			} else {
-				out.ContentBase64 = base64.StdEncoding.EncodeToString(ent.Content)
+				out.ContentBase64 = base64.StdEncoding.EncodeToString(content)
 			}
 			for _, o := range occ {
 				out.Occurrences = append(out.Occurrences, toOccJSON(o))
 			}
 			for _, c := range chunks {
 				out.Chunks = append(out.Chunks, chunkJSON{Ordinal: c.Ordinal, Start: c.Start, End: c.End,
-					StartLine: c.StartLine, EndLine: c.EndLine, Tokens: c.TokenCount})
+					StartLine: c.StartLine, EndLine: c.EndLine, Tokens: c.TokenCount, Symbols: c.Symbols})
 			}
 			return writeJSON(a.stdout, out)
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the entry, its occurrences and chunks as JSON")
+	cmd.Flags().IntVar(&version, "version", 0, "with a file path: print this version (see engram files PATH --versions)")
 	return cmd
+}
+
+// resolveShow returns the entry ID that target names: an indexed file
+// (its current version, or version), else an entry ID or prefix.
+func (a *app) resolveShow(ctx context.Context, target string, version int) (string, error) {
+	st := a.eng.Store()
+	path := strings.TrimPrefix(target, "./")
+	f, err := st.File(ctx, path)
+	switch {
+	case err == nil:
+	case !errors.Is(err, store.ErrNotFound):
+		return "", err
+	case version > 0:
+		return "", fmt.Errorf("%s is not an indexed file: --version needs one", target)
+	default:
+		id, err := st.ResolveID(ctx, target)
+		var ve *store.ValidationError
+		if errors.As(err, &ve) || errors.Is(err, store.ErrNotFound) {
+			return "", fmt.Errorf("%s is neither an indexed file nor a stored entry", target)
+		}
+		return id, err
+	}
+	if version > 0 {
+		vs, err := st.FileVersions(ctx, path)
+		if err != nil {
+			return "", err
+		}
+		for _, v := range vs {
+			if v.Version == version {
+				return v.EntryID, nil
+			}
+		}
+		return "", fmt.Errorf("%s has versions 1 to %d, not %d", path, len(vs), version)
+	}
+	switch f.State {
+	case store.FileCurrent:
+		return f.EntryID, nil
+	case store.FileDeleted:
+		note := ""
+		if f.Reason != "" {
+			note = " (" + f.Reason + ")"
+		}
+		return "", fmt.Errorf("%s was deleted%s; its last version is %d: engram show %s --version %d", path, note, f.Version, path, f.Version)
+	}
+	return "", fmt.Errorf("%s is not indexed: %s", path, f.Reason)
+}
+
+// splitRange splits PATH:START-END (or PATH:LINE) into the path and the
+// range; without a range, from and to are 0.
+func splitRange(s string) (target string, from, to int, err error) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return s, 0, 0, nil
+	}
+	r := s[i+1:]
+	lo, hi, isRange := strings.Cut(r, "-")
+	from, err1 := strconv.Atoi(lo)
+	to = from
+	var err2 error
+	if isRange {
+		to, err2 = strconv.Atoi(hi)
+	}
+	if err1 != nil || err2 != nil {
+		return s, 0, 0, nil // not a range: a path with a colon
+	}
+	if from < 1 || to < from {
+		return "", 0, 0, usagef("line range %q: want START-END with 1 <= START <= END", r)
+	}
+	return s[:i], from, to, nil
+}
+
+// lineRange returns lines from to to (1-based, inclusive) of content.
+func lineRange(content []byte, from, to int) ([]byte, error) {
+	start, line := 0, 1
+	for line < from {
+		i := bytes.IndexByte(content[start:], '\n')
+		if i < 0 || start+i+1 == len(content) {
+			return nil, fmt.Errorf("has %d lines, the range starts at %d", line, from)
+		}
+		start += i + 1
+		line++
+	}
+	end := start
+	for ; line <= to; line++ {
+		i := bytes.IndexByte(content[end:], '\n')
+		if i < 0 {
+			end = len(content)
+			break
+		}
+		end += i + 1
+	}
+	return content[start:end], nil
 }
 
 type entryJSON struct {
@@ -100,10 +222,11 @@ func toOccJSON(o store.Occurrence) occJSON {
 }
 
 type chunkJSON struct {
-	Ordinal   int `json:"ordinal"`
-	Start     int `json:"start"`
-	End       int `json:"end"`
-	StartLine int `json:"start_line"`
-	EndLine   int `json:"end_line"`
-	Tokens    int `json:"tokens"`
+	Ordinal   int      `json:"ordinal"`
+	Start     int      `json:"start"`
+	End       int      `json:"end"`
+	StartLine int      `json:"start_line"`
+	EndLine   int      `json:"end_line"`
+	Tokens    int      `json:"tokens"`
+	Symbols   []string `json:"symbols,omitempty"`
 }

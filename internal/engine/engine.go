@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/engramhq/engram/internal/chunk"
+	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 )
@@ -289,4 +290,27 @@ func (e *Engine) Entry(ctx context.Context, id string) (store.Entry, error) {
 // Stats describes the store.
 func (e *Engine) Stats(ctx context.Context) (store.Stats, error) {
 	return e.st.Stats(ctx)
+}
+
+// Index indexes the repository at root into the engine's store; see
+// package index. A nil opts.Encoding means the engine's.
+func (e *Engine) Index(ctx context.Context, root string, opts index.Options) (index.Summary, error) {
+	if opts.Encoding == nil {
+		opts.Encoding = e.enc
+	}
+	if opts.ChunkTokens == 0 {
+		opts.ChunkTokens = e.opts.ChunkTokens
+	}
+	return index.Run(ctx, e.st, root, opts)
+}
+
+// Watch keeps the index of root current until ctx ends; see index.Watch.
+func (e *Engine) Watch(ctx context.Context, root string, opts index.Options, wopts index.WatchOptions) error {
+	if opts.Encoding == nil {
+		opts.Encoding = e.enc
+	}
+	if opts.ChunkTokens == 0 {
+		opts.ChunkTokens = e.opts.ChunkTokens
+	}
+	return index.Watch(ctx, e.st, root, opts, wopts)
 }

@@ -74,38 +74,44 @@ var rules = []rule{
 	{URLPassword, regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@"']{1,64}:([^\s:/@"']{6,128})@[A-Za-z0-9.\-]+`), []string{"://"}},
 }
 
-func (r rule) mayMatch(content string) bool {
-	for _, h := range r.hints {
-		if strings.Contains(content, h) {
-			return true
-		}
-	}
-	return false
-}
+// Matches are looked for only in windows around each occurrence of a
+// rule's hints: a regexp run over a whole file costs far more than finding
+// a few substrings, and most files hold no hint at all. A window reaches
+// windowBefore bytes before a hint (the "aws_" before "secret") and
+// windowAfter bytes after it (the longest tokens).
+const (
+	windowBefore = 96
+	windowAfter  = 400
+)
 
 // Scan returns the secrets in content, in order of position. Overlapping
 // findings are merged into the first.
 func Scan(content string) []Finding {
 	var out []Finding
 	for _, r := range rules {
-		if !r.mayMatch(content) {
-			continue
-		}
-		for _, m := range r.re.FindAllStringSubmatchIndex(content, -1) {
-			start, end := m[0], m[1]
-			if len(m) >= 4 && m[2] >= 0 {
-				start, end = m[2], m[3]
+		for _, w := range r.windows(content) {
+			for _, m := range r.re.FindAllStringSubmatchIndex(content[w[0]:w[1]], -1) {
+				start, end := m[0], m[1]
+				if len(m) >= 4 && m[2] >= 0 {
+					start, end = m[2], m[3]
+				}
+				start, end = start+w[0], end+w[0]
+				if placeholder(r.kind, content[start:end]) {
+					continue
+				}
+				out = append(out, Finding{Kind: r.kind, Start: start, End: end})
 			}
-			if placeholder(r.kind, content[start:end]) {
-				continue
-			}
-			out = append(out, Finding{Kind: r.kind, Start: start, End: end})
 		}
 	}
 	if len(out) < 2 {
 		return out
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Start != out[j].Start {
+			return out[i].Start < out[j].Start
+		}
+		return out[i].End > out[j].End
+	})
 	merged := out[:1]
 	for _, f := range out[1:] {
 		last := &merged[len(merged)-1]
@@ -116,6 +122,44 @@ func Scan(content string) []Finding {
 		merged = append(merged, f)
 	}
 	return merged
+}
+
+// windows returns the byte ranges of content to search for the rule: one
+// around each occurrence of a hint, overlapping ranges joined, each cut at
+// line ends so that a match cannot start or end mid-way by the cut alone.
+func (r rule) windows(content string) [][2]int {
+	var hits []int
+	for _, h := range r.hints {
+		for i := 0; ; {
+			j := strings.Index(content[i:], h)
+			if j < 0 {
+				break
+			}
+			hits = append(hits, i+j)
+			i += j + len(h)
+		}
+	}
+	if len(hits) == 0 {
+		return nil
+	}
+	sort.Ints(hits)
+	var out [][2]int
+	for _, h := range hits {
+		lo := max(0, h-windowBefore)
+		if nl := strings.LastIndexByte(content[:h], '\n'); nl >= lo {
+			lo = nl + 1
+		}
+		hi := min(len(content), h+windowAfter)
+		if nl := strings.IndexByte(content[h:hi], '\n'); nl >= 0 && r.kind != PrivateKey {
+			hi = h + nl
+		}
+		if n := len(out); n > 0 && lo <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], hi)
+			continue
+		}
+		out = append(out, [2]int{lo, hi})
+	}
+	return out
 }
 
 // placeholder reports whether a secret is an obvious example: AWS's

@@ -449,8 +449,9 @@ type File struct {
 	// Path is relative to the project root, slash-separated.
 	Path  string
 	State FileState
-	// Reason says why a file was skipped, or for a deleted file what became
-	// of it ("renamed to x.go").
+	// Reason says why a file was skipped, for a deleted file what became of
+	// it ("renamed to x.go"), for a current one what was done to it
+	// ("redacted: github_token").
 	Reason string
 	// EntryID is the entry of the current version; for a deleted file, of
 	// the last version; empty for a skipped file.

@@ -87,8 +87,7 @@ func (b *batch) fileRow(path string) (fileRow, error) {
 	var r fileRow
 	var state string
 	var id sql.NullString
-	err := b.tx.QueryRowContext(b.ctx, `SELECT f.state, f.entry, e.id, f.version FROM files f
-		LEFT JOIN entries e ON e.pk = f.entry WHERE f.path = ?`, path).Scan(&state, &r.entry, &id, &r.version)
+	err := b.row("fileRow", path).Scan(&state, &r.entry, &id, &r.version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, nil
 	}
@@ -112,8 +111,7 @@ func (b *batch) putFile(c *store.FileChange, p *pending) error {
 	case store.ChangeVersion:
 		if old.state == store.FileCurrent && old.entryID == c.Entry.ID {
 			// Same content as the current version: only the manifest moves.
-			_, err := b.tx.ExecContext(b.ctx, `UPDATE files SET size = ?, mtime = ?, hash = ?, language = ?, indexed_at = ?
-				WHERE path = ?`, c.Size, unixNano(c.ModTime), c.Hash, c.Language, now, c.Path)
+			_, err := b.exec("fileSame", c.Size, unixNano(c.ModTime), c.Hash, c.Language, c.Reason, now, c.Path)
 			return err
 		}
 		leaves()
@@ -129,39 +127,27 @@ func (b *batch) putFile(c *store.FileChange, p *pending) error {
 		}
 		b.versioned[pk] = true
 		version := old.version + 1
-		if _, err := b.tx.ExecContext(b.ctx, `INSERT INTO files(path, state, reason, entry, size, mtime, hash, language, version, indexed_at)
-			VALUES (?, 'current', '', ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT(path) DO UPDATE SET state = 'current', reason = '', entry = excluded.entry, size = excluded.size,
-				mtime = excluded.mtime, hash = excluded.hash, language = excluded.language, version = excluded.version,
-				indexed_at = excluded.indexed_at`,
-			c.Path, pk, c.Size, unixNano(c.ModTime), c.Hash, c.Language, version, now); err != nil {
+		if _, err := b.exec("fileVersion", c.Path, c.Reason, pk, c.Size, unixNano(c.ModTime), c.Hash, c.Language, version, now); err != nil {
 			return err
 		}
-		_, err = b.tx.ExecContext(b.ctx, `INSERT INTO file_versions(path, version, entry, size, mtime, indexed_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			c.Path, version, pk, c.Size, unixNano(c.ModTime), now)
+		_, err = b.exec("fileHistory", c.Path, version, pk, c.Size, unixNano(c.ModTime), now)
 		return err
 	case store.ChangeTouch:
 		if old.state != store.FileCurrent {
 			return &store.ValidationError{Field: "path", Msg: fmt.Sprintf("%s is not a current file: nothing to touch", c.Path)}
 		}
-		_, err := b.tx.ExecContext(b.ctx, `UPDATE files SET size = ?, mtime = ?, hash = ?, indexed_at = ? WHERE path = ?`,
-			c.Size, unixNano(c.ModTime), c.Hash, now, c.Path)
+		_, err := b.exec("fileTouch", c.Size, unixNano(c.ModTime), c.Hash, now, c.Path)
 		return err
 	case store.ChangeSkip:
 		leaves()
-		_, err := b.tx.ExecContext(b.ctx, `INSERT INTO files(path, state, reason, entry, size, mtime, hash, language, version, indexed_at)
-			VALUES (?, 'skipped', ?, NULL, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT(path) DO UPDATE SET state = 'skipped', reason = excluded.reason, entry = NULL, size = excluded.size,
-				mtime = excluded.mtime, hash = excluded.hash, language = excluded.language, indexed_at = excluded.indexed_at`,
-			c.Path, c.Reason, c.Size, unixNano(c.ModTime), c.Hash, c.Language, old.version, now)
+		_, err := b.exec("fileSkip", c.Path, c.Reason, c.Size, unixNano(c.ModTime), c.Hash, c.Language, old.version, now)
 		return err
 	case store.ChangeDelete:
 		if !old.exists {
 			return fmt.Errorf("file %s: %w", c.Path, store.ErrNotFound)
 		}
 		leaves()
-		_, err := b.tx.ExecContext(b.ctx, `UPDATE files SET state = 'deleted', reason = ?, indexed_at = ? WHERE path = ?`,
-			c.Reason, now, c.Path)
+		_, err := b.exec("fileDelete", c.Reason, now, c.Path)
 		return err
 	}
 	return fmt.Errorf("unknown change kind %q", c.Kind)

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/engramhq/engram/internal/store"
@@ -77,6 +79,9 @@ func (s *Store) prepare(ctx context.Context, entries []store.Entry) ([]pending, 
 	if err != nil {
 		return nil, err
 	}
+	// Terms cost CPU in proportion to the content: spread them over the
+	// cores, before the write lock is taken.
+	var todo []*pending
 	seen := map[string]bool{}
 	for i := range ps {
 		p := &ps[i]
@@ -84,21 +89,40 @@ func (s *Store) prepare(ctx context.Context, entries []store.Entry) ([]pending, 
 			continue
 		}
 		seen[p.e.ID] = true
-		metaText := strings.Join(append(append(append([]string(nil), p.e.Files...), p.e.Keywords...), p.e.Entities...), " ")
-		entryMeta := terms.String(metaText)
-		p.bodies = make([]string, len(p.e.Chunks))
-		p.metas = make([]string, len(p.e.Chunks))
-		p.symbols = make([]sql.NullString, len(p.e.Chunks))
-		for k, c := range p.e.Chunks {
-			p.bodies[k] = string(terms.Append(nil, string(p.e.Content[c.Start:c.End])))
-			p.metas[k] = entryMeta
-			if len(c.Symbols) > 0 {
-				p.metas[k] = strings.TrimSpace(entryMeta + " " + terms.String(strings.Join(c.Symbols, " ")))
-				p.symbols[k] = jsonList(c.Symbols)
+		todo = append(todo, p)
+	}
+	var wg sync.WaitGroup
+	next := make(chan *pending)
+	for range min(runtime.GOMAXPROCS(0), len(todo)) {
+		wg.Go(func() {
+			for p := range next {
+				p.makeTerms()
 			}
+		})
+	}
+	for _, p := range todo {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	return ps, nil
+}
+
+// makeTerms computes the FTS columns of the entry's chunks.
+func (p *pending) makeTerms() {
+	metaText := strings.Join(append(append(append([]string(nil), p.e.Files...), p.e.Keywords...), p.e.Entities...), " ")
+	entryMeta := terms.String(metaText)
+	p.bodies = make([]string, len(p.e.Chunks))
+	p.metas = make([]string, len(p.e.Chunks))
+	p.symbols = make([]sql.NullString, len(p.e.Chunks))
+	for k, c := range p.e.Chunks {
+		p.bodies[k] = string(terms.Append(nil, string(p.e.Content[c.Start:c.End])))
+		p.metas[k] = entryMeta
+		if len(c.Symbols) > 0 {
+			p.metas[k] = strings.TrimSpace(entryMeta + " " + terms.String(strings.Join(c.Symbols, " ")))
+			p.symbols[k] = jsonList(c.Symbols)
 		}
 	}
-	return ps, nil
 }
 
 // existing returns which of ids are stored.
@@ -214,6 +238,20 @@ var batchSQL = map[string]string{
 	"insertLink": `INSERT INTO links(from_id, to_id, kind, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"counter": `INSERT INTO counters(name, value) VALUES (?, ?)
 		ON CONFLICT(name) DO UPDATE SET value = value + excluded.value`,
+	"fileRow":  `SELECT f.state, f.entry, e.id, f.version FROM files f LEFT JOIN entries e ON e.pk = f.entry WHERE f.path = ?`,
+	"fileSame": `UPDATE files SET size = ?, mtime = ?, hash = ?, language = ?, reason = ?, indexed_at = ? WHERE path = ?`,
+	"fileVersion": `INSERT INTO files(path, state, reason, entry, size, mtime, hash, language, version, indexed_at)
+		VALUES (?, 'current', ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(path) DO UPDATE SET state = 'current', reason = excluded.reason, entry = excluded.entry, size = excluded.size,
+			mtime = excluded.mtime, hash = excluded.hash, language = excluded.language, version = excluded.version,
+			indexed_at = excluded.indexed_at`,
+	"fileHistory": `INSERT INTO file_versions(path, version, entry, size, mtime, indexed_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	"fileTouch":   `UPDATE files SET size = ?, mtime = ?, hash = ?, indexed_at = ? WHERE path = ?`,
+	"fileSkip": `INSERT INTO files(path, state, reason, entry, size, mtime, hash, language, version, indexed_at)
+		VALUES (?, 'skipped', ?, NULL, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(path) DO UPDATE SET state = 'skipped', reason = excluded.reason, entry = NULL, size = excluded.size,
+			mtime = excluded.mtime, hash = excluded.hash, language = excluded.language, indexed_at = excluded.indexed_at`,
+	"fileDelete": `UPDATE files SET state = 'deleted', reason = ?, indexed_at = ? WHERE path = ?`,
 }
 
 func newBatch(ctx context.Context, tx *sql.Tx) (*batch, error) {

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// consentKey is the store setting that records the user's permission to
+// read the project.
+const consentKey = "index.consent"
+
+func (a *app) indexCmd() *cobra.Command {
+	var (
+		yes     bool
+		watch   bool
+		jsonOut bool
+		opts    index.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "index [PATH]",
+		Short: "Index a repository so that its code is searchable",
+		Long: `Index the repository at PATH (default: the project) into its store: every file
+worth reading, split into chunks that follow its declarations, searchable by
+symbol, by the words of identifiers and comments, and by path.
+
+Left out: .git, node_modules, vendor, dist, build, target, .cache, coverage,
+__pycache__, .next and similar directories; what .gitignore and .ignore files
+(at every level) and .git/info/exclude ignore; symlinks; lock, minified,
+generated and binary files; files over --max-file-size. Files that hold
+secrets never enter the store: .env files, keys, credential files are skipped
+by name, files with a private key block are withheld, and tokens of known
+formats (cloud keys, API tokens) are redacted; each is reported by path.
+
+A second run reads only what changed (by size and time, then content hash):
+changed files get a new version (the old one stays retrievable, search returns
+the current one), deleted files stop being current, renames are recognised.
+An interrupted run keeps what it stored and the next one continues.
+
+The first index of a project asks permission on a terminal; elsewhere pass
+--yes.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if len(args) == 1 {
+				a.flags.Project = args[0]
+				if err := a.loadConfig(); err != nil {
+					return err
+				}
+			}
+			eng, err := a.engine(ctx, false)
+			if err != nil {
+				return err
+			}
+			if err := a.consent(ctx, eng.Store(), yes); err != nil {
+				return err
+			}
+			opts.ChunkTokens = a.cfg.Ingest.ChunkTokens
+			opts.Encoding = eng.Encoding()
+			opts.Logger = a.log
+			p := newIndexProgress(a.stderr)
+			opts.Progress = p.update
+			sum, err := eng.Index(ctx, a.cfg.Project, opts)
+			p.finish()
+			if jsonOut {
+				if jerr := writeJSON(a.stdout, toSummaryJSON(sum)); jerr != nil {
+					return jerr
+				}
+			} else {
+				printSummary(a.stdout, sum)
+			}
+			if err != nil {
+				return err
+			}
+			if watch {
+				return a.runWatch(ctx, opts)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
+	f.BoolVar(&watch, "watch", false, "keep the index current after indexing, as engram watch does")
+	f.BoolVar(&jsonOut, "json", false, "print the summary as JSON")
+	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default: one per core)")
+	f.Int64Var(&opts.MaxFileBytes, "max-file-size", index.DefaultMaxFileBytes, "skip files larger than this many bytes")
+	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out (repeatable)")
+	return cmd
+}
+
+// consent makes sure the user allowed engram to read the project: once per
+// store, on a terminal or with --yes.
+func (a *app) consent(ctx context.Context, st store.Store, yes bool) error {
+	if _, err := st.Setting(ctx, consentKey); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	how := "--yes"
+	if !yes {
+		in, ok := a.stdin.(*os.File)
+		if !ok || !isTerminal(in) {
+			return fmt.Errorf("engram needs permission to read %s and store what it finds: run engram index on a terminal to be asked, or pass --yes", a.cfg.Project)
+		}
+		fmt.Fprintf(a.stderr, "engram will read the files of %s and keep a searchable copy in\n%s\n(secrets are withheld). Allow? [y/N] ", a.cfg.Project, a.cfg.Store.Path)
+		answer, _ := bufio.NewReader(in).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return errors.New("permission refused: nothing was indexed")
+		}
+		how = "terminal"
+	}
+	return st.PutSetting(ctx, consentKey, fmt.Sprintf("granted %s (%s) for %s", time.Now().UTC().Format(time.RFC3339), how, a.cfg.Project))
+}
+
+// indexProgress shows a run's progress on standard error: a bar with
+// files, rate and time left on a terminal, a line every few seconds
+// otherwise.
+type indexProgress struct {
+	w        io.Writer
+	terminal bool
+	bar      *progressbar.ProgressBar
+	last     time.Time
+	start    time.Time
+	phase    index.Phase
+}
+
+func newIndexProgress(w io.Writer) *indexProgress {
+	f, ok := w.(*os.File)
+	now := time.Now()
+	return &indexProgress{w: w, terminal: ok && isTerminal(f), start: now, last: now}
+}
+
+func (p *indexProgress) update(pr index.Progress) {
+	if pr.Phase != p.phase {
+		p.phase = pr.Phase
+		if p.bar != nil {
+			_ = p.bar.Finish()
+			p.bar = nil
+		}
+		if pr.Phase == index.PhaseIndex && p.terminal && pr.Files > 0 {
+			p.bar = progressbar.NewOptions(pr.Files,
+				progressbar.OptionSetWriter(p.w),
+				progressbar.OptionSetDescription("indexing"),
+				progressbar.OptionShowCount(),
+				progressbar.OptionShowIts(),
+				progressbar.OptionSetItsString("files"),
+				progressbar.OptionSetPredictTime(true),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionClearOnFinish(),
+			)
+		}
+	}
+	if p.bar != nil {
+		_ = p.bar.Set(pr.Done)
+		return
+	}
+	if pr.Phase == index.PhaseIndex && time.Since(p.last) >= 2*time.Second && pr.Done > 0 {
+		p.last = time.Now()
+		rate := float64(pr.Done) / time.Since(p.start).Seconds()
+		eta := time.Duration(float64(pr.Files-pr.Done)/max(rate, 1e-9)) * time.Second
+		fmt.Fprintf(p.w, "indexing: %d/%d files (%.0f files/s, %s, ETA %v)\n", pr.Done, pr.Files, rate, humanBytes(pr.Bytes), eta.Round(time.Second))
+	}
+}
+
+func (p *indexProgress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+func printSummary(w io.Writer, s index.Summary) {
+	verb := "indexed"
+	if s.Interrupted {
+		verb = "interrupted indexing"
+	}
+	fmt.Fprintf(w, "%s %s in %v: %s files seen\n", verb, s.Root, s.Elapsed.Round(time.Millisecond), commas(int64(s.Seen)))
+	fmt.Fprintf(w, "  new %s, changed %s, unchanged %s, touched %s, deleted %s (renamed %s)\n",
+		commas(int64(s.New)), commas(int64(s.Changed)), commas(int64(s.Unchanged)), commas(int64(s.Touched)),
+		commas(int64(s.Deleted)), commas(int64(s.Renamed)))
+	if s.Indexed() > 0 {
+		fmt.Fprintf(w, "  stored %s chunks, %s, %s tokens (read %s)\n", commas(int64(s.Chunks)), humanBytes(s.Bytes), commas(s.Tokens), humanBytes(s.Read))
+	}
+	if line := counts(s.Skipped); line != "" {
+		fmt.Fprintf(w, "  skipped: %s\n", line)
+	}
+	if line := counts(s.Ignored); line != "" {
+		fmt.Fprintf(w, "  left out by the walk: %s\n", line)
+	}
+	if len(s.Secrets) > 0 {
+		fmt.Fprintf(w, "  secrets kept out of the store (%d files):\n", len(s.Secrets))
+		for _, f := range s.Secrets {
+			what := "redacted"
+			if f.Withheld {
+				what = "withheld"
+			}
+			fmt.Fprintf(w, "    %s: %s (%s)\n", f.Path, what, strings.Join(f.Kinds, ", "))
+		}
+	}
+	var notes []string
+	if s.NonUTF8 > 0 {
+		notes = append(notes, fmt.Sprintf("%d not valid UTF-8 (stored as is)", s.NonUTF8))
+	}
+	if s.Unstable > 0 {
+		notes = append(notes, fmt.Sprintf("%d changed while read (read again next run)", s.Unstable))
+	}
+	if s.Vanished > 0 {
+		notes = append(notes, fmt.Sprintf("%d deleted during the run", s.Vanished))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "  files: %s\n", strings.Join(notes, ", "))
+	}
+	if len(s.Errors) > 0 {
+		fmt.Fprintf(w, "  errors (%d):\n", len(s.Errors))
+		for _, e := range s.Errors[:min(len(s.Errors), 20)] {
+			fmt.Fprintf(w, "    %s: %s\n", e.Path, e.Err)
+		}
+		if len(s.Errors) > 20 {
+			fmt.Fprintf(w, "    ... and %d more\n", len(s.Errors)-20)
+		}
+	}
+}
+
+// counts formats a count per reason, largest first.
+func counts(m map[string]int) string {
+	type kv struct {
+		k string
+		v int
+	}
+	var all []kv
+	for k, v := range m {
+		if v > 0 {
+			all = append(all, kv{k, v})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].v != all[j].v {
+			return all[i].v > all[j].v
+		}
+		return all[i].k < all[j].k
+	})
+	parts := make([]string, len(all))
+	for i, e := range all {
+		parts[i] = fmt.Sprintf("%s %s", commas(int64(e.v)), e.k)
+	}
+	return strings.Join(parts, ", ")
+}
+
+type summaryJSON struct {
+	Root        string             `json:"root"`
+	Seen        int                `json:"seen"`
+	New         int                `json:"new"`
+	Changed     int                `json:"changed"`
+	Unchanged   int                `json:"unchanged"`
+	Touched     int                `json:"touched"`
+	Deleted     int                `json:"deleted"`
+	Renamed     int                `json:"renamed"`
+	Skipped     map[string]int     `json:"skipped"`
+	Ignored     map[string]int     `json:"ignored"`
+	Secrets     []index.SecretFile `json:"secrets"`
+	NonUTF8     int                `json:"non_utf8"`
+	Unstable    int                `json:"unstable"`
+	Vanished    int                `json:"vanished"`
+	Errors      []index.FileError  `json:"errors"`
+	Chunks      int                `json:"chunks"`
+	Bytes       int64              `json:"bytes"`
+	Tokens      int64              `json:"tokens"`
+	Read        int64              `json:"read_bytes"`
+	Seconds     float64            `json:"seconds"`
+	Interrupted bool               `json:"interrupted"`
+}
+
+func toSummaryJSON(s index.Summary) summaryJSON {
+	return summaryJSON{Root: s.Root, Seen: s.Seen, New: s.New, Changed: s.Changed, Unchanged: s.Unchanged,
+		Touched: s.Touched, Deleted: s.Deleted, Renamed: s.Renamed, Skipped: s.Skipped, Ignored: s.Ignored,
+		Secrets: s.Secrets, NonUTF8: s.NonUTF8, Unstable: s.Unstable, Vanished: s.Vanished, Errors: s.Errors,
+		Chunks: s.Chunks, Bytes: s.Bytes, Tokens: s.Tokens, Read: s.Read, Seconds: s.Elapsed.Seconds(), Interrupted: s.Interrupted}
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, root, p, content string) {
+	t.Helper()
+	abs := filepath.Join(root, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(abs, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCLI_Index(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, e.project, "internal/auth/token.go", "package auth\n\n// ValidateToken checks a bearer token.\nfunc ValidateToken(s string) bool {\n\treturn s != \"\"\n}\n")
+	writeFile(t, e.project, "README.md", "# Demo\n\nA demo project.\n")
+	writeFile(t, e.project, ".env", "API_KEY=abc")
+
+	// Without a terminal, permission must be given with --yes.
+	code, _, errOut := e.run("", "index")
+	if code != 1 || !strings.Contains(errOut, "--yes") {
+		t.Fatalf("index without consent: exit %d, %s", code, errOut)
+	}
+	out := e.ok("", "index", "--yes")
+	for _, want := range []string{"new 2", "skipped: 1 secret file name", ".env: withheld"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("index summary lacks %q:\n%s", want, out)
+		}
+	}
+	// Consent is remembered; a second run reads nothing.
+	if out := e.ok("", "index"); !strings.Contains(out, "unchanged 2") {
+		t.Errorf("second index:\n%s", out)
+	}
+	if out := e.ok("", "search", "ValidateToken"); !strings.Contains(out, "internal/auth/token.go:1-6") {
+		t.Errorf("search:\n%s", out)
+	}
+	if got := e.ok("", "show", "internal/auth/token.go:3-4"); got != "// ValidateToken checks a bearer token.\nfunc ValidateToken(s string) bool {\n" {
+		t.Errorf("show range = %q", got)
+	}
+	files := e.ok("", "files")
+	for _, want := range []string{"current", "internal/auth/token.go", "skipped", "secret file name"} {
+		if !strings.Contains(files, want) {
+			t.Errorf("files lacks %q:\n%s", want, files)
+		}
+	}
+	var list []fileJSON
+	if err := jsonUnmarshal(e.ok("", "files", "internal/", "--json"), &list); err != nil || len(list) != 1 || list[0].Language != "go" {
+		t.Errorf("files --json = %+v, %v", list, err)
+	}
+
+	// An edit makes version 2; the old version stays reachable.
+	writeFile(t, e.project, "internal/auth/token.go", "package auth\n\nfunc CheckToken(s string) bool { return true }\n")
+	if out := e.ok("", "index"); !strings.Contains(out, "changed 1") {
+		t.Errorf("index after an edit:\n%s", out)
+	}
+	if got := e.ok("", "show", "internal/auth/token.go", "--version", "1"); !strings.Contains(got, "ValidateToken") {
+		t.Errorf("show --version 1 = %q", got)
+	}
+	if versions := e.ok("", "files", "internal/auth/token.go", "--versions"); strings.Count(versions, "\n") != 3 {
+		t.Errorf("versions:\n%s", versions)
+	}
+	// A deleted file says how to reach its last version.
+	if err := os.Remove(filepath.Join(e.project, "README.md")); err != nil {
+		t.Fatal(err)
+	}
+	e.ok("", "index")
+	if code, _, errOut := e.run("", "show", "README.md"); code != 1 || !strings.Contains(errOut, "--version 1") {
+		t.Errorf("show deleted: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := e.run("", "show", "internal/auth/token.go:9-12"); code != 1 || !strings.Contains(errOut, "has 3 lines") {
+		t.Errorf("show past the end: exit %d, %s", code, errOut)
+	}
+	if code, _, _ := e.run("", "show", "nothing/here.go"); code != 1 {
+		t.Errorf("show unknown path: exit %d", code)
+	}
+
+	// index PATH indexes another tree into that tree's own store.
+	other := t.TempDir()
+	writeFile(t, other, "lib.py", "def other_tree():\n    pass\n")
+	if out := e.ok("", "index", other, "--yes", "--json"); !strings.Contains(out, `"new": 1`) {
+		t.Errorf("index PATH --json:\n%s", out)
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/index"
+)
+
+func (a *app) watchCmd() *cobra.Command {
+	var (
+		yes  bool
+		opts index.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "watch [PATH]",
+		Short: "Index a repository, then keep the index current as files change",
+		Long: `Index the repository at PATH (default: the project) as engram index does, then
+watch it and index each burst of changes (a save, a git checkout of hundreds
+of files) as one batch, with the same exclusions. Stops cleanly on Ctrl-C.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if len(args) == 1 {
+				a.flags.Project = args[0]
+				if err := a.loadConfig(); err != nil {
+					return err
+				}
+			}
+			eng, err := a.engine(ctx, false)
+			if err != nil {
+				return err
+			}
+			if err := a.consent(ctx, eng.Store(), yes); err != nil {
+				return err
+			}
+			opts.Logger = a.log
+			sum, err := eng.Index(ctx, a.cfg.Project, opts)
+			printSummary(a.stdout, sum)
+			if err != nil {
+				return err
+			}
+			return a.runWatch(ctx, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
+	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default: one per core)")
+	f.Int64Var(&opts.MaxFileBytes, "max-file-size", index.DefaultMaxFileBytes, "skip files larger than this many bytes")
+	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out (repeatable)")
+	return cmd
+}
+
+// runWatch watches the project until ctx ends (Ctrl-C), printing a line
+// per batch of changes.
+func (a *app) runWatch(ctx context.Context, opts index.Options) error {
+	opts.Progress = nil
+	err := a.eng.Watch(ctx, a.cfg.Project, opts, index.WatchOptions{
+		Ready: func() { fmt.Fprintf(a.stderr, "watching %s (Ctrl-C to stop)\n", a.cfg.Project) },
+		OnUpdate: func(s index.Summary, err error) {
+			stamp := time.Now().Format(time.TimeOnly)
+			if err != nil {
+				fmt.Fprintf(a.stderr, "%s update failed: %v\n", stamp, err)
+				return
+			}
+			if s.Indexed()+s.Deleted+s.Touched == 0 && len(s.Skipped) == 0 {
+				return
+			}
+			fmt.Fprintf(a.stdout, "%s %d new, %d changed, %d deleted (renamed %d), %d touched in %v\n",
+				stamp, s.New, s.Changed, s.Deleted, s.Renamed, s.Touched, s.Elapsed.Round(time.Millisecond))
+		},
+	})
+	if err == nil && ctx.Err() != nil {
+		fmt.Fprintln(a.stderr, "stopped watching")
+	}
+	return err
+}

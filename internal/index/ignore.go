@@ -1,0 +1,120 @@
+package index
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+)
+
+// DefaultExcludedDirs are directory names never walked: version control,
+// dependencies, build outputs and caches.
+var defaultExcludedDirs = map[string]bool{
+	".git": true, ".hg": true, ".svn": true, ".jj": true,
+	"node_modules": true, "bower_components": true, "vendor": true, ".pnpm-store": true, ".yarn": true,
+	"dist": true, "build": true, "target": true, "_build": true, ".next": true, ".nuxt": true,
+	".svelte-kit": true, ".angular": true, ".turbo": true, ".parcel-cache": true, ".output": true,
+	".cache": true, "coverage": true, ".nyc_output": true, "__pycache__": true, ".pytest_cache": true,
+	".mypy_cache": true, ".ruff_cache": true, ".tox": true, ".venv": true, "venv": true, ".eggs": true,
+	".gradle": true, ".idea": true, ".vscode": true, ".terraform": true, ".serverless": true,
+	"Pods": true, "DerivedData": true, ".bundle": true, ".direnv": true, ".engram": true,
+}
+
+// ExcludedDirs returns the directory names that are never walked, for
+// display.
+func ExcludedDirs() []string {
+	out := make([]string, 0, len(defaultExcludedDirs))
+	for d := range defaultExcludedDirs {
+		out = append(out, d)
+	}
+	return out
+}
+
+// ignoreFiles are read in every directory, in this order, as git reads
+// .gitignore and tools such as ripgrep read .ignore.
+var ignoreFiles = []string{".gitignore", ".ignore"}
+
+// rules are the ignore patterns in force in one directory: its ancestors'
+// and its own, most specific last.
+type rules struct {
+	patterns []gitignore.Pattern
+	matcher  gitignore.Matcher
+}
+
+func newRules(patterns []gitignore.Pattern) *rules {
+	return &rules{patterns: patterns, matcher: gitignore.NewMatcher(patterns)}
+}
+
+// ignored reports whether the path (split at slashes) is ignored.
+func (r *rules) ignored(parts []string, isDir bool) bool {
+	return len(r.patterns) > 0 && r.matcher.Match(parts, isDir)
+}
+
+// child returns the rules of a subdirectory, adding the patterns of its own
+// ignore files. domain is the subdirectory's path from the root, split.
+func (r *rules) child(dir string, domain []string) (*rules, error) {
+	var added []gitignore.Pattern
+	for _, name := range ignoreFiles {
+		ps, err := readPatterns(filepath.Join(dir, name), domain)
+		if err != nil {
+			return nil, err
+		}
+		added = append(added, ps...)
+	}
+	if len(added) == 0 {
+		return r, nil
+	}
+	all := make([]gitignore.Pattern, 0, len(r.patterns)+len(added))
+	all = append(append(all, r.patterns...), added...)
+	return newRules(all), nil
+}
+
+// readPatterns parses an ignore file; a missing file has no patterns.
+func readPatterns(path string, domain []string) ([]gitignore.Pattern, error) {
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parsePatterns(data, domain), nil
+}
+
+// parsePatterns parses gitignore lines: blank lines and # comments are
+// skipped, "\#" and "\!" escape a leading # or !.
+func parsePatterns(data []byte, domain []string) []gitignore.Pattern {
+	var out []gitignore.Pattern
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSuffix(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, `\#`) || strings.HasPrefix(line, `\!`) {
+			line = line[1:]
+		}
+		out = append(out, gitignore.ParsePattern(line, domain))
+	}
+	return out
+}
+
+// rootRules returns the rules that apply at the root: the repository's
+// .git/info/exclude, extra patterns from configuration, and the root's own
+// ignore files.
+func rootRules(root string, extra []string) (*rules, error) {
+	ps, err := readPatterns(filepath.Join(root, ".git", "info", "exclude"), nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range extra {
+		if strings.TrimSpace(p) != "" {
+			ps = append(ps, gitignore.ParsePattern(p, nil))
+		}
+	}
+	return newRules(ps).child(root, nil)
+}

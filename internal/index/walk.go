@@ -1,0 +1,202 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// candidate is a file the walk found and did not exclude by directory,
+// ignore rule or symlink.
+type candidate struct {
+	path    string // relative, slash-separated
+	abs     string
+	size    int64
+	modTime time.Time
+}
+
+// walkResult is what a walk found.
+type walkResult struct {
+	files []candidate
+	// dirs are the directories walked, absolute.
+	dirs []string
+	// ignored counts files and directories left out, by reason.
+	ignored map[string]int
+	// errors are directories that could not be read.
+	errors []FileError
+}
+
+// Reasons files are left out by the walk; they are counted, not recorded.
+const (
+	ignoredDir        = "excluded directory"
+	ignoredRule       = "ignore rule (.gitignore, .ignore, config)"
+	ignoredSymlinkIn  = "symlink inside the project (indexed at its target)"
+	ignoredSymlinkOut = "symlink outside the project"
+	ignoredSymlinkBad = "broken symlink"
+	ignoredSpecial    = "not a regular file"
+)
+
+// walk lists the files under the directory at parts (nil for the root)
+// that are candidates for indexing, depth first, honouring excluded
+// directory names and ignore files at every level; r holds the ignore
+// rules in force there (nil: the root's). Symlinks are not followed: a
+// link inside the project names something indexed at its own path, a link
+// outside it leads out of the project, and loops cannot arise. Unreadable
+// directories are reported and skipped.
+func walk(ctx context.Context, root string, parts []string, r *rules, extra []string) (walkResult, error) {
+	res := walkResult{ignored: map[string]int{}}
+	if r == nil {
+		var err error
+		if r, err = rootRules(root, extra); err != nil {
+			return res, err
+		}
+	}
+	type dir struct {
+		abs   string
+		parts []string
+		rules *rules
+	}
+	stack := []dir{{abs: filepath.Join(append([]string{root}, parts...)...), parts: parts, rules: r}}
+	for len(stack) > 0 {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		res.dirs = append(res.dirs, d.abs)
+		entries, err := os.ReadDir(d.abs)
+		if err != nil {
+			res.errors = append(res.errors, FileError{Path: relPath(d.parts), Err: err.Error()})
+			if len(entries) == 0 {
+				continue
+			}
+		}
+		// Push subdirectories in reverse so that they are walked in name order.
+		var subdirs []dir
+		for _, e := range entries {
+			name := e.Name()
+			parts := append(append(make([]string, 0, len(d.parts)+1), d.parts...), name)
+			abs := filepath.Join(d.abs, name)
+			mode := e.Type()
+			if mode&fs.ModeSymlink != 0 {
+				res.ignored[symlinkReason(root, abs)]++
+				continue
+			}
+			if e.IsDir() {
+				if reason := d.rules.dirExcluded(parts); reason != "" {
+					res.ignored[reason]++
+					continue
+				}
+				r, err := d.rules.child(abs, parts)
+				if err != nil {
+					res.errors = append(res.errors, FileError{Path: relPath(parts), Err: err.Error()})
+					r = d.rules
+				}
+				subdirs = append(subdirs, dir{abs: abs, parts: parts, rules: r})
+				continue
+			}
+			if !mode.IsRegular() {
+				res.ignored[ignoredSpecial]++
+				continue
+			}
+			if d.rules.ignored(parts, false) {
+				res.ignored[ignoredRule]++
+				continue
+			}
+			info, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // deleted since the directory was read
+			}
+			if err != nil {
+				res.errors = append(res.errors, FileError{Path: relPath(parts), Err: err.Error()})
+				continue
+			}
+			res.files = append(res.files, candidate{path: relPath(parts), abs: abs, size: info.Size(), modTime: info.ModTime()})
+		}
+		for i := len(subdirs) - 1; i >= 0; i-- {
+			stack = append(stack, subdirs[i])
+		}
+	}
+	return res, nil
+}
+
+// dirExcluded returns why the directory at parts is not walked, or "".
+func (r *rules) dirExcluded(parts []string) string {
+	if defaultExcludedDirs[parts[len(parts)-1]] {
+		return ignoredDir
+	}
+	if r.ignored(parts, true) {
+		return ignoredRule
+	}
+	return ""
+}
+
+// walkPath walks what is at parts, a path below root: a directory as walk
+// does, a file as one candidate. A path that does not exist, or that an
+// excluded directory, an ignore rule or a symlink keeps out, has no
+// candidates.
+func walkPath(ctx context.Context, root string, parts []string, extra []string) (walkResult, error) {
+	res := walkResult{ignored: map[string]int{}}
+	r, err := rootRules(root, extra)
+	if err != nil {
+		return res, err
+	}
+	// Descend to the parent directory, applying the rules of each level.
+	for i := 1; i < len(parts); i++ {
+		if reason := r.dirExcluded(parts[:i]); reason != "" {
+			res.ignored[reason]++
+			return res, nil
+		}
+		dirAbs := filepath.Join(append([]string{root}, parts[:i]...)...)
+		if r, err = r.child(dirAbs, parts[:i]); err != nil {
+			return res, err
+		}
+	}
+	abs := filepath.Join(append([]string{root}, parts...)...)
+	info, err := os.Lstat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return res, nil
+	case err != nil:
+		res.errors = append(res.errors, FileError{Path: relPath(parts), Err: err.Error()})
+		return res, nil
+	case info.Mode()&fs.ModeSymlink != 0:
+		res.ignored[symlinkReason(root, abs)]++
+		return res, nil
+	case info.IsDir():
+		if reason := r.dirExcluded(parts); reason != "" {
+			res.ignored[reason]++
+			return res, nil
+		}
+		if r, err = r.child(abs, parts); err != nil {
+			return res, err
+		}
+		return walk(ctx, root, parts, r, extra)
+	case !info.Mode().IsRegular():
+		res.ignored[ignoredSpecial]++
+		return res, nil
+	case r.ignored(parts, false):
+		res.ignored[ignoredRule]++
+		return res, nil
+	}
+	res.files = append(res.files, candidate{path: relPath(parts), abs: abs, size: info.Size(), modTime: info.ModTime()})
+	return res, nil
+}
+
+func relPath(parts []string) string { return strings.Join(parts, "/") }
+
+// symlinkReason says why a symlink is left out.
+func symlinkReason(root, link string) string {
+	target, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return ignoredSymlinkBad
+	}
+	if rel, err := filepath.Rel(root, target); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return ignoredSymlinkIn
+	}
+	return ignoredSymlinkOut
+}

@@ -1,0 +1,174 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// Defaults for WatchOptions.
+const (
+	DefaultDebounce = 100 * time.Millisecond
+	DefaultMaxDelay = 2 * time.Second
+)
+
+// WatchOptions configure Watch. The zero value uses the defaults.
+type WatchOptions struct {
+	// Debounce is the quiet time after the last file event before the
+	// changes are indexed: a git checkout of 500 files is one batch. Zero
+	// means DefaultDebounce.
+	Debounce time.Duration
+	// MaxDelay bounds how long a steady stream of events can hold a batch
+	// back. Zero means DefaultMaxDelay.
+	MaxDelay time.Duration
+	// OnUpdate, if set, is called after each batch with what it did.
+	OnUpdate func(Summary, error)
+	// Ready, if set, is called once the watches are in place.
+	Ready func()
+}
+
+// Watch keeps the index of root current until ctx ends, and then returns
+// nil. It watches every directory the index walks (fsnotify is not
+// recursive: directories are added as they appear), gathers the changed
+// paths of a burst of events, and indexes them with Update; a change to an
+// ignore file, or events lost by the kernel, cause a full Run instead.
+// Watch does not index what changed before it started: run Run first.
+func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts WatchOptions) (err error) {
+	opts.defaults()
+	if wopts.Debounce <= 0 {
+		wopts.Debounce = DefaultDebounce
+	}
+	if wopts.MaxDelay <= 0 {
+		wopts.MaxDelay = DefaultMaxDelay
+	}
+	abs, err := resolveRoot(root)
+	if err != nil {
+		return err
+	}
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", abs, err)
+	}
+	defer func() { err = errors.Join(err, fw.Close()) }()
+	found, err := walk(ctx, abs, nil, nil, opts.Exclude)
+	if err != nil {
+		return err
+	}
+	for _, d := range found.dirs {
+		if err := addWatch(fw, d); err != nil {
+			return err
+		}
+	}
+	opts.Logger.Info("watching", "root", abs, "directories", len(found.dirs))
+	if wopts.Ready != nil {
+		wopts.Ready()
+	}
+
+	pending := map[string]bool{}
+	full := false
+	var first time.Time
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	flush := func() {
+		paths := make([]string, 0, len(pending))
+		for p := range pending {
+			paths = append(paths, p)
+		}
+		var sum Summary
+		var err error
+		if full {
+			sum, err = Run(ctx, st, abs, opts)
+		} else {
+			sum, err = Update(ctx, st, abs, paths, opts)
+		}
+		if ctx.Err() == nil {
+			if err != nil {
+				opts.Logger.Warn("watch update failed", "err", err)
+			}
+			if wopts.OnUpdate != nil {
+				wopts.OnUpdate(sum, err)
+			}
+		}
+		clear(pending)
+		full, first = false, time.Time{}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return nil
+			}
+			rel, err := filepath.Rel(abs, ev.Name)
+			if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+				continue
+			}
+			rel = filepath.ToSlash(rel)
+			if base := filepath.Base(rel); base == ".gitignore" || base == ".ignore" {
+				full = true // what is ignored may have changed anywhere below
+			}
+			if ev.Has(fsnotify.Create) {
+				// A new directory needs watches before files appear in it;
+				// those that appeared already are found by the update,
+				// which walks it.
+				if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+					sub, err := walkPath(ctx, abs, strings.Split(rel, "/"), opts.Exclude)
+					if err == nil {
+						for _, d := range sub.dirs {
+							if err := addWatch(fw, d); err != nil {
+								opts.Logger.Warn("cannot watch directory", "dir", d, "err", err)
+							}
+						}
+					}
+				}
+			}
+			pending[rel] = true
+			if first.IsZero() {
+				first = time.Now()
+			}
+			wait := min(wopts.Debounce, wopts.MaxDelay-time.Since(first))
+			timer.Reset(max(wait, 0))
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return nil
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				opts.Logger.Warn("file events were lost: indexing the whole tree")
+				full = true
+				if first.IsZero() {
+					first = time.Now()
+				}
+				timer.Reset(wopts.Debounce)
+				continue
+			}
+			opts.Logger.Warn("watch error", "err", err)
+		case <-timer.C:
+			flush()
+		}
+	}
+}
+
+// errNoSpace is what adding a watch returns past the system's limit.
+var errNoSpace = syscall.ENOSPC
+
+// addWatch watches one directory, explaining the usual failure.
+func addWatch(fw *fsnotify.Watcher, dir string) error {
+	err := fw.Add(dir)
+	if errors.Is(err, errNoSpace) {
+		return fmt.Errorf("watch %s: the system's limit on watched directories is reached; raise it (on Linux: sysctl fs.inotify.max_user_watches=524288) or exclude directories", dir)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("watch %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// watcher runs Watch in the background and collects its updates.
+type watcher struct {
+	t       *testing.T
+	updates chan Summary
+	stop    func()
+	done    chan error
+}
+
+func startWatch(t *testing.T, s store.Store, root string) *watcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watcher{t: t, updates: make(chan Summary, 100), stop: cancel, done: make(chan error, 1)}
+	ready := make(chan struct{})
+	go func() {
+		w.done <- Watch(ctx, s, root, Options{}, WatchOptions{
+			Debounce: 50 * time.Millisecond,
+			Ready:    func() { close(ready) },
+			OnUpdate: func(sum Summary, err error) {
+				if err != nil {
+					t.Errorf("watch update: %v", err)
+				}
+				w.updates <- sum
+			},
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-w.done:
+		t.Fatalf("Watch ended before it was ready: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch not ready after 10s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-w.done; err != nil {
+			t.Errorf("Watch returned %v", err)
+		}
+	})
+	return w
+}
+
+// next waits for updates until cond holds on their sum, and returns how many
+// updates it took.
+func (w *watcher) next(what string, cond func(Summary) bool) int {
+	w.t.Helper()
+	var total Summary
+	n := 0
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case s := <-w.updates:
+			n++
+			total.New += s.New
+			total.Changed += s.Changed
+			total.Deleted += s.Deleted
+			total.Renamed += s.Renamed
+			if cond(total) {
+				return n
+			}
+		case <-deadline:
+			w.t.Fatalf("%s: no such update after 10s (so far %+v)", what, total)
+		}
+	}
+}
+
+func TestWatch(t *testing.T) {
+	root := tree(t, map[string]string{
+		"main.go":    "package main\n",
+		".gitignore": "*.tmp\n",
+	})
+	s := openStore(t)
+	run(t, s, root, Options{})
+	w := startWatch(t, s, root)
+
+	// A new file becomes searchable.
+	write(t, root, "api/handler.go", "package api\n\n// HandleWombat serves wombats.\nfunc HandleWombat() {}\n")
+	w.next("new file in a new directory", func(s Summary) bool { return s.New >= 1 })
+	if got := paths(t, s, "HandleWombat"); len(got) != 1 || !strings.HasPrefix(got[0], "api/handler.go") {
+		t.Errorf("after the new file: %v", got)
+	}
+
+	// An edit replaces it; ignored files are not indexed.
+	write(t, root, "api/handler.go", "package api\n\nfunc HandleNumbat() {}\n")
+	write(t, root, "api/scratch.tmp", "ignored numbat")
+	w.next("edit", func(s Summary) bool { return s.Changed >= 1 })
+	if got := paths(t, s, "numbat"); len(got) != 1 {
+		t.Errorf("after the edit: %v", got)
+	}
+	if got := paths(t, s, "wombat"); len(got) != 0 {
+		t.Errorf("old content still found: %v", got)
+	}
+
+	// A burst of 300 files, as a git checkout makes, is a few batches,
+	// not 300.
+	for i := range 300 {
+		write(t, root, fmt.Sprintf("gen/f%03d.go", i), fmt.Sprintf("package gen\n\nconst Burst%d = %d\n", i, i))
+	}
+	batches := w.next("burst", func(s Summary) bool { return s.New >= 300 })
+	if batches > 10 {
+		t.Errorf("300 files took %d batches", batches)
+	}
+
+	// Removing a directory deletes its files; a rename keeps the content.
+	if err := os.RemoveAll(filepath.Join(root, "gen")); err != nil {
+		t.Fatal(err)
+	}
+	w.next("directory removed", func(s Summary) bool { return s.Deleted >= 300 })
+	if err := os.Rename(filepath.Join(root, "api"), filepath.Join(root, "routes")); err != nil {
+		t.Fatal(err)
+	}
+	w.next("directory renamed", func(s Summary) bool { return s.New >= 1 && s.Deleted >= 1 })
+	if got := paths(t, s, "HandleNumbat"); len(got) != 1 || !strings.HasPrefix(got[0], "routes/handler.go") {
+		t.Errorf("after the rename: %v", got)
+	}
+	if files, _ := s.Files(context.Background(), store.FileFilter{States: []store.FileState{store.FileCurrent}}); len(files) != 3 {
+		var ps []string
+		for _, f := range files {
+			ps = append(ps, f.Path)
+		}
+		t.Errorf("current files %v, want main.go, .gitignore, routes/handler.go", ps)
+	}
+}
+
+// TestWatch_SaveIsSearchable checks that a saved file becomes searchable,
+// logging how long that took; the figure for BENCHMARKS.md comes from
+// engram bench index.
+func TestWatch_SaveIsSearchable(t *testing.T) {
+	root := tree(t, map[string]string{"a.go": "package a\n"})
+	s := openStore(t)
+	run(t, s, root, Options{})
+	startWatch(t, s, root)
+	start := time.Now()
+
+	write(t, root, "a.go", "package a\n\nfunc Latency() {}\n")
+
+	for {
+		if got := paths(t, s, "Latency"); len(got) == 1 {
+			t.Logf("searchable %v after the save", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("not searchable after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
