@@ -68,7 +68,6 @@ The first index of a project asks permission on a terminal; elsewhere pass
 				return err
 			}
 			opts.ChunkTokens = a.cfg.Ingest.ChunkTokens
-			opts.Encoding = eng.Encoding()
 			opts.Logger = a.log
 			p := newIndexProgress(a.stderr)
 			opts.Progress = p.update

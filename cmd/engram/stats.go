@@ -33,12 +33,12 @@ func (a *app) statsCmd() *cobra.Command {
 				return err
 			}
 			if jsonOut {
-				return writeJSON(a.stdout, toStatsJSON(a.cfg.Project, eng.Encoding().Name(), st))
+				return writeJSON(a.stdout, toStatsJSON(a.cfg.Project, eng.EncodingName(), st))
 			}
 			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "project\t%s\n", a.cfg.Project)
 			fmt.Fprintf(w, "store\t%s (%s, schema %d)\n", st.Location, humanBytes(st.SizeBytes), st.SchemaVersion)
-			fmt.Fprintf(w, "entries\t%s (%s of content, %s tokens, %s)\n", commas(st.Entries), humanBytes(st.ContentBytes), commas(st.Tokens), eng.Encoding().Name())
+			fmt.Fprintf(w, "entries\t%s (%s of content, %s tokens, %s)\n", commas(st.Entries), humanBytes(st.ContentBytes), commas(st.Tokens), eng.EncodingName())
 			fmt.Fprintf(w, "occurrences\t%s\n", commas(st.Occurrences))
 			fmt.Fprintf(w, "chunks\t%s\n", commas(st.Chunks))
 			fmt.Fprintf(w, "sessions\t%s, agents %s\n", commas(st.Sessions), commas(st.Agents))

@@ -217,7 +217,7 @@ func (c *Config) readFile(path string, required bool) error {
 // Validate reports every problem with c at once.
 func (c Config) Validate() error {
 	var errs []error
-	if _, err := tokens.Get(c.Tokens.Encoding); err != nil {
+	if err := tokens.Known(c.Tokens.Encoding); err != nil {
 		errs = append(errs, fmt.Errorf("tokens.encoding: %w", err))
 	}
 	switch c.LogLevel {

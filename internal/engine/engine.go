@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -45,7 +46,7 @@ type Options struct {
 // Engine is engram's API over a store. It is safe for concurrent use.
 type Engine struct {
 	st   store.Store
-	enc  *tokens.Encoding
+	enc  func() *tokens.Encoding
 	opts Options
 	log  *slog.Logger
 }
@@ -62,14 +63,17 @@ func New(st store.Store, opts Options) (*Engine, error) {
 	if opts.ChunkTokens <= 0 {
 		opts.ChunkTokens = chunk.DefaultMaxTokens
 	}
-	enc, err := tokens.Get(opts.Encoding)
-	if err != nil {
+	if err := tokens.Known(opts.Encoding); err != nil {
 		return nil, err
 	}
+	name := opts.Encoding
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	// The vocabulary takes tens of milliseconds to load: only commands
+	// that count tokens pay for it.
+	enc := sync.OnceValue(func() *tokens.Encoding { return tokens.MustGet(name) })
 	return &Engine{st: st, enc: enc, opts: opts, log: logger.With("component", "engine")}, nil
 }
 
@@ -77,7 +81,10 @@ func New(st store.Store, opts Options) (*Engine, error) {
 func (e *Engine) Store() store.Store { return e.st }
 
 // Encoding returns the encoding the engine counts tokens with.
-func (e *Engine) Encoding() *tokens.Encoding { return e.enc }
+func (e *Engine) Encoding() *tokens.Encoding { return e.enc() }
+
+// EncodingName returns the name of the encoding, without loading it.
+func (e *Engine) EncodingName() string { return e.opts.Encoding }
 
 // Add stores records in one transaction: all are stored or none. Errors
 // about a record are *RecordError, naming its index and field; every
@@ -220,7 +227,8 @@ func (e *Engine) entry(r *Record) store.Entry {
 			Files: r.Files, Keywords: r.Keywords, Entities: r.Entities, Metadata: r.Metadata,
 		},
 	}
-	doc := chunk.NewDoc(text, e.enc.CountLines, e.enc.Count)
+	enc := e.enc()
+	doc := chunk.NewDoc(text, enc.CountLines, enc.Count)
 	for i, c := range chunk.Text(doc, chunk.Options{MaxTokens: e.opts.ChunkTokens}) {
 		ent.Chunks = append(ent.Chunks, store.Chunk{
 			Ordinal: i, Start: c.Start, End: c.End, StartLine: c.StartLine, EndLine: c.EndLine, TokenCount: c.Tokens,
@@ -293,10 +301,10 @@ func (e *Engine) Stats(ctx context.Context) (store.Stats, error) {
 }
 
 // Index indexes the repository at root into the engine's store; see
-// package index. A nil opts.Encoding means the engine's.
+// package index. An empty opts.Encoding means the engine's.
 func (e *Engine) Index(ctx context.Context, root string, opts index.Options) (index.Summary, error) {
-	if opts.Encoding == nil {
-		opts.Encoding = e.enc
+	if opts.Encoding == "" {
+		opts.Encoding = e.opts.Encoding
 	}
 	if opts.ChunkTokens == 0 {
 		opts.ChunkTokens = e.opts.ChunkTokens
@@ -306,8 +314,8 @@ func (e *Engine) Index(ctx context.Context, root string, opts index.Options) (in
 
 // Watch keeps the index of root current until ctx ends; see index.Watch.
 func (e *Engine) Watch(ctx context.Context, root string, opts index.Options, wopts index.WatchOptions) error {
-	if opts.Encoding == nil {
-		opts.Encoding = e.enc
+	if opts.Encoding == "" {
+		opts.Encoding = e.opts.Encoding
 	}
 	if opts.ChunkTokens == 0 {
 		opts.ChunkTokens = e.opts.ChunkTokens

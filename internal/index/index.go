@@ -64,8 +64,9 @@ type Options struct {
 	BatchFiles int
 	// Exclude holds extra gitignore-style patterns, relative to the root.
 	Exclude []string
-	// Encoding counts tokens. Nil means tokens.DefaultEncoding.
-	Encoding *tokens.Encoding
+	// Encoding names the encoding that counts tokens; it is loaded only
+	// when a file must be read. Empty means tokens.DefaultEncoding.
+	Encoding string
 	// Progress, if set, is called as work advances, from one goroutine at
 	// a time.
 	Progress func(Progress)
@@ -86,8 +87,8 @@ func (o *Options) defaults() {
 	if o.BatchFiles <= 0 {
 		o.BatchFiles = DefaultBatchFiles
 	}
-	if o.Encoding == nil {
-		o.Encoding = tokens.MustGet(tokens.DefaultEncoding)
+	if o.Encoding == "" {
+		o.Encoding = tokens.DefaultEncoding
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -193,16 +194,25 @@ func Run(ctx context.Context, st store.Store, root string, opts Options) (Summar
 	}
 	sum.Root = abs
 	opts.report(Progress{Phase: PhaseScan})
+	// Walking the tree waits on the file system, reading the manifest on
+	// the store: do both at once.
+	var manifest []store.File
+	var manifestErr error
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		manifest, manifestErr = st.Files(ctx, store.FileFilter{Brief: true})
+	}()
 	found, err := walk(ctx, abs, nil, nil, opts.Exclude)
+	<-loaded
 	if err != nil {
 		return sum, interrupted(&sum, start, err)
 	}
+	if manifestErr != nil {
+		return sum, manifestErr
+	}
 	sum.Ignored, sum.Errors = found.ignored, found.errors
 	opts.report(Progress{Phase: PhaseScan, Files: len(found.files), Done: len(found.files)})
-	manifest, err := st.Files(ctx, store.FileFilter{})
-	if err != nil {
-		return sum, err
-	}
 	return reconcile(ctx, st, &opts, &sum, start, found.files, manifest)
 }
 
@@ -239,7 +249,7 @@ func Update(ctx context.Context, st store.Store, root string, paths []string, op
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return sum, err
 		}
-		under, err := st.Files(ctx, store.FileFilter{Prefix: p + "/"})
+		under, err := st.Files(ctx, store.FileFilter{Prefix: p + "/", Brief: true})
 		if err != nil {
 			return sum, err
 		}
@@ -540,7 +550,12 @@ func process(w work, opts *Options) result {
 	}
 	r.nonUTF8 = !utf8.ValidString(text)
 	lang := chunk.Language(c.path, data[:min(len(data), 256)])
-	doc := chunk.NewDoc(text, opts.Encoding.CountLines, opts.Encoding.Count)
+	enc, err := tokens.Get(opts.Encoding)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	doc := chunk.NewDoc(text, enc.CountLines, enc.Count)
 	ent := &store.Entry{Content: []byte(text)}
 	for i, ch := range chunk.Code(doc, lang, chunk.Options{MaxTokens: opts.ChunkTokens}) {
 		ent.Chunks = append(ent.Chunks, store.Chunk{Ordinal: i, Start: ch.Start, End: ch.End,

@@ -239,23 +239,66 @@ var sensitiveNames = []string{
 	"kubeconfig", ".dockercfg", ".docker/config.json",
 }
 
+// nameRules sorts sensitiveNames by how they match, so that most names are
+// decided by a map lookup rather than dozens of path.Match calls.
+var nameRules = func() (r struct {
+	exact, ext map[string]string // base name or extension -> pattern
+	globs      []string
+	paths      []string
+}) {
+	r.exact, r.ext = map[string]string{}, map[string]string{}
+	for _, p := range sensitiveNames {
+		switch {
+		case strings.Contains(p, "/"):
+			r.paths = append(r.paths, p)
+		case !strings.ContainsAny(p, "*?["):
+			r.exact[p] = p
+		case strings.HasPrefix(p, "*.") && !strings.ContainsAny(p[2:], "*?[."):
+			r.ext[p[1:]] = p
+		default:
+			r.globs = append(r.globs, p)
+		}
+	}
+	return r
+}()
+
+// globHints are substrings of which every name a glob of nameRules matches
+// holds one: names without any skip the globs.
+var globHints = []string{"env", "id_", "cred", "secret", "service", "account", "tfstate"}
+
 // SensitiveName reports whether the file at p (slash-separated) is a
 // credential file by its name, and the pattern that matched. Source files
 // (by their extension) never are: secrets.go is code about secrets; their
 // content is scanned instead.
 func SensitiveName(p string) (bool, string) {
 	base := strings.ToLower(path.Base(p))
-	if codeExt[path.Ext(base)] {
+	ext := path.Ext(base)
+	if codeExt[ext] {
 		return false, ""
 	}
+	if pat, ok := nameRules.exact[base]; ok {
+		return true, pat
+	}
+	if pat, ok := nameRules.ext[ext]; ok {
+		return true, pat
+	}
 	lower := strings.ToLower(p)
-	for _, pat := range sensitiveNames {
-		if strings.Contains(pat, "/") {
-			if lower == pat || strings.HasSuffix(lower, "/"+pat) {
-				return true, pat
-			}
-			continue
+	for _, pat := range nameRules.paths {
+		if lower == pat || strings.HasSuffix(lower, "/"+pat) {
+			return true, pat
 		}
+	}
+	hinted := false
+	for _, h := range globHints {
+		if strings.Contains(base, h) {
+			hinted = true
+			break
+		}
+	}
+	if !hinted {
+		return false, ""
+	}
+	for _, pat := range nameRules.globs {
 		if ok, _ := path.Match(pat, base); ok {
 			return true, pat
 		}

@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"path"
 	"strings"
 	"testing"
 
@@ -93,4 +94,27 @@ func FuzzRedact(f *testing.F) {
 			t.Fatalf("Redact changed clean content")
 		}
 	})
+}
+
+// TestSensitiveName_Rules checks that the fast paths decide every pattern as
+// path.Match would.
+func TestSensitiveName_Rules(t *testing.T) {
+	names := []string{".env", ".env.local", "prod.env", "a.pem", "b.key", "x.p12", "id_rsa", "id_rsa_work", "id_ed25519_ci",
+		"credentials", "credentials.yml", "gcp-credentials.json", "aws_credentials", "my-credentials", "secret", "secrets",
+		"secrets.yaml", "db.secret", "app.secrets", "api_secret.txt", "api-secret.conf", "client_secret_1.json",
+		"service-account-ci.json", "myserviceaccount.json", "terraform.tfvars", "x.tfstate", "x.tfstate.backup",
+		"kubeconfig", ".dockercfg", "notes.txt", "env.go", "secretary.doc", "keys", "README"}
+	for _, n := range names {
+		want := false
+		if !codeExt[path.Ext(n)] {
+			for _, pat := range sensitiveNames {
+				if ok, _ := path.Match(pat, n); ok && !strings.Contains(pat, "/") {
+					want = true
+				}
+			}
+		}
+		if got, _ := SensitiveName("dir/" + n); got != want {
+			t.Errorf("SensitiveName(%q) = %v, path.Match says %v", n, got, want)
+		}
+	}
 }

@@ -518,6 +518,9 @@ type FileFilter struct {
 	Prefix string
 	// States keeps files in these states; none means all.
 	States []FileState
+	// Brief leaves EntryID, TokenCount and Chunks out, which cost a lookup
+	// per file: enough to compare the manifest with a tree.
+	Brief bool
 }
 
 // ValidPath reports whether p can name an indexed file: relative,

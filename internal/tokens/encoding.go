@@ -56,6 +56,15 @@ func Names() []string {
 	return names
 }
 
+// Known returns an error naming the supported encodings if name is not
+// one of them. Unlike Get it loads nothing.
+func Known(name string) error {
+	if _, ok := specs[name]; !ok {
+		return fmt.Errorf("unknown encoding %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return nil
+}
+
 // Get returns the named encoding, loading its vocabulary on first use.
 func Get(name string) (*Encoding, error) {
 	sp, ok := specs[name]

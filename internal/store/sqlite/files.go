@@ -268,9 +268,15 @@ func scanFile(sc scanner) (store.File, error) {
 	return f, err
 }
 
+// briefColumns are fileColumns without the entry's details.
+const briefColumns = `f.path, f.state, f.reason, '', f.size, f.mtime, f.hash, f.language, f.version, f.indexed_at, 0, 0`
+
 // Files implements store.Store.
 func (s *Store) Files(ctx context.Context, filter store.FileFilter) ([]store.File, error) {
 	q := `SELECT ` + fileColumns + ` FROM files f LEFT JOIN entries e ON e.pk = f.entry WHERE f.path >= ? AND f.path < ?`
+	if filter.Brief {
+		q = `SELECT ` + briefColumns + ` FROM files f WHERE f.path >= ? AND f.path < ?`
+	}
 	// Paths are UTF-8, so no path starting with the prefix sorts after
 	// the prefix followed by the byte 0xFF.
 	args := []any{filter.Prefix, filter.Prefix + "\xff"}

@@ -484,8 +484,12 @@ func (b *batch) turn(e *store.Entry) (int, error) {
 }
 
 // Counter names: totals, and per content type typePrefix+type+":occurrences"
-// and typePrefix+type+":tokens".
-const typePrefix = "type:"
+// and typePrefix+type+":tokens". ftsGeneration counts the write
+// transactions that changed a full-text table; search caches depend on it.
+const (
+	typePrefix    = "type:"
+	ftsGeneration = "fts_generation"
+)
 
 func (b *batch) finish() error {
 	for pk := range b.refresh {
@@ -496,6 +500,9 @@ func (b *batch) finish() error {
 	deltas := map[string]int64{
 		"entries": b.entries, "content_bytes": b.bytes, "tokens": b.tokens,
 		"chunks": b.chunks, "occurrences": b.occurrences,
+	}
+	if b.chunks > 0 || len(b.refresh) > 0 {
+		deltas[ftsGeneration] = 1 // the full-text tables changed
 	}
 	for t, ts := range b.byType {
 		deltas[typePrefix+string(t)+":occurrences"] = ts.Occurrences

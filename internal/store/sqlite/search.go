@@ -29,7 +29,7 @@ import (
 //     MaxPostings+1: a count that reaches the cap says "too common" at a
 //     bounded cost. Counts are cached: a word over the cap stays over it
 //     (content is never deleted), and an exact count is reused until the
-//     store has grown by a tenth.
+//     full-text tables change.
 //  2. Words are taken rarest first while their frequencies sum to at most
 //     MaxPostings; the common rest is dropped, as are words that occur
 //     nowhere.
@@ -188,7 +188,7 @@ type dfCache struct {
 type dfEntry struct {
 	n      int64 // chunks holding the word, counted up to a cap
 	capped bool  // the count reached the cap: the word is at least that common
-	chunks int64 // the store's chunk count when counted
+	gen    int64 // the full-text generation when counted
 }
 
 // dfCacheMax bounds the cache; it is cleared when full.
@@ -197,7 +197,7 @@ const dfCacheMax = 100_000
 // docFreqs returns how many chunks of the given full-text tables hold each
 // word, counting at most MaxPostings+1 of them.
 func (s *Store) docFreqs(ctx context.Context, words []string, tables []string) (map[string]int64, error) {
-	total, err := s.chunkCount(ctx)
+	_, gen, err := s.ftsState(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func (s *Store) docFreqs(ctx context.Context, words []string, tables []string) (
 		}
 		df[w] = 0
 		for _, table := range tables {
-			if e, ok := s.df.m[key(table, w)]; ok && (e.capped && e.n >= limit || !e.capped && total <= e.chunks+e.chunks/10) {
+			if e, ok := s.df.m[key(table, w)]; ok && (e.capped && e.n >= limit || !e.capped && e.gen == gen) {
 				df[w] = min(df[w]+e.n, limit)
 			} else {
 				missing = append(missing, key(table, w))
@@ -235,19 +235,30 @@ func (s *Store) docFreqs(ctx context.Context, words []string, tables []string) (
 		if s.df.m == nil || len(s.df.m) >= dfCacheMax {
 			s.df.m = map[string]dfEntry{}
 		}
-		s.df.m[k] = dfEntry{n: n, capped: n >= limit, chunks: total}
+		s.df.m[k] = dfEntry{n: n, capped: n >= limit, gen: gen}
 		s.df.mu.Unlock()
 	}
 	return df, nil
 }
 
-// chunkCount returns the number of chunks stored.
-func (s *Store) chunkCount(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.read(ctx, func(db *sql.DB) error {
-		return db.QueryRowContext(ctx, `SELECT value FROM counters WHERE name = 'chunks'`).Scan(&n)
-	})
-	return n, err
+// ftsState returns the number of chunks stored and the full-text
+// generation.
+func (s *Store) ftsState(ctx context.Context) (chunks, gen int64, err error) {
+	err = s.query(ctx, `SELECT name, value FROM counters WHERE name IN ('chunks', '`+ftsGeneration+`')`, nil,
+		func(rows *sql.Rows) error {
+			var name string
+			var v int64
+			if err := rows.Scan(&name, &v); err != nil {
+				return err
+			}
+			if name == "chunks" {
+				chunks = v
+			} else {
+				gen = v
+			}
+			return nil
+		})
+	return chunks, gen, err
 }
 
 // filterSQL renders a filter as a condition on occurrences o.
@@ -402,7 +413,7 @@ func (s *Store) searchWindow(ctx context.Context, table string, p plan, f store.
 	if err != nil {
 		return nil, err
 	}
-	total, err := s.chunkCount(ctx)
+	total, _, err := s.ftsState(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -89,8 +89,12 @@ func TestDocFreqs_Cache(t *testing.T) {
 	if df["alpha"] != 10 || df["beta"] != 21 || df["gamma"] != 0 {
 		t.Errorf("docFreqs = %v, want alpha 10, beta capped at 21, gamma 0", df)
 	}
-	// Exact counts are recounted once the store has grown by a tenth;
-	// capped ones stay capped.
+	// Exact counts are recounted once the full-text tables change; capped
+	// ones stay capped.
+	putN(t, s, 1, "gamma %d")
+	if df, _ := s.docFreqs(ctx, []string{"gamma"}, mainOnly); df["gamma"] != 1 {
+		t.Errorf("a word counted as absent was not recounted after a write: %v", df)
+	}
 	putN(t, s, 5, "alpha again %d")
 	df, _ = s.docFreqs(ctx, []string{"alpha", "beta", "gamma"}, []string{"chunks_fts"})
 	if df["alpha"] != 15 || df["beta"] != 21 {

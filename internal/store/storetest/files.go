@@ -192,3 +192,35 @@ func testFilesInvalid(t *testing.T, s store.Store) {
 		t.Errorf("Setting = %q, %v", v, err)
 	}
 }
+
+func testFilesBrief(t *testing.T, s store.Store) {
+	putFiles(t, s, Version("a.go", "package a\n"), store.FileChange{Kind: store.ChangeSkip, Path: "b.bin", Reason: "binary", Size: 3})
+	full, err := s.Files(context.Background(), store.FileFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	brief, err := s.Files(context.Background(), store.FileFilter{Brief: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(brief) != 2 || brief[0].Path != "a.go" || brief[0].Hash != full[0].Hash || !brief[0].ModTime.Equal(full[0].ModTime) ||
+		brief[0].State != store.FileCurrent || brief[1].Reason != "binary" || brief[0].Size != full[0].Size {
+		t.Errorf("brief = %+v, full = %+v", brief, full)
+	}
+}
+
+func testSearchSeesNewContent(t *testing.T, s store.Store) {
+	// A word searched for before it exists is found once it is stored:
+	// no cache may remember its absence.
+	if hits := search(t, s, store.Query{Text: "axolotl"}); len(hits) != 0 {
+		t.Fatalf("found %d hits in an empty store", len(hits))
+	}
+	put(t, s, Entry("s", "a", store.Note, "the axolotl regrows limbs"))
+	if hits := search(t, s, store.Query{Text: "axolotl"}); len(hits) != 1 {
+		t.Errorf("after storing it: %d hits", len(hits))
+	}
+	putFiles(t, s, Version("zoo/axolotl.go", "package zoo\n\n// Axolotl swims.\ntype Axolotl struct{}\n"))
+	if got := found(t, s, "axolotl swims", false); !slices.Contains(got, "zoo/axolotl.go") {
+		t.Errorf("after indexing a file: %v", got)
+	}
+}

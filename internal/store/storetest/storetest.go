@@ -121,6 +121,8 @@ func Run(t *testing.T, open Opener) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Files", testFiles},
 		{"FilesInvalid", testFilesInvalid},
+		{"FilesBrief", testFilesBrief},
+		{"SearchSeesNewContent", testSearchSeesNewContent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
