@@ -79,11 +79,11 @@ stored records a new occurrence and prints the same ID.`,
 				recs[i] = l.Record
 			}
 			stored := 0
-			err = eng.AddAll(ctx, recs, batchSize, func(first int, res []store.PutResult) error {
+			err = eng.AddAll(ctx, recs, batchSize, func(first int, res []engine.AddResult) error {
 				for i, r := range res {
 					sum.count(r)
 					if jsonOut {
-						enc.Encode(addResult{Line: lines[first+i].N, ID: r.ID, Seq: r.Seq, Turn: r.Turn, New: r.NewContent, Replayed: r.Replayed})
+						enc.Encode(addResult{Line: lines[first+i].N, ID: r.ID, Seq: r.Seq, Turn: r.Turn, New: r.NewContent, Replayed: r.Replayed, Redacted: r.Redacted})
 					} else {
 						fmt.Fprintln(out, r.ID)
 					}
@@ -103,8 +103,12 @@ stored records a new occurrence and prints the same ID.`,
 				return fmt.Errorf("%s: nothing was stored: %w", name, err)
 			}
 			if !quiet {
-				fmt.Fprintf(a.stderr, "stored %d records from %s in %v: %d new entries, %d already stored, %d replayed msg_ids\nstore: %s\n",
-					len(lines), name, time.Since(start).Round(time.Millisecond), sum.new, sum.old, sum.replayed, a.cfg.Store.Path)
+				fmt.Fprintf(a.stderr, "stored %d records from %s in %v: %d new entries, %d already stored, %d replayed msg_ids\n",
+					len(lines), name, time.Since(start).Round(time.Millisecond), sum.new, sum.old, sum.replayed)
+				if sum.redacted > 0 {
+					fmt.Fprintf(a.stderr, "secrets redacted before storing in %d records (their IDs are of the redacted content; --json names the kinds)\n", sum.redacted)
+				}
+				fmt.Fprintf(a.stderr, "store: %s\n", a.cfg.Store.Path)
 			}
 			return nil
 		},
@@ -121,17 +125,21 @@ stored records a new occurrence and prints the same ID.`,
 }
 
 type addResult struct {
-	Line     int    `json:"line"`
-	ID       string `json:"id"`
-	Seq      int64  `json:"seq"`
-	Turn     int    `json:"turn"`
-	New      bool   `json:"new"`
-	Replayed bool   `json:"replayed"`
+	Line     int      `json:"line"`
+	ID       string   `json:"id"`
+	Seq      int64    `json:"seq"`
+	Turn     int      `json:"turn"`
+	New      bool     `json:"new"`
+	Replayed bool     `json:"replayed"`
+	Redacted []string `json:"redacted,omitempty"`
 }
 
-type addSummary struct{ new, old, replayed int }
+type addSummary struct{ new, old, replayed, redacted int }
 
-func (s *addSummary) count(r store.PutResult) {
+func (s *addSummary) count(r engine.AddResult) {
+	if len(r.Redacted) > 0 {
+		s.redacted++
+	}
 	switch {
 	case r.Replayed:
 		s.replayed++

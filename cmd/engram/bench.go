@@ -121,7 +121,7 @@ with the same driver and durability settings.`,
 			for i, l := range lines {
 				recs[i] = l.Record
 			}
-			err = eng.AddAll(ctx, recs, batch, func(int, []store.PutResult) error { return nil })
+			err = eng.AddAll(ctx, recs, batch, func(int, []engine.AddResult) error { return nil })
 			if err != nil {
 				return err
 			}

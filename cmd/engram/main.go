@@ -176,6 +176,7 @@ func (a *app) engine(ctx context.Context, mustExist bool) (*engine.Engine, error
 		Encoding:        a.cfg.Tokens.Encoding,
 		MaxContentBytes: a.cfg.Ingest.MaxContentBytes,
 		ChunkTokens:     a.cfg.Ingest.ChunkTokens,
+		KeepSecrets:     a.cfg.Ingest.KeepSecrets,
 		Logger:          a.log,
 	})
 	if err != nil {

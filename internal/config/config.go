@@ -71,6 +71,9 @@ type Ingest struct {
 	BatchSize int `toml:"batch_size"`
 	// ChunkTokens bounds a chunk's tokens.
 	ChunkTokens int `toml:"chunk_tokens"`
+	// KeepSecrets stores content as given instead of redacting tokens of
+	// known formats and private keys.
+	KeepSecrets bool `toml:"keep_secrets"`
 }
 
 // Search tunes lexical search; zero values take the store's defaults.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/engramhq/engram/internal/chunk"
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/secrets"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 )
@@ -39,6 +40,10 @@ type Options struct {
 	// ChunkTokens bounds a chunk's tokens. Zero means
 	// chunk.DefaultMaxTokens.
 	ChunkTokens int
+	// KeepSecrets stores content as given. By default, tokens of known
+	// formats (cloud keys, API tokens) and private key blocks are redacted
+	// before anything is stored (package secrets).
+	KeepSecrets bool
 	// Logger receives engine events. Nil discards them.
 	Logger *slog.Logger
 }
@@ -90,7 +95,7 @@ func (e *Engine) EncodingName() string { return e.opts.Encoding }
 // about a record are *RecordError, naming its index and field; every
 // invalid record is reported, not only the first. Add is Prepare then
 // Commit.
-func (e *Engine) Add(ctx context.Context, recs []Record) ([]store.PutResult, error) {
+func (e *Engine) Add(ctx context.Context, recs []Record) ([]AddResult, error) {
 	b, err := e.Prepare(ctx, recs)
 	if err != nil {
 		return nil, err
@@ -98,11 +103,20 @@ func (e *Engine) Add(ctx context.Context, recs []Record) ([]store.PutResult, err
 	return e.Commit(ctx, b)
 }
 
-// Batch is a set of records made ready to store: checked, counted and
-// chunked, but not yet written.
+// AddResult reports what Add did with one record.
+type AddResult struct {
+	store.PutResult
+	// Redacted names the kinds of secrets removed from the content before
+	// it was stored; the entry ID is that of the redacted content.
+	Redacted []string
+}
+
+// Batch is a set of records made ready to store: checked, redacted,
+// counted and chunked, but not yet written.
 type Batch struct {
-	recs    []Record
-	entries []store.Entry
+	recs     []Record
+	entries  []store.Entry
+	redacted [][]string
 }
 
 // Prepare checks records and does the CPU work of storing them (token
@@ -119,7 +133,7 @@ func (e *Engine) Prepare(ctx context.Context, recs []Record) (*Batch, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	b := &Batch{recs: recs, entries: make([]store.Entry, len(recs))}
+	b := &Batch{recs: recs, entries: make([]store.Entry, len(recs)), redacted: make([][]string, len(recs))}
 	// Counting and chunking are CPU-bound: spread them over the cores.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -128,7 +142,14 @@ func (e *Engine) Prepare(ctx context.Context, recs []Record) (*Batch, error) {
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			b.entries[i] = e.entry(&recs[i])
+			r := recs[i]
+			if !e.opts.KeepSecrets {
+				if text, found := secrets.Redact(string(r.Content)); len(found) > 0 {
+					r.Content = []byte(text)
+					b.redacted[i] = secrets.Kinds(found)
+				}
+			}
+			b.entries[i] = e.entry(&r)
 			return nil
 		})
 	}
@@ -139,11 +160,11 @@ func (e *Engine) Prepare(ctx context.Context, recs []Record) (*Batch, error) {
 }
 
 // Commit stores a prepared batch in one transaction.
-func (e *Engine) Commit(ctx context.Context, b *Batch) ([]store.PutResult, error) {
+func (e *Engine) Commit(ctx context.Context, b *Batch) ([]AddResult, error) {
 	if len(b.recs) == 0 {
 		return nil, nil
 	}
-	parents, err := e.resolveParents(ctx, b.recs)
+	parents, err := e.resolveParents(ctx, b.recs, b.entries)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +181,14 @@ func (e *Engine) Commit(ctx context.Context, b *Batch) ([]store.PutResult, error
 		}
 		return nil, err
 	}
-	return res, nil
+	out := make([]AddResult, len(res))
+	for i, r := range res {
+		out[i] = AddResult{PutResult: r, Redacted: b.redacted[i]}
+		if len(b.redacted[i]) > 0 {
+			e.log.Warn("redacted secrets before storing", "entry", r.ID, "kinds", b.redacted[i])
+		}
+	}
+	return out, nil
 }
 
 // AddAll stores recs in order, in transactions of batchSize records,
@@ -169,7 +197,7 @@ func (e *Engine) Commit(ctx context.Context, b *Batch) ([]store.PutResult, error
 // batch's results; an error from done stops it. When AddAll fails, the
 // batches before the failing one are stored and the rest are not; errors
 // about a record are *RecordError with its index in recs.
-func (e *Engine) AddAll(ctx context.Context, recs []Record, batchSize int, done func(first int, res []store.PutResult) error) error {
+func (e *Engine) AddAll(ctx context.Context, recs []Record, batchSize int, done func(first int, res []AddResult) error) error {
 	if batchSize <= 0 {
 		batchSize = len(recs)
 	}
@@ -197,7 +225,7 @@ func (e *Engine) AddAll(ctx context.Context, recs []Record, batchSize int, done 
 	}()
 	for p := range ready {
 		err := p.err
-		var res []store.PutResult
+		var res []AddResult
 		if err == nil {
 			res, err = e.Commit(ctx, p.batch)
 		}
@@ -242,7 +270,7 @@ func (e *Engine) entry(r *Record) store.Entry {
 
 // resolveParents turns each record's Parent (an entry ID, or the msg_id of
 // an earlier message in its session) into the parent's entry ID.
-func (e *Engine) resolveParents(ctx context.Context, recs []Record) ([]string, error) {
+func (e *Engine) resolveParents(ctx context.Context, recs []Record, entries []store.Entry) ([]string, error) {
 	type key struct{ session, msg string }
 	batch := map[key]string{}
 	parents := make([]string, len(recs))
@@ -270,7 +298,7 @@ func (e *Engine) resolveParents(ctx context.Context, recs []Record) ([]string, e
 			}
 		}
 		if r.MsgID != "" {
-			batch[key{r.Session, r.MsgID}] = store.ID(r.Content)
+			batch[key{r.Session, r.MsgID}] = store.ID(entries[i].Content) // as stored: redacted
 		}
 	}
 	return parents, errors.Join(errs...)

@@ -168,7 +168,7 @@ func TestAddAll(t *testing.T) {
 	recs[3].MsgID = "m3"
 	recs[13] = engine.Record{Session: "s", Type: store.ToolResult, Parent: "m3", Content: []byte("result of 3")}
 	var firsts []int
-	err := e.AddAll(ctx, recs, 5, func(first int, res []store.PutResult) error {
+	err := e.AddAll(ctx, recs, 5, func(first int, res []engine.AddResult) error {
 		firsts = append(firsts, first)
 		if len(res) != min(5, len(recs)-first) {
 			t.Errorf("batch at %d: %d results", first, len(res))
@@ -188,7 +188,7 @@ func TestAddAll(t *testing.T) {
 		more[i] = engine.Record{Session: "t", Type: store.Note, Content: []byte(fmt.Sprintf("more %d", i))}
 	}
 	more[17].Parent = "no-such-msg"
-	err = e.AddAll(ctx, more, 5, func(int, []store.PutResult) error { return nil })
+	err = e.AddAll(ctx, more, 5, func(int, []engine.AddResult) error { return nil })
 	var re *engine.RecordError
 	if !errors.As(err, &re) || re.Index != 17 {
 		t.Fatalf("AddAll error %v, want a RecordError at index 17", err)
@@ -199,5 +199,41 @@ func TestAddAll(t *testing.T) {
 	}
 	if st.Entries != 25+15 {
 		t.Errorf("%d entries, want 40 (the failing batch and those after it not stored)", st.Entries)
+	}
+}
+
+func TestAdd_RedactsSecrets(t *testing.T) {
+	token := "ghp_" + strings.Repeat("k7", 18) // assembled so that scanners do not flag this file
+	content := "export GITHUB_TOKEN=" + token + "\ngit push\n"
+	call := engine.Record{Session: "s", Type: store.ToolCall, MsgID: "c1", Content: []byte(content)}
+	result := engine.Record{Session: "s", Type: store.ToolResult, Parent: "c1", Content: []byte("pushed")}
+
+	e := newEngine(t, engine.Options{})
+	res, err := e.Add(t.Context(), []engine.Record{call, result})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res[0].Redacted) != "[github_token]" || res[1].Redacted != nil {
+		t.Errorf("Redacted = %v, %v", res[0].Redacted, res[1].Redacted)
+	}
+	ent, err := e.Entry(t.Context(), res[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(ent.Content), token) || !strings.Contains(string(ent.Content), "[REDACTED:github_token]") {
+		t.Errorf("stored %q", ent.Content)
+	}
+	// The parent link points at the stored (redacted) call.
+	if ents, _ := e.Store().Entries(t.Context(), []string{res[1].ID}); ents[0].ParentID != res[0].ID {
+		t.Errorf("parent %s, want %s", ents[0].ParentID, res[0].ID)
+	}
+	if hits, _ := e.Search(t.Context(), store.Query{Text: token}); len(hits) != 0 {
+		t.Errorf("the token is searchable: %d hits", len(hits))
+	}
+
+	keep := newEngine(t, engine.Options{KeepSecrets: true})
+	res, err = keep.Add(t.Context(), []engine.Record{call})
+	if err != nil || res[0].ID != store.ID([]byte(content)) || res[0].Redacted != nil {
+		t.Errorf("KeepSecrets: %+v, %v", res, err)
 	}
 }

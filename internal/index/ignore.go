@@ -10,27 +10,24 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 )
 
-// DefaultExcludedDirs are directory names never walked: version control,
-// dependencies, build outputs and caches.
+// defaultExcludedDirs are directory names never walked, at any depth:
+// version control, dependencies and caches.
 var defaultExcludedDirs = map[string]bool{
 	".git": true, ".hg": true, ".svn": true, ".jj": true,
 	"node_modules": true, "bower_components": true, "vendor": true, ".pnpm-store": true, ".yarn": true,
-	"dist": true, "build": true, "target": true, "_build": true, ".next": true, ".nuxt": true,
-	".svelte-kit": true, ".angular": true, ".turbo": true, ".parcel-cache": true, ".output": true,
-	".cache": true, "coverage": true, ".nyc_output": true, "__pycache__": true, ".pytest_cache": true,
+	".next": true, ".nuxt": true, ".svelte-kit": true, ".angular": true, ".turbo": true, ".parcel-cache": true,
+	".cache": true, ".nyc_output": true, "__pycache__": true, ".pytest_cache": true,
 	".mypy_cache": true, ".ruff_cache": true, ".tox": true, ".venv": true, "venv": true, ".eggs": true,
 	".gradle": true, ".idea": true, ".vscode": true, ".terraform": true, ".serverless": true,
 	"Pods": true, "DerivedData": true, ".bundle": true, ".direnv": true, ".engram": true,
 }
 
-// ExcludedDirs returns the directory names that are never walked, for
-// display.
-func ExcludedDirs() []string {
-	out := make([]string, 0, len(defaultExcludedDirs))
-	for d := range defaultExcludedDirs {
-		out = append(out, d)
-	}
-	return out
+// topExcludedDirs are build outputs, excluded at the top of the project
+// only: deeper down the same names are often source (Go's go/build, a
+// package's build/ helpers), and build outputs there are what .gitignore
+// files are for.
+var topExcludedDirs = map[string]bool{
+	"dist": true, "build": true, "target": true, "_build": true, "out": true, ".output": true, "coverage": true,
 }
 
 // ignoreFiles are read in every directory, in this order, as git reads

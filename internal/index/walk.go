@@ -126,7 +126,8 @@ func walk(ctx context.Context, root string, parts []string, r *rules, extra []st
 
 // dirExcluded returns why the directory at parts is not walked, or "".
 func (r *rules) dirExcluded(parts []string) string {
-	if defaultExcludedDirs[parts[len(parts)-1]] {
+	name := parts[len(parts)-1]
+	if defaultExcludedDirs[name] || len(parts) == 1 && topExcludedDirs[name] {
 		return ignoredDir
 	}
 	if r.ignored(parts, true) {
