@@ -67,8 +67,7 @@ The first index of a project asks permission on a terminal; elsewhere pass
 			if err := a.consent(ctx, eng.Store(), yes); err != nil {
 				return err
 			}
-			opts.ChunkTokens = a.cfg.Ingest.ChunkTokens
-			opts.Logger = a.log
+			a.indexOptions(&opts)
 			p := newIndexProgress(a.stderr)
 			opts.Progress = p.update
 			sum, err := eng.Index(ctx, a.cfg.Project, opts)
@@ -93,10 +92,23 @@ The first index of a project asks permission on a terminal; elsewhere pass
 	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
 	f.BoolVar(&watch, "watch", false, "keep the index current after indexing, as engram watch does")
 	f.BoolVar(&jsonOut, "json", false, "print the summary as JSON")
-	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default: one per core)")
-	f.Int64Var(&opts.MaxFileBytes, "max-file-size", index.DefaultMaxFileBytes, "skip files larger than this many bytes")
-	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out (repeatable)")
+	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default from index.workers: one per core)")
+	f.Int64Var(&opts.MaxFileBytes, "max-file-size", 0, "skip files larger than this many bytes (default from index.max_file_bytes: 1 MiB)")
+	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out, added to index.exclude (repeatable)")
 	return cmd
+}
+
+// indexOptions completes index options from the flags with the config.
+func (a *app) indexOptions(opts *index.Options) {
+	if opts.Workers == 0 {
+		opts.Workers = a.cfg.Index.Workers
+	}
+	if opts.MaxFileBytes == 0 {
+		opts.MaxFileBytes = a.cfg.Index.MaxFileBytes
+	}
+	opts.Exclude = append(append([]string(nil), a.cfg.Index.Exclude...), opts.Exclude...)
+	opts.ChunkTokens = a.cfg.Ingest.ChunkTokens
+	opts.Logger = a.log
 }
 
 // consent makes sure the user allowed engram to read the project: once per

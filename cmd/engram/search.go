@@ -96,6 +96,7 @@ whole entry.`,
 	f.StringVar(&turns, "turns", "", "only these turns: N, FROM-TO, FROM- or -TO")
 	f.StringVar(&since, "since", "", "only content seen since: RFC 3339 time, date (2026-11-21) or age (90m, 12h, 7d)")
 	f.StringVar(&until, "until", "", "only content seen until: as --since")
+	f.BoolVar(&q.Filter.History, "history", false, "also search old versions of files and deleted files")
 	f.BoolVar(&jsonOut, "json", false, "print hits as JSON")
 	return cmd
 }

@@ -37,7 +37,7 @@ of files) as one batch, with the same exclusions. Stops cleanly on Ctrl-C.`,
 			if err := a.consent(ctx, eng.Store(), yes); err != nil {
 				return err
 			}
-			opts.Logger = a.log
+			a.indexOptions(&opts)
 			sum, err := eng.Index(ctx, a.cfg.Project, opts)
 			printSummary(a.stdout, sum)
 			if err != nil {
@@ -48,9 +48,9 @@ of files) as one batch, with the same exclusions. Stops cleanly on Ctrl-C.`,
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
-	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default: one per core)")
-	f.Int64Var(&opts.MaxFileBytes, "max-file-size", index.DefaultMaxFileBytes, "skip files larger than this many bytes")
-	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out (repeatable)")
+	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default from index.workers: one per core)")
+	f.Int64Var(&opts.MaxFileBytes, "max-file-size", 0, "skip files larger than this many bytes (default from index.max_file_bytes: 1 MiB)")
+	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out, added to index.exclude (repeatable)")
 	return cmd
 }
 

@@ -29,6 +29,7 @@ const (
 	DefaultMaxContentBytes = 32 << 20
 	DefaultBatchSize       = 1000
 	DefaultLogLevel        = "warn"
+	DefaultMaxFileBytes    = 1 << 20
 )
 
 // Config is engram's configuration. Load returns it validated.
@@ -43,6 +44,7 @@ type Config struct {
 	Store    Store  `toml:"store"`
 	Tokens   Tokens `toml:"tokens"`
 	Ingest   Ingest `toml:"ingest"`
+	Index    Index  `toml:"index"`
 	Search   Search `toml:"search"`
 	// Models override and extend the built-in model catalog.
 	Models []tokens.Model `toml:"models"`
@@ -76,6 +78,17 @@ type Ingest struct {
 	KeepSecrets bool `toml:"keep_secrets"`
 }
 
+// Index configures engram index and engram watch; flags override it.
+type Index struct {
+	// Exclude holds gitignore-style patterns to leave out, relative to
+	// the project root.
+	Exclude []string `toml:"exclude"`
+	// MaxFileBytes skips larger files.
+	MaxFileBytes int64 `toml:"max_file_bytes"`
+	// Workers read files in parallel; zero means one per core.
+	Workers int `toml:"workers"`
+}
+
 // Search tunes lexical search; zero values take the store's defaults.
 type Search struct {
 	MaxPostings int     `toml:"max_postings"`
@@ -94,6 +107,7 @@ func Defaults() Config {
 			BatchSize:       DefaultBatchSize,
 			ChunkTokens:     chunk.DefaultMaxTokens,
 		},
+		Index: Index{MaxFileBytes: DefaultMaxFileBytes},
 	}
 }
 
@@ -236,6 +250,12 @@ func (c Config) Validate() error {
 	}
 	if c.Ingest.ChunkTokens < 16 {
 		errs = append(errs, errors.New("ingest.chunk_tokens: must be at least 16"))
+	}
+	if c.Index.MaxFileBytes <= 0 {
+		errs = append(errs, errors.New("index.max_file_bytes: must be positive"))
+	}
+	if c.Index.Workers < 0 {
+		errs = append(errs, errors.New("index.workers: must not be negative"))
 	}
 	if c.Search.MaxPostings < 0 || c.Search.Window < 0 || c.Search.MetaWeight < 0 {
 		errs = append(errs, errors.New("search: values must not be negative"))
