@@ -72,6 +72,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return 0
 	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Ctrl-C: what was done is kept; say so briefly, exit as shells expect.
+		fmt.Fprintln(stderr, "interrupted: "+err.Error())
+		return 130
+	}
 	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
 		fmt.Fprintln(stderr, "error: "+line)
 	}

@@ -230,3 +230,63 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestProcesses_IndexInterrupted interrupts engram index with SIGINT: it
+// exits 130, the store is intact, and the next run reads only what the
+// first did not store.
+func TestProcesses_IndexInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes; skipped with -short")
+	}
+	e := newEnv(t)
+	const n = 4000
+	for i := range n {
+		var b strings.Builder
+		fmt.Fprintf(&b, "package m%02d\n", i%50)
+		for j := range 40 { // about 4 KB a file: long enough a run to interrupt
+			fmt.Fprintf(&b, "\n// F%dx%d returns its number, for the interruption test.\nfunc F%dx%d() int { return %d }\n", i, j, i, j, i*j)
+		}
+		writeFile(t, e.project, fmt.Sprintf("pkg/m%02d/f%04d.go", i%50, i), b.String())
+	}
+	cmd := e.command(t.Context(), "index", "--yes", "--json")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	code := cmd.ProcessState.ExitCode()
+	if err == nil {
+		t.Logf("engram index finished before the interrupt:\n%s", lastLines(out.String(), 3))
+	} else if code != 130 || !strings.Contains(out.String(), "interrupted") {
+		t.Fatalf("exit %d after SIGINT, want 130 and a word about it:\n%s", code, lastLines(out.String(), 5))
+	}
+	s := openStore(t, e)
+	if err := s.IntegrityCheck(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	files, err := s.Files(context.Background(), store.FileFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := len(files)
+	t.Logf("%d of %d files stored before the interrupt", stored, n)
+	// The next run, as a process too (the test binary may be built with
+	// the race detector, which would make an in-process run slow).
+	second, err := e.command(t.Context(), "index", "--json").Output()
+	if err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	var sum summaryJSON
+	if err := jsonUnmarshal(string(second), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.New != n-stored || sum.Unchanged != stored {
+		t.Errorf("after the interrupt %d files were stored; the next run found %d new, %d unchanged (want %d, %d)",
+			stored, sum.New, sum.Unchanged, n-stored, stored)
+	}
+}
