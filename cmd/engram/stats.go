@@ -43,6 +43,10 @@ func (a *app) statsCmd() *cobra.Command {
 			fmt.Fprintf(w, "chunks\t%s\n", commas(st.Chunks))
 			fmt.Fprintf(w, "sessions\t%s, agents %s\n", commas(st.Sessions), commas(st.Agents))
 			fmt.Fprintf(w, "links\t%s, references %s\n", commas(st.Links), commas(st.References))
+			if len(st.Files) > 0 {
+				fmt.Fprintf(w, "files\t%s current, %s skipped, %s deleted\n", commas(st.Files[store.FileCurrent]),
+					commas(st.Files[store.FileSkipped]), commas(st.Files[store.FileDeleted]))
+			}
 			if !st.First.IsZero() {
 				fmt.Fprintf(w, "seen\t%s to %s\n", st.First.Local().Format(time.DateTime), st.Last.Local().Format(time.DateTime))
 			}
@@ -81,6 +85,7 @@ type statsJSON struct {
 	Agents        int64                    `json:"agents"`
 	Links         int64                    `json:"links"`
 	References    int64                    `json:"references"`
+	Files         map[string]int64         `json:"files"`
 	First         string                   `json:"first,omitempty"`
 	Last          string                   `json:"last,omitempty"`
 	ByType        map[string]typeStatsJSON `json:"by_type"`
@@ -95,7 +100,10 @@ func toStatsJSON(project, encoding string, st store.Stats) statsJSON {
 	out := statsJSON{Project: project, Store: st.Location, SchemaVersion: st.SchemaVersion, Encoding: encoding,
 		SizeBytes: st.SizeBytes, Entries: st.Entries, ContentBytes: st.ContentBytes, Tokens: st.Tokens,
 		Occurrences: st.Occurrences, Chunks: st.Chunks, Sessions: st.Sessions, Agents: st.Agents,
-		Links: st.Links, References: st.References, ByType: map[string]typeStatsJSON{}}
+		Links: st.Links, References: st.References, ByType: map[string]typeStatsJSON{}, Files: map[string]int64{}}
+	for state, n := range st.Files {
+		out.Files[string(state)] = n
+	}
 	if !st.First.IsZero() {
 		out.First, out.Last = st.First.Format(time.RFC3339Nano), st.Last.Format(time.RFC3339Nano)
 	}
