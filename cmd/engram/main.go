@@ -132,7 +132,7 @@ otherwise.`,
 	pf.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	_ = pf.MarkHidden("cpuprofile")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.tokensCmd(), a.benchCmd(), a.indexCmd(), a.watchCmd(), a.filesCmd())
+	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.tokensCmd(), a.benchCmd(), a.indexCmd(), a.watchCmd(), a.filesCmd(), a.evalCmd())
 	return root
 }
 
@@ -166,14 +166,7 @@ func (a *app) engine(ctx context.Context, mustExist bool) (*engine.Engine, error
 				errNoStore, a.cfg.Project, a.cfg.Store.Path)
 		}
 	}
-	st, err := sqlite.Open(ctx, a.cfg.Store.Path, sqlite.Options{
-		Logger: a.log,
-		Search: sqlite.SearchOptions{
-			MaxPostings: a.cfg.Search.MaxPostings,
-			Window:      a.cfg.Search.Window,
-			MetaWeight:  a.cfg.Search.MetaWeight,
-		},
-	})
+	st, err := sqlite.Open(ctx, a.cfg.Store.Path, sqlite.Options{Logger: a.log, Search: a.searchOptions()})
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +197,15 @@ func (a *app) startProfile() error {
 		return f.Close()
 	}
 	return nil
+}
+
+// searchOptions are the configured search settings.
+func (a *app) searchOptions() sqlite.SearchOptions {
+	return sqlite.SearchOptions{
+		MaxPostings: a.cfg.Search.MaxPostings,
+		Window:      a.cfg.Search.Window,
+		MetaWeight:  a.cfg.Search.MetaWeight,
+	}
 }
 
 func (a *app) close() error {

@@ -549,12 +549,32 @@ func process(w work, opts *Options) result {
 		text = redacted
 	}
 	r.nonUTF8 = !utf8.ValidString(text)
-	lang := chunk.Language(c.path, data[:min(len(data), 256)])
-	enc, err := tokens.Get(opts.Encoding)
+	change, err := Version(c.path, data, text, opts)
 	if err != nil {
 		r.err = err
 		return r
 	}
+	change.ModTime = modTime
+	if r.secret != nil {
+		change.Reason = redactedPrefix + strings.Join(r.secret.Kinds, ", ")
+	}
+	r.change = change
+	return r
+}
+
+// Version makes the change that stores text as the new version of the file
+// at path: its language, chunks that follow its declarations, symbols and
+// token counts. data is the file's bytes on disk, whose hash the manifest
+// keeps; text is what is stored (data with secrets redacted, or data).
+// Version applies no skip rule: Run and Update classify first; callers that
+// build a corpus of their own use it directly.
+func Version(path string, data []byte, text string, opts *Options) (*store.FileChange, error) {
+	opts.defaults()
+	enc, err := tokens.Get(opts.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	lang := chunk.Language(path, data[:min(len(data), 256)])
 	doc := chunk.NewDoc(text, enc.CountLines, enc.Count)
 	ent := &store.Entry{Content: []byte(text)}
 	for i, ch := range chunk.Code(doc, lang, chunk.Options{MaxTokens: opts.ChunkTokens}) {
@@ -564,16 +584,12 @@ func process(w work, opts *Options) result {
 	for _, n := range doc.Lines {
 		ent.TokenCount += n
 	}
-	ent.Metadata = map[string]any{"language": lang}
-	if lang == "" {
-		ent.Metadata = nil
+	if lang != "" {
+		ent.Metadata = map[string]any{"language": lang}
 	}
-	r.change = &store.FileChange{Kind: store.ChangeVersion, Path: c.path, Size: int64(len(data)), ModTime: modTime,
-		Hash: hash, Language: lang, Entry: ent}
-	if r.secret != nil {
-		r.change.Reason = redactedPrefix + strings.Join(r.secret.Kinds, ", ")
-	}
-	return r
+	sum := sha256.Sum256(data)
+	return &store.FileChange{Kind: store.ChangeVersion, Path: path, Size: int64(len(data)),
+		Hash: hex.EncodeToString(sum[:]), Language: lang, Entry: ent}, nil
 }
 
 // readFailed turns a read error into a result: a file deleted since the

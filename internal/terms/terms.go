@@ -145,18 +145,35 @@ func eachSplit(text string, fn func(parts []string) bool) {
 }
 
 // Append appends the index terms of text to dst, separated by single spaces:
-// every word lower-cased, and after a compound identifier its parts, so that
-// the parts are adjacent and match as a phrase.
+// every word lower-cased and stemmed, and for a compound identifier the
+// whole identifier (lower-cased, not stemmed) followed by the stems of its
+// parts, so that the parts are adjacent and match as a phrase.
 func Append(dst []byte, text string) []byte {
 	eachSplit(text, func(parts []string) bool {
+		if len(parts) == 1 {
+			dst = appendStem(dst, parts[0])
+			return true
+		}
 		dst = appendTerm(dst, parts...)
-		if len(parts) > 1 {
-			for _, p := range parts {
-				dst = appendTerm(dst, p)
-			}
+		for _, p := range parts {
+			dst = appendStem(dst, p)
 		}
 		return true
 	})
+	return dst
+}
+
+// appendStem appends a word lower-cased and stemmed.
+func appendStem(dst []byte, word string) []byte {
+	start := len(dst)
+	dst = appendTerm(dst, word)
+	from := start
+	if from > 0 {
+		from++ // after the separating space
+	}
+	if st, ok := stem(dst[from:]); ok {
+		dst = append(dst[:from], st...)
+	}
 	return dst
 }
 
@@ -183,11 +200,14 @@ func appendTerm(dst []byte, parts ...string) []byte {
 	return dst
 }
 
-// Group is one word of a query: the whole word, lower-cased, and for a
-// compound identifier its parts in order.
+// Group is one word of a query as the index holds it: the word (stemmed),
+// or for a compound identifier the whole identifier and the stems of its
+// parts in order.
 type Group struct {
 	Whole string
 	Parts []string
+	// Stop marks an English stop word.
+	Stop bool
 }
 
 // Query returns the distinct words of a query, in order of first
@@ -196,15 +216,23 @@ func Query(text string) []Group {
 	var groups []Group
 	seen := map[string]bool{}
 	eachSplit(text, func(parts []string) bool {
-		whole := string(appendTerm(nil, parts...))
+		var whole string
+		stop := false
+		if len(parts) == 1 {
+			lower := appendTerm(nil, parts[0])
+			stop = stopWords[string(lower)]
+			whole = string(appendStem(nil, parts[0]))
+		} else {
+			whole = string(appendTerm(nil, parts...))
+		}
 		if seen[whole] {
 			return true
 		}
 		seen[whole] = true
-		g := Group{Whole: whole}
+		g := Group{Whole: whole, Stop: stop}
 		if len(parts) > 1 {
 			for _, p := range parts {
-				g.Parts = append(g.Parts, string(appendTerm(nil, p)))
+				g.Parts = append(g.Parts, string(appendStem(nil, p)))
 			}
 		}
 		groups = append(groups, g)

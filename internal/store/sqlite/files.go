@@ -163,7 +163,12 @@ func (b *batch) refreshLater(pk int64) { b.refresh[pk] = true }
 // in the history table otherwise; its meta holds its current paths (or, for
 // content that is no file's now, the files of its first occurrence), its
 // keywords and entities, and each chunk's symbols.
-func (b *batch) refreshEntry(pk int64) error {
+func (b *batch) refreshEntry(pk int64) error { return b.indexEntry(pk, false) }
+
+// indexEntry writes an entry's full-text rows as refreshEntry describes;
+// with fresh, its rows are known to be absent (the tables were emptied) and
+// are not deleted first.
+func (b *batch) indexEntry(pk int64, fresh bool) error {
 	var (
 		content                   []byte
 		fts                       int
@@ -232,8 +237,10 @@ func (b *batch) refreshEntry(pk int64) error {
 		return err
 	}
 	for _, c := range chunks {
-		if _, err := b.tx.ExecContext(b.ctx, `DELETE FROM `+ftsTable(fts)+` WHERE rowid = ?`, c.id); err != nil {
-			return err
+		if !fresh {
+			if _, err := b.tx.ExecContext(b.ctx, `DELETE FROM `+ftsTable(fts)+` WHERE rowid = ?`, c.id); err != nil {
+				return err
+			}
 		}
 		meta := entryMeta
 		if syms, err := decodeList(c.symbols); err != nil {

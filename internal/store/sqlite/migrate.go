@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/engramhq/engram/internal/store"
@@ -17,13 +18,18 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// run, if set, runs after sql in the same transaction: for steps that
+	// SQL alone cannot do, such as rebuilding the full-text index when the
+	// way terms are made changes.
+	run func(ctx context.Context, tx *sql.Tx) error
 }
 
 // migrations are applied in order; the schema version is the version of the
 // last one applied, kept in PRAGMA user_version.
 var migrations = []migration{
-	{1, "initial schema", schemaV1},
-	{2, "file index", schemaV2},
+	{1, "initial schema", schemaV1, nil},
+	{2, "file index", schemaV2, nil},
+	{3, "full-text terms with stems and stop words", "", rebuildFTS},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -234,8 +240,15 @@ func (s *Store) migrateStep(ctx context.Context) (done bool, err error) {
 		}
 		m := migrations[version] // migrations[i] has version i+1
 		s.log.Info("migrating store", "from", version, "to", m.version, "step", m.name)
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+		if m.sql != "" {
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		if m.run != nil {
+			if err := m.run(ctx, tx); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
 			return err
@@ -244,4 +257,42 @@ func (s *Store) migrateStep(ctx context.Context) (done bool, err error) {
 		return err
 	})
 	return done, err
+}
+
+// rebuildFTS empties both full-text tables and indexes every entry's chunks
+// again with the current terms, each in the table it belongs in.
+func rebuildFTS(ctx context.Context, tx *sql.Tx) error {
+	for _, table := range []string{ftsTable(ftsMain), ftsTable(ftsHistory)} {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+`(`+table+`) VALUES ('delete-all')`); err != nil {
+			return err
+		}
+	}
+	var pks []int64
+	rows, err := tx.QueryContext(ctx, `SELECT pk FROM entries ORDER BY pk`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var pk int64
+		if err := rows.Scan(&pk); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+		pks = append(pks, pk)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	b, err := newBatch(ctx, tx)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	for _, pk := range pks {
+		if err := b.indexEntry(pk, true); err != nil {
+			return err
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO counters(name, value) VALUES (?, 1)
+		ON CONFLICT(name) DO UPDATE SET value = value + 1`, ftsGeneration)
+	return err
 }

@@ -47,7 +47,7 @@ import (
 const (
 	DefaultMaxPostings     = 30_000
 	DefaultWindow          = 200
-	DefaultMetaWeight      = 2.0
+	DefaultMetaWeight      = 4.0
 	DefaultSelectiveFilter = 20_000
 	// MaxLimit bounds Query.Limit.
 	MaxLimit = 1000
@@ -106,6 +106,16 @@ type group struct {
 }
 
 func (s *Store) planQuery(ctx context.Context, groups []terms.Group, tables []string) (plan, error) {
+	// Stop words add only noise to a query that has other words.
+	var content []terms.Group
+	for _, g := range groups {
+		if !g.Stop {
+			content = append(content, g)
+		}
+	}
+	if len(content) > 0 {
+		groups = content
+	}
 	if len(groups) > maxPlannedGroups {
 		groups = slices.Clone(groups)
 		sort.SliceStable(groups, func(i, j int) bool { return len(groups[i].Whole) > len(groups[j].Whole) })

@@ -123,3 +123,59 @@ func TestOpen_Reopen(t *testing.T) {
 		t.Fatalf("after reopen: %v", err)
 	}
 }
+
+// TestMigrate_RebuildFTS opens a store whose full-text tables hold terms
+// made the old way (here: none at all) at schema version 2, and checks that
+// migration 3 indexes every chunk again, current and history alike.
+func TestMigrate_RebuildFTS(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutEntries(ctx, []store.Entry{storetest.Entry("s", "a", store.Note, "the parser parsed every request")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutFiles(ctx, []store.FileChange{storetest.Version("a.go", "package a\n\n// quokkas hop\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutFiles(ctx, []store.FileChange{storetest.Version("a.go", "package a\n\n// wombats dig\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')",
+		"INSERT INTO history_fts(history_fts) VALUES ('delete-all')",
+		"PRAGMA user_version = 2",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err = sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for q, history := range map[string]bool{"parsing requests": false, "wombat": false, "quokka": true} {
+		hits, err := s.Search(ctx, store.Query{Text: q, Filter: store.Filter{History: history}})
+		if err != nil || len(hits) != 1 {
+			t.Errorf("after migration, Search(%q, history %v) = %d hits, %v", q, history, len(hits), err)
+		}
+	}
+	if hits, _ := s.Search(ctx, store.Query{Text: "quokka"}); len(hits) != 0 {
+		t.Error("an old version came back into default search")
+	}
+	if err := s.IntegrityCheck(ctx); err != nil {
+		t.Error(err)
+	}
+}

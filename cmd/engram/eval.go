@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/eval"
+	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+)
+
+func (a *app) evalCmd() *cobra.Command {
+	var (
+		benchPath string
+		goroot   string
+		sets     []string
+		dir      string
+		jsonOut  bool
+		byKind   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "eval",
+		Short: "Score retrieval on the benchmark sets: recall@k, MRR, nDCG@10, latency",
+		Long: `Run the benchmark sets of the shared bench folder end to end: load each set's
+corpus into a new store under --dir, ask every question, and score the ranked
+results against the relevant items (recall@5/10/20, MRR, nDCG@10, latency
+p50/p95/p99), as the bench README prescribes:
+
+  gocommits    Go commit subjects against $(go env GOROOT)/src, relevant files
+  locomo       LoCoMo questions (categories 1-4) against their conversation's
+               turns, evidence turns
+  longmemeval  LongMemEval questions (no abstentions) against all 940 sessions
+               pooled, evidence turns
+
+--bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
+project. A set whose data is missing is reported and skipped.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			ctx := cmd.Context()
+			if benchPath == "" {
+				benchPath = a.getenv("ENGRAM_BENCH_DIR")
+			}
+			if benchPath == "" {
+				benchPath = filepath.Join(a.cfg.Project, "..", "shared", "bench")
+			}
+			if len(sets) == 0 {
+				sets = eval.SetNames()
+			}
+			d, cleanup, err := benchDir(dir)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			var rows []evalRow
+			for _, name := range sets {
+				root := goroot
+				if name == eval.GoCommits && root == "" {
+					out, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()
+					if err != nil {
+						fmt.Fprintf(a.stderr, "%s: skipped: no --goroot and no go command (%v)\n", name, err)
+						continue
+					}
+					root = strings.TrimSpace(string(out))
+				}
+				set, err := eval.Load(name, benchPath, root)
+				if errors.Is(err, os.ErrNotExist) {
+					fmt.Fprintf(a.stderr, "%s: skipped: data not found under %s (set --bench-dir or ENGRAM_BENCH_DIR)\n", name, benchPath)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				r, err := a.evalSet(ctx, set, filepath.Join(d, name))
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				rows = append(rows, r...)
+			}
+			if jsonOut {
+				return writeJSON(a.stdout, rows)
+			}
+			printEval(a, rows, byKind)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&benchPath, "bench-dir", "", "the bench folder (default $ENGRAM_BENCH_DIR, else ../shared/bench)")
+	f.StringVar(&goroot, "goroot", "", "the Go tree gocommits searches (default: go env GOROOT)")
+	f.StringSliceVar(&sets, "set", nil, "sets to run (default all: gocommits, locomo, longmemeval)")
+	f.StringVar(&dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
+	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
+	f.BoolVar(&byKind, "by-kind", false, "also print recall@10 by question kind")
+	return cmd
+}
+
+
+// evalRow is one set scored by one retrieval mode.
+type evalRow struct {
+	Set       string             `json:"set"`
+	Mode      string             `json:"mode"`
+	Questions int                `json:"questions"`
+	Items     int                `json:"items"`
+	Recall5   float64            `json:"recall_at_5"`
+	Recall10  float64            `json:"recall_at_10"`
+	Recall20  float64            `json:"recall_at_20"`
+	MRR       float64            `json:"mrr"`
+	NDCG10    float64            `json:"ndcg_at_10"`
+	P50ms     float64            `json:"p50_ms"`
+	P95ms     float64            `json:"p95_ms"`
+	P99ms     float64            `json:"p99_ms"`
+	ByKind    map[string]float64 `json:"recall_at_10_by_kind,omitempty"`
+	IngestSec float64            `json:"ingest_seconds"`
+}
+
+// evalSet loads a set's corpora into stores under dir and scores each
+// retrieval mode.
+func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string) ([]evalRow, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	engines := map[string]*engine.Engine{}
+	var stores []*sqlite.Store
+	defer func() {
+		for _, s := range stores {
+			_ = s.Close()
+		}
+	}()
+	start := time.Now()
+	items := 0
+	names := make([]string, 0, len(set.Corpora))
+	for name := range set.Corpora {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		st, err := sqlite.Open(ctx, filepath.Join(dir, name+".db"), sqlite.Options{Logger: a.log, Search: a.searchOptions()})
+		if err != nil {
+			return nil, err
+		}
+		stores = append(stores, st)
+		eng, err := engine.New(st, engine.Options{Encoding: a.cfg.Tokens.Encoding, Logger: a.log, KeepSecrets: true})
+		if err != nil {
+			return nil, err
+		}
+		if err := ingest(ctx, eng, set, set.Corpora[name]); err != nil {
+			return nil, fmt.Errorf("load %s: %w", name, err)
+		}
+		engines[name] = eng
+		items += len(set.Corpora[name])
+	}
+	ingestTime := time.Since(start)
+	fmt.Fprintf(a.stderr, "%s: %d items in %d corpora loaded in %v; %d questions\n", set.Name, items, len(names),
+		ingestTime.Round(time.Millisecond), len(set.Questions))
+
+	var rows []evalRow
+	for _, mode := range []string{"lexical"} {
+		retr := func(ctx context.Context, q eval.Question, k int) ([]string, error) {
+			return lexicalRetrieve(ctx, engines[q.Corpus], set.Code, q.Text, k)
+		}
+		m, err := eval.Run(ctx, set, retr)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, evalRow{Set: set.Name, Mode: mode, Questions: m.Questions, Items: items,
+			Recall5: m.Recall[5], Recall10: m.Recall[10], Recall20: m.Recall[20], MRR: m.MRR, NDCG10: m.NDCG10,
+			P50ms: msf(m.Latency.P50), P95ms: msf(m.Latency.P95), P99ms: msf(m.Latency.P99), ByKind: m.ByKind,
+			IngestSec: ingestTime.Seconds()})
+	}
+	return rows, nil
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ingest stores a corpus: files as indexed files, turns as messages.
+func ingest(ctx context.Context, eng *engine.Engine, set *eval.Set, items []eval.Item) error {
+	if set.Code {
+		opts := &index.Options{Encoding: eng.EncodingName()}
+		var batch []store.FileChange
+		for i, it := range items {
+			data, err := os.ReadFile(it.Path)
+			if err != nil {
+				return err
+			}
+			if len(data) == 0 {
+				continue
+			}
+			c, err := index.Version(it.ID, data, string(data), opts)
+			if err != nil {
+				return err
+			}
+			batch = append(batch, *c)
+			if len(batch) == 500 || i == len(items)-1 {
+				if err := eng.Store().PutFiles(ctx, batch); err != nil {
+					return err
+				}
+				batch = batch[:0]
+			}
+		}
+		return nil
+	}
+	recs := make([]engine.Record, 0, len(items))
+	for _, it := range items {
+		typ := store.AgentMessage
+		switch it.Role {
+		case "user":
+			typ = store.UserPrompt
+		case "assistant":
+			typ = store.AgentResponse
+		}
+		recs = append(recs, engine.Record{Session: it.Session, Agent: it.Role, Type: typ, Content: []byte(it.Text),
+			Turn: it.Turn, Time: it.Time, MsgID: it.ID})
+	}
+	return eng.AddAll(ctx, recs, 2000, func(int, []engine.AddResult) error { return nil })
+}
+
+// lexicalRetrieve returns the items of the best lexical hits: files for
+// code, turns (their msg_id) for conversations.
+func lexicalRetrieve(ctx context.Context, eng *engine.Engine, code bool, q string, k int) ([]string, error) {
+	hits, err := eng.Search(ctx, store.Query{Text: q, Limit: 4 * k})
+	if err != nil {
+		return nil, err
+	}
+	return itemsOf(hits, code, k), nil
+}
+
+// itemsOf turns hits into distinct items, best first.
+func itemsOf(hits []store.Hit, code bool, k int) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, h := range hits {
+		id := h.Occurrence.MsgID
+		if code && len(h.Occurrence.Files) > 0 {
+			id = h.Occurrence.Files[0]
+		}
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, id)
+		if len(out) == k {
+			break
+		}
+	}
+	return out
+}
+
+func printEval(a *app, rows []evalRow, byKind bool) {
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "set\tmode\tquestions\tR@5\tR@10\tR@20\tMRR\tnDCG@10\tp50 ms\tp95 ms\tp99 ms\t")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f\t%.2f\t\n", r.Set, r.Mode, r.Questions,
+			r.Recall5, r.Recall10, r.Recall20, r.MRR, r.NDCG10, r.P50ms, r.P95ms, r.P99ms)
+	}
+	_ = w.Flush()
+	if !byKind {
+		return
+	}
+	for _, r := range rows {
+		kinds := make([]string, 0, len(r.ByKind))
+		for k := range r.ByKind {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		var parts []string
+		for _, k := range kinds {
+			parts = append(parts, fmt.Sprintf("%s %.3f", k, r.ByKind[k]))
+		}
+		fmt.Fprintf(a.stdout, "%s %s R@10 by kind: %s\n", r.Set, r.Mode, strings.Join(parts, ", "))
+	}
+}

@@ -1,0 +1,163 @@
+// Package eval scores retrieval on the external benchmark sets in the
+// shared bench folder: gocommits (code: Go commit subjects against the Go
+// source tree, relevant files), LoCoMo (long conversations, evidence
+// turns) and LongMemEval (pooled chat sessions, evidence turns). It loads a
+// set into corpora of items and questions with relevant items, runs a
+// retriever over every question, and computes recall@k, MRR, nDCG@10 and
+// latency percentiles, as the bench README prescribes.
+//
+// Stores and retrievers are the caller's (engram eval): this package knows
+// the sets and the scoring, not how engram searches.
+package eval
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/engramhq/engram/internal/bench"
+)
+
+// Item is one retrieval unit of a corpus: a file or a conversation turn.
+type Item struct {
+	// ID identifies the item in its corpus: a path, or session:turn.
+	ID string
+	// Text is the item's content; for files, empty (the file is read from
+	// Path).
+	Text string
+	// Path is the file of a code item, absolute.
+	Path string
+	// Session and Turn place a conversation turn; Time is when it was said.
+	Session string
+	Turn    int
+	Role    string
+	Time    time.Time
+}
+
+// Question is a query with the items that answer it.
+type Question struct {
+	ID       string
+	Text     string
+	Corpus   string // which corpus of the set it is asked against
+	Relevant []string
+	// Kind is the question's category, for breakdowns.
+	Kind string
+}
+
+// Set is a benchmark set: one or more corpora and questions over them.
+type Set struct {
+	Name      string
+	Code      bool // items are files
+	Corpora   map[string][]Item
+	Questions []Question
+}
+
+// Retriever returns item IDs for a question, best first.
+type Retriever func(ctx context.Context, q Question, k int) ([]string, error)
+
+// Ks are the cut-offs recall is reported at.
+var Ks = []int{5, 10, 20}
+
+// Metrics summarise a retriever on a set.
+type Metrics struct {
+	Questions int
+	Recall    map[int]float64 // by k
+	MRR       float64
+	NDCG10    float64
+	Latency   bench.Latencies
+	// ByKind holds recall@10 by question kind.
+	ByKind map[string]float64
+}
+
+// Depth is how many items a retriever is asked for: enough for every Ks
+// and for MRR to see well past the first page.
+const Depth = 50
+
+// Run asks every question of set and scores the answers.
+func Run(ctx context.Context, set *Set, r Retriever) (Metrics, error) {
+	m := Metrics{Recall: map[int]float64{}, ByKind: map[string]float64{}}
+	kindN := map[string]int{}
+	var lat []time.Duration
+	for _, q := range set.Questions {
+		if err := ctx.Err(); err != nil {
+			return m, err
+		}
+		start := time.Now()
+		got, err := r(ctx, q, Depth)
+		if err != nil {
+			return m, err
+		}
+		lat = append(lat, time.Since(start))
+		rel := map[string]bool{}
+		for _, id := range q.Relevant {
+			rel[id] = true
+		}
+		for _, k := range Ks {
+			m.Recall[k] += recall(got, rel, k)
+		}
+		m.MRR += reciprocalRank(got, rel)
+		m.NDCG10 += ndcg(got, rel, 10)
+		m.ByKind[q.Kind] += recall(got, rel, 10)
+		kindN[q.Kind]++
+		m.Questions++
+	}
+	if m.Questions > 0 {
+		n := float64(m.Questions)
+		for _, k := range Ks {
+			m.Recall[k] /= n
+		}
+		m.MRR /= n
+		m.NDCG10 /= n
+	}
+	for k, v := range m.ByKind {
+		m.ByKind[k] = v / float64(kindN[k])
+	}
+	m.Latency = bench.Summarize(lat)
+	return m, nil
+}
+
+// recall is the fraction of the relevant items in the first k of got.
+func recall(got []string, rel map[string]bool, k int) float64 {
+	if len(rel) == 0 {
+		return 0
+	}
+	found := 0
+	seen := map[string]bool{}
+	for _, id := range got[:min(k, len(got))] {
+		if rel[id] && !seen[id] {
+			seen[id] = true
+			found++
+		}
+	}
+	return float64(found) / float64(len(rel))
+}
+
+func reciprocalRank(got []string, rel map[string]bool) float64 {
+	for i, id := range got {
+		if rel[id] {
+			return 1 / float64(i+1)
+		}
+	}
+	return 0
+}
+
+// ndcg is the normalised discounted cumulative gain at k, with binary
+// relevance.
+func ndcg(got []string, rel map[string]bool, k int) float64 {
+	dcg := 0.0
+	seen := map[string]bool{}
+	for i, id := range got[:min(k, len(got))] {
+		if rel[id] && !seen[id] {
+			seen[id] = true
+			dcg += 1 / math.Log2(float64(i+2))
+		}
+	}
+	ideal := 0.0
+	for i := range min(k, len(rel)) {
+		ideal += 1 / math.Log2(float64(i+2))
+	}
+	if ideal == 0 {
+		return 0
+	}
+	return dcg / ideal
+}

@@ -1,0 +1,258 @@
+package eval
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The set names.
+const (
+	GoCommits   = "gocommits"
+	LoCoMo      = "locomo"
+	LongMemEval = "longmemeval"
+)
+
+// SetNames lists the sets in the order engram eval runs them.
+func SetNames() []string { return []string{GoCommits, LoCoMo, LongMemEval} }
+
+// Load loads the named set from the bench folder; goroot is the Go tree
+// gocommits searches (its src directory is the corpus).
+func Load(name, benchDir, goroot string) (*Set, error) {
+	switch name {
+	case GoCommits:
+		return LoadGoCommits(filepath.Join(benchDir, "gocommits", "queries.jsonl"), filepath.Join(goroot, "src"))
+	case LoCoMo:
+		return LoadLoCoMo(filepath.Join(benchDir, "locomo", "locomo10.json"))
+	case LongMemEval:
+		return LoadLongMemEval(filepath.Join(benchDir, "longmemeval", "longmemeval_oracle.json"))
+	}
+	return nil, fmt.Errorf("unknown benchmark set %q (known: %s)", name, strings.Join(SetNames(), ", "))
+}
+
+// LoadGoCommits loads the gocommits queries; the corpus is every non-test
+// .go file of src (5,959 in Go 1.26.8), as the set's README counts it:
+// testdata and vendor files stay in as distractors, though no relevant file
+// is among them. Queries are scored on the subject alone, never the package
+// prefix.
+func LoadGoCommits(queries, src string) (*Set, error) {
+	f, err := os.Open(queries)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	set := &Set{Name: GoCommits, Code: true, Corpora: map[string][]Item{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var rec struct {
+			ID       string   `json:"id"`
+			Query    string   `json:"query"`
+			Prefix   string   `json:"prefix"`
+			Relevant []string `json:"relevant"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", queries, n, err)
+		}
+		area, _, _ := strings.Cut(rec.Prefix, "/")
+		set.Questions = append(set.Questions, Question{ID: rec.ID, Text: rec.Query, Corpus: GoCommits, Relevant: rec.Relevant, Kind: area})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	var items []Item
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		items = append(items, Item{ID: filepath.ToSlash(rel), Path: p})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gocommits corpus %s: %w", src, err)
+	}
+	set.Corpora[GoCommits] = items
+	return set, nil
+}
+
+// locomoDate reads LoCoMo's session times, such as "1:56 pm on 8 May, 2023".
+func locomoDate(s string) time.Time {
+	t, err := time.Parse("3:04 pm on 2 January, 2006", strings.TrimSpace(s))
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+var evidenceSplit = regexp.MustCompile(`[;,\s]+`)
+
+// LoadLoCoMo loads LoCoMo: each conversation is a corpus of its turns
+// (speaker and text, with the caption of a shared image), and questions of
+// categories 1 to 4 with evidence are asked against their conversation.
+// Category 5 (adversarial) has no evidence to find and is left out, as the
+// bench README says.
+func LoadLoCoMo(path string) (*Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var samples []struct {
+		SampleID     string                     `json:"sample_id"`
+		Conversation map[string]json.RawMessage `json:"conversation"`
+		QA           []struct {
+			Question string   `json:"question"`
+			Evidence []string `json:"evidence"`
+			Category int      `json:"category"`
+		} `json:"qa"`
+	}
+	if err := json.Unmarshal(data, &samples); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	kinds := map[int]string{1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+	set := &Set{Name: LoCoMo, Corpora: map[string][]Item{}}
+	for _, s := range samples {
+		var items []Item
+		known := map[string]bool{}
+		for n := 1; ; n++ {
+			raw, ok := s.Conversation[fmt.Sprintf("session_%d", n)]
+			if !ok {
+				break
+			}
+			var when string
+			_ = json.Unmarshal(s.Conversation[fmt.Sprintf("session_%d_date_time", n)], &when)
+			var turns []struct {
+				Speaker string `json:"speaker"`
+				DiaID   string `json:"dia_id"`
+				Text    string `json:"text"`
+				Caption string `json:"blip_caption"`
+			}
+			if err := json.Unmarshal(raw, &turns); err != nil {
+				return nil, fmt.Errorf("%s: %s session %d: %w", path, s.SampleID, n, err)
+			}
+			for i, t := range turns {
+				text := t.Speaker + ": " + t.Text
+				if t.Caption != "" {
+					text += " [shares a photo: " + t.Caption + "]"
+				}
+				items = append(items, Item{ID: t.DiaID, Text: text, Session: fmt.Sprintf("session_%d", n), Turn: i + 1,
+					Role: t.Speaker, Time: locomoDate(when)})
+				known[t.DiaID] = true
+			}
+		}
+		set.Corpora[s.SampleID] = items
+		for i, qa := range s.QA {
+			if qa.Category == 5 {
+				continue
+			}
+			var rel []string
+			for _, ev := range qa.Evidence {
+				for _, id := range evidenceSplit.Split(ev, -1) {
+					if known[id] {
+						rel = append(rel, id)
+					}
+				}
+			}
+			if len(rel) == 0 {
+				continue
+			}
+			set.Questions = append(set.Questions, Question{ID: fmt.Sprintf("%s/%d", s.SampleID, i), Text: qa.Question,
+				Corpus: s.SampleID, Relevant: dedupe(rel), Kind: kinds[qa.Category]})
+		}
+	}
+	return set, nil
+}
+
+// LoadLongMemEval loads the LongMemEval oracle split: all its sessions
+// pooled into one corpus of turns (role and content), and every question
+// that is not an abstention asked against it. Relevant items are the turns
+// marked has_answer, or for the questions that mark none, every turn of
+// their answer sessions.
+func LoadLongMemEval(path string) (*Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var qs []struct {
+		QuestionID   string   `json:"question_id"`
+		QuestionType string   `json:"question_type"`
+		Question     string   `json:"question"`
+		Dates        []string `json:"haystack_dates"`
+		SessionIDs   []string `json:"haystack_session_ids"`
+		Sessions     [][]struct {
+			Role      string `json:"role"`
+			Content   string `json:"content"`
+			HasAnswer bool   `json:"has_answer"`
+		} `json:"haystack_sessions"`
+		AnswerSessions []string `json:"answer_session_ids"`
+	}
+	if err := json.Unmarshal(data, &qs); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	const corpus = LongMemEval
+	set := &Set{Name: LongMemEval, Corpora: map[string][]Item{}}
+	seen := map[string]bool{}
+	turnsOf := map[string][]string{}
+	for _, q := range qs {
+		var rel []string
+		for si, sid := range q.SessionIDs {
+			var when time.Time
+			if si < len(q.Dates) {
+				when, _ = time.Parse("2006/01/02 (Mon) 15:04", q.Dates[si])
+			}
+			for ti, t := range q.Sessions[si] {
+				id := sid + ":" + strconv.Itoa(ti+1)
+				if !seen[id] {
+					seen[id] = true
+					set.Corpora[corpus] = append(set.Corpora[corpus], Item{ID: id, Text: t.Role + ": " + t.Content,
+						Session: sid, Turn: ti + 1, Role: t.Role, Time: when})
+					turnsOf[sid] = append(turnsOf[sid], id)
+				}
+				if t.HasAnswer {
+					rel = append(rel, id)
+				}
+			}
+		}
+		if strings.HasSuffix(q.QuestionID, "_abs") {
+			continue
+		}
+		if len(rel) == 0 {
+			for _, sid := range q.AnswerSessions {
+				rel = append(rel, turnsOf[sid]...)
+			}
+		}
+		set.Questions = append(set.Questions, Question{ID: q.QuestionID, Text: q.Question, Corpus: corpus,
+			Relevant: dedupe(rel), Kind: q.QuestionType})
+	}
+	return set, nil
+}
+
+func dedupe(v []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range v {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
