@@ -24,11 +24,11 @@ import (
 func (a *app) evalCmd() *cobra.Command {
 	var (
 		benchPath string
-		goroot   string
-		sets     []string
-		dir      string
-		jsonOut  bool
-		byKind   bool
+		goroot    string
+		sets      []string
+		dir       string
+		jsonOut   bool
+		byKind    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -104,7 +104,6 @@ project. A set whose data is missing is reported and skipped.`,
 	f.BoolVar(&byKind, "by-kind", false, "also print recall@10 by question kind")
 	return cmd
 }
-
 
 // evalRow is one set scored by one retrieval mode.
 type evalRow struct {

@@ -165,7 +165,11 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	for q, history := range map[string]bool{"parsing requests": false, "wombat": false, "quokka": true} {
 		hits, err := s.Search(ctx, store.Query{Text: q, Filter: store.Filter{History: history}})
 		if err != nil || len(hits) != 1 {
