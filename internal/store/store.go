@@ -87,6 +87,30 @@ type Store interface {
 	// FileVersions returns a file's history, oldest first, or ErrNotFound.
 	FileVersions(ctx context.Context, path string) ([]FileVersion, error)
 
+	// PendingChunks returns up to limit chunks after the chunk ID after,
+	// in ID order, that are in default search and have no vector under
+	// model: the work queue of an embedder, durable because it is derived.
+	PendingChunks(ctx context.Context, model string, after int64, limit int) ([]ChunkText, error)
+	// PutVectors stores vectors of chunks under model, all of dimension
+	// dim, replacing any a chunk had under it.
+	PutVectors(ctx context.Context, model string, dim int, vecs []ChunkVector) error
+	// Vectors returns up to limit vectors under model after the chunk ID
+	// after, in ID order: for loading an index.
+	Vectors(ctx context.Context, model string, after int64, limit int) ([]ChunkVector, error)
+	// DropVectors deletes every vector under model.
+	DropVectors(ctx context.Context, model string) error
+	// VectorStats reports a model's coverage.
+	VectorStats(ctx context.Context, model string) (VectorStats, error)
+	// ChunkHits returns the hits of the chunks with the given IDs that
+	// match filter (and are current, unless filter.History), in the order
+	// of ids, with their provenance; Score is left zero.
+	ChunkHits(ctx context.Context, ids []int64, filter Filter) ([]Hit, error)
+
+	// PutBlob stores a named blob, such as a trained model.
+	PutBlob(ctx context.Context, name string, data []byte) error
+	// Blob returns a named blob, or ErrNotFound.
+	Blob(ctx context.Context, name string) ([]byte, error)
+
 	// Setting returns a stored setting, or ErrNotFound.
 	Setting(ctx context.Context, key string) (string, error)
 	// PutSetting stores a setting.

@@ -131,6 +131,9 @@ type Occurrence struct {
 // starts and ends on line boundaries, except where a single line is longer
 // than a chunk may be.
 type Chunk struct {
+	// ID is assigned by the store when the chunk is written; vectors and
+	// indexes refer to chunks by it.
+	ID      int64
 	EntryID string
 	Ordinal int
 	// Start and End are byte offsets into the entry's content, End exclusive.
@@ -569,4 +572,26 @@ func (c *FileChange) Validate() error {
 		bad("kind", "unknown change kind %q", c.Kind)
 	}
 	return errors.Join(errs...)
+}
+
+// ChunkText is a chunk to embed: its ID and text.
+type ChunkText struct {
+	ID   int64
+	Text string
+	// Path is the file the chunk is from, if it is from one.
+	Path string
+}
+
+// ChunkVector is a chunk's vector under some embedding model.
+type ChunkVector struct {
+	ID     int64
+	Vector []float32
+}
+
+// VectorStats says how much of the store a model has embedded.
+type VectorStats struct {
+	// Chunks counts the chunks in default search; Embedded how many of them
+	// have a vector under the model.
+	Chunks, Embedded int64
+	Dim              int
 }

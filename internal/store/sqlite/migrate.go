@@ -30,6 +30,7 @@ var migrations = []migration{
 	{1, "initial schema", schemaV1, nil},
 	{2, "file index", schemaV2, nil},
 	{3, "full-text terms with stems and stop words", "", rebuildFTS},
+	{4, "vectors and blobs", schemaV4, nil},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -195,6 +196,30 @@ CREATE VIRTUAL TABLE history_fts USING fts5(
 CREATE TABLE settings (
 	key   TEXT PRIMARY KEY,
 	value TEXT NOT NULL
+) STRICT;
+`
+
+const schemaV4 = `
+-- vector_models names the embedding models vectors were made with.
+CREATE TABLE vector_models (
+	id   INTEGER PRIMARY KEY,
+	name TEXT NOT NULL UNIQUE,
+	dim  INTEGER NOT NULL
+) STRICT;
+
+-- vectors hold one vector per chunk and model, as little-endian float32.
+CREATE TABLE vectors (
+	model INTEGER NOT NULL REFERENCES vector_models(id),
+	chunk INTEGER NOT NULL REFERENCES chunks(id),
+	vec   BLOB NOT NULL,
+	PRIMARY KEY (model, chunk)
+) STRICT, WITHOUT ROWID;
+
+-- blobs hold named binary data, such as trained models.
+CREATE TABLE blobs (
+	name       TEXT PRIMARY KEY,
+	data       BLOB NOT NULL,
+	created_at INTEGER NOT NULL
 ) STRICT;
 `
 

@@ -207,7 +207,7 @@ func scanChunk(sc scanner, extra ...any) (store.Chunk, int64, error) {
 	if err := sc.Scan(dest...); err != nil {
 		return c, 0, err
 	}
-	c.Text = string(text)
+	c.ID, c.Text = rowid, string(text)
 	var err error
 	c.Symbols, err = decodeList(symbols)
 	return c, rowid, err

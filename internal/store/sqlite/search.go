@@ -506,13 +506,17 @@ func (s *Store) hydrate(ctx context.Context, cands []candidate, f store.Filter) 
 	for _, c := range cands {
 		var h store.Hit
 		var entryPK int64
+		var fts int
 		err := s.read(ctx, func(db *sql.DB) error {
-			row := db.QueryRowContext(ctx, `SELECT `+chunkColumns+`, e.token_count, e.pk
+			row := db.QueryRowContext(ctx, `SELECT `+chunkColumns+`, e.token_count, e.pk, e.fts
 				FROM chunks c JOIN entries e ON e.pk = c.entry WHERE c.id = ?`, c.rowid)
 			var err error
-			h.Chunk, _, err = scanChunk(row, &h.EntryTokens, &entryPK)
+			h.Chunk, _, err = scanChunk(row, &h.EntryTokens, &entryPK, &fts)
 			if err != nil {
 				return err
+			}
+			if fts == ftsHistory && !f.History {
+				return sql.ErrNoRows // no longer current
 			}
 			row = db.QueryRowContext(ctx, `SELECT `+occColumns+` FROM occurrences o JOIN entries e ON e.pk = o.entry
 				WHERE o.entry = ? AND `+cond+` ORDER BY o.seq DESC LIMIT 1`, append([]any{entryPK}, condArgs...)...)
@@ -520,7 +524,7 @@ func (s *Store) hydrate(ctx context.Context, cands []candidate, f store.Filter) 
 			return err
 		})
 		if errors.Is(err, sql.ErrNoRows) {
-			continue // cannot happen: content is never deleted
+			continue // not current, or no occurrence matches the filter
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read hit %d: %w", c.rowid, err)

@@ -123,6 +123,7 @@ func Run(t *testing.T, open Opener) {
 		{"FilesInvalid", testFilesInvalid},
 		{"FilesBrief", testFilesBrief},
 		{"SearchSeesNewContent", testSearchSeesNewContent},
+		{"Vectors", testVectors},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -385,6 +386,10 @@ func testChunks(t *testing.T, s store.Store) {
 		want := e.Chunks[i]
 		want.EntryID = res[0].ID
 		want.Text = content[want.Start:want.End]
+		if c.ID <= 0 {
+			t.Errorf("chunk %d has no ID", i)
+		}
+		want.ID = c.ID
 		if diff := cmp.Diff(want, c, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("chunk %d (-want +got):\n%s", i, diff)
 		}

@@ -1,0 +1,237 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+func encodeVector(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func decodeVector(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// modelID returns the ID of a vector model, or 0 if it has no vectors.
+func modelID(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, model string) (id int64, dim int, err error) {
+	err = q.QueryRowContext(ctx, `SELECT id, dim FROM vector_models WHERE name = ?`, model).Scan(&id, &dim)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, nil
+	}
+	return id, dim, err
+}
+
+// PendingChunks implements store.Store.
+func (s *Store) PendingChunks(ctx context.Context, model string, after int64, limit int) ([]store.ChunkText, error) {
+	var out []store.ChunkText
+	err := s.read(ctx, func(db *sql.DB) error {
+		id, _, err := modelID(ctx, db, model)
+		if err != nil {
+			return err
+		}
+		rows, err := db.QueryContext(ctx, `SELECT c.id, substr(e.content, c.start_byte + 1, c.end_byte - c.start_byte),
+				coalesce((SELECT f.path FROM files f WHERE f.entry = e.pk AND f.state = 'current' LIMIT 1), '')
+			FROM chunks c JOIN entries e ON e.pk = c.entry
+			WHERE c.id > ? AND e.fts = ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.chunk = c.id)
+			ORDER BY c.id LIMIT ?`, after, ftsMain, id, limit)
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for rows.Next() {
+			var c store.ChunkText
+			var text []byte
+			if err := rows.Scan(&c.ID, &text, &c.Path); err != nil {
+				return errors.Join(err, rows.Close())
+			}
+			c.Text = string(text)
+			out = append(out, c)
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pending chunks for %s: %w", model, err)
+	}
+	return out, nil
+}
+
+// PutVectors implements store.Store.
+func (s *Store) PutVectors(ctx context.Context, model string, dim int, vecs []store.ChunkVector) error {
+	if model == "" || dim <= 0 {
+		return &store.ValidationError{Field: "model", Msg: "a vector model needs a name and a positive dimension"}
+	}
+	for i, v := range vecs {
+		if len(v.Vector) != dim {
+			return &store.ItemError{Index: i, Err: &store.ValidationError{Field: "vector",
+				Msg: fmt.Sprintf("has %d dimensions, the model has %d", len(v.Vector), dim)}}
+		}
+		for _, x := range v.Vector {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return &store.ItemError{Index: i, Err: &store.ValidationError{Field: "vector", Msg: "holds NaN or Inf"}}
+			}
+		}
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		id, have, err := modelID(ctx, tx, model)
+		if err != nil {
+			return err
+		}
+		if id == 0 {
+			r, err := tx.ExecContext(ctx, `INSERT INTO vector_models(name, dim) VALUES (?, ?)`, model, dim)
+			if err != nil {
+				return err
+			}
+			if id, err = r.LastInsertId(); err != nil {
+				return err
+			}
+		} else if have != dim {
+			return &store.ValidationError{Field: "vector", Msg: fmt.Sprintf("model %s has %d dimensions, not %d", model, have, dim)}
+		}
+		st, err := tx.PrepareContext(ctx, `INSERT INTO vectors(model, chunk, vec) VALUES (?, ?, ?)
+			ON CONFLICT(model, chunk) DO UPDATE SET vec = excluded.vec`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for i, v := range vecs {
+			if _, err := st.ExecContext(ctx, id, v.ID, encodeVector(v.Vector)); err != nil {
+				return &store.ItemError{Index: i, Err: err}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("put vectors of %s: %w", model, err)
+	}
+	return nil
+}
+
+// Vectors implements store.Store.
+func (s *Store) Vectors(ctx context.Context, model string, after int64, limit int) ([]store.ChunkVector, error) {
+	var out []store.ChunkVector
+	err := s.read(ctx, func(db *sql.DB) error {
+		id, _, err := modelID(ctx, db, model)
+		if err != nil || id == 0 {
+			return err
+		}
+		rows, err := db.QueryContext(ctx, `SELECT chunk, vec FROM vectors WHERE model = ? AND chunk > ? ORDER BY chunk LIMIT ?`, id, after, limit)
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for rows.Next() {
+			var v store.ChunkVector
+			var b []byte
+			if err := rows.Scan(&v.ID, &b); err != nil {
+				return errors.Join(err, rows.Close())
+			}
+			v.Vector = decodeVector(b)
+			out = append(out, v)
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vectors of %s: %w", model, err)
+	}
+	return out, nil
+}
+
+// DropVectors implements store.Store.
+func (s *Store) DropVectors(ctx context.Context, model string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		id, _, err := modelID(ctx, tx, model)
+		if err != nil || id == 0 {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM vectors WHERE model = ?`, id); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM vector_models WHERE id = ?`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop vectors of %s: %w", model, err)
+	}
+	return nil
+}
+
+// VectorStats implements store.Store.
+func (s *Store) VectorStats(ctx context.Context, model string) (store.VectorStats, error) {
+	var st store.VectorStats
+	err := s.read(ctx, func(db *sql.DB) error {
+		id, dim, err := modelID(ctx, db, model)
+		if err != nil {
+			return err
+		}
+		st.Dim = dim
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM chunks c JOIN entries e ON e.pk = c.entry WHERE e.fts = ?`,
+			ftsMain).Scan(&st.Chunks); err != nil {
+			return err
+		}
+		return db.QueryRowContext(ctx, `SELECT count(*) FROM vectors v JOIN chunks c ON c.id = v.chunk
+			JOIN entries e ON e.pk = c.entry WHERE v.model = ? AND e.fts = ?`, id, ftsMain).Scan(&st.Embedded)
+	})
+	if err != nil {
+		return st, fmt.Errorf("vector stats of %s: %w", model, err)
+	}
+	return st, nil
+}
+
+// ChunkHits implements store.Store.
+func (s *Store) ChunkHits(ctx context.Context, ids []int64, filter store.Filter) ([]store.Hit, error) {
+	cands := make([]candidate, len(ids))
+	for i, id := range ids {
+		cands[i] = candidate{rowid: id}
+	}
+	return s.hydrate(ctx, cands, filter)
+}
+
+// PutBlob implements store.Store.
+func (s *Store) PutBlob(ctx context.Context, name string, data []byte) error {
+	if name == "" {
+		return &store.ValidationError{Field: "name", Msg: "a blob needs a name"}
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO blobs(name, data, created_at) VALUES (?, ?, ?)
+			ON CONFLICT(name) DO UPDATE SET data = excluded.data, created_at = excluded.created_at`,
+			name, data, unixNano(time.Now()))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("put blob %s: %w", name, err)
+	}
+	return nil
+}
+
+// Blob implements store.Store.
+func (s *Store) Blob(ctx context.Context, name string) ([]byte, error) {
+	var data []byte
+	err := s.read(ctx, func(db *sql.DB) error {
+		return db.QueryRowContext(ctx, `SELECT data FROM blobs WHERE name = ?`, name).Scan(&data)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("blob %s: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get blob %s: %w", name, err)
+	}
+	return data, nil
+}

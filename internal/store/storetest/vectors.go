@@ -1,0 +1,111 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+func testVectors(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	res := put(t, s,
+		Entry("s1", "a", store.Note, "first note about otters"),
+		Entry("s2", "a", store.Note, "second note about badgers\n\nwith a second paragraph"),
+	)
+	putFiles(t, s, Version("x.go", "package x\n"))
+	pending, err := s.PendingChunks(ctx, "m1", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 4 {
+		t.Fatalf("%d pending chunks, want 4", len(pending))
+	}
+	if pending[3].Path != "x.go" || pending[0].Text != "first note about otters" {
+		t.Errorf("pending = %+v", pending)
+	}
+	// In pages, by ID.
+	page, _ := s.PendingChunks(ctx, "m1", pending[1].ID, 1)
+	if len(page) != 1 || page[0].ID != pending[2].ID {
+		t.Errorf("second page = %+v", page)
+	}
+	vec := func(x float32) []float32 { return []float32{x, 1 - x, 0} }
+	if err := s.PutVectors(ctx, "m1", 3, []store.ChunkVector{{ID: pending[0].ID, Vector: vec(0.1)}, {ID: pending[1].ID, Vector: vec(0.2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := s.PendingChunks(ctx, "m1", 0, 100); len(left) != 2 {
+		t.Errorf("%d pending after embedding two, want 2", len(left))
+	}
+	if other, _ := s.PendingChunks(ctx, "m2", 0, 100); len(other) != 4 {
+		t.Errorf("another model: %d pending, want 4", len(other))
+	}
+	got, err := s.Vectors(ctx, "m1", 0, 10)
+	if err != nil || len(got) != 2 || got[1].ID != pending[1].ID || math.Abs(float64(got[1].Vector[0]-0.2)) > 1e-7 {
+		t.Errorf("Vectors = %+v, %v", got, err)
+	}
+	st, err := s.VectorStats(ctx, "m1")
+	if err != nil || st.Chunks != 4 || st.Embedded != 2 || st.Dim != 3 {
+		t.Errorf("VectorStats = %+v, %v", st, err)
+	}
+	// Bad vectors are refused whole.
+	for name, vs := range map[string][]store.ChunkVector{
+		"wrong dimension": {{ID: pending[2].ID, Vector: vec(0.3)}, {ID: pending[3].ID, Vector: []float32{1}}},
+		"NaN":             {{ID: pending[2].ID, Vector: []float32{float32(math.NaN()), 0, 0}}},
+	} {
+		if err := s.PutVectors(ctx, "m1", 3, vs); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := s.PutVectors(ctx, "m1", 4, []store.ChunkVector{{ID: pending[2].ID, Vector: []float32{1, 2, 3, 4}}}); err == nil {
+		t.Error("a second dimension for a model was accepted")
+	}
+	if left, _ := s.PendingChunks(ctx, "m1", 0, 100); len(left) != 2 {
+		t.Errorf("a refused write changed the queue: %d pending", len(left))
+	}
+
+	// Hits by chunk ID, filtered, in the order asked.
+	hits, err := s.ChunkHits(ctx, []int64{pending[1].ID, pending[0].ID, 999999}, store.Filter{})
+	if err != nil || len(hits) != 2 || hits[0].Chunk.ID != pending[1].ID || hits[0].Occurrence.SessionID != "s2" {
+		t.Errorf("ChunkHits = %+v, %v", hits, err)
+	}
+	hits, _ = s.ChunkHits(ctx, []int64{pending[1].ID, pending[0].ID}, store.Filter{SessionID: "s1"})
+	if len(hits) != 1 || hits[0].Chunk.EntryID != res[0].ID {
+		t.Errorf("ChunkHits with a filter = %+v", hits)
+	}
+	// A file version that is no longer current is not pending, and not a
+	// hit unless History is asked for.
+	putFiles(t, s, Version("x.go", "package x // v2\n"))
+	if left, _ := s.PendingChunks(ctx, "m1", 0, 100); !slices.ContainsFunc(left, func(c store.ChunkText) bool { return c.Text == "package x // v2\n" }) ||
+		slices.ContainsFunc(left, func(c store.ChunkText) bool { return c.Text == "package x\n" }) {
+		t.Errorf("pending after a new version: %+v", left)
+	}
+	if hits, _ := s.ChunkHits(ctx, []int64{pending[3].ID}, store.Filter{}); len(hits) != 0 {
+		t.Errorf("an old version is a hit: %+v", hits)
+	}
+	if hits, _ := s.ChunkHits(ctx, []int64{pending[3].ID}, store.Filter{History: true}); len(hits) != 1 {
+		t.Errorf("an old version with History: %d hits", len(hits))
+	}
+
+	if err := s.DropVectors(ctx, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Vectors(ctx, "m1", 0, 10); len(got) != 0 {
+		t.Errorf("%d vectors after DropVectors", len(got))
+	}
+	if err := s.PutVectors(ctx, "m1", 4, []store.ChunkVector{{ID: pending[0].ID, Vector: []float32{1, 2, 3, 4}}}); err != nil {
+		t.Errorf("after a drop, a model name takes a new dimension: %v", err)
+	}
+
+	if _, err := s.Blob(ctx, "lsa"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Blob(missing) = %v", err)
+	}
+	if err := s.PutBlob(ctx, "lsa", []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.Blob(ctx, "lsa"); err != nil || string(b) != "\x01\x02\x03" {
+		t.Errorf("Blob = %v, %v", b, err)
+	}
+}
