@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Store is the storage contract. Implementations are safe for concurrent
@@ -105,6 +106,12 @@ type Store interface {
 	// match filter (and are current, unless filter.History), in the order
 	// of ids, with their provenance; Score is left zero.
 	ChunkHits(ctx context.Context, ids []int64, filter Filter) ([]Hit, error)
+
+	// RecordAccess counts a use of each chunk, at time at.
+	RecordAccess(ctx context.Context, ids []int64, at time.Time) error
+	// HotChunks returns up to limit chunks used at or after since, the
+	// most recently used first.
+	HotChunks(ctx context.Context, since time.Time, limit int) ([]Access, error)
 
 	// PutBlob stores a named blob, such as a trained model.
 	PutBlob(ctx context.Context, name string, data []byte) error

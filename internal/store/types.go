@@ -250,6 +250,12 @@ type Filter struct {
 	// Since and Until bound the occurrence time, inclusive; zero leaves a
 	// side open.
 	Since, Until time.Time
+	// Paths keeps content about these files: each is a file or directory
+	// path, matched as itself or as a prefix at a slash ("internal/store"
+	// matches internal/store/types.go), or a glob pattern with *, ? or [
+	// ("*.md", "cmd/*/main.go"; * also matches slashes). Content matches if
+	// any of its files matches any of them.
+	Paths []string
 	// History includes content that is no longer current: old versions of
 	// indexed files, and files deleted from the tree.
 	History bool
@@ -259,7 +265,7 @@ type Filter struct {
 // it widens.
 func (f Filter) IsZero() bool {
 	return f.SessionID == "" && f.AgentID == "" && f.AgentType == "" && len(f.Types) == 0 &&
-		f.TurnFrom == 0 && f.TurnTo == 0 && f.Since.IsZero() && f.Until.IsZero()
+		f.TurnFrom == 0 && f.TurnTo == 0 && f.Since.IsZero() && f.Until.IsZero() && len(f.Paths) == 0
 }
 
 // Hit is a chunk that matched a search.
@@ -267,6 +273,12 @@ type Hit struct {
 	Chunk Chunk
 	// Score is the lexical relevance (BM25); higher is better.
 	Score float64
+	// Coverage is the share of the query the chunk holds, each query word
+	// weighted by its inverse document frequency, from 0 to 1: a
+	// calibrated lexical confidence, unlike BM25, whose scale depends on
+	// the query and the corpus. Zero for hits that are not from a text
+	// search.
+	Coverage float64
 	// Occurrence is the latest occurrence of the chunk's entry that matches
 	// the filter: where the content was seen.
 	Occurrence Occurrence
@@ -594,4 +606,13 @@ type VectorStats struct {
 	// have a vector under the model.
 	Chunks, Embedded int64
 	Dim              int
+}
+
+// Access records that chunks were used: shown to an agent, retrieved on
+// request, or quoted in a response. Recently and often used content stays
+// in the hot tier of retrieval.
+type Access struct {
+	ChunkID int64
+	Count   int
+	Last    time.Time
 }

@@ -31,6 +31,7 @@ var migrations = []migration{
 	{2, "file index", schemaV2, nil},
 	{3, "full-text terms with stems and stop words", "", rebuildFTS},
 	{4, "vectors and blobs", schemaV4, nil},
+	{5, "access tracking", schemaV5, nil},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -221,6 +222,16 @@ CREATE TABLE blobs (
 	data       BLOB NOT NULL,
 	created_at INTEGER NOT NULL
 ) STRICT;
+`
+
+const schemaV5 = `
+-- access counts the uses of chunks, for the hot tier of retrieval.
+CREATE TABLE access (
+	chunk   INTEGER PRIMARY KEY REFERENCES chunks(id),
+	count   INTEGER NOT NULL,
+	last_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX access_last ON access(last_at);
 `
 
 // migrate brings the schema to SchemaVersion. Each step runs in its own

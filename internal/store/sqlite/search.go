@@ -101,8 +101,9 @@ type plan struct {
 type group struct {
 	terms.Group
 	// matches estimates how many chunks match the word; cost is the
-	// postings read to find them.
-	matches, cost int64
+	// postings read to find them; whole is the chunks that hold a compound
+	// identifier whole.
+	matches, cost, whole int64
 }
 
 func (s *Store) planQuery(ctx context.Context, groups []terms.Group, tables []string) (plan, error) {
@@ -155,7 +156,7 @@ func (s *Store) planQuery(ctx context.Context, groups []terms.Group, tables []st
 		if w == 0 && len(g.Parts) == 0 {
 			continue // occurs nowhere
 		}
-		gs = append(gs, group{Group: g, matches: matches, cost: cost})
+		gs = append(gs, group{Group: g, matches: matches, cost: cost, whole: w})
 	}
 	var p plan
 	if len(gs) == 0 {
@@ -163,13 +164,27 @@ func (s *Store) planQuery(ctx context.Context, groups []terms.Group, tables []st
 	}
 	sort.SliceStable(gs, func(i, j int) bool { return gs[i].matches < gs[j].matches })
 	budget := int64(s.opts.Search.MaxPostings)
-	p.windowed = gs[0].cost > budget
+	// A compound identifier whose phrase of parts is too costly (its parts
+	// are common words) is still matched whole, if it occurs whole.
+	cheapest := func(g group) int64 {
+		if len(g.Parts) > 0 && g.whole > 0 {
+			return g.whole
+		}
+		return g.cost
+	}
+	p.windowed = cheapest(gs[0]) > budget
 	var keep []string
 	var total int64
 	for i, g := range gs {
 		if !p.windowed && i > 0 && total+g.cost > budget {
-			p.dropped = append(p.dropped, g.Whole)
-			continue
+			if len(g.Parts) == 0 || g.whole == 0 || total+g.whole > budget {
+				p.dropped = append(p.dropped, g.Whole)
+				continue
+			}
+			g.Parts, g.matches, g.cost = nil, g.whole, g.whole
+		}
+		if !p.windowed && i == 0 && g.cost > budget {
+			g.Parts, g.matches, g.cost = nil, g.whole, g.whole
 		}
 		total += g.cost
 		keep = append(keep, matchGroup(g.Group))
@@ -303,6 +318,22 @@ func filterSQL(f store.Filter) (string, []any) {
 	if !f.Until.IsZero() {
 		add("o.time <= ?", unixNano(f.Until))
 	}
+	if len(f.Paths) > 0 {
+		var ors []string
+		var pargs []any
+		for _, p := range f.Paths {
+			if strings.ContainsAny(p, "*?[") {
+				ors = append(ors, "j.value GLOB ?")
+				pargs = append(pargs, p)
+				continue
+			}
+			p = strings.TrimSuffix(p, "/")
+			// p holds no glob characters, so p + "/*" globs its subtree.
+			ors = append(ors, "j.value = ? OR j.value GLOB ?")
+			pargs = append(pargs, p, p+"/*")
+		}
+		add("EXISTS (SELECT 1 FROM json_each(o.files) j WHERE "+strings.Join(ors, " OR ")+")", pargs...)
+	}
 	if len(conds) == 0 {
 		return "1", nil
 	}
@@ -364,7 +395,71 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 		sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score })
 		hits = hits[:min(limit, len(hits))]
 	}
+	if err := s.coverage(ctx, groups, p, hits); err != nil {
+		return nil, fmt.Errorf("search %q: %w", q.Text, err)
+	}
 	return hits, nil
+}
+
+// coverage sets each hit's Coverage: the IDF-weighted share of the query's
+// content words (its stop words, if it has only those) that the chunk
+// holds. Words that occur nowhere count in full against every hit; words
+// the plan dropped as too common count with the frequency cap, a low IDF.
+func (s *Store) coverage(ctx context.Context, groups []terms.Group, p plan, hits []store.Hit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	total, _, err := s.ftsState(ctx)
+	if err != nil {
+		return err
+	}
+	df := map[string]int64{}
+	for _, g := range p.groups {
+		df[g.Whole] = g.matches
+	}
+	for _, w := range p.dropped {
+		df[w] = int64(s.opts.Search.MaxPostings) + 1
+	}
+	var content []terms.Group
+	for _, g := range groups {
+		if !g.Stop {
+			content = append(content, g)
+		}
+	}
+	if len(content) == 0 {
+		content = groups
+	}
+	idf := make([]float64, len(content))
+	var sum float64
+	for i, g := range content {
+		n := min(df[g.Whole], total) // zero: occurs nowhere
+		idf[i] = math.Log(1 + (float64(total)-float64(n)+0.5)/(float64(n)+0.5))
+		sum += idf[i]
+	}
+	if sum == 0 {
+		return nil
+	}
+	for i := range hits {
+		have := map[string]bool{}
+		for _, t := range strings.Fields(terms.String(hits[i].Chunk.Text)) {
+			have[t] = true
+		}
+		var got float64
+		for j, g := range content {
+			match := have[g.Whole]
+			if !match && len(g.Parts) > 0 {
+				match = true
+				for _, part := range g.Parts {
+					match = match && have[part]
+				}
+			}
+			if match {
+				got += idf[j]
+			}
+		}
+		hits[i].Coverage = got / sum
+	}
+	return nil
 }
 
 // restrict returns the SQL that limits FTS rows f to the filter, and its
@@ -499,36 +594,84 @@ func (s *Store) selective(ctx context.Context, cond string, args []any) bool {
 }
 
 // hydrate reads the chunks of candidates and the latest occurrence of each
-// that matches the filter.
+// that matches the filter, in two queries, keeping the candidates' order.
+// Candidates that are no longer current (unless f.History) or whose entry
+// has no occurrence matching the filter are left out.
 func (s *Store) hydrate(ctx context.Context, cands []candidate, f store.Filter) ([]store.Hit, error) {
+	if len(cands) == 0 {
+		return nil, nil
+	}
 	cond, condArgs := filterSQL(f)
-	hits := make([]store.Hit, 0, len(cands))
-	for _, c := range cands {
-		var h store.Hit
-		var entryPK int64
-		var fts int
-		err := s.read(ctx, func(db *sql.DB) error {
-			row := db.QueryRowContext(ctx, `SELECT `+chunkColumns+`, e.token_count, e.pk, e.fts
-				FROM chunks c JOIN entries e ON e.pk = c.entry WHERE c.id = ?`, c.rowid)
-			var err error
-			h.Chunk, _, err = scanChunk(row, &h.EntryTokens, &entryPK, &fts)
-			if err != nil {
-				return err
+	type row struct {
+		hit   store.Hit
+		entry int64
+	}
+	chunks := make(map[int64]*row, len(cands))
+	occ := map[int64]store.Occurrence{}
+	err := s.read(ctx, func(db *sql.DB) error {
+		ids := make([]any, len(cands))
+		for i, c := range cands {
+			ids[i] = c.rowid
+		}
+		rows, err := db.QueryContext(ctx, `SELECT `+chunkColumns+`, e.token_count, e.pk, e.fts
+			FROM chunks c JOIN entries e ON e.pk = c.entry WHERE c.id IN (`+placeholders(len(ids))+`)`, ids...)
+		if err != nil {
+			return err
+		}
+		var entries []any
+		seen := map[int64]bool{}
+		for rows.Next() {
+			r := &row{}
+			var fts int
+			if r.hit.Chunk, _, err = scanChunk(rows, &r.hit.EntryTokens, &r.entry, &fts); err != nil {
+				return errors.Join(err, rows.Close())
 			}
 			if fts == ftsHistory && !f.History {
-				return sql.ErrNoRows // no longer current
+				continue // no longer current
 			}
-			row = db.QueryRowContext(ctx, `SELECT `+occColumns+` FROM occurrences o JOIN entries e ON e.pk = o.entry
-				WHERE o.entry = ? AND `+cond+` ORDER BY o.seq DESC LIMIT 1`, append([]any{entryPK}, condArgs...)...)
-			h.Occurrence, err = scanOccurrence(row)
+			chunks[r.hit.Chunk.ID] = r
+			if !seen[r.entry] {
+				seen[r.entry] = true
+				entries = append(entries, r.entry)
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil || len(entries) == 0 {
 			return err
-		})
-		if errors.Is(err, sql.ErrNoRows) {
-			continue // not current, or no occurrence matches the filter
 		}
+		// The latest matching occurrence of each entry.
+		rows, err = db.QueryContext(ctx, `SELECT * FROM (SELECT `+occColumns+`, o.entry,
+				row_number() OVER (PARTITION BY o.entry ORDER BY o.seq DESC) AS n
+			FROM occurrences o JOIN entries e ON e.pk = o.entry
+			WHERE o.entry IN (`+placeholders(len(entries))+`) AND `+cond+`) WHERE n = 1`,
+			append(entries, condArgs...)...)
 		if err != nil {
-			return nil, fmt.Errorf("read hit %d: %w", c.rowid, err)
+			return err
 		}
+		for rows.Next() {
+			var entry, n int64
+			o, err := scanOccurrence(rows, &entry, &n)
+			if err != nil {
+				return errors.Join(err, rows.Close())
+			}
+			occ[entry] = o
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read hits: %w", err)
+	}
+	hits := make([]store.Hit, 0, len(cands))
+	for _, c := range cands {
+		r, ok := chunks[c.rowid]
+		if !ok {
+			continue
+		}
+		o, ok := occ[r.entry]
+		if !ok {
+			continue // no occurrence matches the filter
+		}
+		h := r.hit
+		h.Occurrence = o
 		h.Score = -c.bm25
 		hits = append(hits, h)
 	}

@@ -150,11 +150,11 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Undo what migrations 3 and 4 made, as a schema-2 store lacks it.
+	// Undo what migrations 3 to 5 made, as a schema-2 store lacks it.
 	for _, q := range []string{
 		"INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')",
 		"INSERT INTO history_fts(history_fts) VALUES ('delete-all')",
-		"DROP TABLE vectors", "DROP TABLE vector_models", "DROP TABLE blobs",
+		"DROP TABLE vectors", "DROP TABLE vector_models", "DROP TABLE blobs", "DROP TABLE access",
 		"PRAGMA user_version = 2",
 	} {
 		if _, err := db.Exec(q); err != nil {

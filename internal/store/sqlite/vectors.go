@@ -132,7 +132,9 @@ func (s *Store) Vectors(ctx context.Context, model string, after int64, limit in
 		if err != nil || id == 0 {
 			return err
 		}
-		rows, err := db.QueryContext(ctx, `SELECT chunk, vec FROM vectors WHERE model = ? AND chunk > ? ORDER BY chunk LIMIT ?`, id, after, limit)
+		rows, err := db.QueryContext(ctx, `SELECT v.chunk, v.vec FROM vectors v
+			JOIN chunks c ON c.id = v.chunk JOIN entries e ON e.pk = c.entry
+			WHERE v.model = ? AND v.chunk > ? AND e.fts = ? ORDER BY v.chunk LIMIT ?`, id, after, ftsMain, limit)
 		if err != nil {
 			return err
 		}
@@ -234,4 +236,50 @@ func (s *Store) Blob(ctx context.Context, name string) ([]byte, error) {
 		return nil, fmt.Errorf("get blob %s: %w", name, err)
 	}
 	return data, nil
+}
+
+// RecordAccess implements store.Store.
+func (s *Store) RecordAccess(ctx context.Context, ids []int64, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO access(chunk, count, last_at)
+			SELECT id, 1, ? FROM chunks WHERE id = ?
+			ON CONFLICT(chunk) DO UPDATE SET count = count + 1, last_at = max(last_at, excluded.last_at)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, id := range ids {
+			if _, err := st.ExecContext(ctx, unixNano(at), id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record access: %w", err)
+	}
+	return nil
+}
+
+// HotChunks implements store.Store.
+func (s *Store) HotChunks(ctx context.Context, since time.Time, limit int) ([]store.Access, error) {
+	var out []store.Access
+	err := s.query(ctx, `SELECT chunk, count, last_at FROM access WHERE last_at >= ? ORDER BY last_at DESC, chunk DESC LIMIT ?`,
+		[]any{unixNano(since), limit}, func(rows *sql.Rows) error {
+			var a store.Access
+			var last int64
+			if err := rows.Scan(&a.ChunkID, &a.Count, &last); err != nil {
+				return err
+			}
+			a.Last = fromUnixNano(last)
+			out = append(out, a)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("hot chunks: %w", err)
+	}
+	return out, nil
 }

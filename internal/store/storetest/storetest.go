@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -124,6 +125,9 @@ func Run(t *testing.T, open Opener) {
 		{"FilesBrief", testFilesBrief},
 		{"SearchSeesNewContent", testSearchSeesNewContent},
 		{"Vectors", testVectors},
+		{"Access", testAccess},
+		{"SearchPaths", testSearchPaths},
+		{"SearchCoverage", testSearchCoverage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -607,6 +611,79 @@ func testSearchFilters(t *testing.T, s store.Store) {
 	// Limit.
 	if hits := search(t, s, store.Query{Text: "migration", Limit: 2}); len(hits) != 2 {
 		t.Errorf("Limit 2: %d hits", len(hits))
+	}
+}
+
+func testSearchPaths(t *testing.T, s store.Store) {
+	putFiles(t, s,
+		Version("internal/store/types.go", "package store // widget"),
+		Version("internal/storefront/a.go", "package storefront // widget"),
+		Version("cmd/engram/main.go", "package main // widget"),
+		Version("README.md", "# widget"),
+	)
+	note := Entry("s1", "a", store.Note, "a widget note about a file")
+	note.Files = []string{"cmd/engram/main.go"}
+	put(t, s, note)
+	paths := func(hits []store.Hit) []string {
+		var out []string
+		for _, h := range hits {
+			if len(h.Occurrence.Files) > 0 {
+				out = append(out, h.Occurrence.Files[0])
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		paths []string
+		want  []string
+	}{
+		{[]string{"internal/store"}, []string{"internal/store/types.go"}},
+		{[]string{"internal/store/"}, []string{"internal/store/types.go"}},
+		{[]string{"internal/store/types.go"}, []string{"internal/store/types.go"}},
+		{[]string{"*.md"}, []string{"README.md"}},
+		{[]string{"internal/*/*.go"}, []string{"internal/store/types.go", "internal/storefront/a.go"}},
+		{[]string{"cmd", "README.md"}, []string{"README.md", "cmd/engram/main.go", "cmd/engram/main.go"}},
+		{[]string{"nowhere"}, nil},
+	} {
+		got := paths(search(t, s, store.Query{Text: "widget", Filter: store.Filter{Paths: tc.paths}}))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("Paths %q: got %q, want %q", tc.paths, got, tc.want)
+		}
+	}
+}
+
+func testSearchCoverage(t *testing.T, s store.Store) {
+	res := put(t, s,
+		Entry("s", "a", store.Note, "the migration needs a rollback plan"),
+		Entry("s", "a", store.Note, "the migration ran"),
+		Entry("s", "a", store.Note, "unrelated words about otters"),
+		Entry("s", "a", store.Note, "more unrelated words about badgers"),
+	)
+	cov := func(q string) map[string]float64 {
+		out := map[string]float64{}
+		for _, h := range search(t, s, store.Query{Text: q}) {
+			out[h.Chunk.EntryID] = h.Coverage
+		}
+		return out
+	}
+	// zeppelin occurs nowhere, so no hit covers the whole query.
+	if c, ok := cov("rollback zeppelin")[res[0].ID]; !ok || !(0 < c && c < 1) {
+		t.Errorf("coverage with a word found nowhere: %v (found %v), want between 0 and 1", c, ok)
+	}
+	// A budget may drop the common word "migration" from the query, but
+	// coverage still counts it.
+	got := cov("migration rollback")
+	if c, ok := got[res[0].ID]; !ok || math.Abs(c-1) > 1e-9 {
+		t.Errorf("coverage of a chunk with every query word: %v (found %v), want 1", c, ok)
+	}
+	if c, ok := got[res[1].ID]; ok && !(0 < c && c < 1) {
+		t.Errorf("coverage of a chunk with one of two words: %v, want between 0 and 1", c)
+	}
+	for _, id := range []string{res[2].ID, res[3].ID} {
+		if _, ok := got[id]; ok {
+			t.Errorf("an unrelated chunk is a hit")
+		}
 	}
 }
 

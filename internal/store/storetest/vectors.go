@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/engramhq/engram/internal/store"
 )
@@ -107,5 +108,32 @@ func testVectors(t *testing.T, s store.Store) {
 	}
 	if b, err := s.Blob(ctx, "lsa"); err != nil || string(b) != "\x01\x02\x03" {
 		t.Errorf("Blob = %v, %v", b, err)
+	}
+}
+
+func testAccess(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	put(t, s, Entry("s1", "a", store.Note, "alpha"), Entry("s1", "a", store.Note, "beta"))
+	pending, err := s.PendingChunks(ctx, "m", 0, 10)
+	if err != nil || len(pending) != 2 {
+		t.Fatalf("PendingChunks = %v, %v", pending, err)
+	}
+	a, b := pending[0].ID, pending[1].ID
+	t0 := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.RecordAccess(ctx, []int64{a}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordAccess(ctx, []int64{b, a, 999999}, t0.Add(time.Hour)); err != nil {
+		t.Fatalf("RecordAccess with an unknown chunk: %v", err)
+	}
+	hot, err := s.HotChunks(ctx, t0, 10)
+	if err != nil || len(hot) != 2 || hot[0].ChunkID != b || hot[1].Count != 2 || !hot[1].Last.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("HotChunks = %+v, %v", hot, err)
+	}
+	if hot, _ := s.HotChunks(ctx, t0.Add(2*time.Hour), 10); len(hot) != 0 {
+		t.Errorf("HotChunks since later = %+v", hot)
+	}
+	if hot, _ := s.HotChunks(ctx, t0, 1); len(hot) != 1 {
+		t.Errorf("HotChunks limit 1 = %+v", hot)
 	}
 }
