@@ -1,0 +1,100 @@
+package embed
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/engramhq/engram/internal/embed/lsa"
+	"github.com/engramhq/engram/internal/terms"
+)
+
+// Corpus is the offline default embedder: term vectors learned from the
+// store's own chunks by latent semantic analysis (package lsa). It needs
+// no download and no network; it knows only the words of the corpus it was
+// trained on, and is retrained as the corpus grows.
+type Corpus struct {
+	m    *lsa.Model
+	name string
+	data []byte
+}
+
+// CorpusPrefix begins the model name of every corpus-trained model.
+const CorpusPrefix = "corpus-lsa"
+
+// TrainCorpus learns a corpus model from texts.
+func TrainCorpus(texts []string, opts lsa.Options) (*Corpus, error) {
+	docs := make([][]string, len(texts))
+	for i, t := range texts {
+		docs[i] = Terms(t)
+	}
+	m, err := lsa.Train(docs, opts)
+	if err != nil {
+		return nil, fmt.Errorf("train corpus model: %w", err)
+	}
+	return newCorpus(m)
+}
+
+// LoadCorpus decodes a corpus model saved with MarshalBinary.
+func LoadCorpus(data []byte) (*Corpus, error) {
+	m := &lsa.Model{}
+	if err := m.UnmarshalBinary(data); err != nil {
+		return nil, fmt.Errorf("load corpus model: %w", err)
+	}
+	return newCorpus(m)
+}
+
+func newCorpus(m *lsa.Model) (*Corpus, error) {
+	data, err := m.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	return &Corpus{m: m, data: data, name: fmt.Sprintf("%s-%d-%s", CorpusPrefix, m.Dim(), hex.EncodeToString(sum[:6]))}, nil
+}
+
+// MarshalBinary encodes the model for LoadCorpus.
+func (c *Corpus) MarshalBinary() ([]byte, error) { return c.data, nil }
+
+// Model implements Embedder: the dimension and a hash of the trained
+// model, so that each training is a model of its own.
+func (c *Corpus) Model() string { return c.name }
+
+// Dim implements Embedder.
+func (c *Corpus) Dim() int { return c.m.Dim() }
+
+// Docs is the number of texts the model was trained on.
+func (c *Corpus) Docs() int { return c.m.Docs }
+
+// Vocab is the number of terms the model knows.
+func (c *Corpus) Vocab() int { return c.m.Vocab() }
+
+// Embed implements Embedder.
+func (c *Corpus) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = c.m.Embed(Terms(t))
+	}
+	return out, nil
+}
+
+// Terms returns the words a corpus model sees in a text: the full-text
+// index's terms (lower-cased stems, compound identifiers whole and by
+// their parts), without English stop words.
+func Terms(text string) []string {
+	f := strings.Fields(terms.String(text))
+	out := f[:0]
+	for _, t := range f {
+		if !terms.Stop(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
