@@ -156,3 +156,15 @@ func (x *Index) Remove(id int64) {
 	x.vecs = x.vecs[:last*x.dim]
 	delete(x.pos, id)
 }
+
+// Dot returns the dot product of q with the vector of id, if the index
+// holds one.
+func (x *Index) Dot(id int64, q []float32) (float64, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	p, ok := x.pos[id]
+	if !ok || len(q) != x.dim {
+		return 0, false
+	}
+	return float64(vek32.Dot(q, x.vecs[p*x.dim:(p+1)*x.dim])), true
+}

@@ -1,0 +1,550 @@
+// Package retrieve is engram's hybrid search: lexical (the store's BM25
+// over code-aware terms) and vector (an embedder's vectors in an exact
+// in-memory index) searched in parallel under a deadline, fused by
+// reciprocal rank or a weighted merge, with boosts for exact symbol and
+// path matches, circuit breakers that degrade a failing backend to the
+// other's results, a hot tier of recently used chunks, and the pre-fetch
+// block that injects the best of it into an agent's context.
+package retrieve
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/engramhq/engram/internal/embed"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// Defaults for Options.
+const (
+	DefaultLimit    = 10
+	DefaultDepth    = 50
+	DefaultDeadline = 250 * time.Millisecond
+	// DefaultSymbolBoost and DefaultPathBoost multiply the fused score of a
+	// hit by 1 plus the boost.
+	DefaultSymbolBoost = 0.3
+	DefaultPathBoost   = 0.3
+	// DefaultHotBoost raises chunks used recently, the seed's recency
+	// prior.
+	DefaultHotBoost = 0.1
+	// maxLimit bounds Query.Limit.
+	maxLimit = 1000
+	// vectorPage is how many vectors are loaded from the store at once.
+	vectorPage = 10000
+)
+
+// Options configure a Hybrid. The zero value uses the defaults.
+type Options struct {
+	Fusion FuseOptions
+	// Depth is how many candidates each backend returns for fusion, at
+	// least; a search for more results asks for more.
+	Depth int
+	// Deadline bounds a search: a backend that has not answered by then is
+	// left out and the result is marked degraded.
+	Deadline time.Duration
+	// SymbolBoost and PathBoost raise hits whose chunk declares a symbol,
+	// or whose file has a path, that the query names exactly.
+	SymbolBoost, PathBoost float64
+	// HotBoost raises hits among the recently used chunks.
+	HotBoost float64
+	// Breaker failures in a row open a backend's circuit for a cooldown;
+	// zero takes the defaults.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	Log             *slog.Logger
+}
+
+func (o *Options) defaults() {
+	o.Fusion.defaults()
+	if o.Depth <= 0 {
+		o.Depth = DefaultDepth
+	}
+	if o.Deadline <= 0 {
+		o.Deadline = DefaultDeadline
+	}
+	if o.SymbolBoost == 0 {
+		o.SymbolBoost = DefaultSymbolBoost
+	}
+	if o.PathBoost == 0 {
+		o.PathBoost = DefaultPathBoost
+	}
+	if o.HotBoost == 0 {
+		o.HotBoost = DefaultHotBoost
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Mode chooses the backends of a search.
+type Mode string
+
+// The search modes.
+const (
+	ModeHybrid  Mode = "hybrid"
+	ModeLexical Mode = "lexical"
+	ModeVector  Mode = "vector"
+)
+
+// ParseMode returns the mode of a name; empty means hybrid.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case "":
+		return ModeHybrid, nil
+	case ModeHybrid, ModeLexical, ModeVector:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown search mode %q (want hybrid, lexical or vector)", s)
+}
+
+// Query is a search.
+type Query struct {
+	Text   string
+	Filter store.Filter
+	// Limit is the most hits returned; zero means DefaultLimit.
+	Limit int
+	Mode  Mode
+}
+
+// Hit is one result, with what each backend said of it.
+type Hit struct {
+	// Hit is the chunk and its provenance; its Score is the lexical BM25
+	// and its Coverage the lexical confidence, zero if lexical search did
+	// not return it.
+	store.Hit
+	// Score is the fused score, boosts applied.
+	Score float64
+	// Vector is the cosine similarity to the query, if vector search
+	// returned the chunk; the ranks are 1-based, 0 where a backend did not
+	// return it.
+	Vector                  float64
+	LexicalRank, VectorRank int
+	// Boosts name what raised the hit: "symbol", "path", "hot".
+	Boosts []string
+}
+
+// Result is a search's answer.
+type Result struct {
+	Hits []Hit
+	// Lexical and Vector report whether each backend answered.
+	Lexical, Vector bool
+	// Degraded is set when a backend that should have answered did not:
+	// it failed, timed out, or its circuit is open. Faults say why.
+	Degraded bool
+	Faults   []string
+	Elapsed  time.Duration
+}
+
+// Counters count a Hybrid's searches and faults since it was made.
+type Counters struct {
+	Searches      int64 `json:"searches"`
+	Degraded      int64 `json:"degraded"`
+	LexicalFaults int64 `json:"lexical_faults"`
+	VectorFaults  int64 `json:"vector_faults"`
+}
+
+// Hybrid searches a store lexically and by vector. It is safe for
+// concurrent use.
+type Hybrid struct {
+	st   store.Store
+	emb  embed.Embedder // nil: lexical only
+	opts Options
+
+	lexCB, vecCB *Breaker
+	vecs         *vectorSet
+	hot          *hotSet
+
+	searches, degraded, lexFaults, vecFaults atomic.Int64
+}
+
+// NewHybrid returns a hybrid searcher over st. emb may be nil, for lexical
+// search only; its vectors are read from the store as they are needed.
+func NewHybrid(st store.Store, emb embed.Embedder, opts Options) *Hybrid {
+	opts.defaults()
+	h := &Hybrid{st: st, emb: emb, opts: opts,
+		lexCB: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown),
+		vecCB: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown),
+		hot:   newHotSet(),
+	}
+	if emb != nil {
+		h.vecs = &vectorSet{model: emb.Model()}
+	}
+	return h
+}
+
+// Embedder returns the embedder, or nil.
+func (h *Hybrid) Embedder() embed.Embedder { return h.emb }
+
+// Counters returns the search and fault counts.
+func (h *Hybrid) Counters() Counters {
+	return Counters{Searches: h.searches.Load(), Degraded: h.degraded.Load(),
+		LexicalFaults: h.lexFaults.Load(), VectorFaults: h.vecFaults.Load()}
+}
+
+// Breakers returns the state of the lexical and vector circuit breakers.
+func (h *Hybrid) Breakers() (lexical, vector BreakerState) {
+	return h.lexCB.State(), h.vecCB.State()
+}
+
+// Search runs a query. An empty query has no hits; a failing backend
+// degrades the result instead of failing it; only when no backend can
+// answer is there an error.
+func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
+	start := time.Now()
+	var res Result
+	if q.Mode == "" {
+		q.Mode = ModeHybrid
+	}
+	if _, err := ParseMode(string(q.Mode)); err != nil {
+		return res, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, maxLimit)
+	if strings.TrimSpace(q.Text) == "" {
+		return res, nil
+	}
+	h.searches.Add(1)
+	depth := max(h.opts.Depth, 2*limit)
+	// Tier one: the hot set, from memory.
+	if err := h.refreshHot(ctx, false); err != nil {
+		h.opts.Log.Warn("refresh hot set", "err", err)
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, h.opts.Deadline)
+	defer cancel()
+	wantLex := q.Mode != ModeVector
+	wantVec := q.Mode != ModeLexical && h.emb != nil
+	if q.Mode == ModeVector && h.emb == nil {
+		return res, errors.New("vector search: no embedder is configured (see engram model)")
+	}
+	var (
+		wg               sync.WaitGroup
+		lex, vec         []store.Hit
+		lexErr, vecErr   error
+		cosines          map[int64]float64
+		qvec             []float32
+		index            *Index
+		lexSkip, vecSkip bool
+	)
+	if wantLex {
+		if h.lexCB.Allow() {
+			wg.Go(func() {
+				lex, lexErr = h.st.Search(sctx, store.Query{Text: q.Text, Filter: q.Filter, Limit: depth})
+			})
+		} else {
+			lexSkip = true
+		}
+	}
+	if wantVec {
+		if h.vecCB.Allow() {
+			wg.Go(func() {
+				vec, cosines, qvec, index, vecErr = h.vectorSearch(sctx, q.Text, q.Filter, depth)
+			})
+		} else {
+			vecSkip = true
+		}
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err // the caller gave up: not a backend's fault
+	}
+
+	fault := func(backend string, err error, skipped bool, cb *Breaker, counter *atomic.Int64) bool {
+		switch {
+		case skipped:
+			res.Faults = append(res.Faults, backend+": circuit open after repeated failures")
+		case err != nil:
+			cb.Failure()
+			counter.Add(1)
+			res.Faults = append(res.Faults, backend+": "+err.Error())
+			h.opts.Log.Warn("search backend failed", "backend", backend, "err", err)
+		default:
+			cb.Success()
+			return true
+		}
+		return false
+	}
+	if wantLex {
+		res.Lexical = fault("lexical", lexErr, lexSkip, h.lexCB, &h.lexFaults)
+	}
+	if wantVec {
+		res.Vector = fault("vector", vecErr, vecSkip, h.vecCB, &h.vecFaults)
+	}
+	if len(res.Faults) > 0 {
+		res.Degraded = true
+		h.degraded.Add(1)
+	}
+	if !res.Lexical && !res.Vector {
+		// No backend answered: the hot tier is all there is, if the query
+		// has no filter it could not check.
+		if hot := h.hotSearch(q.Text, limit); len(hot) > 0 && q.Filter.IsZero() {
+			res.Hits, res.Elapsed = hot, time.Since(start)
+			return res, nil
+		}
+		return res, fmt.Errorf("search: no backend answered: %s", strings.Join(res.Faults, "; "))
+	}
+	res.Hits = h.fuse(q.Text, lex, vec, cosines, limit)
+	// Each hit gets both signals where both backends answered: the cosine
+	// of a lexical-only hit from the index, the coverage of a vector-only
+	// hit from its words (each weighing the same: its IDF is not at hand).
+	var qterms []string
+	for i := range res.Hits {
+		hit := &res.Hits[i]
+		if hit.VectorRank == 0 && res.Vector && index != nil {
+			if d, ok := index.Dot(hit.Chunk.ID, qvec); ok {
+				hit.Vector = max(d, 0)
+			}
+		}
+		if hit.LexicalRank == 0 && res.Lexical {
+			if qterms == nil {
+				qterms = embed.Terms(q.Text)
+			}
+			hit.Coverage = termCoverage(qterms, hit.Chunk.Text)
+		}
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// termCoverage is the share of the query's terms a text holds.
+func termCoverage(qterms []string, text string) float64 {
+	if len(qterms) == 0 {
+		return 0
+	}
+	have := map[string]bool{}
+	for _, t := range embed.Terms(text) {
+		have[t] = true
+	}
+	n := 0
+	for _, t := range qterms {
+		if have[t] {
+			n++
+		}
+	}
+	return float64(n) / float64(len(qterms))
+}
+
+// vectorSearch embeds the query and returns the nearest chunks that pass
+// the filter, with their cosines.
+func (h *Hybrid) vectorSearch(ctx context.Context, text string, f store.Filter, depth int) ([]store.Hit, map[int64]float64, []float32, *Index, error) {
+	vecs, err := h.emb.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("embed query: %w", err)
+	}
+	if err := embed.Check(vecs, 1, h.emb.Dim()); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("embed query: %w", err)
+	}
+	x, err := h.vecs.sync(ctx, h.st)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if x == nil {
+		return nil, nil, nil, nil, nil // nothing embedded yet
+	}
+	if x.Dim() != len(vecs[0]) {
+		return nil, nil, nil, nil, fmt.Errorf("embed query: %w: %d dimensions, the stored vectors have %d", embed.ErrBadVector, len(vecs[0]), x.Dim())
+	}
+	// A filter is applied after the nearest neighbours are found, so ask
+	// for more when there is one, and again for more if too few pass.
+	k := depth
+	if !f.IsZero() {
+		k = 8 * depth
+	}
+	for {
+		near := x.Search(vecs[0], k)
+		ids := make([]int64, 0, len(near))
+		cos := make(map[int64]float64, len(near))
+		for _, n := range near {
+			if n.Score <= 0 {
+				break // orthogonal or opposite: no semantic support
+			}
+			ids = append(ids, n.ID)
+			cos[n.ID] = n.Score
+		}
+		hits, err := h.st.ChunkHits(ctx, ids, f)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if len(hits) >= depth || len(near) < k || k >= 64*depth || f.IsZero() {
+			if len(hits) > depth {
+				hits = hits[:depth]
+			}
+			for i := range hits {
+				hits[i].Score, hits[i].Coverage = 0, 0
+			}
+			return hits, cos, vecs[0], x, nil
+		}
+		k *= 4
+	}
+}
+
+// fuse merges the two lists, applies boosts and returns the best limit.
+func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float64, limit int) []Hit {
+	byID := make(map[int64]store.Hit, len(lex)+len(vec))
+	ranked := func(hs []store.Hit, score func(store.Hit) float64) []Ranked {
+		out := make([]Ranked, len(hs))
+		for i, hit := range hs {
+			if _, ok := byID[hit.Chunk.ID]; !ok {
+				byID[hit.Chunk.ID] = hit
+			}
+			out[i] = Ranked{ID: hit.Chunk.ID, Score: score(hit), Time: hit.Occurrence.Time.UnixNano()}
+		}
+		return out
+	}
+	lexR := ranked(lex, func(hit store.Hit) float64 { return hit.Score })
+	vecR := ranked(vec, func(hit store.Hit) float64 { return cosines[hit.Chunk.ID] })
+	// A lexical hit carries its BM25 and coverage; keep those.
+	for _, hit := range lex {
+		byID[hit.Chunk.ID] = hit
+	}
+	fused := Fuse(lexR, vecR, h.opts.Fusion)
+	symbols, paths := queryNames(text)
+	hot := h.hot.snapshot()
+	out := make([]Hit, 0, len(fused))
+	for _, f := range fused {
+		hit := Hit{Hit: byID[f.ID], Score: f.Score, Vector: f.Vector, LexicalRank: f.LexicalRank, VectorRank: f.VectorRank}
+		if matchSymbol(hit.Chunk.Symbols, symbols) {
+			hit.Score *= 1 + h.opts.SymbolBoost
+			hit.Boosts = append(hit.Boosts, "symbol")
+		}
+		if matchPath(hit.Occurrence.Files, paths) {
+			hit.Score *= 1 + h.opts.PathBoost
+			hit.Boosts = append(hit.Boosts, "path")
+		}
+		if hot[f.ID] {
+			hit.Score *= 1 + h.opts.HotBoost
+			hit.Boosts = append(hit.Boosts, "hot")
+		}
+		out = append(out, hit)
+	}
+	slices.SortStableFunc(out, func(a, b Hit) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		if c := b.Occurrence.Time.Compare(a.Occurrence.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Chunk.ID, a.Chunk.ID)
+	})
+	return out[:min(limit, len(out))]
+}
+
+var (
+	identRE = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*`)
+	pathRE  = regexp.MustCompile(`[A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_.\-]+)+/?|[A-Za-z0-9_\-]+\.[A-Za-z][A-Za-z0-9]{0,5}`)
+)
+
+// queryNames returns the identifiers a query names (camelCase, snake_case
+// or qualified names: ordinary words are not symbols) and the paths it
+// names (with a slash, or a file name with an extension).
+func queryNames(text string) (symbols, paths []string) {
+	for _, m := range identRE.FindAllString(text, -1) {
+		rest := m[1:]
+		if strings.ContainsAny(m, "_.") || strings.ToLower(rest) != rest {
+			symbols = append(symbols, m)
+		}
+	}
+	for _, m := range pathRE.FindAllString(text, -1) {
+		m = strings.Trim(m, "./")
+		if m != "" {
+			paths = append(paths, m)
+		}
+	}
+	return symbols, paths
+}
+
+// matchSymbol reports whether a chunk declares a named symbol: exactly, or
+// as the method or field part of a qualified name.
+func matchSymbol(declared, named []string) bool {
+	for _, d := range declared {
+		for _, n := range named {
+			if d == n || strings.HasSuffix(d, "."+n) || strings.HasSuffix(n, "."+d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// matchPath reports whether a file is one the query names: the same path,
+// a path ending in it at a slash, or under a named directory.
+func matchPath(files, named []string) bool {
+	for _, f := range files {
+		for _, n := range named {
+			if f == n || strings.HasSuffix(f, "/"+n) || strings.HasPrefix(f, n+"/") || strings.Contains(f, "/"+n+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// vectorSet is the in-memory index of one model's vectors, loaded from the
+// store and brought up to date before each search.
+type vectorSet struct {
+	model string
+	mu    sync.Mutex // serialises loading
+	index *Index
+}
+
+// sync loads the vectors stored since the last call and returns the index,
+// or nil if the store has none.
+func (v *vectorSet) sync(ctx context.Context, st store.Store) (*Index, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var last int64
+	if v.index != nil {
+		last = v.index.Last()
+	}
+	for {
+		page, err := st.Vectors(ctx, v.model, last, vectorPage)
+		if err != nil {
+			return v.index, fmt.Errorf("load vectors: %w", err)
+		}
+		for _, c := range page {
+			if v.index == nil {
+				v.index = NewIndex(len(c.Vector))
+			}
+			v.index.Add(c.ID, c.Vector)
+			last = c.ID
+		}
+		if len(page) < vectorPage {
+			return v.index, nil
+		}
+	}
+}
+
+// Loaded returns how many vectors are in memory.
+func (h *Hybrid) Loaded() int {
+	if h.vecs == nil {
+		return 0
+	}
+	h.vecs.mu.Lock()
+	defer h.vecs.mu.Unlock()
+	if h.vecs.index == nil {
+		return 0
+	}
+	return h.vecs.index.Len()
+}
+
+// Warm loads the stored vectors into memory now rather than at the first
+// search.
+func (h *Hybrid) Warm(ctx context.Context) error {
+	if h.vecs == nil {
+		return nil
+	}
+	_, err := h.vecs.sync(ctx, h.st)
+	return err
+}

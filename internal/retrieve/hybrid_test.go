@@ -1,0 +1,409 @@
+package retrieve_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/internal/embed"
+	"github.com/engramhq/engram/internal/embed/lsa"
+	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/storetest"
+)
+
+// topics are the vocabularies of the test corpus: each note uses words of
+// one topic, and only co-occurrence across notes tells which words belong
+// together.
+var topics = [][]string{
+	{"goroutine", "channel", "mutex", "deadlock", "select", "waitgroup", "semaphore", "contention"},
+	{"index", "query", "posting", "ranking", "token", "stemmer", "tokenizer", "relevance"},
+	{"deploy", "cluster", "container", "rollout", "replica", "ingress", "kubernetes", "helm"},
+}
+
+type fixture struct {
+	st  *sqlite.Store
+	emb *embed.Corpus
+}
+
+// newFixture stores notes on the topics in two sessions, and two Go files,
+// trains a corpus model on it all and embeds every chunk.
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	var entries []store.Entry
+	for i := range 240 {
+		w := topics[i%3]
+		text := fmt.Sprintf("note %d: the %s and the %s near a %s", i, w[i%8], w[(i+3)%8], w[(i+5)%8])
+		session := "s1"
+		if i%2 == 1 {
+			session = "s2"
+		}
+		e := storetest.Entry(session, "agent", store.Note, text)
+		e.Time = time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)
+		entries = append(entries, e)
+	}
+	if _, err := st.PutEntries(ctx, entries); err != nil {
+		t.Fatal(err)
+	}
+	var files []store.FileChange
+	for path, src := range map[string]string{
+		"internal/queue/queue.go": "package queue\n\n// Drain empties the queue under the mutex.\nfunc Drain(q *Queue) {\n\tq.mu.Lock()\n\tdefer q.mu.Unlock()\n}\n",
+		"internal/rank/rank.go":   "package rank\n\n// ScoreQuery ranks postings for a query.\nfunc ScoreQuery(q string) float64 {\n\treturn 0\n}\n",
+	} {
+		c, err := index.Version(path, []byte(src), src, &index.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, *c)
+	}
+	if err := st.PutFiles(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for after := int64(0); ; {
+		cs, err := st.PendingChunks(ctx, "training", after, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) == 0 {
+			break
+		}
+		for _, c := range cs {
+			texts = append(texts, embed.Text(c))
+		}
+		after = cs[len(cs)-1].ID
+	}
+	emb, err := embed.TrainCorpus(texts, lsa.Options{Dim: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&embed.Worker{Store: st, Embedder: emb}).Run(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{st: st, emb: emb}
+}
+
+func search(t *testing.T, h *retrieve.Hybrid, q retrieve.Query) retrieve.Result {
+	t.Helper()
+	res, err := h.Search(context.Background(), q)
+	if err != nil {
+		t.Fatalf("Search(%q): %v", q.Text, err)
+	}
+	return res
+}
+
+func topicOf(text string) int {
+	for i, words := range topics {
+		for _, w := range words {
+			if strings.Contains(text, w) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func TestHybridSignalsAndModes(t *testing.T) {
+	f := newFixture(t)
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	res := search(t, h, retrieve.Query{Text: "deadlock", Limit: 20})
+	if !res.Lexical || !res.Vector || res.Degraded {
+		t.Fatalf("backends: %+v", res)
+	}
+	both := 0
+	for _, hit := range res.Hits {
+		if hit.LexicalRank > 0 && hit.VectorRank > 0 {
+			both++
+		}
+		if hit.Vector <= 0 {
+			t.Errorf("hit %q has no cosine", hit.Chunk.Text)
+		}
+	}
+	if both == 0 {
+		t.Error("no hit has both signals")
+	}
+	// Notes of the topic without the query's word are found by vector
+	// search alone; what is similar at all is on the topic.
+	vec := search(t, h, retrieve.Query{Text: "deadlock", Limit: 100, Mode: retrieve.ModeVector})
+	withoutWord := 0
+	for _, hit := range vec.Hits {
+		if hit.Vector < 0.1 {
+			continue
+		}
+		if topicOf(hit.Chunk.Text) != 0 {
+			t.Errorf("vector hit off topic: %q", hit.Chunk.Text)
+		}
+		if !strings.Contains(hit.Chunk.Text, "deadlock") {
+			withoutWord++
+		}
+	}
+	if withoutWord == 0 || vec.Lexical {
+		t.Errorf("vector mode: %d hits without the word; lexical answered %v", withoutWord, vec.Lexical)
+	}
+	lex := search(t, h, retrieve.Query{Text: "deadlock", Limit: 30, Mode: retrieve.ModeLexical})
+	for _, hit := range lex.Hits {
+		if !strings.Contains(hit.Chunk.Text, "deadlock") || hit.VectorRank != 0 || lex.Vector {
+			t.Errorf("lexical mode hit %q (vector rank %d)", hit.Chunk.Text, hit.VectorRank)
+		}
+	}
+	// Fused order is stable.
+	again := search(t, h, retrieve.Query{Text: "deadlock", Limit: 20})
+	for i := range res.Hits {
+		if res.Hits[i].Chunk.ID != again.Hits[i].Chunk.ID {
+			t.Fatalf("order differs at %d", i)
+		}
+	}
+	// Both fusions work.
+	for _, fu := range []retrieve.Fusion{retrieve.RRF, retrieve.Weighted} {
+		hw := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Fusion: retrieve.FuseOptions{Method: fu}})
+		if r := search(t, hw, retrieve.Query{Text: "rollout ingress"}); len(r.Hits) == 0 || topicOf(r.Hits[0].Chunk.Text) != 2 {
+			t.Errorf("%s: top hit %+v", fu, r.Hits)
+		}
+	}
+}
+
+func TestHybridFiltersAndBoosts(t *testing.T) {
+	f := newFixture(t)
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	res := search(t, h, retrieve.Query{Text: "mutex contention", Limit: 40, Filter: store.Filter{SessionID: "s2"}})
+	if len(res.Hits) == 0 {
+		t.Fatal("no hits in session s2")
+	}
+	for _, hit := range res.Hits {
+		if hit.Occurrence.SessionID != "s2" {
+			t.Errorf("hit from session %q through a filter on s2 (ranks %d/%d)", hit.Occurrence.SessionID, hit.LexicalRank, hit.VectorRank)
+		}
+	}
+	res = search(t, h, retrieve.Query{Text: "mutex", Filter: store.Filter{Paths: []string{"internal/queue"}}})
+	if len(res.Hits) != 1 || res.Hits[0].Occurrence.Files[0] != "internal/queue/queue.go" {
+		t.Errorf("path filter: %+v", res.Hits)
+	}
+	// Naming a symbol or a path raises the chunk that declares it.
+	res = search(t, h, retrieve.Query{Text: "ScoreQuery ranking"})
+	if len(res.Hits) == 0 || !slices.Contains(res.Hits[0].Boosts, "symbol") || res.Hits[0].Occurrence.Files[0] != "internal/rank/rank.go" {
+		t.Errorf("symbol boost: %+v", res.Hits[:min(2, len(res.Hits))])
+	}
+	res = search(t, h, retrieve.Query{Text: "queue.go mutex"})
+	if len(res.Hits) == 0 || !slices.Contains(res.Hits[0].Boosts, "path") {
+		t.Errorf("path boost: %+v", res.Hits[:min(2, len(res.Hits))])
+	}
+}
+
+func TestHybridHostileQueries(t *testing.T) {
+	f := newFixture(t)
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	for _, q := range []string{"", "   \n\t", `"`, "*", "NEAR(a b)", "-x", "((", "AND OR NOT", "col:val",
+		strings.Repeat("deadlock ", 12000), strings.Repeat("x", 100<<10)} {
+		if _, err := h.Search(context.Background(), retrieve.Query{Text: q}); err != nil {
+			t.Errorf("Search(%.30q): %v", q, err)
+		}
+	}
+	if res := search(t, h, retrieve.Query{Text: "  "}); len(res.Hits) != 0 {
+		t.Errorf("blank query: %d hits", len(res.Hits))
+	}
+	if _, err := h.Search(context.Background(), retrieve.Query{Text: "x", Mode: "fuzzy"}); err == nil {
+		t.Error("unknown mode accepted")
+	}
+	lexOnly := retrieve.NewHybrid(f.st, nil, retrieve.Options{})
+	if _, err := lexOnly.Search(context.Background(), retrieve.Query{Text: "x", Mode: retrieve.ModeVector}); err == nil {
+		t.Error("vector mode without an embedder accepted")
+	}
+	if res := search(t, lexOnly, retrieve.Query{Text: "deadlock"}); len(res.Hits) == 0 || res.Vector || res.Degraded {
+		t.Errorf("lexical only: %+v", res)
+	}
+}
+
+// faulty is an embedder that misbehaves in one way, as a remote provider
+// can.
+type faulty struct {
+	embed.Embedder
+	mode  string
+	calls int
+}
+
+func (f *faulty) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	f.calls++
+	switch f.mode {
+	case "error":
+		return nil, errors.New("HTTP 500: internal error")
+	case "timeout":
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case "dimension":
+		return [][]float32{{1, 2}}, nil
+	case "nan":
+		v := make([]float32, f.Dim())
+		v[0] = float32(math.NaN())
+		return [][]float32{v}, nil
+	}
+	return f.Embedder.Embed(ctx, texts)
+}
+
+func TestHybridDegradesWhenTheEmbedderFails(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	before, err := f.st.VectorStats(ctx, f.emb.Model())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"error", "timeout", "dimension", "nan"} {
+		t.Run(mode, func(t *testing.T) {
+			emb := &faulty{Embedder: f.emb, mode: mode}
+			h := retrieve.NewHybrid(f.st, emb, retrieve.Options{Deadline: 100 * time.Millisecond, BreakerFailures: 2, BreakerCooldown: time.Hour})
+			for i := range 4 {
+				res := search(t, h, retrieve.Query{Text: "deadlock mutex"})
+				if len(res.Hits) == 0 || !res.Lexical || res.Vector || !res.Degraded || len(res.Faults) != 1 {
+					t.Fatalf("search %d: %d hits, lexical %v vector %v degraded %v faults %q", i, len(res.Hits), res.Lexical, res.Vector, res.Degraded, res.Faults)
+				}
+				if i >= 2 && !strings.Contains(res.Faults[0], "circuit open") {
+					t.Errorf("search %d: fault %q, want an open circuit", i, res.Faults[0])
+				}
+			}
+			if emb.calls != 2 {
+				t.Errorf("%d embedder calls, want 2 before the circuit opened", emb.calls)
+			}
+			c := h.Counters()
+			if c.Searches != 4 || c.Degraded != 4 || c.VectorFaults != 2 {
+				t.Errorf("counters %+v", c)
+			}
+			if _, vb := h.Breakers(); !vb.Open || vb.Trips != 1 {
+				t.Errorf("vector breaker %+v", vb)
+			}
+		})
+	}
+	after, err := f.st.VectorStats(ctx, f.emb.Model())
+	if err != nil || after != before {
+		t.Errorf("stored vectors changed: %+v -> %+v (%v)", before, after, err)
+	}
+}
+
+// failingSearch is a store whose full-text search fails, to test the
+// degradation of the lexical backend; everything else is the real store.
+type failingSearch struct{ store.Store }
+
+func (failingSearch) Search(context.Context, store.Query) ([]store.Hit, error) {
+	return nil, errors.New("disk I/O error")
+}
+
+func TestHybridLexicalFailureAndHotTier(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	h := retrieve.NewHybrid(failingSearch{f.st}, f.emb, retrieve.Options{})
+	res := search(t, h, retrieve.Query{Text: "deadlock"})
+	if res.Lexical || !res.Vector || !res.Degraded || len(res.Hits) == 0 {
+		t.Fatalf("lexical down: %+v", res)
+	}
+	// With no backend at all, the hot tier answers from memory.
+	none := retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{})
+	if _, err := none.Search(ctx, retrieve.Query{Text: "helm rollout"}); err == nil {
+		t.Fatal("no backend and nothing hot: no error")
+	}
+	good := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	top := search(t, good, retrieve.Query{Text: "helm rollout", Limit: 3})
+	if err := good.Used(ctx, []int64{top.Hits[2].Chunk.ID}); err != nil {
+		t.Fatal(err)
+	}
+	none = retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{}) // a process started after the use
+	res = search(t, none, retrieve.Query{Text: "helm rollout"})
+	if len(res.Hits) != 1 || res.Hits[0].Chunk.ID != top.Hits[2].Chunk.ID || !res.Degraded {
+		t.Fatalf("hot tier: %+v", res)
+	}
+	// In a full search the used chunk gets the hot boost.
+	res = search(t, good, retrieve.Query{Text: "helm rollout", Limit: 10})
+	for _, hit := range res.Hits {
+		if hit.Chunk.ID == top.Hits[2].Chunk.ID && !slices.Contains(hit.Boosts, "hot") {
+			t.Errorf("used chunk not boosted: %+v", hit)
+		}
+	}
+}
+
+func TestPrefetch(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	count := func(s string) int { return len(strings.Fields(s)) }
+	// Thresholds at zero and a wide budget: the tiers fill to their caps.
+	b, err := h.Prefetch(ctx, "ScoreQuery ranking postings", 100000, retrieve.PrefetchOptions{
+		ExcerptThreshold: 1e-9, ConfidenceThreshold: 1e-9, MinSignal: 1e-9}, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Budget != 10000 || len(b.Excerpts) != 2 || len(b.Hints) != 3 || b.Tokens > b.Budget || b.SingleSignal {
+		t.Fatalf("block: budget %d, %d excerpts, %d hints, %d tokens, single %v", b.Budget, len(b.Excerpts), len(b.Hints), b.Tokens, b.SingleSignal)
+	}
+	if !strings.HasPrefix(b.Text, "[AUTO-RETRIEVED: internal/rank/rank.go:1-6 | confidence: ") || !strings.Contains(b.Text, "```go\npackage rank") {
+		t.Errorf("first excerpt:\n%s", b.Text)
+	}
+	if strings.Count(b.Text, "[RELATED: ") != 3 {
+		t.Errorf("hints:\n%s", b.Text)
+	}
+	// A small budget: excerpts are cut at line ends to fit.
+	small, err := h.Prefetch(ctx, "ScoreQuery ranking postings", 0, retrieve.PrefetchOptions{Budget: 30,
+		ExcerptThreshold: 1e-9, ConfidenceThreshold: 1e-9, MinSignal: 1e-9, MaxHints: -1}, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.Tokens > 30 || len(small.Excerpts) == 0 || small.Excerpts[0].Lines >= 6 || !strings.Contains(small.Text, "[more: engram show internal/rank/rank.go]") {
+		t.Errorf("small budget (%d tokens):\n%s", small.Tokens, small.Text)
+	}
+	// The seed's thresholds: nothing in this corpus is that sure.
+	def, err := h.Prefetch(ctx, "ScoreQuery ranking postings", 100000, retrieve.PrefetchOptions{}, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range append(def.Excerpts, def.Hints...) {
+		if in.Confidence < retrieve.DefaultConfidenceThreshold {
+			t.Errorf("injected below the threshold: %+v", in)
+		}
+	}
+	// One backend: the raised thresholds apply.
+	lexOnly := retrieve.NewHybrid(f.st, nil, retrieve.Options{})
+	one, err := lexOnly.Prefetch(ctx, "ScoreQuery ranking postings", 100000, retrieve.PrefetchOptions{}, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !one.SingleSignal {
+		t.Error("lexical only: not single-signal")
+	}
+	for _, in := range one.Excerpts {
+		if in.Confidence < retrieve.DefaultExcerptThreshold*retrieve.DefaultSingleSignalFactor {
+			t.Errorf("single-signal excerpt under the raised threshold: %+v", in)
+		}
+	}
+	if b, err := h.Prefetch(ctx, "   ", 100000, retrieve.PrefetchOptions{}, count); err != nil || b.Text != "" {
+		t.Errorf("blank query: %+v, %v", b, err)
+	}
+}
+
+func TestConfidence(t *testing.T) {
+	hit := retrieve.Hit{Vector: 0.9}
+	hit.Coverage = 1
+	if c, ok := retrieve.Confidence(hit, true, true, 0.5); !ok || math.Abs(c-0.95) > 1e-9 {
+		t.Errorf("both: %v %v", c, ok)
+	}
+	hit.Coverage = 0.4
+	if _, ok := retrieve.Confidence(hit, true, true, 0.5); ok {
+		t.Error("weak lexical support passed multi-signal validation")
+	}
+	if c, ok := retrieve.Confidence(hit, false, true, 0.5); !ok || c != 0.9 {
+		t.Errorf("vector only: %v %v", c, ok)
+	}
+}

@@ -1,0 +1,276 @@
+package retrieve
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/engramhq/engram/internal/chunk"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// Pre-fetch defaults: the seed's priors.
+const (
+	DefaultBudgetShare         = 0.10
+	DefaultExcerptThreshold    = 0.90
+	DefaultConfidenceThreshold = 0.85
+	DefaultMaxExcerpts         = 2
+	DefaultMaxHints            = 3
+	DefaultExcerptShare        = 0.6
+	DefaultHintShare           = 0.3
+	DefaultMaxExcerptLines     = 50
+	// DefaultMinSignal is the least each backend's confidence must be for
+	// a hit to be injected when both backends answered.
+	DefaultMinSignal = 0.5
+	// DefaultSingleSignalFactor raises the thresholds when only one
+	// backend answered, to make up for the missing corroboration.
+	DefaultSingleSignalFactor = 1.1
+	// prefetchCandidates is how many hits pre-fetch considers.
+	prefetchCandidates = 20
+)
+
+// PrefetchOptions configure Prefetch. The zero value uses the defaults;
+// a negative MaxExcerpts or MaxHints means none.
+type PrefetchOptions struct {
+	// BudgetShare of the tokens left in the window is the block's budget.
+	BudgetShare float64
+	// Budget, if positive, is the budget in tokens, overriding
+	// BudgetShare.
+	Budget int
+	// ExcerptThreshold is the confidence for an excerpt (tier A),
+	// ConfidenceThreshold for a one-line hint (tier B).
+	ExcerptThreshold, ConfidenceThreshold float64
+	MaxExcerpts, MaxHints                 int
+	// ExcerptShare and HintShare of the budget go to each tier.
+	ExcerptShare, HintShare float64
+	MaxExcerptLines         int
+	// MinSignal is the least confidence each backend must give a hit when
+	// both answered: high confidence needs lexical and vector support.
+	MinSignal float64
+	// SingleSignalFactor multiplies the thresholds when only one backend
+	// answered (the other failed, or no embedder is configured).
+	SingleSignalFactor float64
+	Filter             store.Filter
+}
+
+func (o *PrefetchOptions) defaults() {
+	def := func(v *float64, d float64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.BudgetShare, DefaultBudgetShare)
+	def(&o.ExcerptThreshold, DefaultExcerptThreshold)
+	def(&o.ConfidenceThreshold, DefaultConfidenceThreshold)
+	def(&o.ExcerptShare, DefaultExcerptShare)
+	def(&o.HintShare, DefaultHintShare)
+	def(&o.MinSignal, DefaultMinSignal)
+	def(&o.SingleSignalFactor, DefaultSingleSignalFactor)
+	if o.MaxExcerpts == 0 {
+		o.MaxExcerpts = DefaultMaxExcerpts
+	}
+	if o.MaxHints == 0 {
+		o.MaxHints = DefaultMaxHints
+	}
+	if o.MaxExcerptLines <= 0 {
+		o.MaxExcerptLines = DefaultMaxExcerptLines
+	}
+}
+
+// Injected is one item of a pre-fetch block.
+type Injected struct {
+	ChunkID    int64   `json:"chunk_id"`
+	EntryID    string  `json:"entry_id"`
+	Source     string  `json:"source"`
+	Confidence float64 `json:"confidence"`
+	Tokens     int     `json:"tokens"`
+	// Lines is the excerpt's line count, or for a hint the chunk's.
+	Lines int `json:"lines"`
+}
+
+// Block is a pre-fetch block: excerpts (tier A) and hints (tier B), with
+// the text to inject.
+type Block struct {
+	Text     string     `json:"text"`
+	Tokens   int        `json:"tokens"`
+	Budget   int        `json:"budget"`
+	Excerpts []Injected `json:"excerpts"`
+	Hints    []Injected `json:"hints"`
+	// SingleSignal is set when only one backend answered and the raised
+	// thresholds applied.
+	SingleSignal bool     `json:"single_signal"`
+	Degraded     bool     `json:"degraded"`
+	Faults       []string `json:"faults,omitempty"`
+}
+
+// Confidence is a hit's confidence from both signals: the mean of its
+// lexical coverage and its cosine when both backends answered, else the
+// one signal there is. ok is false when both answered and either signal
+// is under minSignal.
+func Confidence(h Hit, lexical, vector bool, minSignal float64) (c float64, ok bool) {
+	cos := min(max(h.Vector, 0), 1)
+	switch {
+	case lexical && vector:
+		return (h.Coverage + cos) / 2, h.Coverage >= minSignal && cos >= minSignal
+	case lexical:
+		return h.Coverage, true
+	case vector:
+		return cos, true
+	}
+	return 0, false
+}
+
+// Prefetch builds the block to inject with a query, given the tokens left
+// in the agent's window: at most MaxExcerpts excerpts of hits over
+// ExcerptThreshold in ExcerptShare of the budget, then at most MaxHints
+// one-line hints of hits over ConfidenceThreshold in HintShare of it.
+// count counts tokens. The injected excerpts count as used: they join the
+// hot tier.
+func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts PrefetchOptions, count func(string) int) (Block, error) {
+	opts.defaults()
+	budget := opts.Budget
+	if budget <= 0 {
+		budget = int(float64(max(remaining, 0)) * opts.BudgetShare)
+	}
+	b := Block{Budget: budget}
+	if budget <= 0 || strings.TrimSpace(query) == "" {
+		return b, nil
+	}
+	res, err := h.Search(ctx, Query{Text: query, Filter: opts.Filter, Limit: prefetchCandidates})
+	if err != nil {
+		return b, err
+	}
+	b.Degraded, b.Faults = res.Degraded, res.Faults
+	excerptT, hintT := opts.ExcerptThreshold, opts.ConfidenceThreshold
+	if !res.Lexical || !res.Vector {
+		b.SingleSignal = true
+		excerptT *= opts.SingleSignalFactor
+		hintT *= opts.SingleSignalFactor
+	}
+	excerptBudget := int(float64(budget) * opts.ExcerptShare)
+	hintBudget := int(float64(budget) * opts.HintShare)
+	var parts []string
+	usedExcerpt, usedHint := 0, 0
+	var injected []int64
+	for _, hit := range res.Hits {
+		conf, ok := Confidence(hit, res.Lexical, res.Vector, opts.MinSignal)
+		if !ok || conf < hintT {
+			continue
+		}
+		if conf >= excerptT && len(b.Excerpts) < opts.MaxExcerpts && opts.MaxExcerpts > 0 {
+			text, in, fits := excerpt(hit, conf, opts.MaxExcerptLines, excerptBudget-usedExcerpt, count)
+			if fits {
+				parts = append(parts, text)
+				b.Excerpts = append(b.Excerpts, in)
+				usedExcerpt += in.Tokens
+				injected = append(injected, hit.Chunk.ID)
+				continue
+			}
+		}
+		if len(b.Hints) < opts.MaxHints && opts.MaxHints > 0 {
+			text := hint(hit)
+			n := count(text)
+			if usedHint+n > hintBudget {
+				continue
+			}
+			parts = append(parts, text)
+			b.Hints = append(b.Hints, Injected{ChunkID: hit.Chunk.ID, EntryID: hit.Chunk.EntryID, Source: source(hit),
+				Confidence: conf, Tokens: n, Lines: hit.Chunk.EndLine - hit.Chunk.StartLine + 1})
+			usedHint += n
+		}
+	}
+	if len(parts) == 0 {
+		return b, nil
+	}
+	b.Text = strings.Join(parts, "\n")
+	b.Tokens = count(b.Text)
+	if err := h.Used(ctx, injected); err != nil {
+		h.opts.Log.Warn("record pre-fetch access", "err", err)
+	}
+	return b, nil
+}
+
+// source names where a hit is from: path:start-end for files, the session
+// and turn for conversation.
+func source(h Hit) string {
+	c := h.Chunk
+	if len(h.Occurrence.Files) > 0 && h.Occurrence.Type == store.CodeFile {
+		return fmt.Sprintf("%s:%d-%d", h.Occurrence.Files[0], c.StartLine, c.EndLine)
+	}
+	s := string(h.Occurrence.Type)
+	if h.Occurrence.SessionID != "" {
+		s = fmt.Sprintf("session %s turn %d %s", h.Occurrence.SessionID, h.Occurrence.Turn, h.Occurrence.Type)
+	}
+	if c.StartLine > 1 || c.Ordinal > 0 {
+		s += fmt.Sprintf(" lines %d-%d", c.StartLine, c.EndLine)
+	}
+	return s
+}
+
+// excerpt renders a tier-A excerpt of at most maxLines lines that fits in
+// budget tokens, cut at a line end; fits is false if not even one line
+// fits.
+func excerpt(h Hit, conf float64, maxLines, budget int, count func(string) int) (string, Injected, bool) {
+	lang := ""
+	if len(h.Occurrence.Files) > 0 {
+		lang = chunk.Language(h.Occurrence.Files[0], nil)
+	}
+	lines := strings.SplitAfter(strings.TrimRight(h.Chunk.Text, "\n"), "\n")
+	lines = lines[:min(len(lines), maxLines)]
+	render := func(n int) (string, Injected) {
+		in := Injected{ChunkID: h.Chunk.ID, EntryID: h.Chunk.EntryID, Confidence: conf, Lines: n}
+		start := h.Chunk.StartLine
+		src := source(h)
+		if len(h.Occurrence.Files) > 0 && h.Occurrence.Type == store.CodeFile {
+			src = fmt.Sprintf("%s:%d-%d", h.Occurrence.Files[0], start, start+n-1)
+		}
+		in.Source = src
+		body := strings.TrimRight(strings.Join(lines[:n], ""), "\n")
+		text := fmt.Sprintf("[AUTO-RETRIEVED: %s | confidence: %.2f]\n```%s\n%s\n```", src, conf, lang, body)
+		if n < len(lines) || h.Chunk.EndLine > start+n-1 {
+			if len(h.Occurrence.Files) > 0 {
+				text += fmt.Sprintf("\n[more: engram show %s]", path.Clean(h.Occurrence.Files[0]))
+			} else {
+				text += fmt.Sprintf("\n[more: engram show %.12s]", h.Chunk.EntryID)
+			}
+		}
+		in.Tokens = count(text)
+		return text, in
+	}
+	// The most lines that fit: the count only shrinks as lines go.
+	lo, hi := 0, len(lines)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if _, in := render(mid); in.Tokens <= budget {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo == 0 {
+		return "", Injected{}, false
+	}
+	text, in := render(lo)
+	return text, in, true
+}
+
+// hint renders a tier-B one-line hint: where, what, how long.
+func hint(h Hit) string {
+	what := ""
+	if len(h.Chunk.Symbols) > 0 {
+		what = strings.Join(h.Chunk.Symbols[:min(3, len(h.Chunk.Symbols))], ", ")
+	} else {
+		for line := range strings.SplitSeq(h.Chunk.Text, "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				what = line
+				break
+			}
+		}
+	}
+	if r := []rune(what); len(r) > 80 {
+		what = string(r[:79]) + "…"
+	}
+	lines := h.Chunk.EndLine - h.Chunk.StartLine + 1
+	return fmt.Sprintf("[RELATED: %s - %s, %d lines]", source(h), what, lines)
+}
