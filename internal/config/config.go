@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -30,7 +32,11 @@ const (
 	DefaultBatchSize       = 1000
 	DefaultLogLevel        = "warn"
 	DefaultMaxFileBytes    = 1 << 20
+	DefaultEmbedProvider   = "corpus"
 )
+
+// EmbedProviders are the values of embed.provider.
+var EmbedProviders = []string{"corpus", "model2vec", "ollama", "openai", "none"}
 
 // Config is engram's configuration. Load returns it validated.
 type Config struct {
@@ -40,12 +46,15 @@ type Config struct {
 	// DataDir holds engram's stores, one directory per project.
 	DataDir string `toml:"data_dir"`
 	// LogLevel is debug, info, warn or error.
-	LogLevel string `toml:"log_level"`
-	Store    Store  `toml:"store"`
-	Tokens   Tokens `toml:"tokens"`
-	Ingest   Ingest `toml:"ingest"`
-	Index    Index  `toml:"index"`
-	Search   Search `toml:"search"`
+	LogLevel string   `toml:"log_level"`
+	Store    Store    `toml:"store"`
+	Tokens   Tokens   `toml:"tokens"`
+	Ingest   Ingest   `toml:"ingest"`
+	Index    Index    `toml:"index"`
+	Search   Search   `toml:"search"`
+	Embed    Embed    `toml:"embed"`
+	Retrieve Retrieve `toml:"retrieve"`
+	Prefetch Prefetch `toml:"prefetch"`
 	// Models override and extend the built-in model catalog.
 	Models []tokens.Model `toml:"models"`
 	// Sources lists the files and variables the config was read from, for
@@ -96,6 +105,74 @@ type Search struct {
 	MetaWeight  float64 `toml:"meta_weight"`
 }
 
+// Embed chooses the embedder of semantic search.
+type Embed struct {
+	// Provider is corpus (the default: a model trained on the store,
+	// offline), model2vec (a local pretrained model), ollama, openai (any
+	// OpenAI-compatible endpoint) or none (lexical search only).
+	Provider string `toml:"provider"`
+	// Model names a remote provider's model.
+	Model string `toml:"model"`
+	// URL is a remote provider's base URL; empty means its default.
+	URL string `toml:"url"`
+	// APIKeyEnv names the environment variable that holds the API key of
+	// an OpenAI-compatible provider: keys stay out of files.
+	APIKeyEnv string `toml:"api_key_env"`
+	// Path is the directory of a Model2Vec model.
+	Path string `toml:"path"`
+	// Dimensions asks an OpenAI-compatible provider for vectors of this
+	// size; zero takes the model's.
+	Dimensions int `toml:"dimensions"`
+	// BatchSize, Concurrency, Timeout and Retries tune remote providers.
+	BatchSize   int      `toml:"batch_size"`
+	Concurrency int      `toml:"concurrency"`
+	Timeout     Duration `toml:"timeout"`
+	Retries     int      `toml:"retries"`
+	// CorpusDim is the dimension of corpus-trained vectors; CorpusGrowth
+	// retrains the corpus model when the store has grown this many times.
+	CorpusDim    int     `toml:"corpus_dim"`
+	CorpusGrowth float64 `toml:"corpus_growth"`
+}
+
+// Retrieve tunes hybrid search; zero values take the defaults.
+type Retrieve struct {
+	// Fusion is rrf or weighted.
+	Fusion        string   `toml:"fusion"`
+	RRFK          float64  `toml:"rrf_k"`
+	VectorWeight  float64  `toml:"vector_weight"`
+	LexicalWeight float64  `toml:"lexical_weight"`
+	Deadline      Duration `toml:"deadline"`
+	SymbolBoost   float64  `toml:"symbol_boost"`
+	PathBoost     float64  `toml:"path_boost"`
+}
+
+// Prefetch tunes the pre-fetch block; zero values take the seed's priors.
+type Prefetch struct {
+	BudgetShare         float64 `toml:"budget_share"`
+	ExcerptThreshold    float64 `toml:"excerpt_threshold"`
+	ConfidenceThreshold float64 `toml:"confidence_threshold"`
+	MaxExcerpts         int     `toml:"max_excerpts"`
+	MaxHints            int     `toml:"max_hints"`
+	MaxExcerptLines     int     `toml:"max_excerpt_lines"`
+	MinSignal           float64 `toml:"min_signal"`
+}
+
+// Duration is a time.Duration written as a string in TOML ("250ms").
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
 // Defaults returns the built-in configuration, before any file, variable or
 // flag. DataDir depends on the environment, so Load fills it.
 func Defaults() Config {
@@ -108,6 +185,7 @@ func Defaults() Config {
 			ChunkTokens:     chunk.DefaultMaxTokens,
 		},
 		Index: Index{MaxFileBytes: DefaultMaxFileBytes},
+		Embed: Embed{Provider: DefaultEmbedProvider, APIKeyEnv: "OPENAI_API_KEY"},
 	}
 }
 
@@ -168,6 +246,10 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 		{"ENGRAM_STORE", &c.Store.Path},
 		{"ENGRAM_ENCODING", &c.Tokens.Encoding},
 		{"ENGRAM_LOG_LEVEL", &c.LogLevel},
+		{"ENGRAM_EMBED_PROVIDER", &c.Embed.Provider},
+		{"ENGRAM_EMBED_MODEL", &c.Embed.Model},
+		{"ENGRAM_EMBED_URL", &c.Embed.URL},
+		{"ENGRAM_EMBED_PATH", &c.Embed.Path},
 	} {
 		if s := get(v.name); s != "" {
 			*v.dst = s
@@ -259,6 +341,48 @@ func (c Config) Validate() error {
 	}
 	if c.Search.MaxPostings < 0 || c.Search.Window < 0 || c.Search.MetaWeight < 0 {
 		errs = append(errs, errors.New("search: values must not be negative"))
+	}
+	if !slices.Contains(EmbedProviders, c.Embed.Provider) {
+		errs = append(errs, fmt.Errorf("embed.provider: %q is not one of %s", c.Embed.Provider, strings.Join(EmbedProviders, ", ")))
+	}
+	switch c.Embed.Provider {
+	case "ollama", "openai":
+		if c.Embed.Model == "" {
+			errs = append(errs, fmt.Errorf("embed.model: provider %s needs a model name", c.Embed.Provider))
+		}
+	case "model2vec":
+		if c.Embed.Path == "" {
+			errs = append(errs, errors.New("embed.path: provider model2vec needs the model's directory (see engram model)"))
+		}
+	}
+	if c.Embed.Dimensions < 0 || c.Embed.BatchSize < 0 || c.Embed.Concurrency < 0 || c.Embed.Retries < 0 ||
+		c.Embed.Timeout.Duration < 0 || c.Embed.CorpusDim < 0 || c.Embed.CorpusGrowth < 0 {
+		errs = append(errs, errors.New("embed: values must not be negative"))
+	}
+	if c.Embed.CorpusGrowth != 0 && c.Embed.CorpusGrowth <= 1 {
+		errs = append(errs, errors.New("embed.corpus_growth: must be more than 1"))
+	}
+	switch c.Retrieve.Fusion {
+	case "", "rrf", "weighted":
+	default:
+		errs = append(errs, fmt.Errorf("retrieve.fusion: %q is not rrf or weighted", c.Retrieve.Fusion))
+	}
+	if c.Retrieve.RRFK < 0 || c.Retrieve.VectorWeight < 0 || c.Retrieve.LexicalWeight < 0 || c.Retrieve.Deadline.Duration < 0 ||
+		c.Retrieve.SymbolBoost < 0 || c.Retrieve.PathBoost < 0 {
+		errs = append(errs, errors.New("retrieve: values must not be negative"))
+	}
+	p := c.Prefetch
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"budget_share", p.BudgetShare}, {"excerpt_threshold", p.ExcerptThreshold},
+		{"confidence_threshold", p.ConfidenceThreshold}, {"min_signal", p.MinSignal}} {
+		if f.v < 0 || f.v > 1 {
+			errs = append(errs, fmt.Errorf("prefetch.%s: %v is not between 0 and 1", f.name, f.v))
+		}
+	}
+	if p.MaxExcerptLines < 0 {
+		errs = append(errs, errors.New("prefetch.max_excerpt_lines: must not be negative"))
 	}
 	if _, err := c.Catalog(); err != nil {
 		errs = append(errs, err)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func envOf(m map[string]string) Env { return func(k string) string { return m[k] } }
@@ -116,5 +117,66 @@ func TestLoad_Errors(t *testing.T) {
 	_, err = Load(proj, envOf(map[string]string{"HOME": home, "ENGRAM_MAX_CONTENT_BYTES": "1MB"}), Flags{})
 	if err == nil || !strings.Contains(err.Error(), "ENGRAM_MAX_CONTENT_BYTES") {
 		t.Errorf("bad env number: %v", err)
+	}
+}
+
+func TestLoad_EmbedRetrievePrefetch(t *testing.T) {
+	home, proj := t.TempDir(), t.TempDir()
+	file := filepath.Join(home, "c.toml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`[embed]
+provider = "ollama"
+model = "nomic-embed-text"
+timeout = "5s"
+corpus_dim = 256
+[retrieve]
+fusion = "weighted"
+deadline = "150ms"
+[prefetch]
+budget_share = 0.2
+max_excerpts = 4
+`)
+	c, err := Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Embed.Provider != "ollama" || c.Embed.Timeout.Duration != 5*time.Second || c.Embed.CorpusDim != 256 ||
+		c.Retrieve.Fusion != "weighted" || c.Retrieve.Deadline.Duration != 150*time.Millisecond ||
+		c.Prefetch.BudgetShare != 0.2 || c.Prefetch.MaxExcerpts != 4 || c.Embed.APIKeyEnv != "OPENAI_API_KEY" {
+		t.Errorf("loaded %+v %+v %+v", c.Embed, c.Retrieve, c.Prefetch)
+	}
+	// The environment picks the provider.
+	c, err = Load(proj, envOf(map[string]string{"HOME": home, "ENGRAM_EMBED_PROVIDER": "none"}), Flags{ConfigFile: file})
+	if err != nil || c.Embed.Provider != "none" {
+		t.Errorf("ENGRAM_EMBED_PROVIDER: %q, %v", c.Embed.Provider, err)
+	}
+	write(`[embed]
+provider = "word2vec"
+[retrieve]
+fusion = "borda"
+[prefetch]
+excerpt_threshold = 1.5
+`)
+	_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: file})
+	for _, want := range []string{"embed.provider", "retrieve.fusion", "prefetch.excerpt_threshold"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("invalid values: %v, want it to mention %s", err, want)
+		}
+	}
+	for body, want := range map[string]string{
+		"[embed]\nprovider = \"openai\"\n":    "embed.model",
+		"[embed]\nprovider = \"model2vec\"\n": "embed.path",
+		"[embed]\ntimeout = \"soon\"\n":       "timeout",
+		"[embed]\ncorpus_growth = 0.5\n":      "embed.corpus_growth",
+	} {
+		write(body)
+		if _, err := Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: file}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want it to mention %s", body, err, want)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/engramhq/engram/internal/chunk"
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/secrets"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
@@ -44,6 +46,11 @@ type Options struct {
 	// formats (cloud keys, API tokens) and private key blocks are redacted
 	// before anything is stored (package secrets).
 	KeepSecrets bool
+	// Embed chooses and configures the embedder.
+	Embed EmbedOptions
+	// Retrieve tunes hybrid search; Prefetch the pre-fetch block.
+	Retrieve retrieve.Options
+	Prefetch retrieve.PrefetchOptions
 	// Logger receives engine events. Nil discards them.
 	Logger *slog.Logger
 }
@@ -54,6 +61,8 @@ type Engine struct {
 	enc  func() *tokens.Encoding
 	opts Options
 	log  *slog.Logger
+
+	embed embedState
 }
 
 // New returns an engine over st. The engine does not own st: the caller
@@ -70,6 +79,10 @@ func New(st store.Store, opts Options) (*Engine, error) {
 	}
 	if err := tokens.Known(opts.Encoding); err != nil {
 		return nil, err
+	}
+	opts.Embed.defaults()
+	if !slices.Contains(Providers, opts.Embed.Provider) {
+		return nil, fmt.Errorf("unknown embed provider %q (want one of %s)", opts.Embed.Provider, strings.Join(Providers, ", "))
 	}
 	name := opts.Encoding
 	logger := opts.Logger

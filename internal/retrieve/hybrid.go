@@ -221,6 +221,14 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 	if err := h.refreshHot(ctx, false); err != nil {
 		h.opts.Log.Warn("refresh hot set", "err", err)
 	}
+	// The first search of a process loads the stored vectors; that is
+	// start-up work, not the search's, so it does not count against the
+	// deadline. Later searches load only what is new.
+	if q.Mode != ModeLexical && h.vecs != nil && !h.vecs.loaded.Load() {
+		if err := h.Warm(ctx); err != nil {
+			h.opts.Log.Warn("load vectors", "err", err)
+		}
+	}
 
 	sctx, cancel := context.WithTimeout(ctx, h.opts.Deadline)
 	defer cancel()
@@ -494,9 +502,10 @@ func matchPath(files, named []string) bool {
 // vectorSet is the in-memory index of one model's vectors, loaded from the
 // store and brought up to date before each search.
 type vectorSet struct {
-	model string
-	mu    sync.Mutex // serialises loading
-	index *Index
+	model  string
+	mu     sync.Mutex // serialises loading
+	index  *Index
+	loaded atomic.Bool // a first load completed
 }
 
 // sync loads the vectors stored since the last call and returns the index,
@@ -521,6 +530,7 @@ func (v *vectorSet) sync(ctx context.Context, st store.Store) (*Index, error) {
 			last = c.ID
 		}
 		if len(page) < vectorPage {
+			v.loaded.Store(true)
 			return v.index, nil
 		}
 	}

@@ -117,6 +117,8 @@ type Store interface {
 	PutBlob(ctx context.Context, name string, data []byte) error
 	// Blob returns a named blob, or ErrNotFound.
 	Blob(ctx context.Context, name string) ([]byte, error)
+	// DeleteBlob deletes a named blob, if there is one.
+	DeleteBlob(ctx context.Context, name string) error
 
 	// Setting returns a stored setting, or ErrNotFound.
 	Setting(ctx context.Context, key string) (string, error)

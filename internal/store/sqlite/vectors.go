@@ -238,6 +238,18 @@ func (s *Store) Blob(ctx context.Context, name string) ([]byte, error) {
 	return data, nil
 }
 
+// DeleteBlob implements store.Store.
+func (s *Store) DeleteBlob(ctx context.Context, name string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE name = ?`, name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete blob %s: %w", name, err)
+	}
+	return nil
+}
+
 // RecordAccess implements store.Store.
 func (s *Store) RecordAccess(ctx context.Context, ids []int64, at time.Time) error {
 	if len(ids) == 0 {

@@ -109,6 +109,15 @@ func testVectors(t *testing.T, s store.Store) {
 	if b, err := s.Blob(ctx, "lsa"); err != nil || string(b) != "\x01\x02\x03" {
 		t.Errorf("Blob = %v, %v", b, err)
 	}
+	if err := s.DeleteBlob(ctx, "lsa"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Blob(ctx, "lsa"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Blob after DeleteBlob = %v", err)
+	}
+	if err := s.DeleteBlob(ctx, "lsa"); err != nil {
+		t.Errorf("DeleteBlob of a missing blob: %v", err)
+	}
 }
 
 func testAccess(t *testing.T, s store.Store) {

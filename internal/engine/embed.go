@@ -1,0 +1,441 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/engramhq/engram/internal/embed"
+	"github.com/engramhq/engram/internal/embed/lsa"
+	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// The embedding providers.
+const (
+	ProviderCorpus    = "corpus"
+	ProviderModel2Vec = "model2vec"
+	ProviderOllama    = "ollama"
+	ProviderOpenAI    = "openai"
+	ProviderNone      = "none"
+)
+
+// Providers lists the embedding providers.
+var Providers = []string{ProviderCorpus, ProviderModel2Vec, ProviderOllama, ProviderOpenAI, ProviderNone}
+
+// Defaults for EmbedOptions.
+const (
+	DefaultProvider = ProviderCorpus
+	// DefaultCorpusGrowth retrains the corpus model when the store has
+	// grown to this many times the chunks it was trained on.
+	DefaultCorpusGrowth = 2.0
+	// DefaultCorpusSample bounds the chunks a corpus model is trained on;
+	// a larger store is sampled evenly.
+	DefaultCorpusSample = 50000
+)
+
+// EmbedOptions choose and configure the embedder.
+type EmbedOptions struct {
+	// Provider is one of Providers; empty means DefaultProvider.
+	Provider string
+	// Model names the model of a remote provider.
+	Model string
+	// URL is a remote provider's base URL; empty means its default.
+	URL string
+	// APIKey authenticates with an OpenAI-compatible provider.
+	APIKey string
+	// Path is the directory of a Model2Vec model.
+	Path string
+	// Remote tunes the HTTP providers.
+	Remote embed.RemoteOptions
+	// Corpus tunes the training of the corpus model.
+	Corpus lsa.Options
+	// Batch is how many chunks are embedded and stored at once; zero means
+	// embed.DefaultWorkerBatch.
+	Batch int
+	// CorpusGrowth and CorpusSample: see DefaultCorpusGrowth and
+	// DefaultCorpusSample.
+	CorpusGrowth float64
+	CorpusSample int
+}
+
+func (o *EmbedOptions) defaults() {
+	if o.Provider == "" {
+		o.Provider = DefaultProvider
+	}
+	if o.CorpusGrowth <= 1 {
+		o.CorpusGrowth = DefaultCorpusGrowth
+	}
+	if o.CorpusSample <= 0 {
+		o.CorpusSample = DefaultCorpusSample
+	}
+}
+
+// Settings and blobs of the corpus model.
+const (
+	settingCorpusActive  = "embed.corpus.active"
+	settingCorpusNext    = "embed.corpus.next"
+	settingCorpusChunks  = "embed.corpus.trained_chunks"
+	blobPrefix           = "embed/"
+	corpusListingModel   = embed.CorpusPrefix // no model has this exact name: PendingChunks under it lists every chunk
+	corpusPendingBatches = 5000
+)
+
+// embedState caches the embedder and the hybrid searcher built on it.
+type embedState struct {
+	mu     sync.Mutex
+	emb    embed.Embedder // nil: none
+	name   string         // emb's model, or the corpus setting it came from
+	hybrid *retrieve.Hybrid
+	remote embed.Embedder // built once for a remote or Model2Vec provider
+}
+
+// Embedder returns the embedder search uses: nil if embeddings are off
+// or the corpus model has not been trained yet (engram embed trains it).
+func (e *Engine) Embedder(ctx context.Context) (embed.Embedder, error) {
+	e.embed.mu.Lock()
+	defer e.embed.mu.Unlock()
+	return e.embedderLocked(ctx)
+}
+
+func (e *Engine) embedderLocked(ctx context.Context) (embed.Embedder, error) {
+	switch e.opts.Embed.Provider {
+	case ProviderNone:
+		return nil, nil
+	case ProviderCorpus:
+		name, err := e.setting(ctx, settingCorpusActive)
+		if err != nil || name == "" {
+			e.embed.emb, e.embed.name = nil, ""
+			return nil, err
+		}
+		if name == e.embed.name && e.embed.emb != nil {
+			return e.embed.emb, nil
+		}
+		c, err := e.loadCorpus(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		e.embed.emb, e.embed.name, e.embed.hybrid = c, name, nil
+		return c, nil
+	}
+	if e.embed.remote == nil {
+		emb, err := e.newProvider()
+		if err != nil {
+			return nil, err
+		}
+		e.embed.remote = emb
+		e.embed.emb, e.embed.name = emb, emb.Model()
+	}
+	return e.embed.remote, nil
+}
+
+// newProvider builds the embedder of a configured non-corpus provider.
+func (e *Engine) newProvider() (embed.Embedder, error) {
+	o := e.opts.Embed
+	switch o.Provider {
+	case ProviderModel2Vec:
+		if o.Path == "" {
+			return nil, errors.New("embed provider model2vec needs a model directory (embed.path; see engram model)")
+		}
+		return embed.LoadModel2Vec(o.Path)
+	case ProviderOllama:
+		return embed.NewOllama(o.URL, o.Model, o.Remote)
+	case ProviderOpenAI:
+		return embed.NewOpenAI(o.URL, o.Model, o.APIKey, o.Remote)
+	}
+	return nil, fmt.Errorf("unknown embed provider %q (want one of %v)", o.Provider, Providers)
+}
+
+func (e *Engine) setting(ctx context.Context, key string) (string, error) {
+	v, err := e.st.Setting(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	return v, err
+}
+
+func (e *Engine) loadCorpus(ctx context.Context, name string) (*embed.Corpus, error) {
+	data, err := e.st.Blob(ctx, blobPrefix+name)
+	if err != nil {
+		return nil, fmt.Errorf("load corpus model %s: %w", name, err)
+	}
+	return embed.LoadCorpus(data)
+}
+
+// Hybrid returns the hybrid searcher over the current embedder.
+func (e *Engine) Hybrid(ctx context.Context) (*retrieve.Hybrid, error) {
+	e.embed.mu.Lock()
+	defer e.embed.mu.Unlock()
+	emb, err := e.embedderLocked(ctx)
+	if err != nil {
+		// Search still works lexically; the fault is reported, not fatal.
+		e.log.Warn("embedder unavailable: searching lexically", "err", err)
+		emb = nil
+	}
+	if e.embed.hybrid == nil || e.embed.hybrid.Embedder() != emb {
+		opts := e.opts.Retrieve
+		opts.Log = e.log
+		e.embed.hybrid = retrieve.NewHybrid(e.st, emb, opts)
+	}
+	return e.embed.hybrid, nil
+}
+
+// Retrieve runs a hybrid search.
+func (e *Engine) Retrieve(ctx context.Context, q retrieve.Query) (retrieve.Result, error) {
+	h, err := e.Hybrid(ctx)
+	if err != nil {
+		return retrieve.Result{}, err
+	}
+	return h.Search(ctx, q)
+}
+
+// Prefetch builds the pre-fetch block for a query, given the tokens left
+// in the agent's window; zero fields of opts take the engine's settings.
+func (e *Engine) Prefetch(ctx context.Context, query string, remaining int, opts retrieve.PrefetchOptions) (retrieve.Block, error) {
+	h, err := e.Hybrid(ctx)
+	if err != nil {
+		return retrieve.Block{}, err
+	}
+	p := e.opts.Prefetch
+	if opts.Budget > 0 {
+		p.Budget = opts.Budget
+	}
+	if !opts.Filter.IsZero() || opts.Filter.History {
+		p.Filter = opts.Filter
+	}
+	return h.Prefetch(ctx, query, remaining, p, e.enc().Count)
+}
+
+// EmbedStatus describes the embeddings of the store.
+type EmbedStatus struct {
+	Provider string `json:"provider"`
+	// Model is the model vectors are made with, empty if none yet.
+	Model string `json:"model"`
+	Dim   int    `json:"dim"`
+	// Chunks are the chunks in default search, Embedded those with a
+	// vector under Model, Pending the rest: the queue.
+	Chunks   int64 `json:"chunks"`
+	Embedded int64 `json:"embedded"`
+	Pending  int64 `json:"pending"`
+	// Next is a retrained corpus model being rolled out, with its
+	// coverage.
+	Next         string `json:"next,omitempty"`
+	NextEmbedded int64  `json:"next_embedded,omitempty"`
+	// TrainedChunks is the store's size when the corpus model was trained.
+	TrainedChunks int64 `json:"trained_chunks,omitempty"`
+}
+
+// EmbedStatus reports the embedder, its coverage and its queue.
+func (e *Engine) EmbedStatus(ctx context.Context) (EmbedStatus, error) {
+	s := EmbedStatus{Provider: e.opts.Embed.Provider}
+	emb, err := e.Embedder(ctx)
+	if err != nil {
+		return s, err
+	}
+	model := ""
+	if emb != nil {
+		model = emb.Model()
+	}
+	vs, err := e.st.VectorStats(ctx, model)
+	if err != nil {
+		return s, err
+	}
+	s.Model, s.Dim, s.Chunks, s.Embedded = model, vs.Dim, vs.Chunks, vs.Embedded
+	if model != "" {
+		s.Pending = vs.Chunks - vs.Embedded
+	}
+	if e.opts.Embed.Provider == ProviderCorpus {
+		if s.Next, err = e.setting(ctx, settingCorpusNext); err != nil {
+			return s, err
+		}
+		if s.Next != "" {
+			nv, err := e.st.VectorStats(ctx, s.Next)
+			if err != nil {
+				return s, err
+			}
+			s.NextEmbedded = nv.Embedded
+		}
+		if v, _ := e.setting(ctx, settingCorpusChunks); v != "" {
+			s.TrainedChunks, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return s, nil
+}
+
+// EmbedProgress reports Embed's work: Phase is "train" or "embed".
+type EmbedProgress struct {
+	Phase string
+	embed.Progress
+}
+
+// EmbedReport says what Embed did.
+type EmbedReport struct {
+	Model    string        `json:"model"`
+	Trained  bool          `json:"trained"`
+	Embedded int64         `json:"embedded"`
+	Took     time.Duration `json:"took_ns"`
+	// TooSmall is set when the corpus is too small to train a model on
+	// yet; search stays lexical until it grows.
+	TooSmall bool `json:"too_small,omitempty"`
+}
+
+// Embed brings the store's vectors up to date: for the corpus provider it
+// trains a model when there is none or the store has grown CorpusGrowth
+// times since the last training, embeds every chunk under it, and only
+// then switches search to it and drops the old model's vectors; for other
+// providers it embeds the pending chunks. Stopping it at any point loses
+// nothing: the next call continues.
+func (e *Engine) Embed(ctx context.Context, progress func(EmbedProgress)) (EmbedReport, error) {
+	start := time.Now()
+	var rep EmbedReport
+	report := func(phase string) func(embed.Progress) {
+		return func(p embed.Progress) {
+			if progress != nil {
+				progress(EmbedProgress{Phase: phase, Progress: p})
+			}
+		}
+	}
+	if e.opts.Embed.Provider == ProviderNone {
+		return rep, nil
+	}
+	var emb embed.Embedder
+	if e.opts.Embed.Provider == ProviderCorpus {
+		c, trained, err := e.corpusToEmbed(ctx, report("train"))
+		if errors.Is(err, lsa.ErrTooSmall) {
+			rep.TooSmall = true
+			return rep, nil
+		}
+		if err != nil {
+			return rep, err
+		}
+		emb, rep.Trained = c, trained
+	} else {
+		var err error
+		if emb, err = e.Embedder(ctx); err != nil {
+			return rep, err
+		}
+	}
+	rep.Model = emb.Model()
+	w := &embed.Worker{Store: e.st, Embedder: emb, Batch: e.opts.Embed.Batch, Log: e.log}
+	n, err := w.Run(ctx, report("embed"))
+	rep.Embedded, rep.Took = n, time.Since(start)
+	if err != nil {
+		return rep, err
+	}
+	if e.opts.Embed.Provider == ProviderCorpus {
+		err = e.finishRollout(ctx, emb.Model())
+	}
+	rep.Took = time.Since(start)
+	return rep, err
+}
+
+// corpusToEmbed returns the corpus model to embed with: the one being
+// rolled out, a new one if the store needs one, else the active one.
+func (e *Engine) corpusToEmbed(ctx context.Context, progress func(embed.Progress)) (*embed.Corpus, bool, error) {
+	next, err := e.setting(ctx, settingCorpusNext)
+	if err != nil {
+		return nil, false, err
+	}
+	if next != "" {
+		c, err := e.loadCorpus(ctx, next)
+		if err == nil {
+			return c, false, nil
+		}
+		e.log.Warn("corpus model being rolled out is unreadable: retraining", "model", next, "err", err)
+	}
+	active, err := e.setting(ctx, settingCorpusActive)
+	if err != nil {
+		return nil, false, err
+	}
+	vs, err := e.st.VectorStats(ctx, "")
+	if err != nil {
+		return nil, false, err
+	}
+	if active != "" {
+		trained, _ := e.setting(ctx, settingCorpusChunks)
+		n, _ := strconv.ParseInt(trained, 10, 64)
+		if n > 0 && float64(vs.Chunks) < e.opts.Embed.CorpusGrowth*float64(n) {
+			c, err := e.loadCorpus(ctx, active)
+			return c, false, err
+		}
+	}
+	c, err := e.trainCorpus(ctx, vs.Chunks, progress)
+	if err != nil {
+		return nil, false, err
+	}
+	data, _ := c.MarshalBinary()
+	if err := e.st.PutBlob(ctx, blobPrefix+c.Model(), data); err != nil {
+		return nil, false, err
+	}
+	if err := e.st.PutSetting(ctx, settingCorpusChunks, strconv.FormatInt(vs.Chunks, 10)); err != nil {
+		return nil, false, err
+	}
+	if active == "" {
+		// The first model: search can use it as its vectors arrive.
+		err = e.st.PutSetting(ctx, settingCorpusActive, c.Model())
+	} else if active != c.Model() {
+		err = e.st.PutSetting(ctx, settingCorpusNext, c.Model())
+	}
+	return c, true, err
+}
+
+// trainCorpus trains a corpus model on an even sample of the store's
+// chunks.
+func (e *Engine) trainCorpus(ctx context.Context, total int64, progress func(embed.Progress)) (*embed.Corpus, error) {
+	stride := max(1, (total+int64(e.opts.Embed.CorpusSample)-1)/int64(e.opts.Embed.CorpusSample))
+	var texts []string
+	var seen, after int64
+	for {
+		cs, err := e.st.PendingChunks(ctx, corpusListingModel, after, corpusPendingBatches)
+		if err != nil {
+			return nil, err
+		}
+		if len(cs) == 0 {
+			break
+		}
+		for _, c := range cs {
+			if seen%stride == 0 {
+				texts = append(texts, embed.Text(c))
+			}
+			seen++
+		}
+		after = cs[len(cs)-1].ID
+		if progress != nil {
+			progress(embed.Progress{Done: seen, Total: total})
+		}
+	}
+	return embed.TrainCorpus(texts, e.opts.Embed.Corpus)
+}
+
+// finishRollout makes a fully embedded new corpus model the active one and
+// drops the old one's vectors and blob.
+func (e *Engine) finishRollout(ctx context.Context, model string) error {
+	next, err := e.setting(ctx, settingCorpusNext)
+	if err != nil || next != model {
+		return err
+	}
+	vs, err := e.st.VectorStats(ctx, model)
+	if err != nil || vs.Embedded < vs.Chunks {
+		return err
+	}
+	old, err := e.setting(ctx, settingCorpusActive)
+	if err != nil {
+		return err
+	}
+	if err := e.st.PutSetting(ctx, settingCorpusActive, model); err != nil {
+		return err
+	}
+	if err := e.st.PutSetting(ctx, settingCorpusNext, ""); err != nil {
+		return err
+	}
+	if old != "" && old != model {
+		if err := e.st.DropVectors(ctx, old); err != nil {
+			return err
+		}
+		return e.st.DeleteBlob(ctx, blobPrefix+old)
+	}
+	return nil
+}

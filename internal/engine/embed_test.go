@@ -1,0 +1,141 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/embed/lsa"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store"
+)
+
+var embedTopics = [][]string{
+	{"goroutine", "channel", "mutex", "deadlock", "select", "waitgroup"},
+	{"index", "query", "posting", "ranking", "token", "stemmer"},
+	{"deploy", "cluster", "container", "rollout", "replica", "ingress"},
+}
+
+func addNotes(t *testing.T, e *engine.Engine, from, n int) {
+	t.Helper()
+	var recs []engine.Record
+	for i := from; i < from+n; i++ {
+		w := embedTopics[i%3]
+		recs = append(recs, engine.Record{Session: "s", Agent: "a", Type: store.Note,
+			Content: []byte(fmt.Sprintf("note %d about the %s and the %s with %s", i, w[i%6], w[(i+2)%6], w[(i+3)%6]))})
+	}
+	if _, err := e.Add(t.Context(), recs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEmbed_CorpusLifecycle(t *testing.T) {
+	ctx := t.Context()
+	e := newEngine(t, engine.Options{Embed: engine.EmbedOptions{Corpus: lsa.Options{Dim: 8}, Batch: 64}})
+
+	// Too small to learn from: search stays lexical, nothing fails.
+	addNotes(t, e, 0, 5)
+	rep, err := e.Embed(ctx, nil)
+	if err != nil || !rep.TooSmall {
+		t.Fatalf("tiny store: %+v, %v", rep, err)
+	}
+	if emb, err := e.Embedder(ctx); err != nil || emb != nil {
+		t.Fatalf("embedder before training: %v, %v", emb, err)
+	}
+	res, err := e.Retrieve(ctx, retrieve.Query{Text: "deadlock"})
+	if err != nil || res.Vector || len(res.Hits) == 0 {
+		t.Fatalf("lexical search before training: %+v, %v", res, err)
+	}
+
+	// Trained on the first embed; every chunk gets a vector.
+	addNotes(t, e, 5, 95)
+	var phases []string
+	rep, err = e.Embed(ctx, func(p engine.EmbedProgress) {
+		if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
+			phases = append(phases, p.Phase)
+		}
+	})
+	if err != nil || !rep.Trained || rep.Embedded != 100 || strings.Join(phases, ",") != "train,embed" {
+		t.Fatalf("first embed: %+v, phases %v, %v", rep, phases, err)
+	}
+	first := rep.Model
+	st, err := e.EmbedStatus(ctx)
+	if err != nil || st.Model != first || st.Chunks != 100 || st.Embedded != 100 || st.Pending != 0 || st.Dim != 8 || st.TrainedChunks != 100 {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	res, err = e.Retrieve(ctx, retrieve.Query{Text: "deadlock"})
+	if err != nil || !res.Vector || !res.Lexical {
+		t.Fatalf("hybrid search: %+v, %v", res, err)
+	}
+
+	// Growth under the retraining factor: new chunks are embedded with
+	// the same model.
+	addNotes(t, e, 100, 50)
+	if rep, err = e.Embed(ctx, nil); err != nil || rep.Trained || rep.Model != first || rep.Embedded != 50 {
+		t.Fatalf("second embed: %+v, %v", rep, err)
+	}
+
+	// Doubled: a new model is trained and rolled out. An interrupted
+	// rollout keeps the old model active, and the next run finishes it.
+	addNotes(t, e, 150, 100)
+	cctx, cancel := context.WithCancel(ctx)
+	_, err = e.Embed(cctx, func(p engine.EmbedProgress) {
+		if p.Phase == "embed" && p.Done >= 100 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted embed: %v", err)
+	}
+	st, _ = e.EmbedStatus(ctx)
+	if st.Model != first || st.Next == "" || st.Next == first || st.NextEmbedded == 0 || st.NextEmbedded == 250 {
+		t.Fatalf("during the rollout: %+v", st)
+	}
+	next := st.Next
+	if res, err := e.Retrieve(ctx, retrieve.Query{Text: "deadlock"}); err != nil || !res.Vector {
+		t.Fatalf("search during the rollout: %+v, %v", res, err)
+	}
+	rep, err = e.Embed(ctx, nil)
+	if err != nil || rep.Model != next || rep.Trained {
+		t.Fatalf("resumed rollout: %+v, %v", rep, err)
+	}
+	st, _ = e.EmbedStatus(ctx)
+	if st.Model != next || st.Next != "" || st.Embedded != 250 || st.TrainedChunks != 250 {
+		t.Fatalf("after the rollout: %+v", st)
+	}
+	if old, _ := e.Store().VectorStats(ctx, first); old.Embedded != 0 {
+		t.Errorf("old model's vectors kept: %+v", old)
+	}
+	if _, err := e.Store().Blob(ctx, "embed/"+first); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("old model's blob kept: %v", err)
+	}
+	res, err = e.Retrieve(ctx, retrieve.Query{Text: "deadlock"})
+	if err != nil || !res.Vector {
+		t.Fatalf("search after the rollout: %+v, %v", res, err)
+	}
+}
+
+func TestEmbed_ProviderErrors(t *testing.T) {
+	ctx := t.Context()
+	if _, err := engine.New(nil, engine.Options{Embed: engine.EmbedOptions{Provider: "word2vec"}}); err == nil {
+		t.Error("unknown provider accepted")
+	}
+	// A missing Model2Vec directory: search degrades to lexical, embed
+	// reports the error.
+	e := newEngine(t, engine.Options{Embed: engine.EmbedOptions{Provider: engine.ProviderModel2Vec, Path: t.TempDir() + "/missing"}})
+	addNotes(t, e, 0, 30)
+	if _, err := e.Embed(ctx, nil); err == nil || !strings.Contains(err.Error(), "no model.safetensors") {
+		t.Errorf("Embed with a missing model: %v", err)
+	}
+	if res, err := e.Retrieve(ctx, retrieve.Query{Text: "deadlock"}); err != nil || len(res.Hits) == 0 || res.Vector {
+		t.Errorf("search with a missing model: %+v, %v", res, err)
+	}
+	none := newEngine(t, engine.Options{Embed: engine.EmbedOptions{Provider: engine.ProviderNone}})
+	addNotes(t, none, 0, 30)
+	if rep, err := none.Embed(ctx, nil); err != nil || rep.Embedded != 0 {
+		t.Errorf("provider none: %+v, %v", rep, err)
+	}
+}
