@@ -23,6 +23,7 @@ func (a *app) addCmd() *cobra.Command {
 		batchSize int
 		jsonOut   bool
 		quiet     bool
+		noEmbed   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "add [FILE]",
@@ -110,7 +111,10 @@ stored records a new occurrence and prints the same ID.`,
 				}
 				fmt.Fprintf(a.stderr, "store: %s\n", a.cfg.Store.Path)
 			}
-			return nil
+			if !noEmbed {
+				_, err = a.runEmbed(ctx, eng)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -121,6 +125,7 @@ stored records a new occurrence and prints the same ID.`,
 	f.IntVar(&batchSize, "batch-size", 0, "records per transaction (default from ingest.batch_size, 1000)")
 	f.BoolVar(&jsonOut, "json", false, "print one JSON object per record: line, id, seq, turn, new, replayed")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no summary on standard error")
+	f.BoolVar(&noEmbed, "no-embed", false, "do not embed the new chunks now (engram embed does it later)")
 	return cmd
 }
 

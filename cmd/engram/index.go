@@ -27,6 +27,7 @@ func (a *app) indexCmd() *cobra.Command {
 		yes     bool
 		watch   bool
 		jsonOut bool
+		noEmbed bool
 		opts    index.Options
 	)
 	cmd := &cobra.Command{
@@ -48,6 +49,9 @@ A second run reads only what changed (by size and time, then content hash):
 changed files get a new version (the old one stays retrievable, search returns
 the current one), deleted files stop being current, renames are recognised.
 An interrupted run keeps what it stored and the next one continues.
+
+Then the new chunks are embedded for semantic search, as engram embed does,
+unless --no-embed is given.
 
 The first index of a project asks permission on a terminal; elsewhere pass
 --yes.`,
@@ -82,8 +86,13 @@ The first index of a project asks permission on a terminal; elsewhere pass
 			if err != nil {
 				return err
 			}
+			if !noEmbed {
+				if _, err := a.runEmbed(ctx, eng); err != nil {
+					return err
+				}
+			}
 			if watch {
-				return a.runWatch(ctx, opts)
+				return a.runWatch(ctx, opts, !noEmbed)
 			}
 			return nil
 		},
@@ -92,6 +101,7 @@ The first index of a project asks permission on a terminal; elsewhere pass
 	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
 	f.BoolVar(&watch, "watch", false, "keep the index current after indexing, as engram watch does")
 	f.BoolVar(&jsonOut, "json", false, "print the summary as JSON")
+	f.BoolVar(&noEmbed, "no-embed", false, "do not embed the new chunks now (engram embed does it later)")
 	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default from index.workers: one per core)")
 	f.Int64Var(&opts.MaxFileBytes, "max-file-size", 0, "skip files larger than this many bytes (default from index.max_file_bytes: 1 MiB)")
 	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out, added to index.exclude (repeatable)")

@@ -20,7 +20,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/internal/config"
+	"github.com/engramhq/engram/internal/embed"
+	"github.com/engramhq/engram/internal/embed/lsa"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
@@ -132,7 +135,8 @@ otherwise.`,
 	pf.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	_ = pf.MarkHidden("cpuprofile")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.tokensCmd(), a.benchCmd(), a.indexCmd(), a.watchCmd(), a.filesCmd(), a.evalCmd())
+	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.tokensCmd(), a.benchCmd(), a.indexCmd(), a.watchCmd(), a.filesCmd(), a.evalCmd(),
+		a.embedCmd(), a.prefetchCmd(), a.modelCmd())
 	return root
 }
 
@@ -170,13 +174,7 @@ func (a *app) engine(ctx context.Context, mustExist bool) (*engine.Engine, error
 	if err != nil {
 		return nil, err
 	}
-	eng, err := engine.New(st, engine.Options{
-		Encoding:        a.cfg.Tokens.Encoding,
-		MaxContentBytes: a.cfg.Ingest.MaxContentBytes,
-		ChunkTokens:     a.cfg.Ingest.ChunkTokens,
-		KeepSecrets:     a.cfg.Ingest.KeepSecrets,
-		Logger:          a.log,
-	})
+	eng, err := engine.New(st, a.engineOptions())
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
@@ -197,6 +195,50 @@ func (a *app) startProfile() error {
 		return f.Close()
 	}
 	return nil
+}
+
+// engineOptions are the configured engine settings.
+func (a *app) engineOptions() engine.Options {
+	c := a.cfg
+	return engine.Options{
+		Encoding:        c.Tokens.Encoding,
+		MaxContentBytes: c.Ingest.MaxContentBytes,
+		ChunkTokens:     c.Ingest.ChunkTokens,
+		KeepSecrets:     c.Ingest.KeepSecrets,
+		Logger:          a.log,
+		Embed: engine.EmbedOptions{
+			Provider: c.Embed.Provider,
+			Model:    c.Embed.Model,
+			URL:      c.Embed.URL,
+			APIKey:   a.getenv(c.Embed.APIKeyEnv),
+			Path:     a.modelDir(c.Embed.Path),
+			Remote: embed.RemoteOptions{
+				BatchSize:   c.Embed.BatchSize,
+				Concurrency: c.Embed.Concurrency,
+				Timeout:     c.Embed.Timeout.Duration,
+				Retries:     c.Embed.Retries,
+				Dimensions:  c.Embed.Dimensions,
+			},
+			Corpus:       lsa.Options{Dim: c.Embed.CorpusDim},
+			CorpusGrowth: c.Embed.CorpusGrowth,
+		},
+		Retrieve: retrieve.Options{
+			Fusion: retrieve.FuseOptions{Method: retrieve.Fusion(c.Retrieve.Fusion), K: c.Retrieve.RRFK,
+				LexicalWeight: c.Retrieve.LexicalWeight, VectorWeight: c.Retrieve.VectorWeight},
+			Deadline:    c.Retrieve.Deadline.Duration,
+			SymbolBoost: c.Retrieve.SymbolBoost,
+			PathBoost:   c.Retrieve.PathBoost,
+		},
+		Prefetch: retrieve.PrefetchOptions{
+			BudgetShare:         c.Prefetch.BudgetShare,
+			ExcerptThreshold:    c.Prefetch.ExcerptThreshold,
+			ConfidenceThreshold: c.Prefetch.ConfidenceThreshold,
+			MaxExcerpts:         c.Prefetch.MaxExcerpts,
+			MaxHints:            c.Prefetch.MaxHints,
+			MaxExcerptLines:     c.Prefetch.MaxExcerptLines,
+			MinSignal:           c.Prefetch.MinSignal,
+		},
+	}
 }
 
 // searchOptions are the configured search settings.

@@ -70,11 +70,12 @@ func TestCLI_AddSearchShow(t *testing.T) {
 	if !strings.Contains(out, "backoff") || !strings.Contains(out, "session demo-flaky-test") {
 		t.Errorf("search output:\n%s", out)
 	}
-	var hits []hitJSON
-	if err := json.Unmarshal([]byte(e.ok("", "search", "withRetry", "--json", "--type", "tool_result")), &hits); err != nil {
+	var res searchJSON
+	if err := json.Unmarshal([]byte(e.ok("", "search", "withRetry", "--json", "--type", "tool_result")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(hits) == 0 || hits[0].Type != "tool_result" || !strings.Contains(hits[0].Text, "withRetry") || hits[0].Files[0] != "internal/upload/retry.go" {
+	hits := res.Hits
+	if !res.Lexical || len(hits) == 0 || hits[0].LexicalRank != 1 || hits[0].Type != "tool_result" || !strings.Contains(hits[0].Text, "withRetry") || hits[0].Files[0] != "internal/upload/retry.go" {
 		t.Errorf("search --json = %+v", hits)
 	}
 	// show prints the content byte for byte.

@@ -10,35 +10,45 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/terms"
 )
 
 func (a *app) searchCmd() *cobra.Command {
 	var (
-		q       store.Query
+		q       retrieve.Query
 		types   []string
 		turns   string
 		since   string
 		until   string
+		mode    string
 		jsonOut bool
 	)
 	cmd := &cobra.Command{
 		Use:   "search QUERY...",
-		Short: "Find stored content by words, identifiers and paths",
-		Long: `Search everything stored for the words of QUERY, best match first.
+		Short: "Find stored content by meaning, words, identifiers and paths",
+		Long: `Search everything stored for QUERY, best match first, by two signals fused:
+lexical (BM25 over words, identifiers and paths) and vector (semantic
+similarity with the configured embedder; see 'engram embed status').
 
 Identifiers match whole and by their parts: parseHTTPRequest, parse_http_request
 and ParseHTTPRequest find each other and the words parse, http and request.
-Paths match by their parts. Punctuation and operators have no meaning: a query
-is words, ranked by BM25.
+Paths match by their parts. Punctuation and operators have no meaning. A
+symbol or a path named exactly in the query raises the code that declares or
+holds it.
 
-Each hit shows its score, its entry ID (prefix), content type, and where it
-was seen (session and turn, or file and lines); 'engram show ID' prints the
-whole entry.`,
+Each hit shows its fused score, then each signal: the BM25 score, its rank and
+the share of the query's words the chunk holds (lex), and the cosine
+similarity and its rank (vec); then its entry ID (prefix), content type, and
+where it was seen (session and turn, or file and lines). 'engram show ID'
+prints the whole entry. If a backend fails, the other's results are shown and
+the failure is reported.`,
 		Example: `  engram search retry backoff
+  engram search how do we handle flaky network calls
   engram search parseHTTPRequest --type tool_result,agent_response
-  engram search "migration failed" --session s1 --turns 10-20 --json`,
+  engram search "migration failed" --session s1 --turns 10-20 --json
+  engram search token refresh --path internal/auth --mode lexical`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("search needs a query")
@@ -48,6 +58,9 @@ whole entry.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q.Text = strings.Join(args, " ")
 			var err error
+			if q.Mode, err = retrieve.ParseMode(mode); err != nil {
+				return usagef("--mode: %v", err)
+			}
 			if q.Filter.Types, err = parseTypes(types); err != nil {
 				return err
 			}
@@ -68,36 +81,37 @@ whole entry.`,
 			if err != nil {
 				return err
 			}
-			hits, err := eng.Search(cmd.Context(), q)
+			res, err := eng.Retrieve(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
 			if jsonOut {
-				out := make([]hitJSON, len(hits))
-				for i, h := range hits {
-					out[i] = toHitJSON(h)
-				}
-				return writeJSON(a.stdout, out)
+				return writeJSON(a.stdout, toSearchJSON(res))
 			}
-			if len(hits) == 0 {
+			for _, f := range res.Faults {
+				fmt.Fprintf(a.stderr, "warning: %s; results are from the other signal\n", f)
+			}
+			if len(res.Hits) == 0 {
 				fmt.Fprintf(a.stderr, "no matches for %q\n", q.Text)
 				return nil
 			}
-			printHits(a.stdout, hits, q.Text)
+			printHits(a.stdout, res, q.Text)
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.IntVarP(&q.Limit, "limit", "n", store.DefaultLimit, "most hits to show")
+	f.StringVar(&mode, "mode", "hybrid", "hybrid, lexical or vector")
 	f.StringVar(&q.Filter.SessionID, "session", "", "only this session")
 	f.StringVar(&q.Filter.AgentID, "agent", "", "only this agent")
 	f.StringVar(&q.Filter.AgentType, "agent-type", "", "only agents of this type")
 	f.StringSliceVar(&types, "type", nil, "only these content types (comma-separated or repeated)")
+	f.StringSliceVar(&q.Filter.Paths, "path", nil, "only content about these files: a path, a directory or a glob (repeatable)")
 	f.StringVar(&turns, "turns", "", "only these turns: N, FROM-TO, FROM- or -TO")
 	f.StringVar(&since, "since", "", "only content seen since: RFC 3339 time, date (2026-11-21) or age (90m, 12h, 7d)")
 	f.StringVar(&until, "until", "", "only content seen until: as --since")
 	f.BoolVar(&q.Filter.History, "history", false, "also search old versions of files and deleted files")
-	f.BoolVar(&jsonOut, "json", false, "print hits as JSON")
+	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	return cmd
 }
 
@@ -194,7 +208,7 @@ func where(h store.Hit) string {
 	return strings.Join(parts, " · ")
 }
 
-func printHits(w io.Writer, hits []store.Hit, query string) {
+func printHits(w io.Writer, res retrieve.Result, query string) {
 	words := map[string]bool{}
 	for _, g := range terms.Query(query) {
 		words[g.Whole] = true
@@ -202,12 +216,36 @@ func printHits(w io.Writer, hits []store.Hit, query string) {
 			words[p] = true
 		}
 	}
-	for i, h := range hits {
-		fmt.Fprintf(w, "%2d. %6.2f  %s  %-16s %s\n", i+1, h.Score, h.Chunk.EntryID[:12], h.Occurrence.Type, where(h))
+	for i, h := range res.Hits {
+		fmt.Fprintf(w, "%2d. %s  %s  %-16s %s\n", i+1, signals(h, res), h.Chunk.EntryID[:12], h.Occurrence.Type, where(h.Hit))
 		for _, l := range excerpt(h.Chunk.Text, words, 3, 110) {
 			fmt.Fprintf(w, "      %s\n", l)
 		}
 	}
+}
+
+// signals renders a hit's fused score and what each backend said of it.
+func signals(h retrieve.Hit, res retrieve.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%.4f", h.Score)
+	if res.Lexical {
+		if h.LexicalRank > 0 {
+			fmt.Fprintf(&b, "  lex %6.2f #%-3d cov %.2f", h.Hit.Score, h.LexicalRank, h.Coverage)
+		} else {
+			fmt.Fprintf(&b, "  lex      - #-   cov %.2f", h.Coverage)
+		}
+	}
+	if res.Vector {
+		if h.VectorRank > 0 {
+			fmt.Fprintf(&b, "  vec %.2f #%-3d", h.Vector, h.VectorRank)
+		} else {
+			fmt.Fprintf(&b, "  vec %.2f #-  ", h.Vector)
+		}
+	}
+	if len(h.Boosts) > 0 {
+		fmt.Fprintf(&b, " +%s", strings.Join(h.Boosts, "+"))
+	}
+	return b.String()
 }
 
 // excerpt returns up to n non-blank lines of text, preferring lines that
@@ -254,17 +292,51 @@ func excerpt(text string, words map[string]bool, n, width int) []string {
 	return out
 }
 
+// searchJSON is engram search --json: the hits, and which backends
+// answered.
+type searchJSON struct {
+	Hits     []hitJSON `json:"hits"`
+	Lexical  bool      `json:"lexical"`
+	Vector   bool      `json:"vector"`
+	Degraded bool      `json:"degraded"`
+	Faults   []string  `json:"faults,omitempty"`
+}
+
+func toSearchJSON(res retrieve.Result) searchJSON {
+	out := searchJSON{Hits: make([]hitJSON, len(res.Hits)), Lexical: res.Lexical, Vector: res.Vector,
+		Degraded: res.Degraded, Faults: res.Faults}
+	for i, h := range res.Hits {
+		out.Hits[i] = toHitJSON(h.Hit)
+		out.Hits[i].Score = h.Score
+		out.Hits[i].Lexical = h.Hit.Score
+		out.Hits[i].Coverage = h.Coverage
+		out.Hits[i].Vector = h.Vector
+		out.Hits[i].LexicalRank, out.Hits[i].VectorRank = h.LexicalRank, h.VectorRank
+		out.Hits[i].Boosts = h.Boosts
+	}
+	return out
+}
+
 // hitJSON is a hit in --json output: the chunk, and the occurrence where
 // it was seen.
 type hitJSON struct {
-	Score       float64 `json:"score"`
-	EntryID     string  `json:"entry_id"`
-	Chunk       int     `json:"chunk"`
-	StartLine   int     `json:"start_line"`
-	EndLine     int     `json:"end_line"`
-	Tokens      int     `json:"tokens"`
-	EntryTokens int     `json:"entry_tokens"`
-	Text        string  `json:"text"`
+	Score float64 `json:"score"`
+	// Lexical is the BM25 score, Coverage the share of the query's words
+	// held, Vector the cosine; ranks are 1-based, 0 where a backend did not
+	// return the chunk.
+	Lexical     float64  `json:"lexical"`
+	Coverage    float64  `json:"coverage"`
+	Vector      float64  `json:"vector"`
+	LexicalRank int      `json:"lexical_rank"`
+	VectorRank  int      `json:"vector_rank"`
+	Boosts      []string `json:"boosts,omitempty"`
+	EntryID     string   `json:"entry_id"`
+	Chunk       int      `json:"chunk"`
+	StartLine   int      `json:"start_line"`
+	EndLine     int      `json:"end_line"`
+	Tokens      int      `json:"tokens"`
+	EntryTokens int      `json:"entry_tokens"`
+	Text        string   `json:"text"`
 	occJSON
 }
 

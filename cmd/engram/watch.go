@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,15 +13,17 @@ import (
 
 func (a *app) watchCmd() *cobra.Command {
 	var (
-		yes  bool
-		opts index.Options
+		yes     bool
+		noEmbed bool
+		opts    index.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "watch [PATH]",
 		Short: "Index a repository, then keep the index current as files change",
 		Long: `Index the repository at PATH (default: the project) as engram index does, then
 watch it and index each burst of changes (a save, a git checkout of hundreds
-of files) as one batch, with the same exclusions. Stops cleanly on Ctrl-C.`,
+of files) as one batch, with the same exclusions; new chunks are embedded in
+the background unless --no-embed is given. Stops cleanly on Ctrl-C.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -43,11 +46,17 @@ of files) as one batch, with the same exclusions. Stops cleanly on Ctrl-C.`,
 			if err != nil {
 				return err
 			}
-			return a.runWatch(ctx, opts)
+			if !noEmbed {
+				if _, err := a.runEmbed(ctx, eng); err != nil {
+					return err
+				}
+			}
+			return a.runWatch(ctx, opts, !noEmbed)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
+	f.BoolVar(&noEmbed, "no-embed", false, "do not embed new chunks as they are indexed")
 	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default from index.workers: one per core)")
 	f.Int64Var(&opts.MaxFileBytes, "max-file-size", 0, "skip files larger than this many bytes (default from index.max_file_bytes: 1 MiB)")
 	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out, added to index.exclude (repeatable)")
@@ -55,9 +64,36 @@ of files) as one batch, with the same exclusions. Stops cleanly on Ctrl-C.`,
 }
 
 // runWatch watches the project until ctx ends (Ctrl-C), printing a line
-// per batch of changes.
-func (a *app) runWatch(ctx context.Context, opts index.Options) error {
+// per batch of changes; with embed, a background goroutine embeds what
+// each batch stored.
+func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool) error {
 	opts.Progress = nil
+	kick := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	ectx, stop := context.WithCancel(ctx)
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	if embed {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ectx.Done():
+					return
+				case <-kick:
+				}
+				rep, err := a.eng.Embed(ectx, nil)
+				switch {
+				case err != nil && ectx.Err() == nil:
+					fmt.Fprintf(a.stderr, "%s embedding failed (search stays lexical for the new chunks): %v\n", time.Now().Format(time.TimeOnly), err)
+				case rep.Embedded > 0:
+					a.log.Info("embedded", "chunks", rep.Embedded, "model", rep.Model, "took", rep.Took)
+				}
+			}
+		})
+	}
+
 	err := a.eng.Watch(ctx, a.cfg.Project, opts, index.WatchOptions{
 		Ready: func() { fmt.Fprintf(a.stderr, "watching %s (Ctrl-C to stop)\n", a.cfg.Project) },
 		OnUpdate: func(s index.Summary, err error) {
@@ -71,6 +107,12 @@ func (a *app) runWatch(ctx context.Context, opts index.Options) error {
 			}
 			fmt.Fprintf(a.stdout, "%s %d new, %d changed, %d deleted (renamed %d), %d touched in %v\n",
 				stamp, s.New, s.Changed, s.Deleted, s.Renamed, s.Touched, s.Elapsed.Round(time.Millisecond))
+			if s.Indexed() > 0 {
+				select {
+				case kick <- struct{}{}:
+				default: // a run is already due
+				}
+			}
 		},
 	})
 	if err == nil && ctx.Err() != nil {
