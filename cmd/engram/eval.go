@@ -17,6 +17,7 @@ import (
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/eval"
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
 )
@@ -29,6 +30,8 @@ func (a *app) evalCmd() *cobra.Command {
 		dir       string
 		jsonOut   bool
 		byKind    bool
+		modes     []string
+		dump      string
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -43,6 +46,12 @@ p50/p95/p99), as the bench README prescribes:
                turns, evidence turns
   longmemeval  LongMemEval questions (no abstentions) against all 940 sessions
                pooled, evidence turns
+
+Each store is embedded with the configured embedder (embed.provider; the
+corpus model is trained on the set's own corpus) before the questions, and
+every question is asked in each --mode: lexical only, vector only, and
+hybrid (fused as retrieve.fusion says). Latency is measured per question,
+in this process, with the stores warm.
 
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
 project. A set whose data is missing is reported and skipped.`,
@@ -82,7 +91,13 @@ project. A set whose data is missing is reported and skipped.`,
 				if err != nil {
 					return err
 				}
-				r, err := a.evalSet(ctx, set, filepath.Join(d, name))
+				ms := make([]retrieve.Mode, len(modes))
+				for i, m := range modes {
+					if ms[i], err = retrieve.ParseMode(m); err != nil {
+						return usagef("--mode: %v", err)
+					}
+				}
+				r, err := a.evalSet(ctx, set, filepath.Join(d, name), ms, dump)
 				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
@@ -102,6 +117,9 @@ project. A set whose data is missing is reported and skipped.`,
 	f.StringVar(&dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.BoolVar(&byKind, "by-kind", false, "also print recall@10 by question kind")
+	f.StringSliceVar(&modes, "mode", []string{"lexical", "vector", "hybrid"}, "retrieval modes to score")
+	f.StringVar(&dump, "dump", "", "write each question's top 10 with the relevant items to files with this prefix")
+	_ = f.MarkHidden("dump")
 	return cmd
 }
 
@@ -121,11 +139,13 @@ type evalRow struct {
 	P99ms     float64            `json:"p99_ms"`
 	ByKind    map[string]float64 `json:"recall_at_10_by_kind,omitempty"`
 	IngestSec float64            `json:"ingest_seconds"`
+	EmbedSec  float64            `json:"embed_seconds"`
+	Model     string             `json:"model,omitempty"`
 }
 
 // evalSet loads a set's corpora into stores under dir and scores each
 // retrieval mode.
-func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string) ([]evalRow, error) {
+func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []retrieve.Mode, dump string) ([]evalRow, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -149,7 +169,9 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string) ([]evalRow
 			return nil, err
 		}
 		stores = append(stores, st)
-		eng, err := engine.New(st, engine.Options{Encoding: a.cfg.Tokens.Encoding, Logger: a.log, KeepSecrets: true})
+		opts := a.engineOptions()
+		opts.KeepSecrets = true // the sets are public data: store them as they are
+		eng, err := engine.New(st, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -163,21 +185,122 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string) ([]evalRow
 	fmt.Fprintf(a.stderr, "%s: %d items in %d corpora loaded in %v; %d questions\n", set.Name, items, len(names),
 		ingestTime.Round(time.Millisecond), len(set.Questions))
 
+	start = time.Now()
+	model := ""
+	var chunks int64
+	for _, name := range names {
+		eng := engines[name]
+		rep, err := eng.Embed(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("embed %s: %w", name, err)
+		}
+		if model == "" {
+			model = rep.Model
+		}
+		chunks += rep.Embedded
+		// Load the vectors now: the latency measured is a warm process's.
+		h, err := eng.Hybrid(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := h.Warm(ctx); err != nil {
+			return nil, err
+		}
+	}
+	embedTime := time.Since(start)
+	if model != "" {
+		fmt.Fprintf(a.stderr, "%s: %s chunks embedded in %v (%.0f chunks/s) with %s\n", set.Name, commas(chunks),
+			embedTime.Round(time.Millisecond), float64(chunks)/embedTime.Seconds(), model)
+	}
+
 	var rows []evalRow
-	for _, mode := range []string{"lexical"} {
+	for _, mode := range modes {
+		if mode != retrieve.ModeLexical && model == "" {
+			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no embedder (embed.provider %s)\n", set.Name, mode, a.cfg.Embed.Provider)
+			continue
+		}
+		rec := newDump(set, dump != "")
 		retr := func(ctx context.Context, q eval.Question, k int) ([]string, error) {
-			return lexicalRetrieve(ctx, engines[q.Corpus], set.Code, q.Text, k)
+			res, err := engines[q.Corpus].Retrieve(ctx, retrieve.Query{Text: q.Text, Limit: 4 * k, Mode: mode})
+			if err != nil {
+				return nil, err
+			}
+			if res.Degraded {
+				return nil, fmt.Errorf("question %s: search degraded: %v", q.ID, res.Faults)
+			}
+			hits := make([]store.Hit, len(res.Hits))
+			for i, h := range res.Hits {
+				hits[i] = h.Hit
+			}
+			got := itemsOf(hits, set.Code, k)
+			rec.add(q, got)
+			return got, nil
 		}
 		m, err := eval.Run(ctx, set, retr)
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, evalRow{Set: set.Name, Mode: mode, Questions: m.Questions, Items: items,
+		if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode)); err != nil {
+			return nil, err
+		}
+		rows = append(rows, evalRow{Set: set.Name, Mode: string(mode), Questions: m.Questions, Items: items,
 			Recall5: m.Recall[5], Recall10: m.Recall[10], Recall20: m.Recall[20], MRR: m.MRR, NDCG10: m.NDCG10,
 			P50ms: msf(m.Latency.P50), P95ms: msf(m.Latency.P95), P99ms: msf(m.Latency.P99), ByKind: m.ByKind,
-			IngestSec: ingestTime.Seconds()})
+			IngestSec: ingestTime.Seconds(), EmbedSec: embedTime.Seconds(), Model: model})
 	}
 	return rows, nil
+}
+
+// evalDump records each question's answers, for looking into failures.
+type evalDump struct {
+	on   bool
+	text map[string]string // corpus/item -> text
+	rows []map[string]any
+}
+
+func newDump(set *eval.Set, on bool) *evalDump {
+	d := &evalDump{on: on}
+	if !on {
+		return d
+	}
+	d.text = map[string]string{}
+	for c, items := range set.Corpora {
+		for _, it := range items {
+			d.text[c+"/"+it.ID] = it.Text
+		}
+	}
+	return d
+}
+
+func (d *evalDump) add(q eval.Question, got []string) {
+	if !d.on {
+		return
+	}
+	show := func(ids []string) []string {
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			t := d.text[q.Corpus+"/"+id]
+			if r := []rune(t); len(r) > 300 {
+				t = string(r[:300])
+			}
+			out[i] = id + " " + t
+		}
+		return out
+	}
+	top := got[:min(10, len(got))]
+	d.rows = append(d.rows, map[string]any{"id": q.ID, "kind": q.Kind, "question": q.Text,
+		"relevant": show(q.Relevant), "top": show(top)})
+}
+
+func (d *evalDump) write(path string) error {
+	if !d.on {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(writeJSON(f, d.rows), f.Close())
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -222,16 +345,6 @@ func ingest(ctx context.Context, eng *engine.Engine, set *eval.Set, items []eval
 			Turn: it.Turn, Time: it.Time, MsgID: it.ID})
 	}
 	return eng.AddAll(ctx, recs, 2000, func(int, []engine.AddResult) error { return nil })
-}
-
-// lexicalRetrieve returns the items of the best lexical hits: files for
-// code, turns (their msg_id) for conversations.
-func lexicalRetrieve(ctx context.Context, eng *engine.Engine, code bool, q string, k int) ([]string, error) {
-	hits, err := eng.Search(ctx, store.Query{Text: q, Limit: 4 * k})
-	if err != nil {
-		return nil, err
-	}
-	return itemsOf(hits, code, k), nil
 }
 
 // itemsOf turns hits into distinct items, best first.
