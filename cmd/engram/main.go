@@ -244,9 +244,10 @@ func (a *app) engineOptions() engine.Options {
 // searchOptions are the configured search settings.
 func (a *app) searchOptions() sqlite.SearchOptions {
 	return sqlite.SearchOptions{
-		MaxPostings: a.cfg.Search.MaxPostings,
-		Window:      a.cfg.Search.Window,
-		MetaWeight:  a.cfg.Search.MetaWeight,
+		MaxPostings:   a.cfg.Search.MaxPostings,
+		Window:        a.cfg.Search.Window,
+		MetaWeight:    a.cfg.Search.MetaWeight,
+		ContextWeight: a.cfg.Search.ContextWeight,
 	}
 }
 

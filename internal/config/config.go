@@ -100,9 +100,10 @@ type Index struct {
 
 // Search tunes lexical search; zero values take the store's defaults.
 type Search struct {
-	MaxPostings int     `toml:"max_postings"`
-	Window      int     `toml:"window"`
-	MetaWeight  float64 `toml:"meta_weight"`
+	MaxPostings   int     `toml:"max_postings"`
+	Window        int     `toml:"window"`
+	MetaWeight    float64 `toml:"meta_weight"`
+	ContextWeight float64 `toml:"context_weight"`
 }
 
 // Embed chooses the embedder of semantic search.
@@ -339,7 +340,7 @@ func (c Config) Validate() error {
 	if c.Index.Workers < 0 {
 		errs = append(errs, errors.New("index.workers: must not be negative"))
 	}
-	if c.Search.MaxPostings < 0 || c.Search.Window < 0 || c.Search.MetaWeight < 0 {
+	if c.Search.MaxPostings < 0 || c.Search.Window < 0 || c.Search.MetaWeight < 0 || c.Search.ContextWeight < 0 {
 		errs = append(errs, errors.New("search: values must not be negative"))
 	}
 	if !slices.Contains(EmbedProviders, c.Embed.Provider) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/engramhq/engram/internal/store"
 )
@@ -33,12 +34,17 @@ type Progress struct {
 }
 
 // Text is what an embedder is given for a chunk: its file's path, if it
-// is from one, then its text.
+// is from one, and its conversation context, if it has one, then its text.
 func Text(c store.ChunkText) string {
-	if c.Path == "" {
-		return c.Text
+	var b strings.Builder
+	for _, s := range []string{c.Path, c.Context} {
+		if s != "" {
+			b.WriteString(s)
+			b.WriteByte('\n')
+		}
 	}
-	return c.Path + "\n" + c.Text
+	b.WriteString(c.Text)
+	return b.String()
 }
 
 // Run embeds pending chunks until none is left or ctx ends, and returns

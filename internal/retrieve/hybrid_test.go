@@ -48,14 +48,13 @@ func newFixture(t *testing.T) *fixture {
 			t.Error(err)
 		}
 	})
+	// One topic after another, as conversations go: a note's context (the
+	// note before it in its session) is on its topic.
 	var entries []store.Entry
 	for i := range 240 {
-		w := topics[i%3]
+		w := topics[i/80]
 		text := fmt.Sprintf("note %d: the %s and the %s near a %s", i, w[i%8], w[(i+3)%8], w[(i+5)%8])
-		session := "s1"
-		if i%2 == 1 {
-			session = "s2"
-		}
+		session := fmt.Sprintf("s%d-%d", i%2+1, i/80) // two sessions per topic
 		e := storetest.Entry(session, "agent", store.Note, text)
 		e.Time = time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)
 		entries = append(entries, e)
@@ -158,10 +157,15 @@ func TestHybridSignalsAndModes(t *testing.T) {
 	if withoutWord == 0 || vec.Lexical {
 		t.Errorf("vector mode: %d hits without the word; lexical answered %v", withoutWord, vec.Lexical)
 	}
+	// Lexical mode: the word in the note, or in its context (the note
+	// before it in its session).
 	lex := search(t, h, retrieve.Query{Text: "deadlock", Limit: 30, Mode: retrieve.ModeLexical})
-	for _, hit := range lex.Hits {
-		if !strings.Contains(hit.Chunk.Text, "deadlock") || hit.VectorRank != 0 || lex.Vector {
+	for i, hit := range lex.Hits {
+		if topicOf(hit.Chunk.Text) != 0 || hit.VectorRank != 0 || lex.Vector {
 			t.Errorf("lexical mode hit %q (vector rank %d)", hit.Chunk.Text, hit.VectorRank)
+		}
+		if i == 0 && !strings.Contains(hit.Chunk.Text, "deadlock") {
+			t.Errorf("top lexical hit %q lacks the word", hit.Chunk.Text)
 		}
 	}
 	// Fused order is stable.
@@ -183,13 +187,13 @@ func TestHybridSignalsAndModes(t *testing.T) {
 func TestHybridFiltersAndBoosts(t *testing.T) {
 	f := newFixture(t)
 	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
-	res := search(t, h, retrieve.Query{Text: "mutex contention", Limit: 40, Filter: store.Filter{SessionID: "s2"}})
+	res := search(t, h, retrieve.Query{Text: "mutex contention", Limit: 40, Filter: store.Filter{SessionID: "s2-0"}})
 	if len(res.Hits) == 0 {
-		t.Fatal("no hits in session s2")
+		t.Fatal("no hits in session s2-0")
 	}
 	for _, hit := range res.Hits {
-		if hit.Occurrence.SessionID != "s2" {
-			t.Errorf("hit from session %q through a filter on s2 (ranks %d/%d)", hit.Occurrence.SessionID, hit.LexicalRank, hit.VectorRank)
+		if hit.Occurrence.SessionID != "s2-0" {
+			t.Errorf("hit from session %q through a filter on s2-0 (ranks %d/%d)", hit.Occurrence.SessionID, hit.LexicalRank, hit.VectorRank)
 		}
 	}
 	res = search(t, h, retrieve.Query{Text: "mutex", Filter: store.Filter{Paths: []string{"internal/queue"}}})

@@ -592,6 +592,10 @@ type ChunkText struct {
 	Text string
 	// Path is the file the chunk is from, if it is from one.
 	Path string
+	// Context is the conversation context of an entry's first chunk: the
+	// end of the entry before it in its session, for entries too short to
+	// stand alone.
+	Context string
 }
 
 // ChunkVector is a chunk's vector under some embedding model.

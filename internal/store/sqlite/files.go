@@ -216,19 +216,28 @@ func (b *batch) indexEntry(pk int64, fresh bool) error {
 	}
 	entryMeta := terms.String(strings.Join(words, " "))
 
+	var ctxTerms string
+	var ctxText sql.NullString
+	if err := b.tx.QueryRowContext(b.ctx, `SELECT text FROM contexts WHERE entry = ?`, pk).Scan(&ctxText); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if ctxText.Valid {
+		ctxTerms = terms.String(ctxText.String)
+	}
+
 	type chunkRow struct {
-		id         int64
-		start, end int
-		symbols    sql.NullString
+		id, ordinal int64
+		start, end  int
+		symbols     sql.NullString
 	}
 	var chunks []chunkRow
-	rows, err = b.tx.QueryContext(b.ctx, `SELECT id, start_byte, end_byte, symbols FROM chunks WHERE entry = ? ORDER BY ordinal`, pk)
+	rows, err = b.tx.QueryContext(b.ctx, `SELECT id, ordinal, start_byte, end_byte, symbols FROM chunks WHERE entry = ? ORDER BY ordinal`, pk)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var c chunkRow
-		if err := rows.Scan(&c.id, &c.start, &c.end, &c.symbols); err != nil {
+		if err := rows.Scan(&c.id, &c.ordinal, &c.start, &c.end, &c.symbols); err != nil {
 			return errors.Join(err, rows.Close())
 		}
 		chunks = append(chunks, c)
@@ -249,7 +258,11 @@ func (b *batch) indexEntry(pk int64, fresh bool) error {
 			meta = strings.TrimSpace(meta + " " + terms.String(strings.Join(syms, " ")))
 		}
 		body := terms.String(string(content[c.start:c.end]))
-		if _, err := b.tx.ExecContext(b.ctx, `INSERT INTO `+ftsTable(target)+`(rowid, body, meta) VALUES (?, ?, ?)`, c.id, body, meta); err != nil {
+		ctx := ""
+		if c.ordinal == 0 {
+			ctx = ctxTerms
+		}
+		if _, err := b.tx.ExecContext(b.ctx, `INSERT INTO `+ftsTable(target)+`(rowid, body, meta, ctx) VALUES (?, ?, ?, ?)`, c.id, body, meta, ctx); err != nil {
 			return err
 		}
 	}

@@ -29,9 +29,12 @@ type migration struct {
 var migrations = []migration{
 	{1, "initial schema", schemaV1, nil},
 	{2, "file index", schemaV2, nil},
-	{3, "full-text terms with stems and stop words", "", rebuildFTS},
+	// Migration 6 rebuilds the full-text tables with the terms of today, so
+	// the rebuild migration 3 did for its stems is left to it.
+	{3, "full-text terms with stems and stop words", "", nil},
 	{4, "vectors and blobs", schemaV4, nil},
 	{5, "access tracking", schemaV5, nil},
+	{6, "conversation context", schemaV6, buildContexts},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -233,6 +236,88 @@ CREATE TABLE access (
 ) STRICT;
 CREATE INDEX access_last ON access(last_at);
 `
+
+const schemaV6 = `
+-- contexts hold the end of the previous entry of the session an entry was
+-- first seen in, for entries too short to stand alone (see context.go).
+CREATE TABLE contexts (
+	entry INTEGER PRIMARY KEY REFERENCES entries(pk),
+	text  TEXT NOT NULL
+) STRICT;
+
+-- The full-text tables gain a third column, ctx, for the context.
+DROP TABLE chunks_vocab;
+DROP TABLE chunks_fts;
+DROP TABLE history_fts;
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+	body, meta, ctx,
+	content = '', contentless_delete = 1,
+	tokenize = 'unicode61 remove_diacritics 2'
+);
+INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('hashsize', 16777216);
+CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, row);
+CREATE VIRTUAL TABLE history_fts USING fts5(
+	body, meta, ctx,
+	content = '', contentless_delete = 1,
+	tokenize = 'unicode61 remove_diacritics 2'
+);
+`
+
+// buildContexts works out the context of every stored entry as ingest
+// would have, then rebuilds the full-text tables.
+func buildContexts(ctx context.Context, tx *sql.Tx) error {
+	type first struct {
+		pk, size, seq int64
+		session       string
+		turn          int
+	}
+	var todo []first
+	rows, err := tx.QueryContext(ctx, `SELECT e.pk, length(e.content), o.seq, o.session_id, o.turn
+		FROM entries e JOIN occurrences o ON o.seq = (SELECT min(seq) FROM occurrences WHERE entry = e.pk)
+		WHERE o.session_id != '' AND o.type != ? AND length(e.content) <= ?
+		ORDER BY e.pk`, string(store.CodeFile), ContextBytes-minContextBytes)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var f first
+		if err := rows.Scan(&f.pk, &f.size, &f.seq, &f.session, &f.turn); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+		todo = append(todo, f)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	prev, err := tx.PrepareContext(ctx, `SELECT o.entry, length(e.content) FROM occurrences o JOIN entries e ON e.pk = o.entry
+		WHERE o.session_id = ? AND (o.turn < ? OR o.turn = ? AND o.seq < ?) ORDER BY o.turn DESC, o.seq DESC LIMIT 1`)
+	if err != nil {
+		return err
+	}
+	defer prev.Close()
+	for _, f := range todo {
+		var p, psize int64
+		err := prev.QueryRowContext(ctx, f.session, f.turn, f.turn, f.seq).Scan(&p, &psize)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && p == f.pk {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		want := ContextBytes - f.size
+		from := max(1, psize-want+1)
+		var tail []byte
+		if err := tx.QueryRowContext(ctx, `SELECT substr(content, ?) FROM entries WHERE pk = ?`, from, p).Scan(&tail); err != nil {
+			return err
+		}
+		if text := contextTail(tail, from > 1); text != "" {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO contexts(entry, text) VALUES (?, ?)`, f.pk, text); err != nil {
+				return err
+			}
+		}
+	}
+	return rebuildFTS(ctx, tx)
+}
 
 // migrate brings the schema to SchemaVersion. Each step runs in its own
 // write transaction that also bumps user_version, so concurrent openers

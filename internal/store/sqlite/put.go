@@ -224,7 +224,11 @@ var batchSQL = map[string]string{
 	"entryPK":     `SELECT pk FROM entries WHERE id = ?`,
 	"entryFTS":    `SELECT fts FROM entries WHERE pk = ?`,
 	"insertChunk": `INSERT INTO chunks(entry, ordinal, start_byte, end_byte, start_line, end_line, token_count, symbols) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-	"insertFTS":   `INSERT INTO chunks_fts(rowid, body, meta) VALUES (?, ?, ?)`,
+	"insertFTS":   `INSERT INTO chunks_fts(rowid, body, meta, ctx) VALUES (?, ?, ?, ?)`,
+	"prevEntry": `SELECT o.entry, length(e.content) FROM occurrences o JOIN entries e ON e.pk = o.entry
+		WHERE o.session_id = ? AND o.turn <= ? ORDER BY o.turn DESC, o.seq DESC LIMIT 1`,
+	"tail":          `SELECT substr(content, ?) FROM entries WHERE pk = ?`,
+	"insertContext": `INSERT INTO contexts(entry, text) VALUES (?, ?) ON CONFLICT(entry) DO NOTHING`,
 	"insertOcc": `INSERT INTO occurrences(entry, session_id, agent_id, agent_type, type, turn, time, msg_id, parent_id, files, keywords, entities, metadata)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	"findMsg": `SELECT e.id, o.seq, o.turn FROM occurrences o JOIN entries e ON e.pk = o.entry
@@ -313,7 +317,11 @@ func (b *batch) put(p *pending) (store.PutResult, error) {
 		}
 	}
 
-	pk, isNew, err := b.content(p)
+	turn, err := b.turn(e)
+	if err != nil {
+		return res, err
+	}
+	pk, isNew, err := b.content(p, turn)
 	if err != nil {
 		return res, err
 	}
@@ -336,10 +344,6 @@ func (b *batch) put(p *pending) (store.PutResult, error) {
 		if err := b.register(e.SessionID, e.AgentID, e.AgentType, t); err != nil {
 			return res, err
 		}
-	}
-	turn, err := b.turn(e)
-	if err != nil {
-		return res, err
 	}
 	r, err := b.exec("insertOcc", pk, e.SessionID, e.AgentID, e.AgentType, string(e.Type), turn, unixNano(t),
 		nullString(e.MsgID), nullString(e.ParentID), p.files, p.keywords, p.entities, p.metadata)
@@ -367,8 +371,10 @@ func (b *batch) put(p *pending) (store.PutResult, error) {
 }
 
 // content stores the entry's content and chunks unless they are stored, and
-// returns the entry's pk.
-func (b *batch) content(p *pending) (pk int64, isNew bool, err error) {
+// returns the entry's pk. New content seen in a session gets its context
+// (see conversationContext) from the session's previous entry at or before
+// turn.
+func (b *batch) content(p *pending, turn int) (pk int64, isNew bool, err error) {
 	e := p.e
 	if pk, ok := b.pks[e.ID]; ok {
 		return pk, false, nil
@@ -406,6 +412,19 @@ func (b *batch) content(p *pending) (pk int64, isNew bool, err error) {
 		// prove it was not, so this is a bug.
 		return 0, false, fmt.Errorf("entry %s: terms were not prepared", e.ID)
 	}
+	var ctxTerms string
+	if e.SessionID != "" && e.Type != store.CodeFile {
+		text, err := b.contextOf(pk, len(e.Content), e.SessionID, turn)
+		if err != nil {
+			return 0, false, err
+		}
+		if text != "" {
+			if _, err := b.exec("insertContext", pk, text); err != nil {
+				return 0, false, err
+			}
+			ctxTerms = terms.String(text)
+		}
+	}
 	for k, c := range e.Chunks {
 		r, err := b.exec("insertChunk", pk, c.Ordinal, c.Start, c.End, c.StartLine, c.EndLine, c.TokenCount, p.symbols[k])
 		if err != nil {
@@ -415,7 +434,11 @@ func (b *batch) content(p *pending) (pk int64, isNew bool, err error) {
 		if err != nil {
 			return 0, false, err
 		}
-		if _, err := b.exec("insertFTS", id, p.bodies[k], p.metas[k]); err != nil {
+		ctx := ""
+		if k == 0 {
+			ctx = ctxTerms
+		}
+		if _, err := b.exec("insertFTS", id, p.bodies[k], p.metas[k], ctx); err != nil {
 			return 0, false, err
 		}
 	}

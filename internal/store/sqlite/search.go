@@ -48,6 +48,7 @@ const (
 	DefaultMaxPostings     = 30_000
 	DefaultWindow          = 200
 	DefaultMetaWeight      = 4.0
+	DefaultContextWeight   = 0.5
 	DefaultSelectiveFilter = 20_000
 	// MaxLimit bounds Query.Limit.
 	MaxLimit = 1000
@@ -68,6 +69,10 @@ type SearchOptions struct {
 	// and entities relative to its text, which weighs 1. Zero means
 	// DefaultMetaWeight.
 	MetaWeight float64
+	// ContextWeight is the BM25 weight of a chunk's conversation context
+	// (the end of the previous entry of its session; see context.go).
+	// Zero means DefaultContextWeight.
+	ContextWeight float64
 	// SelectiveFilter is the most occurrences a filter may match to be
 	// applied before the full-text match. Zero means DefaultSelectiveFilter.
 	SelectiveFilter int
@@ -82,6 +87,9 @@ func (o SearchOptions) withDefaults() SearchOptions {
 	}
 	if o.MetaWeight <= 0 {
 		o.MetaWeight = DefaultMetaWeight
+	}
+	if o.ContextWeight <= 0 {
+		o.ContextWeight = DefaultContextWeight
 	}
 	if o.SelectiveFilter <= 0 {
 		o.SelectiveFilter = DefaultSelectiveFilter
@@ -479,7 +487,8 @@ func restrict(f store.Filter, selective bool) (string, []any) {
 
 // searchRanked ranks every match of the planned words with FTS5's BM25.
 func (s *Store) searchRanked(ctx context.Context, table string, p plan, f store.Filter, selective bool, limit int) ([]store.Hit, error) {
-	rank := "bm25(" + table + ", 1.0, " + strconv.FormatFloat(s.opts.Search.MetaWeight, 'f', -1, 64) + ")"
+	rank := "bm25(" + table + ", 1.0, " + strconv.FormatFloat(s.opts.Search.MetaWeight, 'f', -1, 64) + ", " +
+		strconv.FormatFloat(s.opts.Search.ContextWeight, 'f', -1, 64) + ")"
 	where, args := restrict(f, selective)
 	q := `SELECT f.rowid, ` + rank + ` AS s FROM ` + table + ` f WHERE ` + table + ` MATCH ?` + where + ` ORDER BY s, f.rowid DESC LIMIT ?`
 	var cands []candidate

@@ -26,11 +26,14 @@ func openInternal(t *testing.T, opts Options) *Store {
 	return s
 }
 
+// putN stores n notes, each in a session of its own so that none is the
+// conversation context of another.
 func putN(t *testing.T, s *Store, n int, format string) {
 	t.Helper()
 	var entries []store.Entry
 	for i := range n {
-		entries = append(entries, storetest.Entry("s", "a", store.Note, fmt.Sprintf(format, i)))
+		text := fmt.Sprintf(format, i)
+		entries = append(entries, storetest.Entry("s-"+text, "a", store.Note, text))
 	}
 	if _, err := s.PutEntries(context.Background(), entries); err != nil {
 		t.Fatal(err)

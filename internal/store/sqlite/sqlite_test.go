@@ -126,7 +126,8 @@ func TestOpen_Reopen(t *testing.T) {
 
 // TestMigrate_RebuildFTS opens a store whose full-text tables hold terms
 // made the old way (here: none at all) at schema version 2, and checks that
-// migration 3 indexes every chunk again, current and history alike.
+// the migrations index every chunk again, current and history alike, and
+// give conversation entries their context.
 func TestMigrate_RebuildFTS(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "engram.db")
@@ -134,7 +135,11 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutEntries(ctx, []store.Entry{storetest.Entry("s", "a", store.Note, "the parser parsed every request")}); err != nil {
+	if _, err := s.PutEntries(ctx, []store.Entry{
+		storetest.Entry("s", "a", store.Note, "the parser parsed every request"),
+		storetest.Entry("c", "a", store.UserPrompt, "Which dessert did you bake?"),
+		storetest.Entry("c", "a", store.AgentResponse, "Panna cotta with coconut milk."),
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.PutFiles(ctx, []store.FileChange{storetest.Version("a.go", "package a\n\n// quokkas hop\n")}); err != nil {
@@ -150,11 +155,14 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Undo what migrations 3 to 5 made, as a schema-2 store lacks it.
+	// Undo what migrations 3 to 6 made, as a schema-2 store lacks it (the
+	// full-text tables of schema 2 have two columns).
 	for _, q := range []string{
-		"INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')",
-		"INSERT INTO history_fts(history_fts) VALUES ('delete-all')",
-		"DROP TABLE vectors", "DROP TABLE vector_models", "DROP TABLE blobs", "DROP TABLE access",
+		"DROP TABLE chunks_vocab", "DROP TABLE chunks_fts", "DROP TABLE history_fts",
+		"CREATE VIRTUAL TABLE chunks_fts USING fts5(body, meta, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2')",
+		"CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, row)",
+		"CREATE VIRTUAL TABLE history_fts USING fts5(body, meta, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2')",
+		"DROP TABLE vectors", "DROP TABLE vector_models", "DROP TABLE blobs", "DROP TABLE access", "DROP TABLE contexts",
 		"PRAGMA user_version = 2",
 	} {
 		if _, err := db.Exec(q); err != nil {
@@ -180,6 +188,9 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 	}
 	if hits, _ := s.Search(ctx, store.Query{Text: "quokka"}); len(hits) != 0 {
 		t.Error("an old version came back into default search")
+	}
+	if hits, _ := s.Search(ctx, store.Query{Text: "dessert"}); len(hits) != 2 {
+		t.Errorf("after migration, the answer is not found through its context: %d hits", len(hits))
 	}
 	if err := s.IntegrityCheck(ctx); err != nil {
 		t.Error(err)

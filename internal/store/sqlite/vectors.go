@@ -48,7 +48,8 @@ func (s *Store) PendingChunks(ctx context.Context, model string, after int64, li
 			return err
 		}
 		rows, err := db.QueryContext(ctx, `SELECT c.id, substr(e.content, c.start_byte + 1, c.end_byte - c.start_byte),
-				coalesce((SELECT f.path FROM files f WHERE f.entry = e.pk AND f.state = 'current' LIMIT 1), '')
+				coalesce((SELECT f.path FROM files f WHERE f.entry = e.pk AND f.state = 'current' LIMIT 1), ''),
+				CASE WHEN c.ordinal = 0 THEN coalesce((SELECT x.text FROM contexts x WHERE x.entry = e.pk), '') ELSE '' END
 			FROM chunks c JOIN entries e ON e.pk = c.entry
 			WHERE c.id > ? AND e.fts = ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.chunk = c.id)
 			ORDER BY c.id LIMIT ?`, after, ftsMain, id, limit)
@@ -59,7 +60,7 @@ func (s *Store) PendingChunks(ctx context.Context, model string, after int64, li
 		for rows.Next() {
 			var c store.ChunkText
 			var text []byte
-			if err := rows.Scan(&c.ID, &text, &c.Path); err != nil {
+			if err := rows.Scan(&c.ID, &text, &c.Path, &c.Context); err != nil {
 				return errors.Join(err, rows.Close())
 			}
 			c.Text = string(text)

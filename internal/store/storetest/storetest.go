@@ -128,6 +128,7 @@ func Run(t *testing.T, open Opener) {
 		{"Access", testAccess},
 		{"SearchPaths", testSearchPaths},
 		{"SearchCoverage", testSearchCoverage},
+		{"ConversationContext", testConversationContext},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -505,14 +506,15 @@ func search(t testing.TB, s store.Store, q store.Query) []store.Hit {
 }
 
 func testSearchCodeAware(t *testing.T, s store.Store) {
-	camel := Entry("s", "a", store.CodeFile, "func parseHTTPRequest(r io.Reader) (*Request, error) {\n\treturn nil, nil\n}\n")
+	// Each in a session of its own: none is another's conversation context.
+	camel := Entry("s1", "a", store.CodeFile, "func parseHTTPRequest(r io.Reader) (*Request, error) {\n\treturn nil, nil\n}\n")
 	camel.Files = []string{"internal/server/http_parse.go"}
-	snake := Entry("s", "a", store.CodeFile, "def parse_http_request(raw):\n    return raw\n")
+	snake := Entry("s2", "a", store.CodeFile, "def parse_http_request(raw):\n    return raw\n")
 	snake.Files = []string{"tools/py/parser.py"}
-	pascal := Entry("s", "a", store.CodeFile, "public Request ParseHTTPRequest(Stream s) { return null; }\n")
+	pascal := Entry("s3", "a", store.CodeFile, "public Request ParseHTTPRequest(Stream s) { return null; }\n")
 	pascal.Files = []string{"src/Server/Parser.cs"}
-	prose := Entry("s", "a", store.AgentResponse, "The request parser reads HTTP headers first.")
-	unrelated := Entry("s", "a", store.AgentResponse, "Nothing to see here about databases.")
+	prose := Entry("s4", "a", store.AgentResponse, "The request parser reads HTTP headers first.")
+	unrelated := Entry("s5", "a", store.AgentResponse, "Nothing to see here about databases.")
 	res := put(t, s, camel, snake, pascal, prose, unrelated)
 	ids := func(idx ...int) []string {
 		var out []string
@@ -551,7 +553,7 @@ func testSearchCodeAware(t *testing.T, s store.Store) {
 	hits := search(t, s, store.Query{Text: "parseHTTPRequest"})
 	if len(hits) > 0 {
 		h := hits[0]
-		if h.Score <= 0 || h.Occurrence.SessionID != "s" || h.Chunk.Text == "" || h.EntryTokens == 0 || h.Chunk.StartLine < 1 {
+		if h.Score <= 0 || !strings.HasPrefix(h.Occurrence.SessionID, "s") || h.Chunk.Text == "" || h.EntryTokens == 0 || h.Chunk.StartLine < 1 {
 			t.Errorf("hit lacks provenance: %+v", h)
 		}
 	}
@@ -655,10 +657,10 @@ func testSearchPaths(t *testing.T, s store.Store) {
 
 func testSearchCoverage(t *testing.T, s store.Store) {
 	res := put(t, s,
-		Entry("s", "a", store.Note, "the migration needs a rollback plan"),
-		Entry("s", "a", store.Note, "the migration ran"),
-		Entry("s", "a", store.Note, "unrelated words about otters"),
-		Entry("s", "a", store.Note, "more unrelated words about badgers"),
+		Entry("s1", "a", store.Note, "the migration needs a rollback plan"),
+		Entry("s2", "a", store.Note, "the migration ran"),
+		Entry("s3", "a", store.Note, "unrelated words about otters"),
+		Entry("s4", "a", store.Note, "more unrelated words about badgers"),
 	)
 	cov := func(q string) map[string]float64 {
 		out := map[string]float64{}

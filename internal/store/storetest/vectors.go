@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,56 @@ func testAccess(t *testing.T, s store.Store) {
 	}
 	if hot, _ := s.HotChunks(ctx, t0, 1); len(hot) != 1 {
 		t.Errorf("HotChunks limit 1 = %+v", hot)
+	}
+}
+
+func testConversationContext(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mk := func(session string, turn int, typ store.ContentType, text string) store.Entry {
+		e := Entry(session, "a", typ, text)
+		e.Turn = turn
+		return e
+	}
+	long := strings.Repeat("a long answer that stands on its own without help ", 20)
+	res := put(t, s,
+		mk("s1", 1, store.UserPrompt, "Which dessert did you bake for the party?"),
+		mk("s1", 1, store.AgentResponse, "Coconut milk panna cotta, since I am lactose intolerant."),
+		mk("s1", 2, store.UserPrompt, "And the quokka?"),
+		mk("s1", 2, store.AgentResponse, long),
+		mk("s2", 1, store.UserPrompt, "Unrelated opener in another session about a dessert"),
+	)
+	// The answer is found by the question's words, through its context.
+	hits := search(t, s, store.Query{Text: "dessert party"})
+	if !slices.Contains(hitIDs(hits), res[1].ID) {
+		t.Errorf("the answer is not found by the question's words: %v", hitIDs(hits))
+	}
+	// The question itself ranks first: its own words count the same as a
+	// context's, and it holds both.
+	if hits[0].Chunk.EntryID != res[0].ID {
+		t.Errorf("top hit %s, want the question", hits[0].Chunk.EntryID)
+	}
+	// A long entry stands alone; a session's first entry has no context.
+	if ids := hitIDs(search(t, s, store.Query{Text: "quokka"})); slices.Contains(ids, res[3].ID) {
+		t.Errorf("a long entry got context: %v", ids)
+	}
+	pending, err := s.PendingChunks(ctx, "m", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byEntry := map[string]string{}
+	for _, c := range pending {
+		hits, _ := s.ChunkHits(ctx, []int64{c.ID}, store.Filter{})
+		if len(hits) == 1 {
+			byEntry[hits[0].Chunk.EntryID] += c.Context
+		}
+	}
+	if got := byEntry[res[1].ID]; got != "Which dessert did you bake for the party?" {
+		t.Errorf("context of the answer: %q", got)
+	}
+	if byEntry[res[0].ID] != "" || byEntry[res[3].ID] != "" || byEntry[res[4].ID] != "" {
+		t.Errorf("contexts where none belong: %q", byEntry)
+	}
+	if got := byEntry[res[2].ID]; !strings.HasSuffix(got, "lactose intolerant.") {
+		t.Errorf("context of the second question: %q", got)
 	}
 }
