@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,9 +92,9 @@ project. A set whose data is missing is reported and skipped.`,
 				if err != nil {
 					return err
 				}
-				ms := make([]retrieve.Mode, len(modes))
+				ms := make([]evalMode, len(modes))
 				for i, m := range modes {
-					if ms[i], err = retrieve.ParseMode(m); err != nil {
+					if ms[i], err = parseEvalMode(m); err != nil {
 						return usagef("--mode: %v", err)
 					}
 				}
@@ -145,7 +146,36 @@ type evalRow struct {
 
 // evalSet loads a set's corpora into stores under dir and scores each
 // retrieval mode.
-func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []retrieve.Mode, dump string) ([]evalRow, error) {
+// evalMode is a retrieval mode, with a fusion of its own for tuning:
+// hybrid:rrf:0.5:0.5 is RRF with lexical and vector weights 0.5.
+type evalMode struct {
+	name   string
+	mode   retrieve.Mode
+	fusion *retrieve.FuseOptions
+}
+
+func parseEvalMode(s string) (evalMode, error) {
+	parts := strings.Split(s, ":")
+	m, err := retrieve.ParseMode(parts[0])
+	if err != nil || len(parts) == 1 {
+		return evalMode{name: s, mode: m}, err
+	}
+	if m != retrieve.ModeHybrid || len(parts) != 4 {
+		return evalMode{}, fmt.Errorf("%q: want hybrid:FUSION:LEXICAL_WEIGHT:VECTOR_WEIGHT", s)
+	}
+	f, err := retrieve.ParseFusion(parts[1])
+	if err != nil {
+		return evalMode{}, err
+	}
+	lw, err1 := strconv.ParseFloat(parts[2], 64)
+	vw, err2 := strconv.ParseFloat(parts[3], 64)
+	if err1 != nil || err2 != nil || lw < 0 || vw < 0 {
+		return evalMode{}, fmt.Errorf("%q: weights must be numbers", s)
+	}
+	return evalMode{name: s, mode: m, fusion: &retrieve.FuseOptions{Method: f, LexicalWeight: lw, VectorWeight: vw}}, nil
+}
+
+func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []evalMode, dump string) ([]evalRow, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -215,13 +245,29 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []re
 
 	var rows []evalRow
 	for _, mode := range modes {
-		if mode != retrieve.ModeLexical && model == "" {
-			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no embedder (embed.provider %s)\n", set.Name, mode, a.cfg.Embed.Provider)
+		if mode.mode != retrieve.ModeLexical && model == "" {
+			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no embedder (embed.provider %s)\n", set.Name, mode.name, a.cfg.Embed.Provider)
 			continue
+		}
+		searchers := map[string]*retrieve.Hybrid{}
+		for name, eng := range engines {
+			h, err := eng.Hybrid(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if mode.fusion != nil {
+				opts := a.engineOptions().Retrieve
+				opts.Fusion = *mode.fusion
+				h = retrieve.NewHybrid(eng.Store(), h.Embedder(), opts)
+				if err := h.Warm(ctx); err != nil {
+					return nil, err
+				}
+			}
+			searchers[name] = h
 		}
 		rec := newDump(set, dump != "")
 		retr := func(ctx context.Context, q eval.Question, k int) ([]string, error) {
-			res, err := engines[q.Corpus].Retrieve(ctx, retrieve.Query{Text: q.Text, Limit: 4 * k, Mode: mode})
+			res, err := searchers[q.Corpus].Search(ctx, retrieve.Query{Text: q.Text, Limit: 4 * k, Mode: mode.mode})
 			if err != nil {
 				return nil, err
 			}
@@ -240,10 +286,10 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []re
 		if err != nil {
 			return nil, err
 		}
-		if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode)); err != nil {
+		if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode.name)); err != nil {
 			return nil, err
 		}
-		rows = append(rows, evalRow{Set: set.Name, Mode: string(mode), Questions: m.Questions, Items: items,
+		rows = append(rows, evalRow{Set: set.Name, Mode: mode.name, Questions: m.Questions, Items: items,
 			Recall5: m.Recall[5], Recall10: m.Recall[10], Recall20: m.Recall[20], MRR: m.MRR, NDCG10: m.NDCG10,
 			P50ms: msf(m.Latency.P50), P95ms: msf(m.Latency.P95), P99ms: msf(m.Latency.P99), ByKind: m.ByKind,
 			IngestSec: ingestTime.Seconds(), EmbedSec: embedTime.Seconds(), Model: model})
