@@ -94,15 +94,19 @@ func TestTrain_TooSmall(t *testing.T) {
 	}
 }
 
-// TestOrthonormalize checks CholeskyQR2 on a tall random matrix.
+// TestOrthonormalize checks CholeskyQR2 on a tall random matrix whose
+// columns are far from orthogonal, and that a dependent column is zeroed.
 func TestOrthonormalize(t *testing.T) {
-	n, l := 500, 12
+	n, l := 2000, 12
 	r := rand.New(rand.NewPCG(1, 1))
 	x := make([]float64, n*l)
-	for i := range x {
-		x[i] = r.NormFloat64()
+	for i := range n {
+		base := r.NormFloat64()
+		for c := range l {
+			x[i*l+c] = base + 0.1*r.NormFloat64() // columns nearly alike
+		}
 	}
-	orthonormalize(x, n, l)
+	orthonormalize(x, n, l, 2)
 	for a := range l {
 		for b := range l {
 			var d float64
@@ -116,6 +120,33 @@ func TestOrthonormalize(t *testing.T) {
 			if math.Abs(d-want) > 1e-9 {
 				t.Fatalf("column %d · column %d = %v", a, b, d)
 			}
+		}
+	}
+}
+
+func TestOrthonormalize_Dependent(t *testing.T) {
+	n, l := 300, 4
+	r := rand.New(rand.NewPCG(2, 2))
+	x := make([]float64, n*l)
+	for i := range n {
+		a, b := r.NormFloat64(), r.NormFloat64()
+		x[i*l], x[i*l+1], x[i*l+2], x[i*l+3] = a, b, a+b, r.NormFloat64() // column 2 = 0 + 1
+	}
+	orthonormalize(x, n, l, 2)
+	var norm2 float64
+	for i := range n {
+		norm2 += x[i*l+2] * x[i*l+2]
+	}
+	if norm2 > 1e-12 {
+		t.Errorf("dependent column not zeroed: |c2|² = %v", norm2)
+	}
+	for _, c := range []int{0, 1, 3} {
+		var d float64
+		for i := range n {
+			d += x[i*l+c] * x[i*l+c]
+		}
+		if math.Abs(d-1) > 1e-9 {
+			t.Errorf("column %d has |c|² = %v", c, d)
 		}
 	}
 }
