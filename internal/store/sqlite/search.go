@@ -102,7 +102,7 @@ type plan struct {
 	match    string  // the MATCH expression; empty if nothing can match
 	groups   []group // the words in match
 	windowed bool    // every word is very common: score the newest matches here
-	dropped  []string
+	dropped  []group // planned out as too common; see rescore
 }
 
 // group is one query word with its frequencies.
@@ -186,7 +186,7 @@ func (s *Store) planQuery(ctx context.Context, groups []terms.Group, tables []st
 	for i, g := range gs {
 		if !p.windowed && i > 0 && total+g.cost > budget {
 			if len(g.Parts) == 0 || g.whole == 0 || total+g.whole > budget {
-				p.dropped = append(p.dropped, g.Whole)
+				p.dropped = append(p.dropped, g)
 				continue
 			}
 			g.Parts, g.matches, g.cost = nil, g.whole, g.whole
@@ -386,47 +386,115 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 	}
 	cond, condArgs := filterSQL(q.Filter)
 	selective := !q.Filter.IsZero() && s.selective(ctx, cond, condArgs)
+	// When words were planned out, more candidates are ranked by the kept
+	// words and then scored with the dropped ones too (rescore).
+	fetch := limit
+	if len(p.dropped) > 0 && !p.windowed {
+		fetch = min(MaxLimit, max(2*limit, limit+rescoreExtra))
+	}
 	var hits []store.Hit
 	for _, table := range tables {
 		var more []store.Hit
 		if p.windowed {
 			more, err = s.searchWindow(ctx, table, p, q.Filter, selective, limit)
 		} else {
-			more, err = s.searchRanked(ctx, table, p, q.Filter, selective, limit)
+			more, err = s.searchRanked(ctx, table, p, q.Filter, selective, fetch)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("search %q: %w", q.Text, err)
 		}
 		hits = append(hits, more...)
 	}
-	if len(tables) > 1 {
-		sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score })
-		hits = hits[:min(limit, len(hits))]
-	}
-	if err := s.coverage(ctx, groups, p, hits); err != nil {
+	total, _, err := s.ftsState(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
+	counts := make([]map[string]int, len(hits))
+	for i := range hits {
+		counts[i] = termCounts(hits[i].Chunk.Text)
+	}
+	rescored := len(p.dropped) > 0 && !p.windowed
+	if rescored {
+		rescore(hits, counts, p.dropped, total)
+	}
+	if len(tables) > 1 || rescored {
+		order := make([]int, len(hits))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(i, j int) bool { return hits[order[i]].Score > hits[order[j]].Score })
+		sorted, sortedCounts := make([]store.Hit, 0, limit), make([]map[string]int, 0, limit)
+		for _, i := range order[:min(limit, len(order))] {
+			sorted, sortedCounts = append(sorted, hits[i]), append(sortedCounts, counts[i])
+		}
+		hits, counts = sorted, sortedCounts
+	}
+	coverage(groups, p, hits, counts, total, int64(s.opts.Search.MaxPostings)+1)
 	return hits, nil
+}
+
+// rescoreExtra is how many more candidates than asked for are ranked when
+// words were planned out.
+const rescoreExtra = 50
+
+func termCounts(text string) map[string]int {
+	m := map[string]int{}
+	for _, t := range strings.Fields(terms.String(text)) {
+		m[t]++
+	}
+	return m
+}
+
+// groupTF is how often a chunk holds a query word: whole, or for a
+// compound identifier as its parts, the least frequent of them.
+func groupTF(counts map[string]int, g terms.Group) int {
+	tf := counts[g.Whole]
+	if len(g.Parts) > 0 {
+		parts := counts[g.Parts[0]]
+		for _, part := range g.Parts[1:] {
+			parts = min(parts, counts[part])
+		}
+		tf = max(tf, parts)
+	}
+	return tf
+}
+
+// rescore adds to each hit's score the BM25 weight of the words the plan
+// dropped as too common to match within the budget: FTS5 ranked the
+// candidates by the rarer words alone, and the common words still say
+// something about which candidate is best. Their frequency is the capped
+// count (at least that common, so the IDF is at most this); term frequency
+// saturates as in BM25 (k1 = 1.2), without length normalisation.
+func rescore(hits []store.Hit, counts []map[string]int, dropped []group, total int64) {
+	const k1 = 1.2
+	for i := range hits {
+		for _, g := range dropped {
+			tf := groupTF(counts[i], g.Group)
+			if tf == 0 {
+				continue
+			}
+			df := float64(max(g.matches, 1))
+			idf := math.Log(1 + (float64(total)-df+0.5)/(df+0.5))
+			hits[i].Score += idf * float64(tf) * (k1 + 1) / (float64(tf) + k1)
+		}
+	}
 }
 
 // coverage sets each hit's Coverage: the IDF-weighted share of the query's
 // content words (its stop words, if it has only those) that the chunk
 // holds. Words that occur nowhere count in full against every hit; words
-// the plan dropped as too common count with the frequency cap, a low IDF.
-func (s *Store) coverage(ctx context.Context, groups []terms.Group, p plan, hits []store.Hit) error {
+// the plan dropped as too common count with their capped frequency, a low
+// IDF.
+func coverage(groups []terms.Group, p plan, hits []store.Hit, counts []map[string]int, total, capped int64) {
 	if len(hits) == 0 {
-		return nil
-	}
-	total, _, err := s.ftsState(ctx)
-	if err != nil {
-		return err
+		return
 	}
 	df := map[string]int64{}
 	for _, g := range p.groups {
 		df[g.Whole] = g.matches
 	}
-	for _, w := range p.dropped {
-		df[w] = int64(s.opts.Search.MaxPostings) + 1
+	for _, g := range p.dropped {
+		df[g.Whole] = max(g.matches, capped)
 	}
 	var content []terms.Group
 	for _, g := range groups {
@@ -445,29 +513,17 @@ func (s *Store) coverage(ctx context.Context, groups []terms.Group, p plan, hits
 		sum += idf[i]
 	}
 	if sum == 0 {
-		return nil
+		return
 	}
 	for i := range hits {
-		have := map[string]bool{}
-		for _, t := range strings.Fields(terms.String(hits[i].Chunk.Text)) {
-			have[t] = true
-		}
 		var got float64
 		for j, g := range content {
-			match := have[g.Whole]
-			if !match && len(g.Parts) > 0 {
-				match = true
-				for _, part := range g.Parts {
-					match = match && have[part]
-				}
-			}
-			if match {
+			if groupTF(counts[i], g) > 0 {
 				got += idf[j]
 			}
 		}
 		hits[i].Coverage = got / sum
 	}
-	return nil
 }
 
 // restrict returns the SQL that limits FTS rows f to the filter, and its
@@ -567,20 +623,10 @@ func (s *Store) chunkTexts(ctx context.Context, cands []candidate) (map[int64]st
 // identifier counts where it appears whole or as its parts.
 func windowScore(text string, groups []group, chunks int64) float64 {
 	const k1 = 1.2
-	counts := map[string]int{}
-	for _, t := range strings.Fields(terms.String(text)) {
-		counts[t]++
-	}
+	counts := termCounts(text)
 	score := 0.0
 	for _, g := range groups {
-		tf := counts[g.Whole]
-		if len(g.Parts) > 0 {
-			parts := counts[g.Parts[0]]
-			for _, part := range g.Parts[1:] {
-				parts = min(parts, counts[part])
-			}
-			tf = max(tf, parts)
-		}
+		tf := groupTF(counts, g.Group)
 		if tf == 0 {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/engramhq/engram/internal/store"
@@ -58,7 +59,7 @@ func TestPlanQuery(t *testing.T) {
 		kept = append(kept, g.Whole)
 	}
 	// Words are as indexed: stemmed.
-	if p.windowed || !slices.Equal(kept, []string{"solo", "often"}) || !slices.Equal(p.dropped, []string{"everywher"}) {
+	if p.windowed || !slices.Equal(kept, []string{"solo", "often"}) || len(p.dropped) != 1 || p.dropped[0].Whole != "everywher" {
 		t.Errorf("plan: kept %v dropped %v windowed %v; want [solo often], [everywher], false", kept, p.dropped, p.windowed)
 	}
 	p, err = s.planQuery(ctx, terms.Query("everywhere"), mainOnly)
@@ -108,3 +109,25 @@ func TestDocFreqs_Cache(t *testing.T) {
 }
 
 var mainOnly = []string{"chunks_fts"}
+
+// TestSearch_RescoresDroppedWords checks that a word planned out as too
+// common still ranks the candidates found by the rarer words.
+func TestSearch_RescoresDroppedWords(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{Search: SearchOptions{MaxPostings: 50}})
+	putN(t, s, 400, "other filler text %d")
+	putN(t, s, 60, "widely cited lemma number %d")                          // too common for the budget, yet 13% of chunks
+	putN(t, s, 1, "zanzibar %d")                                            // short: BM25 ranks it first on zanzibar alone
+	putN(t, s, 1, "zanzibar and the widely cited lemma with more words %d") // holds the dropped words too
+	hits, err := s.Search(ctx, store.Query{Text: "zanzibar widely cited lemma", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.planQuery(ctx, terms.Query("zanzibar widely cited lemma"), mainOnly)
+	if err != nil || len(p.dropped) == 0 {
+		t.Fatalf("the plan dropped nothing: %+v, %v", p, err)
+	}
+	if len(hits) != 2 || !strings.Contains(hits[0].Chunk.Text, "widely") {
+		t.Errorf("hits %v: want the chunk with the dropped words first", hits)
+	}
+}
