@@ -1,0 +1,168 @@
+package eval
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestRun_Metrics(t *testing.T) {
+	set := &Set{Name: "t", Questions: []Question{
+		{ID: "q1", Relevant: []string{"a", "b"}, Kind: "x"},
+		{ID: "q2", Relevant: []string{"z"}, Kind: "y"},
+	}}
+	answers := map[string][]string{
+		// a at rank 1, b at rank 7 (a duplicate of a in between counts once)
+		"q1": {"a", "c", "a", "d", "e", "f", "b"},
+		// z at rank 12: in @20 only
+		"q2": {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "z"},
+	}
+	m, err := Run(context.Background(), set, func(_ context.Context, q Question, k int) ([]string, error) {
+		if k != Depth {
+			t.Errorf("asked for %d items, want %d", k, Depth)
+		}
+		return answers[q.ID], nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Questions != 2 {
+		t.Fatalf("questions %d", m.Questions)
+	}
+	want := map[int]float64{5: (0.5 + 0) / 2, 10: (1.0 + 0) / 2, 20: (1.0 + 1) / 2}
+	for k, w := range want {
+		if !near(m.Recall[k], w) {
+			t.Errorf("recall@%d = %v, want %v", k, m.Recall[k], w)
+		}
+	}
+	if w := (1 + 1.0/12) / 2; !near(m.MRR, w) {
+		t.Errorf("MRR = %v, want %v", m.MRR, w)
+	}
+	// q1: DCG = 1/log2(2) + 1/log2(8); ideal = 1 + 1/log2(3). q2: 0 in @10.
+	q1 := (1 + 1/math.Log2(8)) / (1 + 1/math.Log2(3))
+	if w := q1 / 2; !near(m.NDCG10, w) {
+		t.Errorf("nDCG@10 = %v, want %v", m.NDCG10, w)
+	}
+	if !near(m.ByKind["x"], 1) || !near(m.ByKind["y"], 0) {
+		t.Errorf("by kind %v", m.ByKind)
+	}
+}
+
+func TestRun_CancelledAndErrors(t *testing.T) {
+	set := &Set{Questions: []Question{{ID: "q", Relevant: []string{"a"}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, set, func(context.Context, Question, int) ([]string, error) { return nil, nil }); err == nil {
+		t.Error("cancelled run: no error")
+	}
+	boom := os.ErrClosed
+	if _, err := Run(context.Background(), set, func(context.Context, Question, int) ([]string, error) { return nil, boom }); err != boom {
+		t.Errorf("retriever error: %v", err)
+	}
+}
+
+func write(t *testing.T, name, data string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadLoCoMo(t *testing.T) {
+	p := write(t, "locomo10.json", `[{"sample_id":"conv-1",
+	 "conversation":{"speaker_a":"Ann","session_1_date_time":"1:56 pm on 8 May, 2023",
+	  "session_1":[{"speaker":"Ann","dia_id":"D1:1","text":"I adopted a dog."},
+	               {"speaker":"Bo","dia_id":"D1:2","text":"Look!","blip_caption":"a photo of a puppy"}],
+	  "session_2":[{"speaker":"Ann","dia_id":"D2:1","text":"The dog is named Rex."}]},
+	 "qa":[{"question":"What is the dog called?","evidence":["D2:1; D1:1"],"category":4},
+	       {"question":"adversarial","evidence":["D1:1"],"category":5},
+	       {"question":"unknown evidence","evidence":["D9:9"],"category":1}]}]`)
+	set, err := LoadLoCoMo(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := set.Corpora["conv-1"]
+	if len(items) != 3 || items[1].Text != "Bo: Look! [shares a photo: a photo of a puppy]" || items[2].Session != "session_2" {
+		t.Fatalf("items %+v", items)
+	}
+	if items[0].Time.IsZero() || items[0].Time.Day() != 8 {
+		t.Errorf("time %v", items[0].Time)
+	}
+	if len(set.Questions) != 1 {
+		t.Fatalf("questions %+v (category 5 and unknown evidence must go)", set.Questions)
+	}
+	q := set.Questions[0]
+	if q.Corpus != "conv-1" || q.Kind != "single-hop" || !reflect.DeepEqual(q.Relevant, []string{"D1:1", "D2:1"}) {
+		t.Errorf("question %+v", q)
+	}
+}
+
+func TestLoadLongMemEval(t *testing.T) {
+	p := write(t, "longmemeval_oracle.json", `[
+	 {"question_id":"q1","question_type":"single-session-user","question":"Where do I work?",
+	  "haystack_dates":["2023/05/20 (Sat) 02:21"],"haystack_session_ids":["s1"],
+	  "haystack_sessions":[[{"role":"user","content":"I work at Acme.","has_answer":true},{"role":"assistant","content":"Nice."}]],
+	  "answer_session_ids":["s1"]},
+	 {"question_id":"q2","question_type":"multi-session","question":"What did we discuss?",
+	  "haystack_dates":["2023/05/20 (Sat) 02:21","2023/05/21 (Sun) 10:00"],"haystack_session_ids":["s1","s2"],
+	  "haystack_sessions":[[{"role":"user","content":"I work at Acme."},{"role":"assistant","content":"Nice."}],
+	                       [{"role":"user","content":"Tell me a joke."}]],
+	  "answer_session_ids":["s2"]},
+	 {"question_id":"q3_abs","question_type":"single-session-user","question":"abstain",
+	  "haystack_dates":[],"haystack_session_ids":["s3"],
+	  "haystack_sessions":[[{"role":"user","content":"x","has_answer":true}]],"answer_session_ids":["s3"]}]`)
+	set, err := LoadLongMemEval(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := set.Corpora[LongMemEval]
+	if len(items) != 4 { // s1 twice is pooled once; the abstention's session stays as a distractor
+		t.Fatalf("items %+v", items)
+	}
+	if len(set.Questions) != 2 {
+		t.Fatalf("questions %+v", set.Questions)
+	}
+	if r := set.Questions[0].Relevant; !reflect.DeepEqual(r, []string{"s1:1"}) {
+		t.Errorf("q1 relevant %v", r)
+	}
+	if r := set.Questions[1].Relevant; !reflect.DeepEqual(r, []string{"s2:1"}) {
+		t.Errorf("q2 relevant (no has_answer: the answer session's turns) %v", r)
+	}
+}
+
+func TestLoadGoCommits(t *testing.T) {
+	q := write(t, "queries.jsonl", `{"id":"c1","query":"fix the parser","prefix":"go/parser","relevant":["go/parser/parser.go"]}
+`)
+	src := t.TempDir()
+	for _, f := range []string{"go/parser/parser.go", "go/parser/parser_test.go", "go/parser/README"} {
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, f), []byte("package parser\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := LoadGoCommits(q, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items := set.Corpora[GoCommits]; len(items) != 1 || items[0].ID != "go/parser/parser.go" {
+		t.Fatalf("items %+v (tests and non-Go files are not in the corpus)", items)
+	}
+	if len(set.Questions) != 1 || set.Questions[0].Kind != "go" || set.Questions[0].Text != "fix the parser" {
+		t.Errorf("questions %+v", set.Questions)
+	}
+	if _, err := LoadGoCommits(write(t, "bad.jsonl", "{\n"), src); err == nil {
+		t.Error("bad line: no error")
+	}
+	if _, err := Load("nope", t.TempDir(), src); err == nil {
+		t.Error("unknown set: no error")
+	}
+}
