@@ -33,6 +33,7 @@ func (a *app) evalCmd() *cobra.Command {
 		byKind    bool
 		modes     []string
 		dump      string
+		economy   []int
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -54,6 +55,12 @@ every question is asked in each --mode: lexical only, vector only, and
 hybrid (fused as retrieve.fusion says). Latency is measured per question,
 in this process, with the stores warm.
 
+On the conversation sets, --economy measures pre-fetch: the block engram
+injects with each question, capped at each budget, built with the configured
+thresholds ("seed") and packed with the best hits to the budget ("packed"),
+against the tokens of the whole conversation: how much of the evidence each
+gets in how many tokens.
+
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
 project. A set whose data is missing is reported and skipped.`,
 		Args: noArgs,
@@ -74,6 +81,7 @@ project. A set whose data is missing is reported and skipped.`,
 			}
 			defer cleanup()
 			var rows []evalRow
+			var econ []economyRow
 			for _, name := range sets {
 				root := goroot
 				if name == eval.GoCommits && root == "" {
@@ -98,16 +106,17 @@ project. A set whose data is missing is reported and skipped.`,
 						return usagef("--mode: %v", err)
 					}
 				}
-				r, err := a.evalSet(ctx, set, filepath.Join(d, name), ms, dump)
+				r, e, err := a.evalSet(ctx, set, filepath.Join(d, name), ms, dump, positive(economy))
 				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
-				rows = append(rows, r...)
+				rows, econ = append(rows, r...), append(econ, e...)
 			}
 			if jsonOut {
-				return writeJSON(a.stdout, rows)
+				return writeJSON(a.stdout, map[string]any{"results": rows, "economy": econ})
 			}
 			printEval(a, rows, byKind)
+			printEconomy(a, econ)
 			return nil
 		},
 	}
@@ -119,10 +128,15 @@ project. A set whose data is missing is reported and skipped.`,
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.BoolVar(&byKind, "by-kind", false, "also print recall@10 by question kind")
 	f.StringSliceVar(&modes, "mode", []string{"lexical", "vector", "hybrid"}, "retrieval modes to score")
+	f.IntSliceVar(&economy, "economy", []int{1000, 2000, 4000}, "pre-fetch budgets (tokens) to measure on conversation sets; 0 for none")
 	f.StringVar(&dump, "dump", "", "write each question's top 10 with the relevant items to files with this prefix")
 	_ = f.MarkHidden("dump")
 	return cmd
 }
+
+// evalDeadline bounds a search in engram eval; latency is reported, not
+// enforced.
+const evalDeadline = time.Minute
 
 // evalRow is one set scored by one retrieval mode.
 type evalRow struct {
@@ -175,9 +189,20 @@ func parseEvalMode(s string) (evalMode, error) {
 	return evalMode{name: s, mode: m, fusion: &retrieve.FuseOptions{Method: f, LexicalWeight: lw, VectorWeight: vw}}, nil
 }
 
-func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []evalMode, dump string) ([]evalRow, error) {
+// positive returns the positive numbers of ns.
+func positive(ns []int) []int {
+	var out []int
+	for _, n := range ns {
+		if n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []evalMode, dump string, economy []int) ([]evalRow, []economyRow, error) {
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	engines := map[string]*engine.Engine{}
 	var stores []*sqlite.Store
@@ -196,17 +221,20 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 	for _, name := range names {
 		st, err := sqlite.Open(ctx, filepath.Join(dir, name+".db"), sqlite.Options{Logger: a.log, Search: a.searchOptions()})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		stores = append(stores, st)
 		opts := a.engineOptions()
 		opts.KeepSecrets = true // the sets are public data: store them as they are
+		// Quality is measured on complete answers: a search that hits the
+		// deadline (on a loaded machine) would score a degraded result.
+		opts.Retrieve.Deadline = evalDeadline
 		eng, err := engine.New(st, opts)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := ingest(ctx, eng, set, set.Corpora[name]); err != nil {
-			return nil, fmt.Errorf("load %s: %w", name, err)
+			return nil, nil, fmt.Errorf("load %s: %w", name, err)
 		}
 		engines[name] = eng
 		items += len(set.Corpora[name])
@@ -222,7 +250,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		eng := engines[name]
 		rep, err := eng.Embed(ctx, nil)
 		if err != nil {
-			return nil, fmt.Errorf("embed %s: %w", name, err)
+			return nil, nil, fmt.Errorf("embed %s: %w", name, err)
 		}
 		if model == "" {
 			model = rep.Model
@@ -231,10 +259,10 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		// Load the vectors now: the latency measured is a warm process's.
 		h, err := eng.Hybrid(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := h.Warm(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	embedTime := time.Since(start)
@@ -253,14 +281,15 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		for name, eng := range engines {
 			h, err := eng.Hybrid(ctx)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if mode.fusion != nil {
 				opts := a.engineOptions().Retrieve
 				opts.Fusion = *mode.fusion
+				opts.Deadline = evalDeadline
 				h = retrieve.NewHybrid(eng.Store(), h.Embedder(), opts)
 				if err := h.Warm(ctx); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
 			searchers[name] = h
@@ -284,17 +313,21 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		}
 		m, err := eval.Run(ctx, set, retr)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode.name)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rows = append(rows, evalRow{Set: set.Name, Mode: mode.name, Questions: m.Questions, Items: items,
 			Recall5: m.Recall[5], Recall10: m.Recall[10], Recall20: m.Recall[20], MRR: m.MRR, NDCG10: m.NDCG10,
 			P50ms: msf(m.Latency.P50), P95ms: msf(m.Latency.P95), P99ms: msf(m.Latency.P99), ByKind: m.ByKind,
 			IngestSec: ingestTime.Seconds(), EmbedSec: embedTime.Seconds(), Model: model})
 	}
-	return rows, nil
+	econ, err := a.evalEconomy(ctx, set, engines, economy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("economy: %w", err)
+	}
+	return rows, econ, nil
 }
 
 // evalDump records each question's answers, for looking into failures.

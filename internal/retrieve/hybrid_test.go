@@ -397,6 +397,37 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
+func TestPrefetchPackedAndNoRecord(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	count := func(s string) int { return len(strings.Fields(s)) }
+	// Packed: no thresholds, no per-tier caps, excerpts only, more
+	// candidates; and the access record left alone.
+	packed := retrieve.PrefetchOptions{Budget: 100000, ExcerptThreshold: 1e-9, ConfidenceThreshold: 1e-9, MinSignal: -1,
+		MaxExcerpts: 1000, MaxHints: -1, ExcerptShare: 1, Candidates: 50, NoRecord: true}
+	b, err := h.Prefetch(ctx, "helm rollout", 0, packed, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Excerpts) <= retrieve.DefaultMaxExcerpts || len(b.Hints) != 0 || b.Tokens > b.Budget {
+		t.Fatalf("packed: %d excerpts, %d hints, %d tokens", len(b.Excerpts), len(b.Hints), b.Tokens)
+	}
+	// Nothing joined the hot tier: a process with no backend finds nothing.
+	none := retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{})
+	if _, err := none.Search(ctx, retrieve.Query{Text: "helm rollout"}); err == nil {
+		t.Fatal("NoRecord: the excerpts were recorded as used")
+	}
+	packed.NoRecord = false
+	if _, err := h.Prefetch(ctx, "helm rollout", 0, packed, count); err != nil {
+		t.Fatal(err)
+	}
+	none = retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{})
+	if res, err := none.Search(ctx, retrieve.Query{Text: "helm rollout"}); err != nil || len(res.Hits) == 0 {
+		t.Fatalf("injected excerpts not hot: %+v, %v", res, err)
+	}
+}
+
 func TestConfidence(t *testing.T) {
 	hit := retrieve.Hit{Vector: 0.9}
 	hit.Coverage = 1

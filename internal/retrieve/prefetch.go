@@ -26,8 +26,8 @@ const (
 	// DefaultSingleSignalFactor raises the thresholds when only one
 	// backend answered, to make up for the missing corroboration.
 	DefaultSingleSignalFactor = 1.1
-	// prefetchCandidates is how many hits pre-fetch considers.
-	prefetchCandidates = 20
+	// DefaultCandidates is how many hits pre-fetch considers.
+	DefaultCandidates = 20
 )
 
 // PrefetchOptions configure Prefetch. The zero value uses the defaults;
@@ -47,11 +47,17 @@ type PrefetchOptions struct {
 	MaxExcerptLines         int
 	// MinSignal is the least confidence each backend must give a hit when
 	// both answered: high confidence needs lexical and vector support.
+	// Negative means no minimum.
 	MinSignal float64
 	// SingleSignalFactor multiplies the thresholds when only one backend
 	// answered (the other failed, or no embedder is configured).
 	SingleSignalFactor float64
-	Filter             store.Filter
+	// Candidates is how many of the best hits are considered.
+	Candidates int
+	Filter     store.Filter
+	// NoRecord leaves the access record alone: the injected excerpts do
+	// not join the hot tier (for measuring, not for agents).
+	NoRecord bool
 }
 
 func (o *PrefetchOptions) defaults() {
@@ -65,7 +71,9 @@ func (o *PrefetchOptions) defaults() {
 	def(&o.ConfidenceThreshold, DefaultConfidenceThreshold)
 	def(&o.ExcerptShare, DefaultExcerptShare)
 	def(&o.HintShare, DefaultHintShare)
-	def(&o.MinSignal, DefaultMinSignal)
+	if o.MinSignal == 0 {
+		o.MinSignal = DefaultMinSignal
+	}
 	def(&o.SingleSignalFactor, DefaultSingleSignalFactor)
 	if o.MaxExcerpts == 0 {
 		o.MaxExcerpts = DefaultMaxExcerpts
@@ -76,12 +84,17 @@ func (o *PrefetchOptions) defaults() {
 	if o.MaxExcerptLines <= 0 {
 		o.MaxExcerptLines = DefaultMaxExcerptLines
 	}
+	if o.Candidates <= 0 {
+		o.Candidates = DefaultCandidates
+	}
 }
 
 // Injected is one item of a pre-fetch block.
 type Injected struct {
-	ChunkID    int64   `json:"chunk_id"`
-	EntryID    string  `json:"entry_id"`
+	ChunkID int64  `json:"chunk_id"`
+	EntryID string `json:"entry_id"`
+	// MsgID is the message's own ID, if it gave one.
+	MsgID      string  `json:"msg_id,omitempty"`
 	Source     string  `json:"source"`
 	Confidence float64 `json:"confidence"`
 	Tokens     int     `json:"tokens"`
@@ -137,7 +150,7 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 	if budget <= 0 || strings.TrimSpace(query) == "" {
 		return b, nil
 	}
-	res, err := h.Search(ctx, Query{Text: query, Filter: opts.Filter, Limit: prefetchCandidates})
+	res, err := h.Search(ctx, Query{Text: query, Filter: opts.Filter, Limit: opts.Candidates})
 	if err != nil {
 		return b, err
 	}
@@ -175,7 +188,7 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 				continue
 			}
 			parts = append(parts, text)
-			b.Hints = append(b.Hints, Injected{ChunkID: hit.Chunk.ID, EntryID: hit.Chunk.EntryID, Source: source(hit),
+			b.Hints = append(b.Hints, Injected{ChunkID: hit.Chunk.ID, EntryID: hit.Chunk.EntryID, MsgID: hit.Occurrence.MsgID, Source: source(hit),
 				Confidence: conf, Tokens: n, Lines: hit.Chunk.EndLine - hit.Chunk.StartLine + 1})
 			usedHint += n
 		}
@@ -185,6 +198,9 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 	}
 	b.Text = strings.Join(parts, "\n")
 	b.Tokens = count(b.Text)
+	if opts.NoRecord {
+		return b, nil
+	}
 	if err := h.Used(ctx, injected); err != nil {
 		h.opts.Log.Warn("record pre-fetch access", "err", err)
 	}
@@ -219,7 +235,7 @@ func excerpt(h Hit, conf float64, maxLines, budget int, count func(string) int) 
 	lines := strings.SplitAfter(strings.TrimRight(h.Chunk.Text, "\n"), "\n")
 	lines = lines[:min(len(lines), maxLines)]
 	render := func(n int) (string, Injected) {
-		in := Injected{ChunkID: h.Chunk.ID, EntryID: h.Chunk.EntryID, Confidence: conf, Lines: n}
+		in := Injected{ChunkID: h.Chunk.ID, EntryID: h.Chunk.EntryID, MsgID: h.Occurrence.MsgID, Confidence: conf, Lines: n}
 		start := h.Chunk.StartLine
 		src := source(h)
 		if len(h.Occurrence.Files) > 0 && h.Occurrence.Type == store.CodeFile {
