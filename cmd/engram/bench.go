@@ -33,7 +33,7 @@ measured in the same run. Stores are created under --dir (default: a new
 temporary directory, removed afterwards); the project's own store is not
 touched. BENCHMARKS.md records the figures and the commands.`,
 	}
-	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd(), a.benchIndexCmd())
+	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd(), a.benchIndexCmd(), a.benchHybridCmd())
 	return cmd
 }
 
@@ -183,7 +183,7 @@ the first pass meets every word for the first time, the second repeats it.`,
 			}
 			defer cleanup()
 			path := filepath.Join(d, fmt.Sprintf("search-%d.db", chunks))
-			st, err := a.benchStore(ctx, path, chunks, seed, reuse)
+			st, _, err := a.benchStore(ctx, path, chunks, seed, reuse)
 			if err != nil {
 				return err
 			}
@@ -288,35 +288,36 @@ the first pass meets every word for the first time, the second repeats it.`,
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
 // benchStore opens the store at path, filling it from the corpus until it
-// holds at least chunks chunks.
-func (a *app) benchStore(ctx context.Context, path string, chunks int, seed uint64, reuse bool) (*sqlite.Store, error) {
+// holds at least chunks chunks; built is how many it added, and how long
+// that took.
+func (a *app) benchStore(ctx context.Context, path string, chunks int, seed uint64, reuse bool) (st *sqlite.Store, built buildStats, err error) {
 	if !reuse {
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, err
+				return nil, built, err
 			}
 		}
 	}
-	st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: a.log})
+	st, err = sqlite.Open(ctx, path, sqlite.Options{Logger: a.log})
 	if err != nil {
-		return nil, err
+		return nil, built, err
 	}
 	eng, err := engine.New(st, engine.Options{Encoding: a.cfg.Tokens.Encoding, Logger: a.log})
 	if err != nil {
-		return nil, errors.Join(err, st.Close())
+		return nil, built, errors.Join(err, st.Close())
 	}
 	stats, err := st.Stats(ctx)
 	if err != nil {
-		return nil, errors.Join(err, st.Close())
+		return nil, built, errors.Join(err, st.Close())
 	}
 	if stats.Chunks >= int64(chunks) {
-		return st, nil
+		return st, built, nil
 	}
 	corpus := bench.NewCorpus(seed)
 	for range stats.Entries { // continue the corpus where the store left off
 		corpus.Next()
 	}
-	start, have := time.Now(), stats.Chunks
+	start, have, stats0 := time.Now(), stats.Chunks, stats.Chunks
 	progress := newProgress(a.stderr, "building store", int64(chunks))
 	const batch = 2000
 	for have < int64(chunks) {
@@ -326,16 +327,23 @@ func (a *app) benchStore(ctx context.Context, path string, chunks int, seed uint
 			recs[i] = engine.Record{Session: m.Session, Agent: m.Agent, Type: m.Type, Content: []byte(m.Content)}
 		}
 		if _, err := eng.Add(ctx, recs); err != nil {
-			return nil, errors.Join(err, st.Close())
+			return nil, built, errors.Join(err, st.Close())
 		}
 		if stats, err = st.Stats(ctx); err != nil {
-			return nil, errors.Join(err, st.Close())
+			return nil, built, errors.Join(err, st.Close())
 		}
 		have = stats.Chunks
 		progress.update(have)
 	}
-	progress.done(fmt.Sprintf("%s chunks in %v", commas(have), time.Since(start).Round(time.Second)))
-	return st, nil
+	built = buildStats{Chunks: have - stats0, Took: time.Since(start)}
+	progress.done(fmt.Sprintf("%s chunks in %v", commas(have), built.Took.Round(time.Second)))
+	return st, built, nil
+}
+
+// buildStats is what benchStore added to a store.
+type buildStats struct {
+	Chunks int64
+	Took   time.Duration
 }
 
 // progress reports long work on standard error: a line rewritten in place
@@ -365,8 +373,11 @@ func (p *progress) update(n int64) {
 	p.last = time.Now()
 	elapsed := time.Since(p.start)
 	rate := float64(n) / elapsed.Seconds()
-	eta := time.Duration(float64(p.total-n)/max(rate, 1e-9)) * time.Second
-	line := fmt.Sprintf("%s: %s/%s (%.0f/s, ETA %v)", p.what, commas(n), commas(p.total), rate, eta.Round(time.Second))
+	line := fmt.Sprintf("%s: %s/%s (%.0f/s)", p.what, commas(n), commas(p.total), rate)
+	if n > 0 && n < p.total {
+		eta := time.Duration(float64(p.total-n) / rate * float64(time.Second))
+		line = fmt.Sprintf("%s: %s/%s (%.0f/s, ETA %v)", p.what, commas(n), commas(p.total), rate, eta.Round(time.Second))
+	}
 	if p.terminal {
 		fmt.Fprintf(p.w, "\r%s\033[K", line)
 	} else {

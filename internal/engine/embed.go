@@ -277,6 +277,8 @@ type EmbedReport struct {
 	Trained  bool          `json:"trained"`
 	Embedded int64         `json:"embedded"`
 	Took     time.Duration `json:"took_ns"`
+	// Training is the part of Took spent training a corpus model.
+	Training time.Duration `json:"training_ns,omitempty"`
 	// TooSmall is set when the corpus is too small to train a model on
 	// yet; search stays lexical until it grows.
 	TooSmall bool `json:"too_small,omitempty"`
@@ -312,6 +314,9 @@ func (e *Engine) Embed(ctx context.Context, progress func(EmbedProgress)) (Embed
 			return rep, err
 		}
 		emb, rep.Trained = c, trained
+		if trained {
+			rep.Training = time.Since(start)
+		}
 	} else {
 		var err error
 		if emb, err = e.Embedder(ctx); err != nil {
