@@ -122,7 +122,7 @@ func (p *embedProgress) finish() {
 
 func (a *app) embedStatusCmd() *cobra.Command {
 	var jsonOut bool
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the embedder, its coverage of the store, and the queue",
 		Args:  noArgs,
@@ -164,6 +164,8 @@ func (a *app) embedStatusCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the status as JSON")
+	return cmd
 }
 
 func (a *app) corpusGrowth() float64 {

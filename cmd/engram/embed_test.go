@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/retrieve"
+)
+
+// semanticProject writes a small project whose files talk about a few
+// topics in different words, enough for the corpus model to train on.
+func semanticProject(t *testing.T, root string) {
+	t.Helper()
+	topics := []struct{ pkg, words string }{
+		{"retry", "retry backoff jitter attempt transient network failure timeout"},
+		{"auth", "token bearer login session credential expiry refresh user"},
+		{"cache", "cache eviction entry capacity hit miss lru memory"},
+		{"parse", "parser token lexer syntax grammar expression literal statement"},
+	}
+	for i := range 40 {
+		tp := topics[i%len(topics)]
+		w := strings.Fields(tp.words)
+		body := fmt.Sprintf("package %s\n\n// F%d handles %s and %s with %s.\nfunc F%d() string {\n\treturn %q\n}\n",
+			tp.pkg, i, w[i%len(w)], w[(i+1)%len(w)], w[(i+3)%len(w)], i, strings.Join(w[i%3:], " "))
+		writeFile(t, root, fmt.Sprintf("internal/%s/f%d.go", tp.pkg, i), body)
+	}
+}
+
+func TestCLI_EmbedSearchPrefetch(t *testing.T) {
+	e := newEnv(t)
+	semanticProject(t, e.project)
+	// index embeds after storing, with the default provider: a model
+	// trained on the store.
+	out := e.ok("", "index", "--yes")
+	if !strings.Contains(out, "new 40") {
+		t.Fatalf("index:\n%s", out)
+	}
+	var st engine.EmbedStatus
+	if err := json.Unmarshal([]byte(e.ok("", "embed", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Provider != "corpus" || !strings.HasPrefix(st.Model, "corpus-lsa-") || st.Chunks == 0 || st.Embedded != st.Chunks || st.Pending != 0 {
+		t.Fatalf("embed status after index: %+v", st)
+	}
+	if out := e.ok("", "embed", "status"); !strings.Contains(out, st.Model) {
+		t.Errorf("embed status:\n%s", out)
+	}
+	// Nothing left to do.
+	var rep engine.EmbedReport
+	if err := json.Unmarshal([]byte(e.ok("", "embed", "--json")), &rep); err != nil || rep.Embedded != 0 {
+		t.Errorf("embed again: %+v, %v", rep, err)
+	}
+
+	// Hybrid search shows both signals; vector search alone finds files
+	// about a topic by words they do not all hold.
+	var res searchJSON
+	if err := json.Unmarshal([]byte(e.ok("", "search", "backoff", "jitter", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Lexical || !res.Vector || res.Degraded || len(res.Hits) == 0 {
+		t.Fatalf("hybrid search: %+v", res)
+	}
+	top := res.Hits[0]
+	if top.LexicalRank == 0 || top.VectorRank == 0 || top.Vector <= 0 || !strings.HasPrefix(top.Files[0], "internal/retry/") {
+		t.Errorf("top hit lacks a signal: %+v", top)
+	}
+	if err := json.Unmarshal([]byte(e.ok("", "search", "transient", "network", "--mode", "vector", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Lexical || !res.Vector || len(res.Hits) == 0 || !strings.HasPrefix(res.Hits[0].Files[0], "internal/retry/") {
+		t.Errorf("vector search: %+v", res)
+	}
+	if out := e.ok("", "search", "backoff", "jitter"); !strings.Contains(out, "vec") || !strings.Contains(out, "lex") {
+		t.Errorf("search output shows no signals:\n%s", out)
+	}
+	if code, _, errOut := e.run("", "search", "x", "--mode", "semantic"); code != 2 || !strings.Contains(errOut, "--mode") {
+		t.Errorf("bad mode: exit %d, %s", code, errOut)
+	}
+
+	// Pre-fetch: the block fits its budget and says its token count.
+	var b retrieve.Block
+	if err := json.Unmarshal([]byte(e.ok("", "prefetch", "retry", "backoff", "jitter", "--budget", "300", "--json")), &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Budget != 300 || b.Tokens > b.Budget {
+		t.Errorf("prefetch block: %+v", b)
+	}
+	code, out, errOut := e.run("", "prefetch", "retry", "backoff", "--remaining", "5000")
+	if code != 0 || !strings.Contains(out, "internal/retry/") || !strings.Contains(errOut, "of a 500-token budget") {
+		t.Errorf("prefetch: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut = e.run("", "prefetch", "retry"); code != 2 || !strings.Contains(errOut, "--budget") {
+		t.Errorf("prefetch without a budget: exit %d, %s", code, errOut)
+	}
+
+	// Lexical only: no vectors are made, and search says so.
+	e.vars["ENGRAM_EMBED_PROVIDER"] = "none"
+	if err := json.Unmarshal([]byte(e.ok("", "search", "backoff", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Lexical || res.Vector || len(res.Hits) == 0 {
+		t.Errorf("provider none: %+v", res)
+	}
+}
+
+func TestCLI_ModelCheck(t *testing.T) {
+	e := newEnv(t)
+	dir := filepath.Join(t.TempDir(), "potion")
+	code, _, errOut := e.run("", "model", "check", dir)
+	if code != 1 || !strings.Contains(errOut, dir) {
+		t.Errorf("model check of a missing directory: exit %d, %s", code, errOut)
+	}
+	writeFile(t, dir, "config.json", `{"normalize": true}`)
+	code, _, errOut = e.run("", "model", "check", dir)
+	if code != 1 || !strings.Contains(errOut, "model.safetensors") {
+		t.Errorf("model check without weights: exit %d, %s", code, errOut)
+	}
+	if out := e.ok("", "model"); !strings.Contains(out, "model2vec") && !strings.Contains(out, "corpus") {
+		t.Errorf("model:\n%s", out)
+	}
+}
