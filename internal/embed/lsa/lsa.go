@@ -35,7 +35,6 @@ const (
 	DefaultMinDF      = 2
 	DefaultMaxDFRatio = 0.5
 	DefaultPower      = 3
-	DefaultScale      = 0.5
 )
 
 // Options configure training. The zero value uses the defaults.
@@ -52,7 +51,9 @@ type Options struct {
 	// Power is the number of power iterations of the randomized SVD.
 	Power int
 	// Scale weights each dimension by the singular value to this power:
-	// 1 is classic LSA, 0 weighs all dimensions alike.
+	// 1 is classic LSA, 0 (the default, and what engram eval measured)
+	// weighs all dimensions alike, so that the few dimensions of the
+	// corpus's commonest themes do not drown the rest.
 	Scale float64
 	// Seed makes training deterministic.
 	Seed uint64
