@@ -139,3 +139,20 @@ func TestEmbed_ProviderErrors(t *testing.T) {
 		t.Errorf("provider none: %+v, %v", rep, err)
 	}
 }
+
+func TestFusionDefaults(t *testing.T) {
+	corpus := newEngine(t, engine.Options{})
+	if f := corpus.Fusion(); f != engine.CorpusFusion {
+		t.Errorf("corpus provider: fusion %+v, want %+v", f, engine.CorpusFusion)
+	}
+	set := retrieve.FuseOptions{Method: retrieve.RRF, LexicalWeight: 0.5, VectorWeight: 0.5}
+	configured := newEngine(t, engine.Options{Retrieve: retrieve.Options{Fusion: set}})
+	if f := configured.Fusion(); f != set {
+		t.Errorf("configured fusion %+v, want %+v", f, set)
+	}
+	// Other embedders get the seed's defaults (retrieve's zero value).
+	other := newEngine(t, engine.Options{Embed: engine.EmbedOptions{Provider: engine.ProviderNone}})
+	if f := other.Fusion(); f != (retrieve.FuseOptions{}) {
+		t.Errorf("provider none: fusion %+v", f)
+	}
+}

@@ -33,7 +33,9 @@ func ParseFusion(s string) (Fusion, error) {
 // that introduced it.
 const DefaultRRFK = 60
 
-// Default weights of the two signals.
+// Default weights of the two signals: the seed's, for an embedder that
+// understands text (a pretrained model or a remote provider). The corpus
+// model is weaker and gets less weight: see engine.CorpusFusion.
 const (
 	DefaultVectorWeight  = 0.7
 	DefaultLexicalWeight = 0.3
@@ -62,8 +64,8 @@ type Fused struct {
 // Both reports whether both backends returned the candidate.
 func (f Fused) Both() bool { return f.LexicalRank > 0 && f.VectorRank > 0 }
 
-// FuseOptions configure Fuse. The zero value is RRF with k 60 and the
-// default weights.
+// FuseOptions configure Fuse. The zero value is the weighted merge with
+// the default weights (k 60 for RRF).
 type FuseOptions struct {
 	Method Fusion
 	K      float64
@@ -74,7 +76,7 @@ type FuseOptions struct {
 
 func (o *FuseOptions) defaults() {
 	if o.Method == "" {
-		o.Method = RRF
+		o.Method = Weighted
 	}
 	if o.K <= 0 {
 		o.K = DefaultRRFK

@@ -74,7 +74,7 @@ func TestFuseEdgeCases(t *testing.T) {
 	}
 	// A duplicate in one list counts once, at its best place.
 	lex := []Ranked{{ID: 1, Score: 3}, {ID: 1, Score: 2}}
-	got := Fuse(lex, nil, FuseOptions{LexicalWeight: 1, VectorWeight: 1})
+	got := Fuse(lex, nil, FuseOptions{Method: RRF, LexicalWeight: 1, VectorWeight: 1})
 	if len(got) != 1 || got[0].LexicalRank != 1 || math.Abs(got[0].Score-1.0/61) > 1e-12 {
 		t.Fatalf("duplicate: %+v", got)
 	}
