@@ -205,6 +205,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		return nil, nil, err
 	}
 	engines := map[string]*engine.Engine{}
+	shared := map[string]map[string][]string{} // corpus -> entry ID -> items
 	var stores []*sqlite.Store
 	defer func() {
 		for _, s := range stores {
@@ -233,7 +234,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := ingest(ctx, eng, set, set.Corpora[name]); err != nil {
+		if shared[name], err = ingest(ctx, eng, set, set.Corpora[name]); err != nil {
 			return nil, nil, fmt.Errorf("load %s: %w", name, err)
 		}
 		engines[name] = eng
@@ -307,7 +308,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 			for i, h := range res.Hits {
 				hits[i] = h.Hit
 			}
-			got := itemsOf(hits, set.Code, k)
+			got := itemsOf(hits, set.Code, shared[q.Corpus], k)
 			rec.add(q, got)
 			return got, nil
 		}
@@ -323,7 +324,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 			P50ms: msf(m.Latency.P50), P95ms: msf(m.Latency.P95), P99ms: msf(m.Latency.P99), ByKind: m.ByKind,
 			IngestSec: ingestTime.Seconds(), EmbedSec: embedTime.Seconds(), Model: model})
 	}
-	econ, err := a.evalEconomy(ctx, set, engines, economy)
+	econ, err := a.evalEconomy(ctx, set, engines, shared, economy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("economy: %w", err)
 	}
@@ -384,33 +385,36 @@ func (d *evalDump) write(path string) error {
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// ingest stores a corpus: files as indexed files, turns as messages.
-func ingest(ctx context.Context, eng *engine.Engine, set *eval.Set, items []eval.Item) error {
+// ingest stores a corpus: files as indexed files, turns as messages. For
+// turns it returns the items of each entry: turns with the same content
+// are one entry, stored once (LongMemEval's pool repeats sessions).
+func ingest(ctx context.Context, eng *engine.Engine, set *eval.Set, items []eval.Item) (shared map[string][]string, err error) {
 	if set.Code {
 		opts := &index.Options{Encoding: eng.EncodingName()}
 		var batch []store.FileChange
 		for i, it := range items {
 			data, err := os.ReadFile(it.Path)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if len(data) == 0 {
 				continue
 			}
 			c, err := index.Version(it.ID, data, string(data), opts)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			batch = append(batch, *c)
 			if len(batch) == 500 || i == len(items)-1 {
 				if err := eng.Store().PutFiles(ctx, batch); err != nil {
-					return err
+					return nil, err
 				}
 				batch = batch[:0]
 			}
 		}
-		return nil
+		return nil, nil
 	}
+	shared = map[string][]string{}
 	recs := make([]engine.Record, 0, len(items))
 	for _, it := range items {
 		typ := store.AgentMessage
@@ -423,23 +427,39 @@ func ingest(ctx context.Context, eng *engine.Engine, set *eval.Set, items []eval
 		recs = append(recs, engine.Record{Session: it.Session, Agent: it.Role, Type: typ, Content: []byte(it.Text),
 			Turn: it.Turn, Time: it.Time, MsgID: it.ID})
 	}
-	return eng.AddAll(ctx, recs, 2000, func(int, []engine.AddResult) error { return nil })
+	err = eng.AddAll(ctx, recs, 2000, func(first int, res []engine.AddResult) error {
+		for i, r := range res {
+			shared[r.ID] = append(shared[r.ID], recs[first+i].MsgID)
+		}
+		return nil
+	})
+	return shared, err
 }
 
-// itemsOf turns hits into distinct items, best first.
-func itemsOf(hits []store.Hit, code bool, k int) []string {
+// itemsOf turns hits into distinct items, best first. A turn's hit is
+// also a hit for every other turn with the same content (shared: entry ID
+// to items), as a search over turns stored separately would rank them
+// together.
+func itemsOf(hits []store.Hit, code bool, shared map[string][]string, k int) []string {
 	var out []string
 	seen := map[string]bool{}
+	add := func(id string) {
+		if id != "" && !seen[id] && len(out) < k {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
 	for _, h := range hits {
-		id := h.Occurrence.MsgID
-		if code && len(h.Occurrence.Files) > 0 {
-			id = h.Occurrence.Files[0]
+		if code {
+			if len(h.Occurrence.Files) > 0 {
+				add(h.Occurrence.Files[0])
+			}
+		} else {
+			add(h.Occurrence.MsgID)
+			for _, id := range shared[h.Chunk.EntryID] {
+				add(id)
+			}
 		}
-		if id == "" || seen[id] {
-			continue
-		}
-		seen[id] = true
-		out = append(out, id)
 		if len(out) == k {
 			break
 		}

@@ -40,7 +40,7 @@ type economyRow struct {
 // conversation set. The blocks are built as an agent gets them, through
 // the hybrid search the configuration describes, but leave the access
 // record alone so that one question's block does not warm the next.
-func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string]*engine.Engine, budgets []int) ([]economyRow, error) {
+func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string]*engine.Engine, shared map[string]map[string][]string, budgets []int) ([]economyRow, error) {
 	if set.Code || len(budgets) == 0 {
 		return nil, nil
 	}
@@ -83,12 +83,19 @@ func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string
 				if b.Degraded {
 					return nil, fmt.Errorf("question %s: pre-fetch degraded: %v", q.ID, b.Faults)
 				}
+				// An excerpt holds every turn with its content.
 				excerpts, hints := map[string]bool{}, map[string]bool{}
 				for _, in := range b.Excerpts {
 					excerpts[in.MsgID] = true
+					for _, id := range shared[q.Corpus][in.EntryID] {
+						excerpts[id] = true
+					}
 				}
 				for _, in := range b.Hints {
 					hints[in.MsgID] = true
+					for _, id := range shared[q.Corpus][in.EntryID] {
+						hints[id] = true
+					}
 				}
 				var got, gotHints int
 				for _, id := range q.Relevant {
