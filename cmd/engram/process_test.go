@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
 )
@@ -288,5 +289,103 @@ func TestProcesses_IndexInterrupted(t *testing.T) {
 	if sum.New != n-stored || sum.Unchanged != stored {
 		t.Errorf("after the interrupt %d files were stored; the next run found %d new, %d unchanged (want %d, %d)",
 			stored, sum.New, sum.Unchanged, n-stored, stored)
+	}
+}
+
+// TestProcesses_KilledDuringEmbed kills engram embed with SIGKILL while it
+// works: the store stays intact, what was embedded is kept, and the next
+// run finishes the queue.
+func TestProcesses_KilledDuringEmbed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes; skipped with -short")
+	}
+	e := newEnv(t)
+	// Varied text, so that the corpus model has words to learn.
+	words := make([]string, 400)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%c%c%c", 'a'+i%26, 'a'+(i/26)%26, 'k'+i%7)
+	}
+	path := filepath.Join(t.TempDir(), "varied.jsonl")
+	var b strings.Builder
+	const n = 30000
+	for i := range n {
+		var text strings.Builder
+		for j := range 40 {
+			text.WriteString(words[(i*7+j*j*13+i*j)%len(words)] + " ")
+		}
+		fmt.Fprintf(&b, `{"session":"s%d","role":"user","content":"record %d %s"}`+"\n", i/100, i, text.String())
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.command(t.Context(), "add", "--no-embed", path).CombinedOutput(); err != nil {
+		t.Fatalf("add: %v\n%s", err, lastLines(string(out), 3))
+	}
+
+	s := openStore(t, e)
+	ctx := context.Background()
+	cmd := e.command(t.Context(), "embed")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Kill it as soon as some vectors are stored, watching from here.
+watch:
+	for {
+		select {
+		case <-exited:
+			break watch
+		case <-time.After(5 * time.Millisecond):
+		}
+		model, err := s.Setting(ctx, "embed.corpus.active")
+		if err != nil || model == "" {
+			continue
+		}
+		if vs, err := s.VectorStats(ctx, model); err == nil && vs.Embedded > 0 {
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-exited
+			break
+		}
+	}
+
+	if err := s.IntegrityCheck(ctx); err != nil {
+		t.Fatalf("after SIGKILL: %v", err)
+	}
+	status := func() engine.EmbedStatus {
+		var st engine.EmbedStatus
+		if err := jsonUnmarshal(e.ok("", "embed", "status", "--json"), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	before := status()
+	if before.Embedded >= before.Chunks {
+		t.Logf("engram embed finished before the kill: %+v", before)
+	} else {
+		t.Logf("killed with %d of %d chunks embedded", before.Embedded, before.Chunks)
+	}
+	// The next run continues: only the queue is embedded, with the same
+	// model.
+	out, err := e.command(t.Context(), "embed", "--json").Output()
+	if err != nil {
+		t.Fatalf("embed after the kill: %v", err)
+	}
+	var rep engine.EmbedReport
+	if err := jsonUnmarshal(string(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	after := status()
+	if after.Pending != 0 || after.Embedded != after.Chunks {
+		t.Fatalf("after the second run: %+v", after)
+	}
+	if before.Model != "" && (rep.Model != before.Model || rep.Trained || rep.Embedded != before.Chunks-before.Embedded) {
+		t.Errorf("second run %+v: want the same model (%s) and only the %d pending chunks", rep, before.Model, before.Chunks-before.Embedded)
+	}
+	var res searchJSON
+	if err := jsonUnmarshal(e.ok("", "search", words[3], words[17], "--mode", "vector", "--json"), &res); err != nil || !res.Vector || len(res.Hits) == 0 {
+		t.Errorf("vector search after resuming: %+v, %v", res, err)
 	}
 }
