@@ -334,7 +334,8 @@ func TestProcesses_KilledDuringEmbed(t *testing.T) {
 watch:
 	for {
 		select {
-		case <-exited:
+		case err := <-exited:
+			t.Logf("engram embed exited by itself: %v", err)
 			break watch
 		case <-time.After(5 * time.Millisecond):
 		}
@@ -346,7 +347,9 @@ watch:
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			<-exited
+			if err := <-exited; err == nil {
+				t.Log("engram embed finished before the kill")
+			}
 			break
 		}
 	}
