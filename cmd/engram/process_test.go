@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -344,7 +345,8 @@ watch:
 			continue
 		}
 		if vs, err := s.VectorStats(ctx, model); err == nil && vs.Embedded > 0 {
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			// It may have finished since: then there is nothing to kill.
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 				t.Fatal(err)
 			}
 			if err := <-exited; err == nil {
