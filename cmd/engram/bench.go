@@ -157,11 +157,8 @@ with the same driver and durability settings.`,
 
 func (a *app) benchSearchCmd() *cobra.Command {
 	var (
-		chunks  int
+		sf      storeFlags
 		queries int
-		dir     string
-		reuse   bool
-		seed    uint64
 		limit   int
 	)
 	cmd := &cobra.Command{
@@ -177,22 +174,13 @@ the first pass meets every word for the first time, the second repeats it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
-			d, cleanup, err := benchDir(dir)
+			st, _, stats, closeStore, err := a.openBenchStore(ctx, sf)
 			if err != nil {
 				return err
 			}
-			defer cleanup()
-			path := filepath.Join(d, fmt.Sprintf("search-%d.db", chunks))
-			st, _, err := a.benchStore(ctx, path, chunks, seed, reuse)
-			if err != nil {
-				return err
-			}
-			defer func() { err = errors.Join(err, st.Close()) }()
-			stats, err := st.Stats(ctx)
-			if err != nil {
-				return err
-			}
+			defer func() { err = errors.Join(err, closeStore()) }()
 			n := stats.Chunks
+			seed := sf.seed
 			fmt.Fprintf(a.stdout, "store: %s chunks, %s entries, %s; %d queries per band, limit %d\n",
 				commas(n), commas(stats.Entries), humanBytes(stats.SizeBytes), queries, limit)
 			bands := []struct {
@@ -275,14 +263,51 @@ the first pass meets every word for the first time, the second repeats it.`,
 			return w.Flush()
 		},
 	}
+	sf.register(cmd)
 	f := cmd.Flags()
-	f.IntVar(&chunks, "chunks", 100000, "chunks the store must hold")
 	f.IntVar(&queries, "queries", 200, "queries per band")
 	f.IntVar(&limit, "limit", 10, "hits per query")
-	f.StringVar(&dir, "dir", "", "directory for the store (default: a temporary one, removed after)")
-	f.BoolVar(&reuse, "reuse", false, "reuse a store built by an earlier run with the same --dir and --chunks")
-	f.Uint64Var(&seed, "seed", 1, "corpus and query seed")
 	return cmd
+}
+
+// storeFlags choose the synthetic store of a bench command.
+type storeFlags struct {
+	chunks int
+	dir    string
+	reuse  bool
+	seed   uint64
+}
+
+func (sf *storeFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.IntVar(&sf.chunks, "chunks", 100000, "chunks the store must hold")
+	f.StringVar(&sf.dir, "dir", "", "directory for the store (default: a temporary one, removed after)")
+	f.BoolVar(&sf.reuse, "reuse", false, "reuse a store built by an earlier run with the same --dir and --chunks")
+	f.Uint64Var(&sf.seed, "seed", 1, "corpus and query seed")
+}
+
+// openBenchStore builds or reopens the synthetic store the flags describe;
+// closeStore closes it and removes a temporary directory.
+func (a *app) openBenchStore(ctx context.Context, sf storeFlags) (st *sqlite.Store, built buildStats, stats store.Stats, closeStore func() error, err error) {
+	d, cleanup, err := benchDir(sf.dir)
+	if err != nil {
+		return nil, built, stats, nil, err
+	}
+	path := filepath.Join(d, fmt.Sprintf("search-%d.db", sf.chunks))
+	st, built, err = a.benchStore(ctx, path, sf.chunks, sf.seed, sf.reuse)
+	if err != nil {
+		cleanup()
+		return nil, built, stats, nil, err
+	}
+	closeStore = func() error {
+		err := st.Close()
+		cleanup()
+		return err
+	}
+	if stats, err = st.Stats(ctx); err != nil {
+		return nil, built, stats, nil, errors.Join(err, closeStore())
+	}
+	return st, built, stats, closeStore, nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,10 +16,8 @@ import (
 
 func (a *app) benchHybridCmd() *cobra.Command {
 	var (
-		chunks, queries, limit, words int
-		dir                           string
-		reuse                         bool
-		seed                          uint64
+		sf                    storeFlags
+		queries, limit, words int
 	)
 	cmd := &cobra.Command{
 		Use:   "hybrid",
@@ -35,22 +32,12 @@ hybrid (both in parallel, fused). The vectors are loaded before timing.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
-			d, cleanup, err := benchDir(dir)
+			st, built, stats, closeStore, err := a.openBenchStore(ctx, sf)
 			if err != nil {
 				return err
 			}
-			defer cleanup()
-			path := filepath.Join(d, fmt.Sprintf("search-%d.db", chunks))
-			st, built, err := a.benchStore(ctx, path, chunks, seed, reuse)
-			if err != nil {
-				return err
-			}
-			defer func() { err = errors.Join(err, st.Close()) }()
+			defer func() { err = errors.Join(err, closeStore()) }()
 			eng, err := engine.New(st, a.engineOptions())
-			if err != nil {
-				return err
-			}
-			stats, err := st.Stats(ctx)
 			if err != nil {
 				return err
 			}
@@ -89,7 +76,7 @@ hybrid (both in parallel, fused). The vectors are loaded before timing.`,
 				return errors.New("no embedder: set embed.provider")
 			}
 
-			corpus := bench.NewCorpus(seed + 1000)
+			corpus := bench.NewCorpus(sf.seed + 1000)
 			qs := make([]string, queries)
 			for i := range qs {
 				ws := make([]string, words)
@@ -130,13 +117,10 @@ hybrid (both in parallel, fused). The vectors are loaded before timing.`,
 			return nil
 		},
 	}
+	sf.register(cmd)
 	f := cmd.Flags()
-	f.IntVar(&chunks, "chunks", 100000, "chunks the store must hold")
 	f.IntVar(&queries, "queries", 300, "queries")
 	f.IntVar(&words, "words", 5, "words per query")
 	f.IntVar(&limit, "limit", 10, "hits per query")
-	f.StringVar(&dir, "dir", "", "directory for the store (default: a temporary one, removed after)")
-	f.BoolVar(&reuse, "reuse", false, "reuse a store built by an earlier run with the same --dir and --chunks")
-	f.Uint64Var(&seed, "seed", 1, "corpus and query seed")
 	return cmd
 }
