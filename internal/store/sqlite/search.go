@@ -409,9 +409,10 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
+	counter := queryCounter(groups)
 	counts := make([]map[string]int, len(hits))
 	for i := range hits {
-		counts[i] = termCounts(hits[i].Chunk.Text)
+		counts[i] = counter.Count(hits[i].Chunk.Text)
 	}
 	rescored := len(p.dropped) > 0 && !p.windowed
 	if rescored {
@@ -437,12 +438,15 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 // words were planned out.
 const rescoreExtra = 50
 
-func termCounts(text string) map[string]int {
-	m := map[string]int{}
-	for _, t := range strings.Fields(terms.String(text)) {
-		m[t]++
+// queryCounter counts the terms of a query's words, whole and by parts, in
+// chunk texts.
+func queryCounter(groups []terms.Group) *terms.Counter {
+	var ts []string
+	for _, g := range groups {
+		ts = append(ts, g.Whole)
+		ts = append(ts, g.Parts...)
 	}
-	return m
+	return terms.NewCounter(ts)
 }
 
 // groupTF is how often a chunk holds a query word: whole, or for a
@@ -587,8 +591,13 @@ func (s *Store) searchWindow(ctx context.Context, table string, p plan, f store.
 	if err != nil {
 		return nil, err
 	}
+	gs := make([]terms.Group, len(p.groups))
+	for i, g := range p.groups {
+		gs[i] = g.Group
+	}
+	counter := queryCounter(gs)
 	for i := range cands {
-		cands[i].bm25 = -windowScore(texts[cands[i].rowid], p.groups, total)
+		cands[i].bm25 = -windowScore(counter.Count(texts[cands[i].rowid]), p.groups, total)
 	}
 	// Best first; among equal scores the newest, as cands come newest first.
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].bm25 < cands[j].bm25 })
@@ -616,14 +625,13 @@ func (s *Store) chunkTexts(ctx context.Context, cands []candidate) (map[int64]st
 	return out, err
 }
 
-// windowScore is BM25 over a chunk's text for words known only to be more
+// windowScore is BM25 over a chunk's term counts for words known only to be more
 // common than the cap: a word's IDF takes its capped count as its
 // frequency, and term frequency saturates as in BM25 (k1 = 1.2); lengths
 // are not normalised, the corpus average not being at hand. A compound
 // identifier counts where it appears whole or as its parts.
-func windowScore(text string, groups []group, chunks int64) float64 {
+func windowScore(counts map[string]int, groups []group, chunks int64) float64 {
 	const k1 = 1.2
-	counts := termCounts(text)
 	score := 0.0
 	for _, g := range groups {
 		tf := groupTF(counts, g.Group)

@@ -1,0 +1,49 @@
+package terms
+
+import (
+	"maps"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestCounter checks Counter against counting every term Append makes.
+func TestCounter(t *testing.T) {
+	words := []string{"dying", "Dying", "yelling", "Yelling", "parsing", "parsed", "ParseHTTPRequest", "parse_http_request",
+		"HTTPServer", "getURL2", "ÉCOLE", "école", "Ünïcode", "naïve", "x", "id", "IDs", "the", "a1b2", "__init__",
+		"retry", "Retries", "retrying", "backoff", "jitter", "ctx", "Context", "CONTEXT", "ß", "straße", "İstanbul", "ǅemal", "kelvin", "\u212Aelvin"}
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 300 {
+		var b strings.Builder
+		for range 1 + r.IntN(40) {
+			b.WriteString(words[r.IntN(len(words))])
+			b.WriteString([]string{" ", ", ", ".", "\n", "(", "/"}[r.IntN(6)])
+		}
+		text := b.String()
+		all := map[string]int{}
+		for _, term := range strings.Fields(String(text)) {
+			all[term]++
+		}
+		// Want some of the terms that occur, and some that do not.
+		var want []string
+		for term := range all {
+			if r.IntN(3) == 0 {
+				want = append(want, term)
+			}
+		}
+		want = append(want, "zzz", "éco", "dye")
+		got := NewCounter(want).Count(text)
+		exp := map[string]int{}
+		for _, w := range want {
+			if n := all[w]; n > 0 {
+				exp[w] = n
+			}
+		}
+		if !maps.Equal(got, exp) {
+			t.Fatalf("text %q, want %v:\ngot  %v\nwant %v", text, want, got, exp)
+		}
+	}
+	if got := NewCounter(nil).Count("anything at all"); len(got) != 0 {
+		t.Errorf("no terms wanted: %v", got)
+	}
+}
