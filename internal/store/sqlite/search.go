@@ -386,51 +386,78 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 	}
 	cond, condArgs := filterSQL(q.Filter)
 	selective := !q.Filter.IsZero() && s.selective(ctx, cond, condArgs)
-	// When words were planned out, more candidates are ranked by the kept
-	// words and then scored with the dropped ones too (rescore).
-	fetch := limit
-	if len(p.dropped) > 0 && !p.windowed {
-		fetch = min(MaxLimit, max(2*limit, limit+rescoreExtra))
-	}
-	var hits []store.Hit
-	for _, table := range tables {
-		var more []store.Hit
-		if p.windowed {
-			more, err = s.searchWindow(ctx, table, p, q.Filter, selective, limit)
-		} else {
-			more, err = s.searchRanked(ctx, table, p, q.Filter, selective, fetch)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("search %q: %w", q.Text, err)
-		}
-		hits = append(hits, more...)
-	}
 	total, _, err := s.ftsState(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
 	counter := queryCounter(groups)
+	var hits []store.Hit
+	if len(p.dropped) > 0 && !p.windowed {
+		hits, err = s.searchRescored(ctx, tables, p, q.Filter, selective, limit, counter, total)
+	} else {
+		for _, table := range tables {
+			var more []store.Hit
+			if p.windowed {
+				more, err = s.searchWindow(ctx, table, p, q.Filter, selective, limit)
+			} else {
+				more, err = s.searchRanked(ctx, table, p, q.Filter, selective, limit)
+			}
+			if err != nil {
+				break
+			}
+			hits = append(hits, more...)
+		}
+		if len(tables) > 1 {
+			sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score })
+			hits = hits[:min(limit, len(hits))]
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("search %q: %w", q.Text, err)
+	}
 	counts := make([]map[string]int, len(hits))
 	for i := range hits {
 		counts[i] = counter.Count(hits[i].Chunk.Text)
 	}
-	rescored := len(p.dropped) > 0 && !p.windowed
-	if rescored {
-		rescore(hits, counts, p.dropped, total)
-	}
-	if len(tables) > 1 || rescored {
-		order := make([]int, len(hits))
-		for i := range order {
-			order[i] = i
-		}
-		sort.SliceStable(order, func(i, j int) bool { return hits[order[i]].Score > hits[order[j]].Score })
-		sorted, sortedCounts := make([]store.Hit, 0, limit), make([]map[string]int, 0, limit)
-		for _, i := range order[:min(limit, len(order))] {
-			sorted, sortedCounts = append(sorted, hits[i]), append(sortedCounts, counts[i])
-		}
-		hits, counts = sorted, sortedCounts
-	}
 	coverage(groups, p, hits, counts, total, int64(s.opts.Search.MaxPostings)+1)
+	return hits, nil
+}
+
+// searchRescored ranks more candidates than asked for by the words the
+// plan kept, adds to each the weight of the dropped words it holds
+// (rescore), and reads the best in full.
+func (s *Store) searchRescored(ctx context.Context, tables []string, p plan, f store.Filter, selective bool, limit int,
+	counter *terms.Counter, total int64) ([]store.Hit, error) {
+	fetch := min(MaxLimit, max(2*limit, limit+rescoreExtra))
+	var cands []candidate
+	for _, table := range tables {
+		more, err := s.rankCandidates(ctx, table, p, f, selective, fetch)
+		if err != nil {
+			return nil, err
+		}
+		cands = append(cands, more...)
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	texts, err := s.chunkTexts(ctx, cands)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cands {
+		cands[i].bm25 -= rescore(counter.Count(texts[cands[i].rowid]), p.dropped, total)
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].bm25 < cands[j].bm25 })
+	// Read the best; more if some are no longer current.
+	var hits []store.Hit
+	for next := 0; len(hits) < limit && next < len(cands); {
+		end := min(len(cands), next+limit-len(hits))
+		more, err := s.hydrate(ctx, cands[next:end], f)
+		if err != nil {
+			return nil, err
+		}
+		hits, next = append(hits, more...), end
+	}
 	return hits, nil
 }
 
@@ -463,25 +490,26 @@ func groupTF(counts map[string]int, g terms.Group) int {
 	return tf
 }
 
-// rescore adds to each hit's score the BM25 weight of the words the plan
-// dropped as too common to match within the budget: FTS5 ranked the
-// candidates by the rarer words alone, and the common words still say
-// something about which candidate is best. Their frequency is the capped
-// count (at least that common, so the IDF is at most this); term frequency
-// saturates as in BM25 (k1 = 1.2), without length normalisation.
-func rescore(hits []store.Hit, counts []map[string]int, dropped []group, total int64) {
+// rescore is the BM25 weight, in a chunk with the given term counts, of
+// the words the plan dropped as too common to match within the budget:
+// FTS5 ranked the candidates by the rarer words alone, and the common
+// words still say something about which candidate is best. Their
+// frequency is the capped count (at least that common, so the IDF is at
+// most this); term frequency saturates as in BM25 (k1 = 1.2), without
+// length normalisation.
+func rescore(counts map[string]int, dropped []group, total int64) float64 {
 	const k1 = 1.2
-	for i := range hits {
-		for _, g := range dropped {
-			tf := groupTF(counts[i], g.Group)
-			if tf == 0 {
-				continue
-			}
-			df := float64(max(g.matches, 1))
-			idf := math.Log(1 + (float64(total)-df+0.5)/(df+0.5))
-			hits[i].Score += idf * float64(tf) * (k1 + 1) / (float64(tf) + k1)
+	score := 0.0
+	for _, g := range dropped {
+		tf := groupTF(counts, g.Group)
+		if tf == 0 {
+			continue
 		}
+		df := float64(max(g.matches, 1))
+		idf := math.Log(1 + (float64(total)-df+0.5)/(df+0.5))
+		score += idf * float64(tf) * (k1 + 1) / (float64(tf) + k1)
 	}
+	return score
 }
 
 // coverage sets each hit's Coverage: the IDF-weighted share of the query's
@@ -547,6 +575,15 @@ func restrict(f store.Filter, selective bool) (string, []any) {
 
 // searchRanked ranks every match of the planned words with FTS5's BM25.
 func (s *Store) searchRanked(ctx context.Context, table string, p plan, f store.Filter, selective bool, limit int) ([]store.Hit, error) {
+	cands, err := s.rankCandidates(ctx, table, p, f, selective, limit)
+	if err != nil {
+		return nil, err
+	}
+	return s.hydrate(ctx, cands, f)
+}
+
+// rankCandidates returns the best limit matches of table by FTS5's BM25.
+func (s *Store) rankCandidates(ctx context.Context, table string, p plan, f store.Filter, selective bool, limit int) ([]candidate, error) {
 	rank := "bm25(" + table + ", 1.0, " + strconv.FormatFloat(s.opts.Search.MetaWeight, 'f', -1, 64) + ", " +
 		strconv.FormatFloat(s.opts.Search.ContextWeight, 'f', -1, 64) + ")"
 	where, args := restrict(f, selective)
@@ -560,10 +597,7 @@ func (s *Store) searchRanked(ctx context.Context, table string, p plan, f store.
 		cands = append(cands, c)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.hydrate(ctx, cands, f)
+	return cands, err
 }
 
 // searchWindow scores the newest Window matches of very common words here,
