@@ -102,7 +102,7 @@ type plan struct {
 	match    string  // the MATCH expression; empty if nothing can match
 	groups   []group // the words in match
 	windowed bool    // every word is very common: score the newest matches here
-	dropped  []group // planned out as too common; see rescore
+	dropped  []group // planned out as too common; see searchRescored
 }
 
 // group is one query word with its frequencies.
@@ -425,7 +425,7 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 
 // searchRescored ranks more candidates than asked for by the words the
 // plan kept, adds to each the weight of the dropped words it holds
-// (rescore), and reads the best in full.
+// (cappedBM25), and reads the best in full.
 func (s *Store) searchRescored(ctx context.Context, tables []string, p plan, f store.Filter, selective bool, limit int,
 	counter *terms.Counter, total int64) ([]store.Hit, error) {
 	fetch := min(MaxLimit, max(2*limit, limit+rescoreExtra))
@@ -445,7 +445,7 @@ func (s *Store) searchRescored(ctx context.Context, tables []string, p plan, f s
 		return nil, err
 	}
 	for i := range cands {
-		cands[i].bm25 -= rescore(counter.Count(texts[cands[i].rowid]), p.dropped, total)
+		cands[i].bm25 -= cappedBM25(counter.Count(texts[cands[i].rowid]), p.dropped, total)
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].bm25 < cands[j].bm25 })
 	// Read the best; more if some are no longer current.
@@ -488,28 +488,6 @@ func groupTF(counts map[string]int, g terms.Group) int {
 		tf = max(tf, parts)
 	}
 	return tf
-}
-
-// rescore is the BM25 weight, in a chunk with the given term counts, of
-// the words the plan dropped as too common to match within the budget:
-// FTS5 ranked the candidates by the rarer words alone, and the common
-// words still say something about which candidate is best. Their
-// frequency is the capped count (at least that common, so the IDF is at
-// most this); term frequency saturates as in BM25 (k1 = 1.2), without
-// length normalisation.
-func rescore(counts map[string]int, dropped []group, total int64) float64 {
-	const k1 = 1.2
-	score := 0.0
-	for _, g := range dropped {
-		tf := groupTF(counts, g.Group)
-		if tf == 0 {
-			continue
-		}
-		df := float64(max(g.matches, 1))
-		idf := math.Log(1 + (float64(total)-df+0.5)/(df+0.5))
-		score += idf * float64(tf) * (k1 + 1) / (float64(tf) + k1)
-	}
-	return score
 }
 
 // coverage sets each hit's Coverage: the IDF-weighted share of the query's
@@ -631,7 +609,7 @@ func (s *Store) searchWindow(ctx context.Context, table string, p plan, f store.
 	}
 	counter := queryCounter(gs)
 	for i := range cands {
-		cands[i].bm25 = -windowScore(counter.Count(texts[cands[i].rowid]), p.groups, total)
+		cands[i].bm25 = -cappedBM25(counter.Count(texts[cands[i].rowid]), p.groups, total)
 	}
 	// Best first; among equal scores the newest, as cands come newest first.
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].bm25 < cands[j].bm25 })
@@ -659,12 +637,16 @@ func (s *Store) chunkTexts(ctx context.Context, cands []candidate) (map[int64]st
 	return out, err
 }
 
-// windowScore is BM25 over a chunk's term counts for words known only to be more
-// common than the cap: a word's IDF takes its capped count as its
-// frequency, and term frequency saturates as in BM25 (k1 = 1.2); lengths
-// are not normalised, the corpus average not being at hand. A compound
-// identifier counts where it appears whole or as its parts.
-func windowScore(counts map[string]int, groups []group, chunks int64) float64 {
+// cappedBM25 is BM25 over a chunk's term counts for words whose
+// frequency is known only up to the planner's cap: a word's IDF takes its
+// (capped) count as its frequency, so it is at most this; term frequency
+// saturates as in BM25 (k1 = 1.2); lengths are not normalised, the corpus
+// average not being at hand. A compound identifier counts where it appears
+// whole or as its parts. It scores the newest matches when every word is
+// very common (searchWindow), and rescores candidates with the words the
+// plan dropped (searchRescored): FTS5 ranked them by the rarer words alone,
+// and the common words still say something about which is best.
+func cappedBM25(counts map[string]int, groups []group, chunks int64) float64 {
 	const k1 = 1.2
 	score := 0.0
 	for _, g := range groups {
