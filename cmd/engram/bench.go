@@ -323,7 +323,7 @@ func (a *app) benchStore(ctx context.Context, path string, chunks int, seed uint
 			}
 		}
 	}
-	st, err = sqlite.Open(ctx, path, sqlite.Options{Logger: a.log})
+	st, err = sqlite.Open(ctx, path, sqlite.Options{Logger: a.log, Search: a.searchOptions()})
 	if err != nil {
 		return nil, built, err
 	}
