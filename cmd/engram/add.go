@@ -112,7 +112,7 @@ stored records a new occurrence and prints the same ID.`,
 				fmt.Fprintf(a.stderr, "store: %s\n", a.cfg.Store.Path)
 			}
 			if !noEmbed {
-				_, err = a.runEmbed(ctx, eng)
+				_, err = a.runEmbed(ctx, eng, false)
 			}
 			return err
 		},

@@ -26,8 +26,9 @@ model is first trained on the store itself (nothing is downloaded), and
 retrained when the store has grown to twice its size; the new model's vectors
 are made before search switches to it.
 
-engram index and engram add run this after storing, unless --no-embed is
-given. The queue is the store's: chunks without a vector. Interrupt it at any
+engram index and engram watch run this after storing, unless --no-embed is
+given; engram add embeds its new chunks with the current model, and leaves
+retraining to this command. The queue is the store's: chunks without a vector. Interrupt it at any
 time; the next run continues. Search works, lexically, before it is done.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -35,7 +36,7 @@ time; the next run continues. Search works, lexically, before it is done.`,
 			if err != nil {
 				return err
 			}
-			rep, err := a.runEmbed(cmd.Context(), eng)
+			rep, err := a.runEmbed(cmd.Context(), eng, true)
 			if jsonOut && err == nil {
 				return writeJSON(a.stdout, rep)
 			}
@@ -48,11 +49,19 @@ time; the next run continues. Search works, lexically, before it is done.`,
 }
 
 // runEmbed embeds what is pending, with progress on standard error, and
-// reports in one line.
-func (a *app) runEmbed(ctx context.Context, eng *engine.Engine) (engine.EmbedReport, error) {
+// reports in one line. Without retrain it only embeds new chunks under the
+// current model (engine.EmbedNew), and says when a retraining is due.
+func (a *app) runEmbed(ctx context.Context, eng *engine.Engine, retrain bool) (engine.EmbedReport, error) {
 	p := newEmbedProgress(a.stderr)
-	rep, err := eng.Embed(ctx, p.update)
+	embed := eng.Embed
+	if !retrain {
+		embed = eng.EmbedNew
+	}
+	rep, err := embed(ctx, p.update)
 	p.finish()
+	if err == nil && rep.RetrainDue {
+		fmt.Fprintln(a.stderr, "embed: the store has outgrown its corpus model; run engram embed to retrain it (search uses the current one meanwhile)")
+	}
 	switch {
 	case err != nil:
 		return rep, fmt.Errorf("embed: %w (what was embedded is kept; run engram embed to continue)", err)

@@ -87,7 +87,7 @@ The first index of a project asks permission on a terminal; elsewhere pass
 				return err
 			}
 			if !noEmbed {
-				if _, err := a.runEmbed(ctx, eng); err != nil {
+				if _, err := a.runEmbed(ctx, eng, true); err != nil {
 					return err
 				}
 			}

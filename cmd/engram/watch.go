@@ -47,7 +47,7 @@ the background unless --no-embed is given. Stops cleanly on Ctrl-C.`,
 				return err
 			}
 			if !noEmbed {
-				if _, err := a.runEmbed(ctx, eng); err != nil {
+				if _, err := a.runEmbed(ctx, eng, true); err != nil {
 					return err
 				}
 			}

@@ -307,6 +307,9 @@ type EmbedReport struct {
 	// TooSmall is set when the corpus is too small to train a model on
 	// yet; search stays lexical until it grows.
 	TooSmall bool `json:"too_small,omitempty"`
+	// RetrainDue is set by EmbedNew when the store has outgrown its corpus
+	// model, or a new one is being rolled out: Embed does that work.
+	RetrainDue bool `json:"retrain_due,omitempty"`
 }
 
 // Embed brings the store's vectors up to date: for the corpus provider it
@@ -316,6 +319,19 @@ type EmbedReport struct {
 // providers it embeds the pending chunks. Stopping it at any point loses
 // nothing: the next call continues.
 func (e *Engine) Embed(ctx context.Context, progress func(EmbedProgress)) (EmbedReport, error) {
+	return e.embedPending(ctx, progress, true)
+}
+
+// EmbedNew embeds the chunks that have no vector under the model search
+// uses, and nothing more: it trains a corpus model only if there is none
+// yet, and leaves retraining and rolling out a new one to Embed, which can
+// take minutes on a large store (RetrainDue says when one is due). It is
+// for quick writers such as engram add.
+func (e *Engine) EmbedNew(ctx context.Context, progress func(EmbedProgress)) (EmbedReport, error) {
+	return e.embedPending(ctx, progress, false)
+}
+
+func (e *Engine) embedPending(ctx context.Context, progress func(EmbedProgress), retrain bool) (EmbedReport, error) {
 	start := time.Now()
 	var rep EmbedReport
 	report := func(phase string) func(embed.Progress) {
@@ -330,7 +346,7 @@ func (e *Engine) Embed(ctx context.Context, progress func(EmbedProgress)) (Embed
 	}
 	var emb embed.Embedder
 	if e.opts.Embed.Provider == ProviderCorpus {
-		c, trained, err := e.corpusToEmbed(ctx, report("train"))
+		c, trained, err := e.corpusToEmbed(ctx, report("train"), retrain)
 		if errors.Is(err, lsa.ErrTooSmall) {
 			rep.TooSmall = true
 			return rep, nil
@@ -341,6 +357,11 @@ func (e *Engine) Embed(ctx context.Context, progress func(EmbedProgress)) (Embed
 		emb, rep.Trained = c, trained
 		if trained {
 			rep.Training = time.Since(start)
+		}
+		if !retrain {
+			if rep.RetrainDue, err = e.retrainDue(ctx); err != nil {
+				return rep, err
+			}
 		}
 	} else {
 		var err error
@@ -364,7 +385,18 @@ func (e *Engine) Embed(ctx context.Context, progress func(EmbedProgress)) (Embed
 
 // corpusToEmbed returns the corpus model to embed with: the one being
 // rolled out, a new one if the store needs one, else the active one.
-func (e *Engine) corpusToEmbed(ctx context.Context, progress func(embed.Progress)) (*embed.Corpus, bool, error) {
+// Without retrain it is the active one, or a new one if there is none.
+func (e *Engine) corpusToEmbed(ctx context.Context, progress func(embed.Progress), retrain bool) (*embed.Corpus, bool, error) {
+	if !retrain {
+		active, err := e.setting(ctx, settingCorpusActive)
+		if err != nil {
+			return nil, false, err
+		}
+		if active != "" {
+			c, err := e.loadCorpus(ctx, active)
+			return c, false, err
+		}
+	}
 	next, err := e.setting(ctx, settingCorpusNext)
 	if err != nil {
 		return nil, false, err
@@ -410,6 +442,25 @@ func (e *Engine) corpusToEmbed(ctx context.Context, progress func(embed.Progress
 		err = e.st.PutSetting(ctx, settingCorpusNext, c.Model())
 	}
 	return c, true, err
+}
+
+// retrainDue reports whether the store has outgrown its corpus model, or
+// a new one is being rolled out.
+func (e *Engine) retrainDue(ctx context.Context) (bool, error) {
+	next, err := e.setting(ctx, settingCorpusNext)
+	if err != nil || next != "" {
+		return next != "", err
+	}
+	trained, err := e.setting(ctx, settingCorpusChunks)
+	if err != nil {
+		return false, err
+	}
+	n, _ := strconv.ParseInt(trained, 10, 64)
+	vs, err := e.st.VectorStats(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	return n > 0 && float64(vs.Chunks) >= e.opts.Embed.CorpusGrowth*float64(n), nil
 }
 
 // trainCorpus trains a corpus model on an even sample of the store's

@@ -78,9 +78,18 @@ func TestEmbed_CorpusLifecycle(t *testing.T) {
 		t.Fatalf("second embed: %+v, %v", rep, err)
 	}
 
-	// Doubled: a new model is trained and rolled out. An interrupted
-	// rollout keeps the old model active, and the next run finishes it.
+	// Doubled: EmbedNew (engram add) embeds the new chunks with the
+	// current model and says a retraining is due, without doing it.
 	addNotes(t, e, 150, 100)
+	if rep, err = e.EmbedNew(ctx, nil); err != nil || rep.Trained || rep.Model != first || rep.Embedded != 100 || !rep.RetrainDue {
+		t.Fatalf("EmbedNew after doubling: %+v, %v", rep, err)
+	}
+	if st, _ := e.EmbedStatus(ctx); st.Model != first || st.Next != "" || st.Pending != 0 {
+		t.Fatalf("after EmbedNew: %+v", st)
+	}
+
+	// Embed trains a new model and rolls it out. An interrupted rollout
+	// keeps the old model active, and the next run finishes it.
 	cctx, cancel := context.WithCancel(ctx)
 	_, err = e.Embed(cctx, func(p engine.EmbedProgress) {
 		if p.Phase == "embed" && p.Done >= 100 {
