@@ -312,10 +312,13 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 			rec.add(q, got)
 			return got, nil
 		}
+		modeStart := time.Now()
 		m, err := eval.Run(ctx, set, retr)
 		if err != nil {
 			return nil, nil, err
 		}
+		fmt.Fprintf(a.stderr, "%s: %s: %d questions in %v, recall@10 %.3f\n", set.Name, mode.name, m.Questions,
+			time.Since(modeStart).Round(time.Millisecond), m.Recall[10])
 		if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode.name)); err != nil {
 			return nil, nil, err
 		}
@@ -324,9 +327,13 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 			P50ms: msf(m.Latency.P50), P95ms: msf(m.Latency.P95), P99ms: msf(m.Latency.P99), ByKind: m.ByKind,
 			IngestSec: ingestTime.Seconds(), EmbedSec: embedTime.Seconds(), Model: model})
 	}
+	econStart := time.Now()
 	econ, err := a.evalEconomy(ctx, set, engines, shared, economy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("economy: %w", err)
+	}
+	if len(econ) > 0 {
+		fmt.Fprintf(a.stderr, "%s: pre-fetch economy at %s tokens in %v\n", set.Name, joinInts(economy), time.Since(econStart).Round(time.Millisecond))
 	}
 	return rows, econ, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/engramhq/engram/internal/engine"
@@ -141,4 +143,13 @@ func printEconomy(a *app, rows []economyRow) {
 			r.Recall, r.WithHints, r.Tokens, 100*r.Empty, r.Conversation)
 	}
 	_ = w.Flush()
+}
+
+// joinInts writes numbers as "1000/2000/4000".
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, "/")
 }
