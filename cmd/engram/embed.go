@@ -157,6 +157,14 @@ func (a *app) embedStatusCmd() *cobra.Command {
 			default:
 				fmt.Fprintf(w, "model     %s (%d dimensions)\n", st.Model, st.Dim)
 			}
+			if st.Provider != engine.ProviderNone {
+				f := st.Fusion
+				if f.Method == retrieve.RRF {
+					fmt.Fprintf(w, "fusion    rrf (k %g), lexical %g / vector %g\n", f.K, f.LexicalWeight, f.VectorWeight)
+				} else {
+					fmt.Fprintf(w, "fusion    weighted, lexical %g / vector %g\n", f.LexicalWeight, f.VectorWeight)
+				}
+			}
 			cov := 0.0
 			if st.Chunks > 0 {
 				cov = 100 * float64(st.Embedded) / float64(st.Chunks)

@@ -46,7 +46,10 @@ func TestCLI_EmbedSearchPrefetch(t *testing.T) {
 	if st.Provider != "corpus" || !strings.HasPrefix(st.Model, "corpus-lsa-") || st.Chunks == 0 || st.Embedded != st.Chunks || st.Pending != 0 {
 		t.Fatalf("embed status after index: %+v", st)
 	}
-	if out := e.ok("", "embed", "status"); !strings.Contains(out, st.Model) {
+	if st.Fusion != retrieve.WithDefaults(engine.CorpusFusion) {
+		t.Errorf("embed status fusion %+v, want the corpus model's %+v", st.Fusion, engine.CorpusFusion)
+	}
+	if out := e.ok("", "embed", "status"); !strings.Contains(out, st.Model) || !strings.Contains(out, "weighted, lexical 0.8 / vector 0.2") {
 		t.Errorf("embed status:\n%s", out)
 	}
 	// Nothing left to do.

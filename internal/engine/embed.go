@@ -251,11 +251,14 @@ type EmbedStatus struct {
 	NextEmbedded int64  `json:"next_embedded,omitempty"`
 	// TrainedChunks is the store's size when the corpus model was trained.
 	TrainedChunks int64 `json:"trained_chunks,omitempty"`
+	// Fusion is how hybrid search merges the two signals with this
+	// embedder (see Engine.Fusion), with the defaults filled in.
+	Fusion retrieve.FuseOptions `json:"fusion"`
 }
 
 // EmbedStatus reports the embedder, its coverage and its queue.
 func (e *Engine) EmbedStatus(ctx context.Context) (EmbedStatus, error) {
-	s := EmbedStatus{Provider: e.opts.Embed.Provider}
+	s := EmbedStatus{Provider: e.opts.Embed.Provider, Fusion: retrieve.WithDefaults(e.Fusion())}
 	emb, err := e.Embedder(ctx)
 	if err != nil {
 		return s, err

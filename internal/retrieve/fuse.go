@@ -67,11 +67,18 @@ func (f Fused) Both() bool { return f.LexicalRank > 0 && f.VectorRank > 0 }
 // FuseOptions configure Fuse. The zero value is the weighted merge with
 // the default weights (k 60 for RRF).
 type FuseOptions struct {
-	Method Fusion
-	K      float64
+	Method Fusion  `json:"method"`
+	K      float64 `json:"rrf_k"`
 	// LexicalWeight and VectorWeight weigh the two lists; both zero means
 	// the defaults.
-	LexicalWeight, VectorWeight float64
+	LexicalWeight float64 `json:"lexical_weight"`
+	VectorWeight  float64 `json:"vector_weight"`
+}
+
+// WithDefaults returns o with its zero fields set to the defaults.
+func WithDefaults(o FuseOptions) FuseOptions {
+	o.defaults()
+	return o
 }
 
 func (o *FuseOptions) defaults() {
