@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/retrieve"
@@ -125,4 +129,72 @@ func TestCLI_ModelCheck(t *testing.T) {
 	if out := e.ok("", "model"); !strings.Contains(out, "model2vec") && !strings.Contains(out, "corpus") {
 		t.Errorf("model:\n%s", out)
 	}
+}
+
+// TestCLI_WatchEmbedsInTheBackground runs engram watch in process: a file
+// saved while it watches is indexed and then embedded by its background
+// embedder, with no command run.
+func TestCLI_WatchEmbedsInTheBackground(t *testing.T) {
+	e := newEnv(t)
+	semanticProject(t, e.project)
+	e.ok("", "index", "--yes")
+	status := func() engine.EmbedStatus {
+		var st engine.EmbedStatus
+		if err := json.Unmarshal([]byte(e.ok("", "embed", "status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	before := status()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var out, errOut lockedBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"watch"}, strings.NewReader(""), &out, &errOut, func(k string) string { return e.vars[k] })
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 && code != 130 {
+			t.Errorf("watch exited %d:\n%s", code, errOut.String())
+		}
+	}()
+	// Once it watches, save a new file.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(errOut.String(), "watching ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch did not start:\n%s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	writeFile(t, e.project, "internal/retry/late.go", "package retry\n\n// Late retries with backoff and jitter.\nfunc Late() {}\n")
+	for {
+		st := status()
+		if st.Chunks > before.Chunks && st.Embedded == st.Chunks {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the saved file was not indexed and embedded in time: %+v (before %+v)", st, before)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe to write from one goroutine and read
+// from another.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
