@@ -5,7 +5,7 @@ GOLANGCI_LINT ?= golangci-lint
 BIN           ?= bin/engram
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build test test-short lint fmt bench fuzz clean
+.PHONY: all build test lint fmt bench fuzz clean
 
 all: build
 
@@ -14,9 +14,6 @@ build:
 
 test:
 	$(GO) test -race ./...
-
-test-short:
-	$(GO) test -short ./...
 
 lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi

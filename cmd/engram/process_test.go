@@ -119,9 +119,6 @@ func openStore(t *testing.T, e *env) *sqlite.Store {
 // TestProcesses_ConcurrentWriters runs two engram add processes on one
 // store at once: both must succeed, and no lock error may reach the user.
 func TestProcesses_ConcurrentWriters(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes; skipped with -short")
-	}
 	e := newEnv(t)
 	dir := t.TempDir()
 	const n = 3000
@@ -163,9 +160,6 @@ func TestProcesses_ConcurrentWriters(t *testing.T) {
 // middle of a large ingest: the store must open, pass integrity checks,
 // hold every batch whose IDs were printed, and hold no partial batch.
 func TestProcesses_KilledDuringIngest(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes; skipped with -short")
-	}
 	e := newEnv(t)
 	const n, batch = 40000, 200
 	input := writeRecords(t, t.TempDir(), "bulk", n)
@@ -237,9 +231,6 @@ func lastLines(s string, n int) string {
 // exits 130, the store is intact, and the next run reads only what the
 // first did not store.
 func TestProcesses_IndexInterrupted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes; skipped with -short")
-	}
 	e := newEnv(t)
 	const n = 4000
 	for i := range n {
@@ -297,9 +288,6 @@ func TestProcesses_IndexInterrupted(t *testing.T) {
 // works: the store stays intact, what was embedded is kept, and the next
 // run finishes the queue.
 func TestProcesses_KilledDuringEmbed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes; skipped with -short")
-	}
 	e := newEnv(t)
 	// Varied text, so that the corpus model has words to learn.
 	words := make([]string, 400)

@@ -357,9 +357,6 @@ func TestRun_Interrupted(t *testing.T) {
 }
 
 func TestRun_ManyEntries(t *testing.T) {
-	if testing.Short() {
-		t.Skip("creates 100,000 files; skipped with -short")
-	}
 	root := tree(t, map[string]string{".gitignore": "*.tmp\n", "big/readme.md": "# Many files\n"})
 	dir := filepath.Join(root, "big")
 	for i := range 100_000 {
