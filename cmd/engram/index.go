@@ -57,44 +57,7 @@ The first index of a project asks permission on a terminal; elsewhere pass
 --yes.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if len(args) == 1 {
-				a.flags.Project = args[0]
-				if err := a.loadConfig(); err != nil {
-					return err
-				}
-			}
-			eng, err := a.engine(ctx, false)
-			if err != nil {
-				return err
-			}
-			if err := a.consent(ctx, eng.Store(), yes); err != nil {
-				return err
-			}
-			a.indexOptions(&opts)
-			p := newIndexProgress(a.stderr)
-			opts.Progress = p.update
-			sum, err := eng.Index(ctx, a.cfg.Project, opts)
-			p.finish()
-			if jsonOut {
-				if jerr := writeJSON(a.stdout, toSummaryJSON(sum)); jerr != nil {
-					return jerr
-				}
-			} else {
-				printSummary(a.stdout, sum)
-			}
-			if err != nil {
-				return err
-			}
-			if !noEmbed {
-				if _, err := a.runEmbed(ctx, eng, true); err != nil {
-					return err
-				}
-			}
-			if watch {
-				return a.runWatch(ctx, opts, !noEmbed)
-			}
-			return nil
+			return a.runIndex(cmd.Context(), args, opts, indexRun{yes: yes, embed: !noEmbed, watch: watch, json: jsonOut})
 		},
 	}
 	f := cmd.Flags()
@@ -307,4 +270,51 @@ func toSummaryJSON(s index.Summary) summaryJSON {
 		Touched: s.Touched, Deleted: s.Deleted, Renamed: s.Renamed, Skipped: s.Skipped, Ignored: s.Ignored,
 		Secrets: s.Secrets, NonUTF8: s.NonUTF8, Unstable: s.Unstable, Vanished: s.Vanished, Errors: s.Errors,
 		Chunks: s.Chunks, Bytes: s.Bytes, Tokens: s.Tokens, Read: s.Read, Seconds: s.Elapsed.Seconds(), Interrupted: s.Interrupted}
+}
+
+// indexRun says what engram index (or watch) does around the index itself.
+type indexRun struct {
+	yes, embed, watch, json bool
+}
+
+// runIndex indexes the project (or the tree of args[0]) with progress,
+// prints the summary, embeds the new chunks, and then watches, as r says.
+func (a *app) runIndex(ctx context.Context, args []string, opts index.Options, r indexRun) error {
+	if len(args) == 1 {
+		a.flags.Project = args[0]
+		if err := a.loadConfig(); err != nil {
+			return err
+		}
+	}
+	eng, err := a.engine(ctx, false)
+	if err != nil {
+		return err
+	}
+	if err := a.consent(ctx, eng.Store(), r.yes); err != nil {
+		return err
+	}
+	a.indexOptions(&opts)
+	p := newIndexProgress(a.stderr)
+	opts.Progress = p.update
+	sum, err := eng.Index(ctx, a.cfg.Project, opts)
+	p.finish()
+	if r.json {
+		if jerr := writeJSON(a.stdout, toSummaryJSON(sum)); jerr != nil {
+			return jerr
+		}
+	} else {
+		printSummary(a.stdout, sum)
+	}
+	if err != nil {
+		return err
+	}
+	if r.embed {
+		if _, err := a.runEmbed(ctx, eng, true); err != nil {
+			return err
+		}
+	}
+	if r.watch {
+		return a.runWatch(ctx, opts, r.embed)
+	}
+	return nil
 }

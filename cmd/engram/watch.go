@@ -26,32 +26,7 @@ of files) as one batch, with the same exclusions; new chunks are embedded in
 the background unless --no-embed is given. Stops cleanly on Ctrl-C.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if len(args) == 1 {
-				a.flags.Project = args[0]
-				if err := a.loadConfig(); err != nil {
-					return err
-				}
-			}
-			eng, err := a.engine(ctx, false)
-			if err != nil {
-				return err
-			}
-			if err := a.consent(ctx, eng.Store(), yes); err != nil {
-				return err
-			}
-			a.indexOptions(&opts)
-			sum, err := eng.Index(ctx, a.cfg.Project, opts)
-			printSummary(a.stdout, sum)
-			if err != nil {
-				return err
-			}
-			if !noEmbed {
-				if _, err := a.runEmbed(ctx, eng, true); err != nil {
-					return err
-				}
-			}
-			return a.runWatch(ctx, opts, !noEmbed)
+			return a.runIndex(cmd.Context(), args, opts, indexRun{yes: yes, embed: !noEmbed, watch: true})
 		},
 	}
 	f := cmd.Flags()
