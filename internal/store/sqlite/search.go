@@ -392,8 +392,9 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 	}
 	counter := queryCounter(groups)
 	var hits []store.Hit
+	var counted map[int64]map[string]int // term counts by chunk, where known
 	if len(p.dropped) > 0 && !p.windowed {
-		hits, err = s.searchRescored(ctx, tables, p, q.Filter, selective, limit, counter, total)
+		hits, counted, err = s.searchRescored(ctx, tables, p, q.Filter, selective, limit, counter, total)
 	} else {
 		for _, table := range tables {
 			var more []store.Hit
@@ -417,7 +418,11 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 	}
 	counts := make([]map[string]int, len(hits))
 	for i := range hits {
-		counts[i] = counter.Count(hits[i].Chunk.Text)
+		if c, ok := counted[hits[i].Chunk.ID]; ok {
+			counts[i] = c
+		} else {
+			counts[i] = counter.Count(hits[i].Chunk.Text)
+		}
 	}
 	coverage(groups, p, hits, counts, total, int64(s.opts.Search.MaxPostings)+1)
 	return hits, nil
@@ -425,27 +430,31 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 
 // searchRescored ranks more candidates than asked for by the words the
 // plan kept, adds to each the weight of the dropped words it holds
-// (cappedBM25), and reads the best in full.
+// (cappedBM25), and reads the best in full. It returns the candidates'
+// term counts by chunk too.
 func (s *Store) searchRescored(ctx context.Context, tables []string, p plan, f store.Filter, selective bool, limit int,
-	counter *terms.Counter, total int64) ([]store.Hit, error) {
+	counter *terms.Counter, total int64) ([]store.Hit, map[int64]map[string]int, error) {
 	fetch := min(MaxLimit, max(2*limit, limit+rescoreExtra))
 	var cands []candidate
 	for _, table := range tables {
 		more, err := s.rankCandidates(ctx, table, p, f, selective, fetch)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cands = append(cands, more...)
 	}
 	if len(cands) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	texts, err := s.chunkTexts(ctx, cands)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	counted := make(map[int64]map[string]int, len(cands))
 	for i := range cands {
-		cands[i].bm25 -= cappedBM25(counter.Count(texts[cands[i].rowid]), p.dropped, total)
+		c := counter.Count(texts[cands[i].rowid])
+		counted[cands[i].rowid] = c
+		cands[i].bm25 -= cappedBM25(c, p.dropped, total)
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].bm25 < cands[j].bm25 })
 	// Read the best; more if some are no longer current.
@@ -454,11 +463,11 @@ func (s *Store) searchRescored(ctx context.Context, tables []string, p plan, f s
 		end := min(len(cands), next+limit-len(hits))
 		more, err := s.hydrate(ctx, cands[next:end], f)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		hits, next = append(hits, more...), end
 	}
-	return hits, nil
+	return hits, counted, nil
 }
 
 // rescoreExtra is how many more candidates than asked for are ranked when
