@@ -127,6 +127,10 @@ type Store interface {
 
 	// Stats describes what the store holds.
 	Stats(ctx context.Context) (Stats, error)
+
+	// The archivalist's records, agents, versions and events.
+	ArchiveStore
+
 	// Close releases the store. Calls after Close fail.
 	Close() error
 }

@@ -35,6 +35,7 @@ var migrations = []migration{
 	{4, "vectors and blobs", schemaV4, nil},
 	{5, "access tracking", schemaV5, nil},
 	{6, "conversation context", schemaV6, buildContexts},
+	{7, "archivalist", schemaV7, nil},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -417,3 +418,82 @@ func rebuildFTS(ctx context.Context, tx *sql.Tx) error {
 		ON CONFLICT(name) DO UPDATE SET value = value + 1`, ftsGeneration)
 	return err
 }
+
+const schemaV7 = `
+-- arch_versions holds the archivalist's versions: scope '' is the global
+-- version, any other scope a session's version.
+CREATE TABLE arch_versions (
+	scope   TEXT PRIMARY KEY,
+	version INTEGER NOT NULL
+) STRICT;
+INSERT INTO arch_versions(scope, version) VALUES ('', 0);
+
+-- arch_records are the archivalist's records; never updated or deleted.
+CREATE TABLE arch_records (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	id         TEXT UNIQUE,
+	kind       TEXT NOT NULL,
+	gv         INTEGER NOT NULL,
+	sv         INTEGER NOT NULL,
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	model      TEXT NOT NULL,
+	category   TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	ref        TEXT NOT NULL,
+	hash       TEXT NOT NULL,
+	text       TEXT NOT NULL,
+	body       TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX arch_records_kind ON arch_records(kind, category);
+CREATE INDEX arch_records_gv ON arch_records(gv) WHERE gv > 0;
+CREATE INDEX arch_records_session ON arch_records(session_id, kind, key, seq);
+CREATE INDEX arch_records_hash ON arch_records(hash);
+CREATE INDEX arch_records_ref ON arch_records(ref) WHERE ref != '';
+
+-- arch_superseded says which record superseded which (a record beside the
+-- records, so that they stay unchanged).
+CREATE TABLE arch_superseded (
+	id TEXT PRIMARY KEY,
+	by TEXT NOT NULL
+) STRICT;
+
+-- arch_usage counts the duplicates merged into a record.
+CREATE TABLE arch_usage (
+	id      TEXT PRIMARY KEY,
+	count   INTEGER NOT NULL,
+	last_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE arch_agents (
+	id            TEXT PRIMARY KEY,
+	name          TEXT NOT NULL,
+	session_id    TEXT NOT NULL,
+	parent_id     TEXT NOT NULL,
+	model         TEXT NOT NULL,
+	role          TEXT NOT NULL,
+	registered_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX arch_agents_session ON arch_agents(session_id);
+
+CREATE TABLE arch_events (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	type       TEXT NOT NULL,
+	gv         INTEGER NOT NULL,
+	sv         INTEGER NOT NULL,
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	scope      TEXT NOT NULL,
+	record_id  TEXT NOT NULL,
+	detail     TEXT NOT NULL,
+	at         INTEGER NOT NULL
+) STRICT;
+
+-- arch_fts indexes the terms of record texts; its rowid is the record's seq.
+CREATE VIRTUAL TABLE arch_fts USING fts5(
+	body,
+	content = '', contentless_delete = 1,
+	tokenize = 'unicode61 remove_diacritics 2'
+);
+`

@@ -65,6 +65,7 @@ type Store struct {
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // query-only readers
 	df   dfCache // document frequencies for query planning
+	arch archCommitter
 }
 
 var _ store.Store = (*Store)(nil)
@@ -164,6 +165,7 @@ func (s *Store) classifyOpenError(err error) error {
 
 // Close closes the store's connections.
 func (s *Store) Close() error {
+	s.closeArchive()
 	var errs []error
 	if s.r != nil {
 		errs = append(errs, s.r.Close())

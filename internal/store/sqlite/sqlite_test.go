@@ -155,7 +155,7 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Undo what migrations 3 to 6 made, as a schema-2 store lacks it (the
+	// Undo what migrations 3 to 7 made, as a schema-2 store lacks it (the
 	// full-text tables of schema 2 have two columns).
 	for _, q := range []string{
 		"DROP TABLE chunks_vocab", "DROP TABLE chunks_fts", "DROP TABLE history_fts",
@@ -163,6 +163,8 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 		"CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, row)",
 		"CREATE VIRTUAL TABLE history_fts USING fts5(body, meta, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2')",
 		"DROP TABLE vectors", "DROP TABLE vector_models", "DROP TABLE blobs", "DROP TABLE access", "DROP TABLE contexts",
+		"DROP TABLE arch_versions", "DROP TABLE arch_records", "DROP TABLE arch_superseded", "DROP TABLE arch_usage",
+		"DROP TABLE arch_agents", "DROP TABLE arch_events", "DROP TABLE arch_fts",
 		"PRAGMA user_version = 2",
 	} {
 		if _, err := db.Exec(q); err != nil {

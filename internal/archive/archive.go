@@ -1,0 +1,506 @@
+// Package archive is the archivalist: the memory many agents and sessions
+// share. It keeps an append-only global history (patterns, failures with
+// their resolutions and outcomes, insights, decisions, cross-cutting
+// intents) and per-session state (resume point, files, what the user wants
+// and rejects), with a monotonic global version and a version per session.
+//
+// Every record is written once and never changed: supersession, usage
+// counts and the newer state of a session item are new records beside the
+// old ones. Writes are all-or-nothing and durable when they return (the
+// store group-commits them). Versions live in the store, so several engram
+// processes share one archive; they are also the cache keys, so nothing
+// cached is ever stale.
+//
+// Writes go through a Handle, which an agent gets for its own session
+// only: a handle cannot name another session, so cross-session writes are
+// impossible by construction, and asking for a handle in another session
+// is refused and audited. Reads are global and versioned: a reader that
+// sends the versions it holds gets NOT_MODIFIED, or a delta.
+package archive
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+
+	"github.com/engramhq/engram/internal/embed"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+// Limits bound what one session can write, so that many agents cannot
+// flood the shared history. Zero fields take the defaults.
+type Limits struct {
+	// PatternsPerMinute is how many patterns one session may add per
+	// minute (the seed's 10).
+	PatternsPerMinute int
+	// WritesPerMinute is how many global records of any kind one session
+	// may add per minute.
+	WritesPerMinute int
+	// ActivePerCategory is how many active patterns one category may hold
+	// (the seed's 50).
+	ActivePerCategory int
+}
+
+// Dedup holds the thresholds of duplicate detection (the seed's values by
+// default): trigram similarity above Trigram is a duplicate; between
+// Suspect and Trigram, embedding similarity above Embedding is.
+type Dedup struct {
+	Trigram   float64
+	Suspect   float64
+	Embedding float64
+}
+
+// Options configure an Archive. The zero value works.
+type Options struct {
+	Limits Limits
+	Dedup  Dedup
+	// DeltaLimit is the most records a delta read returns; past it the
+	// reader is told to read in full (the seed's 500).
+	DeltaLimit int
+	// Embedder, if set, settles borderline duplicates by cosine.
+	Embedder embed.Embedder
+	// Encoding counts briefing tokens; nil means o200k_base.
+	Encoding *tokens.Encoding
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Default values of Options.
+const (
+	DefaultPatternsPerMinute = 10
+	DefaultWritesPerMinute   = 600
+	DefaultActivePerCategory = 50
+	DefaultDeltaLimit        = 500
+	DefaultTrigram           = 0.90
+	DefaultSuspect           = 0.50
+	DefaultEmbedding         = 0.85
+	// DefaultIntentTTL is how long an intent stays active if it is never
+	// completed (the seed's 30 minutes).
+	DefaultIntentTTL = 30 * time.Minute
+)
+
+// Size limits of what a record may hold.
+const (
+	MaxTextBytes  = 2_000  // a pattern, an approach, an insight, a decision
+	MaxNoteBytes  = 16_000 // descriptions, contexts, rationales, summaries
+	MaxListItems  = 100    // scope paths, steps, alternatives
+	MaxIDBytes    = 64
+	maxRecordBody = 64_000
+)
+
+// Archive is the archivalist over a store. It is safe for concurrent use.
+type Archive struct {
+	st   store.ArchiveStore
+	opts Options
+	enc  *tokens.Encoding
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu     sync.Mutex // guards mirror
+	mirror *mirror
+
+	// sessions caches session state by session and version; briefings
+	// caches rendered briefings by session, tier and both versions.
+	sessions  *otter.Cache[string, *sessionState]
+	briefings *otter.Cache[string, *Briefing]
+	vecs      *otter.Cache[string, []float32]
+}
+
+// New returns the archivalist over st.
+func New(st store.ArchiveStore, opts Options) (*Archive, error) {
+	if opts.Limits.PatternsPerMinute <= 0 {
+		opts.Limits.PatternsPerMinute = DefaultPatternsPerMinute
+	}
+	if opts.Limits.WritesPerMinute <= 0 {
+		opts.Limits.WritesPerMinute = DefaultWritesPerMinute
+	}
+	if opts.Limits.ActivePerCategory <= 0 {
+		opts.Limits.ActivePerCategory = DefaultActivePerCategory
+	}
+	if opts.Dedup.Trigram <= 0 {
+		opts.Dedup.Trigram = DefaultTrigram
+	}
+	if opts.Dedup.Suspect <= 0 {
+		opts.Dedup.Suspect = DefaultSuspect
+	}
+	if opts.Dedup.Embedding <= 0 {
+		opts.Dedup.Embedding = DefaultEmbedding
+	}
+	if opts.DeltaLimit <= 0 {
+		opts.DeltaLimit = DefaultDeltaLimit
+	}
+	a := &Archive{st: st, opts: opts, enc: opts.Encoding, log: opts.Logger, now: opts.Now, mirror: newMirror()}
+	if a.enc == nil {
+		enc, err := tokens.Get("o200k_base")
+		if err != nil {
+			return nil, err
+		}
+		a.enc = enc
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	var err error
+	if a.sessions, err = otter.New(&otter.Options[string, *sessionState]{MaximumSize: 4096}); err != nil {
+		return nil, err
+	}
+	if a.briefings, err = otter.New(&otter.Options[string, *Briefing]{MaximumSize: 4096}); err != nil {
+		return nil, err
+	}
+	if a.vecs, err = otter.New(&otter.Options[string, []float32]{MaximumSize: 65536}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// ErrUnknownAgent is returned for an agent that was never registered.
+var ErrUnknownAgent = errors.New("unknown agent")
+
+// IsolationError refuses an agent's access to a session not its own.
+type IsolationError struct {
+	AgentID, AgentSession, Session string
+}
+
+func (e *IsolationError) Error() string {
+	return fmt.Sprintf("agent %s belongs to session %s and cannot write to session %s", e.AgentID, e.AgentSession, e.Session)
+}
+
+// ConflictError refuses a write that contradicts what is stored. Records
+// names the conflicting records.
+type ConflictError struct {
+	Msg     string
+	Records []string
+}
+
+func (e *ConflictError) Error() string { return e.Msg }
+
+// RateLimitError refuses a write over a limit; RetryAfter says when the
+// same write could succeed (zero: not by waiting).
+type RateLimitError struct {
+	Msg        string
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%s; retry after %s", e.Msg, e.RetryAfter.Round(time.Second))
+	}
+	return e.Msg
+}
+
+// invalid returns a validation error for a field.
+func invalid(field, format string, args ...any) error {
+	return &store.ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@/-]*$`)
+
+func checkID(field, id string) error {
+	if id == "" {
+		return invalid(field, "is required")
+	}
+	if len(id) > MaxIDBytes {
+		return invalid(field, "is %d bytes; at most %d", len(id), MaxIDBytes)
+	}
+	if !idPattern.MatchString(id) {
+		return invalid(field, "%q may hold letters, digits and _ . : @ / - only", id)
+	}
+	return nil
+}
+
+func checkSession(id string) error {
+	if id == "" {
+		return invalid("session", "is required")
+	}
+	if len(id) > store.MaxIdentifierBytes {
+		return invalid("session", "is %d bytes; at most %d", len(id), store.MaxIdentifierBytes)
+	}
+	if strings.TrimSpace(id) != id || strings.ContainsAny(id, "\x00\n\r\t") {
+		return invalid("session", "%q must not hold white space at its ends or control characters", id)
+	}
+	return nil
+}
+
+func checkText(field, s string, required bool, max int) error {
+	if strings.TrimSpace(s) == "" {
+		if required {
+			return invalid(field, "is required")
+		}
+		return nil
+	}
+	if len(s) > max {
+		return invalid(field, "is %d bytes; at most %d", len(s), max)
+	}
+	if strings.ContainsRune(s, 0) {
+		return invalid(field, "holds a NUL byte")
+	}
+	return nil
+}
+
+func checkList(field string, items []string, max int) error {
+	if len(items) > MaxListItems {
+		return invalid(field, "has %d items; at most %d", len(items), MaxListItems)
+	}
+	for i, s := range items {
+		if err := checkText(fmt.Sprintf("%s[%d]", field, i), s, true, max); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AgentSpec describes an agent to register.
+type AgentSpec struct {
+	// ID is a short unique id (o1, c2); empty assigns one.
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
+	// SessionID is required for a top-level agent; a sub-agent inherits
+	// its parent's session.
+	SessionID string `json:"session,omitempty"`
+	ParentID  string `json:"parent,omitempty"`
+	// Model is the model the agent runs on, such as claude-opus-4-5.
+	Model string `json:"model,omitempty"`
+	Role  string `json:"role,omitempty"`
+}
+
+// Register registers an agent and returns its handle. A sub-agent (one
+// with a parent) joins its parent's session.
+func (a *Archive) Register(ctx context.Context, spec AgentSpec) (*Handle, error) {
+	if spec.ID != "" {
+		if err := checkID("id", spec.ID); err != nil {
+			return nil, err
+		}
+	}
+	if spec.ParentID == "" {
+		if err := checkSession(spec.SessionID); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"name", spec.Name}, {"model", spec.Model}, {"role", spec.Role}} {
+		if err := checkText(f.name, f.v, false, 200); err != nil {
+			return nil, err
+		}
+	}
+	var agent store.ArchiveAgent
+	var sv uint64
+	err := a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+		agent = store.ArchiveAgent{ID: spec.ID, Name: spec.Name, SessionID: spec.SessionID, ParentID: spec.ParentID,
+			Model: spec.Model, Role: spec.Role, RegisteredAt: a.now()}
+		if spec.ParentID != "" {
+			parent, err := tx.Agent(spec.ParentID)
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("parent %s: %w", spec.ParentID, ErrUnknownAgent)
+			} else if err != nil {
+				return err
+			}
+			if spec.SessionID != "" && spec.SessionID != parent.SessionID {
+				return invalid("session", "a sub-agent joins its parent's session %s, not %s", parent.SessionID, spec.SessionID)
+			}
+			agent.SessionID = parent.SessionID
+		}
+		if agent.ID == "" {
+			id, err := shortID(tx, spec)
+			if err != nil {
+				return err
+			}
+			agent.ID = id
+		}
+		if agent.Name == "" {
+			agent.Name = agent.ID
+		}
+		if err := tx.PutAgent(agent); err != nil {
+			return err
+		}
+		var err error
+		if sv, err = tx.NextSession(agent.SessionID); err != nil {
+			return err
+		}
+		gv, _, err := tx.Versions("")
+		if err != nil {
+			return err
+		}
+		detail := ""
+		if agent.ParentID != "" {
+			detail = "parent " + agent.ParentID
+		}
+		return tx.AppendEvent(&store.ArchiveEvent{Type: "agent_register", GV: gv, SV: sv, SessionID: agent.SessionID,
+			AgentID: agent.ID, Scope: "agents", Detail: detail, At: agent.RegisteredAt})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("register agent: %w", err)
+	}
+	return &Handle{a: a, agent: agent}, nil
+}
+
+// shortID assigns the seed's short ids: the first letter of the model
+// family (o for opus, c for codex, ...) and a number.
+func shortID(tx store.ArchiveTx, spec AgentSpec) (string, error) {
+	letter := "a"
+	src := strings.ToLower(spec.Model)
+	switch {
+	case strings.Contains(src, "opus"):
+		letter = "o"
+	case strings.Contains(src, "sonnet"):
+		letter = "s"
+	case strings.Contains(src, "haiku"):
+		letter = "h"
+	case strings.Contains(src, "codex"):
+		letter = "c"
+	case strings.Contains(src, "gpt"):
+		letter = "g"
+	case strings.Contains(src, "gemini"):
+		letter = "m"
+	case src != "" && src[0] >= 'a' && src[0] <= 'z':
+		letter = src[:1]
+	}
+	for n := 1; n < 1_000_000; n++ {
+		id := fmt.Sprintf("%s%d", letter, n)
+		if _, err := tx.Agent(id); errors.Is(err, store.ErrNotFound) {
+			return id, nil
+		} else if err != nil {
+			return "", err
+		}
+	}
+	return "", errors.New("no free agent id")
+}
+
+// Handle returns the handle of a registered agent: its capability to
+// write to its own session.
+func (a *Archive) Handle(ctx context.Context, agentID string) (*Handle, error) {
+	agent, err := a.st.ArchiveAgent(ctx, agentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("agent %s: %w (register it first)", agentID, ErrUnknownAgent)
+	} else if err != nil {
+		return nil, err
+	}
+	return &Handle{a: a, agent: agent}, nil
+}
+
+// HandleIn returns an agent's handle for a session the caller names: the
+// front ends' entry point, where a request names both. An agent of another
+// session is refused with an *IsolationError, and the attempt is audited
+// in the event log.
+func (a *Archive) HandleIn(ctx context.Context, sessionID, agentID string) (*Handle, error) {
+	h, err := a.Handle(ctx, agentID)
+	if err != nil {
+		return nil, err
+	}
+	if sessionID == "" || h.agent.SessionID == sessionID {
+		return h, nil
+	}
+	ierr := &IsolationError{AgentID: agentID, AgentSession: h.agent.SessionID, Session: sessionID}
+	audit := a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+		gv, sv, err := tx.Versions(h.agent.SessionID)
+		if err != nil {
+			return err
+		}
+		return tx.AppendEvent(&store.ArchiveEvent{Type: "isolation_violation", GV: gv, SV: sv, SessionID: h.agent.SessionID,
+			AgentID: agentID, Scope: "session", Detail: "attempted session " + sessionID, At: a.now()})
+	})
+	if audit != nil {
+		a.log.Error("cannot audit an isolation violation", "err", audit, "agent", agentID)
+	}
+	a.log.Warn("cross-session write refused", "agent", agentID, "agent_session", h.agent.SessionID, "session", sessionID)
+	return nil, ierr
+}
+
+// Agents returns the registered agents of a session, or of all sessions.
+func (a *Archive) Agents(ctx context.Context, sessionID string) ([]store.ArchiveAgent, error) {
+	return a.st.ArchiveAgents(ctx, sessionID)
+}
+
+// Events returns up to limit events after seq (negative: the last limit).
+func (a *Archive) Events(ctx context.Context, after int64, limit int) ([]store.ArchiveEvent, error) {
+	return a.st.ArchiveEvents(ctx, after, limit)
+}
+
+// Versions returns the current global version and a session's version.
+func (a *Archive) Versions(ctx context.Context, sessionID string) (Versions, error) {
+	gv, sv, err := a.st.ArchiveVersions(ctx, sessionID)
+	return Versions{GV: gv, SV: sv}, err
+}
+
+// Versions are the two version dimensions a read reflects.
+type Versions struct {
+	GV uint64 `json:"gv"`
+	SV uint64 `json:"sv"`
+}
+
+// Handle is an agent's capability: every write through it lands in the
+// agent's own session, and it offers no way to name another.
+type Handle struct {
+	a     *Archive
+	agent store.ArchiveAgent
+}
+
+// Agent returns the agent the handle belongs to.
+func (h *Handle) Agent() store.ArchiveAgent { return h.agent }
+
+// Session returns the handle's session.
+func (h *Handle) Session() string { return h.agent.SessionID }
+
+// WriteResult says what a write did and the versions after it.
+type WriteResult struct {
+	// Status is created, merged (a duplicate of ID) or updated.
+	Status string `json:"status"`
+	ID     string `json:"id,omitempty"`
+	GV     uint64 `json:"gv"`
+	SV     uint64 `json:"sv,omitempty"`
+	// Merged explains a merge into an existing record.
+	Merged *MergeInfo `json:"merged,omitempty"`
+	// Superseded lists the records this write superseded.
+	Superseded []string `json:"superseded,omitempty"`
+	// Notices are things the writer should know, such as intents of other
+	// sessions that overlap one just declared.
+	Notices []string `json:"notices,omitempty"`
+}
+
+// MergeInfo describes the record a duplicate was merged into.
+type MergeInfo struct {
+	ExistingID string  `json:"existing_id"`
+	Existing   string  `json:"existing"`
+	Similarity float64 `json:"similarity"`
+	// Method is hash, trigram or embedding.
+	Method string `json:"method"`
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs of strings and numbers are marshalled
+	}
+	return b
+}
+
+// isAncestor reports whether agent anc is an ancestor of agent id (its
+// parent, its parent's parent, ...).
+func isAncestor(tx store.ArchiveTx, anc, id string) (bool, error) {
+	seen := map[string]bool{}
+	for cur := id; cur != "" && !seen[cur]; {
+		seen[cur] = true
+		ag, err := tx.Agent(cur)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		if ag.ParentID == anc {
+			return true, nil
+		}
+		cur = ag.ParentID
+	}
+	return false, nil
+}

@@ -1,0 +1,493 @@
+package archive
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+)
+
+func openStore(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return st
+}
+
+func newArchive(t *testing.T, opts Options) (*Archive, *sqlite.Store) {
+	t.Helper()
+	st := openStore(t, filepath.Join(t.TempDir(), "engram.db"))
+	a, err := New(st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, st
+}
+
+// ok returns a function that fails the test if a write fails.
+func ok(t *testing.T) func(WriteResult, error) WriteResult {
+	return func(wr WriteResult, err error) WriteResult {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wr
+	}
+}
+
+func register(t *testing.T, a *Archive, spec AgentSpec) *Handle {
+	t.Helper()
+	h, err := a.Register(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("register %+v: %v", spec, err)
+	}
+	return h
+}
+
+func TestRegisterHierarchy(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	o1 := register(t, a, AgentSpec{SessionID: "s1", Model: "claude-opus-4-5"})
+	if o1.Agent().ID != "o1" {
+		t.Errorf("short id = %q, want o1", o1.Agent().ID)
+	}
+	sub := register(t, a, AgentSpec{ParentID: "o1", Model: "claude-opus-4-5"})
+	if sub.Agent().ID != "o2" || sub.Session() != "s1" {
+		t.Errorf("sub-agent = %+v, want o2 in s1", sub.Agent())
+	}
+	if _, err := a.Register(ctx, AgentSpec{ParentID: "o1", SessionID: "s2"}); err == nil {
+		t.Error("sub-agent in another session than its parent was accepted")
+	}
+	if _, err := a.Register(ctx, AgentSpec{ParentID: "zz"}); !errors.Is(err, ErrUnknownAgent) {
+		t.Errorf("unknown parent: %v, want ErrUnknownAgent", err)
+	}
+	if _, err := a.Register(ctx, AgentSpec{ID: "o1", SessionID: "s3"}); err == nil || !strings.Contains(err.Error(), "already registered") {
+		t.Errorf("duplicate id: %v", err)
+	}
+	if _, err := a.Handle(ctx, "nobody"); !errors.Is(err, ErrUnknownAgent) {
+		t.Errorf("unknown agent: %v", err)
+	}
+}
+
+func TestIsolation(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
+	register(t, a, AgentSpec{ID: "b1", SessionID: "s2"})
+	before, _ := a.Versions(ctx, "s2")
+	_, err := a.HandleIn(ctx, "s2", "a1")
+	var ie *IsolationError
+	if !errors.As(err, &ie) {
+		t.Fatalf("cross-session handle: %v, want *IsolationError", err)
+	}
+	after, _ := a.Versions(ctx, "s2")
+	if before != after {
+		t.Errorf("session s2 versions moved on a refused write: %v -> %v", before, after)
+	}
+	evs, err := a.Events(ctx, -1, 1)
+	if err != nil || len(evs) != 1 || evs[0].Type != "isolation_violation" || !strings.Contains(evs[0].Detail, "s2") {
+		t.Errorf("audit event = %+v, %v", evs, err)
+	}
+	if _, err := a.HandleIn(ctx, "s1", "a1"); err != nil {
+		t.Errorf("own session: %v", err)
+	}
+}
+
+func TestPatternsDedupAndSupersession(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	h := register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
+	first, err := h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: "Wrap errors with context using fmt.Errorf and %w so that callers can still match them with errors.Is"})
+	if err != nil || first.Status != "created" || first.ID != fmt.Sprintf("pat-%d", first.GV) {
+		t.Fatalf("first pattern: %+v, %v", first, err)
+	}
+	// The same text with other case and spacing merges by hash.
+	dup, err := h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: "  wrap errors with context using fmt.Errorf and %w so that callers can still match them with errors.Is."})
+	if err != nil || dup.Status != "merged" || dup.Merged.Method != "hash" || dup.ID != first.ID || dup.GV != first.GV {
+		t.Fatalf("hash duplicate: %+v, %v", dup, err)
+	}
+	// A near-duplicate merges by trigrams.
+	near, err := h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: "Wrap errors with context using fmt.Errorf and %w so that calers can still match them with errors.Is"})
+	if err != nil || near.Status != "merged" || near.Merged.Method != "trigram" || near.Merged.Similarity <= 0.9 {
+		t.Fatalf("trigram duplicate: %+v, %v", near, err)
+	}
+	uses, _ := a.Usage(ctx, []string{first.ID})
+	if uses[first.ID] != 2 {
+		t.Errorf("uses = %d, want 2", uses[first.ID])
+	}
+	// A contradiction is refused with the conflicting id.
+	gv0, _ := a.Versions(ctx, "")
+	_, err = h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: "Never wrap errors with fmt.Errorf; return them as they are"})
+	var ce *ConflictError
+	if !errors.As(err, &ce) || len(ce.Records) != 1 || ce.Records[0] != first.ID {
+		t.Fatalf("contradiction: %v, want a conflict naming %s", err, first.ID)
+	}
+	if gv1, _ := a.Versions(ctx, ""); gv1 != gv0 {
+		t.Errorf("refused write moved the global version %d -> %d", gv0.GV, gv1.GV)
+	}
+	// Naming it in supersedes needs a reason, then succeeds.
+	if _, err := h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: "Never wrap errors with fmt.Errorf; return them as they are",
+		Supersedes: []string{first.ID}}); err == nil || !strings.Contains(err.Error(), "reason") {
+		t.Fatalf("supersession without reason: %v", err)
+	}
+	sup, err := h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: "Never wrap errors with fmt.Errorf; return them as they are",
+		Supersedes: []string{first.ID}, Reason: "callers match sentinel errors with =="})
+	if err != nil || sup.Status != "created" || len(sup.Superseded) != 1 {
+		t.Fatalf("supersession: %+v, %v", sup, err)
+	}
+	// Superseding a superseded or unknown pattern is refused.
+	if _, err := h.RecordPattern(ctx, Pattern{Category: "error.logging", Pattern: "log at the edge", Supersedes: []string{first.ID}, Reason: "x"}); err == nil {
+		t.Error("superseding an already superseded pattern was accepted")
+	}
+	if _, err := h.RecordPattern(ctx, Pattern{Category: "error.logging", Pattern: "log at the edge", Supersedes: []string{"pat-999"}, Reason: "x"}); err == nil ||
+		!strings.Contains(err.Error(), "pat-999") {
+		t.Errorf("unknown supersedes: %v", err)
+	}
+	// Reads and briefings show only the active pattern.
+	res, err := a.ReadGlobal(ctx, GlobalRead{Kind: store.KindPattern})
+	if err != nil || len(res.Records) != 1 || res.Records[0].ID != sup.ID {
+		t.Fatalf("active patterns: %+v, %v", res, err)
+	}
+	all, _ := a.ReadGlobal(ctx, GlobalRead{Kind: store.KindPattern, All: true})
+	if len(all.Records) != 2 || all.Records[1].SupersededBy != sup.ID {
+		t.Errorf("all patterns: %+v", all.Records)
+	}
+	b, err := a.Briefing(ctx, "s1", Full, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.Text, first.ID+" ") || !strings.Contains(b.Text, sup.ID) {
+		t.Errorf("briefing shows superseded or misses active pattern:\n%s", b.Text)
+	}
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	a, st := newArchive(t, Options{})
+	h := register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
+	before, _ := st.ArchiveEvents(ctx, 0, 1000)
+	cases := []struct {
+		name string
+		err  error
+		want string
+	}{}
+	try := func(name, want string, err error) {
+		cases = append(cases, struct {
+			name string
+			err  error
+			want string
+		}{name, err, want})
+	}
+	_, err := h.RecordPattern(ctx, Pattern{Category: "errors", Pattern: "x"})
+	try("flat category", "hierarchical", err)
+	_, err = h.RecordPattern(ctx, Pattern{Category: "cooking.pasta", Pattern: "x"})
+	try("unknown L1", "unknown first level", err)
+	_, err = h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: strings.Repeat("x", MaxTextBytes+1)})
+	try("oversized", "at most", err)
+	_, err = h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: "  "})
+	try("empty", "required", err)
+	_, err = h.RecordFailure(ctx, Failure{Approach: "a", Reason: "b", Resolution: &Resolution{Approach: "c"}})
+	try("resolution without outcome", "outcome", err)
+	_, err = h.RecordResolution(ctx, "fail-77", Resolution{Approach: "c", Outcome: Success})
+	try("resolution of unknown failure", "fail-77", err)
+	_, err = h.UpdateFile(ctx, FileState{Path: "a.go", Status: "touched"})
+	try("bad file status", "touched", err)
+	_, err = h.DeclareIntent(ctx, Intent{Description: "rename"})
+	try("intent without scope", "paths or categories", err)
+	_, err = h.CompleteIntent(ctx, "int-5")
+	try("unknown intent", "int-5", err)
+	_, err = a.Briefing(ctx, "nosuch", Standard, nil)
+	try("unknown session", "nosuch", err)
+	_, err = a.Briefing(ctx, "s1", "huge", nil)
+	try("bad tier", "huge", err)
+	for _, c := range cases {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", c.name, c.err, c.want)
+		}
+	}
+	after, _ := st.ArchiveEvents(ctx, 0, 1000)
+	if len(after) != len(before) {
+		t.Errorf("bad input wrote %d events", len(after)-len(before))
+	}
+	if v, _ := a.Versions(ctx, ""); v.GV != 0 {
+		t.Errorf("global version %d after only bad input", v.GV)
+	}
+}
+
+func TestRateLimits(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{Limits: Limits{PatternsPerMinute: 3, ActivePerCategory: 4}})
+	h := register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
+	for i := range 3 {
+		if _, err := h.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: fmt.Sprintf("table tests for case family %d", i*7919)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := h.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: "golden files under testdata"})
+	var rl *RateLimitError
+	if !errors.As(err, &rl) || rl.RetryAfter <= 0 || rl.RetryAfter > time.Minute {
+		t.Fatalf("over the session rate: %v, want a rate limit with retry-after", err)
+	}
+	// Another session has its own budget; the category cap still holds.
+	h2 := register(t, a, AgentSpec{ID: "b1", SessionID: "s2"})
+	if _, err := h2.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: "golden files under testdata"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h2.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: "fuzz every parser"})
+	if !errors.As(err, &rl) || !strings.Contains(err.Error(), "active patterns") {
+		t.Fatalf("over the category cap: %v", err)
+	}
+}
+
+func TestFailuresAndResolutions(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	h := register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
+	f, err := h.RecordFailure(ctx, Failure{Category: "database.sql", Approach: "raw SQL strings in handlers", Reason: "injection and no reuse",
+		Resolution: &Resolution{Approach: "parameterized queries", Outcome: Partial}})
+	if err != nil || f.Status != "created" {
+		t.Fatal(f, err)
+	}
+	// The same failure from another agent merges and adds its resolution.
+	h2 := register(t, a, AgentSpec{ID: "a2", SessionID: "s2"})
+	m, err := h2.RecordFailure(ctx, Failure{Category: "database.sql", Approach: "raw SQL strings in handlers", Reason: "injection and no reuse",
+		Resolution: &Resolution{Approach: "use the query builder", Outcome: Success}})
+	if err != nil || m.Status != "merged" || m.ID != f.ID {
+		t.Fatalf("duplicate failure: %+v, %v", m, err)
+	}
+	for range 2 {
+		if _, err := h2.RecordResolution(ctx, f.ID, Resolution{Approach: "Use the query builder.", Outcome: Success}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := a.ReadGlobal(ctx, GlobalRead{Kind: store.KindFailure})
+	if err != nil || len(res.Records) != 1 {
+		t.Fatal(res, err)
+	}
+	rs := res.Records[0].Resolutions
+	if len(rs) != 2 || rs[0].Approach != "use the query builder" || rs[0].Successes != 3 || rs[1].Partials != 1 {
+		t.Fatalf("ranked resolutions = %+v", rs)
+	}
+}
+
+func TestSessionHierarchy(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	parent := register(t, a, AgentSpec{ID: "p", SessionID: "s1"})
+	child := register(t, a, AgentSpec{ID: "c", ParentID: "p"})
+	sib := register(t, a, AgentSpec{ID: "d", ParentID: "p"})
+
+	if _, err := child.UpdateResume(ctx, Resume{Task: "child task"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parent.UpdateResume(ctx, Resume{Task: "parent task", Next: []string{"a", "b"}}); err != nil {
+		t.Fatalf("parent overriding child: %v", err)
+	}
+	_, err := child.UpdateResume(ctx, Resume{Task: "child again"})
+	var ce *ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "ancestor") {
+		t.Fatalf("child overriding parent: %v", err)
+	}
+	// Siblings: last write wins for resume.
+	s1 := register(t, a, AgentSpec{ID: "x", SessionID: "s9"})
+	s2 := register(t, a, AgentSpec{ID: "y", SessionID: "s9"})
+	ok(t)(s1.UpdateResume(ctx, Resume{Task: "one"}))
+	if _, err := s2.UpdateResume(ctx, Resume{Task: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := a.ReadSession(ctx, "s9", 0)
+	if r.Resume.Task != "two" || r.Resume.Agent != "y" {
+		t.Errorf("sibling resume = %+v", r.Resume)
+	}
+	// Files: siblings merge (stronger status, both agents).
+	if _, err := child.UpdateFile(ctx, FileState{Path: "auth/service.go", Status: Modified, Summary: "refresh tokens"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sib.UpdateFile(ctx, FileState{Path: "./auth/service.go", Status: Read}); err != nil {
+		t.Fatal(err)
+	}
+	sr, err := a.ReadSession(ctx, "s1", 0)
+	if err != nil || len(sr.Files) != 1 {
+		t.Fatal(sr, err)
+	}
+	if f := sr.Files[0]; f.Status != Modified || f.Summary != "refresh tokens" || len(f.Agents) != 2 {
+		t.Errorf("merged file = %+v", f)
+	}
+	// The parent's write replaces; then a child cannot override it.
+	if _, err := parent.UpdateFile(ctx, FileState{Path: "auth/service.go", Status: Read, Summary: "reverted"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := child.UpdateFile(ctx, FileState{Path: "auth/service.go", Status: Modified}); !errors.As(err, &ce) {
+		t.Errorf("child overriding parent's file: %v", err)
+	}
+	// Conditional session read.
+	nm, _ := a.ReadSession(ctx, "s1", sr.SV+1)
+	if nm.Status != StatusNotModified {
+		t.Errorf("read with current sv: %s", nm.Status)
+	}
+}
+
+func TestVersionedReads(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{DeltaLimit: 3})
+	h := register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
+	for i, text := range []string{"prefer small interfaces", "errors are values", "accept interfaces return structs", "no init side effects", "keep main small"} {
+		wr, err := h.RecordInsight(ctx, Insight{Insight: text, Category: "structure.modules"})
+		if err != nil || wr.GV != uint64(i+1) {
+			t.Fatalf("insight %d: %+v, %v", i, wr, err)
+		}
+	}
+	full, _ := a.ReadGlobal(ctx, GlobalRead{})
+	if full.Status != StatusOK || full.GV != 5 || len(full.Records) != 5 {
+		t.Fatalf("full read: %+v", full)
+	}
+	nm, _ := a.ReadGlobal(ctx, GlobalRead{IfGV: 5})
+	if nm.Status != StatusNotModified || nm.Records != nil {
+		t.Errorf("conditional read: %+v", nm)
+	}
+	delta, _ := a.ReadGlobal(ctx, GlobalRead{Since: 3})
+	if delta.Status != StatusOK || len(delta.Records) != 2 || delta.Records[0].GV != 5 {
+		t.Errorf("delta: %+v", delta)
+	}
+	big, _ := a.ReadGlobal(ctx, GlobalRead{Since: 1})
+	if big.Status != StatusTooLarge {
+		t.Errorf("large delta: %+v", big)
+	}
+	if _, err := a.ReadGlobal(ctx, GlobalRead{Since: 9}); err == nil {
+		t.Error("since ahead of the archive was accepted")
+	}
+}
+
+func TestBriefings(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	h := register(t, a, AgentSpec{ID: "o1", SessionID: "s1", Model: "claude-opus-4-5"})
+	ok(t)(h.UpdateResume(ctx, Resume{Task: "auth rewrite", Objective: "JWT everywhere", Done: []string{"a", "b"}, Current: "middleware",
+		Next: []string{"tests", "docs"}, FilesToRead: []string{"internal/auth/jwt.go"}}))
+	ok(t)(h.UpdateFile(ctx, FileState{Path: "internal/auth/service.go", Status: Modified, Summary: "refresh"}))
+	ok(t)(h.UpdateFile(ctx, FileState{Path: "internal/auth/types.go", Status: Created}))
+	ok(t)(h.AddPreference(ctx, Preference{Text: "keep the public API stable"}))
+	ok(t)(h.AddPreference(ctx, Preference{Text: "global state", Reject: true}))
+	other := register(t, a, AgentSpec{ID: "c1", SessionID: "s2"})
+	ok(t)(other.RecordPattern(ctx, Pattern{Category: "auth.tokens", Pattern: "validate JWT expiry on every request"}))
+	ok(t)(other.RecordPattern(ctx, Pattern{Category: "ui.forms", Pattern: "debounce inputs"}))
+	fail, _ := other.RecordFailure(ctx, Failure{Category: "auth.tokens", Approach: "storing tokens in localStorage", Reason: "XSS exposure",
+		Resolution: &Resolution{Approach: "httpOnly cookies", Outcome: Success}})
+	in, err := other.DeclareIntent(ctx, Intent{Description: "rename auth.Token to auth.Credential", Paths: []string{"internal/auth"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	micro, err := a.Briefing(ctx, "s1", Micro, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if micro.Text != "auth-rewrite:3/5:service.go(m),types.go(c):block=none" || micro.Tokens > Micro.Budget() {
+		t.Errorf("micro = %q (%d tokens)", micro.Text, micro.Tokens)
+	}
+	std, err := a.Briefing(ctx, "s1", Standard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"task: auth rewrite", "step 3/5: middleware", "internal/auth/service.go", "user wants: keep the public API stable",
+		"user rejects: global state", "validate JWT expiry", fail.ID, "httpOnly cookies", in.ID} {
+		if !strings.Contains(std.Text, want) {
+			t.Errorf("standard briefing lacks %q:\n%s", want, std.Text)
+		}
+	}
+	if strings.Contains(std.Text, "debounce") {
+		t.Errorf("standard briefing shows an irrelevant pattern:\n%s", std.Text)
+	}
+	if std.Tokens > Standard.Budget() || std.Tokens != a.enc.Count(std.Text) {
+		t.Errorf("standard tokens = %d", std.Tokens)
+	}
+	// Conditional: the same versions get NOT_MODIFIED; a write elsewhere
+	// in the global history changes gv and the answer.
+	nm, _ := a.Briefing(ctx, "s1", Standard, &Versions{GV: std.GV, SV: std.SV})
+	if nm.Status != StatusNotModified || nm.Text != "" {
+		t.Errorf("conditional briefing: %+v", nm)
+	}
+	if _, err := other.CompleteIntent(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	std2, _ := a.Briefing(ctx, "s1", Standard, &Versions{GV: std.GV, SV: std.SV})
+	if std2.Status != StatusOK || std2.GV != std.GV+1 || strings.Contains(std2.Text, in.ID) {
+		t.Errorf("after completing the intent: %+v", std2)
+	}
+	// The full tier stays within its budget even with a large history.
+	for i := range 120 {
+		ok(t)(other.RecordInsight(ctx, Insight{Insight: fmt.Sprintf("insight number %d about the %dth subsystem's quirks", i, i*31)}))
+	}
+	full, err := a.Briefing(ctx, "s1", Full, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Tokens > Full.Budget() || full.Omitted == 0 {
+		t.Errorf("full briefing: %d tokens, %d omitted", full.Tokens, full.Omitted)
+	}
+}
+
+// TestConcurrentWriters checks group commit: many goroutines writing at
+// once each get a distinct version, and all of them are stored.
+func TestConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	a, st := newArchive(t, Options{Limits: Limits{WritesPerMinute: 100_000}})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	errs := make(chan error, 64)
+	for w := range 16 {
+		h := register(t, a, AgentSpec{ID: fmt.Sprintf("w%d", w), SessionID: fmt.Sprintf("s%d", w%4)})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				// Hex digests share few trigrams, so none is a duplicate.
+				text := fmt.Sprintf("insight %x", sha256.Sum256(fmt.Appendf(nil, "%d/%d", w, i)))
+				wr, err := h.RecordInsight(ctx, Insight{Insight: text})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if wr.Status != "created" {
+					errs <- fmt.Errorf("insight %q: %+v", text, wr)
+				}
+				if seen[wr.GV] {
+					errs <- fmt.Errorf("version %d given twice", wr.GV)
+				}
+				seen[wr.GV] = true
+				mu.Unlock()
+				if _, err := h.UpdateFile(ctx, FileState{Path: fmt.Sprintf("f%d.go", i%5), Status: Modified}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	gv, _, _ := st.ArchiveVersions(ctx, "")
+	recs, _ := st.ArchiveRecords(ctx, store.RecordQuery{Kinds: []store.RecordKind{store.KindInsight}})
+	if gv != 800 || len(recs) != 800 || len(seen) != 800 {
+		t.Errorf("gv %d, %d insights stored, %d versions acknowledged; want 800", gv, len(recs), len(seen))
+	}
+}

@@ -1,0 +1,387 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// Tier is a briefing's level of detail.
+type Tier string
+
+// The seed's three tiers and their token budgets.
+const (
+	Micro    Tier = "micro"
+	Standard Tier = "standard"
+	Full     Tier = "full"
+)
+
+// Budget returns the most tokens a briefing of the tier may take.
+func (t Tier) Budget() int {
+	switch t {
+	case Micro:
+		return 24
+	case Standard:
+		return 500
+	case Full:
+		return 2000
+	}
+	return 0
+}
+
+// ParseTier checks a tier name; empty is standard.
+func ParseTier(s string) (Tier, error) {
+	switch Tier(s) {
+	case "":
+		return Standard, nil
+	case Micro, Standard, Full:
+		return Tier(s), nil
+	}
+	return "", invalid("tier", "%q is not one of micro, standard, full", s)
+}
+
+// Briefing is what an agent reads to carry on a session's work.
+type Briefing struct {
+	Status  string `json:"status"`
+	Tier    Tier   `json:"tier"`
+	Session string `json:"session"`
+	GV      uint64 `json:"gv"`
+	SV      uint64 `json:"sv"`
+	// Text is the briefing as a model reads it; Tokens its size.
+	Text   string `json:"text,omitempty"`
+	Tokens int    `json:"tokens,omitempty"`
+	// Omitted counts items left out to stay within the budget.
+	Omitted int `json:"omitted,omitempty"`
+
+	validUntil time.Time // the first expiry of an intent shown
+}
+
+// Briefing returns a session's briefing at a tier. If have holds the
+// current versions, the answer is NOT_MODIFIED with no text. Briefings are
+// assembled from cached components: the session's state (cached by session
+// version) and this process's mirror of the global history (brought up to
+// date by deltas), and cached whole by both versions.
+func (a *Archive) Briefing(ctx context.Context, sessionID string, tier Tier, have *Versions) (*Briefing, error) {
+	if err := checkSession(sessionID); err != nil {
+		return nil, err
+	}
+	if tier == "" {
+		tier = Standard
+	}
+	if tier.Budget() == 0 {
+		return nil, invalid("tier", "%q is not one of micro, standard, full", tier)
+	}
+	gv, sv, err := a.st.ArchiveVersions(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if sv == 0 {
+		return nil, fmt.Errorf("session %s: %w (register an agent in it first)", sessionID, store.ErrNotFound)
+	}
+	now := a.now()
+	if have != nil && have.GV == gv && have.SV == sv {
+		return &Briefing{Status: StatusNotModified, Tier: tier, Session: sessionID, GV: gv, SV: sv}, nil
+	}
+	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", sessionID, tier, gv, sv)
+	if b, ok := a.briefings.GetIfPresent(key); ok && (b.validUntil.IsZero() || now.Before(b.validUntil)) {
+		return b, nil
+	}
+	st, err := a.session(ctx, sessionID, sv)
+	if err != nil {
+		return nil, err
+	}
+	m, err := a.global(ctx, gv)
+	if err != nil {
+		return nil, err
+	}
+	b := a.assemble(st, m, sessionID, tier, gv, now)
+	a.briefings.Set(key, b)
+	return b, nil
+}
+
+// assemble renders a briefing within its tier's budget: items in order of
+// importance, each kept only if the text still fits.
+func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier Tier, gv uint64, now time.Time) *Briefing {
+	b := &Briefing{Status: StatusOK, Tier: tier, Session: sessionID, GV: gv, SV: st.sv}
+	if tier == Micro {
+		b.Text = a.micro(st, tier.Budget())
+		b.Tokens = a.enc.Count(b.Text)
+		return b
+	}
+	budget := tier.Budget()
+	var lines []string
+	used := 0
+	add := func(line string) bool {
+		n := a.enc.Count(line + "\n")
+		if used+n > budget {
+			b.Omitted++
+			return false
+		}
+		lines = append(lines, line)
+		used += n
+		return true
+	}
+	r := st.resume
+	add(fmt.Sprintf("# briefing %s (gv %d, sv %d)", sessionID, gv, st.sv))
+	if r.Task != "" || r.Objective != "" {
+		line := "task: " + r.Task
+		if r.Objective != "" {
+			line += " — objective: " + r.Objective
+		}
+		add(line)
+	}
+	if r.Current != "" || len(r.Next) > 0 || len(r.Done) > 0 {
+		add(fmt.Sprintf("step %d/%d: %s", len(r.Done)+1, len(r.Done)+1+len(r.Next), orNone(r.Current)))
+	}
+	if len(r.Blockers) > 0 {
+		add("blockers: " + strings.Join(r.Blockers, "; "))
+	}
+	if len(r.Next) > 0 {
+		add("next: " + strings.Join(r.Next, "; "))
+	}
+	if len(r.FilesToRead) > 0 {
+		add("read first: " + strings.Join(r.FilesToRead, ", "))
+	}
+	if tier == Full && len(r.Done) > 0 {
+		add("done: " + strings.Join(r.Done, "; "))
+	}
+	files := slices.Clone(st.files)
+	slices.SortStableFunc(files, func(x, y FileState) int { return y.Status.rank() - x.Status.rank() })
+	for _, f := range files {
+		if f.Status == Read && tier != Full {
+			continue
+		}
+		line := fmt.Sprintf("file %s (%s by %s)", f.Path, f.Status, strings.Join(f.Agents, ","))
+		if f.Summary != "" {
+			line += ": " + f.Summary
+		}
+		add(line)
+	}
+	for _, w := range st.wants {
+		add("user wants: " + w.Text)
+	}
+	for _, w := range st.rejects {
+		add("user rejects: " + w.Text)
+	}
+	// Intents of other sessions that touch this one, and this session's own.
+	for i := len(m.records) - 1; i >= 0; i-- {
+		rec := m.records[i]
+		if rec.Kind != store.KindIntent || !m.active(rec, now) {
+			continue
+		}
+		in := rec.Intent
+		own := rec.Session == sessionID
+		if !own && !st.touches(in.Paths, in.Categories) && tier != Full {
+			continue
+		}
+		who := "session " + rec.Session
+		if own {
+			who = "this session"
+		}
+		if add(fmt.Sprintf("intent %s (%s, %s, %s): %s [%s]", rec.ID, who, rec.Agent, in.Priority, in.Description,
+			strings.Join(append(slices.Clone(in.Paths), in.Categories...), ", "))) {
+			if b.validUntil.IsZero() || in.ExpiresAt.Before(b.validUntil) {
+				b.validUntil = in.ExpiresAt
+			}
+		}
+	}
+	// Active patterns: mandated ones everywhere, the rest where relevant
+	// (all of them in the full tier), newest first.
+	for i := len(m.records) - 1; i >= 0; i-- {
+		rec := m.records[i]
+		if rec.Kind != store.KindPattern || !m.active(rec, now) {
+			continue
+		}
+		p := rec.Pattern
+		if p.Authority != Mandated && tier != Full && !st.relevant(rec.Category, p.Scope, rec.Session, sessionID) {
+			continue
+		}
+		line := fmt.Sprintf("pattern %s [%s] %s", rec.ID, rec.Category, p.Pattern)
+		if p.Authority != Suggestion {
+			line += " (" + string(p.Authority) + ")"
+		}
+		if len(p.Scope) > 0 {
+			line += " in " + strings.Join(p.Scope, ", ")
+		}
+		add(line)
+	}
+	// Recent failures where relevant, with the best resolution.
+	shown := 0
+	for i := len(m.records) - 1; i >= 0 && (shown < 5 || tier == Full); i-- {
+		rec := m.records[i]
+		if rec.Kind != store.KindFailure {
+			continue
+		}
+		f := rec.Failure
+		if tier != Full && !st.relevant(rec.Category, f.Files, rec.Session, sessionID) {
+			continue
+		}
+		line := fmt.Sprintf("failure %s: %s — %s", rec.ID, f.Approach, f.Reason)
+		if rs := rankResolutions(m.resolutions[rec.ID]); len(rs) > 0 {
+			best := rs[0]
+			line += fmt.Sprintf(" → fix: %s (%d/%d succeeded)", best.Approach, best.Successes, best.Successes+best.Partials+best.Failures)
+		}
+		if add(line) {
+			shown++
+		}
+	}
+	if tier == Full {
+		for i := len(m.records) - 1; i >= 0; i-- {
+			rec := m.records[i]
+			switch {
+			case rec.Kind == store.KindDecision && m.active(rec, now):
+				line := fmt.Sprintf("decision %s: %s", rec.ID, rec.Decision.Decision)
+				if rec.Decision.Rationale != "" {
+					line += " — because " + rec.Decision.Rationale
+				}
+				add(line)
+			case rec.Kind == store.KindInsight:
+				add(fmt.Sprintf("insight %s: %s", rec.ID, rec.Insight.Insight))
+			}
+		}
+		var agents []string
+		for _, ag := range st.agents {
+			s := ag.ID
+			if ag.ParentID != "" {
+				s += "<" + ag.ParentID
+			}
+			agents = append(agents, s)
+		}
+		counts := map[store.RecordKind]int{}
+		for _, rec := range m.records {
+			counts[rec.Kind]++
+		}
+		add(fmt.Sprintf("stats: %d agents (%s); history: %d patterns, %d failures, %d resolutions, %d insights, %d decisions, %d intents",
+			len(st.agents), strings.Join(agents, " "), counts[store.KindPattern], counts[store.KindFailure],
+			counts[store.KindResolution], counts[store.KindInsight], counts[store.KindDecision], counts[store.KindIntent]))
+	}
+	if b.Omitted > 0 {
+		note := fmt.Sprintf("(%d more left out; tier full or engram pattern list shows them)", b.Omitted)
+		if used+a.enc.Count(note) <= budget {
+			lines = append(lines, note)
+		}
+	}
+	b.Text = strings.Join(lines, "\n")
+	b.Tokens = a.enc.Count(b.Text)
+	// Counting line by line can differ from counting the whole by a token
+	// where lines meet; drop lines until the whole fits.
+	for b.Tokens > budget && len(lines) > 1 {
+		lines = lines[:len(lines)-1]
+		b.Omitted++
+		b.Text = strings.Join(lines, "\n")
+		b.Tokens = a.enc.Count(b.Text)
+	}
+	return b
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// micro renders the seed's one-line status, task:step/total:files:block=…,
+// shortened until it fits the budget.
+func (a *Archive) micro(st *sessionState, budget int) string {
+	r := st.resume
+	task := slug(r.Task, 24)
+	if task == "" {
+		task = "none"
+	}
+	var files []string
+	for _, f := range st.files {
+		if f.Status == Modified || f.Status == Created || f.Status == Deleted {
+			files = append(files, path.Base(f.Path)+"("+string(f.Status[:1])+")")
+		}
+	}
+	block := "none"
+	if len(r.Blockers) > 0 {
+		block = slug(r.Blockers[0], 24)
+	}
+	render := func(nfiles int, task, block string) string {
+		fs := "-"
+		if nfiles > 0 {
+			fs = strings.Join(files[:nfiles], ",")
+			if nfiles < len(files) {
+				fs += fmt.Sprintf("+%d", len(files)-nfiles)
+			}
+		}
+		return fmt.Sprintf("%s:%d/%d:%s:block=%s", task, len(r.Done)+1, len(r.Done)+1+len(r.Next), fs, block)
+	}
+	for n := min(len(files), 3); n >= 0; n-- {
+		if s := render(n, task, block); a.enc.Count(s) <= budget {
+			return s
+		}
+	}
+	return render(0, slug(task, 10), slug(block, 10))
+}
+
+// slug shortens text to at most n bytes of lower-case words joined by -.
+func slug(s string, n int) string {
+	var b strings.Builder
+	for w := range strings.FieldsSeq(strings.ToLower(s)) {
+		w = strings.Trim(w, ".,;:!?()[]{}\"'`")
+		if w == "" {
+			continue
+		}
+		if b.Len()+len(w)+1 > n {
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteByte('-')
+		}
+		b.WriteString(w)
+	}
+	if b.Len() == 0 && s != "" {
+		return truncate(strings.ToLower(strings.Fields(s + " x")[0]), n)
+	}
+	return b.String()
+}
+
+// relevant reports whether a record of a category and scope concerns the
+// session: it wrote it, works in its category, or touches its files.
+func (st *sessionState) relevant(category string, scope []string, writer, session string) bool {
+	if writer == session {
+		return true
+	}
+	if category != "" {
+		l1 := strings.SplitN(category, ".", 2)[0]
+		if slices.Contains(st.categories, l1) {
+			return true
+		}
+	}
+	if len(scope) > 0 && len(st.paths) > 0 {
+		for _, s := range scope {
+			for _, p := range st.paths {
+				if pathsOverlap(s, p) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// touches reports whether an intent's paths or categories meet the
+// session's files or categories.
+func (st *sessionState) touches(paths, categories []string) bool {
+	for _, c := range categories {
+		if slices.Contains(st.categories, strings.SplitN(c, ".", 2)[0]) {
+			return true
+		}
+	}
+	for _, s := range paths {
+		for _, p := range st.paths {
+			if pathsOverlap(s, p) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,870 @@
+package archive
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/viterin/vek/vek32"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// Authority says how binding a pattern is.
+type Authority string
+
+// The seed's three levels.
+const (
+	Suggestion  Authority = "suggestion"
+	Established Authority = "established"
+	Mandated    Authority = "mandated"
+)
+
+// Pattern is a way of doing things that agents should follow.
+type Pattern struct {
+	Category    string    `json:"category"`
+	Pattern     string    `json:"pattern"`
+	Description string    `json:"description,omitempty"`
+	Example     string    `json:"example,omitempty"`
+	Scope       []string  `json:"scope,omitempty"`
+	Authority   Authority `json:"authority,omitempty"`
+	// Supersedes names the active patterns this one replaces; Reason
+	// (required with it) says why.
+	Supersedes []string `json:"supersedes,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+}
+
+// Failure is an approach that did not work.
+type Failure struct {
+	Category string   `json:"category,omitempty"`
+	Approach string   `json:"approach"`
+	Reason   string   `json:"reason"`
+	Context  string   `json:"context,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Files    []string `json:"files,omitempty"`
+	// Resolution, if known, is recorded with the failure.
+	Resolution *Resolution `json:"resolution,omitempty"`
+}
+
+// Outcome is how a resolution turned out.
+type Outcome string
+
+// Outcomes, ranked success > partial > failure.
+const (
+	Success        Outcome = "success"
+	Partial        Outcome = "partial"
+	OutcomeFailure Outcome = "failure"
+)
+
+// Resolution is what was tried against a failure, and how it went.
+type Resolution struct {
+	Approach string  `json:"approach"`
+	Outcome  Outcome `json:"outcome"`
+	Notes    string  `json:"notes,omitempty"`
+}
+
+// Insight is something learned.
+type Insight struct {
+	Category string   `json:"category,omitempty"`
+	Insight  string   `json:"insight"`
+	Evidence string   `json:"evidence,omitempty"`
+	Scope    []string `json:"scope,omitempty"`
+}
+
+// Decision is a choice made, with why and what else was considered.
+type Decision struct {
+	Category     string   `json:"category,omitempty"`
+	Decision     string   `json:"decision"`
+	Rationale    string   `json:"rationale,omitempty"`
+	Alternatives []string `json:"alternatives,omitempty"`
+	Scope        []string `json:"scope,omitempty"`
+	Supersedes   []string `json:"supersedes,omitempty"`
+	Reason       string   `json:"reason,omitempty"`
+}
+
+// Intent announces cross-cutting work, so that other sessions whose files
+// or categories it touches see it in their briefings. It never blocks.
+type Intent struct {
+	Description string   `json:"description"`
+	Paths       []string `json:"paths,omitempty"`
+	Categories  []string `json:"categories,omitempty"`
+	// Priority is normal, high or critical.
+	Priority string `json:"priority,omitempty"`
+	// TTL is how long the intent stays active if never completed.
+	TTL       time.Duration `json:"-"`
+	ExpiresAt time.Time     `json:"expires_at"`
+}
+
+func checkCategory(cat string, required bool) error {
+	if cat == "" && !required {
+		return nil
+	}
+	if cat == "" {
+		return invalid("category", "is required (such as error.handling)")
+	}
+	if err := ValidateCategory(cat); err != nil {
+		return &store.ValidationError{Field: "category", Msg: err.Error()}
+	}
+	return nil
+}
+
+func (p *Pattern) validate() error {
+	if err := checkCategory(p.Category, true); err != nil {
+		return err
+	}
+	if err := checkText("pattern", p.Pattern, true, MaxTextBytes); err != nil {
+		return err
+	}
+	if err := checkText("description", p.Description, false, MaxNoteBytes); err != nil {
+		return err
+	}
+	if err := checkText("example", p.Example, false, MaxNoteBytes); err != nil {
+		return err
+	}
+	if err := checkList("scope", p.Scope, 1024); err != nil {
+		return err
+	}
+	switch p.Authority {
+	case "":
+		p.Authority = Suggestion
+	case Suggestion, Established, Mandated:
+	default:
+		return invalid("authority", "%q is not one of suggestion, established, mandated", p.Authority)
+	}
+	return checkSupersedes(p.Supersedes, p.Reason, "pat-")
+}
+
+func checkSupersedes(ids []string, reason, prefix string) error {
+	if err := checkList("supersedes", ids, MaxIDBytes); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if !strings.HasPrefix(id, prefix) {
+			return invalid("supersedes", "%q is not a %s id", id, strings.TrimSuffix(prefix, "-"))
+		}
+	}
+	if len(ids) > 0 {
+		if err := checkText("reason", reason, true, MaxNoteBytes); err != nil {
+			return invalid("reason", "is required to supersede %s: say why the new one is better", strings.Join(ids, ", "))
+		}
+	}
+	return nil
+}
+
+func (f *Failure) validate() error {
+	if err := checkCategory(f.Category, false); err != nil {
+		return err
+	}
+	if err := checkText("approach", f.Approach, true, MaxTextBytes); err != nil {
+		return err
+	}
+	if err := checkText("reason", f.Reason, true, MaxNoteBytes); err != nil {
+		return err
+	}
+	for _, x := range []struct{ f, v string }{{"context", f.Context}, {"error", f.Error}} {
+		if err := checkText(x.f, x.v, false, MaxNoteBytes); err != nil {
+			return err
+		}
+	}
+	if err := checkList("files", f.Files, 1024); err != nil {
+		return err
+	}
+	if f.Resolution != nil {
+		return f.Resolution.validate()
+	}
+	return nil
+}
+
+func (r *Resolution) validate() error {
+	if err := checkText("resolution.approach", r.Approach, true, MaxTextBytes); err != nil {
+		return err
+	}
+	switch r.Outcome {
+	case Success, Partial, OutcomeFailure:
+	case "":
+		return invalid("resolution.outcome", "is required: success, partial or failure (a resolution without an outcome says nothing)")
+	default:
+		return invalid("resolution.outcome", "%q is not one of success, partial, failure", r.Outcome)
+	}
+	return checkText("resolution.notes", r.Notes, false, MaxNoteBytes)
+}
+
+func (i *Insight) validate() error {
+	if err := checkCategory(i.Category, false); err != nil {
+		return err
+	}
+	if err := checkText("insight", i.Insight, true, MaxTextBytes); err != nil {
+		return err
+	}
+	if err := checkText("evidence", i.Evidence, false, MaxNoteBytes); err != nil {
+		return err
+	}
+	return checkList("scope", i.Scope, 1024)
+}
+
+func (d *Decision) validate() error {
+	if err := checkCategory(d.Category, false); err != nil {
+		return err
+	}
+	if err := checkText("decision", d.Decision, true, MaxTextBytes); err != nil {
+		return err
+	}
+	if err := checkText("rationale", d.Rationale, false, MaxNoteBytes); err != nil {
+		return err
+	}
+	if err := checkList("alternatives", d.Alternatives, MaxTextBytes); err != nil {
+		return err
+	}
+	if err := checkList("scope", d.Scope, 1024); err != nil {
+		return err
+	}
+	return checkSupersedes(d.Supersedes, d.Reason, "dec-")
+}
+
+func (i *Intent) validate(now time.Time) error {
+	if err := checkText("description", i.Description, true, MaxTextBytes); err != nil {
+		return err
+	}
+	if err := checkList("paths", i.Paths, 1024); err != nil {
+		return err
+	}
+	if err := checkList("categories", i.Categories, 100); err != nil {
+		return err
+	}
+	for _, c := range i.Categories {
+		if err := checkCategory(c, true); err != nil && !isL1(c) {
+			return err
+		}
+	}
+	if len(i.Paths) == 0 && len(i.Categories) == 0 {
+		return invalid("scope", "an intent needs paths or categories: what it touches is how other sessions see it")
+	}
+	switch i.Priority {
+	case "":
+		i.Priority = "normal"
+	case "normal", "high", "critical":
+	default:
+		return invalid("priority", "%q is not one of normal, high, critical", i.Priority)
+	}
+	if i.TTL < 0 {
+		return invalid("ttl", "must not be negative")
+	}
+	if i.TTL == 0 {
+		i.TTL = DefaultIntentTTL
+	}
+	i.ExpiresAt = now.Add(i.TTL).UTC()
+	return nil
+}
+
+func isL1(c string) bool { return slices.Contains(categoryL1, c) }
+
+var kindPrefix = map[store.RecordKind]string{
+	store.KindPattern: "pat", store.KindFailure: "fail", store.KindResolution: "res",
+	store.KindInsight: "ins", store.KindDecision: "dec", store.KindIntent: "int", store.KindIntentDone: "done",
+}
+
+// global describes one global write for the common path.
+type global struct {
+	kind     store.RecordKind
+	category string
+	text     string // deduplicated and searched
+	search   string // extra searchable text
+	ref      string
+	key      string
+	body     any
+	scope    []string
+	// dedup in the category (patterns) or the whole kind
+	dedup      bool
+	supersedes []string
+	// check runs in the transaction before the append (conflicts, limits)
+	check func(tx store.ArchiveTx, now time.Time) error
+	// after runs in the transaction after the append
+	after func(tx store.ArchiveTx, rec *store.ArchiveRecord) error
+}
+
+// RecordPattern adds a pattern to the global history. A duplicate (same
+// normal form, or trigram or embedding similarity over the thresholds, in
+// the same category) is merged: the result says so and names the pattern
+// it matched. A pattern that contradicts an active one of the same category
+// and overlapping scope is refused with a *ConflictError unless it names it
+// in Supersedes, with a Reason.
+func (h *Handle) RecordPattern(ctx context.Context, p Pattern) (WriteResult, error) {
+	if err := p.validate(); err != nil {
+		return WriteResult{}, err
+	}
+	a := h.a
+	g := global{kind: store.KindPattern, category: p.Category, text: p.Pattern,
+		search: p.Description + " " + p.Example + " " + p.Category + " " + strings.Join(p.Scope, " "),
+		body:   p, scope: p.Scope, dedup: true, supersedes: p.Supersedes}
+	g.check = func(tx store.ArchiveTx, now time.Time) error {
+		if err := a.rateLimit(tx, h.agent.SessionID, store.KindPattern, a.opts.Limits.PatternsPerMinute, now); err != nil {
+			return err
+		}
+		active, err := tx.Records(store.RecordQuery{Kinds: []store.RecordKind{store.KindPattern}, Category: p.Category, Active: true})
+		if err != nil {
+			return err
+		}
+		if err := checkSupersededExist(tx, p.Supersedes, store.KindPattern); err != nil {
+			return err
+		}
+		var conflicts []string
+		var lines []string
+		n := 0
+		for _, r := range active {
+			var old Pattern
+			if err := json.Unmarshal(r.Body, &old); err != nil {
+				return err
+			}
+			if slices.Contains(p.Supersedes, r.ID) {
+				continue
+			}
+			if r.Category == p.Category {
+				n++
+			}
+			if scopesOverlap(old.Scope, p.Scope) && contradicts(p.Pattern, old.Pattern) {
+				conflicts = append(conflicts, r.ID)
+				lines = append(lines, fmt.Sprintf("%s (%q)", r.ID, old.Pattern))
+			}
+		}
+		if len(conflicts) > 0 {
+			return &ConflictError{Records: conflicts, Msg: fmt.Sprintf(
+				"pattern contradicts active %s in %s: name it in supersedes with a reason, or narrow the scope",
+				strings.Join(lines, ", "), p.Category)}
+		}
+		if n >= a.opts.Limits.ActivePerCategory {
+			return &RateLimitError{Msg: fmt.Sprintf(
+				"category %s already holds %d active patterns (the limit): supersede one, or use a narrower category", p.Category, n)}
+		}
+		return nil
+	}
+	return h.writeGlobal(ctx, g)
+}
+
+func checkSupersededExist(tx store.ArchiveTx, ids []string, kind store.RecordKind) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	recs, err := tx.Records(store.RecordQuery{IDs: ids, Kinds: []store.RecordKind{kind}})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		i := slices.IndexFunc(recs, func(r store.ArchiveRecord) bool { return r.ID == id })
+		if i < 0 {
+			return invalid("supersedes", "%s does not exist", id)
+		}
+		if by := recs[i].SupersededBy; by != "" {
+			return &ConflictError{Records: []string{id, by}, Msg: fmt.Sprintf("%s is already superseded by %s: supersede %s instead", id, by, by)}
+		}
+	}
+	return nil
+}
+
+// RecordFailure adds a failure, with its resolution if one is known. A
+// failure already recorded (same approach and reason, or over the
+// similarity thresholds) is merged, and its resolution is added to the
+// existing failure.
+func (h *Handle) RecordFailure(ctx context.Context, f Failure) (WriteResult, error) {
+	if err := f.validate(); err != nil {
+		return WriteResult{}, err
+	}
+	a := h.a
+	res := f.Resolution
+	f.Resolution = nil
+	g := global{kind: store.KindFailure, category: f.Category, text: f.Approach + " — " + f.Reason,
+		search: f.Context + " " + f.Error + " " + strings.Join(f.Files, " "), body: f, scope: f.Files, dedup: true}
+	g.check = func(tx store.ArchiveTx, now time.Time) error {
+		return a.rateLimit(tx, h.agent.SessionID, "", a.opts.Limits.WritesPerMinute, now)
+	}
+	var resID string
+	addRes := func(tx store.ArchiveTx, failureID string) error {
+		if res == nil {
+			return nil
+		}
+		rec, err := h.appendResolution(tx, failureID, *res)
+		resID = rec.ID
+		return err
+	}
+	g.after = func(tx store.ArchiveTx, rec *store.ArchiveRecord) error { return addRes(tx, rec.ID) }
+	wr, err := h.writeGlobalMerge(ctx, g, addRes)
+	if err != nil {
+		return wr, err
+	}
+	if resID != "" {
+		wr.Notices = append(wr.Notices, "resolution "+resID+" recorded")
+		if gv, _, err := a.st.ArchiveVersions(ctx, ""); err == nil {
+			wr.GV = gv
+		}
+	}
+	return wr, nil
+}
+
+// RecordResolution adds what was tried against a recorded failure and how
+// it went. Resolutions are ranked by their outcomes.
+func (h *Handle) RecordResolution(ctx context.Context, failureID string, r Resolution) (WriteResult, error) {
+	if err := r.validate(); err != nil {
+		return WriteResult{}, err
+	}
+	var rec store.ArchiveRecord
+	err := h.a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+		if err := h.a.rateLimit(tx, h.agent.SessionID, "", h.a.opts.Limits.WritesPerMinute, h.a.now()); err != nil {
+			return err
+		}
+		fs, err := tx.Records(store.RecordQuery{IDs: []string{failureID}, Kinds: []store.RecordKind{store.KindFailure}})
+		if err != nil {
+			return err
+		}
+		if len(fs) == 0 {
+			return invalid("failure", "%s is not a recorded failure", failureID)
+		}
+		rec, err = h.appendResolution(tx, failureID, r)
+		return err
+	})
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("record resolution: %w", err)
+	}
+	return WriteResult{Status: "created", ID: rec.ID, GV: rec.GV}, nil
+}
+
+func (h *Handle) appendResolution(tx store.ArchiveTx, failureID string, r Resolution) (store.ArchiveRecord, error) {
+	gv, err := tx.NextGlobal()
+	if err != nil {
+		return store.ArchiveRecord{}, err
+	}
+	now := h.a.now()
+	rec := store.ArchiveRecord{ID: fmt.Sprintf("res-%d", gv), Kind: store.KindResolution, GV: gv,
+		SessionID: h.agent.SessionID, AgentID: h.agent.ID, Model: h.agent.Model, Ref: failureID,
+		Key: hashText("res", r.Approach), Text: r.Approach + " " + r.Notes, Body: mustJSON(r), CreatedAt: now}
+	if err := tx.Append(&rec); err != nil {
+		return rec, err
+	}
+	return rec, tx.AppendEvent(&store.ArchiveEvent{Type: "resolution_add", GV: gv, SessionID: h.agent.SessionID,
+		AgentID: h.agent.ID, Scope: "failures", RecordID: rec.ID, Detail: "for " + failureID + ": " + string(r.Outcome), At: now})
+}
+
+// RecordInsight adds something learned.
+func (h *Handle) RecordInsight(ctx context.Context, in Insight) (WriteResult, error) {
+	if err := in.validate(); err != nil {
+		return WriteResult{}, err
+	}
+	a := h.a
+	g := global{kind: store.KindInsight, category: in.Category, text: in.Insight,
+		search: in.Evidence + " " + strings.Join(in.Scope, " "), body: in, scope: in.Scope, dedup: true}
+	g.check = func(tx store.ArchiveTx, now time.Time) error {
+		return a.rateLimit(tx, h.agent.SessionID, "", a.opts.Limits.WritesPerMinute, now)
+	}
+	return h.writeGlobal(ctx, g)
+}
+
+// RecordDecision adds a decision. A decision may supersede earlier ones.
+func (h *Handle) RecordDecision(ctx context.Context, d Decision) (WriteResult, error) {
+	if err := d.validate(); err != nil {
+		return WriteResult{}, err
+	}
+	a := h.a
+	g := global{kind: store.KindDecision, category: d.Category, text: d.Decision,
+		search: d.Rationale + " " + strings.Join(d.Alternatives, " ") + " " + strings.Join(d.Scope, " "),
+		body:   d, scope: d.Scope, dedup: true, supersedes: d.Supersedes}
+	g.check = func(tx store.ArchiveTx, now time.Time) error {
+		if err := a.rateLimit(tx, h.agent.SessionID, "", a.opts.Limits.WritesPerMinute, now); err != nil {
+			return err
+		}
+		return checkSupersededExist(tx, d.Supersedes, store.KindDecision)
+	}
+	return h.writeGlobal(ctx, g)
+}
+
+// DeclareIntent announces cross-cutting work. It never waits for anyone:
+// active intents of other sessions that overlap it come back as notices,
+// and other sessions see it in their briefings until it is completed or
+// expires.
+func (h *Handle) DeclareIntent(ctx context.Context, in Intent) (WriteResult, error) {
+	now := h.a.now()
+	if err := in.validate(now); err != nil {
+		return WriteResult{}, err
+	}
+	var notices []string
+	g := global{kind: store.KindIntent, text: in.Description, search: strings.Join(in.Paths, " ") + " " + strings.Join(in.Categories, " "),
+		body: in, scope: in.Paths}
+	g.check = func(tx store.ArchiveTx, now time.Time) error {
+		notices = nil
+		if err := h.a.rateLimit(tx, h.agent.SessionID, "", h.a.opts.Limits.WritesPerMinute, now); err != nil {
+			return err
+		}
+		active, err := activeIntents(tx, now)
+		if err != nil {
+			return err
+		}
+		for _, o := range active {
+			if o.rec.SessionID == h.agent.SessionID {
+				continue
+			}
+			if intentsOverlap(o.intent, in) {
+				notices = append(notices, fmt.Sprintf("overlaps %s of session %s (%s): %s",
+					o.rec.ID, o.rec.SessionID, o.intent.Priority, o.intent.Description))
+			}
+		}
+		return nil
+	}
+	wr, err := h.writeGlobal(ctx, g)
+	wr.Notices = append(wr.Notices, notices...)
+	return wr, err
+}
+
+type intentRec struct {
+	rec    store.ArchiveRecord
+	intent Intent
+}
+
+func activeIntents(tx store.ArchiveTx, now time.Time) ([]intentRec, error) {
+	recs, err := tx.Records(store.RecordQuery{Kinds: []store.RecordKind{store.KindIntent, store.KindIntentDone},
+		Since: now.Add(-24 * time.Hour * 365)})
+	if err != nil {
+		return nil, err
+	}
+	done := map[string]bool{}
+	for _, r := range recs {
+		if r.Kind == store.KindIntentDone {
+			done[r.Ref] = true
+		}
+	}
+	var out []intentRec
+	for _, r := range recs {
+		if r.Kind != store.KindIntent || done[r.ID] {
+			continue
+		}
+		var in Intent
+		if err := json.Unmarshal(r.Body, &in); err != nil {
+			return nil, err
+		}
+		if now.Before(in.ExpiresAt) {
+			out = append(out, intentRec{r, in})
+		}
+	}
+	return out, nil
+}
+
+func intentsOverlap(a, b Intent) bool {
+	if len(a.Paths) > 0 && len(b.Paths) > 0 && scopesOverlap(a.Paths, b.Paths) {
+		return true
+	}
+	for _, x := range a.Categories {
+		for _, y := range b.Categories {
+			if categoryRelated(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// categoryRelated reports whether one category is the other or under it.
+func categoryRelated(x, y string) bool {
+	return x == y || strings.HasPrefix(x, y+".") || strings.HasPrefix(y, x+".")
+}
+
+// CompleteIntent marks an intent of the handle's session done, which
+// clears it from every briefing.
+func (h *Handle) CompleteIntent(ctx context.Context, intentID string) (WriteResult, error) {
+	if err := checkID("intent", intentID); err != nil {
+		return WriteResult{}, err
+	}
+	var rec store.ArchiveRecord
+	err := h.a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+		recs, err := tx.Records(store.RecordQuery{IDs: []string{intentID}, Kinds: []store.RecordKind{store.KindIntent}})
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			return invalid("intent", "%s is not a declared intent", intentID)
+		}
+		if recs[0].SessionID != h.agent.SessionID {
+			return &IsolationError{AgentID: h.agent.ID, AgentSession: h.agent.SessionID, Session: recs[0].SessionID}
+		}
+		done, err := tx.Records(store.RecordQuery{Kinds: []store.RecordKind{store.KindIntentDone}, Ref: intentID})
+		if err != nil {
+			return err
+		}
+		if len(done) > 0 {
+			return &ConflictError{Records: []string{intentID, done[0].ID}, Msg: intentID + " is already completed (" + done[0].ID + ")"}
+		}
+		gv, err := tx.NextGlobal()
+		if err != nil {
+			return err
+		}
+		now := h.a.now()
+		rec = store.ArchiveRecord{ID: fmt.Sprintf("done-%d", gv), Kind: store.KindIntentDone, GV: gv, SessionID: h.agent.SessionID,
+			AgentID: h.agent.ID, Model: h.agent.Model, Ref: intentID, Body: []byte("{}"), CreatedAt: now}
+		if err := tx.Append(&rec); err != nil {
+			return err
+		}
+		return tx.AppendEvent(&store.ArchiveEvent{Type: "intent_complete", GV: gv, SessionID: h.agent.SessionID,
+			AgentID: h.agent.ID, Scope: "intents", RecordID: intentID, At: now})
+	})
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("complete intent: %w", err)
+	}
+	return WriteResult{Status: "updated", ID: intentID, GV: rec.GV}, nil
+}
+
+// rateLimit refuses a session's write past limit records of kind (any
+// global kind if empty) in the last minute.
+func (a *Archive) rateLimit(tx store.ArchiveTx, session string, kind store.RecordKind, limit int, now time.Time) error {
+	q := store.RecordQuery{SessionID: session, Since: now.Add(-time.Minute), Newest: true, Limit: limit}
+	if kind != "" {
+		q.Kinds = []store.RecordKind{kind}
+	} else {
+		q.Kinds = []store.RecordKind{store.KindPattern, store.KindFailure, store.KindResolution, store.KindInsight,
+			store.KindDecision, store.KindIntent}
+	}
+	recent, err := tx.Records(q)
+	if err != nil {
+		return err
+	}
+	if len(recent) < limit {
+		return nil
+	}
+	oldest := recent[len(recent)-1].CreatedAt
+	wait := max(oldest.Add(time.Minute).Sub(now), time.Second)
+	what := "global records"
+	if kind != "" {
+		what = string(kind) + "s"
+	}
+	return &RateLimitError{Msg: fmt.Sprintf("session %s wrote %d %s in the last minute (the limit)", session, len(recent), what), RetryAfter: wait}
+}
+
+// writeGlobal runs the common path of a global write.
+func (h *Handle) writeGlobal(ctx context.Context, g global) (WriteResult, error) {
+	return h.writeGlobalMerge(ctx, g, nil)
+}
+
+// writeGlobalMerge runs the common path; onMerge, if set, runs in the
+// transaction when the write is merged into an existing record.
+func (h *Handle) writeGlobalMerge(ctx context.Context, g global, onMerge func(tx store.ArchiveTx, existingID string) error) (WriteResult, error) {
+	a := h.a
+	body := mustJSON(g.body)
+	if len(body) > maxRecordBody {
+		return WriteResult{}, invalid(string(g.kind), "is %d bytes of JSON; at most %d", len(body), maxRecordBody)
+	}
+	hash := hashText(string(g.kind)+"\x00"+g.category, g.text)
+	// Borderline duplicates are settled by embeddings outside the
+	// transaction, so that a slow embedder never holds the write lock;
+	// records that arrive meanwhile still meet the hash and trigram checks.
+	var embMatch *MergeInfo
+	if g.dedup && a.opts.Embedder != nil {
+		cands, err := a.st.ArchiveRecords(ctx, store.RecordQuery{Kinds: []store.RecordKind{g.kind}, Category: g.category, Active: true})
+		if err != nil {
+			return WriteResult{}, err
+		}
+		embMatch = a.embeddingDuplicate(ctx, g, cands)
+	}
+	var wr WriteResult
+	err := a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+		wr = WriteResult{}
+		now := a.now()
+		if g.dedup {
+			m, err := a.findDuplicate(tx, g, hash)
+			if err != nil {
+				return err
+			}
+			if m == nil && embMatch != nil {
+				m = embMatch
+			}
+			if m != nil {
+				if err := tx.Use(m.ExistingID, now); err != nil {
+					return err
+				}
+				if onMerge != nil {
+					if err := onMerge(tx, m.ExistingID); err != nil {
+						return err
+					}
+				}
+				gv, _, err := tx.Versions("")
+				if err != nil {
+					return err
+				}
+				wr = WriteResult{Status: "merged", ID: m.ExistingID, GV: gv, Merged: m}
+				return tx.AppendEvent(&store.ArchiveEvent{Type: string(g.kind) + "_merge", GV: gv, SessionID: h.agent.SessionID,
+					AgentID: h.agent.ID, Scope: scopeOf(g), RecordID: m.ExistingID,
+					Detail: fmt.Sprintf("%s duplicate, similarity %.2f", m.Method, m.Similarity), At: now})
+			}
+		}
+		if g.check != nil {
+			if err := g.check(tx, now); err != nil {
+				return err
+			}
+		}
+		gv, err := tx.NextGlobal()
+		if err != nil {
+			return err
+		}
+		rec := store.ArchiveRecord{ID: fmt.Sprintf("%s-%d", kindPrefix[g.kind], gv), Kind: g.kind, GV: gv,
+			SessionID: h.agent.SessionID, AgentID: h.agent.ID, Model: h.agent.Model, Category: g.category,
+			Key: g.key, Ref: g.ref, Hash: hash, Text: strings.TrimSpace(g.text + " " + g.search), Body: body, CreatedAt: now}
+		if err := tx.Append(&rec); err != nil {
+			return err
+		}
+		for _, old := range g.supersedes {
+			if err := tx.Supersede(old, rec.ID); err != nil {
+				return err
+			}
+		}
+		detail := ""
+		if len(g.supersedes) > 0 {
+			detail = "supersedes " + strings.Join(g.supersedes, ", ")
+		}
+		if err := tx.AppendEvent(&store.ArchiveEvent{Type: string(g.kind) + "_add", GV: gv, SessionID: h.agent.SessionID,
+			AgentID: h.agent.ID, Scope: scopeOf(g), RecordID: rec.ID, Detail: detail, At: now}); err != nil {
+			return err
+		}
+		wr = WriteResult{Status: "created", ID: rec.ID, GV: gv, Superseded: g.supersedes}
+		if g.after != nil {
+			return g.after(tx, &rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("record %s: %w", g.kind, err)
+	}
+	return wr, nil
+}
+
+func scopeOf(g global) string {
+	if g.category != "" {
+		return g.category
+	}
+	return string(g.kind) + "s"
+}
+
+// findDuplicate looks for an active record of the same kind (and category)
+// that g duplicates: the same normal form, or trigram similarity over the
+// threshold.
+func (a *Archive) findDuplicate(tx store.ArchiveTx, g global, hash string) (*MergeInfo, error) {
+	same, err := tx.Records(store.RecordQuery{Hash: hash, Kinds: []store.RecordKind{g.kind}, Active: true, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(same) > 0 {
+		return &MergeInfo{ExistingID: same[0].ID, Existing: recordText(same[0]), Similarity: 1, Method: "hash"}, nil
+	}
+	cands, err := tx.Records(store.RecordQuery{Kinds: []store.RecordKind{g.kind}, Category: g.category, Active: true})
+	if err != nil {
+		return nil, err
+	}
+	var best *MergeInfo
+	for _, r := range cands {
+		if g.category != "" && r.Category != g.category {
+			continue
+		}
+		if g.category == "" && r.Category != "" {
+			continue
+		}
+		sim := trigramSimilarity(g.text, recordText(r))
+		if sim > a.opts.Dedup.Trigram && (best == nil || sim > best.Similarity) {
+			best = &MergeInfo{ExistingID: r.ID, Existing: recordText(r), Similarity: sim, Method: "trigram"}
+		}
+	}
+	return best, nil
+}
+
+// embeddingDuplicate settles borderline candidates (trigram similarity
+// between Suspect and Trigram) by the cosine of their embeddings.
+func (a *Archive) embeddingDuplicate(ctx context.Context, g global, cands []store.ArchiveRecord) *MergeInfo {
+	var texts []string
+	var recs []store.ArchiveRecord
+	for _, r := range cands {
+		if g.category != "" && r.Category != g.category {
+			continue
+		}
+		t := recordText(r)
+		sim := trigramSimilarity(g.text, t)
+		if sim > a.opts.Dedup.Suspect && sim <= a.opts.Dedup.Trigram {
+			texts = append(texts, t)
+			recs = append(recs, r)
+		}
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	vecs, err := a.embedTexts(ctx, append([]string{g.text}, texts...))
+	if err != nil {
+		a.log.Warn("embedding similarity unavailable; duplicates judged by trigrams only", "err", err)
+		return nil
+	}
+	var best *MergeInfo
+	for i, r := range recs {
+		cos := float64(vek32.Dot(vecs[0], vecs[i+1]))
+		if cos > a.opts.Dedup.Embedding && (best == nil || cos > best.Similarity) {
+			best = &MergeInfo{ExistingID: r.ID, Existing: texts[i], Similarity: cos, Method: "embedding"}
+		}
+	}
+	return best
+}
+
+func (a *Archive) embedTexts(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	var miss []string
+	var at []int
+	key := func(t string) string { return a.opts.Embedder.Model() + "\x00" + t }
+	for i, t := range texts {
+		if v, ok := a.vecs.GetIfPresent(key(t)); ok {
+			out[i] = v
+			continue
+		}
+		miss = append(miss, t)
+		at = append(at, i)
+	}
+	if len(miss) > 0 {
+		vecs, err := a.opts.Embedder.Embed(ctx, miss)
+		if err != nil {
+			return nil, err
+		}
+		if len(vecs) != len(miss) {
+			return nil, errors.New("embedder returned the wrong number of vectors")
+		}
+		for j, v := range vecs {
+			if len(v) != len(vecs[0]) {
+				return nil, errors.New("embedder returned vectors of different dimensions")
+			}
+			out[at[j]] = v
+			a.vecs.Set(key(miss[j]), v)
+		}
+	}
+	return out, nil
+}
+
+// recordText is the text a record is deduplicated on.
+func recordText(r store.ArchiveRecord) string {
+	switch r.Kind {
+	case store.KindPattern:
+		var p Pattern
+		if json.Unmarshal(r.Body, &p) == nil {
+			return p.Pattern
+		}
+	case store.KindFailure:
+		var f Failure
+		if json.Unmarshal(r.Body, &f) == nil {
+			return f.Approach + " — " + f.Reason
+		}
+	case store.KindInsight:
+		var i Insight
+		if json.Unmarshal(r.Body, &i) == nil {
+			return i.Insight
+		}
+	case store.KindDecision:
+		var d Decision
+		if json.Unmarshal(r.Body, &d) == nil {
+			return d.Decision
+		}
+	case store.KindIntent:
+		var in Intent
+		if json.Unmarshal(r.Body, &in) == nil {
+			return in.Description
+		}
+	}
+	return r.Text
+}

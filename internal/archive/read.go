@@ -1,0 +1,312 @@
+package archive
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// Record is a global record as readers see it.
+type Record struct {
+	ID           string           `json:"id"`
+	Kind         store.RecordKind `json:"kind"`
+	GV           uint64           `json:"gv"`
+	Session      string           `json:"session"`
+	Agent        string           `json:"agent"`
+	Model        string           `json:"model,omitempty"`
+	Category     string           `json:"category,omitempty"`
+	CreatedAt    time.Time        `json:"created_at"`
+	SupersededBy string           `json:"superseded_by,omitempty"`
+	Uses         int64            `json:"uses,omitempty"`
+	// Ref is the record this one refers to (a resolution's failure, a
+	// completion's intent).
+	Ref string `json:"ref,omitempty"`
+
+	Pattern    *Pattern    `json:"pattern,omitempty"`
+	Failure    *Failure    `json:"failure,omitempty"`
+	Resolution *Resolution `json:"resolution,omitempty"`
+	Insight    *Insight    `json:"insight,omitempty"`
+	Decision   *Decision   `json:"decision,omitempty"`
+	Intent     *Intent     `json:"intent,omitempty"`
+	// Resolutions of a failure, best first (on reads of failures).
+	Resolutions []RankedResolution `json:"resolutions,omitempty"`
+}
+
+// RankedResolution is one approach tried against a failure, with the
+// outcomes every report of it gave.
+type RankedResolution struct {
+	Approach  string  `json:"approach"`
+	Successes int     `json:"successes"`
+	Partials  int     `json:"partials"`
+	Failures  int     `json:"failures"`
+	Score     float64 `json:"score"`
+	Notes     string  `json:"notes,omitempty"`
+	LastID    string  `json:"last_id"`
+}
+
+// Text returns the record's main text.
+func (r *Record) Text() string {
+	switch {
+	case r.Pattern != nil:
+		return r.Pattern.Pattern
+	case r.Failure != nil:
+		return r.Failure.Approach + " — " + r.Failure.Reason
+	case r.Resolution != nil:
+		return r.Resolution.Approach
+	case r.Insight != nil:
+		return r.Insight.Insight
+	case r.Decision != nil:
+		return r.Decision.Decision
+	case r.Intent != nil:
+		return r.Intent.Description
+	}
+	return ""
+}
+
+func toRecord(r store.ArchiveRecord) (Record, error) {
+	out := Record{ID: r.ID, Kind: r.Kind, GV: r.GV, Session: r.SessionID, Agent: r.AgentID, Model: r.Model,
+		Category: r.Category, CreatedAt: r.CreatedAt, SupersededBy: r.SupersededBy, Uses: r.Uses, Ref: r.Ref}
+	var err error
+	switch r.Kind {
+	case store.KindPattern:
+		out.Pattern = new(Pattern)
+		err = json.Unmarshal(r.Body, out.Pattern)
+	case store.KindFailure:
+		out.Failure = new(Failure)
+		err = json.Unmarshal(r.Body, out.Failure)
+	case store.KindResolution:
+		out.Resolution = new(Resolution)
+		err = json.Unmarshal(r.Body, out.Resolution)
+	case store.KindInsight:
+		out.Insight = new(Insight)
+		err = json.Unmarshal(r.Body, out.Insight)
+	case store.KindDecision:
+		out.Decision = new(Decision)
+		err = json.Unmarshal(r.Body, out.Decision)
+	case store.KindIntent:
+		out.Intent = new(Intent)
+		err = json.Unmarshal(r.Body, out.Intent)
+	}
+	if err != nil {
+		return out, fmt.Errorf("record %s: %w", r.ID, err)
+	}
+	return out, nil
+}
+
+// rankResolutions groups a failure's resolutions by approach and ranks them
+// by outcome: the mean outcome score (success 1, partial 0.5, failure 0)
+// times n/(n+1), so that one success ranks below several.
+func rankResolutions(recs []Record) []RankedResolution {
+	by := map[string]*RankedResolution{}
+	var order []string
+	for _, r := range recs {
+		if r.Resolution == nil {
+			continue
+		}
+		k := normalize(r.Resolution.Approach)
+		rr := by[k]
+		if rr == nil {
+			rr = &RankedResolution{Approach: r.Resolution.Approach}
+			by[k] = rr
+			order = append(order, k)
+		}
+		switch r.Resolution.Outcome {
+		case Success:
+			rr.Successes++
+		case Partial:
+			rr.Partials++
+		default:
+			rr.Failures++
+		}
+		if r.Resolution.Notes != "" {
+			rr.Notes = r.Resolution.Notes
+		}
+		rr.LastID = r.ID
+	}
+	out := make([]RankedResolution, 0, len(order))
+	for _, k := range order {
+		rr := by[k]
+		n := float64(rr.Successes + rr.Partials + rr.Failures)
+		rr.Score = (float64(rr.Successes) + 0.5*float64(rr.Partials)) / n * (n / (n + 1))
+		out = append(out, *rr)
+	}
+	slices.SortStableFunc(out, func(a, b RankedResolution) int { return cmp.Compare(b.Score, a.Score) })
+	return out
+}
+
+// mirror is this process's copy of the global history, brought up to date
+// by deltas: records are immutable, so only records born after the
+// mirror's version are ever read again.
+type mirror struct {
+	gv          uint64
+	records     []Record // in version order
+	byID        map[string]int
+	superseded  map[string]string
+	resolutions map[string][]Record // by failure ID
+	done        map[string]bool     // completed intents
+}
+
+func newMirror() *mirror {
+	return &mirror{byID: map[string]int{}, superseded: map[string]string{}, resolutions: map[string][]Record{}, done: map[string]bool{}}
+}
+
+// global returns the mirror brought up to version gv. The returned mirror
+// must not be changed; it stays valid (records are only ever appended).
+func (a *Archive) global(ctx context.Context, gv uint64) (*mirror, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.mirror
+	if gv <= m.gv {
+		return m, nil
+	}
+	recs, err := a.st.ArchiveRecords(ctx, store.RecordQuery{Kinds: globalKinds, AfterGV: m.gv, UpToGV: gv})
+	if err != nil {
+		return nil, err
+	}
+	for _, sr := range recs {
+		r, err := toRecord(sr)
+		if err != nil {
+			return nil, err
+		}
+		m.byID[r.ID] = len(m.records)
+		m.records = append(m.records, r)
+		switch r.Kind {
+		case store.KindPattern:
+			for _, old := range r.Pattern.Supersedes {
+				m.superseded[old] = r.ID
+			}
+		case store.KindDecision:
+			for _, old := range r.Decision.Supersedes {
+				m.superseded[old] = r.ID
+			}
+		case store.KindResolution:
+			m.resolutions[r.Ref] = append(m.resolutions[r.Ref], r)
+		case store.KindIntentDone:
+			m.done[r.Ref] = true
+		}
+	}
+	m.gv = gv
+	return m, nil
+}
+
+var globalKinds = []store.RecordKind{store.KindPattern, store.KindFailure, store.KindResolution, store.KindInsight,
+	store.KindDecision, store.KindIntent, store.KindIntentDone}
+
+// GlobalRead asks for global records.
+type GlobalRead struct {
+	// Kind is pattern, failure, insight, decision or intent; empty is all.
+	Kind store.RecordKind `json:"kind,omitempty"`
+	// Category keeps that category and its descendants.
+	Category string `json:"category,omitempty"`
+	// IfGV, if it is the current global version, gets NOT_MODIFIED.
+	IfGV uint64 `json:"if_gv,omitempty"`
+	// Since asks for a delta: only records born after that version.
+	Since uint64 `json:"since,omitempty"`
+	// All includes superseded records and completed or expired intents.
+	All   bool `json:"all,omitempty"`
+	Limit int  `json:"limit,omitempty"`
+}
+
+// GlobalResult answers a GlobalRead.
+type GlobalResult struct {
+	Status  string   `json:"status"`
+	GV      uint64   `json:"gv"`
+	Records []Record `json:"records,omitempty"`
+	// Message explains TOO_LARGE.
+	Message string `json:"message,omitempty"`
+}
+
+// ReadGlobal reads the global history: everything active (newest first),
+// or a delta since a version, or NOT_MODIFIED.
+func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult, error) {
+	if req.Kind != "" && !req.Kind.Global() {
+		return GlobalResult{}, invalid("kind", "%q is not one of pattern, failure, resolution, insight, decision, intent", req.Kind)
+	}
+	if req.Category != "" && !isL1(req.Category) {
+		if err := checkCategory(req.Category, true); err != nil {
+			return GlobalResult{}, err
+		}
+	}
+	gv, _, err := a.st.ArchiveVersions(ctx, "")
+	if err != nil {
+		return GlobalResult{}, err
+	}
+	if req.IfGV != 0 && req.IfGV == gv {
+		return GlobalResult{Status: StatusNotModified, GV: gv}, nil
+	}
+	if req.Since > gv {
+		return GlobalResult{}, invalid("since", "version %d is ahead of the archive's %d", req.Since, gv)
+	}
+	if req.Since > 0 && gv-req.Since > uint64(a.opts.DeltaLimit) {
+		return GlobalResult{Status: StatusTooLarge, GV: gv, Message: fmt.Sprintf(
+			"%d versions since %d (more than %d): read in full", gv-req.Since, req.Since, a.opts.DeltaLimit)}, nil
+	}
+	m, err := a.global(ctx, gv)
+	if err != nil {
+		return GlobalResult{}, err
+	}
+	now := a.now()
+	out := GlobalResult{Status: StatusOK, GV: gv}
+	for i := len(m.records) - 1; i >= 0; i-- {
+		r := m.records[i]
+		if r.GV <= req.Since {
+			break
+		}
+		if req.Kind != "" && r.Kind != req.Kind {
+			continue
+		}
+		if req.Kind == "" && r.Kind == store.KindIntentDone && req.Since == 0 {
+			continue
+		}
+		if req.Category != "" && r.Category != req.Category && !strings.HasPrefix(r.Category, req.Category+".") {
+			continue
+		}
+		if req.Since == 0 && !req.All && !m.active(r, now) {
+			continue
+		}
+		r.SupersededBy = m.superseded[r.ID]
+		if r.Kind == store.KindFailure {
+			r.Resolutions = rankResolutions(m.resolutions[r.ID])
+		}
+		out.Records = append(out.Records, r)
+		if req.Limit > 0 && len(out.Records) >= req.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// active reports whether a record is current: not superseded, and for an
+// intent neither completed nor expired. Resolutions and completions are
+// shown with their failures and intents.
+func (m *mirror) active(r Record, now time.Time) bool {
+	if m.superseded[r.ID] != "" {
+		return false
+	}
+	switch r.Kind {
+	case store.KindIntent:
+		return !m.done[r.ID] && now.Before(r.Intent.ExpiresAt)
+	case store.KindResolution, store.KindIntentDone:
+		return false
+	}
+	return true
+}
+
+// Usage returns how often duplicates were merged into records.
+func (a *Archive) Usage(ctx context.Context, ids []string) (map[string]int64, error) {
+	recs, err := a.st.ArchiveRecords(ctx, store.RecordQuery{IDs: ids})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, r := range recs {
+		out[r.ID] = r.Uses
+	}
+	return out, nil
+}
