@@ -114,6 +114,7 @@ type Archive struct {
 	sessions  *otter.Cache[string, *sessionState]
 	briefings *otter.Cache[string, *Briefing]
 	vecs      *otter.Cache[string, []float32]
+	tris      *otter.Cache[string, map[string]struct{}]
 }
 
 // New returns the archivalist over st.
@@ -161,6 +162,9 @@ func New(st store.ArchiveStore, opts Options) (*Archive, error) {
 		return nil, err
 	}
 	if a.vecs, err = otter.New(&otter.Options[string, []float32]{MaximumSize: 65536}); err != nil {
+		return nil, err
+	}
+	if a.tris, err = otter.New(&otter.Options[string, map[string]struct{}]{MaximumSize: 65536}); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -451,12 +451,12 @@ func TestConcurrentWriters(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[uint64]bool{}
 	errs := make(chan error, 64)
-	for w := range 16 {
+	for w := range 8 {
 		h := register(t, a, AgentSpec{ID: fmt.Sprintf("w%d", w), SessionID: fmt.Sprintf("s%d", w%4)})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 50 {
+			for i := range 40 {
 				// Hex digests share few trigrams, so none is a duplicate.
 				text := fmt.Sprintf("insight %x", sha256.Sum256(fmt.Appendf(nil, "%d/%d", w, i)))
 				wr, err := h.RecordInsight(ctx, Insight{Insight: text})
@@ -487,7 +487,7 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 	gv, _, _ := st.ArchiveVersions(ctx, "")
 	recs, _ := st.ArchiveRecords(ctx, store.RecordQuery{Kinds: []store.RecordKind{store.KindInsight}})
-	if gv != 800 || len(recs) != 800 || len(seen) != 800 {
-		t.Errorf("gv %d, %d insights stored, %d versions acknowledged; want 800", gv, len(recs), len(seen))
+	if gv != 320 || len(recs) != 320 || len(seen) != 320 {
+		t.Errorf("gv %d, %d insights stored, %d versions acknowledged; want 320", gv, len(recs), len(seen))
 	}
 }

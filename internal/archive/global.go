@@ -612,29 +612,29 @@ func (h *Handle) CompleteIntent(ctx context.Context, intentID string) (WriteResu
 }
 
 // rateLimit refuses a session's write past limit records of kind (any
-// global kind if empty) in the last minute.
+// global kind if empty) in the last minute. It reads one record: the
+// limit-th newest of the minute, if there is one.
 func (a *Archive) rateLimit(tx store.ArchiveTx, session string, kind store.RecordKind, limit int, now time.Time) error {
-	q := store.RecordQuery{SessionID: session, Since: now.Add(-time.Minute), Newest: true, Limit: limit}
+	q := store.RecordQuery{SessionID: session, Since: now.Add(-time.Minute), Newest: true, Limit: 1, Offset: limit - 1}
 	if kind != "" {
 		q.Kinds = []store.RecordKind{kind}
 	} else {
 		q.Kinds = []store.RecordKind{store.KindPattern, store.KindFailure, store.KindResolution, store.KindInsight,
 			store.KindDecision, store.KindIntent}
 	}
-	recent, err := tx.Records(q)
+	nth, err := tx.Records(q)
 	if err != nil {
 		return err
 	}
-	if len(recent) < limit {
+	if len(nth) == 0 {
 		return nil
 	}
-	oldest := recent[len(recent)-1].CreatedAt
-	wait := max(oldest.Add(time.Minute).Sub(now), time.Second)
+	wait := max(nth[0].CreatedAt.Add(time.Minute).Sub(now), time.Second)
 	what := "global records"
 	if kind != "" {
 		what = string(kind) + "s"
 	}
-	return &RateLimitError{Msg: fmt.Sprintf("session %s wrote %d %s in the last minute (the limit)", session, len(recent), what), RetryAfter: wait}
+	return &RateLimitError{Msg: fmt.Sprintf("session %s wrote %d %s in the last minute (the limit)", session, limit, what), RetryAfter: wait}
 }
 
 // writeGlobal runs the common path of a global write.
@@ -651,28 +651,29 @@ func (h *Handle) writeGlobalMerge(ctx context.Context, g global, onMerge func(tx
 		return WriteResult{}, invalid(string(g.kind), "is %d bytes of JSON; at most %d", len(body), maxRecordBody)
 	}
 	hash := hashText(string(g.kind)+"\x00"+g.category, g.text)
-	// Borderline duplicates are settled by embeddings outside the
-	// transaction, so that a slow embedder never holds the write lock;
-	// records that arrive meanwhile still meet the hash and trigram checks.
-	var embMatch *MergeInfo
-	if g.dedup && a.opts.Embedder != nil {
-		cands, err := a.st.ArchiveRecords(ctx, store.RecordQuery{Kinds: []store.RecordKind{g.kind}, Category: g.category, Active: true})
-		if err != nil {
+	// Similar records are looked for before the transaction, so that the
+	// one goroutine that commits every write never spends its time on
+	// trigram sets or a slow embedder; in the transaction only the exact
+	// hash and the records that arrived meanwhile are checked.
+	var near *MergeInfo
+	var seen uint64
+	if g.dedup {
+		var err error
+		if near, seen, err = a.similar(ctx, g); err != nil {
 			return WriteResult{}, err
 		}
-		embMatch = a.embeddingDuplicate(ctx, g, cands)
 	}
 	var wr WriteResult
 	err := a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
 		wr = WriteResult{}
 		now := a.now()
 		if g.dedup {
-			m, err := a.findDuplicate(tx, g, hash)
+			m, err := a.findDuplicate(tx, g, hash, seen)
 			if err != nil {
 				return err
 			}
-			if m == nil && embMatch != nil {
-				m = embMatch
+			if m == nil {
+				m = near
 			}
 			if m != nil {
 				if err := tx.Use(m.ExistingID, now); err != nil {
@@ -740,10 +741,82 @@ func scopeOf(g global) string {
 	return string(g.kind) + "s"
 }
 
-// findDuplicate looks for an active record of the same kind (and category)
-// that g duplicates: the same normal form, or trigram similarity over the
-// threshold.
-func (a *Archive) findDuplicate(tx store.ArchiveTx, g global, hash string) (*MergeInfo, error) {
+// dedupWindow is how many of the newest active records of a kind (and
+// category) a new record is compared with by similarity; the exact hash
+// is checked against all of them. Patterns are capped per category well
+// below it.
+const dedupWindow = 1000
+
+// similar finds the record g nearly duplicates, by trigram similarity
+// over the threshold or, for borderline cases, by the cosine of their
+// embeddings. It compares with this process's mirror of the global
+// history and returns the global version the mirror reflects.
+func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, uint64, error) {
+	gv, _, err := a.st.ArchiveVersions(ctx, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	m, err := a.global(ctx, gv)
+	if err != nil {
+		return nil, 0, err
+	}
+	now := a.now()
+	mine := trigrams(g.text)
+	var best *MergeInfo
+	var suspects []Record
+	n := 0
+	for i := len(m.records) - 1; i >= 0 && n < dedupWindow; i-- {
+		r := m.records[i]
+		if r.Kind != g.kind || r.Category != g.category || !m.active(r, now) {
+			continue
+		}
+		n++
+		sim := a.similarity(mine, r.ID, r.Text())
+		switch {
+		case sim > a.opts.Dedup.Trigram:
+			if best == nil || sim > best.Similarity {
+				best = &MergeInfo{ExistingID: r.ID, Existing: r.Text(), Similarity: sim, Method: "trigram"}
+			}
+		case sim > a.opts.Dedup.Suspect:
+			suspects = append(suspects, r)
+		}
+	}
+	if best != nil || len(suspects) == 0 || a.opts.Embedder == nil {
+		return best, gv, nil
+	}
+	texts := []string{g.text}
+	for _, r := range suspects {
+		texts = append(texts, r.Text())
+	}
+	vecs, err := a.embedTexts(ctx, texts)
+	if err != nil {
+		a.log.Warn("embedding similarity unavailable; duplicates judged by trigrams only", "err", err)
+		return nil, gv, nil
+	}
+	for i, r := range suspects {
+		cos := float64(vek32.Dot(vecs[0], vecs[i+1]))
+		if cos > a.opts.Dedup.Embedding && (best == nil || cos > best.Similarity) {
+			best = &MergeInfo{ExistingID: r.ID, Existing: texts[i+1], Similarity: cos, Method: "embedding"}
+		}
+	}
+	return best, gv, nil
+}
+
+// similarity is the trigram similarity of a text's trigrams and a
+// record's text; records never change, so their sets are cached by id.
+func (a *Archive) similarity(mine map[string]struct{}, id, text string) float64 {
+	theirs, ok := a.tris.GetIfPresent(id)
+	if !ok {
+		theirs = trigrams(text)
+		a.tris.Set(id, theirs)
+	}
+	return jaccard(mine, theirs)
+}
+
+// findDuplicate looks, in the transaction, for an active record with the
+// same hash, or among records born after version gv (which similar did
+// not see), one over the trigram threshold.
+func (a *Archive) findDuplicate(tx store.ArchiveTx, g global, hash string, gv uint64) (*MergeInfo, error) {
 	same, err := tx.Records(store.RecordQuery{Hash: hash, Kinds: []store.RecordKind{g.kind}, Active: true, Limit: 1})
 	if err != nil {
 		return nil, err
@@ -751,58 +824,21 @@ func (a *Archive) findDuplicate(tx store.ArchiveTx, g global, hash string) (*Mer
 	if len(same) > 0 {
 		return &MergeInfo{ExistingID: same[0].ID, Existing: recordText(same[0]), Similarity: 1, Method: "hash"}, nil
 	}
-	cands, err := tx.Records(store.RecordQuery{Kinds: []store.RecordKind{g.kind}, Category: g.category, Active: true})
+	newer, err := tx.Records(store.RecordQuery{Kinds: []store.RecordKind{g.kind}, Category: g.category, Active: true, AfterGV: gv})
 	if err != nil {
 		return nil, err
 	}
+	mine := trigrams(g.text)
 	var best *MergeInfo
-	for _, r := range cands {
-		if g.category != "" && r.Category != g.category {
+	for _, r := range newer {
+		if r.Category != g.category {
 			continue
 		}
-		if g.category == "" && r.Category != "" {
-			continue
-		}
-		sim := trigramSimilarity(g.text, recordText(r))
-		if sim > a.opts.Dedup.Trigram && (best == nil || sim > best.Similarity) {
+		if sim := a.similarity(mine, r.ID, recordText(r)); sim > a.opts.Dedup.Trigram && (best == nil || sim > best.Similarity) {
 			best = &MergeInfo{ExistingID: r.ID, Existing: recordText(r), Similarity: sim, Method: "trigram"}
 		}
 	}
 	return best, nil
-}
-
-// embeddingDuplicate settles borderline candidates (trigram similarity
-// between Suspect and Trigram) by the cosine of their embeddings.
-func (a *Archive) embeddingDuplicate(ctx context.Context, g global, cands []store.ArchiveRecord) *MergeInfo {
-	var texts []string
-	var recs []store.ArchiveRecord
-	for _, r := range cands {
-		if g.category != "" && r.Category != g.category {
-			continue
-		}
-		t := recordText(r)
-		sim := trigramSimilarity(g.text, t)
-		if sim > a.opts.Dedup.Suspect && sim <= a.opts.Dedup.Trigram {
-			texts = append(texts, t)
-			recs = append(recs, r)
-		}
-	}
-	if len(texts) == 0 {
-		return nil
-	}
-	vecs, err := a.embedTexts(ctx, append([]string{g.text}, texts...))
-	if err != nil {
-		a.log.Warn("embedding similarity unavailable; duplicates judged by trigrams only", "err", err)
-		return nil
-	}
-	var best *MergeInfo
-	for i, r := range recs {
-		cos := float64(vek32.Dot(vecs[0], vecs[i+1]))
-		if cos > a.opts.Dedup.Embedding && (best == nil || cos > best.Similarity) {
-			best = &MergeInfo{ExistingID: r.ID, Existing: texts[i], Similarity: cos, Method: "embedding"}
-		}
-	}
-	return best
 }
 
 func (a *Archive) embedTexts(ctx context.Context, texts []string) ([][]float32, error) {

@@ -48,8 +48,10 @@ func trigrams(s string) map[string]struct{} {
 
 // trigramSimilarity is the Jaccard similarity of the trigram sets of a
 // and b, in [0, 1].
-func trigramSimilarity(a, b string) float64 {
-	ta, tb := trigrams(a), trigrams(b)
+func trigramSimilarity(a, b string) float64 { return jaccard(trigrams(a), trigrams(b)) }
+
+// jaccard is the Jaccard similarity of two sets.
+func jaccard(ta, tb map[string]struct{}) float64 {
 	if len(ta) == 0 || len(tb) == 0 {
 		return 0
 	}

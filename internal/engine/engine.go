@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/chunk"
 	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/retrieve"
@@ -63,6 +64,10 @@ type Engine struct {
 	log  *slog.Logger
 
 	embed embedState
+
+	archOnce sync.Once
+	arch     *archive.Archive
+	archErr  error
 }
 
 // New returns an engine over st. The engine does not own st: the caller
@@ -362,4 +367,21 @@ func (e *Engine) Watch(ctx context.Context, root string, opts index.Options, wop
 		opts.ChunkTokens = e.opts.ChunkTokens
 	}
 	return index.Watch(ctx, e.st, root, opts, wopts)
+}
+
+// Archive returns the archivalist over the engine's store, made on first
+// use. Borderline duplicates are settled with the configured embedder
+// when one is ready (a trained corpus model or a provider); without one,
+// by trigrams alone.
+func (e *Engine) Archive(ctx context.Context) (*archive.Archive, error) {
+	e.archOnce.Do(func() {
+		opts := archive.Options{Encoding: e.enc(), Logger: e.log}
+		if emb, err := e.Embedder(ctx); err == nil {
+			opts.Embedder = emb
+		} else {
+			e.log.Debug("archive duplicates judged without embeddings", "err", err)
+		}
+		e.arch, e.archErr = archive.New(e.st, opts)
+	})
+	return e.arch, e.archErr
 }

@@ -82,6 +82,8 @@ type RecordQuery struct {
 	// AfterGV keeps global records born after that version; UpToGV, if
 	// set, those born at or before it.
 	AfterGV, UpToGV uint64
+	// AfterSeq keeps records written after that sequence number.
+	AfterSeq int64
 	// Since keeps records written at or after that time.
 	Since time.Time
 	// Active drops superseded records.
@@ -91,6 +93,8 @@ type RecordQuery struct {
 	// Newest orders newest first; the default is oldest first.
 	Newest bool
 	Limit  int
+	// Offset skips that many records first.
+	Offset int
 }
 
 // ArchiveAgent is an agent registered with the archivalist. Its ID is

@@ -361,6 +361,10 @@ func archRecords(ctx context.Context, db archQuerier, q store.RecordQuery) ([]st
 		where = append(where, "r.gv <= ?")
 		args = append(args, q.UpToGV)
 	}
+	if q.AfterSeq > 0 {
+		where = append(where, "r.seq > ?")
+		args = append(args, q.AfterSeq)
+	}
 	if !q.Since.IsZero() {
 		where = append(where, "r.created_at >= ?")
 		args = append(args, unixNano(q.Since))
@@ -382,8 +386,8 @@ func archRecords(ctx context.Context, db archQuerier, q store.RecordQuery) ([]st
 	} else {
 		query += " ORDER BY r.seq"
 	}
-	if q.Limit > 0 {
-		query += fmt.Sprintf(" LIMIT %d", q.Limit)
+	if q.Limit > 0 || q.Offset > 0 {
+		query += fmt.Sprintf(" LIMIT %d OFFSET %d", max(q.Limit, -1), max(q.Offset, 0))
 	}
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCLI_Archivalist runs a small multi-session story through the CLI.
+func TestCLI_Archivalist(t *testing.T) {
+	e := newEnv(t)
+	if out := e.ok("", "agents", "register", "--session", "s1", "--model", "claude-opus-4-5"); !strings.Contains(out, "registered o1 in session s1") {
+		t.Fatalf("register: %q", out)
+	}
+	e.ok("", "agents", "register", "--parent", "o1")
+	out := e.ok("", "pattern", "add", "wrap errors with %w so callers can match them", "--category", "error.handling", "--agent", "o1", "--session", "s1")
+	if !strings.Contains(out, "created pat-1 (gv 1)") {
+		t.Fatalf("pattern add: %q", out)
+	}
+	if out := e.ok("", "pattern", "add", "Wrap errors with %w, so callers can match them.", "--category", "error.handling", "--session", "s2"); !strings.Contains(out, "merged into pat-1 (hash") {
+		t.Errorf("duplicate: %q", out)
+	}
+	code, _, errOut := e.run("", "pattern", "add", "never wrap errors, return them as they are so callers can match them", "--category", "error.handling", "--session", "s2")
+	if code != 1 || !strings.Contains(errOut, "contradicts active pat-1") {
+		t.Errorf("contradiction: exit %d, %q", code, errOut)
+	}
+	e.ok("", "pattern", "add", "never wrap errors, return them as they are so callers can match them", "--category", "error.handling",
+		"--session", "s2", "--supersedes", "pat-1", "--reason", "sentinel errors are compared with ==")
+	// An agent of s1 cannot write as s2.
+	code, _, errOut = e.run("", "insight", "add", "x", "--agent", "o1", "--session", "s2")
+	if code != 1 || !strings.Contains(errOut, "belongs to session s1") {
+		t.Errorf("cross-session write: exit %d, %q", code, errOut)
+	}
+	e.ok("", "failure", "add", "--approach", "raw SQL in handlers", "--reason", "injection risk", "--resolution", "parameterized queries",
+		"--outcome", "success", "--category", "database.sql", "--session", "s2")
+	out = e.ok("", "intent", "declare", "rename db.Conn to db.Pool", "--path", "internal/db", "--session", "s2")
+	if !strings.Contains(out, "created int-5") {
+		t.Fatalf("intent: %q", out)
+	}
+	list := e.ok("", "pattern", "list")
+	if !strings.Contains(list, "pat-2") || strings.Contains(list, "pat-1") {
+		t.Errorf("active patterns:\n%s", list)
+	}
+	if out := e.ok("", "pattern", "list", "--if-gv", "5"); !strings.Contains(out, "NOT_MODIFIED") {
+		t.Errorf("conditional list: %q", out)
+	}
+	if out := e.ok("", "failure", "list"); !strings.Contains(out, "fix: parameterized queries (1 success") {
+		t.Errorf("failures:\n%s", out)
+	}
+	brief := e.ok("", "briefing", "--session", "s1", "--tier", "full")
+	for _, want := range []string{"pat-2", "fail-3", "int-5", "2 agents"} {
+		if !strings.Contains(brief, want) {
+			t.Errorf("full briefing lacks %s:\n%s", want, brief)
+		}
+	}
+	var b struct {
+		GV, SV uint64
+		Tokens int
+	}
+	if err := jsonUnmarshal(e.ok("", "briefing", "--session", "s1", "--json"), &b); err != nil || b.GV != 5 || b.SV != 2 || b.Tokens == 0 {
+		t.Fatalf("briefing JSON: %+v, %v", b, err)
+	}
+	if out := e.ok("", "briefing", "--session", "s1", "--if-gv", "5", "--if-sv", "2"); !strings.Contains(out, "NOT_MODIFIED") {
+		t.Errorf("conditional briefing: %q", out)
+	}
+	e.ok("", "intent", "complete", "int-5", "--session", "s2")
+	if out := e.ok("", "intent", "list"); strings.Contains(out, "int-5") {
+		t.Errorf("completed intent still listed:\n%s", out)
+	}
+	events := e.ok("", "events", "-n", "100")
+	for _, want := range []string{"agent_register", "pattern_add", "pattern_merge", "failure_add", "resolution_add", "intent_add", "intent_complete"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("events lack %s:\n%s", want, events)
+		}
+	}
+	if out := e.ok("", "agents", "--session", "nobody", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("agents of an unknown session: %q", out)
+	}
+	for _, bad := range [][]string{
+		{"pattern", "add", "x", "--category", "cooking.pasta"},
+		{"briefing", "--session", "nosuch"},
+		{"briefing", "--session", "s1", "--tier", "huge"},
+		{"failure", "resolve", "fail-99", "--approach", "x", "--outcome", "success"},
+		{"insight", "add", "x", "--agent", "ghost"},
+	} {
+		if code, _, errOut := e.run("", bad...); code == 0 || errOut == "" {
+			t.Errorf("engram %s: exit %d, %q", strings.Join(bad, " "), code, errOut)
+		}
+	}
+}
