@@ -120,7 +120,7 @@ version N. --if-gv N prints NOT_MODIFIED if N is still the global version.`, kin
 	f.BoolVar(&req.All, "all", false, "include superseded records (and completed or expired intents)")
 	f.Uint64Var(&req.Since, "since", 0, "only records born after this global version (a delta)")
 	f.Uint64Var(&req.IfGV, "if-gv", 0, "print NOT_MODIFIED if this is still the global version")
-	f.IntVar(&req.Limit, "limit", 0, "at most this many")
+	f.IntVar(&req.Limit, "limit", archive.DefaultReadLimit, "at most this many (a delta is bounded by the delta limit instead)")
 	f.BoolVar(&jsonOut, "json", false, "print as JSON")
 	return cmd
 }
@@ -165,7 +165,11 @@ func (a *app) printRecords(res archive.GlobalResult) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%d records (gv %d)\n", len(res.Records), res.GV)
+	more := ""
+	if res.More {
+		more = ", more with --limit"
+	}
+	fmt.Fprintf(a.stdout, "%d records (gv %d%s)\n", len(res.Records), res.GV, more)
 	return nil
 }
 

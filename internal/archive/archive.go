@@ -37,7 +37,8 @@ import (
 )
 
 // Limits bound what one session can write, so that many agents cannot
-// flood the shared history. Zero fields take the defaults.
+// flood the shared history. Zero fields take the defaults; a negative
+// rate means no limit.
 type Limits struct {
 	// PatternsPerMinute is how many patterns one session may add per
 	// minute (the seed's 10).
@@ -106,7 +107,9 @@ type Archive struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	mu     sync.Mutex // guards mirror
+	// mu guards mirror: global() updates it under the write lock; readers
+	// hold the read lock while they use it.
+	mu     sync.RWMutex
 	mirror *mirror
 
 	// sessions caches session state by session and version; briefings
@@ -119,10 +122,10 @@ type Archive struct {
 
 // New returns the archivalist over st.
 func New(st store.ArchiveStore, opts Options) (*Archive, error) {
-	if opts.Limits.PatternsPerMinute <= 0 {
+	if opts.Limits.PatternsPerMinute == 0 {
 		opts.Limits.PatternsPerMinute = DefaultPatternsPerMinute
 	}
-	if opts.Limits.WritesPerMinute <= 0 {
+	if opts.Limits.WritesPerMinute == 0 {
 		opts.Limits.WritesPerMinute = DefaultWritesPerMinute
 	}
 	if opts.Limits.ActivePerCategory <= 0 {

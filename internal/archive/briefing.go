@@ -57,6 +57,8 @@ type Briefing struct {
 	Tokens int    `json:"tokens,omitempty"`
 	// Omitted counts items left out to stay within the budget.
 	Omitted int `json:"omitted,omitempty"`
+	// Cached is true when the briefing came whole from the cache.
+	Cached bool `json:"cached,omitempty"`
 
 	validUntil time.Time // the first expiry of an intent shown
 }
@@ -89,7 +91,9 @@ func (a *Archive) Briefing(ctx context.Context, sessionID string, tier Tier, hav
 	}
 	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", sessionID, tier, gv, sv)
 	if b, ok := a.briefings.GetIfPresent(key); ok && (b.validUntil.IsZero() || now.Before(b.validUntil)) {
-		return b, nil
+		hit := *b
+		hit.Cached = true
+		return &hit, nil
 	}
 	st, err := a.session(ctx, sessionID, sv)
 	if err != nil {
@@ -99,7 +103,9 @@ func (a *Archive) Briefing(ctx context.Context, sessionID string, tier Tier, hav
 	if err != nil {
 		return nil, err
 	}
+	a.mu.RLock()
 	b := a.assemble(st, m, sessionID, tier, gv, now)
+	a.mu.RUnlock()
 	a.briefings.Set(key, b)
 	return b, nil
 }
@@ -116,9 +122,15 @@ func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier T
 	budget := tier.Budget()
 	var lines []string
 	used := 0
+	full := false // an item did not fit: items come in order of importance, so the rest are left out
 	add := func(line string) bool {
+		if full {
+			b.Omitted++
+			return false
+		}
 		n := a.enc.Count(line + "\n")
 		if used+n > budget {
+			full = true
 			b.Omitted++
 			return false
 		}
@@ -170,7 +182,7 @@ func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier T
 	}
 	// Intents of other sessions that touch this one, and this session's own.
 	for i := len(m.records) - 1; i >= 0; i-- {
-		rec := m.records[i]
+		rec := &m.records[i]
 		if rec.Kind != store.KindIntent || !m.active(rec, now) {
 			continue
 		}
@@ -193,7 +205,7 @@ func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier T
 	// Active patterns: mandated ones everywhere, the rest where relevant
 	// (all of them in the full tier), newest first.
 	for i := len(m.records) - 1; i >= 0; i-- {
-		rec := m.records[i]
+		rec := &m.records[i]
 		if rec.Kind != store.KindPattern || !m.active(rec, now) {
 			continue
 		}
@@ -212,8 +224,8 @@ func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier T
 	}
 	// Recent failures where relevant, with the best resolution.
 	shown := 0
-	for i := len(m.records) - 1; i >= 0 && (shown < 5 || tier == Full); i-- {
-		rec := m.records[i]
+	for i := len(m.records) - 1; i >= 0 && !full && (shown < 5 || tier == Full); i-- {
+		rec := &m.records[i]
 		if rec.Kind != store.KindFailure {
 			continue
 		}
@@ -232,7 +244,7 @@ func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier T
 	}
 	if tier == Full {
 		for i := len(m.records) - 1; i >= 0; i-- {
-			rec := m.records[i]
+			rec := &m.records[i]
 			switch {
 			case rec.Kind == store.KindDecision && m.active(rec, now):
 				line := fmt.Sprintf("decision %s: %s", rec.ID, rec.Decision.Decision)
@@ -252,10 +264,7 @@ func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier T
 			}
 			agents = append(agents, s)
 		}
-		counts := map[store.RecordKind]int{}
-		for _, rec := range m.records {
-			counts[rec.Kind]++
-		}
+		counts := m.counts
 		add(fmt.Sprintf("stats: %d agents (%s); history: %d patterns, %d failures, %d resolutions, %d insights, %d decisions, %d intents",
 			len(st.agents), strings.Join(agents, " "), counts[store.KindPattern], counts[store.KindFailure],
 			counts[store.KindResolution], counts[store.KindInsight], counts[store.KindDecision], counts[store.KindIntent]))

@@ -615,6 +615,9 @@ func (h *Handle) CompleteIntent(ctx context.Context, intentID string) (WriteResu
 // global kind if empty) in the last minute. It reads one record: the
 // limit-th newest of the minute, if there is one.
 func (a *Archive) rateLimit(tx store.ArchiveTx, session string, kind store.RecordKind, limit int, now time.Time) error {
+	if limit < 0 {
+		return nil
+	}
 	q := store.RecordQuery{SessionID: session, Since: now.Add(-time.Minute), Newest: true, Limit: 1, Offset: limit - 1}
 	if kind != "" {
 		q.Kinds = []store.RecordKind{kind}
@@ -656,10 +659,9 @@ func (h *Handle) writeGlobalMerge(ctx context.Context, g global, onMerge func(tx
 	// trigram sets or a slow embedder; in the transaction only the exact
 	// hash and the records that arrived meanwhile are checked.
 	var near *MergeInfo
-	var seen uint64
 	if g.dedup {
 		var err error
-		if near, seen, err = a.similar(ctx, g); err != nil {
+		if near, err = a.similar(ctx, g); err != nil {
 			return WriteResult{}, err
 		}
 	}
@@ -668,7 +670,7 @@ func (h *Handle) writeGlobalMerge(ctx context.Context, g global, onMerge func(tx
 		wr = WriteResult{}
 		now := a.now()
 		if g.dedup {
-			m, err := a.findDuplicate(tx, g, hash, seen)
+			m, err := a.findDuplicate(tx, g, hash)
 			if err != nil {
 				return err
 			}
@@ -741,7 +743,7 @@ func scopeOf(g global) string {
 	return string(g.kind) + "s"
 }
 
-// dedupWindow is how many of the newest active records of a kind (and
+// dedupWindow is how many of the newest candidate records of a kind (and
 // category) a new record is compared with by similarity; the exact hash
 // is checked against all of them. Patterns are capped per category well
 // below it.
@@ -750,27 +752,37 @@ const dedupWindow = 1000
 // similar finds the record g nearly duplicates, by trigram similarity
 // over the threshold or, for borderline cases, by the cosine of their
 // embeddings. It compares with this process's mirror of the global
-// history and returns the global version the mirror reflects.
-func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, uint64, error) {
+// history.
+func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, error) {
 	gv, _, err := a.st.ArchiveVersions(ctx, "")
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	m, err := a.global(ctx, gv)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	now := a.now()
 	mine := trigrams(g.text)
+	t := a.opts.Dedup.Trigram
+	if a.opts.Embedder != nil {
+		t = a.opts.Dedup.Suspect
+	}
+	a.mu.RLock()
+	pos := m.candidates(g.kind, g.category, mine, t)
+	if len(pos) > dedupWindow {
+		pos = pos[len(pos)-dedupWindow:]
+	}
+	cands := make([]Record, 0, len(pos))
+	for _, i := range pos {
+		if r := &m.records[i]; m.active(r, now) {
+			cands = append(cands, *r)
+		}
+	}
+	a.mu.RUnlock()
 	var best *MergeInfo
 	var suspects []Record
-	n := 0
-	for i := len(m.records) - 1; i >= 0 && n < dedupWindow; i-- {
-		r := m.records[i]
-		if r.Kind != g.kind || r.Category != g.category || !m.active(r, now) {
-			continue
-		}
-		n++
+	for _, r := range cands {
 		sim := a.similarity(mine, r.ID, r.Text())
 		switch {
 		case sim > a.opts.Dedup.Trigram:
@@ -782,7 +794,7 @@ func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, uint64, er
 		}
 	}
 	if best != nil || len(suspects) == 0 || a.opts.Embedder == nil {
-		return best, gv, nil
+		return best, nil
 	}
 	texts := []string{g.text}
 	for _, r := range suspects {
@@ -791,7 +803,7 @@ func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, uint64, er
 	vecs, err := a.embedTexts(ctx, texts)
 	if err != nil {
 		a.log.Warn("embedding similarity unavailable; duplicates judged by trigrams only", "err", err)
-		return nil, gv, nil
+		return nil, nil
 	}
 	for i, r := range suspects {
 		cos := float64(vek32.Dot(vecs[0], vecs[i+1]))
@@ -799,7 +811,7 @@ func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, uint64, er
 			best = &MergeInfo{ExistingID: r.ID, Existing: texts[i+1], Similarity: cos, Method: "embedding"}
 		}
 	}
-	return best, gv, nil
+	return best, nil
 }
 
 // similarity is the trigram similarity of a text's trigrams and a
@@ -814,31 +826,15 @@ func (a *Archive) similarity(mine map[string]struct{}, id, text string) float64 
 }
 
 // findDuplicate looks, in the transaction, for an active record with the
-// same hash, or among records born after version gv (which similar did
-// not see), one over the trigram threshold.
-func (a *Archive) findDuplicate(tx store.ArchiveTx, g global, hash string, gv uint64) (*MergeInfo, error) {
+// same hash. Near duplicates were looked for before the transaction
+// (similar); two near duplicates written in the same instant by two agents
+// can both be created, exact ones never.
+func (a *Archive) findDuplicate(tx store.ArchiveTx, g global, hash string) (*MergeInfo, error) {
 	same, err := tx.Records(store.RecordQuery{Hash: hash, Kinds: []store.RecordKind{g.kind}, Active: true, Limit: 1})
-	if err != nil {
+	if err != nil || len(same) == 0 {
 		return nil, err
 	}
-	if len(same) > 0 {
-		return &MergeInfo{ExistingID: same[0].ID, Existing: recordText(same[0]), Similarity: 1, Method: "hash"}, nil
-	}
-	newer, err := tx.Records(store.RecordQuery{Kinds: []store.RecordKind{g.kind}, Category: g.category, Active: true, AfterGV: gv})
-	if err != nil {
-		return nil, err
-	}
-	mine := trigrams(g.text)
-	var best *MergeInfo
-	for _, r := range newer {
-		if r.Category != g.category {
-			continue
-		}
-		if sim := a.similarity(mine, r.ID, recordText(r)); sim > a.opts.Dedup.Trigram && (best == nil || sim > best.Similarity) {
-			best = &MergeInfo{ExistingID: r.ID, Existing: recordText(r), Similarity: sim, Method: "trigram"}
-		}
-	}
-	return best, nil
+	return &MergeInfo{ExistingID: same[0].ID, Existing: recordText(same[0]), Similarity: 1, Method: "hash"}, nil
 }
 
 func (a *Archive) embedTexts(ctx context.Context, texts []string) ([][]float32, error) {

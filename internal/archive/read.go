@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -150,14 +151,52 @@ type mirror struct {
 	superseded  map[string]string
 	resolutions map[string][]Record // by failure ID
 	done        map[string]bool     // completed intents
+	// grams indexes the records that can be duplicated, by kind and
+	// category, then trigram: positions in records.
+	grams map[string]map[string][]int
+	// counts counts the records by kind.
+	counts map[store.RecordKind]int
 }
 
 func newMirror() *mirror {
-	return &mirror{byID: map[string]int{}, superseded: map[string]string{}, resolutions: map[string][]Record{}, done: map[string]bool{}}
+	return &mirror{byID: map[string]int{}, superseded: map[string]string{}, resolutions: map[string][]Record{},
+		done: map[string]bool{}, grams: map[string]map[string][]int{}, counts: map[store.RecordKind]int{}}
 }
 
-// global returns the mirror brought up to version gv. The returned mirror
-// must not be changed; it stays valid (records are only ever appended).
+func gramsKey(kind store.RecordKind, category string) string { return string(kind) + "\x00" + category }
+
+// candidates returns the positions of the records of a kind and category
+// that can have a Jaccard similarity of at least t with the trigram set
+// mine: by the prefix filter, such a record shares at least one of the
+// len(mine) - ceil(t*len(mine)) + 1 rarest of them.
+func (m *mirror) candidates(kind store.RecordKind, category string, mine map[string]struct{}, t float64) []int {
+	idx := m.grams[gramsKey(kind, category)]
+	if len(idx) == 0 || len(mine) == 0 {
+		return nil
+	}
+	grams := make([]string, 0, len(mine))
+	for g := range mine {
+		grams = append(grams, g)
+	}
+	slices.SortFunc(grams, func(a, b string) int { return cmp.Or(cmp.Compare(len(idx[a]), len(idx[b])), strings.Compare(a, b)) })
+	need := int(math.Ceil(t * float64(len(grams))))
+	prefix := max(len(grams)-need+1, 1)
+	seen := map[int]bool{}
+	var out []int
+	for _, g := range grams[:min(prefix, len(grams))] {
+		for _, i := range idx[g] {
+			if !seen[i] {
+				seen[i] = true
+				out = append(out, i)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// global returns the mirror brought up to version gv. The caller must
+// hold a.mu's read lock while it uses the mirror, and must not change it.
 func (a *Archive) global(ctx context.Context, gv uint64) (*mirror, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -176,6 +215,19 @@ func (a *Archive) global(ctx context.Context, gv uint64) (*mirror, error) {
 		}
 		m.byID[r.ID] = len(m.records)
 		m.records = append(m.records, r)
+		m.counts[r.Kind]++
+		switch r.Kind {
+		case store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision:
+			k := gramsKey(r.Kind, r.Category)
+			idx := m.grams[k]
+			if idx == nil {
+				idx = map[string][]int{}
+				m.grams[k] = idx
+			}
+			for g := range trigrams(r.Text()) {
+				idx[g] = append(idx[g], len(m.records)-1)
+			}
+		}
 		switch r.Kind {
 		case store.KindPattern:
 			for _, old := range r.Pattern.Supersedes {
@@ -209,9 +261,14 @@ type GlobalRead struct {
 	// Since asks for a delta: only records born after that version.
 	Since uint64 `json:"since,omitempty"`
 	// All includes superseded records and completed or expired intents.
-	All   bool `json:"all,omitempty"`
-	Limit int  `json:"limit,omitempty"`
+	All bool `json:"all,omitempty"`
+	// Limit bounds a full read (not a delta, which the delta limit
+	// bounds); zero means DefaultReadLimit.
+	Limit int `json:"limit,omitempty"`
 }
+
+// DefaultReadLimit is how many records a full read returns by default.
+const DefaultReadLimit = 100
 
 // GlobalResult answers a GlobalRead.
 type GlobalResult struct {
@@ -220,6 +277,8 @@ type GlobalResult struct {
 	Records []Record `json:"records,omitempty"`
 	// Message explains TOO_LARGE.
 	Message string `json:"message,omitempty"`
+	// More says the limit cut the answer short.
+	More bool `json:"more,omitempty"`
 }
 
 // ReadGlobal reads the global history: everything active (newest first),
@@ -251,6 +310,12 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 	if err != nil {
 		return GlobalResult{}, err
 	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	limit := req.Limit
+	if limit <= 0 && req.Since == 0 {
+		limit = DefaultReadLimit
+	}
 	now := a.now()
 	out := GlobalResult{Status: StatusOK, GV: gv}
 	for i := len(m.records) - 1; i >= 0; i-- {
@@ -267,7 +332,7 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 		if req.Category != "" && r.Category != req.Category && !strings.HasPrefix(r.Category, req.Category+".") {
 			continue
 		}
-		if req.Since == 0 && !req.All && !m.active(r, now) {
+		if req.Since == 0 && !req.All && !m.active(&r, now) {
 			continue
 		}
 		r.SupersededBy = m.superseded[r.ID]
@@ -275,7 +340,8 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 			r.Resolutions = rankResolutions(m.resolutions[r.ID])
 		}
 		out.Records = append(out.Records, r)
-		if req.Limit > 0 && len(out.Records) >= req.Limit {
+		if limit > 0 && len(out.Records) >= limit {
+			out.More = true
 			break
 		}
 	}
@@ -285,7 +351,7 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 // active reports whether a record is current: not superseded, and for an
 // intent neither completed nor expired. Resolutions and completions are
 // shown with their failures and intents.
-func (m *mirror) active(r Record, now time.Time) bool {
+func (m *mirror) active(r *Record, now time.Time) bool {
 	if m.superseded[r.ID] != "" {
 		return false
 	}

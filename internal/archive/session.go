@@ -300,7 +300,7 @@ func (a *Archive) session(ctx context.Context, sessionID string, sv uint64) (*se
 	if s, ok := a.sessions.GetIfPresent(key); ok {
 		return s, nil
 	}
-	recs, err := a.st.ArchiveRecords(ctx, store.RecordQuery{SessionID: sessionID,
+	recs, err := a.st.ArchiveRecords(ctx, store.RecordQuery{SessionID: sessionID, Latest: true, UpToSV: sv,
 		Kinds: []store.RecordKind{store.KindResume, store.KindFile, store.KindWant, store.KindReject}})
 	if err != nil {
 		return nil, err

@@ -1,8 +1,14 @@
 package bench
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/tokens"
 )
 
 func TestCorpus_Deterministic(t *testing.T) {
@@ -46,5 +52,35 @@ func TestSummarize(t *testing.T) {
 	}
 	if (Summarize(nil) != Latencies{}) {
 		t.Error("Summarize(nil) not zero")
+	}
+}
+
+func TestRunArchive(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "a.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	enc := tokens.MustGet("o200k_base")
+	arc, err := archive.New(st, archive.Options{Encoding: enc, Limits: archive.Limits{PatternsPerMinute: -1, WritesPerMinute: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := RunArchive(ctx, arc, enc, ArchiveOptions{Sessions: 2, AgentsPerSession: 3, Storm: 200 * time.Millisecond,
+		Mixed: 300 * time.Millisecond, WriteRate: 20, Readers: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gv, _, err := st.ArchiveVersions(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Agents != 6 || rep.StormWrites == 0 || rep.Reads == 0 || gv == 0 || rep.TokensPerRead <= 0 || rep.FullTokens < rep.StandardTokens {
+		t.Errorf("report = %+v (gv %d)", rep, gv)
 	}
 }

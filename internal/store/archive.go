@@ -84,11 +84,16 @@ type RecordQuery struct {
 	AfterGV, UpToGV uint64
 	// AfterSeq keeps records written after that sequence number.
 	AfterSeq int64
+	// UpToSV keeps session records born at or before that session
+	// version (with Latest: the state at that version).
+	UpToSV uint64
 	// Since keeps records written at or after that time.
 	Since time.Time
 	// Active drops superseded records.
 	Active bool
-	// Latest keeps only the newest record per session, kind and key.
+	// Latest keeps only the newest record per kind and key of the session
+	// SessionID names (wants and rejects share their keys): the session's
+	// current state. It needs SessionID.
 	Latest bool
 	// Newest orders newest first; the default is oldest first.
 	Newest bool

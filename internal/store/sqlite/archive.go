@@ -134,7 +134,7 @@ func (s *Store) archRun(batch []*archReq) {
 		atx := &archTx{ctx: ctx, tx: tx}
 		for _, r := range live {
 			r.err = nil
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+			if _, err := atx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
 				return errors.Join(err, tx.Rollback())
 			}
 			if ferr := r.fn(atx); ferr != nil {
@@ -142,11 +142,11 @@ func (s *Store) archRun(batch []*archReq) {
 					return errors.Join(ferr, tx.Rollback())
 				}
 				r.err = ferr
-				if _, err := tx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+				if _, err := atx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
 					return errors.Join(err, tx.Rollback())
 				}
 			}
-			if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil {
+			if _, err := atx.ExecContext(ctx, "RELEASE w"); err != nil {
 				return errors.Join(err, tx.Rollback())
 			}
 		}
@@ -179,12 +179,57 @@ type archQuerier interface {
 }
 
 type archTx struct {
-	ctx context.Context
-	tx  *sql.Tx
+	ctx   context.Context
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt // closed with the transaction
+}
+
+// stmt returns query prepared in the transaction, once per transaction:
+// the committer runs the same few statements for every write of a batch,
+// and preparing them costs more than running them.
+func (t *archTx) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := t.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.tx.PrepareContext(t.ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if t.stmts == nil {
+		t.stmts = map[string]*sql.Stmt{}
+	}
+	t.stmts[query] = st
+	return st, nil
+}
+
+func (t *archTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (t *archTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := t.stmt(query)
+	if err != nil {
+		// Let the row carry the error: prepare again through the
+		// transaction, which fails the same way on Scan.
+		return t.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (t *archTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
 }
 
 func (t *archTx) Versions(sessionID string) (uint64, uint64, error) {
-	return archVersions(t.ctx, t.tx, sessionID)
+	return archVersions(t.ctx, t, sessionID)
 }
 
 func archVersions(ctx context.Context, q archQuerier, sessionID string) (gv, sv uint64, err error) {
@@ -212,7 +257,7 @@ func (t *archTx) NextSession(sessionID string) (uint64, error) {
 
 func (t *archTx) next(scope string) (uint64, error) {
 	var v uint64
-	err := t.tx.QueryRowContext(t.ctx, `INSERT INTO arch_versions(scope, version) VALUES (?, 1)
+	err := t.QueryRowContext(t.ctx, `INSERT INTO arch_versions(scope, version) VALUES (?, 1)
 		ON CONFLICT(scope) DO UPDATE SET version = version + 1 RETURNING version`, scope).Scan(&v)
 	return v, err
 }
@@ -225,7 +270,7 @@ func (t *archTx) Append(r *store.ArchiveRecord) error {
 	if body == "" {
 		body = "{}"
 	}
-	err := t.tx.QueryRowContext(t.ctx, `INSERT INTO arch_records(id, kind, gv, sv, session_id, agent_id, model,
+	err := t.QueryRowContext(t.ctx, `INSERT INTO arch_records(id, kind, gv, sv, session_id, agent_id, model,
 		category, key, ref, hash, text, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
 		nullString(r.ID), string(r.Kind), r.GV, r.SV, r.SessionID, r.AgentID, r.Model, r.Category, r.Key, r.Ref,
 		r.Hash, r.Text, body, unixNano(r.CreatedAt)).Scan(&r.Seq)
@@ -236,17 +281,17 @@ func (t *archTx) Append(r *store.ArchiveRecord) error {
 		return err
 	}
 	if r.Text != "" {
-		_, err = t.tx.ExecContext(t.ctx, `INSERT INTO arch_fts(rowid, body) VALUES (?, ?)`, r.Seq, terms.String(r.Text))
+		_, err = t.ExecContext(t.ctx, `INSERT INTO arch_fts(rowid, body) VALUES (?, ?)`, r.Seq, terms.String(r.Text))
 	}
 	return err
 }
 
 func (t *archTx) Records(q store.RecordQuery) ([]store.ArchiveRecord, error) {
-	return archRecords(t.ctx, t.tx, q)
+	return archRecords(t.ctx, t, q)
 }
 
 func (t *archTx) Supersede(old, by string) error {
-	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO arch_superseded(id, by) VALUES (?, ?) ON CONFLICT(id) DO NOTHING`, old, by)
+	res, err := t.ExecContext(t.ctx, `INSERT INTO arch_superseded(id, by) VALUES (?, ?) ON CONFLICT(id) DO NOTHING`, old, by)
 	if err != nil {
 		return err
 	}
@@ -259,18 +304,18 @@ func (t *archTx) Supersede(old, by string) error {
 }
 
 func (t *archTx) Use(id string, at time.Time) error {
-	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO arch_usage(id, count, last_at) VALUES (?, 1, ?)
+	_, err := t.ExecContext(t.ctx, `INSERT INTO arch_usage(id, count, last_at) VALUES (?, 1, ?)
 		ON CONFLICT(id) DO UPDATE SET count = count + 1, last_at = max(last_at, excluded.last_at)`, id, unixNano(at))
 	return err
 }
 
-func (t *archTx) Agent(id string) (store.ArchiveAgent, error) { return archAgent(t.ctx, t.tx, id) }
+func (t *archTx) Agent(id string) (store.ArchiveAgent, error) { return archAgent(t.ctx, t, id) }
 
 func (t *archTx) PutAgent(a store.ArchiveAgent) error {
 	if a.RegisteredAt.IsZero() {
 		a.RegisteredAt = time.Now()
 	}
-	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO arch_agents(id, name, session_id, parent_id, model, role, registered_at)
+	res, err := t.ExecContext(t.ctx, `INSERT INTO arch_agents(id, name, session_id, parent_id, model, role, registered_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
 		a.ID, a.Name, a.SessionID, a.ParentID, a.Model, a.Role, unixNano(a.RegisteredAt))
 	if err != nil {
@@ -288,7 +333,7 @@ func (t *archTx) AppendEvent(e *store.ArchiveEvent) error {
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	return t.tx.QueryRowContext(t.ctx, `INSERT INTO arch_events(type, gv, sv, session_id, agent_id, scope, record_id, detail, at)
+	return t.QueryRowContext(t.ctx, `INSERT INTO arch_events(type, gv, sv, session_id, agent_id, scope, record_id, detail, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
 		e.Type, e.GV, e.SV, e.SessionID, e.AgentID, e.Scope, e.RecordID, e.Detail, unixNano(e.At)).Scan(&e.Seq)
 }
@@ -372,10 +417,21 @@ func archRecords(ctx context.Context, db archQuerier, q store.RecordQuery) ([]st
 	if q.Active {
 		where = append(where, "x.by IS NULL")
 	}
+	if q.UpToSV > 0 {
+		where = append(where, "r.sv <= ?")
+		args = append(args, q.UpToSV)
+	}
 	if q.Latest {
-		where = append(where, `r.seq = (SELECT max(l.seq) FROM arch_records l
-			WHERE l.session_id = r.session_id AND l.kind IN (`+latestKinds+`) AND l.key = r.key
-			AND (l.kind = r.kind OR (l.kind IN ('want', 'reject') AND r.kind IN ('want', 'reject'))))`)
+		if q.SessionID == "" {
+			return nil, errors.New("archive records: Latest needs a session")
+		}
+		sub := `r.seq IN (SELECT max(l.seq) FROM arch_records l WHERE l.session_id = ? AND l.kind IN (` + latestKinds + `)`
+		args = append(args, q.SessionID)
+		if q.UpToSV > 0 {
+			sub += ` AND l.sv <= ?`
+			args = append(args, q.UpToSV)
+		}
+		where = append(where, sub+` GROUP BY CASE WHEN l.kind IN ('want', 'reject') THEN 'pref' ELSE l.kind END, l.key)`)
 	}
 	query := "SELECT " + archColumns + archFrom
 	if len(where) > 0 {

@@ -450,7 +450,7 @@ CREATE INDEX arch_records_kind ON arch_records(kind, category);
 CREATE INDEX arch_records_gv ON arch_records(gv) WHERE gv > 0;
 CREATE INDEX arch_records_session ON arch_records(session_id, kind, key, seq);
 CREATE INDEX arch_records_hash ON arch_records(hash);
-CREATE INDEX arch_records_recent ON arch_records(session_id, created_at);
+CREATE INDEX arch_records_recent ON arch_records(session_id, kind, created_at);
 CREATE INDEX arch_records_ref ON arch_records(ref) WHERE ref != '';
 
 -- arch_superseded says which record superseded which (a record beside the
