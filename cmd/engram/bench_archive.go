@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -62,13 +65,20 @@ made as unconditional standard and full briefings.`,
 			if err != nil {
 				return err
 			}
+			// The baseline: the same number of writers, each write its own
+			// transaction and fsync (an empty settings row), no group commit.
+			base := baselineWrites(ctx, st, rep.Agents, opts.Storm)
 			if jsonOut {
-				return writeJSON(a.stdout, rep)
+				return writeJSON(a.stdout, struct {
+					bench.ArchiveReport
+					BaselineWritesPerSec float64 `json:"baseline_writes_per_sec"`
+				}{rep, base})
 			}
 			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "agents\t%d\n", rep.Agents)
 			fmt.Fprintf(w, "write storm\t%d acknowledged writes in %.1fs: %.0f writes/s; latency %s\n", rep.StormWrites, rep.StormSeconds,
 				rep.WritesPerSec, rep.StormWriteLat)
+			fmt.Fprintf(w, "  baseline\t%.0f writes/s: one transaction per write (an empty settings row), %d writers\n", base, rep.Agents)
 			fmt.Fprintf(w, "mixed reads\t%d reads (%.0f/s; micro %d, standard %d, delta %d, full %d) with %d writes\n", rep.Reads, rep.ReadsPerSec,
 				rep.ByOp["micro"], rep.ByOp["standard"], rep.ByOp["delta"], rep.ByOp["full"], rep.MixedWrites)
 			fmt.Fprintf(w, "unchanged\t%.1f%% of conditional reads answered NOT_MODIFIED\n", 100*rep.Unchanged)
@@ -93,4 +103,30 @@ made as unconditional standard and full briefings.`,
 	f.StringVar(&dir, "dir", "", "directory for the store (default: a temporary one, removed after)")
 	f.BoolVar(&jsonOut, "json", false, "print as JSON")
 	return cmd
+}
+
+// baselineWrites measures writes per second when every write is its own
+// transaction: what the archive's group commit is measured against.
+func baselineWrites(ctx context.Context, st *sqlite.Store, writers int, d time.Duration) float64 {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var n, fails atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				if err := st.PutSetting(ctx, fmt.Sprintf("bench.%d.%d", w, i%16), fmt.Sprint(i)); err == nil {
+					n.Add(1)
+				} else if ctx.Err() == nil {
+					fails.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if fails.Load() > 0 {
+		return -1
+	}
+	return float64(n.Load()) / time.Since(start).Seconds()
 }
