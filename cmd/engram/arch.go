@@ -676,3 +676,80 @@ func writeJSONLine(w io.Writer, v any) error {
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
 }
+
+func (a *app) archCmd() *cobra.Command {
+	var (
+		w       who
+		budget  int
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "arch QUERY",
+		Short: "Ask the archivalist: an @arch: query or a question about what was done, seen or learned",
+		Long: `Run an @arch: query, or several joined by ';':
+
+  @arch:recall:DOMAIN[?key=value&...]   the most relevant records first
+  @arch:check:DOMAIN[?key=value&...]    yes or no, with what matched
+  @arch:store:DOMAIN{json}              record something (needs --session or --agent)
+
+Domains: patterns, failures, decisions, files, learnings. Parameters: q (words
+to search for), scope (a category such as auth, or words), category, id, path,
+error, approach, agent, session, since (a global version), limit, all (true:
+superseded too), budget (tokens).
+
+A question in words is classified by rules (intent, domain, time, entities)
+and answered if it is about the past; a question about what to do next is
+refused with the reason, and an unsure one is answered with the @arch: query
+to confirm.`,
+		Example: `  engram arch '@arch:recall:patterns?scope=auth&limit=5'
+  engram arch '@arch:check:failures?approach=recursive walk'
+  engram arch '@arch:store:failure{approach:"recursive walk",outcome:"stack overflow",resolution:"explicit stack",resolution_outcome:"success"}' --session s1
+  engram arch "what did we decide about API versioning?"`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("arch needs a query or a question")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			input := strings.Join(args, " ")
+			arc, err := a.archive(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var h *archive.Handle
+			if archive.IsDSL(input) && strings.Contains(input, ":store:") {
+				if h, err = a.handle(cmd.Context(), w); err != nil {
+					return err
+				}
+			}
+			answers, err := arc.Ask(cmd.Context(), h, input, archive.AskOptions{Budget: budget})
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return writeJSON(a.stdout, answers)
+			}
+			for i, ans := range answers {
+				if len(answers) > 1 {
+					if i > 0 {
+						fmt.Fprintln(a.stdout)
+					}
+					fmt.Fprintf(a.stdout, "## %s\n", ans.Query)
+				}
+				if c := ans.Classification; c != nil && c.Query != "" {
+					fmt.Fprintf(a.stderr, "%s → %s\n", c.Query, c.Action)
+				}
+				fmt.Fprintln(a.stdout, ans.Text)
+				if ans.Omitted > 0 {
+					fmt.Fprintf(a.stdout, "(%d more over the budget)\n", ans.Omitted)
+				}
+			}
+			return nil
+		},
+	}
+	w.flags(cmd)
+	cmd.Flags().IntVar(&budget, "budget", archive.DefaultAskBudget, "most tokens per answer")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print as JSON")
+	return cmd
+}

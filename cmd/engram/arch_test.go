@@ -72,6 +72,22 @@ func TestCLI_Archivalist(t *testing.T) {
 			t.Errorf("events lack %s:\n%s", want, events)
 		}
 	}
+	// The query language and questions in words.
+	if out := e.ok("", "arch", "@arch:recall:patterns?scope=error"); !strings.Contains(out, "pat-2") {
+		t.Errorf("arch recall: %q", out)
+	}
+	if out := e.ok("", "arch", `@arch:store:learning{insight:"prepared statements are costly in pure-Go SQLite"}`, "--session", "s1"); !strings.Contains(out, "created ins-") {
+		t.Errorf("arch store: %q", out)
+	}
+	if out := e.ok("", "arch", "what did we learn about prepared statements?"); !strings.Contains(out, "prepared statements are costly") {
+		t.Errorf("arch question: %q", out)
+	}
+	if out := e.ok("", "arch", "how should we handle errors?"); !strings.Contains(out, "REFUSED") {
+		t.Errorf("arch prospective question: %q", out)
+	}
+	if code, _, errOut := e.run("", "arch", "@arch:recall:wat"); code != 1 || !strings.Contains(errOut, `unknown domain "wat"`) {
+		t.Errorf("arch malformed: exit %d, %q", code, errOut)
+	}
 	if out := e.ok("", "agents", "--session", "nobody", "--json"); strings.TrimSpace(out) != "[]" {
 		t.Errorf("agents of an unknown session: %q", out)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/maypok86/otter/v2"
 
 	"github.com/engramhq/engram/internal/embed"
+	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 )
@@ -67,8 +68,11 @@ type Options struct {
 	// DeltaLimit is the most records a delta read returns; past it the
 	// reader is told to read in full (the seed's 500).
 	DeltaLimit int
-	// Embedder, if set, settles borderline duplicates by cosine.
+	// Embedder, if set, settles borderline duplicates by cosine and adds
+	// the vector signal to recall.
 	Embedder embed.Embedder
+	// Fusion merges recall's lexical and vector rankings.
+	Fusion retrieve.FuseOptions
 	// Encoding counts briefing tokens; nil means o200k_base.
 	Encoding *tokens.Encoding
 	// Now is the clock; nil means time.Now.

@@ -375,7 +375,7 @@ func (e *Engine) Watch(ctx context.Context, root string, opts index.Options, wop
 // by trigrams alone.
 func (e *Engine) Archive(ctx context.Context) (*archive.Archive, error) {
 	e.archOnce.Do(func() {
-		opts := archive.Options{Encoding: e.enc(), Logger: e.log}
+		opts := archive.Options{Encoding: e.enc(), Logger: e.log, Fusion: e.Fusion()}
 		if emb, err := e.Embedder(ctx); err == nil {
 			opts.Embedder = emb
 		} else {

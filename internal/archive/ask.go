@@ -1,0 +1,622 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/viterin/vek/vek32"
+
+	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// Answer is what one query got.
+type Answer struct {
+	// Query is the DSL query that ran (for words: the classification's).
+	Query string `json:"query"`
+	// Classification is set for a question in words.
+	Classification *Classification `json:"classification,omitempty"`
+	// Status is OK, REFUSED (not about the past, or too unsure) or SUGGEST
+	// (unsure: confirm by sending Query).
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	GV     uint64 `json:"gv"`
+	// Text is the answer for a model, within the budget; Tokens its size.
+	Text    string   `json:"text"`
+	Tokens  int      `json:"tokens"`
+	Records []Record `json:"records,omitempty"`
+	Files   []FileAt `json:"files,omitempty"`
+	// Found answers a check.
+	Found *bool `json:"found,omitempty"`
+	// Write is what a store did.
+	Write *WriteResult `json:"write,omitempty"`
+	// Signals names the retrieval signals that ranked a recall: lexical,
+	// and vector when an embedder is ready.
+	Signals []string `json:"signals,omitempty"`
+	Omitted int      `json:"omitted,omitempty"`
+}
+
+// FileAt is a file state in a session.
+type FileAt struct {
+	Session string `json:"session"`
+	FileState
+}
+
+// Answer statuses beyond the read statuses.
+const (
+	StatusRefused = "REFUSED"
+	StatusSuggest = "SUGGEST"
+)
+
+// AskOptions tune Ask.
+type AskOptions struct {
+	// Budget is the most tokens one answer's text may take; zero means
+	// DefaultAskBudget.
+	Budget int
+}
+
+// DefaultAskBudget bounds an answer's text.
+const DefaultAskBudget = 1000
+
+// Ask runs a DSL query (or several, joined by ';') or a question in words
+// (several questions are answered in turn). Stores need a handle: the
+// writer; reads do not. Refused and unsure questions are answers, not
+// errors; malformed DSL and bad data are errors, and nothing is written.
+func (a *Archive) Ask(ctx context.Context, h *Handle, input string, opts AskOptions) ([]Answer, error) {
+	if opts.Budget <= 0 {
+		opts.Budget = DefaultAskBudget
+	}
+	input = strings.TrimSpace(input)
+	if input == "" {
+		return nil, invalid("query", "is empty: write an @arch: query or a question about what was done, seen or learned")
+	}
+	if len(input) > MaxQueryBytes {
+		return nil, invalid("query", "is %d bytes; at most %d", len(input), MaxQueryBytes)
+	}
+	if IsDSL(input) {
+		qs, err := ParseAll(input)
+		if err != nil {
+			return nil, err
+		}
+		// Check every store's data before running any, so that a bad one
+		// writes nothing.
+		for _, q := range qs {
+			if q.Intent == Store {
+				if _, err := storeCall(q); err != nil {
+					return nil, err
+				}
+				if h == nil {
+					return nil, invalid("agent", "a store needs a writer: name the agent (or session)")
+				}
+			}
+		}
+		var out []Answer
+		for _, q := range qs {
+			ans, err := a.run(ctx, h, q, opts)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, ans)
+		}
+		return out, nil
+	}
+	var out []Answer
+	for _, question := range SplitQuestions(input) {
+		c := Classify(question)
+		ans := Answer{Query: c.Query, Classification: &c}
+		switch {
+		case !c.Retrospective || c.Action == ActionReject:
+			ans.Status, ans.Reason = StatusRefused, c.Reason
+		case c.Intent == Store:
+			ans.Status = StatusSuggest
+			ans.Reason = "a store in words is not run: write it as @arch:store:" + string(orDomain(c.Domain, Learnings)) + "{...}"
+		case c.Action == ActionSuggest:
+			ans.Status = StatusSuggest
+			ans.Reason = fmt.Sprintf("unsure (confidence %.2f): send %s to run it", c.Confidence, c.Query)
+		default:
+			q, err := Parse(c.Query)
+			if err != nil {
+				return out, err
+			}
+			if c.Action == ActionExecuteLog {
+				a.log.Info("archivalist question run at moderate confidence", "question", question, "query", c.Query, "confidence", c.Confidence)
+			}
+			res, err := a.run(ctx, h, q, opts)
+			if err != nil {
+				return out, err
+			}
+			res.Classification = &c
+			ans = res
+		}
+		if ans.Status != StatusOK && ans.Text == "" {
+			ans.Text = ans.Status + ": " + ans.Reason
+			ans.Tokens = a.enc.Count(ans.Text)
+		}
+		out = append(out, ans)
+	}
+	return out, nil
+}
+
+func orDomain(d, def Domain) Domain {
+	if d == "" {
+		return def
+	}
+	return d
+}
+
+// run runs one parsed query.
+func (a *Archive) run(ctx context.Context, h *Handle, q Query, opts AskOptions) (Answer, error) {
+	ans := Answer{Query: q.String(), Status: StatusOK}
+	known := map[string]bool{"q": true, "scope": true, "category": true, "limit": true, "since": true, "agent": true,
+		"session": true, "error": true, "id": true, "all": true, "path": true, "status": true, "budget": true, "approach": true}
+	for k := range q.Params {
+		if !known[k] {
+			return ans, invalid("params", "unknown parameter %q (known: q, scope, category, id, path, error, approach, agent, session, since, limit, all, budget)", k)
+		}
+	}
+	budget := opts.Budget
+	if b, ok := q.Params["budget"]; ok {
+		n, err := strconv.Atoi(b)
+		if err != nil || n <= 0 {
+			return ans, invalid("budget", "%q is not a positive number of tokens", b)
+		}
+		budget = n
+	}
+	switch q.Intent {
+	case Store:
+		return a.store(ctx, h, q, ans)
+	case Recall, Check:
+		var err error
+		if q.Domain == Files {
+			ans, err = a.recallFiles(ctx, q, ans, budget)
+		} else {
+			ans, err = a.recall(ctx, q, ans, budget)
+		}
+		if err != nil {
+			return ans, err
+		}
+		if q.Intent == Check {
+			found := len(ans.Records) > 0 || len(ans.Files) > 0
+			ans.Found = &found
+			verdict := "no: nothing in the history matches"
+			if found {
+				verdict = "yes: the history holds it"
+			}
+			ans.Text = strings.TrimSpace(verdict + "\n" + ans.Text)
+			ans.Tokens = a.enc.Count(ans.Text)
+		}
+		return ans, nil
+	}
+	return ans, fmt.Errorf("intent %q", q.Intent)
+}
+
+func domainKinds(d Domain, all bool) []store.RecordKind {
+	if all {
+		return []store.RecordKind{store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision, store.KindIntent}
+	}
+	switch d {
+	case Patterns:
+		return []store.RecordKind{store.KindPattern}
+	case Failures:
+		return []store.RecordKind{store.KindFailure}
+	case Decisions:
+		return []store.RecordKind{store.KindDecision}
+	case Learnings:
+		return []store.RecordKind{store.KindInsight}
+	}
+	return nil
+}
+
+// recall answers from the global history, most relevant first: hybrid
+// retrieval (full-text and, with an embedder, vectors, fused) when the
+// query has words, the newest active records when it has only filters.
+func (a *Archive) recall(ctx context.Context, q Query, ans Answer, budget int) (Answer, error) {
+	p := q.Params
+	all := p["all"] == "true"
+	kinds := domainKinds(q.Domain, all)
+	limit := 10
+	if s, ok := p["limit"]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > 1000 {
+			return ans, invalid("limit", "%q is not a number from 1 to 1000", s)
+		}
+		limit = n
+	}
+	var since uint64
+	if s, ok := p["since"]; ok {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return ans, invalid("since", "%q is not a version", s)
+		}
+		since = n
+	}
+	category := p["category"]
+	text := strings.TrimSpace(p["q"] + " " + p["error"] + " " + p["approach"])
+	if sc := p["scope"]; sc != "" {
+		if ValidateCategory(sc) == nil || isL1(sc) {
+			if category == "" {
+				category = sc
+			}
+		} else {
+			text = strings.TrimSpace(text + " " + sc)
+		}
+	}
+	if category != "" && !isL1(category) {
+		if err := checkCategory(category, true); err != nil {
+			return ans, err
+		}
+	}
+	id := p["id"]
+	gv, _, err := a.st.ArchiveVersions(ctx, "")
+	if err != nil {
+		return ans, err
+	}
+	ans.GV = gv
+	m, err := a.global(ctx, gv)
+	if err != nil {
+		return ans, err
+	}
+	if id != "" && !isRecordID(id) {
+		// The seed's check:decisions?id=api-versioning names a topic.
+		text = strings.TrimSpace(text + " " + strings.ReplaceAll(id, "-", " "))
+		id = ""
+	}
+	keep := func(r *Record) bool {
+		if !slices.Contains(kinds, r.Kind) {
+			return false
+		}
+		if r.GV <= since {
+			return false
+		}
+		if category != "" && r.Category != category && !strings.HasPrefix(r.Category, category+".") {
+			return false
+		}
+		if v := p["agent"]; v != "" && r.Agent != v {
+			return false
+		}
+		if v := p["session"]; v != "" && r.Session != v {
+			return false
+		}
+		return all || m.active(r, a.now())
+	}
+	var ranked []*Record
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	switch {
+	case id != "":
+		if i, ok := m.byID[id]; ok {
+			ranked = append(ranked, &m.records[i])
+		}
+	case text == "":
+		for i := len(m.records) - 1; i >= 0 && len(ranked) < limit; i-- {
+			if keep(&m.records[i]) {
+				ranked = append(ranked, &m.records[i])
+			}
+		}
+	default:
+		ans.Signals = []string{"lexical"}
+		hits, err := a.st.ArchiveSearch(ctx, text, kinds, 100)
+		if err != nil {
+			return ans, err
+		}
+		// Both lists name a record by its position in the mirror.
+		var lex []retrieve.Ranked
+		for _, hit := range hits {
+			i, ok := m.byID[hit.Record.ID]
+			if !ok || !keep(&m.records[i]) {
+				continue
+			}
+			lex = append(lex, retrieve.Ranked{ID: int64(i), Score: hit.Score, Time: hit.Record.CreatedAt.UnixNano()})
+		}
+		var vec []retrieve.Ranked
+		if a.opts.Embedder != nil {
+			v, err := a.vectorRank(ctx, m, text, keep)
+			if err != nil {
+				a.log.Warn("archive recall without vectors", "err", err)
+			} else {
+				ans.Signals = append(ans.Signals, "vector")
+				vec = v
+			}
+		}
+		for _, f := range retrieve.Fuse(lex, vec, a.opts.Fusion) {
+			ranked = append(ranked, &m.records[f.ID])
+			if len(ranked) >= limit {
+				break
+			}
+		}
+	}
+	lines := make([]string, 0, len(ranked))
+	for _, r := range ranked {
+		rec := *r
+		rec.SupersededBy = m.superseded[rec.ID]
+		if rec.Kind == store.KindFailure {
+			rec.Resolutions = rankResolutions(m.resolutions[rec.ID])
+		}
+		ans.Records = append(ans.Records, rec)
+		lines = append(lines, recordLine(&rec))
+	}
+	ans.Text, ans.Tokens, ans.Omitted = a.fit(lines, budget)
+	if len(ranked) == 0 {
+		ans.Text = "nothing found"
+		ans.Tokens = a.enc.Count(ans.Text)
+	}
+	return ans, nil
+}
+
+func isRecordID(id string) bool {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return false
+	}
+	if _, err := strconv.ParseUint(id[i+1:], 10, 64); err != nil {
+		return false
+	}
+	for _, p := range kindPrefix {
+		if id[:i] == p {
+			return true
+		}
+	}
+	return false
+}
+
+// vectorRank ranks the records keep accepts by the cosine of their
+// embedding with text's, naming each by its position in the mirror.
+// Records never change, so their vectors are cached by id; at most the
+// newest 5,000 are compared.
+func (a *Archive) vectorRank(ctx context.Context, m *mirror, text string, keep func(*Record) bool) ([]retrieve.Ranked, error) {
+	var pos []int
+	for i := len(m.records) - 1; i >= 0 && len(pos) < 5000; i-- {
+		if keep(&m.records[i]) {
+			pos = append(pos, i)
+		}
+	}
+	if len(pos) == 0 {
+		return nil, nil
+	}
+	texts := make([]string, 0, len(pos)+1)
+	texts = append(texts, text)
+	for _, i := range pos {
+		texts = append(texts, m.records[i].Text())
+	}
+	vecs, err := a.embedTexts(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]retrieve.Ranked, 0, len(pos))
+	for k, i := range pos {
+		if cos := float64(vek32.Dot(vecs[0], vecs[k+1])); cos > 0 {
+			out = append(out, retrieve.Ranked{ID: int64(i), Score: cos, Time: m.records[i].CreatedAt.UnixNano()})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	return out[:min(len(out), 100)], nil
+}
+
+// recordLine renders a record in one line for a model.
+func recordLine(r *Record) string {
+	cat := ""
+	if r.Category != "" {
+		cat = " [" + r.Category + "]"
+	}
+	line := fmt.Sprintf("%s %s%s %s", r.Kind, r.ID, cat, r.Text())
+	switch {
+	case r.Pattern != nil && r.Pattern.Authority != "" && r.Pattern.Authority != Suggestion:
+		line += " (" + string(r.Pattern.Authority) + ")"
+	case r.Decision != nil && r.Decision.Rationale != "":
+		line += " — because " + r.Decision.Rationale
+	case r.Failure != nil && len(r.Resolutions) > 0:
+		best := r.Resolutions[0]
+		line += fmt.Sprintf(" → fix: %s (%d/%d succeeded)", best.Approach, best.Successes, best.Successes+best.Partials+best.Failures)
+	}
+	if r.SupersededBy != "" {
+		line += " (superseded by " + r.SupersededBy + ")"
+	}
+	return line + fmt.Sprintf(" — %s, %s", r.Agent, r.CreatedAt.Format("2006-01-02"))
+}
+
+// fit joins lines, in order, while they fit budget tokens.
+func (a *Archive) fit(lines []string, budget int) (string, int, int) {
+	var kept []string
+	used := 0
+	for i, l := range lines {
+		n := a.enc.Count(l + "\n")
+		if used+n > budget {
+			return strings.Join(kept, "\n"), a.enc.Count(strings.Join(kept, "\n")), len(lines) - i
+		}
+		kept = append(kept, l)
+		used += n
+	}
+	text := strings.Join(kept, "\n")
+	return text, a.enc.Count(text), 0
+}
+
+// recallFiles answers about file states across sessions.
+func (a *Archive) recallFiles(ctx context.Context, q Query, ans Answer, budget int) (Answer, error) {
+	p := q.Params
+	path := strings.TrimPrefix(strings.TrimSpace(p["path"]+p["q"]), "./")
+	if st := p["status"]; st != "" && FileStatus(st).rank() < 0 {
+		return ans, invalid("status", "%q is not one of read, modified, created, deleted", st)
+	}
+	recs, err := a.st.ArchiveRecords(ctx, store.RecordQuery{Kinds: []store.RecordKind{store.KindFile}, SessionID: p["session"], Newest: true, Limit: 20000})
+	if err != nil {
+		return ans, err
+	}
+	seen := map[string]bool{}
+	var lines []string
+	for _, r := range recs {
+		k := r.SessionID + "\x00" + r.Key
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if path != "" && !pathsOverlap(path, r.Key) && !strings.Contains(r.Key, path) {
+			continue
+		}
+		var f FileState
+		if err := json.Unmarshal(r.Body, &f); err != nil {
+			return ans, err
+		}
+		if st := p["status"]; st != "" && string(f.Status) != st {
+			continue
+		}
+		if v := p["agent"]; v != "" && !slices.Contains(f.Agents, v) {
+			continue
+		}
+		ans.Files = append(ans.Files, FileAt{Session: r.SessionID, FileState: f})
+		line := fmt.Sprintf("file %s (%s by %s in session %s)", f.Path, f.Status, strings.Join(f.Agents, ","), r.SessionID)
+		if f.Summary != "" {
+			line += ": " + f.Summary
+		}
+		lines = append(lines, line)
+	}
+	gv, _, err := a.st.ArchiveVersions(ctx, "")
+	if err != nil {
+		return ans, err
+	}
+	ans.GV = gv
+	ans.Text, ans.Tokens, ans.Omitted = a.fit(lines, budget)
+	if len(lines) == 0 {
+		ans.Text = "nothing found"
+		ans.Tokens = a.enc.Count(ans.Text)
+	}
+	return ans, nil
+}
+
+// storeCall decodes a store's data into the write it asks for, refusing
+// unknown fields by name.
+func storeCall(q Query) (func(ctx context.Context, h *Handle) (WriteResult, error), error) {
+	dec := func(v any) error {
+		d := json.NewDecoder(bytes.NewReader(q.Data))
+		d.DisallowUnknownFields()
+		if err := d.Decode(v); err != nil {
+			return invalid("data", "%s: %v", q.Domain, err)
+		}
+		return nil
+	}
+	switch q.Domain {
+	case Patterns:
+		var p Pattern
+		if err := dec(&p); err != nil {
+			return nil, err
+		}
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.RecordPattern(ctx, p) }, nil
+	case Failures:
+		// The seed's own example: {approach, outcome, resolution}, where
+		// outcome is what happened and the resolution's outcome is given
+		// as resolution_outcome.
+		var in struct {
+			Category          string   `json:"category"`
+			Approach          string   `json:"approach"`
+			Reason            string   `json:"reason"`
+			Outcome           string   `json:"outcome"`
+			Context           string   `json:"context"`
+			Error             string   `json:"error"`
+			Files             []string `json:"files"`
+			Resolution        string   `json:"resolution"`
+			ResolutionOutcome Outcome  `json:"resolution_outcome"`
+			Notes             string   `json:"notes"`
+		}
+		if err := dec(&in); err != nil {
+			return nil, err
+		}
+		f := Failure{Category: in.Category, Approach: in.Approach, Reason: in.Reason, Context: in.Context, Error: in.Error, Files: in.Files}
+		if f.Reason == "" {
+			f.Reason = in.Outcome
+		}
+		if in.Resolution != "" || in.ResolutionOutcome != "" {
+			f.Resolution = &Resolution{Approach: in.Resolution, Outcome: in.ResolutionOutcome, Notes: in.Notes}
+			if in.ResolutionOutcome == "" {
+				return nil, invalid("resolution_outcome", "the resolution %q needs an outcome: success, partial or failure", in.Resolution)
+			}
+		}
+		if err := f.validate(); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.RecordFailure(ctx, f) }, nil
+	case Decisions:
+		var d Decision
+		if err := dec(&d); err != nil {
+			return nil, err
+		}
+		if err := d.validate(); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.RecordDecision(ctx, d) }, nil
+	case Learnings:
+		var in struct {
+			Insight  string   `json:"insight"`
+			Learning string   `json:"learning"`
+			Text     string   `json:"text"`
+			Category string   `json:"category"`
+			Evidence string   `json:"evidence"`
+			Scope    []string `json:"scope"`
+		}
+		if err := dec(&in); err != nil {
+			return nil, err
+		}
+		i := Insight{Insight: cmpOr(in.Insight, in.Learning, in.Text), Category: in.Category, Evidence: in.Evidence, Scope: in.Scope}
+		if err := i.validate(); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.RecordInsight(ctx, i) }, nil
+	case Files:
+		var f FileState
+		if err := dec(&f); err != nil {
+			return nil, err
+		}
+		if f.Status == "" {
+			f.Status = Modified
+		}
+		if err := f.validate(); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.UpdateFile(ctx, f) }, nil
+	}
+	return nil, errors.New("unknown domain")
+}
+
+func cmpOr(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func (a *Archive) store(ctx context.Context, h *Handle, q Query, ans Answer) (Answer, error) {
+	call, err := storeCall(q)
+	if err != nil {
+		return ans, err
+	}
+	if h == nil {
+		return ans, invalid("agent", "a store needs a writer: name the agent (or session)")
+	}
+	wr, err := call(ctx, h)
+	if err != nil {
+		return ans, err
+	}
+	ans.Write = &wr
+	ans.GV = wr.GV
+	switch wr.Status {
+	case "merged":
+		ans.Text = fmt.Sprintf("merged into %s (%s, similarity %.2f)", wr.ID, wr.Merged.Method, wr.Merged.Similarity)
+	default:
+		ans.Text = fmt.Sprintf("%s %s (gv %d)", wr.Status, wr.ID, wr.GV)
+		if wr.ID == "" {
+			ans.Text = fmt.Sprintf("%s (sv %d)", wr.Status, wr.SV)
+		}
+	}
+	ans.Tokens = a.enc.Count(ans.Text)
+	return ans, nil
+}
