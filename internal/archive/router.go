@@ -93,7 +93,7 @@ func Classify(question string) Classification {
 	q := strings.TrimSpace(question)
 	low := " " + strings.ToLower(strings.Join(strings.Fields(q), " ")) + " "
 	words := " " + strings.Join(strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '\'')
+		return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '\''
 	}), " ") + " "
 	has := func(list []string) (n int) {
 		for _, m := range list {
