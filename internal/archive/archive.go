@@ -54,11 +54,15 @@ type Limits struct {
 
 // Dedup holds the thresholds of duplicate detection (the seed's values by
 // default): trigram similarity above Trigram is a duplicate; between
-// Suspect and Trigram, embedding similarity above Embedding is.
+// Suspect and Trigram, embedding similarity above Embedding is. engram
+// adds Words: a Jaccard similarity of stemmed content words at or above
+// it is a duplicate too (negative: off), which catches the rewordings
+// trigrams miss (BENCHMARKS.md).
 type Dedup struct {
 	Trigram   float64
 	Suspect   float64
 	Embedding float64
+	Words     float64
 }
 
 // Options configure an Archive. The zero value works.
@@ -89,6 +93,7 @@ const (
 	DefaultTrigram           = 0.90
 	DefaultSuspect           = 0.50
 	DefaultEmbedding         = 0.85
+	DefaultWords             = 0.70
 	// DefaultIntentTTL is how long an intent stays active if it is never
 	// completed (the seed's 30 minutes).
 	DefaultIntentTTL = 30 * time.Minute
@@ -143,6 +148,9 @@ func New(st store.ArchiveStore, opts Options) (*Archive, error) {
 	}
 	if opts.Dedup.Embedding <= 0 {
 		opts.Dedup.Embedding = DefaultEmbedding
+	}
+	if opts.Dedup.Words == 0 {
+		opts.Dedup.Words = DefaultWords
 	}
 	if opts.DeltaLimit <= 0 {
 		opts.DeltaLimit = DefaultDeltaLimit

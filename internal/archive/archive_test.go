@@ -233,8 +233,8 @@ func TestRateLimits(t *testing.T) {
 	ctx := context.Background()
 	a, _ := newArchive(t, Options{Limits: Limits{PatternsPerMinute: 3, ActivePerCategory: 4}})
 	h := register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
-	for i := range 3 {
-		if _, err := h.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: fmt.Sprintf("table tests for case family %d", i*7919)}); err != nil {
+	for _, p := range []string{"table-driven tests with subtests", "t.TempDir for scratch files", "t.Setenv for environment"} {
+		if _, err := h.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: p}); err != nil {
 			t.Fatal(err)
 		}
 	}

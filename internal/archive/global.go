@@ -764,12 +764,18 @@ func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, error) {
 	}
 	now := a.now()
 	mine := trigrams(g.text)
+	myTerms := contentTerms(g.text)
 	t := a.opts.Dedup.Trigram
 	if a.opts.Embedder != nil {
 		t = a.opts.Dedup.Suspect
 	}
 	a.mu.RLock()
-	pos := m.candidates(g.kind, g.category, mine, t)
+	pos := m.candidates(m.grams, g.kind, g.category, mine, t)
+	if a.opts.Dedup.Words > 0 {
+		pos = append(pos, m.candidates(m.terms, g.kind, g.category, myTerms, a.opts.Dedup.Words)...)
+		slices.Sort(pos)
+		pos = slices.Compact(pos)
+	}
 	if len(pos) > dedupWindow {
 		pos = pos[len(pos)-dedupWindow:]
 	}
@@ -780,15 +786,27 @@ func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, error) {
 		}
 	}
 	a.mu.RUnlock()
+	// A near duplicate that takes the opposite stance is a contradiction,
+	// not a duplicate: "enable X by default" and "disable X by default"
+	// share every content word.
+	stanced := g.kind == store.KindPattern || g.kind == store.KindDecision
 	var best *MergeInfo
 	var suspects []Record
+	consider := func(r Record, sim float64, method string) {
+		if best == nil || sim > best.Similarity {
+			best = &MergeInfo{ExistingID: r.ID, Existing: r.Text(), Similarity: sim, Method: method}
+		}
+	}
 	for _, r := range cands {
+		if stanced && contradicts(g.text, r.Text()) {
+			continue
+		}
 		sim := a.similarity(mine, r.ID, r.Text())
 		switch {
 		case sim > a.opts.Dedup.Trigram:
-			if best == nil || sim > best.Similarity {
-				best = &MergeInfo{ExistingID: r.ID, Existing: r.Text(), Similarity: sim, Method: "trigram"}
-			}
+			consider(r, sim, "trigram")
+		case a.opts.Dedup.Words > 0 && a.wordSimilarity(myTerms, r.ID, r.Text()) >= a.opts.Dedup.Words:
+			consider(r, a.wordSimilarity(myTerms, r.ID, r.Text()), "words")
 		case sim > a.opts.Dedup.Suspect:
 			suspects = append(suspects, r)
 		}
@@ -812,6 +830,17 @@ func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, error) {
 		}
 	}
 	return best, nil
+}
+
+// wordSimilarity is the Jaccard similarity of a text's content terms and
+// a record's, cached like trigrams.
+func (a *Archive) wordSimilarity(mine map[string]struct{}, id, text string) float64 {
+	theirs, ok := a.tris.GetIfPresent("w\x00" + id)
+	if !ok {
+		theirs = contentTerms(text)
+		a.tris.Set("w\x00"+id, theirs)
+	}
+	return jaccard(mine, theirs)
 }
 
 // similarity is the trigram similarity of a text's trigrams and a

@@ -151,26 +151,28 @@ type mirror struct {
 	superseded  map[string]string
 	resolutions map[string][]Record // by failure ID
 	done        map[string]bool     // completed intents
-	// grams indexes the records that can be duplicated, by kind and
-	// category, then trigram: positions in records.
+	// grams and terms index the records that can be duplicated, by kind
+	// and category, then trigram or content term: positions in records.
 	grams map[string]map[string][]int
+	terms map[string]map[string][]int
 	// counts counts the records by kind.
 	counts map[store.RecordKind]int
 }
 
 func newMirror() *mirror {
 	return &mirror{byID: map[string]int{}, superseded: map[string]string{}, resolutions: map[string][]Record{},
-		done: map[string]bool{}, grams: map[string]map[string][]int{}, counts: map[store.RecordKind]int{}}
+		done: map[string]bool{}, grams: map[string]map[string][]int{}, terms: map[string]map[string][]int{},
+		counts: map[store.RecordKind]int{}}
 }
 
 func gramsKey(kind store.RecordKind, category string) string { return string(kind) + "\x00" + category }
 
 // candidates returns the positions of the records of a kind and category
-// that can have a Jaccard similarity of at least t with the trigram set
-// mine: by the prefix filter, such a record shares at least one of the
-// len(mine) - ceil(t*len(mine)) + 1 rarest of them.
-func (m *mirror) candidates(kind store.RecordKind, category string, mine map[string]struct{}, t float64) []int {
-	idx := m.grams[gramsKey(kind, category)]
+// that can have a Jaccard similarity of at least t with the set mine, in
+// index (m.grams or m.terms): by the prefix filter, such a record shares
+// at least one of the len(mine) - ceil(t*len(mine)) + 1 rarest of them.
+func (m *mirror) candidates(index map[string]map[string][]int, kind store.RecordKind, category string, mine map[string]struct{}, t float64) []int {
+	idx := index[gramsKey(kind, category)]
 	if len(idx) == 0 || len(mine) == 0 {
 		return nil
 	}
@@ -219,13 +221,18 @@ func (a *Archive) global(ctx context.Context, gv uint64) (*mirror, error) {
 		switch r.Kind {
 		case store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision:
 			k := gramsKey(r.Kind, r.Category)
-			idx := m.grams[k]
-			if idx == nil {
-				idx = map[string][]int{}
-				m.grams[k] = idx
-			}
-			for g := range trigrams(r.Text()) {
-				idx[g] = append(idx[g], len(m.records)-1)
+			for _, ix := range []struct {
+				index map[string]map[string][]int
+				set   map[string]struct{}
+			}{{m.grams, trigrams(r.Text())}, {m.terms, contentTerms(r.Text())}} {
+				idx := ix.index[k]
+				if idx == nil {
+					idx = map[string][]int{}
+					ix.index[k] = idx
+				}
+				for g := range ix.set {
+					idx[g] = append(idx[g], len(m.records)-1)
+				}
 			}
 		}
 		switch r.Kind {

@@ -2,6 +2,9 @@ package archive
 
 import (
 	"crypto/sha256"
+
+	"github.com/engramhq/engram/internal/terms"
+
 	"encoding/hex"
 	"fmt"
 	"path"
@@ -80,8 +83,10 @@ func words(s string) map[string]bool {
 	return out
 }
 
-// stance is which way a pattern leans on its subject: +1 for, -1 against,
-// 0 neither.
+// stance is which way a pattern leans on its subject: -1 against when it
+// holds a negative marker, else +1. A pattern is a prescription, so one
+// with no marker at all ("Log errors where they happen") is for what it
+// names; the seed's pairs alone miss that.
 func stance(s string) int {
 	n := " " + normalize(strings.ReplaceAll(s, "'", "")) + " "
 	for _, neg := range negativeStances {
@@ -89,12 +94,20 @@ func stance(s string) int {
 			return -1
 		}
 	}
-	for _, pos := range positiveStances {
-		if strings.Contains(n, " "+pos+" ") {
-			return 1
+	return 1
+}
+
+// contentTerms returns the stemmed content words of s: no stop words and
+// no stance words, so that "use X" and "avoid X" have the same terms.
+func contentTerms(s string) map[string]struct{} {
+	out := map[string]struct{}{}
+	for _, g := range terms.Query(s) {
+		if g.Stop || stanceWords[g.Whole] || fillerWords[g.Whole] || len(g.Whole) < 2 {
+			continue
 		}
+		out[g.Whole] = struct{}{}
 	}
-	return 0
+	return out
 }
 
 // The seed's opposing pairs (use/avoid, always/never, do/don't, should/
@@ -104,12 +117,8 @@ func stance(s string) int {
 var (
 	negativeStances = []string{
 		"avoid", "never", "dont", "do not", "don't", "shouldnt", "should not", "must not", "mustnt",
-		"disable", "remove", "discouraged", "stop using", "no longer", "not use", "instead of", "drop",
+		"disable", "remove", "discouraged", "stop using", "no longer", "not use", "drop",
 		"forbid", "forbidden", "ban", "deprecate", "deprecated",
-	}
-	positiveStances = []string{
-		"use", "always", "do", "should", "must", "enable", "add", "prefer", "recommended",
-		"require", "required", "keep", "wrap", "return", "adopt",
 	}
 	stanceWords = map[string]bool{
 		"use": true, "using": true, "avoid": true, "never": true, "always": true, "dont": true, "don": true,
@@ -148,8 +157,7 @@ func sameSubject(a, b string) bool {
 // contradicts reports whether two patterns take opposite stances on the
 // same subject.
 func contradicts(a, b string) bool {
-	sa, sb := stance(a), stance(b)
-	return sa != 0 && sb != 0 && sa != sb && sameSubject(a, b)
+	return stance(a) != stance(b) && sameSubject(a, b)
 }
 
 // scopesOverlap reports whether two scope lists can apply to one file. An
