@@ -1,7 +1,11 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -101,5 +105,43 @@ func TestCLI_Archivalist(t *testing.T) {
 		if code, _, errOut := e.run("", bad...); code == 0 || errOut == "" {
 			t.Errorf("engram %s: exit %d, %q", strings.Join(bad, " "), code, errOut)
 		}
+	}
+}
+
+// TestCLI_ArchLLM configures a chat model (an httptest server speaking
+// OpenAI's /chat/completions) and checks questions go to it.
+func TestCLI_ArchLLM(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-cli" {
+			t.Errorf("%s, auth %q", r.URL.Path, r.Header.Get("Authorization"))
+		}
+		args := `{"is_retrospective": true, "intent": "recall", "domain": "patterns", "confidence": 0.92}`
+		_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{
+			"role": "assistant", "tool_calls": []any{map[string]any{"id": "c1", "type": "function",
+				"function": map[string]any{"name": "classify_archivalist_query", "arguments": args}}}}}}})
+	}))
+	defer srv.Close()
+	e := newEnv(t)
+	e.ok("", "pattern", "add", "wrap errors with %w", "--category", "error.handling", "--session", "s1")
+	e.vars["ENGRAM_LLM_PROVIDER"] = "openai"
+	e.vars["ENGRAM_LLM_MODEL"] = "test-model"
+	e.vars["ENGRAM_LLM_URL"] = srv.URL + "/v1"
+	e.vars["OPENAI_API_KEY"] = "sk-cli"
+	var ans []struct {
+		Status         string
+		Classification struct{ By string }
+		Records        []struct{ ID string }
+	}
+	if err := jsonUnmarshal(e.ok("", "arch", "error wrapping conventions", "--json"), &ans); err != nil {
+		t.Fatal(err)
+	}
+	if len(ans) != 1 || ans[0].Classification.By != "llm:test-model" || ans[0].Status != "OK" || len(ans[0].Records) != 1 || calls.Load() != 1 {
+		t.Errorf("answer %+v after %d calls", ans, calls.Load())
+	}
+	e.vars["ENGRAM_LLM_MODEL"] = ""
+	if code, _, errOut := e.run("", "arch", "x"); code == 0 || !strings.Contains(errOut, "llm.model") {
+		t.Errorf("provider without a model: exit %d, %q", code, errOut)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/engramhq/engram/internal/embed"
 	"github.com/engramhq/engram/internal/embed/lsa"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store/sqlite"
 )
@@ -230,6 +231,7 @@ func (a *app) engineOptions() engine.Options {
 			SymbolBoost: c.Retrieve.SymbolBoost,
 			PathBoost:   c.Retrieve.PathBoost,
 		},
+		LLM: a.llmOptions(),
 		Prefetch: retrieve.PrefetchOptions{
 			BudgetShare:         c.Prefetch.BudgetShare,
 			ExcerptThreshold:    c.Prefetch.ExcerptThreshold,
@@ -265,4 +267,18 @@ func (a *app) close() error {
 	err := a.st.Close()
 	a.st, a.eng = nil, nil
 	return err
+}
+
+// llmOptions are the configured chat model's settings; no model when the
+// provider is none.
+func (a *app) llmOptions() llm.Options {
+	c := a.cfg.LLM
+	if c.Provider == "none" || c.Provider == "" {
+		return llm.Options{}
+	}
+	url := c.URL
+	if url == "" {
+		url = "https://api.openai.com/v1"
+	}
+	return llm.Options{URL: url, Model: c.Model, APIKey: a.getenv(c.APIKeyEnv), Timeout: c.Timeout.Duration}
 }

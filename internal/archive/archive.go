@@ -77,6 +77,9 @@ type Options struct {
 	Embedder embed.Embedder
 	// Fusion merges recall's lexical and vector rankings.
 	Fusion retrieve.FuseOptions
+	// Classifier, if set, classifies questions in words instead of the
+	// rules (which remain the fallback when it fails).
+	Classifier Classifier
 	// Encoding counts briefing tokens; nil means o200k_base.
 	Encoding *tokens.Encoding
 	// Now is the clock; nil means time.Now.

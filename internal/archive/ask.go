@@ -110,6 +110,14 @@ func (a *Archive) Ask(ctx context.Context, h *Handle, input string, opts AskOpti
 	var out []Answer
 	for _, question := range SplitQuestions(input) {
 		c := Classify(question)
+		if a.opts.Classifier != nil {
+			if lc, err := a.opts.Classifier.Classify(ctx, question); err == nil {
+				c = lc
+			} else {
+				a.log.Warn("question classified by rules: the model failed", "err", err)
+				c.By = fmt.Sprintf("rules (the model failed: %v)", err)
+			}
+		}
 		ans := Answer{Query: c.Query, Classification: &c}
 		switch {
 		case !c.Retrospective || c.Action == ActionReject:

@@ -28,6 +28,8 @@ type Classification struct {
 	// Text is the question with the classifier's words taken out: what
 	// recall searches for.
 	Text string `json:"text,omitempty"`
+	// By says who classified: rules, or llm:MODEL.
+	By string `json:"by"`
 }
 
 // Entities are the things a question names.
@@ -157,6 +159,14 @@ func Classify(question string) Classification {
 		conf += 0.2 * float64(min(future, 2))
 	}
 	c.Confidence = min(max(conf, 0.05), 0.99)
+	c.By = "rules"
+	c.finish(q)
+	return c
+}
+
+// finish sets the action the confidence allows (the seed's thresholds),
+// the text to search for and the equivalent DSL query.
+func (c *Classification) finish(question string) {
 	switch {
 	case !c.Retrospective:
 		c.Action = ActionReject
@@ -170,11 +180,12 @@ func Classify(question string) Classification {
 		c.Action = ActionReject
 		c.Reason = "too unsure what is asked; write it as an @arch: query"
 	}
-	c.Text = searchText(q)
+	c.Text = searchText(question)
+	c.Query = ""
 	if c.Retrospective && c.Intent != Store {
 		dq := Query{Intent: c.Intent, Domain: c.Domain, Params: map[string]string{}}
 		if dq.Domain == "" {
-			dq.Domain = Learnings // the DSL needs one; recall of words searches all
+			dq.Domain = Learnings // the DSL needs one; all=true searches every domain
 			dq.Params["all"] = "true"
 		}
 		if c.Text != "" {
@@ -188,7 +199,6 @@ func Classify(question string) Classification {
 		}
 		c.Query = dq.String()
 	}
-	return c
 }
 
 func startsWith(words string, leads []string) bool {

@@ -55,6 +55,7 @@ type Config struct {
 	Embed    Embed    `toml:"embed"`
 	Retrieve Retrieve `toml:"retrieve"`
 	Prefetch Prefetch `toml:"prefetch"`
+	LLM      LLM      `toml:"llm"`
 	// Models override and extend the built-in model catalog.
 	Models []tokens.Model `toml:"models"`
 	// Sources lists the files and variables the config was read from, for
@@ -147,6 +148,24 @@ type Retrieve struct {
 	PathBoost     float64  `toml:"path_boost"`
 }
 
+// LLM configures an optional chat model, which engram uses where it does
+// better than rules (today: classifying questions to the archivalist).
+type LLM struct {
+	// Provider is none (the default) or openai: any OpenAI-compatible
+	// /chat/completions endpoint with tool calls (OpenAI, Ollama at
+	// http://localhost:11434/v1, vLLM, llama.cpp, LM Studio, gateways).
+	Provider string `toml:"provider"`
+	Model    string `toml:"model"`
+	// URL is the API's base URL; empty means https://api.openai.com/v1.
+	URL string `toml:"url"`
+	// APIKeyEnv names the environment variable holding the API key.
+	APIKeyEnv string   `toml:"api_key_env"`
+	Timeout   Duration `toml:"timeout"`
+}
+
+// LLMProviders are the values of llm.provider.
+var LLMProviders = []string{"none", "openai"}
+
 // Prefetch tunes the pre-fetch block; zero values take the seed's priors.
 type Prefetch struct {
 	BudgetShare         float64 `toml:"budget_share"`
@@ -187,6 +206,7 @@ func Defaults() Config {
 		},
 		Index: Index{MaxFileBytes: DefaultMaxFileBytes},
 		Embed: Embed{Provider: DefaultEmbedProvider, APIKeyEnv: "OPENAI_API_KEY"},
+		LLM:   LLM{Provider: "none", APIKeyEnv: "OPENAI_API_KEY"},
 	}
 }
 
@@ -251,6 +271,9 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 		{"ENGRAM_EMBED_MODEL", &c.Embed.Model},
 		{"ENGRAM_EMBED_URL", &c.Embed.URL},
 		{"ENGRAM_EMBED_PATH", &c.Embed.Path},
+		{"ENGRAM_LLM_PROVIDER", &c.LLM.Provider},
+		{"ENGRAM_LLM_MODEL", &c.LLM.Model},
+		{"ENGRAM_LLM_URL", &c.LLM.URL},
 	} {
 		if s := get(v.name); s != "" {
 			*v.dst = s
@@ -342,6 +365,14 @@ func (c Config) Validate() error {
 	}
 	if c.Search.MaxPostings < 0 || c.Search.Window < 0 || c.Search.MetaWeight < 0 || c.Search.ContextWeight < 0 {
 		errs = append(errs, errors.New("search: values must not be negative"))
+	}
+	if !slices.Contains(LLMProviders, c.LLM.Provider) {
+		errs = append(errs, fmt.Errorf("llm.provider: %q is not one of %s", c.LLM.Provider, strings.Join(LLMProviders, ", ")))
+	} else if c.LLM.Provider != "none" && c.LLM.Model == "" {
+		errs = append(errs, fmt.Errorf("llm.model: provider %s needs a model name", c.LLM.Provider))
+	}
+	if c.LLM.Timeout.Duration < 0 {
+		errs = append(errs, errors.New("llm.timeout: must not be negative"))
 	}
 	if !slices.Contains(EmbedProviders, c.Embed.Provider) {
 		errs = append(errs, fmt.Errorf("embed.provider: %q is not one of %s", c.Embed.Provider, strings.Join(EmbedProviders, ", ")))

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/engramhq/engram/internal/httpx"
 )
 
 // Defaults for RemoteOptions.
@@ -283,7 +285,7 @@ func (r *Remote) once(ctx context.Context, payload []byte, n int) ([][]float32, 
 		return nil, 0, fmt.Errorf("read answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, retryAfter(resp.Header.Get("Retry-After")), &StatusError{Code: resp.StatusCode, Message: errorMessage(data)}
+		return nil, httpx.RetryAfter(resp.Header.Get("Retry-After")), &StatusError{Code: resp.StatusCode, Message: httpx.ErrorMessage(data)}
 	}
 	var vecs [][]float32
 	if r.ollama {
@@ -321,43 +323,4 @@ func (r *Remote) once(ctx context.Context, payload []byte, n int) ([][]float32, 
 		return nil, 0, err
 	}
 	return vecs, 0, nil
-}
-
-// errorMessage pulls the message out of an error body: OpenAI's
-// {"error": {"message": …}}, Ollama's {"error": "…"}, or the text.
-func errorMessage(body []byte) string {
-	var ans struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(body, &ans) == nil && len(ans.Error) > 0 {
-		var s string
-		if json.Unmarshal(ans.Error, &s) == nil {
-			return s
-		}
-		var o struct {
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(ans.Error, &o) == nil && o.Message != "" {
-			return o.Message
-		}
-	}
-	s := strings.TrimSpace(string(body))
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
-
-// retryAfter parses a Retry-After header: seconds or an HTTP date.
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t))
-	}
-	return 0
 }

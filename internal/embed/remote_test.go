@@ -269,10 +269,4 @@ func TestRemoteBadConfig(t *testing.T) {
 	if _, err := NewOpenAI("ftp://x", "m", "", RemoteOptions{}); err == nil {
 		t.Error("ftp URL: accepted")
 	}
-	if d := retryAfter("120"); d != 2*time.Minute {
-		t.Errorf("retryAfter(120) = %v", d)
-	}
-	if d := retryAfter("soon"); d != 0 {
-		t.Errorf("retryAfter(soon) = %v", d)
-	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/chunk"
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/secrets"
 	"github.com/engramhq/engram/internal/store"
@@ -52,6 +53,9 @@ type Options struct {
 	// Retrieve tunes hybrid search; Prefetch the pre-fetch block.
 	Retrieve retrieve.Options
 	Prefetch retrieve.PrefetchOptions
+	// LLM, if it names a model, is the chat model the archivalist asks to
+	// classify questions (the rules answer without it).
+	LLM llm.Options
 	// Logger receives engine events. Nil discards them.
 	Logger *slog.Logger
 }
@@ -376,6 +380,14 @@ func (e *Engine) Watch(ctx context.Context, root string, opts index.Options, wop
 func (e *Engine) Archive(ctx context.Context) (*archive.Archive, error) {
 	e.archOnce.Do(func() {
 		opts := archive.Options{Encoding: e.enc(), Logger: e.log, Fusion: e.Fusion()}
+		if e.opts.LLM.Model != "" {
+			c, err := llm.New(e.opts.LLM)
+			if err != nil {
+				e.archErr = err
+				return
+			}
+			opts.Classifier = archive.NewLLMClassifier(c)
+		}
 		if emb, err := e.Embedder(ctx); err == nil {
 			opts.Embedder = emb
 		} else {
