@@ -142,7 +142,8 @@ type ArchiveTx interface {
 	NextGlobal() (uint64, error)
 	// NextSession advances a session's version and returns the new value.
 	NextSession(sessionID string) (uint64, error)
-	// Append writes a record, indexes its Text and sets its Seq.
+	// Append writes a record and sets its Seq; the Text of a global
+	// record is indexed for ArchiveSearch.
 	Append(r *ArchiveRecord) error
 	// Records reads records as ArchiveRecords does.
 	Records(q RecordQuery) ([]ArchiveRecord, error)

@@ -126,31 +126,48 @@ func (s *Store) archRun(batch []*archReq) {
 	// The transaction is not bound to any one caller's context: one
 	// caller giving up must not undo the others.
 	ctx := context.Background()
-	err := s.retry(ctx, func() error {
+	// A batch runs first without savepoints (two statements fewer per
+	// write); if any write fails, it is run again with one savepoint per
+	// write, so that the failure undoes only its own.
+	run := func(careful bool) (failed bool, err error) {
 		tx, err := s.w.BeginTx(ctx, nil)
 		if err != nil {
-			return err
+			return false, err
 		}
 		atx := &archTx{ctx: ctx, tx: tx}
 		for _, r := range live {
 			r.err = nil
-			if _, err := atx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
-				return errors.Join(err, tx.Rollback())
+			if careful {
+				if _, err := atx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+					return false, errors.Join(err, tx.Rollback())
+				}
 			}
 			if ferr := r.fn(atx); ferr != nil {
 				if busy(ferr) {
-					return errors.Join(ferr, tx.Rollback())
+					return false, errors.Join(ferr, tx.Rollback())
+				}
+				if !careful {
+					return true, tx.Rollback()
 				}
 				r.err = ferr
 				if _, err := atx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
-					return errors.Join(err, tx.Rollback())
+					return false, errors.Join(err, tx.Rollback())
 				}
 			}
-			if _, err := atx.ExecContext(ctx, "RELEASE w"); err != nil {
-				return errors.Join(err, tx.Rollback())
+			if careful {
+				if _, err := atx.ExecContext(ctx, "RELEASE w"); err != nil {
+					return false, errors.Join(err, tx.Rollback())
+				}
 			}
 		}
-		return tx.Commit()
+		return false, tx.Commit()
+	}
+	err := s.retry(ctx, func() error {
+		failed, err := run(false)
+		if err == nil && failed {
+			_, err = run(true)
+		}
+		return err
 	})
 	for _, r := range live {
 		if err != nil {
@@ -280,7 +297,9 @@ func (t *archTx) Append(r *store.ArchiveRecord) error {
 		}
 		return err
 	}
-	if r.Text != "" {
+	// Only the global history is searched by words; session state is
+	// read by key.
+	if r.Text != "" && r.Kind.Global() {
 		_, err = t.ExecContext(t.ctx, `INSERT INTO arch_fts(rowid, body) VALUES (?, ?)`, r.Seq, terms.String(r.Text))
 	}
 	return err
