@@ -67,15 +67,13 @@ func (a *app) printWrite(jsonOut bool, wr archive.WriteResult) error {
 	if jsonOut {
 		return writeJSON(a.stdout, wr)
 	}
-	switch wr.Status {
-	case "merged":
+	switch {
+	case wr.Status == "merged":
 		fmt.Fprintf(a.stdout, "merged into %s (%s duplicate, similarity %.2f): %s\n", wr.ID, wr.Merged.Method, wr.Merged.Similarity, wr.Merged.Existing)
+	case wr.ID == "": // session state
+		fmt.Fprintf(a.stdout, "%s (sv %d, gv %d)\n", wr.Status, wr.SV, wr.GV)
 	default:
-		fmt.Fprintf(a.stdout, "%s %s (gv %d", wr.Status, wr.ID, wr.GV)
-		if wr.SV > 0 {
-			fmt.Fprintf(a.stdout, ", sv %d", wr.SV)
-		}
-		fmt.Fprintln(a.stdout, ")")
+		fmt.Fprintf(a.stdout, "%s %s (gv %d)\n", wr.Status, wr.ID, wr.GV)
 	}
 	if len(wr.Superseded) > 0 {
 		fmt.Fprintf(a.stdout, "superseded %s\n", strings.Join(wr.Superseded, ", "))
@@ -751,5 +749,189 @@ to confirm.`,
 	w.flags(cmd)
 	cmd.Flags().IntVar(&budget, "budget", archive.DefaultAskBudget, "most tokens per answer")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print as JSON")
+	return cmd
+}
+
+func (a *app) sessionCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Show or update a session's state: resume point, files, what the user wants and rejects",
+		Long: `A session's state is what its next agent needs: the resume point (task,
+objective, steps done, current and next, blockers, files to read), the files
+the session read, modified or created, and what the user wants and rejects.
+Every update advances the session version; a sub-agent cannot override what
+its parent wrote.`,
+	}
+	var (
+		w       who
+		r       archive.Resume
+		jsonOut bool
+	)
+	resume := &cobra.Command{
+		Use:   "resume",
+		Short: "Update the resume point; flags left out keep their values",
+		Example: `  engram session resume --session s1 --task "auth rewrite" --current "middleware" --next tests --next docs
+  engram session resume --session s1 --done "middleware" --current "tests" --next docs`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := a.handle(cmd.Context(), w)
+			if err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			// A list flag given replaces the list; one not given keeps it.
+			for name, dst := range map[string]*[]string{"done": &r.Done, "next": &r.Next, "blocker": &r.Blockers, "read": &r.FilesToRead} {
+				if !f.Changed(name) {
+					*dst = nil
+				} else if *dst == nil {
+					*dst = []string{}
+				}
+			}
+			wr, err := h.UpdateResume(cmd.Context(), r)
+			if err != nil {
+				return err
+			}
+			return a.printWrite(jsonOut, wr)
+		},
+	}
+	f := resume.Flags()
+	f.StringVar(&r.Task, "task", "", "the task")
+	f.StringVar(&r.Objective, "objective", "", "what done looks like")
+	f.StringVar(&r.Current, "current", "", "the current step")
+	f.StringArrayVar(&r.Done, "done", nil, "a step done (repeatable; replaces the list)")
+	f.StringArrayVar(&r.Next, "next", nil, "a next step (repeatable; replaces the list)")
+	f.StringArrayVar(&r.Blockers, "blocker", nil, "a blocker (repeatable; replaces the list; --blocker= clears)")
+	f.StringArrayVar(&r.FilesToRead, "read", nil, "a file the next agent should read first (repeatable)")
+	f.BoolVar(&jsonOut, "json", false, "print as JSON")
+	w.flags(resume)
+
+	var (
+		w2  who
+		fs  archive.FileState
+		js2 bool
+	)
+	file := &cobra.Command{
+		Use:   "file PATH --status read|modified|created|deleted",
+		Short: "Record what the session did to a file",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("session file needs the path")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := a.handle(cmd.Context(), w2)
+			if err != nil {
+				return err
+			}
+			fs.Path = args[0]
+			wr, err := h.UpdateFile(cmd.Context(), fs)
+			if err != nil {
+				return err
+			}
+			return a.printWrite(js2, wr)
+		},
+	}
+	file.Flags().StringVar((*string)(&fs.Status), "status", "modified", "read, modified, created or deleted")
+	file.Flags().StringVar(&fs.Summary, "summary", "", "what changed, in a line")
+	file.Flags().BoolVar(&js2, "json", false, "print as JSON")
+	w2.flags(file)
+
+	pref := func(use, short string, reject bool) *cobra.Command {
+		var (
+			w3  who
+			js3 bool
+		)
+		c := &cobra.Command{
+			Use:   use + " TEXT",
+			Short: short,
+			Args: func(cmd *cobra.Command, args []string) error {
+				if len(args) != 1 {
+					return usagef("session %s needs the text, quoted", use)
+				}
+				return nil
+			},
+			RunE: func(cmd *cobra.Command, args []string) error {
+				h, err := a.handle(cmd.Context(), w3)
+				if err != nil {
+					return err
+				}
+				wr, err := h.AddPreference(cmd.Context(), archive.Preference{Text: args[0], Reject: reject})
+				if err != nil {
+					return err
+				}
+				return a.printWrite(js3, wr)
+			},
+		}
+		c.Flags().BoolVar(&js3, "json", false, "print as JSON")
+		w3.flags(c)
+		return c
+	}
+
+	var (
+		session string
+		ifSV    uint64
+		js4     bool
+	)
+	show := &cobra.Command{
+		Use:   "show --session S",
+		Short: "Print a session's state (NOT_MODIFIED with --if-sv at the current version)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if session == "" {
+				session = a.getenv("ENGRAM_SESSION")
+			}
+			if session == "" {
+				return usagef("session show needs --session (or ENGRAM_SESSION)")
+			}
+			arc, err := a.archive(cmd.Context())
+			if err != nil {
+				return err
+			}
+			sr, err := arc.ReadSession(cmd.Context(), session, ifSV)
+			if err != nil {
+				return err
+			}
+			if js4 {
+				return writeJSON(a.stdout, sr)
+			}
+			if sr.Status == archive.StatusNotModified {
+				fmt.Fprintf(a.stdout, "NOT_MODIFIED (sv %d)\n", sr.SV)
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "session\t%s (sv %d, gv %d)\n", sr.Session, sr.SV, sr.GV)
+			if r := sr.Resume; r != nil && r.Task+r.Current != "" {
+				fmt.Fprintf(tw, "task\t%s\n", dash(r.Task))
+				fmt.Fprintf(tw, "objective\t%s\n", dash(r.Objective))
+				fmt.Fprintf(tw, "current\t%s (by %s)\n", dash(r.Current), dash(r.Agent))
+				fmt.Fprintf(tw, "done\t%s\n", dash(strings.Join(r.Done, "; ")))
+				fmt.Fprintf(tw, "next\t%s\n", dash(strings.Join(r.Next, "; ")))
+				fmt.Fprintf(tw, "blockers\t%s\n", dash(strings.Join(r.Blockers, "; ")))
+				fmt.Fprintf(tw, "read first\t%s\n", dash(strings.Join(r.FilesToRead, ", ")))
+			}
+			for _, f := range sr.Files {
+				fmt.Fprintf(tw, "file\t%s (%s by %s) %s\n", f.Path, f.Status, strings.Join(f.Agents, ","), f.Summary)
+			}
+			for _, p := range sr.Wants {
+				fmt.Fprintf(tw, "wants\t%s\n", p.Text)
+			}
+			for _, p := range sr.Rejects {
+				fmt.Fprintf(tw, "rejects\t%s\n", p.Text)
+			}
+			var agents []string
+			for _, ag := range sr.Agents {
+				agents = append(agents, ag.ID)
+			}
+			fmt.Fprintf(tw, "agents\t%s\n", dash(strings.Join(agents, " ")))
+			return tw.Flush()
+		},
+	}
+	show.Flags().StringVar(&session, "session", "", "the session (default $ENGRAM_SESSION)")
+	show.Flags().Uint64Var(&ifSV, "if-sv", 0, "print NOT_MODIFIED if this is still the session version")
+	show.Flags().BoolVar(&js4, "json", false, "print as JSON")
+
+	cmd.AddCommand(show, resume, file, pref("want", "Record something the user wants in this session", false),
+		pref("reject", "Record something the user rejects in this session", true))
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +16,7 @@ func TestCLI_Archivalist(t *testing.T) {
 	if out := e.ok("", "agents", "register", "--session", "s1", "--model", "claude-opus-4-5"); !strings.Contains(out, "registered o1 in session s1") {
 		t.Fatalf("register: %q", out)
 	}
-	e.ok("", "agents", "register", "--parent", "o1")
+	e.ok("", "agents", "register", "--parent", "o1", "--model", "claude-opus-4-5") // o2
 	out := e.ok("", "pattern", "add", "wrap errors with %w so callers can match them", "--category", "error.handling", "--agent", "o1", "--session", "s1")
 	if !strings.Contains(out, "created pat-1 (gv 1)") {
 		t.Fatalf("pattern add: %q", out)
@@ -76,6 +77,33 @@ func TestCLI_Archivalist(t *testing.T) {
 			t.Errorf("events lack %s:\n%s", want, events)
 		}
 	}
+	// Session state through the CLI, and the hierarchy: o2 is o1's sub-agent.
+	e.ok("", "session", "resume", "--agent", "o1", "--task", "auth rewrite", "--current", "middleware", "--next", "tests", "--next", "docs")
+	code, _, errOut = e.run("", "session", "resume", "--agent", "o2", "--current", "something else")
+	if code != 1 || !strings.Contains(errOut, "cannot override its parent") {
+		t.Errorf("sub-agent overriding its parent: exit %d, %q", code, errOut)
+	}
+	e.ok("", "session", "file", "internal/auth/jwt.go", "--agent", "o2", "--summary", "expiry check")
+	e.ok("", "session", "want", "keep the public API stable", "--agent", "o1")
+	e.ok("", "session", "reject", "global state", "--agent", "o2")
+	show := e.ok("", "session", "show", "--session", "s1")
+	for _, want := range []string{"auth rewrite", "middleware (by o1)", "tests; docs", "internal/auth/jwt.go (modified by o2) expiry check",
+		"keep the public API stable", "global state", "o1 o2"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("session show lacks %q:\n%s", want, show)
+		}
+	}
+	var sr struct{ SV uint64 }
+	if err := jsonUnmarshal(e.ok("", "session", "show", "--session", "s1", "--json"), &sr); err != nil || sr.SV == 0 {
+		t.Fatalf("session show --json: %+v, %v", sr, err)
+	}
+	if out := e.ok("", "session", "show", "--session", "s1", "--if-sv", fmt.Sprint(sr.SV)); !strings.Contains(out, "NOT_MODIFIED") {
+		t.Errorf("conditional session show: %q", out)
+	}
+	if out := e.ok("", "briefing", "--session", "s1", "--tier", "micro"); strings.TrimSpace(out) != "auth-rewrite:1/3:jwt.go(m):block=none" {
+		t.Errorf("micro briefing: %q", out)
+	}
+
 	// The query language and questions in words.
 	if out := e.ok("", "arch", "@arch:recall:patterns?scope=error"); !strings.Contains(out, "pat-2") {
 		t.Errorf("arch recall: %q", out)
