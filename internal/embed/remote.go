@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -237,30 +236,16 @@ func (r *Remote) request(ctx context.Context, texts []string) ([][]float32, erro
 	if err != nil {
 		return nil, err
 	}
-	wait := r.opts.Backoff
-	for attempt := 0; ; attempt++ {
-		vecs, retryAfter, err := r.once(ctx, payload, len(texts))
-		if err == nil {
-			return vecs, nil
-		}
+	passing := func(err error) bool {
 		var se *StatusError
-		passing := errors.As(err, &se) && se.temporary() ||
-			!errors.As(err, &se) && !errors.Is(err, ErrBadVector) && ctx.Err() == nil
-		if !passing || attempt >= r.opts.Retries {
-			return nil, err
+		if errors.As(err, &se) {
+			return se.temporary()
 		}
-		d := wait/2 + rand.N(wait/2+1) // jitter in [wait/2, wait]
-		if retryAfter > 0 {
-			d = retryAfter
-		}
-		d = min(d, maxBackoff)
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
-			return nil, errors.Join(err, ctx.Err())
-		}
-		wait *= 2
+		return !errors.Is(err, ErrBadVector)
 	}
+	return httpx.Retry(ctx, r.opts.Retries, r.opts.Backoff, maxBackoff, passing, func() ([][]float32, time.Duration, error) {
+		return r.once(ctx, payload, len(texts))
+	})
 }
 
 // once sends one request and decodes its answer.

@@ -4,7 +4,10 @@
 package httpx
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,4 +51,32 @@ func RetryAfter(v string) time.Duration {
 		return max(0, time.Until(t))
 	}
 	return 0
+}
+
+// Retry calls once until it succeeds, fails with an error passing does
+// not accept, or has been retried retries times. Between attempts it
+// waits the server's Retry-After (once's second result) or else backoff,
+// doubled after each attempt, with jitter; never more than maxWait.
+func Retry[T any](ctx context.Context, retries int, backoff, maxWait time.Duration, passing func(error) bool,
+	once func() (T, time.Duration, error)) (T, error) {
+	wait := backoff
+	for attempt := 0; ; attempt++ {
+		v, after, err := once()
+		if err == nil {
+			return v, nil
+		}
+		if !passing(err) || ctx.Err() != nil || attempt >= retries {
+			return v, err
+		}
+		d := wait/2 + rand.N(wait/2+1) // jitter in [wait/2, wait]
+		if after > 0 {
+			d = after
+		}
+		select {
+		case <-time.After(min(d, maxWait)):
+		case <-ctx.Done():
+			return v, errors.Join(err, ctx.Err())
+		}
+		wait *= 2
+	}
 }

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -107,28 +106,16 @@ func (c *Client) Call(ctx context.Context, messages []Message, tool Tool) (json.
 	if err != nil {
 		return nil, err
 	}
-	wait := c.opts.Backoff
-	for attempt := 0; ; attempt++ {
-		args, after, err := c.once(ctx, payload, tool.Name)
-		if err == nil {
-			return args, nil
-		}
+	passing := func(err error) bool {
 		var se *StatusError
-		passing := errors.As(err, &se) && se.temporary() || !errors.As(err, &se) && !errors.Is(err, ErrBadAnswer) && ctx.Err() == nil
-		if !passing || attempt >= c.opts.Retries {
-			return nil, err
+		if errors.As(err, &se) {
+			return se.temporary()
 		}
-		d := wait/2 + rand.N(wait/2+1)
-		if after > 0 {
-			d = after
-		}
-		select {
-		case <-time.After(min(d, maxBackoff)):
-		case <-ctx.Done():
-			return nil, errors.Join(err, ctx.Err())
-		}
-		wait *= 2
+		return !errors.Is(err, ErrBadAnswer)
 	}
+	return httpx.Retry(ctx, c.opts.Retries, c.opts.Backoff, maxBackoff, passing, func() (json.RawMessage, time.Duration, error) {
+		return c.once(ctx, payload, tool.Name)
+	})
 }
 
 // ErrBadAnswer is returned when the model's answer cannot be used.
