@@ -82,8 +82,6 @@ type RecordQuery struct {
 	// AfterGV keeps global records born after that version; UpToGV, if
 	// set, those born at or before it.
 	AfterGV, UpToGV uint64
-	// AfterSeq keeps records written after that sequence number.
-	AfterSeq int64
 	// UpToSV keeps session records born at or before that session
 	// version (with Latest: the state at that version).
 	UpToSV uint64
@@ -182,9 +180,6 @@ type ArchiveStore interface {
 	// ArchiveAgents returns the agents of a session, or of every session
 	// if sessionID is empty, in registration order.
 	ArchiveAgents(ctx context.Context, sessionID string) ([]ArchiveAgent, error)
-	// ArchiveSessions returns the sessions that have archive state or
-	// agents, with their versions.
-	ArchiveSessions(ctx context.Context) (map[string]uint64, error)
 	// ArchiveEvents returns up to limit events after seq after, oldest
 	// first; a negative after returns the last limit events.
 	ArchiveEvents(ctx context.Context, after int64, limit int) ([]ArchiveEvent, error)

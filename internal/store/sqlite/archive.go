@@ -425,10 +425,6 @@ func archRecords(ctx context.Context, db archQuerier, q store.RecordQuery) ([]st
 		where = append(where, "r.gv <= ?")
 		args = append(args, q.UpToGV)
 	}
-	if q.AfterSeq > 0 {
-		where = append(where, "r.seq > ?")
-		args = append(args, q.AfterSeq)
-	}
 	if !q.Since.IsZero() {
 		where = append(where, "r.created_at >= ?")
 		args = append(args, unixNano(q.Since))
@@ -608,31 +604,6 @@ func scanArchAgents(rows *sql.Rows) ([]store.ArchiveAgent, error) {
 		out = append(out, a)
 	}
 	return out, errors.Join(rows.Err(), rows.Close())
-}
-
-// ArchiveSessions implements store.ArchiveStore.
-func (s *Store) ArchiveSessions(ctx context.Context) (map[string]uint64, error) {
-	out := map[string]uint64{}
-	err := s.read(ctx, func(db *sql.DB) error {
-		rows, err := db.QueryContext(ctx, `SELECT scope, version FROM arch_versions WHERE scope != ''
-			UNION SELECT DISTINCT session_id, 0 FROM arch_agents WHERE session_id NOT IN (SELECT scope FROM arch_versions)`)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var id string
-			var v uint64
-			if err := rows.Scan(&id, &v); err != nil {
-				return errors.Join(err, rows.Close())
-			}
-			out[id] = v
-		}
-		return errors.Join(rows.Err(), rows.Close())
-	})
-	if err != nil {
-		return nil, fmt.Errorf("archive sessions: %w", err)
-	}
-	return out, nil
 }
 
 // ArchiveEvents implements store.ArchiveStore.
