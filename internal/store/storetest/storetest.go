@@ -127,6 +127,8 @@ func Run(t *testing.T, open Opener) {
 		{"Vectors", testVectors},
 		{"Access", testAccess},
 		{"SearchPaths", testSearchPaths},
+		{"ArchiveWriteIsolation", testArchiveWriteIsolation},
+		{"ArchiveState", testArchiveState},
 		{"SearchCoverage", testSearchCoverage},
 		{"ConversationContext", testConversationContext},
 	}
