@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 )
 
@@ -50,8 +49,11 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 			if err != nil {
 				return err
 			}
-			id, err := a.resolveShow(ctx, target, version)
-			if err != nil {
+			id, err := eng.Resolve(ctx, target, version)
+			var de *engine.DeletedError
+			if errors.As(err, &de) {
+				return fmt.Errorf("%w: engram show %s --version %d", err, de.Path, de.LastVersion)
+			} else if err != nil {
 				return err
 			}
 			ent, err := eng.Entry(ctx, id)
@@ -60,7 +62,7 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 			}
 			content := ent.Content
 			if from > 0 {
-				if content, err = lineRange(content, from, to); err != nil {
+				if content, err = engine.LineRange(content, from, to); err != nil {
 					return fmt.Errorf("%s: %w", target, err)
 				}
 			}
@@ -97,51 +99,6 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 	return cmd
 }
 
-// resolveShow returns the entry ID that target names: an indexed file
-// (its current version, or version), else an entry ID or prefix.
-func (a *app) resolveShow(ctx context.Context, target string, version int) (string, error) {
-	st := a.eng.Store()
-	path := strings.TrimPrefix(target, "./")
-	f, err := st.File(ctx, path)
-	switch {
-	case err == nil:
-	case !errors.Is(err, store.ErrNotFound):
-		return "", err
-	case version > 0:
-		return "", fmt.Errorf("%s is not an indexed file: --version needs one", target)
-	default:
-		id, err := st.ResolveID(ctx, target)
-		var ve *store.ValidationError
-		if errors.As(err, &ve) || errors.Is(err, store.ErrNotFound) {
-			return "", fmt.Errorf("%s is neither an indexed file nor a stored entry", target)
-		}
-		return id, err
-	}
-	if version > 0 {
-		vs, err := st.FileVersions(ctx, path)
-		if err != nil {
-			return "", err
-		}
-		for _, v := range vs {
-			if v.Version == version {
-				return v.EntryID, nil
-			}
-		}
-		return "", fmt.Errorf("%s has versions 1 to %d, not %d", path, len(vs), version)
-	}
-	switch f.State {
-	case store.FileCurrent:
-		return f.EntryID, nil
-	case store.FileDeleted:
-		note := ""
-		if f.Reason != "" {
-			note = " (" + f.Reason + ")"
-		}
-		return "", fmt.Errorf("%s was deleted%s; its last version is %d: engram show %s --version %d", path, note, f.Version, path, f.Version)
-	}
-	return "", fmt.Errorf("%s is not indexed: %s", path, f.Reason)
-}
-
 // splitRange splits PATH:START-END (or PATH:LINE) into the path and the
 // range; without a range, from and to are 0.
 func splitRange(s string) (target string, from, to int, err error) {
@@ -164,29 +121,6 @@ func splitRange(s string) (target string, from, to int, err error) {
 		return "", 0, 0, usagef("line range %q: want START-END with 1 <= START <= END", r)
 	}
 	return s[:i], from, to, nil
-}
-
-// lineRange returns lines from to to (1-based, inclusive) of content.
-func lineRange(content []byte, from, to int) ([]byte, error) {
-	start, line := 0, 1
-	for line < from {
-		i := bytes.IndexByte(content[start:], '\n')
-		if i < 0 || start+i+1 == len(content) {
-			return nil, fmt.Errorf("has %d lines, the range starts at %d", line, from)
-		}
-		start += i + 1
-		line++
-	}
-	end := start
-	for ; line <= to; line++ {
-		i := bytes.IndexByte(content[end:], '\n')
-		if i < 0 {
-			end = len(content)
-			break
-		}
-		end += i + 1
-	}
-	return content[start:end], nil
 }
 
 type entryJSON struct {

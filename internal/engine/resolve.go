@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// Resolve returns the entry ID that target names: an indexed file (its
+// current version, or the given version), else an entry ID or a prefix of
+// one (at least store.MinPrefix hex digits).
+func (e *Engine) Resolve(ctx context.Context, target string, version int) (string, error) {
+	st := e.st
+	path := strings.TrimPrefix(target, "./")
+	f, err := st.File(ctx, path)
+	switch {
+	case err == nil:
+	case !errors.Is(err, store.ErrNotFound):
+		return "", err
+	case version > 0:
+		return "", fmt.Errorf("%s is not an indexed file: a version needs one", target)
+	default:
+		id, err := st.ResolveID(ctx, target)
+		var ve *store.ValidationError
+		if errors.As(err, &ve) || errors.Is(err, store.ErrNotFound) {
+			return "", fmt.Errorf("%s is neither an indexed file nor a stored entry", target)
+		}
+		return id, err
+	}
+	if version > 0 {
+		vs, err := st.FileVersions(ctx, path)
+		if err != nil {
+			return "", err
+		}
+		for _, v := range vs {
+			if v.Version == version {
+				return v.EntryID, nil
+			}
+		}
+		return "", fmt.Errorf("%s has versions 1 to %d, not %d", path, len(vs), version)
+	}
+	switch f.State {
+	case store.FileCurrent:
+		return f.EntryID, nil
+	case store.FileDeleted:
+		return "", &DeletedError{Path: path, Reason: f.Reason, LastVersion: f.Version}
+	}
+	return "", fmt.Errorf("%s is not indexed: %s", path, f.Reason)
+}
+
+// LineRange returns lines from to to (1-based, inclusive) of content.
+func LineRange(content []byte, from, to int) ([]byte, error) {
+	start, line := 0, 1
+	for line < from {
+		i := bytes.IndexByte(content[start:], '\n')
+		if i < 0 || start+i+1 == len(content) {
+			return nil, fmt.Errorf("has %d lines, the range starts at %d", line, from)
+		}
+		start += i + 1
+		line++
+	}
+	end := start
+	for ; line <= to; line++ {
+		i := bytes.IndexByte(content[end:], '\n')
+		if i < 0 {
+			end = len(content)
+			break
+		}
+		end += i + 1
+	}
+	return content[start:end], nil
+}
+
+// DeletedError says a file is no longer in the tree, and which version was
+// its last.
+type DeletedError struct {
+	Path        string
+	Reason      string // what became of it, such as "renamed to x.go"
+	LastVersion int
+}
+
+func (e *DeletedError) Error() string {
+	note := ""
+	if e.Reason != "" {
+		note = " (" + e.Reason + ")"
+	}
+	return fmt.Sprintf("%s was deleted%s; its last version is %d", e.Path, note, e.LastVersion)
+}
