@@ -180,34 +180,6 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 }
 
 // where says where a hit was seen: file and lines, or session and turn.
-func where(h store.Hit) string {
-	c, o := h.Chunk, h.Occurrence
-	lines := fmt.Sprintf("%d-%d", c.StartLine, c.EndLine)
-	if c.StartLine == c.EndLine {
-		lines = strconv.Itoa(c.StartLine)
-	}
-	if len(o.Files) > 0 && o.Type == store.CodeFile {
-		return o.Files[0] + ":" + lines
-	}
-	var parts []string
-	if o.SessionID != "" {
-		parts = append(parts, "session "+o.SessionID)
-		if o.Turn > 0 {
-			parts = append(parts, "turn "+strconv.Itoa(o.Turn))
-		}
-	}
-	if o.AgentID != "" {
-		parts = append(parts, "agent "+o.AgentID)
-	}
-	if c.Ordinal > 0 || c.EndLine > c.StartLine {
-		parts = append(parts, "lines "+lines)
-	}
-	if len(o.Files) > 0 {
-		parts = append(parts, o.Files[0])
-	}
-	return strings.Join(parts, " · ")
-}
-
 func printHits(w io.Writer, res retrieve.Result, query string) {
 	words := map[string]bool{}
 	for _, g := range terms.Query(query) {
@@ -217,7 +189,7 @@ func printHits(w io.Writer, res retrieve.Result, query string) {
 		}
 	}
 	for i, h := range res.Hits {
-		fmt.Fprintf(w, "%2d. %s  %s  %-16s %s\n", i+1, signals(h, res), h.Chunk.EntryID[:12], h.Occurrence.Type, where(h.Hit))
+		fmt.Fprintf(w, "%2d. %s  %s  %-16s %s\n", i+1, signals(h, res), h.Chunk.EntryID[:12], h.Occurrence.Type, h.Provenance())
 		for _, l := range excerpt(h.Chunk.Text, words, 3, 110) {
 			fmt.Fprintf(w, "      %s\n", l)
 		}

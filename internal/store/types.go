@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -284,6 +285,36 @@ type Hit struct {
 	Occurrence Occurrence
 	// EntryTokens is the token count of the whole entry.
 	EntryTokens int
+}
+
+// Provenance says where a hit was seen, in a line: path:lines for an
+// indexed file, else session, turn, agent and lines.
+func (h Hit) Provenance() string {
+	c, o := h.Chunk, h.Occurrence
+	lines := fmt.Sprintf("%d-%d", c.StartLine, c.EndLine)
+	if c.StartLine == c.EndLine {
+		lines = strconv.Itoa(c.StartLine)
+	}
+	if len(o.Files) > 0 && o.Type == CodeFile {
+		return o.Files[0] + ":" + lines
+	}
+	var parts []string
+	if o.SessionID != "" {
+		parts = append(parts, "session "+o.SessionID)
+		if o.Turn > 0 {
+			parts = append(parts, "turn "+strconv.Itoa(o.Turn))
+		}
+	}
+	if o.AgentID != "" {
+		parts = append(parts, "agent "+o.AgentID)
+	}
+	if c.Ordinal > 0 || c.EndLine > c.StartLine {
+		parts = append(parts, "lines "+lines)
+	}
+	if len(o.Files) > 0 {
+		parts = append(parts, o.Files[0])
+	}
+	return strings.Join(parts, " · ")
 }
 
 // Stats describes what a store holds.

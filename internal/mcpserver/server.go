@@ -1,0 +1,159 @@
+// Package mcpserver is engram's MCP front end: tools, resources and a
+// prompt over the engine, for agents that speak the Model Context Protocol
+// (Claude Code, Codex, Cursor and others), over stdio or streamable HTTP.
+//
+// It is thin: decode the arguments, call the engine or the archivalist,
+// answer with compact text for the model and the same data as structured
+// content. Errors are tool errors with short messages, never protocol
+// failures. A server serves one identity, a session and an agent: the
+// agent's writes go to its session only.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/engine"
+)
+
+// Options say who the server's client is.
+type Options struct {
+	// Session is the session the client's writes go to; empty means the
+	// client's name and the time the connection began.
+	Session string
+	// Agent is the archivalist agent writing; empty means the session's
+	// agent mcp@SESSION. An unknown agent is registered in Session.
+	Agent string
+	// Model is the model the agent runs on, if known.
+	Model string
+	// Version is engram's version, reported to clients.
+	Version string
+	Logger  *slog.Logger
+}
+
+// Server is engram's MCP server for one client.
+type Server struct {
+	eng  *engine.Engine
+	opts Options
+	log  *slog.Logger
+	mcp  *mcp.Server
+
+	mu     sync.Mutex // guards handle
+	handle *archive.Handle
+}
+
+// New returns the server; serve it with Run or through MCP().
+func New(eng *engine.Engine, opts Options) *Server {
+	s := &Server{eng: eng, opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "engram", Title: "engram: context engine and shared memory",
+		Version: opts.Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       s.log,
+	})
+	s.addTools()
+	s.addResources()
+	return s
+}
+
+// instructions tell the model what the server is for, in a few lines.
+const instructions = `engram keeps everything this project's agents saw (code, messages, tool results) and a shared memory of patterns, failures, decisions and session state.
+Start with briefing. Before trying an approach, recall failures; after learning something, record it. search finds code and past conversation; get_file reads indexed files; retrieve_context expands [CTX-REF:...] markers.`
+
+// MCP returns the underlying MCP server.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Run serves the client over t until it disconnects or ctx ends.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
+
+// session returns the session the client writes to.
+func (s *Server) session(req *mcp.CallToolRequest) string {
+	if s.opts.Session != "" {
+		return s.opts.Session
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handle != nil {
+		return s.handle.Session()
+	}
+	name := "mcp"
+	if req != nil && req.Session != nil {
+		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			name = sanitize(p.ClientInfo.Name)
+		}
+	}
+	s.opts.Session = name + "-" + startTime.Format("20060102-150405")
+	return s.opts.Session
+}
+
+// archiveHandle returns the client's agent handle, registering the agent
+// in its session on first use.
+func (s *Server) archiveHandle(ctx context.Context, req *mcp.CallToolRequest) (*archive.Handle, error) {
+	session := s.session(req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handle != nil {
+		return s.handle, nil
+	}
+	arc, err := s.eng.Archive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	agent := s.opts.Agent
+	if agent == "" {
+		agent = "mcp@" + session
+	}
+	h, err := arc.HandleIn(ctx, session, agent)
+	if errors.Is(err, archive.ErrUnknownAgent) {
+		h, err = arc.Register(ctx, archive.AgentSpec{ID: agent, SessionID: session, Model: s.opts.Model, Role: "mcp"})
+		if err != nil && strings.Contains(err.Error(), "already registered") {
+			h, err = arc.HandleIn(ctx, session, agent) // another process registered it meanwhile
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.handle = h
+	return h, nil
+}
+
+// checkSession refuses a write that names another session than the
+// client's.
+func (s *Server) checkSession(req *mcp.CallToolRequest, named string) error {
+	if named == "" || named == s.session(req) {
+		return nil
+	}
+	s.log.Warn("cross-session write refused", "session", s.session(req), "named", named)
+	return fmt.Errorf("this connection writes to session %s, not %s", s.session(req), named)
+}
+
+func sanitize(name string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() == 0 || b.Len() > 40 {
+		return "mcp"
+	}
+	return b.String()
+}
+
+// text is a tool result of compact text (the structured content is set
+// from the handler's output).
+func text(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
