@@ -1,0 +1,156 @@
+// Package httpapi is engram's HTTP front end, what `engram serve` serves:
+// the MCP endpoint over streamable HTTP (/mcp), health (/healthz), and a
+// bearer-token check in front of everything but health.
+//
+// Each MCP session gets its own mcpserver.Server, identified by the
+// X-Engram-Session and X-Engram-Agent headers (or the session and agent
+// query parameters) of the request that opens it.
+package httpapi
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/mcpserver"
+)
+
+// Options configure the handler.
+type Options struct {
+	// Token, if set, is the bearer token requests must carry.
+	Token string
+	// RequireToken refuses requests without the token; when false (a
+	// loopback bind), a request without one is let in, but a wrong one
+	// is still refused.
+	RequireToken bool
+	Version      string
+	Logger       *slog.Logger
+}
+
+// Handler returns engram's HTTP handler over eng.
+func Handler(eng *engine.Engine, opts Options) http.Handler {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok", "version": opts.Version})
+	})
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		session := firstOf(r.Header.Get("X-Engram-Session"), r.URL.Query().Get("session"))
+		agent := firstOf(r.Header.Get("X-Engram-Agent"), r.URL.Query().Get("agent"))
+		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent,
+			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Logger: log}).MCP()
+	}, &mcp.StreamableHTTPOptions{Logger: log})
+	mux.Handle("/mcp", auth(mcpHandler, opts, log))
+	return mux
+}
+
+func firstOf(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// auth checks the bearer token: missing is refused when required, wrong
+// is always refused. The token itself is never logged.
+func auth(next http.Handler, opts Options, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, has := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch {
+		case opts.Token == "":
+		case has && subtle.ConstantTimeCompare([]byte(got), []byte(opts.Token)) == 1:
+		case !has && !opts.RequireToken && r.Header.Get("Authorization") == "":
+		default:
+			reason := "missing token"
+			if r.Header.Get("Authorization") != "" {
+				reason = "wrong token"
+			}
+			log.Warn("unauthorized request", "reason", reason, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="engram"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", reason+": send Authorization: Bearer <token> (engram serve prints where the token is)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeError writes the API's error shape.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+// IsLoopback reports whether addr (host:port) binds only loopback
+// interfaces.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// LoadToken returns the token in file, creating the file with a new
+// random token (mode 0600) if there is none.
+func LoadToken(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err == nil {
+		fi, err := os.Stat(file)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			return "", fmt.Errorf("token file %s is readable by others (mode %v): chmod 600 it", file, fi.Mode().Perm())
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("token file %s is empty", file)
+		}
+		return tok, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(raw)
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) { // another process made it first
+			return LoadToken(file)
+		}
+		return "", err
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		return "", errors.Join(err, f.Close())
+	}
+	return tok, f.Close()
+}
