@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -52,15 +51,7 @@ func (a *app) handle(ctx context.Context, w who) (*archive.Handle, error) {
 	if session == "" {
 		session = "cli"
 	}
-	id := "cli@" + session
-	h, err := arc.Handle(ctx, id)
-	if errors.Is(err, archive.ErrUnknownAgent) {
-		h, err = arc.Register(ctx, archive.AgentSpec{ID: id, Name: "cli", SessionID: session, Role: "operator"})
-		if err != nil && strings.Contains(err.Error(), "already registered") {
-			h, err = arc.Handle(ctx, id) // registered meanwhile by another process
-		}
-	}
-	return h, err
+	return arc.Connect(ctx, archive.AgentSpec{ID: "cli@" + session, Name: "cli", SessionID: session, Role: "operator"})
 }
 
 func (a *app) printWrite(jsonOut bool, wr archive.WriteResult) error {

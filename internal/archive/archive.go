@@ -439,6 +439,24 @@ func (a *Archive) HandleIn(ctx context.Context, sessionID, agentID string) (*Han
 	return nil, ierr
 }
 
+// Connect returns the handle of the agent spec names in spec's session,
+// registering it there if it is new: the entry point of front ends whose
+// clients name themselves (an MCP connection, an HTTP caller, the CLI's
+// operator agent). An agent of another session is refused as HandleIn
+// refuses it.
+func (a *Archive) Connect(ctx context.Context, spec AgentSpec) (*Handle, error) {
+	h, err := a.HandleIn(ctx, spec.SessionID, spec.ID)
+	if !errors.Is(err, ErrUnknownAgent) {
+		return h, err
+	}
+	h, err = a.Register(ctx, spec)
+	var ce *store.ConflictError
+	if errors.As(err, &ce) { // registered meanwhile, by another process
+		return a.HandleIn(ctx, spec.SessionID, spec.ID)
+	}
+	return h, err
+}
+
 // Agents returns the registered agents of a session, or of all sessions.
 func (a *Archive) Agents(ctx context.Context, sessionID string) ([]store.ArchiveAgent, error) {
 	return a.st.ArchiveAgents(ctx, sessionID)

@@ -11,14 +11,14 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
 )
@@ -48,6 +48,8 @@ type Server struct {
 	mu     sync.Mutex // guards handle
 	handle *archive.Handle
 }
+
+var startTime = time.Now()
 
 // New returns the server; serve it with Run or through MCP().
 func New(eng *engine.Engine, opts Options) *Server {
@@ -112,13 +114,7 @@ func (s *Server) archiveHandle(ctx context.Context, req *mcp.CallToolRequest) (*
 	if agent == "" {
 		agent = "mcp@" + session
 	}
-	h, err := arc.HandleIn(ctx, session, agent)
-	if errors.Is(err, archive.ErrUnknownAgent) {
-		h, err = arc.Register(ctx, archive.AgentSpec{ID: agent, SessionID: session, Model: s.opts.Model, Role: "mcp"})
-		if err != nil && strings.Contains(err.Error(), "already registered") {
-			h, err = arc.HandleIn(ctx, session, agent) // another process registered it meanwhile
-		}
-	}
+	h, err := arc.Connect(ctx, archive.AgentSpec{ID: agent, SessionID: session, Model: s.opts.Model, Role: "mcp"})
 	if err != nil {
 		return nil, err
 	}
@@ -126,14 +122,14 @@ func (s *Server) archiveHandle(ctx context.Context, req *mcp.CallToolRequest) (*
 	return h, nil
 }
 
-// checkSession refuses a write that names another session than the
-// client's.
-func (s *Server) checkSession(req *mcp.CallToolRequest, named string) error {
-	if named == "" || named == s.session(req) {
-		return nil
+// ops returns the operations for the client of req.
+func (s *Server) ops(req *mcp.CallToolRequest) *api.Ops {
+	agent := s.opts.Agent
+	if agent == "" {
+		agent = "mcp@" + s.session(req)
 	}
-	s.log.Warn("cross-session write refused", "session", s.session(req), "named", named)
-	return fmt.Errorf("this connection writes to session %s, not %s", s.session(req), named)
+	return &api.Ops{Eng: s.eng, Agent: agent, Session: func() string { return s.session(req) },
+		Handle: func(ctx context.Context) (*archive.Handle, error) { return s.archiveHandle(ctx, req) }}
 }
 
 func sanitize(name string) string {
@@ -150,10 +146,4 @@ func sanitize(name string) string {
 		return "mcp"
 	}
 	return b.String()
-}
-
-// text is a tool result of compact text (the structured content is set
-// from the handler's output).
-func text(format string, args ...any) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
 }

@@ -1,0 +1,684 @@
+// Package api holds the operations engram's front ends offer (the MCP
+// tools, the HTTP JSON API), transport-neutral: each takes its input
+// struct and returns its output, a compact text rendering for a model, and
+// an error. Front ends decode, call, encode; the field tags here are both
+// the JSON names and the schemas' descriptions.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// Ops runs the operations for one caller: an identity (a session, and an
+// agent whose archivalist handle writes to it) over an engine.
+type Ops struct {
+	Eng *engine.Engine
+	// Session returns the session the caller writes to.
+	Session func() string
+	// Handle returns the caller's archivalist handle.
+	Handle func(ctx context.Context) (*archive.Handle, error)
+	// Agent is the agent recorded with content the caller records.
+	Agent string
+}
+
+// IsolationError refuses a write that names another session than the
+// caller's.
+type IsolationError struct{ Session, Named string }
+
+func (e *IsolationError) Error() string {
+	return fmt.Sprintf("this caller writes to session %s, not %s", e.Session, e.Named)
+}
+
+// checkSession refuses a write naming another session.
+func (o *Ops) checkSession(named string) error {
+	if named == "" || named == o.Session() {
+		return nil
+	}
+	return &IsolationError{Session: o.Session(), Named: named}
+}
+
+// Inputs and outputs. Field descriptions become the JSON schemas'
+// descriptions: they are what a model reads, so they are short.
+
+type SearchIn struct {
+	Query   string   `json:"query" jsonschema:"what to find: words, identifiers, paths"`
+	Limit   int      `json:"limit,omitempty" jsonschema:"most results (default 10)"`
+	Session string   `json:"session,omitempty" jsonschema:"only content seen in this session"`
+	Types   []string `json:"types,omitempty" jsonschema:"only these content types, such as code_file, tool_result, user_prompt"`
+	Paths   []string `json:"paths,omitempty" jsonschema:"only content about these files, directories or globs"`
+	History bool     `json:"history,omitempty" jsonschema:"include old versions of files"`
+}
+
+type HitOut struct {
+	Entry     string  `json:"entry"`
+	Where     string  `json:"where"`
+	Type      string  `json:"type"`
+	Score     float64 `json:"score"`
+	Lexical   float64 `json:"lexical,omitempty"`
+	Vector    float64 `json:"vector,omitempty"`
+	StartLine int     `json:"start_line"`
+	EndLine   int     `json:"end_line"`
+	Text      string  `json:"text"`
+}
+
+type SearchOut struct {
+	Hits     []HitOut `json:"hits"`
+	Degraded bool     `json:"degraded,omitempty"`
+	Faults   []string `json:"faults,omitempty"`
+}
+
+type GetFileIn struct {
+	Path      string `json:"path" jsonschema:"the file, relative to the project root"`
+	StartLine int    `json:"start_line,omitempty" jsonschema:"first line (1-based)"`
+	EndLine   int    `json:"end_line,omitempty" jsonschema:"last line, inclusive"`
+	Version   int    `json:"version,omitempty" jsonschema:"an older version; default the current one"`
+}
+
+type GetFileOut struct {
+	Path    string `json:"path"`
+	Entry   string `json:"entry"`
+	Content string `json:"content"`
+}
+
+type PrefetchIn struct {
+	Query     string `json:"query" jsonschema:"the prompt or task to find context for"`
+	Budget    int    `json:"budget,omitempty" jsonschema:"tokens the block may take"`
+	Remaining int    `json:"remaining,omitempty" jsonschema:"tokens left in your window (budget is 10% of it)"`
+}
+
+type RetrieveIn struct {
+	RefID      string   `json:"ref_id,omitempty" jsonschema:"the id in a [CTX-REF:id] marker"`
+	Query      string   `json:"query,omitempty" jsonschema:"words, to retrieve what matches instead"`
+	ContentIDs []string `json:"content_ids,omitempty" jsonschema:"entry ids to retrieve"`
+	MaxTokens  int      `json:"max_tokens,omitempty" jsonschema:"most tokens returned (default 4000)"`
+}
+
+type ItemOut struct {
+	ID        string `json:"id"`
+	Tokens    int    `json:"tokens"`
+	Content   string `json:"content"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+type ItemsOut struct {
+	Items  []ItemOut `json:"items"`
+	Tokens int       `json:"tokens"`
+	More   int       `json:"more,omitempty"`
+}
+
+type HistoryIn struct {
+	Query       string `json:"query" jsonschema:"what to find in past messages and tool results"`
+	ContentType string `json:"content_type,omitempty" jsonschema:"only this type, such as tool_result or user_prompt"`
+	Session     string `json:"session,omitempty" jsonschema:"only this session (default all)"`
+	MaxResults  int    `json:"max_results,omitempty" jsonschema:"most results (default 10)"`
+}
+
+type TurnsIn struct {
+	Session   string `json:"session,omitempty" jsonschema:"the session (default yours)"`
+	From      int    `json:"from" jsonschema:"first turn"`
+	To        int    `json:"to" jsonschema:"last turn, inclusive"`
+	MaxTokens int    `json:"max_tokens,omitempty" jsonschema:"most tokens returned (default 4000)"`
+}
+
+type RecordIn struct {
+	Type    string   `json:"type" jsonschema:"user_prompt, agent_response, tool_call, tool_result, note, ..."`
+	Content string   `json:"content" jsonschema:"the content, kept byte for byte"`
+	MsgID   string   `json:"msg_id,omitempty" jsonschema:"your id for it; recording it again is a no-op"`
+	Parent  string   `json:"parent,omitempty" jsonschema:"the msg_id or entry id it answers (a tool call for a result)"`
+	Files   []string `json:"files,omitempty" jsonschema:"files it is about"`
+	Session string   `json:"session,omitempty" jsonschema:"must be your session if given"`
+}
+
+type RecordOut struct {
+	ID       string   `json:"id"`
+	Turn     int      `json:"turn"`
+	New      bool     `json:"new"`
+	Replayed bool     `json:"replayed,omitempty"`
+	Redacted []string `json:"redacted,omitempty"`
+}
+
+type BriefingIn struct {
+	Tier    string `json:"tier,omitempty" jsonschema:"micro (~20 tokens), standard (~500, default) or full (~2000)"`
+	GV      uint64 `json:"gv,omitempty" jsonschema:"the gv of the briefing you hold: unchanged gets NOT_MODIFIED"`
+	SV      uint64 `json:"sv,omitempty" jsonschema:"the sv of the briefing you hold"`
+	Session string `json:"session,omitempty" jsonschema:"another session to read (default yours)"`
+}
+
+type RecallIn struct {
+	Query  string `json:"query" jsonschema:"an @arch: query or a question about what was done, seen or learned"`
+	Budget int    `json:"budget,omitempty" jsonschema:"most tokens per answer (default 1000)"`
+}
+
+type RecallOut struct {
+	Answers []archive.Answer `json:"answers"`
+}
+
+type PatternIn struct {
+	Category    string   `json:"category" jsonschema:"hierarchical, L1.L2, such as error.handling or database.orm"`
+	Pattern     string   `json:"pattern" jsonschema:"the pattern, one sentence"`
+	Description string   `json:"description,omitempty"`
+	Example     string   `json:"example,omitempty"`
+	Scope       []string `json:"scope,omitempty" jsonschema:"paths or globs it applies to (default everywhere)"`
+	Authority   string   `json:"authority,omitempty" jsonschema:"suggestion (default), established or mandated"`
+	Supersedes  []string `json:"supersedes,omitempty" jsonschema:"ids of patterns it replaces (needed when it contradicts one)"`
+	Reason      string   `json:"reason,omitempty" jsonschema:"why it supersedes them"`
+}
+
+type FailureIn struct {
+	Approach   string   `json:"approach" jsonschema:"what was tried"`
+	Reason     string   `json:"reason" jsonschema:"why it failed"`
+	Context    string   `json:"context,omitempty" jsonschema:"what was being attempted"`
+	Error      string   `json:"error,omitempty"`
+	Files      []string `json:"files,omitempty"`
+	Category   string   `json:"category,omitempty" jsonschema:"hierarchical, such as database.sql"`
+	Resolution string   `json:"resolution,omitempty" jsonschema:"what was tried instead"`
+	Outcome    string   `json:"outcome,omitempty" jsonschema:"how the resolution went: success, partial or failure"`
+	Notes      string   `json:"notes,omitempty"`
+	FailureID  string   `json:"failure_id,omitempty" jsonschema:"add the resolution to this recorded failure instead"`
+}
+
+type InsightIn struct {
+	Insight  string   `json:"insight"`
+	Category string   `json:"category,omitempty"`
+	Evidence string   `json:"evidence,omitempty"`
+	Scope    []string `json:"scope,omitempty"`
+}
+
+type DecisionIn struct {
+	Decision     string   `json:"decision"`
+	Rationale    string   `json:"rationale,omitempty"`
+	Alternatives []string `json:"alternatives,omitempty"`
+	Category     string   `json:"category,omitempty"`
+	Scope        []string `json:"scope,omitempty"`
+	Supersedes   []string `json:"supersedes,omitempty" jsonschema:"ids of decisions it replaces"`
+	Reason       string   `json:"reason,omitempty"`
+}
+
+type ResumeIn struct {
+	Task        string   `json:"task,omitempty"`
+	Objective   string   `json:"objective,omitempty"`
+	Done        []string `json:"done,omitempty" jsonschema:"steps done (replaces the list)"`
+	Current     string   `json:"current,omitempty"`
+	Next        []string `json:"next,omitempty" jsonschema:"next steps (replaces the list)"`
+	Blockers    []string `json:"blockers,omitempty" jsonschema:"blockers (replaces the list)"`
+	FilesToRead []string `json:"files_to_read,omitempty"`
+}
+
+type FileIn struct {
+	Path    string `json:"path"`
+	Status  string `json:"status,omitempty" jsonschema:"read, modified (default), created or deleted"`
+	Summary string `json:"summary,omitempty" jsonschema:"what changed, in a line"`
+}
+
+type IntentIn struct {
+	Description string   `json:"description" jsonschema:"the cross-cutting work, such as a rename"`
+	Paths       []string `json:"paths,omitempty" jsonschema:"paths it touches"`
+	Categories  []string `json:"categories,omitempty" jsonschema:"categories it touches"`
+	Priority    string   `json:"priority,omitempty" jsonschema:"normal (default), high or critical"`
+	TTLMinutes  int      `json:"ttl_minutes,omitempty" jsonschema:"minutes it stays if never completed (default 30)"`
+}
+
+type CompleteIn struct {
+	IntentID string `json:"intent_id"`
+}
+
+func parseTypes(names []string) ([]store.ContentType, error) {
+	var out []store.ContentType
+	for _, n := range names {
+		t := store.ContentType(n)
+		if !t.Valid() {
+			var all []string
+			for _, k := range store.ContentTypes() {
+				all = append(all, string(k))
+			}
+			return nil, fmt.Errorf("unknown content type %q; known: %s", n, strings.Join(all, ", "))
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, string, error) {
+	if strings.TrimSpace(q.Text) == "" {
+		return SearchOut{}, "", errors.New("query is empty")
+	}
+	res, err := o.Eng.Retrieve(ctx, q)
+	if err != nil {
+		return SearchOut{}, "", err
+	}
+	out := SearchOut{Degraded: res.Degraded, Faults: res.Faults, Hits: []HitOut{}}
+	var b strings.Builder
+	if len(res.Hits) == 0 {
+		b.WriteString("no results")
+	}
+	for i, h := range res.Hits {
+		t := h.Chunk.Text
+		short := clip(t, 600)
+		out.Hits = append(out.Hits, HitOut{Entry: h.Chunk.EntryID[:12], Where: h.Provenance(), Type: string(h.Occurrence.Type),
+			Score: round(h.Score), Lexical: round(h.Hit.Score), Vector: round(h.Vector), StartLine: h.Chunk.StartLine,
+			EndLine: h.Chunk.EndLine, Text: short})
+		fmt.Fprintf(&b, "%d. %s [%s %s]\n%s\n", i+1, h.Provenance(), h.Occurrence.Type, h.Chunk.EntryID[:12], indent(clip(t, 300)))
+	}
+	if res.Degraded {
+		fmt.Fprintf(&b, "(degraded: %s)\n", strings.Join(res.Faults, "; "))
+	}
+	return out, strings.TrimRight(b.String(), "\n"), nil
+}
+
+// Search finds code and everything agents saw, best first.
+func (o *Ops) Search(ctx context.Context, in SearchIn) (SearchOut, string, error) {
+	types, err := parseTypes(in.Types)
+	if err != nil {
+		return SearchOut{}, "", err
+	}
+	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: clampLimit(in.Limit),
+		Filter: store.Filter{SessionID: in.Session, Types: types, Paths: in.Paths, History: in.History}})
+}
+
+// SearchHistory searches past messages and tool results only.
+func (o *Ops) SearchHistory(ctx context.Context, in HistoryIn) (SearchOut, string, error) {
+	f := store.Filter{SessionID: in.Session, History: true}
+	if in.ContentType != "" {
+		types, err := parseTypes([]string{in.ContentType})
+		if err != nil {
+			return SearchOut{}, "", err
+		}
+		f.Types = types
+	} else {
+		for _, t := range store.ContentTypes() {
+			if t != store.CodeFile {
+				f.Types = append(f.Types, t)
+			}
+		}
+	}
+	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: clampLimit(in.MaxResults), Filter: f})
+}
+
+func clampLimit(n int) int {
+	switch {
+	case n <= 0:
+		return 10
+	case n > 100:
+		return 100
+	}
+	return n
+}
+
+// GetFile reads an indexed file, or some of its lines.
+func (o *Ops) GetFile(ctx context.Context, in GetFileIn) (GetFileOut, string, error) {
+	if in.Path == "" {
+		return GetFileOut{}, "", errors.New("path is required")
+	}
+	id, err := o.Eng.Resolve(ctx, in.Path, in.Version)
+	if err != nil {
+		return GetFileOut{}, "", err
+	}
+	ent, err := o.Eng.Entry(ctx, id)
+	if err != nil {
+		return GetFileOut{}, "", err
+	}
+	content := ent.Content
+	if in.StartLine > 0 || in.EndLine > 0 {
+		from, to := max(in.StartLine, 1), in.EndLine
+		if to == 0 {
+			to = from + 199
+		}
+		if to < from {
+			return GetFileOut{}, "", fmt.Errorf("end_line %d is before start_line %d", to, from)
+		}
+		if content, err = engine.LineRange(content, from, to); err != nil {
+			return GetFileOut{}, "", fmt.Errorf("%s: %w", in.Path, err)
+		}
+	}
+	if !utf8.Valid(content) {
+		return GetFileOut{}, "", fmt.Errorf("%s is not text", in.Path)
+	}
+	out := GetFileOut{Path: in.Path, Entry: id[:12], Content: string(content)}
+	return out, out.Content, nil
+}
+
+// Prefetch builds the context block for a task within a budget.
+func (o *Ops) Prefetch(ctx context.Context, in PrefetchIn) (retrieve.Block, string, error) {
+	if strings.TrimSpace(in.Query) == "" {
+		return retrieve.Block{}, "", errors.New("query is empty")
+	}
+	if in.Budget <= 0 && in.Remaining <= 0 {
+		in.Budget = 2000
+	}
+	b, err := o.Eng.Prefetch(ctx, in.Query, in.Remaining, retrieve.PrefetchOptions{Budget: in.Budget})
+	if err != nil {
+		return retrieve.Block{}, "", err
+	}
+	if b.Text == "" {
+		return b, fmt.Sprintf("nothing confident enough to inject (budget %d tokens)", b.Budget), nil
+	}
+	return b, b.Text, nil
+}
+
+// RetrieveContext expands a reference, entry ids or a query into stored content.
+func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (ItemsOut, string, error) {
+	maxTokens := in.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = 4000
+	}
+	var ids []string
+	switch {
+	case in.RefID != "":
+		ref, err := o.Eng.Store().Reference(ctx, strings.TrimSuffix(strings.TrimPrefix(in.RefID, "[CTX-REF:"), "]"))
+		if errors.Is(err, store.ErrNotFound) {
+			return ItemsOut{}, "", fmt.Errorf("no reference %s", in.RefID)
+		} else if err != nil {
+			return ItemsOut{}, "", err
+		}
+		ids = ref.ContentIDs
+	case len(in.ContentIDs) > 0:
+		for _, p := range in.ContentIDs {
+			id, err := o.Eng.Store().ResolveID(ctx, p)
+			if err != nil {
+				return ItemsOut{}, "", fmt.Errorf("content id %s: %w", p, err)
+			}
+			ids = append(ids, id)
+		}
+	case strings.TrimSpace(in.Query) != "":
+		res, err := o.Eng.Retrieve(ctx, retrieve.Query{Text: in.Query, Limit: 10})
+		if err != nil {
+			return ItemsOut{}, "", err
+		}
+		seen := map[string]bool{}
+		for _, h := range res.Hits {
+			if !seen[h.Chunk.EntryID] {
+				seen[h.Chunk.EntryID] = true
+				ids = append(ids, h.Chunk.EntryID)
+			}
+		}
+	default:
+		return ItemsOut{}, "", errors.New("give ref_id, content_ids or query")
+	}
+	ents, err := o.Eng.Store().Entries(ctx, ids)
+	if err != nil {
+		return ItemsOut{}, "", err
+	}
+	out := ItemsOut{Items: []ItemOut{}}
+	var b strings.Builder
+	for i, e := range ents {
+		if out.Tokens >= maxTokens {
+			out.More = len(ents) - i
+			break
+		}
+		content := string(e.Content)
+		it := ItemOut{ID: e.ID[:12], Tokens: e.TokenCount, Content: content}
+		if out.Tokens+e.TokenCount > maxTokens {
+			// Cut at a line, to what the budget allows.
+			enc := o.Eng.Encoding()
+			lines := strings.SplitAfter(content, "\n")
+			var kept strings.Builder
+			n := 0
+			for _, l := range lines {
+				c := enc.Count(l)
+				if out.Tokens+n+c > maxTokens {
+					break
+				}
+				kept.WriteString(l)
+				n += c
+			}
+			it.Content, it.Tokens, it.Truncated = kept.String(), n, true
+		}
+		out.Items = append(out.Items, it)
+		out.Tokens += it.Tokens
+		fmt.Fprintf(&b, "--- %s (%d tokens%s)\n%s\n", it.ID, it.Tokens, map[bool]string{true: ", cut to the budget", false: ""}[it.Truncated], it.Content)
+	}
+	if out.More > 0 {
+		fmt.Fprintf(&b, "(%d more over max_tokens)\n", out.More)
+	}
+	return out, strings.TrimRight(b.String(), "\n"), nil
+}
+
+// TurnRange reads a session's turns in order, within max_tokens.
+func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, error) {
+	if in.From < 1 || in.To < in.From {
+		return ItemsOut{}, "", fmt.Errorf("want 1 <= from <= to, got from %d, to %d", in.From, in.To)
+	}
+	session := in.Session
+	if session == "" {
+		session = o.Session()
+	}
+	maxTokens := in.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = 4000
+	}
+	ents, err := o.Eng.Store().TurnRange(ctx, session, in.From, in.To)
+	if err != nil {
+		return ItemsOut{}, "", err
+	}
+	out := ItemsOut{Items: []ItemOut{}}
+	var b strings.Builder
+	for i, e := range ents {
+		if out.Tokens+e.TokenCount > maxTokens {
+			out.More = len(ents) - i
+			break
+		}
+		out.Items = append(out.Items, ItemOut{ID: e.ID[:12], Tokens: e.TokenCount, Content: string(e.Content)})
+		out.Tokens += e.TokenCount
+		fmt.Fprintf(&b, "--- turn %d, %s by %s\n%s\n", e.Turn, e.Type, e.AgentID, e.Content)
+	}
+	if len(ents) == 0 {
+		b.WriteString("no turns in that range")
+	}
+	if out.More > 0 {
+		fmt.Fprintf(&b, "(%d more over max_tokens)\n", out.More)
+	}
+	return out, strings.TrimRight(b.String(), "\n"), nil
+}
+
+// Record stores content in the caller's session.
+func (o *Ops) Record(ctx context.Context, in RecordIn) (RecordOut, string, error) {
+	if err := o.checkSession(in.Session); err != nil {
+		return RecordOut{}, "", err
+	}
+	agent := o.Agent
+	if agent == "" {
+		agent = "mcp@" + o.Session()
+	}
+	res, err := o.Eng.Add(ctx, []engine.Record{{Session: o.Session(), Agent: agent, Type: store.ContentType(in.Type),
+		Content: []byte(in.Content), MsgID: in.MsgID, Parent: in.Parent, Files: in.Files}})
+	if err != nil {
+		var re *engine.RecordError
+		if errors.As(err, &re) {
+			return RecordOut{}, "", re.Err
+		}
+		return RecordOut{}, "", err
+	}
+	r := res[0]
+	out := RecordOut{ID: r.ID[:12], Turn: r.Turn, New: r.NewContent, Replayed: r.Replayed, Redacted: r.Redacted}
+	return out, fmt.Sprintf("recorded %s (turn %d)", out.ID, out.Turn), nil
+}
+
+// Briefing returns a session's briefing, or NOT_MODIFIED.
+func (o *Ops) Briefing(ctx context.Context, in BriefingIn) (*archive.Briefing, string, error) {
+	tier, err := archive.ParseTier(in.Tier)
+	if err != nil {
+		return nil, "", err
+	}
+	session := in.Session
+	if session == "" {
+		// Registering makes a new session's briefing exist.
+		h, err := o.Handle(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		session = h.Session()
+	}
+	arc, err := o.Eng.Archive(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	var have *archive.Versions
+	if in.GV != 0 || in.SV != 0 {
+		have = &archive.Versions{GV: in.GV, SV: in.SV}
+	}
+	b, err := arc.Briefing(ctx, session, tier, have)
+	if err != nil {
+		return nil, "", err
+	}
+	if b.Status == archive.StatusNotModified {
+		return b, fmt.Sprintf("NOT_MODIFIED gv=%d sv=%d", b.GV, b.SV), nil
+	}
+	return b, fmt.Sprintf("%s\n(gv=%d sv=%d)", b.Text, b.GV, b.SV), nil
+}
+
+// Recall asks the archivalist: an @arch: query or a question.
+func (o *Ops) Recall(ctx context.Context, in RecallIn) (RecallOut, string, error) {
+	arc, err := o.Eng.Archive(ctx)
+	if err != nil {
+		return RecallOut{}, "", err
+	}
+	var h *archive.Handle
+	if archive.IsDSL(in.Query) && strings.Contains(in.Query, ":store:") {
+		if h, err = o.Handle(ctx); err != nil {
+			return RecallOut{}, "", err
+		}
+	}
+	answers, err := arc.Ask(ctx, h, in.Query, archive.AskOptions{Budget: in.Budget})
+	if err != nil {
+		return RecallOut{}, "", err
+	}
+	var parts []string
+	for _, a := range answers {
+		t := a.Text
+		if len(answers) > 1 {
+			t = "## " + a.Query + "\n" + t
+		}
+		parts = append(parts, t)
+	}
+	return RecallOut{Answers: answers}, strings.Join(parts, "\n\n"), nil
+}
+
+// write runs an archivalist write with the client's handle and answers in
+// a line.
+func (o *Ops) write(ctx context.Context, fn func(h *archive.Handle) (archive.WriteResult, error)) (archive.WriteResult, string, error) {
+	h, err := o.Handle(ctx)
+	if err != nil {
+		return archive.WriteResult{}, "", err
+	}
+	wr, err := fn(h)
+	if err != nil {
+		return archive.WriteResult{}, "", err
+	}
+	var line string
+	switch {
+	case wr.Status == "merged":
+		line = fmt.Sprintf("merged into %s (%s, similarity %.2f): %s", wr.ID, wr.Merged.Method, wr.Merged.Similarity, wr.Merged.Existing)
+	case wr.ID == "":
+		line = fmt.Sprintf("%s (sv %d)", wr.Status, wr.SV)
+	default:
+		line = fmt.Sprintf("%s %s (gv %d)", wr.Status, wr.ID, wr.GV)
+	}
+	if len(wr.Superseded) > 0 {
+		line += "; superseded " + strings.Join(wr.Superseded, ", ")
+	}
+	for _, n := range wr.Notices {
+		line += "\nnote: " + n
+	}
+	return wr, line, nil
+}
+
+// RecordPattern adds a pattern to the shared history.
+func (o *Ops) RecordPattern(ctx context.Context, in PatternIn) (archive.WriteResult, string, error) {
+	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
+		return h.RecordPattern(ctx, archive.Pattern{Category: in.Category, Pattern: in.Pattern, Description: in.Description,
+			Example: in.Example, Scope: in.Scope, Authority: archive.Authority(in.Authority), Supersedes: in.Supersedes, Reason: in.Reason})
+	})
+}
+
+// RecordFailure adds a failure, or a resolution to a recorded one.
+func (o *Ops) RecordFailure(ctx context.Context, in FailureIn) (archive.WriteResult, string, error) {
+	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
+		var res *archive.Resolution
+		if in.Resolution != "" || in.Outcome != "" {
+			res = &archive.Resolution{Approach: in.Resolution, Outcome: archive.Outcome(in.Outcome), Notes: in.Notes}
+		}
+		if in.FailureID != "" {
+			if res == nil {
+				return archive.WriteResult{}, errors.New("failure_id needs a resolution and its outcome")
+			}
+			return h.RecordResolution(ctx, in.FailureID, *res)
+		}
+		return h.RecordFailure(ctx, archive.Failure{Category: in.Category, Approach: in.Approach, Reason: in.Reason,
+			Context: in.Context, Error: in.Error, Files: in.Files, Resolution: res})
+	})
+}
+
+// RecordInsight adds an insight.
+func (o *Ops) RecordInsight(ctx context.Context, in InsightIn) (archive.WriteResult, string, error) {
+	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
+		return h.RecordInsight(ctx, archive.Insight{Insight: in.Insight, Category: in.Category, Evidence: in.Evidence, Scope: in.Scope})
+	})
+}
+
+// RecordDecision adds a decision.
+func (o *Ops) RecordDecision(ctx context.Context, in DecisionIn) (archive.WriteResult, string, error) {
+	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
+		return h.RecordDecision(ctx, archive.Decision{Decision: in.Decision, Rationale: in.Rationale, Alternatives: in.Alternatives,
+			Category: in.Category, Scope: in.Scope, Supersedes: in.Supersedes, Reason: in.Reason})
+	})
+}
+
+// UpdateResume updates the caller's session's resume point.
+func (o *Ops) UpdateResume(ctx context.Context, in ResumeIn) (archive.WriteResult, string, error) {
+	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
+		return h.UpdateResume(ctx, archive.Resume{Task: in.Task, Objective: in.Objective, Done: in.Done, Current: in.Current,
+			Next: in.Next, Blockers: in.Blockers, FilesToRead: in.FilesToRead})
+	})
+}
+
+// UpdateFile records what the caller's session did to a file.
+func (o *Ops) UpdateFile(ctx context.Context, in FileIn) (archive.WriteResult, string, error) {
+	if in.Status == "" {
+		in.Status = string(archive.Modified)
+	}
+	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
+		return h.UpdateFile(ctx, archive.FileState{Path: in.Path, Status: archive.FileStatus(in.Status), Summary: in.Summary})
+	})
+}
+
+// DeclareIntent announces cross-cutting work.
+func (o *Ops) DeclareIntent(ctx context.Context, in IntentIn) (archive.WriteResult, string, error) {
+	if in.TTLMinutes < 0 {
+		return archive.WriteResult{}, "", errors.New("ttl_minutes must not be negative")
+	}
+	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
+		return h.DeclareIntent(ctx, archive.Intent{Description: in.Description, Paths: in.Paths, Categories: in.Categories,
+			Priority: in.Priority, TTL: time.Duration(in.TTLMinutes) * time.Minute})
+	})
+}
+
+// CompleteIntent marks one of the session's intents done.
+func (o *Ops) CompleteIntent(ctx context.Context, in CompleteIn) (archive.WriteResult, string, error) {
+	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) { return h.CompleteIntent(ctx, in.IntentID) })
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func indent(s string) string {
+	return "   " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n   ")
+}
+
+func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
