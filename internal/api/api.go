@@ -39,6 +39,14 @@ func (e *IsolationError) Error() string {
 	return fmt.Sprintf("this caller writes to session %s, not %s", e.Session, e.Named)
 }
 
+// InputError is an operation's refusal of its input: the caller's
+// mistake, not the server's (HTTP 400).
+type InputError struct{ Msg string }
+
+func (e *InputError) Error() string { return e.Msg }
+
+func bad(format string, args ...any) error { return &InputError{Msg: fmt.Sprintf(format, args...)} }
+
 // checkSession refuses a write naming another session.
 func (o *Ops) checkSession(named string) error {
 	if named == "" || named == o.Session() {
@@ -241,7 +249,7 @@ func parseTypes(names []string) ([]store.ContentType, error) {
 			for _, k := range store.ContentTypes() {
 				all = append(all, string(k))
 			}
-			return nil, fmt.Errorf("unknown content type %q; known: %s", n, strings.Join(all, ", "))
+			return nil, bad("unknown content type %q; known: %s", n, strings.Join(all, ", "))
 		}
 		out = append(out, t)
 	}
@@ -250,7 +258,7 @@ func parseTypes(names []string) ([]store.ContentType, error) {
 
 func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, string, error) {
 	if strings.TrimSpace(q.Text) == "" {
-		return SearchOut{}, "", errors.New("query is empty")
+		return SearchOut{}, "", bad("query is empty")
 	}
 	res, err := o.Eng.Retrieve(ctx, q)
 	if err != nil {
@@ -317,7 +325,7 @@ func clampLimit(n int) int {
 // GetFile reads an indexed file, or some of its lines.
 func (o *Ops) GetFile(ctx context.Context, in GetFileIn) (GetFileOut, string, error) {
 	if in.Path == "" {
-		return GetFileOut{}, "", errors.New("path is required")
+		return GetFileOut{}, "", bad("path is required")
 	}
 	id, err := o.Eng.Resolve(ctx, in.Path, in.Version)
 	if err != nil {
@@ -334,14 +342,14 @@ func (o *Ops) GetFile(ctx context.Context, in GetFileIn) (GetFileOut, string, er
 			to = from + 199
 		}
 		if to < from {
-			return GetFileOut{}, "", fmt.Errorf("end_line %d is before start_line %d", to, from)
+			return GetFileOut{}, "", bad("end_line %d is before start_line %d", to, from)
 		}
 		if content, err = engine.LineRange(content, from, to); err != nil {
-			return GetFileOut{}, "", fmt.Errorf("%s: %w", in.Path, err)
+			return GetFileOut{}, "", bad("%s: %v", in.Path, err)
 		}
 	}
 	if !utf8.Valid(content) {
-		return GetFileOut{}, "", fmt.Errorf("%s is not text", in.Path)
+		return GetFileOut{}, "", bad("%s is not text", in.Path)
 	}
 	out := GetFileOut{Path: in.Path, Entry: id[:12], Content: string(content)}
 	return out, out.Content, nil
@@ -350,7 +358,7 @@ func (o *Ops) GetFile(ctx context.Context, in GetFileIn) (GetFileOut, string, er
 // Prefetch builds the context block for a task within a budget.
 func (o *Ops) Prefetch(ctx context.Context, in PrefetchIn) (retrieve.Block, string, error) {
 	if strings.TrimSpace(in.Query) == "" {
-		return retrieve.Block{}, "", errors.New("query is empty")
+		return retrieve.Block{}, "", bad("query is empty")
 	}
 	if in.Budget <= 0 && in.Remaining <= 0 {
 		in.Budget = 2000
@@ -376,7 +384,7 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (ItemsOut, str
 	case in.RefID != "":
 		ref, err := o.Eng.Store().Reference(ctx, strings.TrimSuffix(strings.TrimPrefix(in.RefID, "[CTX-REF:"), "]"))
 		if errors.Is(err, store.ErrNotFound) {
-			return ItemsOut{}, "", fmt.Errorf("no reference %s", in.RefID)
+			return ItemsOut{}, "", fmt.Errorf("no reference %s: %w", in.RefID, store.ErrNotFound)
 		} else if err != nil {
 			return ItemsOut{}, "", err
 		}
@@ -402,7 +410,7 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (ItemsOut, str
 			}
 		}
 	default:
-		return ItemsOut{}, "", errors.New("give ref_id, content_ids or query")
+		return ItemsOut{}, "", bad("give ref_id, content_ids or query")
 	}
 	ents, err := o.Eng.Store().Entries(ctx, ids)
 	if err != nil {
@@ -446,7 +454,7 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (ItemsOut, str
 // TurnRange reads a session's turns in order, within max_tokens.
 func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, error) {
 	if in.From < 1 || in.To < in.From {
-		return ItemsOut{}, "", fmt.Errorf("want 1 <= from <= to, got from %d, to %d", in.From, in.To)
+		return ItemsOut{}, "", bad("want 1 <= from <= to, got from %d, to %d", in.From, in.To)
 	}
 	session := in.Session
 	if session == "" {
@@ -494,7 +502,7 @@ func (o *Ops) Record(ctx context.Context, in RecordIn) (RecordOut, string, error
 	if err != nil {
 		var re *engine.RecordError
 		if errors.As(err, &re) {
-			return RecordOut{}, "", re.Err
+			return RecordOut{}, "", &InputError{Msg: re.Err.Error()}
 		}
 		return RecordOut{}, "", err
 	}
@@ -609,7 +617,7 @@ func (o *Ops) RecordFailure(ctx context.Context, in FailureIn) (archive.WriteRes
 		}
 		if in.FailureID != "" {
 			if res == nil {
-				return archive.WriteResult{}, errors.New("failure_id needs a resolution and its outcome")
+				return archive.WriteResult{}, bad("failure_id needs a resolution and its outcome")
 			}
 			return h.RecordResolution(ctx, in.FailureID, *res)
 		}
@@ -654,7 +662,7 @@ func (o *Ops) UpdateFile(ctx context.Context, in FileIn) (archive.WriteResult, s
 // DeclareIntent announces cross-cutting work.
 func (o *Ops) DeclareIntent(ctx context.Context, in IntentIn) (archive.WriteResult, string, error) {
 	if in.TTLMinutes < 0 {
-		return archive.WriteResult{}, "", errors.New("ttl_minutes must not be negative")
+		return archive.WriteResult{}, "", bad("ttl_minutes must not be negative")
 	}
 	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
 		return h.DeclareIntent(ctx, archive.Intent{Description: in.Description, Paths: in.Paths, Categories: in.Categories,

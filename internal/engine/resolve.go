@@ -27,7 +27,7 @@ func (e *Engine) Resolve(ctx context.Context, target string, version int) (strin
 		id, err := st.ResolveID(ctx, target)
 		var ve *store.ValidationError
 		if errors.As(err, &ve) || errors.Is(err, store.ErrNotFound) {
-			return "", fmt.Errorf("%s is neither an indexed file nor a stored entry", target)
+			return "", fmt.Errorf("%s is neither an indexed file nor a stored entry: %w", target, store.ErrNotFound)
 		}
 		return id, err
 	}

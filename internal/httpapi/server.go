@@ -1,6 +1,7 @@
 // Package httpapi is engram's HTTP front end, what `engram serve` serves:
-// the MCP endpoint over streamable HTTP (/mcp), health (/healthz), and a
-// bearer-token check in front of everything but health.
+// the MCP endpoint over streamable HTTP (/mcp), the JSON API (/v1/...),
+// health (/healthz), and a bearer-token check in front of everything but
+// health.
 //
 // Each MCP session gets its own mcpserver.Server, identified by the
 // X-Engram-Session and X-Engram-Agent headers (or the session and agent
@@ -11,7 +12,6 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +35,9 @@ type Options struct {
 	// loopback bind), a request without one is let in, but a wrong one
 	// is still refused.
 	RequireToken bool
+	// MaxBodyBytes bounds a request body of the JSON API; zero means
+	// MaxBodyBytes.
+	MaxBodyBytes int64
 	Version      string
 	Logger       *slog.Logger
 }
@@ -47,8 +50,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok", "version": opts.Version})
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": opts.Version})
 	})
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		session := firstOf(r.Header.Get("X-Engram-Session"), r.URL.Query().Get("session"))
@@ -57,6 +59,15 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Logger: log}).MCP()
 	}, &mcp.StreamableHTTPOptions{Logger: log})
 	mux.Handle("/mcp", auth(mcpHandler, opts, log))
+	maxBody := opts.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = MaxBodyBytes
+	}
+	v := &v1{eng: eng, log: log, maxBody: maxBody}
+	v.routes(mux, func(h http.Handler) http.Handler { return auth(h, opts, log) })
+	mux.Handle("/v1/", auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
+	}), opts, log))
 	return mux
 }
 
@@ -94,9 +105,7 @@ func auth(next http.Handler, opts Options, log *slog.Logger) http.Handler {
 
 // writeError writes the API's error shape.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
 // IsLoopback reports whether addr (host:port) binds only loopback

@@ -1,0 +1,411 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/llm"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// MaxBodyBytes bounds a request body by default.
+const MaxBodyBytes = 4 << 20
+
+// v1 serves the JSON API: resource-style URLs over the same operations as
+// the MCP tools. The caller's session is the one in the URL or the
+// X-Engram-Session header; its agent is X-Engram-Agent, else http@SESSION.
+type v1 struct {
+	eng     *engine.Engine
+	log     *slog.Logger
+	maxBody int64
+}
+
+func (v *v1) routes(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
+	h := func(pattern string, fn http.HandlerFunc) { mux.Handle(pattern, wrap(fn)) }
+	h("GET /v1/search", v.search)
+	h("GET /v1/files/{path...}", v.getFile)
+	h("POST /v1/prefetch", jsonOp(v, (*api.Ops).Prefetch, http.StatusOK))
+	h("POST /v1/retrieve", jsonOp(v, (*api.Ops).RetrieveContext, http.StatusOK))
+	h("POST /v1/recall", jsonOp(v, (*api.Ops).Recall, http.StatusOK))
+	h("GET /v1/sessions/{session}", v.session)
+	h("GET /v1/sessions/{session}/briefing", v.briefing)
+	h("GET /v1/sessions/{session}/turns", v.turns)
+	h("POST /v1/sessions/{session}/records", jsonOp(v, (*api.Ops).Record, http.StatusCreated))
+	h("PUT /v1/sessions/{session}/resume", jsonOp(v, (*api.Ops).UpdateResume, http.StatusOK))
+	h("PUT /v1/sessions/{session}/files/{path...}", v.putFile)
+	h("POST /v1/patterns", jsonOp(v, (*api.Ops).RecordPattern, http.StatusCreated))
+	h("POST /v1/failures", jsonOp(v, (*api.Ops).RecordFailure, http.StatusCreated))
+	h("POST /v1/insights", jsonOp(v, (*api.Ops).RecordInsight, http.StatusCreated))
+	h("POST /v1/decisions", jsonOp(v, (*api.Ops).RecordDecision, http.StatusCreated))
+	h("POST /v1/intents", jsonOp(v, (*api.Ops).DeclareIntent, http.StatusCreated))
+	h("POST /v1/intents/{id}/complete", v.completeIntent)
+	for _, kind := range []store.RecordKind{store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision, store.KindIntent} {
+		h("GET /v1/"+string(kind)+"s", v.list(kind))
+	}
+	h("GET /v1/events", v.events)
+	h("GET /v1/agents", v.agents)
+}
+
+// ops returns the operations for the caller of r.
+func (v *v1) ops(r *http.Request) (*api.Ops, error) {
+	session := firstOf(r.PathValue("session"), r.Header.Get("X-Engram-Session"))
+	agent := r.Header.Get("X-Engram-Agent")
+	if agent == "" && session != "" {
+		agent = "http@" + session
+	}
+	o := &api.Ops{Eng: v.eng, Agent: agent, Session: func() string { return session }}
+	o.Handle = func(ctx context.Context) (*archive.Handle, error) {
+		if session == "" {
+			return nil, &httpError{http.StatusBadRequest, "validation", "name the session: X-Engram-Session"}
+		}
+		arc, err := v.eng.Archive(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return arc.Connect(ctx, archive.AgentSpec{ID: agent, SessionID: session, Model: r.Header.Get("X-Engram-Model"), Role: "http"})
+	}
+	return o, nil
+}
+
+// jsonOp serves an operation whose input is the JSON body.
+func jsonOp[In, Out any](v *v1, op func(*api.Ops, context.Context, In) (Out, string, error), status int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in In
+		if err := v.decode(w, r, &in); err != nil {
+			v.fail(w, r, err)
+			return
+		}
+		o, err := v.ops(r)
+		if err != nil {
+			v.fail(w, r, err)
+			return
+		}
+		out, _, err := op(o, r.Context(), in)
+		if err != nil {
+			v.fail(w, r, err)
+			return
+		}
+		writeJSON(w, status, out)
+	}
+}
+
+func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
+	body := http.MaxBytesReader(w, r.Body, v.maxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", mbe.Limit)}
+		}
+		if errors.Is(err, io.EOF) {
+			return &httpError{http.StatusBadRequest, "validation", "the body is empty: send a JSON object"}
+		}
+		return &httpError{http.StatusBadRequest, "validation", "the body is not valid: " + err.Error()}
+	}
+	if dec.More() {
+		return &httpError{http.StatusBadRequest, "validation", "the body holds more than one JSON value"}
+	}
+	return nil
+}
+
+func (v *v1) search(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	in := api.SearchIn{Query: q.Get("q"), Session: q.Get("session"), Types: q["type"], Paths: q["path"], History: q.Get("history") == "true"}
+	var err error
+	if in.Limit, err = intParam(q.Get("limit")); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.Search(r.Context(), in); return out, err })
+}
+
+func (v *v1) getFile(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	in := api.GetFileIn{Path: r.PathValue("path")}
+	var errs [3]error
+	in.StartLine, errs[0] = intParam(q.Get("start"))
+	in.EndLine, errs[1] = intParam(q.Get("end"))
+	in.Version, errs[2] = intParam(q.Get("version"))
+	if err := errors.Join(errs[:]...); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.GetFile(r.Context(), in); return out, err })
+}
+
+func (v *v1) turns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	in := api.TurnsIn{Session: r.PathValue("session")}
+	var errs [3]error
+	in.From, errs[0] = intParam(q.Get("from"))
+	in.To, errs[1] = intParam(q.Get("to"))
+	in.MaxTokens, errs[2] = intParam(q.Get("max_tokens"))
+	if err := errors.Join(errs[:]...); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.TurnRange(r.Context(), in); return out, err })
+}
+
+func (v *v1) putFile(w http.ResponseWriter, r *http.Request) {
+	var in api.FileIn
+	if err := v.decode(w, r, &in); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	in.Path = r.PathValue("path")
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.UpdateFile(r.Context(), in); return out, err })
+}
+
+func (v *v1) completeIntent(w http.ResponseWriter, r *http.Request) {
+	in := api.CompleteIn{IntentID: r.PathValue("id")}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.CompleteIntent(r.Context(), in); return out, err })
+}
+
+// briefing serves a session's briefing with its versions as the ETag:
+// If-None-Match with them gets 304 Not Modified.
+func (v *v1) briefing(w http.ResponseWriter, r *http.Request) {
+	tier, err := archive.ParseTier(r.URL.Query().Get("tier"))
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	arc, err := v.eng.Archive(r.Context())
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	var have *archive.Versions
+	if gv, sv, ok := parseETag(r.Header.Get("If-None-Match")); ok {
+		have = &archive.Versions{GV: gv, SV: sv}
+	}
+	b, err := arc.Briefing(r.Context(), r.PathValue("session"), tier, have)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", etag(b.GV, b.SV))
+	if b.Status == archive.StatusNotModified {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+// session serves a session's state, with the session version as ETag.
+func (v *v1) session(w http.ResponseWriter, r *http.Request) {
+	arc, err := v.eng.Archive(r.Context())
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	var ifSV uint64
+	if _, sv, ok := parseETag(r.Header.Get("If-None-Match")); ok {
+		ifSV = sv
+	}
+	sr, err := arc.ReadSession(r.Context(), r.PathValue("session"), ifSV)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", etag(0, sr.SV))
+	if sr.Status == archive.StatusNotModified {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSON(w, http.StatusOK, sr)
+}
+
+// list serves the global records of a kind; the global version is the
+// ETag, and ?since=N a delta.
+func (v *v1) list(kind store.RecordKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		req := archive.GlobalRead{Kind: kind, Category: q.Get("category"), All: q.Get("all") == "true"}
+		var errs [2]error
+		var since int
+		since, errs[0] = intParam(q.Get("since"))
+		req.Limit, errs[1] = intParam(q.Get("limit"))
+		if err := errors.Join(errs[:]...); err != nil {
+			v.fail(w, r, err)
+			return
+		}
+		req.Since = uint64(since)
+		if gv, _, ok := parseETag(r.Header.Get("If-None-Match")); ok {
+			req.IfGV = gv
+		}
+		arc, err := v.eng.Archive(r.Context())
+		if err != nil {
+			v.fail(w, r, err)
+			return
+		}
+		res, err := arc.ReadGlobal(r.Context(), req)
+		if err != nil {
+			v.fail(w, r, err)
+			return
+		}
+		w.Header().Set("ETag", etag(res.GV, 0))
+		if res.Status == archive.StatusNotModified {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+func (v *v1) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, err := intParam(q.Get("after"))
+	if err == nil && q.Get("after") == "" {
+		after = -1
+	}
+	limit, err2 := intParam(q.Get("limit"))
+	if err := errors.Join(err, err2); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	arc, err := v.eng.Archive(r.Context())
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	evs, err := arc.Events(r.Context(), int64(after), limit)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	if evs == nil {
+		evs = []store.ArchiveEvent{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+}
+
+func (v *v1) agents(w http.ResponseWriter, r *http.Request) {
+	arc, err := v.eng.Archive(r.Context())
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	ags, err := arc.Agents(r.Context(), r.URL.Query().Get("session"))
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	if ags == nil {
+		ags = []store.ArchiveAgent{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": ags})
+}
+
+// run calls an operation with the caller's identity and writes its output.
+func (v *v1) run(w http.ResponseWriter, r *http.Request, fn func(o *api.Ops) (any, error)) {
+	o, err := v.ops(r)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	out, err := fn(o)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func intParam(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("%q is not a non-negative number", s)}
+	}
+	return n, nil
+}
+
+func etag(gv, sv uint64) string { return fmt.Sprintf(`"%d-%d"`, gv, sv) }
+
+func parseETag(s string) (gv, sv uint64, ok bool) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "W/")
+	s = strings.Trim(s, `"`)
+	a, b, found := strings.Cut(s, "-")
+	if !found {
+		return 0, 0, false
+	}
+	g, err1 := strconv.ParseUint(a, 10, 64)
+	v, err2 := strconv.ParseUint(b, 10, 64)
+	return g, v, err1 == nil && err2 == nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "<=" stays readable; the API serves no HTML
+	_ = enc.Encode(v)
+}
+
+// httpError is an error with its HTTP status and code.
+type httpError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+// fail maps an error to the API's error shape and status: 400 for bad
+// input, 403 for another session, 404 for what does not exist, 409 for a
+// conflict, 413 for an oversized body, 429 with Retry-After for a rate
+// limit, 502 for a failing provider, 500 (without details) for the rest.
+func (v *v1) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		he  *httpError
+		ve  *store.ValidationError
+		pe  *archive.ParseError
+		ie  *archive.IsolationError
+		aie *api.IsolationError
+		bad *api.InputError
+		ce  *archive.ConflictError
+		sce *store.ConflictError
+		rl  *archive.RateLimitError
+		fe  *engine.FieldError
+		de  *engine.DeletedError
+	)
+	switch {
+	case errors.As(err, &he):
+		writeError(w, he.status, he.code, he.msg)
+	case errors.As(err, &rl):
+		if rl.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int((rl.RetryAfter+time.Second-1)/time.Second)))
+		}
+		writeError(w, http.StatusTooManyRequests, "rate_limited", err.Error())
+	case errors.As(err, &ie), errors.As(err, &aie):
+		writeError(w, http.StatusForbidden, "other_session", err.Error())
+	case errors.As(err, &ce), errors.As(err, &sce):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.As(err, &ve), errors.As(err, &pe), errors.As(err, &fe), errors.As(err, &bad):
+		writeError(w, http.StatusBadRequest, "validation", err.Error())
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, archive.ErrUnknownAgent), errors.As(err, &de):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, llm.ErrBadAnswer):
+		writeError(w, http.StatusBadGateway, "provider", err.Error())
+	case errors.Is(err, context.Canceled):
+		// The client went away; nothing to answer.
+	default:
+		v.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "internal error; the server's log has the details")
+	}
+}

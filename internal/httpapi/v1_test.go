@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+)
+
+type client struct {
+	t   *testing.T
+	url string
+}
+
+// do sends a request with the caller's identity and returns status,
+// headers and body.
+func (c client) do(method, path, body string, hdr ...string) (int, http.Header, string) {
+	c.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, c.url+path, r)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("X-Engram-Session", "s1")
+	req.Header.Set("X-Engram-Agent", "h1")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func (c client) want(status int, method, path, body, contains string, hdr ...string) (http.Header, string) {
+	c.t.Helper()
+	got, h, b := c.do(method, path, body, hdr...)
+	if got != status || !strings.Contains(b, contains) {
+		c.t.Errorf("%s %s: HTTP %d %s, want %d with %q", method, path, got, strings.TrimSpace(b), status, contains)
+	}
+	if got >= 400 && !strings.Contains(b, `"error":{"code":`) {
+		c.t.Errorf("%s %s: error body %s lacks the error shape", method, path, b)
+	}
+	return h, b
+}
+
+func TestV1(t *testing.T) {
+	eng := newEngine(t)
+	ctx := context.Background()
+	if _, err := eng.Add(ctx, []engine.Record{{Session: "s0", Agent: "x", Type: store.ToolResult,
+		Content: []byte("TestUploadRetry failed: context deadline exceeded after 3 retries")}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", RequireToken: true, MaxBodyBytes: 4096}))
+	defer srv.Close()
+	c := client{t, srv.URL}
+
+	// Writes, with their statuses.
+	c.want(201, "POST", "/v1/patterns", `{"category":"testing.unit","pattern":"never sleep in tests; use a fake clock"}`, `"status":"created"`)
+	c.want(201, "POST", "/v1/patterns", `{"category":"testing.unit","pattern":"Never sleep in tests: use a fake clock."}`, `"status":"merged"`)
+	c.want(409, "POST", "/v1/patterns", `{"category":"testing.unit","pattern":"always sleep in tests instead of a fake clock"}`, "contradicts")
+	c.want(201, "POST", "/v1/failures", `{"approach":"raising timeouts","reason":"still flaky","resolution":"inject a clock","outcome":"success"}`, `"id":"fail-`)
+	c.want(201, "POST", "/v1/insights", `{"insight":"CI has two cores"}`, `"status":"created"`)
+	c.want(201, "POST", "/v1/decisions", `{"decision":"retries use full jitter"}`, `"status":"created"`)
+	_, b := c.want(201, "POST", "/v1/intents", `{"description":"rename upload.Retry","paths":["internal/upload"]}`, `"id":"int-`)
+	var intent archive.WriteResult
+	if err := json.Unmarshal([]byte(b), &intent); err != nil {
+		t.Fatal(err)
+	}
+	c.want(200, "POST", "/v1/intents/"+intent.ID+"/complete", "", `"status":"updated"`)
+	c.want(200, "PUT", "/v1/sessions/s1/resume", `{"task":"fix the flaky test","current":"read retry.go","next":["patch"]}`, `"sv":`)
+	c.want(200, "PUT", "/v1/sessions/s1/files/internal/upload/retry.go", `{"status":"modified","summary":"jitter"}`, `"sv":`)
+	c.want(201, "POST", "/v1/sessions/s1/records", `{"type":"user_prompt","content":"why does TestUploadRetry time out?"}`, `"turn":1`)
+
+	// Reads.
+	c.want(200, "GET", "/v1/search?q=context+deadline+retries&limit=3", "", "session s0")
+	c.want(200, "GET", "/v1/sessions/s1/turns?from=1&to=1", "", "why does TestUploadRetry")
+	c.want(200, "POST", "/v1/retrieve", `{"query":"deadline exceeded","max_tokens":100}`, "context deadline exceeded")
+	c.want(200, "POST", "/v1/prefetch", `{"query":"TestUploadRetry deadline","budget":300}`, `"budget":300`)
+	c.want(200, "POST", "/v1/recall", `{"query":"@arch:check:failures?approach=raising timeouts"}`, "inject a clock")
+	c.want(200, "GET", "/v1/sessions/s1", "", "fix the flaky test")
+	c.want(200, "GET", "/v1/events?limit=5", "", `"events":[`)
+	c.want(200, "GET", "/v1/agents?session=s1", "", `"ID":"h1"`)
+
+	// Conditional reads: the versions are the ETag.
+	h, _ := c.want(200, "GET", "/v1/sessions/s1/briefing?tier=standard", "", "fix the flaky test")
+	tag := h.Get("ETag")
+	if tag == "" {
+		t.Fatal("no ETag on the briefing")
+	}
+	if st, _, body := c.do("GET", "/v1/sessions/s1/briefing?tier=standard", "", "If-None-Match", tag); st != 304 || body != "" {
+		t.Errorf("If-None-Match with the current ETag: HTTP %d %q", st, body)
+	}
+	h, _ = c.want(200, "GET", "/v1/patterns", "", "fake clock")
+	if st, _, _ := c.do("GET", "/v1/patterns", "", "If-None-Match", h.Get("ETag")); st != 304 {
+		t.Errorf("patterns with the current ETag: HTTP %d", st)
+	}
+	c.want(201, "POST", "/v1/insights", `{"insight":"a new one changes the global version"}`, "created")
+	c.want(200, "GET", "/v1/patterns", "", "fake clock", "If-None-Match", h.Get("ETag"))
+	c.want(200, "GET", "/v1/insights?since=1", "", "a new one")
+	h, _ = c.want(200, "GET", "/v1/sessions/s1", "", "fix the flaky test")
+	if st, _, _ := c.do("GET", "/v1/sessions/s1", "", "If-None-Match", h.Get("ETag")); st != 304 {
+		t.Errorf("session with the current ETag: HTTP %d", st)
+	}
+
+	// Errors: 400, 401, 403, 404, 413, 429.
+	c.want(400, "POST", "/v1/patterns", `{"category":"cooking.pasta","pattern":"x"}`, "unknown first level")
+	c.want(400, "POST", "/v1/patterns", `{"pattern":"x","colour":"red"}`, "unknown field")
+	c.want(400, "POST", "/v1/patterns", `{"pattern":`, "not valid")
+	c.want(400, "POST", "/v1/patterns", ``, "empty")
+	c.want(400, "GET", "/v1/search?q=", "", "empty")
+	c.want(400, "GET", "/v1/search?q=x&limit=many", "", "non-negative number")
+	c.want(400, "POST", "/v1/recall", `{"query":"@arch:recall:wat"}`, "unknown domain")
+	c.want(400, "GET", "/v1/sessions/s1/briefing?tier=huge", "", "huge")
+	c.want(400, "GET", "/v1/sessions/s1/turns?from=3&to=1", "", "from <= to")
+	c.want(401, "GET", "/v1/patterns", "", "wrong token", "Authorization", "Bearer nope")
+	c.want(403, "PUT", "/v1/sessions/s2/resume", `{"task":"x"}`, "belongs to session s1")
+	c.want(404, "GET", "/v1/files/nope.go", "", "neither an indexed file")
+	c.want(404, "GET", "/v1/sessions/nosuch/briefing", "", "nosuch")
+	c.want(404, "GET", "/v1/nothing-here", "", "no such route")
+	c.want(413, "POST", "/v1/insights", `{"insight":"`+strings.Repeat("x", 5000)+`"}`, "over 4096 bytes")
+	for range 9 {
+		c.do("POST", "/v1/patterns", `{"category":"testing.unit","pattern":"`+randomWords()+`"}`)
+	}
+	h, _ = c.want(429, "POST", "/v1/patterns", `{"category":"testing.unit","pattern":"use golden files"}`, "in the last minute")
+	if h.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+}
+
+var wordN int
+
+// randomWords returns a distinct pattern text each call.
+func randomWords() string {
+	wordN++
+	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"}
+	return "prefer " + words[wordN%len(words)] + " " + words[(wordN*7)%len(words)] + " over " + words[(wordN*3)%len(words)] + " " + strings.Repeat("z", wordN)
+}
