@@ -26,13 +26,14 @@ func (a *app) serveCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Index the project, keep the index current, and serve it over HTTP (MCP at /mcp)",
+		Short: "Index the project, keep the index current, and serve it over HTTP (MCP at /mcp, JSON at /v1)",
 		Long: `Run engram for a project as one long-lived process: index the repository if
 it has no index yet (the first time it needs your permission: --yes, or run
 engram index on a terminal), keep the index current as files change, and
 serve over HTTP:
 
   /mcp      the MCP endpoint, streamable HTTP: the tools of engram mcp
+  /v1/...   the JSON API over the same operations (see the README)
   /healthz  health, without a token
 
 It binds to loopback (127.0.0.1:7411) by default. A bearer token is made on
@@ -68,7 +69,7 @@ X-Engram-Agent headers. Ctrl-C or SIGTERM stops it gracefully.`,
 				Handler:           httpapi.Handler(eng, httpapi.Options{Token: token, RequireToken: require, Version: version, Logger: a.log}),
 				ReadHeaderTimeout: 10 * time.Second,
 			}
-			fmt.Fprintf(a.stderr, "engram serving %s on http://%s (MCP at /mcp)\n", a.cfg.Project, ln.Addr())
+			fmt.Fprintf(a.stderr, "engram serving %s on http://%s (MCP at /mcp, JSON API at /v1)\n", a.cfg.Project, ln.Addr())
 			switch {
 			case tokenFile != "" && require:
 				fmt.Fprintf(a.stderr, "bearer token required; it is in %s\n", tokenFile)
