@@ -14,6 +14,7 @@ import (
 
 	"github.com/engramhq/engram/internal/httpapi"
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/metrics"
 )
 
 // DefaultAddr is where engram serve listens by default.
@@ -34,6 +35,7 @@ serve over HTTP:
 
   /mcp      the MCP endpoint, streamable HTTP: the tools of engram mcp
   /v1/...   the JSON API over the same operations (see the README)
+  /metrics  Prometheus metrics
   /healthz  health, without a token
 
 It binds to loopback (127.0.0.1:7411) by default. A bearer token is made on
@@ -66,7 +68,8 @@ X-Engram-Agent headers. Ctrl-C or SIGTERM stops it gracefully.`,
 				return fmt.Errorf("serve: %w", err)
 			}
 			srv := &http.Server{
-				Handler:           httpapi.Handler(eng, httpapi.Options{Token: token, RequireToken: require, Version: version, Logger: a.log}),
+				Handler: httpapi.Handler(eng, httpapi.Options{Token: token, RequireToken: require, Version: version,
+					Metrics: metrics.New(eng), Logger: a.log}),
 				ReadHeaderTimeout: 10 * time.Second,
 			}
 			fmt.Fprintf(a.stderr, "engram serving %s on http://%s (MCP at /mcp, JSON API at /v1)\n", a.cfg.Project, ln.Addr())

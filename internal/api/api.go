@@ -15,6 +15,7 @@ import (
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
 )
@@ -29,6 +30,8 @@ type Ops struct {
 	Handle func(ctx context.Context) (*archive.Handle, error)
 	// Agent is the agent recorded with content the caller records.
 	Agent string
+	// Metrics, if set, records searches and briefings.
+	Metrics *metrics.Metrics
 }
 
 // IsolationError refuses a write that names another session than the
@@ -264,6 +267,7 @@ func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, strin
 	if err != nil {
 		return SearchOut{}, "", err
 	}
+	o.Metrics.Search(res.Lexical, res.Vector, res.Degraded, res.Elapsed)
 	out := SearchOut{Degraded: res.Degraded, Faults: res.Faults, Hits: []HitOut{}}
 	var b strings.Builder
 	if len(res.Hits) == 0 {
@@ -538,6 +542,7 @@ func (o *Ops) Briefing(ctx context.Context, in BriefingIn) (*archive.Briefing, s
 	if err != nil {
 		return nil, "", err
 	}
+	o.Metrics.BriefingServed(b)
 	if b.Status == archive.StatusNotModified {
 		return b, fmt.Sprintf("NOT_MODIFIED gv=%d sv=%d", b.GV, b.SV), nil
 	}

@@ -59,6 +59,10 @@ type Briefing struct {
 	Omitted int `json:"omitted,omitempty"`
 	// Cached is true when the briefing came whole from the cache.
 	Cached bool `json:"cached,omitempty"`
+	// SavedTokens is, on NOT_MODIFIED, the size of the briefing the reader
+	// already holds, when this process still has it: what it did not have
+	// to read again.
+	SavedTokens int `json:"saved_tokens,omitempty"`
 
 	validUntil time.Time // the first expiry of an intent shown
 }
@@ -86,10 +90,14 @@ func (a *Archive) Briefing(ctx context.Context, sessionID string, tier Tier, hav
 		return nil, fmt.Errorf("session %s: %w (register an agent in it first)", sessionID, store.ErrNotFound)
 	}
 	now := a.now()
-	if have != nil && have.GV == gv && have.SV == sv {
-		return &Briefing{Status: StatusNotModified, Tier: tier, Session: sessionID, GV: gv, SV: sv}, nil
-	}
 	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", sessionID, tier, gv, sv)
+	if have != nil && have.GV == gv && have.SV == sv {
+		nm := &Briefing{Status: StatusNotModified, Tier: tier, Session: sessionID, GV: gv, SV: sv}
+		if b, ok := a.briefings.GetIfPresent(key); ok {
+			nm.SavedTokens = b.Tokens
+		}
+		return nm, nil
+	}
 	if b, ok := a.briefings.GetIfPresent(key); ok && (b.validUntil.IsZero() || now.Before(b.validUntil)) {
 		hit := *b
 		hit.Cached = true

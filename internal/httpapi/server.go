@@ -20,11 +20,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/mcpserver"
+	"github.com/engramhq/engram/internal/metrics"
 )
 
 // Options configure the handler.
@@ -38,8 +40,11 @@ type Options struct {
 	// MaxBodyBytes bounds a request body of the JSON API; zero means
 	// MaxBodyBytes.
 	MaxBodyBytes int64
-	Version      string
-	Logger       *slog.Logger
+	// Metrics, if set, records requests and tool calls and is served at
+	// /metrics.
+	Metrics *metrics.Metrics
+	Version string
+	Logger  *slog.Logger
 }
 
 // Handler returns engram's HTTP handler over eng.
@@ -56,20 +61,60 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		session := firstOf(r.Header.Get("X-Engram-Session"), r.URL.Query().Get("session"))
 		agent := firstOf(r.Header.Get("X-Engram-Agent"), r.URL.Query().Get("agent"))
 		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent,
-			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Logger: log}).MCP()
+			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log}).MCP()
 	}, &mcp.StreamableHTTPOptions{Logger: log})
 	mux.Handle("/mcp", auth(mcpHandler, opts, log))
 	maxBody := opts.MaxBodyBytes
 	if maxBody <= 0 {
 		maxBody = MaxBodyBytes
 	}
-	v := &v1{eng: eng, log: log, maxBody: maxBody}
+	v := &v1{eng: eng, log: log, maxBody: maxBody, metrics: opts.Metrics}
 	v.routes(mux, func(h http.Handler) http.Handler { return auth(h, opts, log) })
 	mux.Handle("/v1/", auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
 	}), opts, log))
-	return mux
+	if opts.Metrics == nil {
+		return mux
+	}
+	mux.Handle("GET /metrics", auth(opts.Metrics.Handler(), opts, log))
+	return observe(mux, opts.Metrics)
 }
+
+// observe records every request: its route (the pattern it matched), method,
+// status and latency.
+func observe(next http.Handler, m *metrics.Metrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "other"
+		}
+		m.Request(route, r.Method, sw.code, time.Since(start))
+	})
+}
+
+// statusWriter remembers the status a handler wrote. It passes Flush on,
+// which the MCP endpoint's event streams need.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func firstOf(s ...string) string {
 	for _, x := range s {

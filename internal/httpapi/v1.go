@@ -16,6 +16,7 @@ import (
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/llm"
+	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/store"
 )
 
@@ -29,6 +30,7 @@ type v1 struct {
 	eng     *engine.Engine
 	log     *slog.Logger
 	maxBody int64
+	metrics *metrics.Metrics
 }
 
 func (v *v1) routes(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
@@ -64,7 +66,7 @@ func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 	if agent == "" && session != "" {
 		agent = "http@" + session
 	}
-	o := &api.Ops{Eng: v.eng, Agent: agent, Session: func() string { return session }}
+	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Session: func() string { return session }}
 	o.Handle = func(ctx context.Context) (*archive.Handle, error) {
 		if session == "" {
 			return nil, &httpError{http.StatusBadRequest, "validation", "name the session: X-Engram-Session"}
@@ -196,6 +198,7 @@ func (v *v1) briefing(w http.ResponseWriter, r *http.Request) {
 		v.fail(w, r, err)
 		return
 	}
+	v.metrics.BriefingServed(b)
 	w.Header().Set("ETag", etag(b.GV, b.SV))
 	if b.Status == archive.StatusNotModified {
 		w.WriteHeader(http.StatusNotModified)

@@ -21,6 +21,7 @@ import (
 	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/metrics"
 )
 
 // Options say who the server's client is.
@@ -35,6 +36,8 @@ type Options struct {
 	Model string
 	// Version is engram's version, reported to clients.
 	Version string
+	// Metrics, if set, records tool calls, searches, briefings and tokens.
+	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 }
 
@@ -64,7 +67,36 @@ func New(eng *engine.Engine, opts Options) *Server {
 	})
 	s.addTools()
 	s.addResources()
+	if opts.Metrics != nil {
+		s.mcp.AddReceivingMiddleware(s.observe)
+	}
 	return s
+}
+
+// observe records tool calls in the metrics.
+func (s *Server) observe(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		start := time.Now()
+		res, err := next(ctx, method, req)
+		name := ""
+		if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
+			name = ctr.Params.Name
+		}
+		failed := err != nil
+		if r, ok := res.(*mcp.CallToolResult); ok && r != nil {
+			failed = failed || r.IsError
+			for _, c := range r.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					s.opts.Metrics.Served(name, s.eng.Encoding().Count(tc.Text))
+				}
+			}
+		}
+		s.opts.Metrics.ToolCall(name, failed, time.Since(start))
+		return res, err
+	}
 }
 
 // instructions tell the model what the server is for, in a few lines.
@@ -128,7 +160,7 @@ func (s *Server) ops(req *mcp.CallToolRequest) *api.Ops {
 	if agent == "" {
 		agent = "mcp@" + s.session(req)
 	}
-	return &api.Ops{Eng: s.eng, Agent: agent, Session: func() string { return s.session(req) },
+	return &api.Ops{Eng: s.eng, Agent: agent, Metrics: s.opts.Metrics, Session: func() string { return s.session(req) },
 		Handle: func(ctx context.Context) (*archive.Handle, error) { return s.archiveHandle(ctx, req) }}
 }
 

@@ -1,0 +1,176 @@
+// Package metrics is what engram serve exposes to Prometheus at /metrics:
+// requests and tool calls, search latency by the signals that answered,
+// degradations, briefing cache results, tokens served and saved, and, read
+// from the store at each scrape, its size and the embedding queue.
+//
+// A nil *Metrics records nothing, so code paths need no checks.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/engine"
+)
+
+// Metrics holds engram's collectors in a registry of its own.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests     *prometheus.CounterVec
+	requestTime  *prometheus.HistogramVec
+	toolCalls    *prometheus.CounterVec
+	toolTime     *prometheus.HistogramVec
+	searchTime   *prometheus.HistogramVec
+	degraded     prometheus.Counter
+	briefings    *prometheus.CounterVec
+	tokensServed *prometheus.CounterVec
+	tokensSaved  *prometheus.CounterVec
+}
+
+// New returns the metrics, with a collector that reads the store's figures
+// from eng at each scrape.
+func New(eng *engine.Engine) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	buckets := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_http_requests_total",
+		Help: "HTTP requests, by route, method and status code."}, []string{"route", "method", "code"})
+	m.requestTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "engram_http_request_seconds",
+		Help: "HTTP request latency, by route.", Buckets: buckets}, []string{"route"})
+	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_mcp_tool_calls_total",
+		Help: "MCP tool calls, by tool and result (ok or error)."}, []string{"tool", "result"})
+	m.toolTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "engram_mcp_tool_seconds",
+		Help: "MCP tool call latency, by tool.", Buckets: buckets}, []string{"tool"})
+	m.searchTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "engram_search_seconds",
+		Help: "Search latency, by the signals that answered: lexical, vector or hybrid.", Buckets: buckets}, []string{"signals"})
+	m.degraded = prometheus.NewCounter(prometheus.CounterOpts{Name: "engram_search_degraded_total",
+		Help: "Searches answered without a signal that should have answered (a failing or slow embedder)."})
+	m.briefings = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_briefings_total",
+		Help: "Briefings served, by result: not_modified, cached or assembled."}, []string{"result"})
+	m.tokensServed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_tokens_served_total",
+		Help: "Tokens of the text answers served to agents, by operation."}, []string{"op"})
+	m.tokensSaved = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_tokens_saved_total",
+		Help: "Tokens agents did not have to read: unchanged briefings (not_modified) and context kept behind references."}, []string{"reason"})
+	m.reg.MustRegister(m.requests, m.requestTime, m.toolCalls, m.toolTime, m.searchTime, m.degraded, m.briefings,
+		m.tokensServed, m.tokensSaved, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if eng != nil {
+		m.reg.MustRegister(&storeCollector{eng: eng})
+	}
+	return m
+}
+
+// Handler serves the registry in Prometheus's text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Request records an HTTP request.
+func (m *Metrics) Request(route, method string, code int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	m.requestTime.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// ToolCall records an MCP tool call.
+func (m *Metrics) ToolCall(tool string, failed bool, d time.Duration) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if failed {
+		result = "error"
+	}
+	m.toolCalls.WithLabelValues(tool, result).Inc()
+	m.toolTime.WithLabelValues(tool).Observe(d.Seconds())
+}
+
+// Search records a search's latency, the signals that answered, and
+// whether it was degraded.
+func (m *Metrics) Search(lexical, vector, degraded bool, d time.Duration) {
+	if m == nil {
+		return
+	}
+	signals := "hybrid"
+	switch {
+	case lexical && !vector:
+		signals = "lexical"
+	case vector && !lexical:
+		signals = "vector"
+	}
+	m.searchTime.WithLabelValues(signals).Observe(d.Seconds())
+	if degraded {
+		m.degraded.Inc()
+	}
+}
+
+// BriefingServed records a briefing served: not_modified (with the tokens
+// the reader did not have to read again), cached or assembled.
+func (m *Metrics) BriefingServed(b *archive.Briefing) {
+	if m == nil {
+		return
+	}
+	switch {
+	case b.Status == archive.StatusNotModified:
+		m.briefings.WithLabelValues("not_modified").Inc()
+		m.Saved("not_modified", b.SavedTokens)
+	case b.Cached:
+		m.briefings.WithLabelValues("cached").Inc()
+	default:
+		m.briefings.WithLabelValues("assembled").Inc()
+	}
+}
+
+// Served counts tokens of an answer served by an operation.
+func (m *Metrics) Served(op string, tokens int) {
+	if m == nil || tokens <= 0 {
+		return
+	}
+	m.tokensServed.WithLabelValues(op).Add(float64(tokens))
+}
+
+// Saved counts tokens an agent did not have to read.
+func (m *Metrics) Saved(reason string, tokens int) {
+	if m == nil || tokens <= 0 {
+		return
+	}
+	m.tokensSaved.WithLabelValues(reason).Add(float64(tokens))
+}
+
+// storeCollector reads the store's figures at each scrape.
+type storeCollector struct{ eng *engine.Engine }
+
+var (
+	storeBytes  = prometheus.NewDesc("engram_store_bytes", "Size of the store.", nil, nil)
+	storeChunks = prometheus.NewDesc("engram_store_chunks", "Chunks in the store.", nil, nil)
+	storeTokens = prometheus.NewDesc("engram_store_tokens", "Tokens of the content in the store.", nil, nil)
+	embedQueue  = prometheus.NewDesc("engram_embed_queue", "Chunks waiting to be embedded by the configured model.", nil, nil)
+)
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storeBytes
+	ch <- storeChunks
+	ch <- storeTokens
+	ch <- embedQueue
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if st, err := c.eng.Stats(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(storeBytes, prometheus.GaugeValue, float64(st.SizeBytes))
+		ch <- prometheus.MustNewConstMetric(storeChunks, prometheus.GaugeValue, float64(st.Chunks))
+		ch <- prometheus.MustNewConstMetric(storeTokens, prometheus.GaugeValue, float64(st.Tokens))
+	}
+	if es, err := c.eng.EmbedStatus(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(embedQueue, prometheus.GaugeValue, float64(es.Pending))
+	}
+}
