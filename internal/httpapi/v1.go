@@ -33,30 +33,55 @@ type v1 struct {
 	metrics *metrics.Metrics
 }
 
-func (v *v1) routes(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
-	h := func(pattern string, fn http.HandlerFunc) { mux.Handle(pattern, wrap(fn)) }
-	h("GET /v1/search", v.search)
-	h("GET /v1/files/{path...}", v.getFile)
-	h("POST /v1/prefetch", jsonOp(v, (*api.Ops).Prefetch, http.StatusOK))
-	h("POST /v1/retrieve", jsonOp(v, (*api.Ops).RetrieveContext, http.StatusOK))
-	h("POST /v1/recall", jsonOp(v, (*api.Ops).Recall, http.StatusOK))
-	h("GET /v1/sessions/{session}", v.session)
-	h("GET /v1/sessions/{session}/briefing", v.briefing)
-	h("GET /v1/sessions/{session}/turns", v.turns)
-	h("POST /v1/sessions/{session}/records", jsonOp(v, (*api.Ops).Record, http.StatusCreated))
-	h("PUT /v1/sessions/{session}/resume", jsonOp(v, (*api.Ops).UpdateResume, http.StatusOK))
-	h("PUT /v1/sessions/{session}/files/{path...}", v.putFile)
-	h("POST /v1/patterns", jsonOp(v, (*api.Ops).RecordPattern, http.StatusCreated))
-	h("POST /v1/failures", jsonOp(v, (*api.Ops).RecordFailure, http.StatusCreated))
-	h("POST /v1/insights", jsonOp(v, (*api.Ops).RecordInsight, http.StatusCreated))
-	h("POST /v1/decisions", jsonOp(v, (*api.Ops).RecordDecision, http.StatusCreated))
-	h("POST /v1/intents", jsonOp(v, (*api.Ops).DeclareIntent, http.StatusCreated))
-	h("POST /v1/intents/{id}/complete", v.completeIntent)
-	for _, kind := range []store.RecordKind{store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision, store.KindIntent} {
-		h("GET /v1/"+string(kind)+"s", v.list(kind))
+// route is one route of the API: what serves it and what the OpenAPI
+// document says of it, from the same table, so the two cannot drift.
+type route struct {
+	pattern string // METHOD /path, as http.ServeMux takes it
+	summary string
+	handler http.HandlerFunc
+	body    any      // a zero value of the request body's type, or nil
+	query   []string // query parameters, "name: description"
+	status  int      // the success status
+}
+
+func (v *v1) table() []route {
+	rs := []route{
+		{"GET /v1/search", "Hybrid search over code and everything agents saw", v.search, nil,
+			[]string{"q: what to find", "limit: most results", "session: only this session", "type: only this content type (repeatable)",
+				"path: only content about these files (repeatable)", "history: true to include old versions"}, 200},
+		{"GET /v1/files/{path...}", "An indexed file, or some of its lines", v.getFile, nil,
+			[]string{"start: first line", "end: last line", "version: an older version"}, 200},
+		{"POST /v1/prefetch", "The context block for a task, within a budget", jsonOp(v, (*api.Ops).Prefetch, 200), api.PrefetchIn{}, nil, 200},
+		{"POST /v1/retrieve", "Stored content behind a reference, entry ids or a query", jsonOp(v, (*api.Ops).RetrieveContext, 200), api.RetrieveIn{}, nil, 200},
+		{"POST /v1/recall", "Ask the archivalist: an @arch: query or a question about the past", jsonOp(v, (*api.Ops).Recall, 200), api.RecallIn{}, nil, 200},
+		{"GET /v1/sessions/{session}", "A session's state (ETag: its version)", v.session, nil, nil, 200},
+		{"GET /v1/sessions/{session}/briefing", "A session's briefing (ETag: both versions)", v.briefing, nil, []string{"tier: micro, standard or full"}, 200},
+		{"GET /v1/sessions/{session}/turns", "A session's turns, in order", v.turns, nil, []string{"from: first turn", "to: last turn", "max_tokens: most tokens"}, 200},
+		{"POST /v1/sessions/{session}/records", "Record content in the session", jsonOp(v, (*api.Ops).Record, 201), api.RecordIn{}, nil, 201},
+		{"PUT /v1/sessions/{session}/resume", "Update the session's resume point", jsonOp(v, (*api.Ops).UpdateResume, 200), api.ResumeIn{}, nil, 200},
+		{"PUT /v1/sessions/{session}/files/{path...}", "Record what the session did to a file", v.putFile, api.FileIn{}, nil, 200},
+		{"POST /v1/patterns", "Add a pattern", jsonOp(v, (*api.Ops).RecordPattern, 201), api.PatternIn{}, nil, 201},
+		{"POST /v1/failures", "Add a failure, or a resolution to one", jsonOp(v, (*api.Ops).RecordFailure, 201), api.FailureIn{}, nil, 201},
+		{"POST /v1/insights", "Add an insight", jsonOp(v, (*api.Ops).RecordInsight, 201), api.InsightIn{}, nil, 201},
+		{"POST /v1/decisions", "Add a decision", jsonOp(v, (*api.Ops).RecordDecision, 201), api.DecisionIn{}, nil, 201},
+		{"POST /v1/intents", "Declare cross-cutting work", jsonOp(v, (*api.Ops).DeclareIntent, 201), api.IntentIn{}, nil, 201},
+		{"POST /v1/intents/{id}/complete", "Complete an intent of your session", v.completeIntent, nil, nil, 200},
+		{"GET /v1/events", "The event log", v.events, nil, []string{"after: events after this sequence number", "limit: most events"}, 200},
+		{"GET /v1/agents", "Registered agents", v.agents, nil, []string{"session: only this session's"}, 200},
 	}
-	h("GET /v1/events", v.events)
-	h("GET /v1/agents", v.agents)
+	for _, kind := range []store.RecordKind{store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision, store.KindIntent} {
+		rs = append(rs, route{"GET /v1/" + string(kind) + "s", "Active " + string(kind) + "s, newest first (ETag: the global version)",
+			v.list(kind), nil, []string{"category: this category and below", "since: a delta after this global version",
+				"all: true for superseded ones too", "limit: most records"}, 200})
+	}
+	return rs
+}
+
+func (v *v1) routes(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
+	for _, r := range v.table() {
+		mux.Handle(r.pattern, wrap(r.handler))
+	}
+	mux.Handle("GET /v1/openapi.json", wrap(http.HandlerFunc(v.openapi)))
 }
 
 // ops returns the operations for the caller of r.

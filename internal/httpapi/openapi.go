@@ -1,0 +1,85 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+var (
+	openapiOnce sync.Once
+	openapiDoc  map[string]any
+)
+
+// openapi serves the API's OpenAPI 3.1 document, built from the route
+// table the server is made from.
+func (v *v1) openapi(w http.ResponseWriter, r *http.Request) {
+	openapiOnce.Do(func() { openapiDoc = v.document() })
+	writeJSON(w, http.StatusOK, openapiDoc)
+}
+
+var pathParam = regexp.MustCompile(`\{(\w+)(\.\.\.)?\}`)
+
+func (v *v1) document() map[string]any {
+	errSchema := map[string]any{"type": "object", "properties": map[string]any{"error": map[string]any{"type": "object",
+		"properties": map[string]any{"code": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"}}}}}
+	paths := map[string]map[string]any{}
+	for _, rt := range v.table() {
+		method, pattern, _ := strings.Cut(rt.pattern, " ")
+		path := pathParam.ReplaceAllString(pattern, "{$1}")
+		var params []any
+		for _, m := range pathParam.FindAllStringSubmatch(pattern, -1) {
+			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+		for _, q := range rt.query {
+			name, desc, _ := strings.Cut(q, ": ")
+			params = append(params, map[string]any{"name": name, "in": "query", "description": desc, "schema": map[string]any{"type": "string"}})
+		}
+		op := map[string]any{
+			"summary":     rt.summary,
+			"operationId": operationID(method, path),
+			"responses": map[string]any{
+				fmt.Sprint(rt.status): map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{}}},
+				"default":             map[string]any{"description": "an error", "content": map[string]any{"application/json": map[string]any{"schema": errSchema}}},
+			},
+			"security": []any{map[string]any{"bearer": []string{}}},
+		}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		if rt.body != nil {
+			schema, err := jsonschema.ForType(reflect.TypeOf(rt.body), nil)
+			if err != nil {
+				panic(fmt.Sprintf("openapi: %s: %v", rt.pattern, err)) // the types are ours: a test catches it
+			}
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": schema}}}
+		}
+		if paths[path] == nil {
+			paths[path] = map[string]any{}
+		}
+		paths[path][strings.ToLower(method)] = op
+	}
+	return map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{"title": "engram", "version": "v1",
+			"description": "engram's JSON API: search, files, context, session state and the shared memory of agents. The caller's session and agent go in the X-Engram-Session and X-Engram-Agent headers."},
+		"paths":      paths,
+		"components": map[string]any{"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}}},
+	}
+}
+
+func operationID(method, path string) string {
+	var parts []string
+	for _, p := range strings.Split(strings.Trim(path, "/"), "/") {
+		if p == "v1" || strings.HasPrefix(p, "{") {
+			continue
+		}
+		parts = append(parts, p)
+	}
+	return strings.ToLower(method) + "_" + strings.Join(parts, "_")
+}

@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestOpenAPI checks the document against the server: every route of the
+// document is served (no "no such route"), every operation id is unique,
+// and request bodies have schemas.
+func TestOpenAPI(t *testing.T) {
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "tok", RequireToken: true}))
+	defer srv.Close()
+	c := client{t, srv.URL}
+	_, body := c.want(200, "GET", "/v1/openapi.json", "", `"openapi":"3.1.0"`)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+			RequestBody *struct {
+				Content map[string]struct {
+					Schema map[string]any `json:"schema"`
+				} `json:"content"`
+			} `json:"requestBody"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	n := 0
+	param := regexp.MustCompile(`\{\w+\}`)
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			n++
+			if ids[op.OperationID] || op.OperationID == "" {
+				t.Errorf("%s %s: operation id %q empty or repeated", method, path, op.OperationID)
+			}
+			ids[op.OperationID] = true
+			if op.RequestBody != nil && op.RequestBody.Content["application/json"].Schema["type"] != "object" {
+				t.Errorf("%s %s: request body without an object schema", method, path)
+			}
+			concrete := param.ReplaceAllString(path, "x")
+			st, _, b := c.do(strings.ToUpper(method), concrete, "{}")
+			if strings.Contains(b, "no such route") || st == 405 {
+				t.Errorf("%s %s (documented) is not served: HTTP %d %s", method, concrete, st, b)
+			}
+		}
+	}
+	if n != 24 {
+		t.Errorf("%d documented operations, want the 24 routes", n)
+	}
+	// And a route that is not documented is not served.
+	if st, _, b := c.do("DELETE", "/v1/patterns", ""); st != 404 || !strings.Contains(b, "no such route") {
+		t.Errorf("an undocumented route: HTTP %d %s", st, b)
+	}
+}
