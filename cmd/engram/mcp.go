@@ -3,11 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/internal/mcpserver"
@@ -54,7 +52,7 @@ with that client.`,
 			opts.Logger = a.log
 			srv := mcpserver.New(eng, opts)
 			a.log.Info("engram mcp serving on stdio", "project", a.cfg.Project, "store", a.cfg.Store.Path)
-			return srv.Run(ctx, &mcp.IOTransport{Reader: readCloser{a.stdin}, Writer: nopWriteCloser{a.stdout}})
+			return srv.Run(ctx, mcpserver.StdioTransport(a.stdin, a.stdout, a.log))
 		},
 	}
 	f := cmd.Flags()
@@ -90,13 +88,3 @@ func (a *app) printMCPConfig(client string) error {
 	}
 	return usagef("--print-config: %q is not one of claude, codex, cursor", client)
 }
-
-// readCloser and nopWriteCloser adapt the app's streams for the MCP
-// transport; the process's own streams are closed by the process.
-type readCloser struct{ io.Reader }
-
-func (readCloser) Close() error { return nil }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

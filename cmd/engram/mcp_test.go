@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +92,73 @@ func TestMCP_PrintConfig(t *testing.T) {
 	}
 	if code, _, errOut := e.run("", "mcp", "--print-config", "vim"); code != 2 || !strings.Contains(errOut, "claude, codex, cursor") {
 		t.Errorf("unknown client: exit %d, %q", code, errOut)
+	}
+}
+
+// TestMCP_StdioBadInput sends the stdio server lines that are not JSON-RPC
+// messages, an oversized one and unknown methods and tools: each gets a
+// precise JSON-RPC error and the session goes on.
+func TestMCP_StdioBadInput(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := e.command(ctx, "mcp", "--session", "raw")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewScanner(stdout)
+	out.Buffer(make([]byte, 1<<20), 1<<20)
+	send := func(lines ...string) {
+		t.Helper()
+		for _, l := range lines {
+			if _, err := io.WriteString(stdin, l+"\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	next := func() map[string]any {
+		t.Helper()
+		if !out.Scan() {
+			t.Fatalf("the server stopped answering: %v", out.Err())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatalf("answer %q: %v", out.Text(), err)
+		}
+		return m
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	if m := next(); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, `this is not json`, `42`, strings.Repeat("x", 17<<20))
+	for _, want := range []string{"not JSON", "want an object", "over 16777216 bytes"} {
+		m := next()
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] != float64(-32700) || !strings.Contains(e["message"].(string), want) {
+			t.Errorf("bad line: %v, want a parse error with %q", m, want)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":2,"method":"no/such/method"}`)
+	if m := next(); m["error"] == nil || m["id"] != float64(2) {
+		t.Errorf("unknown method: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"briefing","arguments":{"tier":"micro"}}}`)
+	if m := next(); m["result"] == nil || m["id"] != float64(3) {
+		t.Errorf("a tool call after the bad lines: %v", m)
+	}
+	if err := stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("engram mcp after stdin closed: %v", err)
 	}
 }
