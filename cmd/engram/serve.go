@@ -24,6 +24,7 @@ func (a *app) serveCmd() *cobra.Command {
 	var (
 		addr, token, tokenFile string
 		noIndex, yes, noEmbed  bool
+		maxBody                int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -69,7 +70,7 @@ X-Engram-Agent headers. Ctrl-C or SIGTERM stops it gracefully.`,
 			}
 			srv := &http.Server{
 				Handler: httpapi.Handler(eng, httpapi.Options{Token: token, RequireToken: require, Version: version,
-					Metrics: metrics.New(eng), Logger: a.log}),
+					MaxBodyBytes: maxBody, Metrics: metrics.New(eng), Logger: a.log}),
 				ReadHeaderTimeout: 10 * time.Second,
 			}
 			fmt.Fprintf(a.stderr, "engram serving %s on http://%s (MCP at /mcp, JSON API at /v1)\n", a.cfg.Project, ln.Addr())
@@ -120,5 +121,6 @@ X-Engram-Agent headers. Ctrl-C or SIGTERM stops it gracefully.`,
 	f.BoolVar(&noIndex, "no-index", false, "serve without indexing or watching the project")
 	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
 	f.BoolVar(&noEmbed, "no-embed", false, "do not embed new chunks as they are indexed")
+	f.Int64Var(&maxBody, "max-body", httpapi.MaxBodyBytes, "largest request body accepted, in bytes (413 beyond)")
 	return cmd
 }

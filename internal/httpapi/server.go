@@ -37,7 +37,7 @@ type Options struct {
 	// loopback bind), a request without one is let in, but a wrong one
 	// is still refused.
 	RequireToken bool
-	// MaxBodyBytes bounds a request body of the JSON API; zero means
+	// MaxBodyBytes bounds a request body (JSON API and MCP); zero means
 	// MaxBodyBytes.
 	MaxBodyBytes int64
 	// Metrics, if set, records requests and tool calls and is served at
@@ -63,11 +63,11 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent,
 			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log}).MCP()
 	}, &mcp.StreamableHTTPOptions{Logger: log})
-	mux.Handle("/mcp", auth(mcpHandler, opts, log))
 	maxBody := opts.MaxBodyBytes
 	if maxBody <= 0 {
 		maxBody = MaxBodyBytes
 	}
+	mux.Handle("/mcp", auth(limitBody(mcpHandler, maxBody), opts, log))
 	v := &v1{eng: eng, log: log, maxBody: maxBody, metrics: opts.Metrics}
 	v.routes(mux, func(h http.Handler) http.Handler { return auth(h, opts, log) })
 	mux.Handle("/v1/", auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -123,6 +123,19 @@ func firstOf(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// limitBody refuses bodies over max with 413 before the handler reads them
+// when the length is declared, and cuts them off at max otherwise.
+func limitBody(next http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", max))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // auth checks the bearer token: missing is refused when required, wrong

@@ -102,6 +102,14 @@ func TestMCPOverHTTP(t *testing.T) {
 	if strings.Contains(logs.String(), "guess") || strings.Contains(logs.String(), "secret-token") || !strings.Contains(logs.String(), "wrong token") {
 		t.Errorf("logs:\n%s", logs.String())
 	}
+	// An oversized MCP request is refused with 413.
+	big, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(strings.Repeat("x", MaxBodyBytes+1)))
+	big.Header.Set("Authorization", "Bearer secret-token")
+	if resp, err := http.DefaultClient.Do(big); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized MCP request: %v, %v", resp, err)
+	} else {
+		_ = resp.Body.Close()
+	}
 	// Health needs no token.
 	resp, err := http.Get(srv.URL + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {
