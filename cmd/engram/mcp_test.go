@@ -162,3 +162,23 @@ func TestMCP_StdioBadInput(t *testing.T) {
 		t.Errorf("engram mcp after stdin closed: %v", err)
 	}
 }
+
+// TestBenchTools counts engram's tool list in-process and, through
+// --compare, that of the built binary's stdio server: the same 17 tools.
+func TestBenchTools(t *testing.T) {
+	e := newEnv(t)
+	out := e.ok("", "bench", "tools", "--compare", binary(t)+" mcp --session bench")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("output:\n%s", out)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < 4 || f[len(f)-5] != "17" {
+			t.Errorf("row %q: want 17 tools", l)
+		}
+	}
+	if strings.Fields(lines[1])[2] != strings.Fields(lines[2])[len(strings.Fields(lines[2]))-4] {
+		t.Errorf("in-process and stdio lists differ in tokens:\n%s", out)
+	}
+}

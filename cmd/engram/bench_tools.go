@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/mcpserver"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+func (a *app) benchToolsCmd() *cobra.Command {
+	var (
+		compare []string
+		dir     string
+	)
+	cmd := &cobra.Command{
+		Use:   "tools",
+		Short: "Tokens of engram's MCP tool list, against other MCP servers' lists",
+		Long: `Count the tokens (o200k_base) of the tool list engram's MCP server sends a
+client, as compact JSON, tool by tool; with --compare, start each given
+command as an MCP server over stdio and count its list the same way, so the
+cost of engram's tools stands beside another server's measured in the same
+run. A --compare value is a command and its arguments, split at spaces.`,
+		Example: `  engram bench tools --compare "npx -y @modelcontextprotocol/server-memory"`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+			defer cancel()
+			enc, err := tokens.Get("o200k_base")
+			if err != nil {
+				return err
+			}
+			d, cleanup, err := benchDir(dir)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			st, err := sqlite.Open(ctx, filepath.Join(d, "tools.db"), sqlite.Options{})
+			if err != nil {
+				return err
+			}
+			defer func() { _ = st.Close() }()
+			eng, err := engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
+			if err != nil {
+				return err
+			}
+			st1, st2 := mcp.NewInMemoryTransports()
+			ss, err := mcpserver.New(eng, mcpserver.Options{Session: "bench"}).MCP().Connect(ctx, st1, nil)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = ss.Close() }()
+			lists := []struct {
+				name string
+				t    mcp.Transport
+			}{{"engram", st2}}
+			for _, c := range compare {
+				f := strings.Fields(c)
+				if len(f) == 0 {
+					return usagef("--compare needs a command")
+				}
+				lists = append(lists, struct {
+					name string
+					t    mcp.Transport
+				}{c, &mcp.CommandTransport{Command: exec.CommandContext(ctx, f[0], f[1:]...)}})
+			}
+			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "SERVER\tTOOLS\tTOKENS\tPER TOOL\tLARGEST")
+			for _, l := range lists {
+				client := mcp.NewClient(&mcp.Implementation{Name: "engram-bench", Version: version}, nil)
+				cs, err := client.Connect(ctx, l.t, nil)
+				if err != nil {
+					return fmt.Errorf("%s: %w", l.name, err)
+				}
+				res, err := cs.ListTools(ctx, nil)
+				_ = cs.Close()
+				if err != nil {
+					return fmt.Errorf("%s: %w", l.name, err)
+				}
+				all, err := json.Marshal(res)
+				if err != nil {
+					return err
+				}
+				total := enc.Count(string(all))
+				largest, largestN := "", 0
+				for _, t := range res.Tools {
+					b, _ := json.Marshal(t)
+					if n := enc.Count(string(b)); n > largestN {
+						largest, largestN = t.Name, n
+					}
+				}
+				per := 0
+				if len(res.Tools) > 0 {
+					per = total / len(res.Tools)
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s (%d)\n", l.name, len(res.Tools), total, per, largest, largestN)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringArrayVar(&compare, "compare", nil, "another MCP server's command, run over stdio (repeatable)")
+	cmd.Flags().StringVar(&dir, "dir", "", "directory for the scratch store (default: a temporary one)")
+	return cmd
+}
