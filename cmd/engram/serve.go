@@ -71,7 +71,11 @@ X-Engram-Agent headers. Ctrl-C or SIGTERM stops it gracefully.`,
 			srv := &http.Server{
 				Handler: httpapi.Handler(eng, httpapi.Options{Token: token, RequireToken: require, Version: version,
 					MaxBodyBytes: maxBody, Metrics: metrics.New(eng), Logger: a.log}),
+				// A slow client gets 10 s for its headers and a minute for its
+				// body; responses (MCP event streams) have no write deadline.
 				ReadHeaderTimeout: 10 * time.Second,
+				ReadTimeout:       time.Minute,
+				IdleTimeout:       2 * time.Minute,
 			}
 			fmt.Fprintf(a.stderr, "engram serving %s on http://%s (MCP at /mcp, JSON API at /v1)\n", a.cfg.Project, ln.Addr())
 			switch {

@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// TestManyConnections opens 200 MCP sessions at once, each writing and
+// reading, then closes them: every write is stored, and the goroutines
+// the sessions used are gone.
+func TestManyConnections(t *testing.T) {
+	eng := newEngine(t)
+	srv := httptest.NewServer(Handler(eng, Options{}))
+	defer srv.Close()
+	ctx := context.Background()
+	// Warm up once, so that what starts once per process is in the baseline.
+	cs, err := connect(t, srv.URL, map[string]string{"X-Engram-Session": "warm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cs.Close()
+	time.Sleep(100 * time.Millisecond)
+	base := runtime.NumGoroutine()
+
+	const n = 200
+	sessions := make([]*mcp.ClientSession, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			c := mcp.NewClient(&mcp.Implementation{Name: "load", Version: "v0"}, nil)
+			hdr := headers{map[string]string{"X-Engram-Session": fmt.Sprintf("s%d", i%20), "X-Engram-Agent": fmt.Sprintf("a%d", i)}, http.DefaultTransport}
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: hdr}, MaxRetries: -1}, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			sessions[i] = cs
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		cs := sessions[i]
+		if cs == nil {
+			continue
+		}
+		wg.Go(func() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "record_insight", Arguments: map[string]any{"insight": fmt.Sprintf("%x", sha256.Sum256(fmt.Appendf(nil, "%d", i)))}})
+			if err != nil || res.IsError || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "created") {
+				errs <- fmt.Errorf("session %d: %v %v", i, err, res)
+				return
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "briefing", Arguments: map[string]any{"tier": "micro"}}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	for _, cs := range sessions {
+		if cs != nil {
+			_ = cs.Close()
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	recs, err := eng.Store().ArchiveRecords(ctx, store.RecordQuery{Kinds: []store.RecordKind{store.KindInsight}})
+	if err != nil || len(recs) != n {
+		t.Errorf("%d insights stored of %d, %v", len(recs), n, err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base+10 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > base+10 {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after the sessions closed, %d before:\n%s", g, base, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestClientGoesAway cancels requests in flight: the server answers the
+// next ones and keeps no goroutine for them.
+func TestClientGoesAway(t *testing.T) {
+	srv := httptest.NewServer(Handler(newEngine(t), Options{}))
+	defer srv.Close()
+	base := runtime.NumGoroutine()
+	for range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/search?q=anything+at+all", nil)
+		go cancel()
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}
+	c := client{t, srv.URL}
+	c.want(200, "GET", "/healthz", "", "ok")
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base+5 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > base+5 {
+		t.Errorf("%d goroutines, %d before", g, base)
+	}
+}
