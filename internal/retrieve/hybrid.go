@@ -230,15 +230,20 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 		}
 	}
 
-	sctx, cancel := context.WithTimeout(ctx, h.opts.Deadline)
-	defer cancel()
+	// The deadline is for fusion: past it, a backend that has not answered
+	// is cut off if another one has, so that one slow signal never holds
+	// up the other. A backend that is alone, or that answers first after
+	// the deadline, is waited for (as long as the caller waits): under
+	// load every search is slow, and cutting the only signal would turn
+	// slowness into failures and trip its breaker.
+	bctx, cutOff := context.WithCancel(ctx)
+	defer cutOff()
 	wantLex := q.Mode != ModeVector
 	wantVec := q.Mode != ModeLexical && h.emb != nil
 	if q.Mode == ModeVector && h.emb == nil {
 		return res, errors.New("vector search: no embedder is configured (see engram model)")
 	}
 	var (
-		wg               sync.WaitGroup
 		lex, vec         []store.Hit
 		lexErr, vecErr   error
 		cosines          map[int64]float64
@@ -246,25 +251,63 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 		index            *Index
 		lexSkip, vecSkip bool
 	)
+	type answer struct {
+		backend string
+		ok      bool
+	}
+	answers := make(chan answer, 2)
+	pending := 0
 	if wantLex {
 		if h.lexCB.Allow() {
-			wg.Go(func() {
-				lex, lexErr = h.st.Search(sctx, store.Query{Text: q.Text, Filter: q.Filter, Limit: depth})
-			})
+			pending++
+			go func() {
+				lex, lexErr = h.st.Search(bctx, store.Query{Text: q.Text, Filter: q.Filter, Limit: depth})
+				answers <- answer{"lexical", lexErr == nil}
+			}()
 		} else {
 			lexSkip = true
 		}
 	}
 	if wantVec {
 		if h.vecCB.Allow() {
-			wg.Go(func() {
-				vec, cosines, qvec, index, vecErr = h.vectorSearch(sctx, q.Text, q.Filter, depth)
-			})
+			pending++
+			go func() {
+				vec, cosines, qvec, index, vecErr = h.vectorSearch(bctx, q.Text, q.Filter, depth)
+				answers <- answer{"vector", vecErr == nil}
+			}()
 		} else {
 			vecSkip = true
 		}
 	}
-	wg.Wait()
+	deadline := time.NewTimer(h.opts.Deadline)
+	defer deadline.Stop()
+	late, answered, cut := false, false, false
+	missed := map[string]bool{}
+	for pending > 0 {
+		if late && answered && !cut {
+			cutOff()
+			cut = true
+		}
+		select {
+		case a := <-answers:
+			pending--
+			answered = answered || a.ok
+			missed[a.backend] = cut && !a.ok
+		case <-deadline.C:
+			late = true
+		}
+	}
+	for backend, m := range missed {
+		if m {
+			// Cut off after the deadline: say so rather than "context canceled".
+			err := fmt.Errorf("no answer within the %v deadline", h.opts.Deadline)
+			if backend == "lexical" {
+				lexErr = err
+			} else {
+				vecErr = err
+			}
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return res, err // the caller gave up: not a backend's fault
 	}

@@ -442,3 +442,49 @@ func TestConfidence(t *testing.T) {
 		t.Errorf("vector only: %v %v", c, ok)
 	}
 }
+
+// slowSearch is a store whose full-text search takes a while, as under
+// load: the real store behind a delay.
+type slowSearch struct {
+	store.Store
+	delay time.Duration
+}
+
+func (s slowSearch) Search(ctx context.Context, q store.Query) ([]store.Hit, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.Store.Search(ctx, q)
+}
+
+// TestHybridSlowAloneIsWaitedFor: the deadline cuts off a slow backend
+// only when another has answered. A slow lexical search without an
+// embedder, or one that answers after a failing embedder, is waited for,
+// and counts as no fault.
+func TestHybridSlowAloneIsWaitedFor(t *testing.T) {
+	f := newFixture(t)
+	slow := slowSearch{f.st, 60 * time.Millisecond}
+	for name, emb := range map[string]embed.Embedder{"no embedder": nil, "failing embedder": &faulty{Embedder: f.emb, mode: "error"}} {
+		h := retrieve.NewHybrid(slow, emb, retrieve.Options{Deadline: 10 * time.Millisecond})
+		res := search(t, h, retrieve.Query{Text: "deadlock mutex"})
+		if len(res.Hits) == 0 || !res.Lexical {
+			t.Errorf("%s: %d hits, lexical %v, faults %q", name, len(res.Hits), res.Lexical, res.Faults)
+		}
+		if c := h.Counters(); c.LexicalFaults != 0 {
+			t.Errorf("%s: counters %+v after a slow search", name, c)
+		}
+	}
+	// With a healthy embedder answering first, the slow lexical search is
+	// cut off at the deadline and the answer says why.
+	h := retrieve.NewHybrid(slowSearch{f.st, time.Second}, f.emb, retrieve.Options{Deadline: 20 * time.Millisecond})
+	start := time.Now()
+	res := search(t, h, retrieve.Query{Text: "deadlock mutex"})
+	if !res.Vector || res.Lexical || !res.Degraded || len(res.Faults) != 1 || !strings.Contains(res.Faults[0], "deadline") {
+		t.Errorf("slow lexical beside vectors: lexical %v vector %v faults %q", res.Lexical, res.Vector, res.Faults)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("the search waited %v for a backend past the deadline", d)
+	}
+}
