@@ -182,3 +182,21 @@ func TestBenchTools(t *testing.T) {
 		t.Errorf("in-process and stdio lists differ in tokens:\n%s", out)
 	}
 }
+
+func TestBenchServe(t *testing.T) {
+	e := newEnv(t)
+	out := e.ok("", "bench", "serve", "--messages", "300", "--clients", "4", "--duration", "300ms")
+	rows := 0
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && (f[0] == "in-process" || f[0] == "http" || f[0] == "mcp") {
+			rows++
+			if f[3] != "0" {
+				t.Errorf("errors in %q", l)
+			}
+		}
+	}
+	if rows != 6 {
+		t.Errorf("output:\n%s", out)
+	}
+}

@@ -251,7 +251,7 @@ func (e *Engine) AddAll(ctx context.Context, recs []Record, batchSize int, done 
 		if err == nil {
 			res, err = e.Commit(ctx, p.batch)
 		}
-		if err == nil {
+		if err == nil && done != nil {
 			err = done(p.first, res)
 		}
 		if err != nil {

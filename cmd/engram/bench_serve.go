@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/bench"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/httpapi"
+	"github.com/engramhq/engram/internal/store/sqlite"
+)
+
+func (a *app) benchServeCmd() *cobra.Command {
+	var (
+		messages, clients int
+		duration          time.Duration
+		dir               string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "HTTP and MCP latency and throughput under concurrent clients, against in-process calls",
+		Long: `Fill a store with --messages synthetic messages and a few patterns, serve it
+as engram serve does (on loopback, in this process), and run --clients
+clients for --duration: half call the JSON API, half hold an MCP session
+over streamable HTTP, each alternating a search and a standard briefing.
+The baseline is the same operations called in-process, without a transport,
+by as many goroutines, in the same run.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			d, cleanup, err := benchDir(dir)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			st, err := sqlite.Open(ctx, filepath.Join(d, "serve.db"), sqlite.Options{})
+			if err != nil {
+				return err
+			}
+			defer func() { _ = st.Close() }()
+			eng, err := engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
+			if err != nil {
+				return err
+			}
+			corpus := bench.NewCorpus(1)
+			var recs []engine.Record
+			var queries []string
+			for i := range messages {
+				m := corpus.Next()
+				recs = append(recs, engine.Record{Session: m.Session, Agent: m.Agent, Type: m.Type, Content: []byte(m.Content)})
+				if i%97 == 0 {
+					queries = append(queries, corpus.Word()+" "+corpus.Word()+" "+corpus.Word())
+				}
+			}
+			fmt.Fprintf(a.stderr, "storing %d messages...\n", messages)
+			if err := eng.AddAll(ctx, recs, 1000, nil); err != nil {
+				return err
+			}
+			arc, err := eng.Archive(ctx)
+			if err != nil {
+				return err
+			}
+			h, err := arc.Connect(ctx, archive.AgentSpec{ID: "bench", SessionID: "bench"})
+			if err != nil {
+				return err
+			}
+			for _, p := range []string{"wrap errors with context", "table-driven tests", "no global state in handlers"} {
+				if _, err := h.RecordPattern(ctx, archive.Pattern{Category: "style.go", Pattern: p}); err != nil {
+					return err
+				}
+			}
+			srv := httptest.NewServer(httpapi.Handler(eng, httpapi.Options{}))
+			defer srv.Close()
+
+			type result struct {
+				front, op string
+				d         time.Duration
+				err       bool
+			}
+			var mu sync.Mutex
+			var results []result
+			firstErr := map[string]error{}
+			record := func(front, op string, d time.Duration, err error) {
+				mu.Lock()
+				results = append(results, result{front, op, d, err != nil})
+				if err != nil && firstErr[front+" "+op] == nil {
+					firstErr[front+" "+op] = err
+				}
+				mu.Unlock()
+			}
+			run := func(front string, n int, call func(i int, op string, q string) error) time.Duration {
+				rctx, cancel := context.WithTimeout(ctx, duration)
+				defer cancel()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for c := range n {
+					wg.Go(func() {
+						for i := 0; rctx.Err() == nil; i++ {
+							op := "search"
+							if i%2 == 1 {
+								op = "briefing"
+							}
+							t0 := time.Now()
+							err := call(c, op, queries[(c*31+i)%len(queries)])
+							if rctx.Err() == nil {
+								record(front, op, time.Since(t0), err)
+							}
+						}
+					})
+				}
+				wg.Wait()
+				return time.Since(start)
+			}
+
+			// Baseline: the operations in-process.
+			ops := &api.Ops{Eng: eng, Session: func() string { return "bench" }, Handle: func(context.Context) (*archive.Handle, error) { return h, nil }}
+			baseTime := run("in-process", clients, func(_ int, op, q string) error {
+				var err error
+				if op == "search" {
+					_, _, err = ops.Search(ctx, api.SearchIn{Query: q, Limit: 10})
+				} else {
+					_, _, err = ops.Briefing(ctx, api.BriefingIn{Session: "bench"})
+				}
+				return err
+			})
+
+			// HTTP and MCP clients at once.
+			half := max(clients/2, 1)
+			sessions := make([]*mcp.ClientSession, half)
+			for i := range sessions {
+				c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: version}, nil)
+				cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, nil)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = cs.Close() }()
+				sessions[i] = cs
+			}
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+			var wg sync.WaitGroup
+			var httpTime, mcpTime time.Duration
+			wg.Go(func() {
+				httpTime = run("http", clients-half, func(_ int, op, q string) error {
+					u := srv.URL + "/v1/search?limit=10&q=" + url.QueryEscape(q)
+					if op == "briefing" {
+						u = srv.URL + "/v1/sessions/bench/briefing"
+					}
+					resp, err := hc.Get(u)
+					if err != nil {
+						return err
+					}
+					_ = resp.Body.Close()
+					if resp.StatusCode != 200 {
+						return fmt.Errorf("HTTP %d", resp.StatusCode)
+					}
+					return nil
+				})
+			})
+			wg.Go(func() {
+				mcpTime = run("mcp", half, func(c int, op, q string) error {
+					params := &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"query": q, "limit": 10}}
+					if op == "briefing" {
+						params = &mcp.CallToolParams{Name: "briefing", Arguments: map[string]any{"session": "bench"}}
+					}
+					res, err := sessions[c].CallTool(ctx, params)
+					if err == nil && res.IsError {
+						err = fmt.Errorf("tool error")
+					}
+					return err
+				})
+			})
+			wg.Wait()
+
+			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "%d messages, %d clients (%d HTTP, %d MCP), %s each phase\n", messages, clients, clients-half, half, duration)
+			fmt.Fprintln(w, "FRONT\tOP\tCALLS/S\tERRORS\tLATENCY")
+			elapsed := map[string]time.Duration{"in-process": baseTime, "http": httpTime, "mcp": mcpTime}
+			for _, front := range []string{"in-process", "http", "mcp"} {
+				for _, op := range []string{"search", "briefing"} {
+					var ds []time.Duration
+					errs := 0
+					for _, r := range results {
+						if r.front == front && r.op == op {
+							ds = append(ds, r.d)
+							if r.err {
+								errs++
+							}
+						}
+					}
+					fmt.Fprintf(w, "%s\t%s\t%.0f\t%d\t%s\n", front, op, float64(len(ds))/elapsed[front].Seconds(), errs, bench.Summarize(ds))
+				}
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			for k, err := range firstErr {
+				fmt.Fprintf(a.stderr, "%s: first error: %v\n", k, err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&messages, "messages", 20000, "synthetic messages in the store")
+	f.IntVar(&clients, "clients", 50, "concurrent clients")
+	f.DurationVar(&duration, "duration", 10*time.Second, "how long each phase runs")
+	f.StringVar(&dir, "dir", "", "directory for the store (default: a temporary one, removed after)")
+	return cmd
+}
