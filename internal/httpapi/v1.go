@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -161,11 +162,7 @@ func (v *v1) search(w http.ResponseWriter, r *http.Request) {
 func (v *v1) getFile(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	in := api.GetFileIn{Path: r.PathValue("path")}
-	var errs [3]error
-	in.StartLine, errs[0] = intParam(q.Get("start"))
-	in.EndLine, errs[1] = intParam(q.Get("end"))
-	in.Version, errs[2] = intParam(q.Get("version"))
-	if err := errors.Join(errs[:]...); err != nil {
+	if err := intParams(q, map[string]*int{"start": &in.StartLine, "end": &in.EndLine, "version": &in.Version}); err != nil {
 		v.fail(w, r, err)
 		return
 	}
@@ -175,11 +172,7 @@ func (v *v1) getFile(w http.ResponseWriter, r *http.Request) {
 func (v *v1) turns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	in := api.TurnsIn{Session: r.PathValue("session")}
-	var errs [3]error
-	in.From, errs[0] = intParam(q.Get("from"))
-	in.To, errs[1] = intParam(q.Get("to"))
-	in.MaxTokens, errs[2] = intParam(q.Get("max_tokens"))
-	if err := errors.Join(errs[:]...); err != nil {
+	if err := intParams(q, map[string]*int{"from": &in.From, "to": &in.To, "max_tokens": &in.MaxTokens}); err != nil {
 		v.fail(w, r, err)
 		return
 	}
@@ -262,11 +255,8 @@ func (v *v1) list(kind store.RecordKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		req := archive.GlobalRead{Kind: kind, Category: q.Get("category"), All: q.Get("all") == "true"}
-		var errs [2]error
 		var since int
-		since, errs[0] = intParam(q.Get("since"))
-		req.Limit, errs[1] = intParam(q.Get("limit"))
-		if err := errors.Join(errs[:]...); err != nil {
+		if err := intParams(q, map[string]*int{"since": &since, "limit": &req.Limit}); err != nil {
 			v.fail(w, r, err)
 			return
 		}
@@ -350,6 +340,17 @@ func (v *v1) run(w http.ResponseWriter, r *http.Request, fn func(o *api.Ops) (an
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// intParams reads the named query parameters into their destinations.
+func intParams(q url.Values, dst map[string]*int) error {
+	var errs []error
+	for name, p := range dst {
+		n, err := intParam(q.Get(name))
+		*p = n
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 func intParam(s string) (int, error) {
