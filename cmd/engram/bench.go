@@ -416,3 +416,28 @@ func (p *progress) done(summary string) {
 	}
 	fmt.Fprintf(p.w, "%s: %s\n", p.what, summary)
 }
+
+// scratchStore opens a new store named name under dir (default: a new
+// temporary directory) and an engine over it without an embedder; done
+// closes the store and removes a temporary directory.
+func scratchStore(ctx context.Context, dir, name string) (st *sqlite.Store, eng *engine.Engine, done func(), err error) {
+	d, cleanup, err := benchDir(dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err = sqlite.Open(ctx, filepath.Join(d, name), sqlite.Options{})
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	done = func() {
+		_ = st.Close()
+		cleanup()
+	}
+	eng, err = engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return st, eng, done, nil
+}

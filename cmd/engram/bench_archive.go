@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -38,17 +37,12 @@ that found nothing changed, and tokens per read against the same reads
 made as unconditional standard and full briefings.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, cleanup, err := benchDir(dir)
-			if err != nil {
-				return err
-			}
-			defer cleanup()
 			ctx := cmd.Context()
-			st, err := sqlite.Open(ctx, filepath.Join(d, "archive.db"), sqlite.Options{})
+			st, _, done, err := scratchStore(ctx, dir, "archive.db")
 			if err != nil {
 				return err
 			}
-			defer func() { _ = st.Close() }()
+			defer done()
 			enc, err := tokens.Get(a.cfg.Tokens.Encoding)
 			if err != nil {
 				return err

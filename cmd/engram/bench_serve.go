@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/engramhq/engram/internal/bench"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/httpapi"
-	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
 func (a *app) benchServeCmd() *cobra.Command {
@@ -40,20 +38,11 @@ by as many goroutines, in the same run.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			d, cleanup, err := benchDir(dir)
+			_, eng, done, err := scratchStore(ctx, dir, "serve.db")
 			if err != nil {
 				return err
 			}
-			defer cleanup()
-			st, err := sqlite.Open(ctx, filepath.Join(d, "serve.db"), sqlite.Options{})
-			if err != nil {
-				return err
-			}
-			defer func() { _ = st.Close() }()
-			eng, err := engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
-			if err != nil {
-				return err
-			}
+			defer done()
 			corpus := bench.NewCorpus(1)
 			var recs []engine.Record
 			var queries []string

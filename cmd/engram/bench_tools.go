@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,9 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/mcpserver"
-	"github.com/engramhq/engram/internal/store/sqlite"
 	"github.com/engramhq/engram/internal/tokens"
 )
 
@@ -41,20 +38,11 @@ run. A --compare value is a command and its arguments, split at spaces.`,
 			if err != nil {
 				return err
 			}
-			d, cleanup, err := benchDir(dir)
+			_, eng, done, err := scratchStore(ctx, dir, "tools.db")
 			if err != nil {
 				return err
 			}
-			defer cleanup()
-			st, err := sqlite.Open(ctx, filepath.Join(d, "tools.db"), sqlite.Options{})
-			if err != nil {
-				return err
-			}
-			defer func() { _ = st.Close() }()
-			eng, err := engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
-			if err != nil {
-				return err
-			}
+			defer done()
 			st1, st2 := mcp.NewInMemoryTransports()
 			ss, err := mcpserver.New(eng, mcpserver.Options{Session: "bench"}).MCP().Connect(ctx, st1, nil)
 			if err != nil {
