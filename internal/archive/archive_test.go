@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -360,9 +361,36 @@ func TestVersionedReads(t *testing.T) {
 	if nm.Status != StatusNotModified || nm.Records != nil {
 		t.Errorf("conditional read: %+v", nm)
 	}
+	// What the reader did not read again: the tokens of the full read's
+	// records, or of those a delta leaves out.
+	fullTokens := 0
+	for i := range full.Records {
+		b, _ := json.Marshal(&full.Records[i])
+		fullTokens += a.enc.Count(string(b))
+	}
+	if nm.SavedTokens != fullTokens || fullTokens == 0 {
+		t.Errorf("not modified saved %d tokens, want the full read's %d", nm.SavedTokens, fullTokens)
+	}
 	delta, _ := a.ReadGlobal(ctx, GlobalRead{Since: 3})
 	if delta.Status != StatusOK || len(delta.Records) != 2 || delta.Records[0].GV != 5 {
 		t.Errorf("delta: %+v", delta)
+	}
+	deltaTokens := 0
+	for i := range delta.Records {
+		b, _ := json.Marshal(&delta.Records[i])
+		deltaTokens += a.enc.Count(string(b))
+	}
+	if delta.SavedTokens != fullTokens-deltaTokens || deltaTokens == 0 {
+		t.Errorf("delta saved %d tokens, want %d - %d", delta.SavedTokens, fullTokens, deltaTokens)
+	}
+	if full.SavedTokens != 0 || full.More {
+		t.Errorf("full read: saved %d, more %v", full.SavedTokens, full.More)
+	}
+	if two, _ := a.ReadGlobal(ctx, GlobalRead{Limit: 2}); len(two.Records) != 2 || !two.More {
+		t.Errorf("limited read: %d records, more %v", len(two.Records), two.More)
+	}
+	if five, _ := a.ReadGlobal(ctx, GlobalRead{Limit: 5}); len(five.Records) != 5 || five.More {
+		t.Errorf("read limited to exactly all: %d records, more %v", len(five.Records), five.More)
 	}
 	big, _ := a.ReadGlobal(ctx, GlobalRead{Since: 1})
 	if big.Status != StatusTooLarge {

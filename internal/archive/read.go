@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/engramhq/engram/internal/store"
@@ -157,6 +158,10 @@ type mirror struct {
 	terms map[string]map[string][]int
 	// counts counts the records by kind.
 	counts map[store.RecordKind]int
+	// tokens holds, beside records, the tokens of each record's JSON,
+	// counted the first time a read needs it (0: not yet), read and
+	// written atomically under the read lock.
+	tokens []int32
 }
 
 func newMirror() *mirror {
@@ -217,6 +222,7 @@ func (a *Archive) global(ctx context.Context, gv uint64) (*mirror, error) {
 		}
 		m.byID[r.ID] = len(m.records)
 		m.records = append(m.records, r)
+		m.tokens = append(m.tokens, 0)
 		m.counts[r.Kind]++
 		switch r.Kind {
 		case store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision:
@@ -286,6 +292,9 @@ type GlobalResult struct {
 	Message string `json:"message,omitempty"`
 	// More says the limit cut the answer short.
 	More bool `json:"more,omitempty"`
+	// SavedTokens is, on NOT_MODIFIED or a delta, how many tokens of a
+	// full read's records the reader did not have to read again.
+	SavedTokens int `json:"saved_tokens,omitempty"`
 }
 
 // ReadGlobal reads the global history: everything active (newest first),
@@ -303,13 +312,11 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 	if err != nil {
 		return GlobalResult{}, err
 	}
-	if req.IfGV != 0 && req.IfGV == gv {
-		return GlobalResult{Status: StatusNotModified, GV: gv}, nil
-	}
-	if req.Since > gv {
+	notModified := req.IfGV != 0 && req.IfGV == gv
+	if !notModified && req.Since > gv {
 		return GlobalResult{}, invalid("since", "version %d is ahead of the archive's %d", req.Since, gv)
 	}
-	if req.Since > 0 && gv-req.Since > uint64(a.opts.DeltaLimit) {
+	if !notModified && req.Since > 0 && gv-req.Since > uint64(a.opts.DeltaLimit) {
 		return GlobalResult{Status: StatusTooLarge, GV: gv, Message: fmt.Sprintf(
 			"%d versions since %d (more than %d): read in full", gv-req.Since, req.Since, a.opts.DeltaLimit)}, nil
 	}
@@ -319,14 +326,41 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	now := a.now()
+	// What a full read returns is what a reader that holds the current
+	// version, or a delta's base, did not have to read again.
+	fullReq := req
+	fullReq.Since = 0
+	full, fullMore := m.read(fullReq, now)
+	if notModified {
+		return GlobalResult{Status: StatusNotModified, GV: gv, SavedTokens: a.recordTokens(m, full)}, nil
+	}
+	out := GlobalResult{Status: StatusOK, GV: gv, More: fullMore}
+	picked := full
+	if req.Since > 0 {
+		picked, out.More = m.read(req, now)
+		out.SavedTokens = max(0, a.recordTokens(m, full)-a.recordTokens(m, picked))
+	}
+	for _, i := range picked {
+		r := m.records[i]
+		r.SupersededBy = m.superseded[r.ID]
+		if r.Kind == store.KindFailure {
+			r.Resolutions = rankResolutions(m.resolutions[r.ID])
+		}
+		out.Records = append(out.Records, r)
+	}
+	return out, nil
+}
+
+// read returns the positions of the records a read asks for, newest
+// first, and whether the limit cut it short.
+func (m *mirror) read(req GlobalRead, now time.Time) (picked []int, more bool) {
 	limit := req.Limit
 	if limit <= 0 && req.Since == 0 {
 		limit = DefaultReadLimit
 	}
-	now := a.now()
-	out := GlobalResult{Status: StatusOK, GV: gv}
 	for i := len(m.records) - 1; i >= 0; i-- {
-		r := m.records[i]
+		r := &m.records[i]
 		if r.GV <= req.Since {
 			break
 		}
@@ -339,20 +373,35 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 		if req.Category != "" && r.Category != req.Category && !strings.HasPrefix(r.Category, req.Category+".") {
 			continue
 		}
-		if req.Since == 0 && !req.All && !m.active(&r, now) {
+		if req.Since == 0 && !req.All && !m.active(r, now) {
 			continue
 		}
-		r.SupersededBy = m.superseded[r.ID]
-		if r.Kind == store.KindFailure {
-			r.Resolutions = rankResolutions(m.resolutions[r.ID])
+		if limit > 0 && len(picked) >= limit {
+			return picked, true
 		}
-		out.Records = append(out.Records, r)
-		if limit > 0 && len(out.Records) >= limit {
-			out.More = true
-			break
-		}
+		picked = append(picked, i)
 	}
-	return out, nil
+	return picked, false
+}
+
+// recordTokens returns the tokens of the records' JSON (without the
+// resolutions and supersessions a read adds), counting each record once.
+// The caller holds a.mu's read lock.
+func (a *Archive) recordTokens(m *mirror, picked []int) int {
+	total := 0
+	for _, i := range picked {
+		n := atomic.LoadInt32(&m.tokens[i])
+		if n == 0 {
+			b, err := json.Marshal(&m.records[i])
+			if err != nil {
+				continue
+			}
+			n = int32(a.enc.Count(string(b)))
+			atomic.StoreInt32(&m.tokens[i], n)
+		}
+		total += int(n)
+	}
+	return total
 }
 
 // active reports whether a record is current: not superseded, and for an

@@ -35,7 +35,17 @@ func TestMetrics(t *testing.T) {
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"query": "   "}}); err != nil {
 		t.Fatal(err)
 	}
+	for _, text := range []string{"prefer small interfaces", "errors are values", "keep main small"} {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "record_insight", Arguments: map[string]any{"insight": text}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	_ = cs.Close()
+	ih, _ := c.want(200, "GET", "/v1/insights", "", "keep main small")
+	if st, _, _ := c.do("GET", "/v1/insights", "", "If-None-Match", ih.Get("ETag")); st != 304 {
+		t.Fatalf("insights: 304 expected, got %d", st)
+	}
+	c.want(200, "GET", "/v1/insights?since=2", "", `"saved_tokens"`)
 	c.want(200, "GET", "/v1/search?q=retry+backoff", "", "retry with backoff")
 	h, _ := c.want(200, "GET", "/v1/sessions/s1/briefing", "", "briefing s1")
 	if st, _, _ := c.do("GET", "/v1/sessions/s1/briefing", "", "If-None-Match", h.Get("ETag")); st != 304 {
@@ -53,6 +63,7 @@ func TestMetrics(t *testing.T) {
 		`engram_briefings_total{result="cached"}`,
 		`engram_tokens_served_total{op="briefing"}`,
 		`engram_tokens_saved_total{reason="not_modified"}`,
+		`engram_tokens_saved_total{reason="delta"}`,
 		`engram_store_chunks 1`,
 		`engram_embed_queue`,
 	} {

@@ -276,9 +276,11 @@ func (v *v1) list(kind store.RecordKind) http.HandlerFunc {
 		}
 		w.Header().Set("ETag", etag(res.GV, 0))
 		if res.Status == archive.StatusNotModified {
+			v.metrics.Saved("not_modified", res.SavedTokens)
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
+		v.metrics.Saved("delta", res.SavedTokens)
 		writeJSON(w, http.StatusOK, res)
 	}
 }

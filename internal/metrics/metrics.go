@@ -57,7 +57,7 @@ func New(eng *engine.Engine) *Metrics {
 	m.tokensServed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_tokens_served_total",
 		Help: "Tokens of the text answers served to agents, by operation."}, []string{"op"})
 	m.tokensSaved = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_tokens_saved_total",
-		Help: "Tokens agents did not have to read: unchanged briefings (not_modified) and context kept behind references."}, []string{"reason"})
+		Help: "Tokens agents did not have to read again: unchanged briefings and global reads (not_modified), and what deltas left out (delta)."}, []string{"reason"})
 	m.reg.MustRegister(m.requests, m.requestTime, m.toolCalls, m.toolTime, m.searchTime, m.degraded, m.briefings,
 		m.tokensServed, m.tokensSaved, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if eng != nil {
