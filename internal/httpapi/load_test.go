@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,9 +18,44 @@ import (
 	"github.com/engramhq/engram/internal/store"
 )
 
+// openFiles counts the process's open file descriptors, where /proc says
+// (Linux); ok is false elsewhere.
+func openFiles() (n int, ok bool) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	return len(ents), err == nil
+}
+
+// settle waits until f reports at most want, for up to d, and returns its
+// last report.
+func settle(f func() int, want int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	n := f()
+	for n > want && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		n = f()
+	}
+	return n
+}
+
+// fillPool runs as many searches at once as the store has readers, so that
+// its connection pool (and the files it holds open) is full in a baseline.
+func fillPool(t *testing.T, url string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			if resp, err := http.Get(url + "/v1/search?q=warm+up+the+pool"); err == nil {
+				_ = resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+}
+
 // TestManyConnections opens 200 MCP sessions at once, each writing and
 // reading, then closes them: every write is stored, and the goroutines
-// the sessions used are gone.
+// and file descriptors the sessions used are gone.
 func TestManyConnections(t *testing.T) {
 	eng := newEngine(t)
 	srv := httptest.NewServer(Handler(eng, Options{}))
@@ -31,8 +67,10 @@ func TestManyConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cs.Close()
+	fillPool(t, srv.URL)
 	time.Sleep(100 * time.Millisecond)
 	base := runtime.NumGoroutine()
+	baseFiles, haveFiles := openFiles()
 
 	const n = 200
 	sessions := make([]*mcp.ClientSession, n)
@@ -83,13 +121,30 @@ func TestManyConnections(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base+10 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if g := runtime.NumGoroutine(); g > base+10 {
+	if g := settle(runtime.NumGoroutine, base+10, 10*time.Second); g > base+10 {
 		buf := make([]byte, 1<<16)
 		t.Errorf("%d goroutines after the sessions closed, %d before:\n%s", g, base, buf[:runtime.Stack(buf, true)])
+	}
+	checkFiles(t, haveFiles, baseFiles)
+}
+
+// checkFiles fails the test if more files are open than base (with a
+// little room for a connection being torn down).
+func checkFiles(t *testing.T, have bool, base int) {
+	t.Helper()
+	if !have {
+		t.Log("no /proc/self/fd here: open files not checked")
+		return
+	}
+	if n := settle(func() int { n, _ := openFiles(); return n }, base+2, 10*time.Second); n > base+2 {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		var targets []string
+		for _, e := range ents {
+			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+				targets = append(targets, l)
+			}
+		}
+		t.Errorf("%d files open after the sessions closed, %d before: %s", n, base, strings.Join(targets, " "))
 	}
 }
 
@@ -98,7 +153,9 @@ func TestManyConnections(t *testing.T) {
 func TestClientGoesAway(t *testing.T) {
 	srv := httptest.NewServer(Handler(newEngine(t), Options{}))
 	defer srv.Close()
+	fillPool(t, srv.URL)
 	base := runtime.NumGoroutine()
+	baseFiles, haveFiles := openFiles()
 	for range 20 {
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/search?q=anything+at+all", nil)
@@ -110,11 +167,8 @@ func TestClientGoesAway(t *testing.T) {
 	c := client{t, srv.URL}
 	c.want(200, "GET", "/healthz", "", "ok")
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base+5 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if g := runtime.NumGoroutine(); g > base+5 {
+	if g := settle(runtime.NumGoroutine, base+5, 5*time.Second); g > base+5 {
 		t.Errorf("%d goroutines, %d before", g, base)
 	}
+	checkFiles(t, haveFiles, baseFiles)
 }
