@@ -18,6 +18,7 @@ import (
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
 )
 
 // Ops runs the operations for one caller: an identity (a session, and an
@@ -420,39 +421,78 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (ItemsOut, str
 	if err != nil {
 		return ItemsOut{}, "", err
 	}
-	out := ItemsOut{Items: []ItemOut{}}
-	var b strings.Builder
+	tb := newTextBudget(o.Eng.Encoding(), maxTokens)
 	for i, e := range ents {
-		if out.Tokens >= maxTokens {
-			out.More = len(ents) - i
+		it, ok := tb.add(func(tokens int, cut bool) string {
+			return fmt.Sprintf("--- %s (%d tokens%s)\n", e.ID[:12], tokens, map[bool]string{true: ", cut to the budget", false: ""}[cut])
+		}, e, true)
+		if !ok {
+			tb.out.More = len(ents) - i
 			break
 		}
-		content := string(e.Content)
-		it := ItemOut{ID: e.ID[:12], Tokens: e.TokenCount, Content: content}
-		if out.Tokens+e.TokenCount > maxTokens {
-			// Cut at a line, to what the budget allows.
-			enc := o.Eng.Encoding()
-			lines := strings.SplitAfter(content, "\n")
-			var kept strings.Builder
-			n := 0
-			for _, l := range lines {
-				c := enc.Count(l)
-				if out.Tokens+n+c > maxTokens {
-					break
-				}
-				kept.WriteString(l)
-				n += c
-			}
-			it.Content, it.Tokens, it.Truncated = kept.String(), n, true
+		tb.out.Items = append(tb.out.Items, it)
+	}
+	return tb.finish()
+}
+
+// textBudget writes items of stored content as text within a budget of
+// tokens that counts everything written, headers included, and keeps room
+// for the line that says how many items did not fit.
+type textBudget struct {
+	enc  *tokens.Encoding
+	room int // tokens left for items
+	b    strings.Builder
+	out  ItemsOut
+}
+
+// moreLine is the room kept for the "(N more over max_tokens)" line.
+const moreLine = 12
+
+func newTextBudget(enc *tokens.Encoding, maxTokens int) *textBudget {
+	return &textBudget{enc: enc, room: maxTokens - moreLine, out: ItemsOut{Items: []ItemOut{}}}
+}
+
+// add writes an entry under its header, whole, or cut at a line boundary
+// to the room left when mayCut and at least a line fits. It reports false
+// when nothing of it fits.
+func (tb *textBudget) add(header func(tokens int, cut bool) string, e store.Entry, mayCut bool) (ItemOut, bool) {
+	content := string(e.Content)
+	it := ItemOut{ID: e.ID[:12], Tokens: e.TokenCount, Content: content}
+	head := tb.enc.Count(header(e.TokenCount, false))
+	if head+e.TokenCount+1 > tb.room {
+		if !mayCut {
+			return ItemOut{}, false
 		}
-		out.Items = append(out.Items, it)
-		out.Tokens += it.Tokens
-		fmt.Fprintf(&b, "--- %s (%d tokens%s)\n%s\n", it.ID, it.Tokens, map[bool]string{true: ", cut to the budget", false: ""}[it.Truncated], it.Content)
+		head = tb.enc.Count(header(e.TokenCount, true))
+		var kept strings.Builder
+		n := 0
+		for _, l := range strings.SplitAfter(content, "\n") {
+			c := tb.enc.Count(l)
+			if head+n+c+1 > tb.room {
+				break
+			}
+			kept.WriteString(l)
+			n += c
+		}
+		if n == 0 {
+			return ItemOut{}, false
+		}
+		it.Content, it.Tokens, it.Truncated = kept.String(), n, true
 	}
-	if out.More > 0 {
-		fmt.Fprintf(&b, "(%d more over max_tokens)\n", out.More)
+	h := header(it.Tokens, it.Truncated)
+	tb.b.WriteString(h)
+	tb.b.WriteString(it.Content)
+	tb.b.WriteString("\n")
+	tb.room -= tb.enc.Count(h) + it.Tokens + 1
+	tb.out.Tokens += it.Tokens
+	return it, true
+}
+
+func (tb *textBudget) finish() (ItemsOut, string, error) {
+	if tb.out.More > 0 {
+		fmt.Fprintf(&tb.b, "(%d more over max_tokens)\n", tb.out.More)
 	}
-	return out, strings.TrimRight(b.String(), "\n"), nil
+	return tb.out, strings.TrimRight(tb.b.String(), "\n"), nil
 }
 
 // TurnRange reads a session's turns in order, within max_tokens.
@@ -472,24 +512,23 @@ func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, erro
 	if err != nil {
 		return ItemsOut{}, "", err
 	}
-	out := ItemsOut{Items: []ItemOut{}}
-	var b strings.Builder
+	if len(ents) == 0 {
+		return ItemsOut{Items: []ItemOut{}}, "no turns in that range", nil
+	}
+	tb := newTextBudget(o.Eng.Encoding(), maxTokens)
 	for i, e := range ents {
-		if out.Tokens+e.TokenCount > maxTokens {
-			out.More = len(ents) - i
+		// A turn is whole or left out, so that turns stay turns; only the
+		// first may be cut, so that one too large still shows something.
+		it, ok := tb.add(func(tokens int, cut bool) string {
+			return fmt.Sprintf("--- turn %d, %s by %s%s\n", e.Turn, e.Type, e.AgentID, map[bool]string{true: ", cut to the budget", false: ""}[cut])
+		}, e, i == 0)
+		if !ok {
+			tb.out.More = len(ents) - i
 			break
 		}
-		out.Items = append(out.Items, ItemOut{ID: e.ID[:12], Tokens: e.TokenCount, Content: string(e.Content)})
-		out.Tokens += e.TokenCount
-		fmt.Fprintf(&b, "--- turn %d, %s by %s\n%s\n", e.Turn, e.Type, e.AgentID, e.Content)
+		tb.out.Items = append(tb.out.Items, it)
 	}
-	if len(ents) == 0 {
-		b.WriteString("no turns in that range")
-	}
-	if out.More > 0 {
-		fmt.Fprintf(&b, "(%d more over max_tokens)\n", out.More)
-	}
-	return out, strings.TrimRight(b.String(), "\n"), nil
+	return tb.finish()
 }
 
 // Record stores content in the caller's session.
