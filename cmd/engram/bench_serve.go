@@ -6,6 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -89,9 +93,31 @@ by as many goroutines, in the same run.`,
 				}
 				mu.Unlock()
 			}
+			// Memory: the process's resident set, sampled while a phase runs.
+			peak := map[string]int64{}
+			sample := func(rctx context.Context, phase string) {
+				for {
+					if rss, ok := residentBytes(); ok {
+						mu.Lock()
+						peak[phase] = max(peak[phase], rss)
+						mu.Unlock()
+					}
+					select {
+					case <-rctx.Done():
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
+				}
+			}
+			runtime.GC()
+			time.Sleep(200 * time.Millisecond)
+			idle, haveRSS := residentBytes()
+			var heap runtime.MemStats
+			runtime.ReadMemStats(&heap)
 			run := func(front string, n int, call func(i int, op string, q string) error) time.Duration {
 				rctx, cancel := context.WithTimeout(ctx, duration)
 				defer cancel()
+				go sample(rctx, front)
 				start := time.Now()
 				var wg sync.WaitGroup
 				for c := range n {
@@ -194,6 +220,10 @@ by as many goroutines, in the same run.`,
 			if err := w.Flush(); err != nil {
 				return err
 			}
+			if haveRSS {
+				fmt.Fprintf(a.stdout, "memory (resident, this process: store, server and clients): idle %s (Go heap in use %s); peak %s in-process, %s with HTTP and MCP clients\n",
+					humanBytes(idle), humanBytes(int64(heap.HeapInuse)), humanBytes(peak["in-process"]), humanBytes(max(peak["http"], peak["mcp"])))
+			}
 			for k, err := range firstErr {
 				fmt.Fprintf(a.stderr, "%s: first error: %v\n", k, err)
 			}
@@ -206,4 +236,20 @@ by as many goroutines, in the same run.`,
 	f.DurationVar(&duration, "duration", 10*time.Second, "how long each phase runs")
 	f.StringVar(&dir, "dir", "", "directory for the store (default: a temporary one, removed after)")
 	return cmd
+}
+
+// residentBytes returns the process's resident set size, where /proc says
+// (Linux).
+func residentBytes() (int64, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024, err == nil
+		}
+	}
+	return 0, false
 }

@@ -20,6 +20,8 @@ func (a *app) benchToolsCmd() *cobra.Command {
 	var (
 		compare []string
 		dir     string
+		results bool
+		repo    string
 	)
 	cmd := &cobra.Command{
 		Use:   "tools",
@@ -28,7 +30,12 @@ func (a *app) benchToolsCmd() *cobra.Command {
 client, as compact JSON, tool by tool; with --compare, start each given
 command as an MCP server over stdio and count its list the same way, so the
 cost of engram's tools stands beside another server's measured in the same
-run. A --compare value is a command and its arguments, split at spaces.`,
+run. A --compare value is a command and its arguments, split at spaces.
+
+With --results, also index --repo (default: the project) and its example
+session (examples/session.jsonl) into the scratch store, make the typical
+call of every tool and count the tokens of each result: the text most
+clients show the model, and the structured content beside it.`,
 		Example: `  engram bench tools --compare "npx -y @modelcontextprotocol/server-memory"`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,10 +101,31 @@ run. A --compare value is a command and its arguments, split at spaces.`,
 				}
 				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s (%d)\n", l.name, len(res.Tools), total, per, largest, largestN)
 			}
+			if results {
+				if repo == "" {
+					repo = a.cfg.Project
+				}
+				st3, st4 := mcp.NewInMemoryTransports()
+				ss2, err := mcpserver.New(eng, mcpserver.Options{Session: "bench", Agent: "bench"}).MCP().Connect(ctx, st3, nil)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = ss2.Close() }()
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "engram-bench", Version: version}, nil).Connect(ctx, st4, nil)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = cs.Close() }()
+				if err := a.benchResults(ctx, w, eng, cs, enc, repo); err != nil {
+					return err
+				}
+			}
 			return w.Flush()
 		},
 	}
 	cmd.Flags().StringArrayVar(&compare, "compare", nil, "another MCP server's command, run over stdio (repeatable)")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for the scratch store (default: a temporary one)")
+	cmd.Flags().BoolVar(&results, "results", false, "also measure the tokens of typical tool results")
+	cmd.Flags().StringVar(&repo, "repo", "", "the repository --results indexes (default: the project)")
 	return cmd
 }

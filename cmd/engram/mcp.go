@@ -48,7 +48,7 @@ with that client.`,
 			if opts.Agent == "" {
 				opts.Agent = a.getenv("ENGRAM_AGENT")
 			}
-			opts.Version = version
+			opts.Version, _ = versionInfo()
 			opts.Logger = a.log
 			srv := mcpserver.New(eng, opts)
 			a.log.Info("engram mcp serving on stdio", "project", a.cfg.Project, "store", a.cfg.Store.Path)

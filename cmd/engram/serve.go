@@ -68,8 +68,9 @@ X-Engram-Agent headers. Ctrl-C or SIGTERM stops it gracefully.`,
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
+			v, _ := versionInfo()
 			srv := &http.Server{
-				Handler: httpapi.Handler(eng, httpapi.Options{Token: token, RequireToken: require, Version: version,
+				Handler: httpapi.Handler(eng, httpapi.Options{Token: token, RequireToken: require, Version: v,
 					MaxBodyBytes: maxBody, Metrics: metrics.New(eng), Logger: a.log}),
 				// A slow client gets 10 s for its headers and a minute for its
 				// body; responses (MCP event streams) have no write deadline.
