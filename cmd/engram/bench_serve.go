@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,7 +110,9 @@ by as many goroutines, in the same run.`,
 					}
 				}
 			}
-			runtime.GC()
+			// Idle: after the store is filled, with the memory its filling
+			// freed returned to the system.
+			debug.FreeOSMemory()
 			time.Sleep(200 * time.Millisecond)
 			idle, haveRSS := residentBytes()
 			var heap runtime.MemStats
