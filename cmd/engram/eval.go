@@ -376,7 +376,7 @@ func (d *evalDump) add(q eval.Question, got []string) {
 	}
 	top := got[:min(10, len(got))]
 	d.rows = append(d.rows, map[string]any{"id": q.ID, "kind": q.Kind, "question": q.Text,
-		"relevant": show(q.Relevant), "top": show(top)})
+		"relevant": show(q.Relevant), "top": show(top), "ranked": got})
 }
 
 func (d *evalDump) write(path string) error {

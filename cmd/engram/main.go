@@ -227,9 +227,10 @@ func (a *app) engineOptions() engine.Options {
 		Retrieve: retrieve.Options{
 			Fusion: retrieve.FuseOptions{Method: retrieve.Fusion(c.Retrieve.Fusion), K: c.Retrieve.RRFK,
 				LexicalWeight: c.Retrieve.LexicalWeight, VectorWeight: c.Retrieve.VectorWeight},
-			Deadline:    c.Retrieve.Deadline.Duration,
-			SymbolBoost: c.Retrieve.SymbolBoost,
-			PathBoost:   c.Retrieve.PathBoost,
+			Deadline:     c.Retrieve.Deadline.Duration,
+			SymbolBoost:  c.Retrieve.SymbolBoost,
+			PathBoost:    c.Retrieve.PathBoost,
+			SpeakerPrior: c.Retrieve.SpeakerPrior,
 		},
 		LLM: a.llmOptions(),
 		Prefetch: retrieve.PrefetchOptions{

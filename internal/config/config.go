@@ -146,6 +146,9 @@ type Retrieve struct {
 	Deadline      Duration `toml:"deadline"`
 	SymbolBoost   float64  `toml:"symbol_boost"`
 	PathBoost     float64  `toml:"path_boost"`
+	// SpeakerPrior multiplies the score of the other speaker's messages
+	// when a question is about what the user or the agent said; 1 is off.
+	SpeakerPrior float64 `toml:"speaker_prior"`
 }
 
 // LLM configures an optional chat model, which engram uses where it does
@@ -402,6 +405,9 @@ func (c Config) Validate() error {
 	if c.Retrieve.RRFK < 0 || c.Retrieve.VectorWeight < 0 || c.Retrieve.LexicalWeight < 0 || c.Retrieve.Deadline.Duration < 0 ||
 		c.Retrieve.SymbolBoost < 0 || c.Retrieve.PathBoost < 0 {
 		errs = append(errs, errors.New("retrieve: values must not be negative"))
+	}
+	if c.Retrieve.SpeakerPrior < 0 || c.Retrieve.SpeakerPrior > 1 {
+		errs = append(errs, errors.New("retrieve.speaker_prior: must be between 0 and 1 (1 is off)"))
 	}
 	p := c.Prefetch
 	for _, f := range []struct {

@@ -488,3 +488,99 @@ func TestHybridSlowAloneIsWaitedFor(t *testing.T) {
 		t.Errorf("the search waited %v for a backend past the deadline", d)
 	}
 }
+
+// TestSpeakerPrior: a question about what the asker said ranks their own
+// message first, one about what the agent said the agent's, whichever
+// matches the words better; keywords leave the ranking alone.
+func TestSpeakerPrior(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	user := storetest.Entry("s1", "user", store.UserPrompt, "the deadline for the upload service is friday")
+	agent := storetest.Entry("s1", "agent", store.AgentResponse, "the upload deadline: friday works for the upload service")
+	// Weaker matches, so that the weighted merge's normalization leaves
+	// both messages above zero.
+	notes := []store.Entry{user, agent}
+	for i := range 4 {
+		notes = append(notes, storetest.Entry("s2", "agent", store.Note,
+			fmt.Sprintf("note %d: a deadline passed while the team reviewed the design of the queue, the cache and the scheduler", i)))
+	}
+	if _, err := st.PutEntries(ctx, notes); err != nil {
+		t.Fatal(err)
+	}
+	first := func(opts retrieve.Options, q string) store.ContentType {
+		t.Helper()
+		res := search(t, retrieve.NewHybrid(st, nil, opts), retrieve.Query{Text: q, Mode: retrieve.ModeLexical})
+		if len(res.Hits) != len(notes) {
+			t.Fatalf("%q: %d hits", q, len(res.Hits))
+		}
+		return res.Hits[0].Occurrence.Type
+	}
+	if got := first(retrieve.Options{SpeakerPrior: 1}, "upload deadline"); got != store.AgentResponse {
+		t.Fatalf("without the prior the agent's message should match better, got %s first", got)
+	}
+	for _, c := range []struct {
+		q    string
+		want store.ContentType
+	}{
+		{"upload deadline", store.AgentResponse},
+		{"what did I say the upload deadline was?", store.UserPrompt},
+		{"which upload deadline did you suggest?", store.AgentResponse},
+	} {
+		if got := first(retrieve.Options{}, c.q); got != c.want {
+			t.Errorf("%q: %s first, want %s", c.q, got, c.want)
+		}
+	}
+}
+
+// TestNamedSpeaker: a question naming one of the speakers ranks that
+// speaker's messages first; naming both, or neither, changes nothing.
+func TestNamedSpeaker(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	entries := []store.Entry{
+		storetest.Entry("s1", "Caroline", store.AgentMessage, "I love the sunrise you painted last week, it is a lovely painting"),
+		storetest.Entry("s1", "Melanie", store.AgentMessage, "I painted a sunrise over the lake"),
+	}
+	for i := range 4 {
+		entries = append(entries, storetest.Entry("s2", "Dave", store.Note,
+			fmt.Sprintf("note %d: at sunrise the lake was calm while the team reviewed the design of the queue and the cache", i)))
+	}
+	if _, err := st.PutEntries(ctx, entries); err != nil {
+		t.Fatal(err)
+	}
+	first := func(opts retrieve.Options, q string) string {
+		t.Helper()
+		res := search(t, retrieve.NewHybrid(st, nil, opts), retrieve.Query{Text: q, Mode: retrieve.ModeLexical})
+		if len(res.Hits) == 0 {
+			t.Fatalf("%q: no hits", q)
+		}
+		return res.Hits[0].Occurrence.AgentID
+	}
+	off := retrieve.Options{SpeakerPrior: 1}
+	for _, q := range []string{"When has Melanie painted a sunrise painting?", "Did Caroline and Melanie talk about the painted sunrise painting?"} {
+		if got := first(off, q); got != "Caroline" {
+			t.Fatalf("%q: without the prior Caroline's message should match better, got %s first", q, got)
+		}
+	}
+	if got := first(retrieve.Options{}, "When has Melanie painted a sunrise painting?"); got != "Melanie" {
+		t.Errorf("naming Melanie: %s first", got)
+	}
+	if got := first(retrieve.Options{}, "Did Caroline and Melanie talk about the painted sunrise painting?"); got != "Caroline" {
+		t.Errorf("naming both: %s first", got)
+	}
+}
+
+// openStore opens a new store in a temporary directory, closed with the test.
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return st
+}
