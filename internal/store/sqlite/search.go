@@ -45,7 +45,7 @@ import (
 
 // Defaults for SearchOptions.
 const (
-	DefaultMaxPostings     = 15_000
+	DefaultMaxPostings     = 12_000
 	DefaultWindow          = 200
 	DefaultMetaWeight      = 4.0
 	DefaultContextWeight   = 0.5
