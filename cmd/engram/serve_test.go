@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -24,16 +27,11 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestServe runs the built binary's engram serve: it indexes the project,
-// serves MCP over streamable HTTP with its token, and stops on SIGTERM.
-func TestServe(t *testing.T) {
-	e := newEnv(t)
-	if err := os.WriteFile(e.project+"/retry.go", []byte("package p\n\n// Backoff waits longer after each failed attempt.\nfunc Backoff(n int) int { return n * n }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := e.command(ctx, "serve", "--addr", "127.0.0.1:0", "--yes", "--no-embed")
+// startServe starts the built binary's engram serve with args and returns
+// where it listens and where its token is, once it has said so.
+func startServe(ctx context.Context, t *testing.T, e *env, args ...string) (cmd *exec.Cmd, url, tokenFile string) {
+	t.Helper()
+	cmd = e.command(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--yes", "--no-embed"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -41,9 +39,9 @@ func TestServe(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	sc := bufio.NewScanner(stderr)
-	var url, tokenFile string
-	addrRe := regexp.MustCompile(`on (http://\S+) `)
+	addrRe := regexp.MustCompile(`on (http://\S+)`)
 	fileRe := regexp.MustCompile(`it is in (\S+)$`)
 	var log strings.Builder
 	for sc.Scan() && (url == "" || tokenFile == "") {
@@ -63,6 +61,19 @@ func TestServe(t *testing.T) {
 	if url == "" || tokenFile == "" {
 		t.Fatalf("serve did not say where it listens:\n%s", log.String())
 	}
+	return cmd, url, tokenFile
+}
+
+// TestServe runs the built binary's engram serve: it indexes the project,
+// serves MCP over streamable HTTP with its token, and stops on SIGTERM.
+func TestServe(t *testing.T) {
+	e := newEnv(t)
+	if err := os.WriteFile(e.project+"/retry.go", []byte("package p\n\n// Backoff waits longer after each failed attempt.\nfunc Backoff(n int) int { return n * n }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd, url, tokenFile := startServe(ctx, t, e)
 	tok, err := os.ReadFile(tokenFile)
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +107,87 @@ func TestServe(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_file", Arguments: map[string]any{"path": "retry.go", "start_line": 3, "end_line": 3}})
 	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "// Backoff waits longer after each failed attempt.\n" {
 		t.Fatalf("get_file: %+v, %v", res, err)
+	}
+	_ = cs.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v", err)
+	}
+}
+
+// TestServeProjects serves two projects from one process: each is indexed
+// into its own store and answers under /p/NAME/, with one token.
+func TestServeProjects(t *testing.T) {
+	e := newEnv(t)
+	root := filepath.Dir(e.project)
+	dirs := map[string]string{"api": "// Retry retries a request with backoff.\n", "web": "// Render draws the page template.\n"}
+	var args []string
+	for name, doc := range dirs {
+		dir := filepath.Join(root, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".go"), []byte("package "+name+"\n\n"+doc+"func F() {}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, dir)
+	}
+	// Two directories with one name are refused.
+	if code, _, errOut := e.run("", "serve", "--yes", args[0], filepath.Join(root, "project", "..", filepath.Base(args[0]))); code != 2 || !strings.Contains(errOut, "two projects named") {
+		t.Errorf("same name twice: exit %d, %s", code, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd, url, tokenFile := startServe(ctx, t, e, args...)
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: bearer{strings.TrimSpace(string(tok))}}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := hc.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 || !strings.Contains(body, `"projects":["api","web"]`) {
+		t.Errorf("healthz: %d %s", code, body)
+	}
+	if code, body := get("/v1/search?q=x"); code != 404 || !strings.Contains(body, "api, web") {
+		t.Errorf("a route outside the projects: %d %s", code, body)
+	}
+	for name, want := range map[string]string{"api": "Retry retries", "web": "Render draws"} {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, body := get("/p/" + name + "/v1/search?q=retry+request+render+page+template")
+			if strings.Contains(body, want) {
+				for other, text := range map[string]string{"api": "Retry retries", "web": "Render draws"} {
+					if other != name && strings.Contains(body, text) {
+						t.Errorf("project %s found project %s's file: %s", name, other, body)
+					}
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("project %s was not indexed within 30s: %s", name, body)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "serve-test", Version: "v0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url + "/p/web/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_file", Arguments: map[string]any{"path": "web.go"}})
+	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "Render draws") {
+		t.Errorf("get_file over /p/web/mcp: %+v, %v", res, err)
 	}
 	_ = cs.Close()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

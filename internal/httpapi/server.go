@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,6 +79,27 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	}
 	mux.Handle("GET /metrics", auth(opts.Metrics.Handler(), opts, log))
 	return observe(mux, opts.Metrics)
+}
+
+// Projects serves several projects from one server: each project's
+// handler (Handler) under /p/NAME/, and /healthz, without a token, listing
+// them. Anything else gets a 404 that names the projects.
+func Projects(handlers map[string]http.Handler, opts Options) http.Handler {
+	names := make([]string, 0, len(handlers))
+	mux := http.NewServeMux()
+	for name, h := range handlers {
+		names = append(names, name)
+		mux.Handle("/p/"+name+"/", http.StripPrefix("/p/"+name, h))
+	}
+	slices.Sort(names)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": opts.Version, "projects": names})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such route: %s %s; projects are served under /p/NAME/, NAME one of %s",
+			r.Method, r.URL.Path, strings.Join(names, ", ")))
+	})
+	return mux
 }
 
 // observe records every request: its route (the pattern it matched), method,
