@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/store"
 )
 
@@ -275,6 +276,8 @@ func toSummaryJSON(s index.Summary) summaryJSON {
 // indexRun says what engram index (or watch) does around the index itself.
 type indexRun struct {
 	yes, embed, watch, json bool
+	// metrics, if set, records the watcher's queue and updates.
+	metrics *metrics.Metrics
 }
 
 // runIndex indexes the project (or the tree of args[0]) with progress,
@@ -314,7 +317,7 @@ func (a *app) runIndex(ctx context.Context, args []string, opts index.Options, r
 		}
 	}
 	if r.watch {
-		return a.runWatch(ctx, opts, r.embed)
+		return a.runWatch(ctx, opts, r.embed, r.metrics)
 	}
 	return nil
 }

@@ -88,13 +88,15 @@ listing them and one token for all, kept in the data directory.`,
 			opts := httpapi.Options{Token: token, RequireToken: require, Version: v, MaxBodyBytes: maxBody, Logger: a.log}
 			var handler http.Handler
 			mounts := map[string]http.Handler{}
-			for _, p := range projects {
+			pmetrics := make([]*metrics.Metrics, len(projects))
+			for i, p := range projects {
 				eng, err := p.engine(ctx, false)
 				if err != nil {
 					return fmt.Errorf("%s: %w", p.cfg.Project, err)
 				}
 				popts := opts
 				popts.Metrics = metrics.New(eng)
+				pmetrics[i] = popts.Metrics
 				handler = httpapi.Handler(eng, popts)
 				mounts[filepath.Base(p.cfg.Project)] = handler
 			}
@@ -130,12 +132,12 @@ listing them and one token for all, kept in the data directory.`,
 				stopIndex()
 				wg.Wait()
 			}()
-			for _, p := range projects {
+			for i, p := range projects {
 				if noIndex {
 					break
 				}
 				wg.Go(func() {
-					err := p.runIndex(ictx, nil, index.Options{}, indexRun{yes: yes, embed: !noEmbed, watch: true})
+					err := p.runIndex(ictx, nil, index.Options{}, indexRun{yes: yes, embed: !noEmbed, watch: true, metrics: pmetrics[i]})
 					if err != nil && ictx.Err() == nil {
 						fmt.Fprintf(a.stderr, "not indexing %s: %v\n", p.cfg.Project, err)
 					}

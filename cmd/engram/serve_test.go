@@ -108,6 +108,30 @@ func TestServe(t *testing.T) {
 	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "// Backoff waits longer after each failed attempt.\n" {
 		t.Fatalf("get_file: %+v, %v", res, err)
 	}
+	// A file written while it serves is indexed by the watcher, which
+	// /metrics reports.
+	if err := os.WriteFile(e.project+"/jitter.go", []byte("package p\n\n// Jitter spreads the retries of many clients apart.\nfunc Jitter() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: bearer{strings.TrimSpace(string(tok))}}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := hc.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if strings.Contains(string(b), `engram_index_files_total{change="new"} 1`) {
+			if !strings.Contains(string(b), `engram_index_updates_total{result="ok"}`) || !strings.Contains(string(b), "engram_index_pending_paths 0") {
+				t.Errorf("index metrics after an update:\n%s", grepLines(string(b), "engram_index"))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watcher's update is not in /metrics after 30s:\n%s", grepLines(string(b), "engram_index"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	_ = cs.Close()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -115,6 +139,17 @@ func TestServe(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("serve after SIGTERM: %v", err)
 	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestServeProjects serves two projects from one process: each is indexed

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/metrics"
 )
 
 func (a *app) watchCmd() *cobra.Command {
@@ -41,7 +42,7 @@ the background unless --no-embed is given. Stops cleanly on Ctrl-C.`,
 // runWatch watches the project until ctx ends (Ctrl-C), printing a line
 // per batch of changes; with embed, a background goroutine embeds what
 // each batch stored.
-func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool) error {
+func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool, m *metrics.Metrics) error {
 	opts.Progress = nil
 	kick := make(chan struct{}, 1)
 	var wg sync.WaitGroup
@@ -70,8 +71,10 @@ func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool) erro
 	}
 
 	err := a.eng.Watch(ctx, a.cfg.Project, opts, index.WatchOptions{
-		Ready: func() { fmt.Fprintf(a.stderr, "watching %s (Ctrl-C to stop)\n", a.cfg.Project) },
+		Ready:     func() { fmt.Fprintf(a.stderr, "watching %s (Ctrl-C to stop)\n", a.cfg.Project) },
+		OnPending: m.IndexPending,
 		OnUpdate: func(s index.Summary, err error) {
+			m.IndexUpdated(s, err)
 			stamp := time.Now().Format(time.TimeOnly)
 			if err != nil {
 				fmt.Fprintf(a.stderr, "%s update failed: %v\n", stamp, err)

@@ -47,6 +47,7 @@ func TestMetrics(t *testing.T) {
 	}
 	c.want(200, "GET", "/v1/insights?since=2", "", `"saved_tokens"`)
 	c.want(200, "GET", "/v1/search?q=retry+backoff", "", "retry with backoff")
+	c.want(200, "GET", "/v1/search?q=retry+backoff", "", "retry with backoff") // the word counts are cached now
 	h, _ := c.want(200, "GET", "/v1/sessions/s1/briefing", "", "briefing s1")
 	if st, _, _ := c.do("GET", "/v1/sessions/s1/briefing", "", "If-None-Match", h.Get("ETag")); st != 304 {
 		t.Fatalf("304 expected, got %d", st)
@@ -54,17 +55,21 @@ func TestMetrics(t *testing.T) {
 	c.want(401, "GET", "/metrics", "", "wrong token", "Authorization", "Bearer nope")
 	_, body := c.want(200, "GET", "/metrics", "", "engram_")
 	for _, want := range []string{
-		`engram_http_requests_total{code="200",method="GET",route="GET /v1/search"} 1`,
+		`engram_http_requests_total{code="200",method="GET",route="GET /v1/search"} 2`,
 		`engram_http_requests_total{code="304",method="GET",route="GET /v1/sessions/{session}/briefing"} 1`,
 		`engram_mcp_tool_calls_total{result="ok",tool="briefing"} 2`,
 		`engram_mcp_tool_calls_total{result="error",tool="search"} 1`,
-		`engram_search_seconds_count{signals="lexical"} 1`,
+		`engram_search_seconds_count{signals="lexical"} 2`,
 		`engram_briefings_total{result="not_modified"} 1`,
 		`engram_briefings_total{result="cached"}`,
 		`engram_tokens_served_total{op="briefing"}`,
 		`engram_tokens_saved_total{reason="not_modified"}`,
 		`engram_tokens_saved_total{reason="delta"}`,
 		`engram_store_chunks 1`,
+		`engram_cache_requests_total{cache="briefings",result="hit"} 1`,
+		`engram_cache_requests_total{cache="word_counts",result="hit"}`,
+		`engram_cache_requests_total{cache="word_counts",result="miss"}`,
+		`engram_index_pending_paths 0`,
 		`engram_embed_queue`,
 	} {
 		if !strings.Contains(body, want) {

@@ -34,6 +34,9 @@ type WatchOptions struct {
 	OnUpdate func(Summary, error)
 	// Ready, if set, is called once the watches are in place.
 	Ready func()
+	// OnPending, if set, is called with the number of changed paths that
+	// wait for the next update, when it grows and when an update is done.
+	OnPending func(paths int)
 }
 
 // Watch keeps the index of root current until ctx ends, and then returns
@@ -100,6 +103,9 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 		}
 		clear(pending)
 		full, first = false, time.Time{}
+		if wopts.OnPending != nil {
+			wopts.OnPending(0)
+		}
 	}
 	for {
 		select {
@@ -132,7 +138,12 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 					}
 				}
 			}
-			pending[rel] = true
+			if !pending[rel] {
+				pending[rel] = true
+				if wopts.OnPending != nil {
+					wopts.OnPending(len(pending))
+				}
+			}
 			if first.IsZero() {
 				first = time.Now()
 			}

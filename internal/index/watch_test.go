@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +19,8 @@ type watcher struct {
 	updates chan Summary
 	stop    func()
 	done    chan error
+	// pending is the last count OnPending reported, maxPending the most.
+	pending, maxPending atomic.Int64
 }
 
 func startWatch(t *testing.T, s store.Store, root string) *watcher {
@@ -30,6 +32,12 @@ func startWatch(t *testing.T, s store.Store, root string) *watcher {
 		w.done <- Watch(ctx, s, root, Options{}, WatchOptions{
 			Debounce: 50 * time.Millisecond,
 			Ready:    func() { close(ready) },
+			OnPending: func(n int) {
+				w.pending.Store(int64(n))
+				if int64(n) > w.maxPending.Load() {
+					w.maxPending.Store(int64(n))
+				}
+			},
 			OnUpdate: func(sum Summary, err error) {
 				if err != nil {
 					t.Errorf("watch update: %v", err)
@@ -113,6 +121,16 @@ func TestWatch(t *testing.T) {
 	batches := w.next("burst", func(s Summary) bool { return s.New >= 300 })
 	if batches > 10 {
 		t.Errorf("300 files took %d batches", batches)
+	}
+	// The queue grew with the burst and is empty once it is indexed.
+	if m := w.maxPending.Load(); m < 30 {
+		t.Errorf("at most %d paths were reported pending during a burst of 300", m)
+	}
+	for deadline := time.Now().Add(5 * time.Second); w.pending.Load() != 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := w.pending.Load(); n != 0 {
+		t.Errorf("%d paths still pending after the burst was indexed", n)
 	}
 
 	// Removing a directory deletes its files; a rename keeps the content.

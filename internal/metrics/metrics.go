@@ -1,7 +1,8 @@
 // Package metrics is what engram serve exposes to Prometheus at /metrics:
 // requests and tool calls, search latency by the signals that answered,
-// degradations, briefing cache results, tokens served and saved, and, read
-// from the store at each scrape, its size and the embedding queue.
+// degradations, briefing results, tokens served and saved, the watcher's
+// queue and updates, and, read at each scrape, the store's size, the
+// embedding queue and cache hits and misses.
 //
 // A nil *Metrics records nothing, so code paths need no checks.
 package metrics
@@ -10,6 +11,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +20,8 @@ import (
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
 // Metrics holds engram's collectors in a registry of its own.
@@ -33,6 +37,12 @@ type Metrics struct {
 	briefings    *prometheus.CounterVec
 	tokensServed *prometheus.CounterVec
 	tokensSaved  *prometheus.CounterVec
+	indexPending prometheus.Gauge
+	indexUpdates *prometheus.CounterVec
+	indexFiles   *prometheus.CounterVec
+	// briefingHits and briefingMisses count briefings served from the
+	// cache and assembled, reported with the store's caches.
+	briefingHits, briefingMisses atomic.Int64
 }
 
 // New returns the metrics, with a collector that reads the store's figures
@@ -58,10 +68,17 @@ func New(eng *engine.Engine) *Metrics {
 		Help: "Tokens of the text answers served to agents, by operation."}, []string{"op"})
 	m.tokensSaved = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_tokens_saved_total",
 		Help: "Tokens agents did not have to read again: unchanged briefings and global reads (not_modified), and what deltas left out (delta)."}, []string{"reason"})
+	m.indexPending = prometheus.NewGauge(prometheus.GaugeOpts{Name: "engram_index_pending_paths",
+		Help: "Paths changed on disk and not indexed yet (the watcher's queue)."})
+	m.indexUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_index_updates_total",
+		Help: "Index updates the watcher ran, by result (ok or error)."}, []string{"result"})
+	m.indexFiles = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_index_files_total",
+		Help: "Files the watcher's updates stored or removed, by change: new, changed, deleted."}, []string{"change"})
 	m.reg.MustRegister(m.requests, m.requestTime, m.toolCalls, m.toolTime, m.searchTime, m.degraded, m.briefings,
-		m.tokensServed, m.tokensSaved, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.tokensServed, m.tokensSaved, m.indexPending, m.indexUpdates, m.indexFiles,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if eng != nil {
-		m.reg.MustRegister(&storeCollector{eng: eng})
+		m.reg.MustRegister(&storeCollector{eng: eng, m: m})
 	}
 	return m
 }
@@ -124,8 +141,37 @@ func (m *Metrics) BriefingServed(b *archive.Briefing) {
 		m.Saved("not_modified", b.SavedTokens)
 	case b.Cached:
 		m.briefings.WithLabelValues("cached").Inc()
+		m.briefingHits.Add(1)
 	default:
 		m.briefings.WithLabelValues("assembled").Inc()
+		m.briefingMisses.Add(1)
+	}
+}
+
+// IndexPending sets how many changed paths wait for the watcher's next
+// update.
+func (m *Metrics) IndexPending(paths int) {
+	if m == nil {
+		return
+	}
+	m.indexPending.Set(float64(paths))
+}
+
+// IndexUpdated records an update of the watcher: the files it stored and
+// removed, or that it failed.
+func (m *Metrics) IndexUpdated(s index.Summary, err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.indexUpdates.WithLabelValues("error").Inc()
+		return
+	}
+	m.indexUpdates.WithLabelValues("ok").Inc()
+	for change, n := range map[string]int{"new": s.New, "changed": s.Changed, "deleted": s.Deleted} {
+		if n > 0 {
+			m.indexFiles.WithLabelValues(change).Add(float64(n))
+		}
 	}
 }
 
@@ -146,13 +192,22 @@ func (m *Metrics) Saved(reason string, tokens int) {
 }
 
 // storeCollector reads the store's figures at each scrape.
-type storeCollector struct{ eng *engine.Engine }
+type storeCollector struct {
+	eng *engine.Engine
+	m   *Metrics
+}
+
+// cacheStats is what a store that counts its caches' lookups offers.
+type cacheStats interface{ CacheStats() []sqlite.CacheStat }
 
 var (
 	storeBytes  = prometheus.NewDesc("engram_store_bytes", "Size of the store.", nil, nil)
 	storeChunks = prometheus.NewDesc("engram_store_chunks", "Chunks in the store.", nil, nil)
 	storeTokens = prometheus.NewDesc("engram_store_tokens", "Tokens of the content in the store.", nil, nil)
 	embedQueue  = prometheus.NewDesc("engram_embed_queue", "Chunks waiting to be embedded by the configured model.", nil, nil)
+	cacheLookup = prometheus.NewDesc("engram_cache_requests_total",
+		"Cache lookups, by cache (briefings: assembled briefings kept by version; word_counts: the word frequencies query planning counts) and result (hit or miss).",
+		[]string{"cache", "result"}, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -160,6 +215,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- storeChunks
 	ch <- storeTokens
 	ch <- embedQueue
+	ch <- cacheLookup
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -172,5 +228,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if es, err := c.eng.EmbedStatus(ctx); err == nil {
 		ch <- prometheus.MustNewConstMetric(embedQueue, prometheus.GaugeValue, float64(es.Pending))
+	}
+	stats := []sqlite.CacheStat{{Name: "briefings", Hits: c.m.briefingHits.Load(), Misses: c.m.briefingMisses.Load()}}
+	if cs, ok := c.eng.Store().(cacheStats); ok {
+		stats = append(stats, cs.CacheStats()...)
+	}
+	for _, s := range stats {
+		ch <- prometheus.MustNewConstMetric(cacheLookup, prometheus.CounterValue, float64(s.Hits), s.Name, "hit")
+		ch <- prometheus.MustNewConstMetric(cacheLookup, prometheus.CounterValue, float64(s.Misses), s.Name, "miss")
 	}
 }

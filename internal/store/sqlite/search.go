@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/terms"
@@ -216,6 +217,20 @@ func matchGroup(g terms.Group) string {
 type dfCache struct {
 	mu sync.Mutex // guards m
 	m  map[string]dfEntry
+	// hits and misses count lookups, for CacheStats.
+	hits, misses atomic.Int64
+}
+
+// CacheStat counts the lookups of one of the store's caches.
+type CacheStat struct {
+	Name         string
+	Hits, Misses int64
+}
+
+// CacheStats reports the store's caches: word_counts, the document
+// frequencies query planning counts and keeps.
+func (s *Store) CacheStats() []CacheStat {
+	return []CacheStat{{Name: "word_counts", Hits: s.df.hits.Load(), Misses: s.df.misses.Load()}}
 }
 
 type dfEntry struct {
@@ -247,8 +262,10 @@ func (s *Store) docFreqs(ctx context.Context, words []string, tables []string) (
 		for _, table := range tables {
 			if e, ok := s.df.m[key(table, w)]; ok && (e.capped && e.n >= limit || !e.capped && e.gen == gen) {
 				df[w] = min(df[w]+e.n, limit)
+				s.df.hits.Add(1)
 			} else {
 				missing = append(missing, key(table, w))
+				s.df.misses.Add(1)
 			}
 		}
 	}
