@@ -23,6 +23,9 @@ func openStore(t *testing.T, path string) *sqlite.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if err := st.IntegrityCheck(context.Background()); err != nil {
+			t.Error(err)
+		}
 		if err := st.Close(); err != nil {
 			t.Error(err)
 		}

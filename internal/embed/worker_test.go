@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/engramhq/engram/internal/embed/lsa"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 	"github.com/engramhq/engram/internal/store/storetest"
 )
 
@@ -89,15 +89,7 @@ func (f *flaky) Embed(ctx context.Context, texts []string) ([][]float32, error) 
 
 func TestWorkerResumes(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	st := sqlitetest.Open(t, sqlite.Options{})
 	texts := topicTexts(100)
 	var entries []store.Entry
 	for _, text := range texts {

@@ -2,33 +2,21 @@ package engine_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 	"github.com/engramhq/engram/internal/tokens"
 )
 
 func newEngine(t *testing.T, opts engine.Options) *engine.Engine {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.IntegrityCheck(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	st := sqlitetest.Open(t, sqlite.Options{})
 	e, err := engine.New(st, opts)
 	if err != nil {
 		t.Fatal(err)

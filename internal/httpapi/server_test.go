@@ -15,19 +15,12 @@ import (
 
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 )
 
 func newEngine(t *testing.T) *engine.Engine {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	st := sqlitetest.Open(t, sqlite.Options{})
 	eng, err := engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
 	if err != nil {
 		t.Fatal(err)

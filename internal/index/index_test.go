@@ -14,6 +14,7 @@ import (
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 )
 
 // fake assembles a secret at run time so that no scanner flags this file.
@@ -44,19 +45,7 @@ func write(t *testing.T, root, p, content string) {
 
 func openStore(t *testing.T) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.IntegrityCheck(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return s
+	return sqlitetest.Open(t, sqlite.Options{})
 }
 
 func run(t *testing.T, s store.Store, root string, opts Options) Summary {

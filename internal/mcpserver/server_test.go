@@ -15,6 +15,7 @@ import (
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/tools.json")
@@ -24,15 +25,7 @@ var update = flag.Bool("update", false, "rewrite testdata/tools.json")
 func newClient(t *testing.T, opts Options) (*mcp.ClientSession, *engine.Engine) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	st := sqlitetest.Open(t, sqlite.Options{})
 	eng, err := engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 	"github.com/engramhq/engram/internal/store/storetest"
 )
 
@@ -39,7 +39,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st := openStore(t)
+	st := sqlitetest.Open(t, sqlite.Options{})
 	// One topic after another, as conversations go: a note's context (the
 	// note before it in its session) is on its topic.
 	var entries []store.Entry
@@ -486,7 +486,7 @@ func TestHybridSlowAloneIsWaitedFor(t *testing.T) {
 // matches the words better; keywords leave the ranking alone.
 func TestSpeakerPrior(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st := sqlitetest.Open(t, sqlite.Options{})
 	user := storetest.Entry("s1", "user", store.UserPrompt, "the deadline for the upload service is friday")
 	agent := storetest.Entry("s1", "agent", store.AgentResponse, "the upload deadline: friday works for the upload service")
 	// Weaker matches, so that the weighted merge's normalization leaves
@@ -528,7 +528,7 @@ func TestSpeakerPrior(t *testing.T) {
 // speaker's messages first; naming both, or neither, changes nothing.
 func TestNamedSpeaker(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st := sqlitetest.Open(t, sqlite.Options{})
 	entries := []store.Entry{
 		storetest.Entry("s1", "Caroline", store.AgentMessage, "I love the sunrise you painted last week, it is a lovely painting"),
 		storetest.Entry("s1", "Melanie", store.AgentMessage, "I painted a sunrise over the lake"),
@@ -560,19 +560,4 @@ func TestNamedSpeaker(t *testing.T) {
 	if got := first(retrieve.Options{}, "Did Caroline and Melanie talk about the painted sunrise painting?"); got != "Caroline" {
 		t.Errorf("naming both: %s first", got)
 	}
-}
-
-// openStore opens a new store in a temporary directory, closed with the test.
-func openStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return st
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,38 +12,19 @@ import (
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 	"github.com/engramhq/engram/internal/store/storetest"
 )
 
-// open creates a store in a temp dir; its cleanup checks integrity and
-// closes it.
-func open(t testing.TB, opts sqlite.Options) *sqlite.Store {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "engram.db")
-	s, err := sqlite.Open(context.Background(), path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.IntegrityCheck(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return s
-}
-
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t testing.TB) store.Store { return open(t, sqlite.Options{}) })
+	storetest.Run(t, func(t testing.TB) store.Store { return sqlitetest.Open(t, sqlite.Options{}) })
 }
 
 // TestContract_TinyBudget runs the contract with a search budget so small
 // that every query takes the windowed path and the selective-filter path.
 func TestContract_TinyBudget(t *testing.T) {
 	storetest.Run(t, func(t testing.TB) store.Store {
-		return open(t, sqlite.Options{Search: sqlite.SearchOptions{MaxPostings: 1, Window: 50, SelectiveFilter: 1 << 30}})
+		return sqlitetest.Open(t, sqlite.Options{Search: sqlite.SearchOptions{MaxPostings: 1, Window: 50, SelectiveFilter: 1 << 30}})
 	})
 }
 
@@ -196,5 +178,31 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 	}
 	if err := s.IntegrityCheck(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestIntegrityCheckAfterMerges: sixteen archive writes make FTS5 merge
+// the full-text table's segments; readers that searched it before still
+// find everything, and the integrity check does not take the merged-away
+// segments a pooled reader remembers for damage (it did, on a pooled
+// connection).
+func TestIntegrityCheckAfterMerges(t *testing.T) {
+	ctx := context.Background()
+	s := sqlitetest.Open(t, sqlite.Options{})
+	for i := 1; i <= 40; i++ {
+		err := s.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+			return tx.Append(&store.ArchiveRecord{ID: fmt.Sprintf("ins-%d", i), Kind: store.KindInsight, GV: uint64(i),
+				SessionID: "s", AgentID: "a", Text: fmt.Sprintf("prefer zz%d over the rest", i)})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.IntegrityCheck(ctx); err != nil {
+			t.Fatalf("after %d writes: %v", i, err)
+		}
+		hits, err := s.ArchiveSearch(ctx, "prefer rest", nil, 100)
+		if err != nil || len(hits) != i {
+			t.Fatalf("after %d writes: %d hits, %v", i, len(hits), err)
+		}
 	}
 }
