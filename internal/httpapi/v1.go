@@ -151,8 +151,7 @@ func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 func (v *v1) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	in := api.SearchIn{Query: q.Get("q"), Session: q.Get("session"), Types: q["type"], Paths: q["path"], History: q.Get("history") == "true"}
-	var err error
-	if in.Limit, err = intParam(q.Get("limit")); err != nil {
+	if err := intParams(q, map[string]*int{"limit": &in.Limit}); err != nil {
 		v.fail(w, r, err)
 		return
 	}
