@@ -174,24 +174,14 @@ listing them and one token for all, kept in the data directory.`,
 }
 
 // serveProjects returns the apps of the projects engram serve serves: a
-// itself for the project of the command line (no directories, or one),
+// itself for the project of the command line when no directory is given,
 // else one per directory, each with the configuration it would have as
 // --project. The first is a; the caller closes the others.
 func (a *app) serveProjects(dirs []string) ([]*app, error) {
 	if len(dirs) == 0 {
 		return []*app{a}, nil
 	}
-	if len(dirs) == 1 {
-		flags := a.flags
-		flags.Project = dirs[0]
-		cfg, err := config.Load(".", a.getenv, flags)
-		if err != nil {
-			return nil, err
-		}
-		a.cfg = cfg
-		return []*app{a}, nil
-	}
-	if a.flags.Store != "" || a.getenv("ENGRAM_STORE") != "" {
+	if len(dirs) > 1 && (a.flags.Store != "" || a.getenv("ENGRAM_STORE") != "") {
 		return nil, usagef("--store or ENGRAM_STORE names one store; several projects need one each")
 	}
 	var out []*app

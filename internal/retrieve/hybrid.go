@@ -36,7 +36,8 @@ const (
 	DefaultSymbolBoost = 0.3
 	DefaultPathBoost   = 0.3
 	// DefaultSpeakerPrior multiplies the score of a message by the other
-	// speaker than the one a question asks about (see querySpeaker).
+	// speaker than the one a question asks about (see namedSpeaker and
+	// otherSpeaker).
 	DefaultSpeakerPrior = 0.5
 	// DefaultHotBoost raises chunks used recently, the seed's recency
 	// prior.
@@ -475,7 +476,6 @@ func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float
 	}
 	fused := Fuse(lexR, vecR, h.opts.Fusion)
 	symbols, paths := queryNames(text)
-	other := otherSpeaker(text)
 	hot := h.hot.snapshot()
 	out := make([]Hit, 0, len(fused))
 	for _, f := range fused {
@@ -495,7 +495,7 @@ func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float
 		out = append(out, hit)
 	}
 	if h.opts.SpeakerPrior != 1 {
-		named := namedSpeaker(text, out)
+		named, other := namedSpeaker(text, out), otherSpeaker(text)
 		for i := range out {
 			o := &out[i].Occurrence
 			if named != "" && isMessage(o.Type) && o.AgentID != named || named == "" && other != "" && o.Type == other {
