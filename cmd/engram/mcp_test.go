@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,6 +183,38 @@ func TestBenchTools(t *testing.T) {
 	}
 	if strings.Fields(lines[1])[2] != strings.Fields(lines[2])[len(strings.Fields(lines[2]))-4] {
 		t.Errorf("in-process and stdio lists differ in tokens:\n%s", out)
+	}
+}
+
+// TestBenchToolResults makes the typical call of each tool against a small
+// project with a recorded session: every call succeeds and has a size.
+func TestBenchToolResults(t *testing.T) {
+	e := newEnv(t)
+	for path, content := range map[string]string{
+		"retry.go":               "package p\n\n// Backoff waits longer after each failed attempt, with jitter.\nfunc Backoff(n int) int { return n * n }\n",
+		"examples/session.jsonl": `{"session": "demo", "agent": "claude", "role": "user", "content": "why is the upload retry test flaky?"}` + "\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.project, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.project, path), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := e.ok("", "bench", "tools", "--results", "--repo", e.project)
+	rows := 0
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 || !strings.Contains(l, ",") && !strings.HasPrefix(l, "record") && !strings.HasPrefix(l, "update") && !strings.HasPrefix(l, "declare") {
+			continue
+		}
+		rows++
+		if n, err := strconv.Atoi(f[len(f)-2]); err != nil || n <= 0 {
+			t.Errorf("row %q: no text tokens", l)
+		}
+	}
+	if rows != 17 {
+		t.Errorf("%d result rows, want 17:\n%s", rows, out)
 	}
 }
 
