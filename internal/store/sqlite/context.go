@@ -3,6 +3,7 @@ package sqlite
 import (
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -11,45 +12,89 @@ import (
 // own: "Yes, since I'm lactose intolerant" answers a question asked in the
 // turn before, and a search for the question's words should find the
 // answer. So content first seen in a session is indexed with a context:
-// the end of the session's previous entry (at the same turn or before),
+// the end of the session's previous entries (at the same turn or before),
 // in a third full-text column and in the text an embedder sees. A short
-// entry gets up to ContextBytes of context, minus its own length; an entry
-// of ContextBytes or more stands on its own and gets none, so long
+// entry gets up to ContextBytes of context, minus its own length, taken
+// from the entry before it and, while that leaves room, from up to
+// contextEntries entries back: "They were awestruck" answers "How did the
+// kids take it?", which followed the turn that named the memorial. An
+// entry of ContextBytes or more stands on its own and gets none, so long
 // messages are not diluted by their neighbours. The entry's own chunks and
 // content are unchanged: context only helps find them.
 //
 // The context column weighs half the body (SearchOptions.ContextWeight).
-// On LoCoMo (engram eval) this raises lexical recall@10 from 0.607 to
-// 0.687 and MRR from 0.45 to 0.52; on LongMemEval, whose turns are long,
-// it costs 0.009 of recall@10 (BENCHMARKS.md).
+// On LoCoMo (engram eval) one entry of context raised lexical recall@10
+// from 0.607 to 0.687 and MRR from 0.45 to 0.52, and reaching back three
+// entries to 0.752 (hybrid 0.726 -> 0.755); on LongMemEval, whose turns
+// are long, one entry cost 0.009 of recall@10 and three change nothing
+// more (BENCHMARKS.md).
 const (
 	ContextBytes = 600
 	// minContextBytes is the least context worth indexing.
 	minContextBytes = 40
+	// contextEntries is how many previous entries a context reaches back.
+	contextEntries = 3
 )
 
 // contextOf returns the context of a new entry of size bytes seen in
-// session at turn: the tail of the session's previous entry, cut at a word
-// boundary, or "" if the entry needs none or has no predecessor.
+// session at turn (see contextFrom).
 func (b *batch) contextOf(pk int64, size int, session string, turn int) (string, error) {
-	want := ContextBytes - size
-	if want < minContextBytes {
+	if ContextBytes-size < minContextBytes {
 		return "", nil
 	}
-	var prev, prevSize int64
-	err := b.row("prevEntry", session, turn).Scan(&prev, &prevSize)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && prev == pk {
-		return "", nil
-	}
+	rows, err := b.stmts["prevEntries"].QueryContext(b.ctx, session, turn, contextEntries)
 	if err != nil {
 		return "", err
 	}
-	from := max(1, prevSize-int64(want)+1) // substr counts from 1
-	var tail []byte
-	if err := b.row("tail", from, prev).Scan(&tail); err != nil {
+	prevs, err := scanPrevEntries(rows)
+	if err != nil {
 		return "", err
 	}
-	return contextTail(tail, from > 1), nil
+	return contextFrom(pk, int64(size), prevs, func(from, pk int64) (tail []byte, err error) {
+		return tail, b.row("tail", from, pk).Scan(&tail)
+	})
+}
+
+// prevEntry is an entry seen before another in its session.
+type prevEntry struct{ pk, size int64 }
+
+func scanPrevEntries(rows *sql.Rows) ([]prevEntry, error) {
+	var prevs []prevEntry
+	for rows.Next() {
+		var p prevEntry
+		if err := rows.Scan(&p.pk, &p.size); err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		prevs = append(prevs, p)
+	}
+	return prevs, errors.Join(rows.Err(), rows.Close())
+}
+
+// contextFrom returns the context of entry pk of size bytes, given the
+// entries before it in its session, nearest first: their tails, oldest
+// first, each cut at a word boundary, within ContextBytes minus the
+// entry's size; "" if the entry needs none or has no predecessor. An
+// entry seen again stops the walk: it is no context of itself. tail reads
+// an entry's content from byte from (counted from 1, as substr counts).
+func contextFrom(pk, size int64, prevs []prevEntry, tail func(from, pk int64) ([]byte, error)) (string, error) {
+	want := ContextBytes - size
+	var parts []string
+	for _, p := range prevs {
+		if p.pk == pk || want < minContextBytes {
+			break
+		}
+		from := max(1, p.size-want+1)
+		t, err := tail(from, p.pk)
+		if err != nil {
+			return "", err
+		}
+		if text := contextTail(t, from > 1); text != "" {
+			parts = append(parts, text)
+		}
+		want -= p.size
+	}
+	slices.Reverse(parts)
+	return strings.Join(parts, "\n"), nil
 }
 
 // contextTail makes a tail of content fit to read: from a rune start, and

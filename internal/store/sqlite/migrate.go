@@ -34,8 +34,11 @@ var migrations = []migration{
 	{3, "full-text terms with stems and stop words", "", nil},
 	{4, "vectors and blobs", schemaV4, nil},
 	{5, "access tracking", schemaV5, nil},
-	{6, "conversation context", schemaV6, buildContexts},
+	// Migration 8 works out the contexts with today's rule and rebuilds the
+	// full-text tables, so the same work of migration 6 is left to it.
+	{6, "conversation context", schemaV6, nil},
 	{7, "archivalist", schemaV7, nil},
+	{8, "conversation context from up to three entries back", "", buildContexts},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -265,8 +268,11 @@ CREATE VIRTUAL TABLE history_fts USING fts5(
 `
 
 // buildContexts works out the context of every stored entry as ingest
-// would have, then rebuilds the full-text tables.
+// would, replacing any it had, then rebuilds the full-text tables.
 func buildContexts(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM contexts`); err != nil {
+		return err
+	}
 	type first struct {
 		pk, size, seq int64
 		session       string
@@ -291,27 +297,28 @@ func buildContexts(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	prev, err := tx.PrepareContext(ctx, `SELECT o.entry, length(e.content) FROM occurrences o JOIN entries e ON e.pk = o.entry
-		WHERE o.session_id = ? AND (o.turn < ? OR o.turn = ? AND o.seq < ?) ORDER BY o.turn DESC, o.seq DESC LIMIT 1`)
+		WHERE o.session_id = ? AND (o.turn < ? OR o.turn = ? AND o.seq < ?) ORDER BY o.turn DESC, o.seq DESC LIMIT ?`)
 	if err != nil {
 		return err
 	}
 	defer prev.Close()
+	tail := func(from, pk int64) (tail []byte, err error) {
+		return tail, tx.QueryRowContext(ctx, `SELECT substr(content, ?) FROM entries WHERE pk = ?`, from, pk).Scan(&tail)
+	}
 	for _, f := range todo {
-		var p, psize int64
-		err := prev.QueryRowContext(ctx, f.session, f.turn, f.turn, f.seq).Scan(&p, &psize)
-		if errors.Is(err, sql.ErrNoRows) || err == nil && p == f.pk {
-			continue
-		}
+		rows, err := prev.QueryContext(ctx, f.session, f.turn, f.turn, f.seq, contextEntries)
 		if err != nil {
 			return err
 		}
-		want := ContextBytes - f.size
-		from := max(1, psize-want+1)
-		var tail []byte
-		if err := tx.QueryRowContext(ctx, `SELECT substr(content, ?) FROM entries WHERE pk = ?`, from, p).Scan(&tail); err != nil {
+		prevs, err := scanPrevEntries(rows)
+		if err != nil {
 			return err
 		}
-		if text := contextTail(tail, from > 1); text != "" {
+		text, err := contextFrom(f.pk, f.size, prevs, tail)
+		if err != nil {
+			return err
+		}
+		if text != "" {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO contexts(entry, text) VALUES (?, ?)`, f.pk, text); err != nil {
 				return err
 			}

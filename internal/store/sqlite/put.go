@@ -225,8 +225,8 @@ var batchSQL = map[string]string{
 	"entryFTS":    `SELECT fts FROM entries WHERE pk = ?`,
 	"insertChunk": `INSERT INTO chunks(entry, ordinal, start_byte, end_byte, start_line, end_line, token_count, symbols) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 	"insertFTS":   `INSERT INTO chunks_fts(rowid, body, meta, ctx) VALUES (?, ?, ?, ?)`,
-	"prevEntry": `SELECT o.entry, length(e.content) FROM occurrences o JOIN entries e ON e.pk = o.entry
-		WHERE o.session_id = ? AND o.turn <= ? ORDER BY o.turn DESC, o.seq DESC LIMIT 1`,
+	"prevEntries": `SELECT o.entry, length(e.content) FROM occurrences o JOIN entries e ON e.pk = o.entry
+		WHERE o.session_id = ? AND o.turn <= ? ORDER BY o.turn DESC, o.seq DESC LIMIT ?`,
 	"tail":          `SELECT substr(content, ?) FROM entries WHERE pk = ?`,
 	"insertContext": `INSERT INTO contexts(entry, text) VALUES (?, ?) ON CONFLICT(entry) DO NOTHING`,
 	"insertOcc": `INSERT INTO occurrences(entry, session_id, agent_id, agent_type, type, turn, time, msg_id, parent_id, files, keywords, entities, metadata)

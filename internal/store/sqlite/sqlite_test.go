@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -178,6 +179,67 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 	}
 	if err := s.IntegrityCheck(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestMigrate_ContextsReachBack opens a schema-7 store whose contexts were
+// made from one entry back, and checks that migration 8 works them out
+// again from up to three and indexes them.
+func TestMigrate_ContextsReachBack(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.PutEntries(ctx, []store.Entry{
+		storetest.Entry("c", "a", store.UserPrompt, "Last week we took the kids to the military memorial downtown."),
+		storetest.Entry("c", "a", store.AgentResponse, "How did they take it?"),
+		storetest.Entry("c", "a", store.UserPrompt, "They were awestruck and humbled."),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := res[2].ID
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What migration 6 made of the answer: the question alone. The FTS
+	// tables are contentless, so they are emptied and the old contexts
+	// are what a rebuild would index.
+	r, err := db.Exec("UPDATE contexts SET text = 'How did they take it?' WHERE entry = (SELECT pk FROM entries WHERE id = ?)", answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := r.RowsAffected(); n != 1 {
+		t.Fatalf("the answer has no context to make old: %d rows", n)
+	}
+	for _, q := range []string{
+		"INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')",
+		"INSERT INTO history_fts(history_fts) VALUES ('delete-all')",
+		"PRAGMA user_version = 7",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
+	hits, err := s.Search(ctx, store.Query{Text: "military memorial"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, h := range hits {
+		ids = append(ids, h.Chunk.EntryID)
+	}
+	if !slices.Contains(ids, answer) {
+		t.Errorf("after migration 8, the answer is not found by the words two turns before it: %v", ids)
 	}
 }
 

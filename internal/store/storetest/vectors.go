@@ -162,6 +162,9 @@ func testConversationContext(t *testing.T, s store.Store) {
 		mk("s1", 2, store.UserPrompt, "And the quokka?"),
 		mk("s1", 2, store.AgentResponse, long),
 		mk("s2", 1, store.UserPrompt, "Unrelated opener in another session about a dessert"),
+		mk("s3", 1, store.UserPrompt, "Last week we took the kids to the military memorial downtown."),
+		mk("s3", 1, store.AgentResponse, "How did they take it?"),
+		mk("s3", 2, store.UserPrompt, "They were awestruck and humbled."),
 	)
 	// The answer is found by the question's words, through its context.
 	hits := search(t, s, store.Query{Text: "dessert party"})
@@ -172,6 +175,11 @@ func testConversationContext(t *testing.T, s store.Store) {
 	// context's, and it holds both.
 	if hits[0].Chunk.EntryID != res[0].ID {
 		t.Errorf("top hit %s, want the question", hits[0].Chunk.EntryID)
+	}
+	// A short answer to a short question is found by the words of the
+	// turn before the question.
+	if ids := hitIDs(search(t, s, store.Query{Text: "kids at the memorial"})); !slices.Contains(ids, res[7].ID) {
+		t.Errorf("the answer two turns after the subject is not found by it: %v", ids)
 	}
 	// A long entry stands alone; a session's first entry has no context.
 	if ids := hitIDs(search(t, s, store.Query{Text: "quokka"})); slices.Contains(ids, res[3].ID) {
@@ -190,6 +198,9 @@ func testConversationContext(t *testing.T, s store.Store) {
 	}
 	if got := byEntry[res[1].ID]; got != "Which dessert did you bake for the party?" {
 		t.Errorf("context of the answer: %q", got)
+	}
+	if got, want := byEntry[res[7].ID], "Last week we took the kids to the military memorial downtown.\nHow did they take it?"; got != want {
+		t.Errorf("context of the answer two turns on: %q, want %q", got, want)
 	}
 	if byEntry[res[0].ID] != "" || byEntry[res[3].ID] != "" || byEntry[res[4].ID] != "" {
 		t.Errorf("contexts where none belong: %q", byEntry)

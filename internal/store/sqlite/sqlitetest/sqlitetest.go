@@ -14,7 +14,13 @@ import (
 // of either fails the test.
 func Open(t testing.TB, opts sqlite.Options) *sqlite.Store {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "engram.db"), opts)
+	return OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), opts)
+}
+
+// OpenPath is Open for the store at path, new or not.
+func OpenPath(t testing.TB, path string, opts sqlite.Options) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
