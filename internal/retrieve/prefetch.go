@@ -165,6 +165,10 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 	hintBudget := int(float64(budget) * opts.HintShare)
 	var parts []string
 	usedExcerpt, usedHint := 0, 0
+	// Parts are joined by a line break, which costs the tier of the part
+	// it comes before.
+	joint := 0
+	sep := count("\n")
 	var injected []int64
 	for _, hit := range res.Hits {
 		conf, ok := Confidence(hit, res.Lexical, res.Vector, opts.MinSignal)
@@ -172,11 +176,12 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 			continue
 		}
 		if conf >= excerptT && len(b.Excerpts) < opts.MaxExcerpts && opts.MaxExcerpts > 0 {
-			text, in, fits := excerpt(hit, conf, opts.MaxExcerptLines, excerptBudget-usedExcerpt, count)
+			text, in, fits := excerpt(hit, conf, opts.MaxExcerptLines, excerptBudget-usedExcerpt-joint, count)
 			if fits {
 				parts = append(parts, text)
 				b.Excerpts = append(b.Excerpts, in)
-				usedExcerpt += in.Tokens
+				usedExcerpt += in.Tokens + joint
+				joint = sep
 				injected = append(injected, hit.Chunk.ID)
 				continue
 			}
@@ -184,13 +189,14 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 		if len(b.Hints) < opts.MaxHints && opts.MaxHints > 0 {
 			text := hint(hit)
 			n := count(text)
-			if usedHint+n > hintBudget {
+			if usedHint+joint+n > hintBudget {
 				continue
 			}
 			parts = append(parts, text)
 			b.Hints = append(b.Hints, Injected{ChunkID: hit.Chunk.ID, EntryID: hit.Chunk.EntryID, MsgID: hit.Occurrence.MsgID, Source: source(hit),
 				Confidence: conf, Tokens: n, Lines: hit.Chunk.EndLine - hit.Chunk.StartLine + 1})
-			usedHint += n
+			usedHint += n + joint
+			joint = sep
 		}
 	}
 	if len(parts) == 0 {
