@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/engramhq/engram/internal/store"
 )
@@ -368,7 +369,19 @@ func (s *Store) migrateStep(ctx context.Context) (done bool, err error) {
 			return nil
 		}
 		m := migrations[version] // migrations[i] has version i+1
-		s.log.Info("migrating store", "from", version, "to", m.version, "step", m.name)
+		// A step that rebuilds is the only slow one, and only on a store
+		// that holds something: say so where the user will see it.
+		level, entries := slog.LevelInfo, 0
+		if m.run != nil && version > 0 {
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM entries").Scan(&entries); err != nil {
+				return err
+			}
+			if entries > 0 {
+				level = slog.LevelWarn
+			}
+		}
+		s.log.Log(ctx, level, "migrating store: once per store; a step that rebuilds the full-text index takes about 35 s per 100,000 entries",
+			"from", version, "to", m.version, "step", m.name, "entries", entries)
 		if m.sql != "" {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
