@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,28 +13,12 @@ import (
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 )
-
-func openStore(t *testing.T, path string) *sqlite.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.IntegrityCheck(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return st
-}
 
 func newArchive(t *testing.T, opts Options) (*Archive, *sqlite.Store) {
 	t.Helper()
-	st := openStore(t, filepath.Join(t.TempDir(), "engram.db"))
+	st := sqlitetest.Open(t, sqlite.Options{})
 	a, err := New(st, opts)
 	if err != nil {
 		t.Fatal(err)
