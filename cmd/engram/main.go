@@ -231,6 +231,7 @@ func (a *app) engineOptions() engine.Options {
 			SymbolBoost:  c.Retrieve.SymbolBoost,
 			PathBoost:    c.Retrieve.PathBoost,
 			SpeakerPrior: c.Retrieve.SpeakerPrior,
+			FileEvidence: c.Retrieve.FileEvidence,
 		},
 		LLM: a.llmOptions(),
 		Prefetch: retrieve.PrefetchOptions{

@@ -149,6 +149,9 @@ type Retrieve struct {
 	// SpeakerPrior multiplies the score of the other speaker's messages
 	// when a question is about what the user or the agent said; 1 is off.
 	SpeakerPrior float64 `toml:"speaker_prior"`
+	// FileEvidence raises a file's best chunk by this share of the scores
+	// of its other chunks among the best 100 candidates; negative is off.
+	FileEvidence float64 `toml:"file_evidence"`
 }
 
 // LLM configures an optional chat model, which engram uses where it does

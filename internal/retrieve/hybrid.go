@@ -42,6 +42,13 @@ const (
 	// DefaultHotBoost raises chunks used recently, the seed's recency
 	// prior.
 	DefaultHotBoost = 0.1
+	// DefaultFileEvidence is the share of the scores of a file's other
+	// chunks among the best candidates that its best chunk gains (see
+	// fileEvidence).
+	DefaultFileEvidence = 0.2
+	// fileEvidenceDepth is how many of the best candidates count as a
+	// file's evidence.
+	fileEvidenceDepth = 100
 	// maxLimit bounds Query.Limit.
 	maxLimit = 1000
 	// vectorPage is how many vectors are loaded from the store at once.
@@ -66,6 +73,10 @@ type Options struct {
 	// asks what the agent said ("you suggested ..."), and of an agent
 	// response when it asks about the asker ("I", "my"); 1 turns it off.
 	SpeakerPrior float64
+	// FileEvidence raises the best chunk of an indexed file by this share
+	// of the scores of the file's other chunks among the best candidates;
+	// negative turns it off.
+	FileEvidence float64
 	// Breaker failures in a row open a backend's circuit for a cooldown;
 	// zero takes the defaults.
 	BreakerFailures int
@@ -92,6 +103,9 @@ func (o *Options) defaults() {
 	}
 	if o.SpeakerPrior <= 0 {
 		o.SpeakerPrior = DefaultSpeakerPrior
+	}
+	if o.FileEvidence == 0 {
+		o.FileEvidence = DefaultFileEvidence
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -141,7 +155,7 @@ type Hit struct {
 	// return it.
 	Vector                  float64
 	LexicalRank, VectorRank int
-	// Boosts name what raised the hit: "symbol", "path", "hot"; or
+	// Boosts name what raised the hit: "symbol", "path", "hot", "file"; or
 	// lowered it: "other-speaker".
 	Boosts []string
 }
@@ -504,7 +518,17 @@ func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Hit) int {
+	sortHits(out)
+	if h.opts.FileEvidence > 0 && fileEvidence(out, h.opts.FileEvidence, fileEvidenceDepth) {
+		sortHits(out)
+	}
+	return out[:min(limit, len(out))]
+}
+
+// sortHits orders hits best first: by score, then the newer, then the
+// larger chunk ID, so that the order is stable from run to run.
+func sortHits(hits []Hit) {
+	slices.SortStableFunc(hits, func(a, b Hit) int {
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {
 			return c
 		}
@@ -513,7 +537,38 @@ func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float
 		}
 		return cmp.Compare(b.Chunk.ID, a.Chunk.ID)
 	})
-	return out[:min(limit, len(out))]
+}
+
+// fileEvidence raises the best chunk of each indexed file among the first
+// depth hits (sorted, best first) by weight times the scores of the file's
+// other chunks there: a file that matches a query in several places is
+// more likely the one sought than a file that matches once as well (the
+// file-level evidence of passage retrieval, max plus a share of the sum).
+// Only the best chunk moves, so the file's other chunks do not crowd the
+// results. It reports whether any score changed.
+func fileEvidence(hits []Hit, weight float64, depth int) bool {
+	best := map[string]int{}
+	extra := map[string]float64{}
+	for i := range hits[:min(depth, len(hits))] {
+		o := hits[i].Occurrence
+		if o.Type != store.CodeFile || len(o.Files) == 0 {
+			continue
+		}
+		f := o.Files[0]
+		if _, ok := best[f]; !ok {
+			best[f] = i
+			continue
+		}
+		extra[f] += hits[i].Score
+	}
+	for f, x := range extra {
+		if x > 0 {
+			hit := &hits[best[f]]
+			hit.Score += weight * x
+			hit.Boosts = append(hit.Boosts, "file")
+		}
+	}
+	return len(extra) > 0
 }
 
 var (

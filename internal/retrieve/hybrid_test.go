@@ -592,3 +592,81 @@ func TestNamedSpeaker(t *testing.T) {
 		t.Errorf("naming both: %s first", got)
 	}
 }
+
+// TestFileEvidence: a file that matches a query in several chunks ranks
+// above a file that matches once a little better; only its best chunk is
+// raised, and a negative weight turns it off.
+func TestFileEvidence(t *testing.T) {
+	ctx := context.Background()
+	st := sqlitetest.Open(t, sqlite.Options{})
+	funcs := func(n int, body func(i int) string) string {
+		var b strings.Builder
+		b.WriteString("package p\n")
+		for i := range n {
+			fmt.Fprintf(&b, "\n// F%d %s\nfunc F%d() {\n", i, body(i), i)
+			for j := range 30 {
+				fmt.Fprintf(&b, "\tx%d := %d // filler line\n", j, j)
+			}
+			b.WriteString("}\n")
+		}
+		return b.String()
+	}
+	srcs := map[string]string{
+		"single/single.go": funcs(4, func(i int) string {
+			if i == 0 {
+				return "waits for the retry backoff, then the retry backoff again"
+			}
+			return "formats the report"
+		}),
+		"multi/multi.go": funcs(4, func(i int) string { return "computes the retry backoff" }),
+	}
+	for i := range 4 {
+		srcs[fmt.Sprintf("other/o%d.go", i)] = funcs(2, func(int) string { return "logs the retry and then formats the report" })
+	}
+	var files []store.FileChange
+	for path, src := range srcs {
+		c, err := index.Version(path, []byte(src), src, &index.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, *c)
+	}
+	if err := st.PutFiles(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	q := retrieve.Query{Text: "retry backoff", Mode: retrieve.ModeLexical, Limit: 20}
+	res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{FileEvidence: -1}), q)
+	if len(res.Hits) == 0 || res.Hits[0].Occurrence.Files[0] != "single/single.go" {
+		t.Fatalf("without file evidence the single strong chunk should rank first: %v", provenances(res.Hits))
+	}
+	perFile := 0
+	for _, hit := range res.Hits {
+		if hit.Occurrence.Files[0] == "multi/multi.go" {
+			perFile++
+		}
+	}
+	if perFile < 3 {
+		t.Fatalf("multi.go should match in several chunks: %v", provenances(res.Hits))
+	}
+	res = search(t, retrieve.NewHybrid(st, nil, retrieve.Options{}), q)
+	if len(res.Hits) < 2 || res.Hits[0].Occurrence.Files[0] != "multi/multi.go" || res.Hits[1].Occurrence.Files[0] != "single/single.go" {
+		t.Fatalf("with file evidence multi.go's best chunk should rank first, single.go's next: %v", provenances(res.Hits))
+	}
+	raised := map[string]int{}
+	for _, hit := range res.Hits {
+		if slices.Contains(hit.Boosts, "file") {
+			raised[hit.Occurrence.Files[0]]++
+		}
+	}
+	if raised["multi/multi.go"] != 1 || raised["single/single.go"] != 0 {
+		t.Errorf("only the best chunk of a file matching more than once is raised: %v", raised)
+	}
+}
+
+func provenances(hits []retrieve.Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = fmt.Sprintf("%s %.3f %v", h.Provenance(), h.Score, h.Boosts)
+	}
+	return out
+}
