@@ -34,6 +34,7 @@ func (a *app) evalCmd() *cobra.Command {
 		modes     []string
 		dump      string
 		economy   []int
+		confident bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -59,7 +60,9 @@ On the conversation sets, --economy measures pre-fetch: the block engram
 injects with each question, capped at each budget, built with the configured
 thresholds ("seed") and packed with the best hits to the budget ("packed"),
 against the tokens of the whole conversation: how much of the evidence each
-gets in how many tokens.
+gets in how many tokens. --confidence measures what pre-fetch's confidence
+means on each set: of the candidates pre-fetch considers for a question, how
+many in each confidence range hold a relevant item (with an embedder only).
 
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
 project. A set whose data is missing is reported and skipped.`,
@@ -80,8 +83,7 @@ project. A set whose data is missing is reported and skipped.`,
 				return err
 			}
 			defer cleanup()
-			var rows []evalRow
-			var econ []economyRow
+			var all evalResults
 			for _, name := range sets {
 				root := goroot
 				if name == eval.GoCommits && root == "" {
@@ -106,17 +108,20 @@ project. A set whose data is missing is reported and skipped.`,
 						return usagef("--mode: %v", err)
 					}
 				}
-				r, e, err := a.evalSet(ctx, set, filepath.Join(d, name), ms, dump, positive(economy))
+				r, err := a.evalSet(ctx, set, filepath.Join(d, name), ms, dump, positive(economy), confident)
 				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
-				rows, econ = append(rows, r...), append(econ, e...)
+				all.Results = append(all.Results, r.Results...)
+				all.Economy = append(all.Economy, r.Economy...)
+				all.Confidence = append(all.Confidence, r.Confidence...)
 			}
 			if jsonOut {
-				return writeJSON(a.stdout, map[string]any{"results": rows, "economy": econ})
+				return writeJSON(a.stdout, all)
 			}
-			printEval(a, rows, byKind)
-			printEconomy(a, econ)
+			printEval(a, all.Results, byKind)
+			printEconomy(a, all.Economy)
+			printConfidence(a, all.Confidence)
 			return nil
 		},
 	}
@@ -129,6 +134,7 @@ project. A set whose data is missing is reported and skipped.`,
 	f.BoolVar(&byKind, "by-kind", false, "also print recall@10 by question kind")
 	f.StringSliceVar(&modes, "mode", []string{"lexical", "vector", "hybrid"}, "retrieval modes to score")
 	f.IntSliceVar(&economy, "economy", []int{1000, 2000, 4000}, "pre-fetch budgets (tokens) to measure on conversation sets; 0 for none")
+	f.BoolVar(&confident, "confidence", true, "measure how often pre-fetch candidates of each confidence are relevant")
 	f.StringVar(&dump, "dump", "", "write each question's top 10 with the relevant items to files with this prefix")
 	_ = f.MarkHidden("dump")
 	return cmd
@@ -200,9 +206,16 @@ func positive(ns []int) []int {
 	return out
 }
 
-func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []evalMode, dump string, economy []int) ([]evalRow, []economyRow, error) {
+// evalResults are what engram eval measures on the sets.
+type evalResults struct {
+	Results    []evalRow       `json:"results"`
+	Economy    []economyRow    `json:"economy"`
+	Confidence []confidenceRow `json:"confidence"`
+}
+
+func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []evalMode, dump string, economy []int, confidence bool) (out evalResults, err error) {
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	engines := map[string]*engine.Engine{}
 	shared := map[string]map[string][]string{} // corpus -> entry ID -> items
@@ -222,7 +235,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 	for _, name := range names {
 		st, err := sqlite.Open(ctx, filepath.Join(dir, name+".db"), sqlite.Options{Logger: a.log, Search: a.searchOptions()})
 		if err != nil {
-			return nil, nil, err
+			return out, err
 		}
 		stores = append(stores, st)
 		opts := a.engineOptions()
@@ -232,10 +245,10 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		opts.Retrieve.Deadline = evalDeadline
 		eng, err := engine.New(st, opts)
 		if err != nil {
-			return nil, nil, err
+			return out, err
 		}
 		if shared[name], err = ingest(ctx, eng, set, set.Corpora[name]); err != nil {
-			return nil, nil, fmt.Errorf("load %s: %w", name, err)
+			return out, fmt.Errorf("load %s: %w", name, err)
 		}
 		engines[name] = eng
 		items += len(set.Corpora[name])
@@ -251,7 +264,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		eng := engines[name]
 		rep, err := eng.Embed(ctx, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("embed %s: %w", name, err)
+			return out, fmt.Errorf("embed %s: %w", name, err)
 		}
 		if model == "" {
 			model = rep.Model
@@ -260,10 +273,10 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		// Load the vectors now: the latency measured is a warm process's.
 		h, err := eng.Hybrid(ctx)
 		if err != nil {
-			return nil, nil, err
+			return out, err
 		}
 		if err := h.Warm(ctx); err != nil {
-			return nil, nil, err
+			return out, err
 		}
 	}
 	embedTime := time.Since(start)
@@ -272,7 +285,6 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 			embedTime.Round(time.Millisecond), float64(chunks)/embedTime.Seconds(), model)
 	}
 
-	var rows []evalRow
 	for _, mode := range modes {
 		if mode.mode != retrieve.ModeLexical && model == "" {
 			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no embedder (embed.provider %s)\n", set.Name, mode.name, a.cfg.Embed.Provider)
@@ -282,7 +294,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		for name, eng := range engines {
 			h, err := eng.Hybrid(ctx)
 			if err != nil {
-				return nil, nil, err
+				return out, err
 			}
 			if mode.fusion != nil {
 				opts := a.engineOptions().Retrieve
@@ -290,7 +302,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 				opts.Deadline = evalDeadline
 				h = retrieve.NewHybrid(eng.Store(), h.Embedder(), opts)
 				if err := h.Warm(ctx); err != nil {
-					return nil, nil, err
+					return out, err
 				}
 			}
 			searchers[name] = h
@@ -315,27 +327,31 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		modeStart := time.Now()
 		m, err := eval.Run(ctx, set, retr)
 		if err != nil {
-			return nil, nil, err
+			return out, err
 		}
 		fmt.Fprintf(a.stderr, "%s: %s: %d questions in %v, recall@10 %.3f\n", set.Name, mode.name, m.Questions,
 			time.Since(modeStart).Round(time.Millisecond), m.Recall[10])
 		if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode.name)); err != nil {
-			return nil, nil, err
+			return out, err
 		}
-		rows = append(rows, evalRow{Set: set.Name, Mode: mode.name, Questions: m.Questions, Items: items,
+		out.Results = append(out.Results, evalRow{Set: set.Name, Mode: mode.name, Questions: m.Questions, Items: items,
 			Recall5: m.Recall[5], Recall10: m.Recall[10], Recall20: m.Recall[20], MRR: m.MRR, NDCG10: m.NDCG10,
 			P50ms: msf(m.Latency.P50), P95ms: msf(m.Latency.P95), P99ms: msf(m.Latency.P99), ByKind: m.ByKind,
 			IngestSec: ingestTime.Seconds(), EmbedSec: embedTime.Seconds(), Model: model})
 	}
 	econStart := time.Now()
-	econ, err := a.evalEconomy(ctx, set, engines, shared, economy)
-	if err != nil {
-		return nil, nil, fmt.Errorf("economy: %w", err)
+	if out.Economy, err = a.evalEconomy(ctx, set, engines, shared, economy); err != nil {
+		return out, fmt.Errorf("economy: %w", err)
 	}
-	if len(econ) > 0 {
+	if len(out.Economy) > 0 {
 		fmt.Fprintf(a.stderr, "%s: pre-fetch economy at %s tokens in %v\n", set.Name, joinInts(economy), time.Since(econStart).Round(time.Millisecond))
 	}
-	return rows, econ, nil
+	if confidence && model != "" {
+		if out.Confidence, err = a.evalConfidence(ctx, set, engines, shared); err != nil {
+			return out, fmt.Errorf("confidence: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // evalDump records each question's answers, for looking into failures.
