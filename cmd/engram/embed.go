@@ -208,9 +208,10 @@ with the content), in 60% of the budget, for hits whose confidence is at least
 prefetch.excerpt_threshold (0.90). Tier B: at most 3 one-line hints
 ([RELATED: ...]), in 30%, at least prefetch.confidence_threshold (0.85).
 Confidence is the mean of the lexical signal (the share of the query's words a
-chunk holds, weighted by rarity) and the vector signal (cosine similarity);
-both must be at least prefetch.min_signal (0.5). When only one signal is
-available the thresholds rise by 10%. Below them, nothing is injected: the
+chunk holds, weighted by rarity), the vector signal (cosine similarity) and the
+hit's standing (its fused score over the best hit's); the lexical and vector
+signals must both be at least prefetch.min_signal (0.5). When only one signal
+is available the thresholds rise by 10%. Below them, nothing is injected: the
 agent can still search.
 
 The budget is --budget tokens, or prefetch.budget_share (10%) of --remaining,

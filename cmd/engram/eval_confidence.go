@@ -85,7 +85,7 @@ func (a *app) evalConfidence(ctx context.Context, set *eval.Set, engines map[str
 		}
 		seen := make([]bool, n+1)
 		for _, hit := range res.Hits {
-			conf, ok := retrieve.Confidence(hit, res.Lexical, res.Vector, minSignal)
+			conf, ok := retrieve.Confidence(hit, res.Hits[0].Score, res.Lexical, res.Vector, minSignal)
 			i := n
 			if ok {
 				for i = 0; i < n-1 && conf >= confidenceBins[i+1]; i++ {

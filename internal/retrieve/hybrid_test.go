@@ -452,17 +452,28 @@ func TestPrefetchWithinBudget(t *testing.T) {
 }
 
 func TestConfidence(t *testing.T) {
-	hit := retrieve.Hit{Vector: 0.9}
+	hit := retrieve.Hit{Vector: 0.9, Score: 0.4}
 	hit.Coverage = 1
-	if c, ok := retrieve.Confidence(hit, true, true, 0.5); !ok || math.Abs(c-0.95) > 1e-9 {
-		t.Errorf("both: %v %v", c, ok)
+	if c, ok := retrieve.Confidence(hit, 0.5, true, true, 0.5); !ok || math.Abs(c-0.9) > 1e-9 {
+		t.Errorf("both, standing 0.8: %v %v", c, ok)
+	}
+	if c, ok := retrieve.Confidence(hit, 0.4, true, true, 0.5); !ok || math.Abs(c-(1+0.9+1)/3) > 1e-9 {
+		t.Errorf("both, the best hit: %v %v", c, ok)
+	}
+	// A hit far behind the best (demoted as the other speaker, say) is
+	// not confident, whatever its signals.
+	if c, _ := retrieve.Confidence(hit, 2, true, true, 0.5); c >= retrieve.DefaultConfidenceThreshold {
+		t.Errorf("a fifth of the best score: confidence %v", c)
 	}
 	hit.Coverage = 0.4
-	if _, ok := retrieve.Confidence(hit, true, true, 0.5); ok {
+	if _, ok := retrieve.Confidence(hit, 0.4, true, true, 0.5); ok {
 		t.Error("weak lexical support passed multi-signal validation")
 	}
-	if c, ok := retrieve.Confidence(hit, false, true, 0.5); !ok || c != 0.9 {
+	if c, ok := retrieve.Confidence(hit, 0.4, false, true, 0.5); !ok || math.Abs(c-0.95) > 1e-9 {
 		t.Errorf("vector only: %v %v", c, ok)
+	}
+	if c, ok := retrieve.Confidence(hit, 0, true, false, 0.5); !ok || math.Abs(c-0.2) > 1e-9 {
+		t.Errorf("lexical only, no best score: %v %v", c, ok)
 	}
 }
 

@@ -117,19 +117,27 @@ type Block struct {
 	Faults       []string `json:"faults,omitempty"`
 }
 
-// Confidence is a hit's confidence from both signals: the mean of its
-// lexical coverage and its cosine when both backends answered, else the
-// one signal there is. ok is false when both answered and either signal
-// is under minSignal.
-func Confidence(h Hit, lexical, vector bool, minSignal float64) (c float64, ok bool) {
+// Confidence is a hit's confidence, from 0 to 1: the mean of its lexical
+// coverage (the IDF-weighted share of the query's words it holds), its
+// cosine to the query, and its standing among the candidates (its fused
+// score over best, the best one's), each counted only if its backend
+// answered. Standing carries what the two signals alone miss: the boosts
+// and the speaker prior, and how far the hit is behind the best. ok is
+// false when both backends answered and either signal is under minSignal:
+// high confidence needs lexical and vector support.
+func Confidence(h Hit, best float64, lexical, vector bool, minSignal float64) (c float64, ok bool) {
 	cos := min(max(h.Vector, 0), 1)
+	standing := 0.0
+	if best > 0 {
+		standing = min(max(h.Score/best, 0), 1)
+	}
 	switch {
 	case lexical && vector:
-		return (h.Coverage + cos) / 2, h.Coverage >= minSignal && cos >= minSignal
+		return (h.Coverage + cos + standing) / 3, h.Coverage >= minSignal && cos >= minSignal
 	case lexical:
-		return h.Coverage, true
+		return (h.Coverage + standing) / 2, true
 	case vector:
-		return cos, true
+		return (cos + standing) / 2, true
 	}
 	return 0, false
 }
@@ -171,7 +179,7 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 	sep := count("\n")
 	var injected []int64
 	for _, hit := range res.Hits {
-		conf, ok := Confidence(hit, res.Lexical, res.Vector, opts.MinSignal)
+		conf, ok := Confidence(hit, res.Hits[0].Score, res.Lexical, res.Vector, opts.MinSignal)
 		if !ok || conf < hintT {
 			continue
 		}
