@@ -54,20 +54,10 @@ func newFixture(t *testing.T) *fixture {
 	if _, err := st.PutEntries(ctx, entries); err != nil {
 		t.Fatal(err)
 	}
-	var files []store.FileChange
-	for path, src := range map[string]string{
+	putFiles(t, st, map[string]string{
 		"internal/queue/queue.go": "package queue\n\n// Drain empties the queue under the mutex.\nfunc Drain(q *Queue) {\n\tq.mu.Lock()\n\tdefer q.mu.Unlock()\n}\n",
 		"internal/rank/rank.go":   "package rank\n\n// ScoreQuery ranks postings for a query.\nfunc ScoreQuery(q string) float64 {\n\treturn 0\n}\n",
-	} {
-		c, err := index.Version(path, []byte(src), src, &index.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, *c)
-	}
-	if err := st.PutFiles(ctx, files); err != nil {
-		t.Fatal(err)
-	}
+	})
 	var texts []string
 	for after := int64(0); ; {
 		cs, err := st.PendingChunks(ctx, "training", after, 100)
@@ -608,7 +598,6 @@ func TestNamedSpeaker(t *testing.T) {
 // above a file that matches once a little better; only its best chunk is
 // raised, and a negative weight turns it off.
 func TestFileEvidence(t *testing.T) {
-	ctx := context.Background()
 	st := sqlitetest.Open(t, sqlite.Options{})
 	funcs := func(n int, body func(i int) string) string {
 		var b strings.Builder
@@ -634,17 +623,7 @@ func TestFileEvidence(t *testing.T) {
 	for i := range 4 {
 		srcs[fmt.Sprintf("other/o%d.go", i)] = funcs(2, func(int) string { return "logs the retry and then formats the report" })
 	}
-	var files []store.FileChange
-	for path, src := range srcs {
-		c, err := index.Version(path, []byte(src), src, &index.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, *c)
-	}
-	if err := st.PutFiles(ctx, files); err != nil {
-		t.Fatal(err)
-	}
+	putFiles(t, st, srcs)
 	q := retrieve.Query{Text: "retry backoff", Mode: retrieve.ModeLexical, Limit: 20}
 	res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{FileEvidence: -1}), q)
 	if len(res.Hits) == 0 || res.Hits[0].Occurrence.Files[0] != "single/single.go" {
@@ -671,6 +650,22 @@ func TestFileEvidence(t *testing.T) {
 	}
 	if raised["multi/multi.go"] != 1 || raised["single/single.go"] != 0 {
 		t.Errorf("only the best chunk of a file matching more than once is raised: %v", raised)
+	}
+}
+
+// putFiles indexes files (path to source) into st.
+func putFiles(t *testing.T, st *sqlite.Store, srcs map[string]string) {
+	t.Helper()
+	var files []store.FileChange
+	for path, src := range srcs {
+		c, err := index.Version(path, []byte(src), src, &index.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, *c)
+	}
+	if err := st.PutFiles(context.Background(), files); err != nil {
+		t.Fatal(err)
 	}
 }
 
