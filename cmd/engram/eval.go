@@ -62,7 +62,7 @@ thresholds ("seed") and packed with the best hits to the budget ("packed"),
 against the tokens of the whole conversation: how much of the evidence each
 gets in how many tokens. --confidence measures what pre-fetch's confidence
 means on each set: of the candidates pre-fetch considers for a question, how
-many in each confidence range hold a relevant item (with an embedder only).
+many in each confidence range hold a relevant item.
 
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
 project. A set whose data is missing is reported and skipped.`,
@@ -346,7 +346,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 	if len(out.Economy) > 0 {
 		fmt.Fprintf(a.stderr, "%s: pre-fetch economy at %s tokens in %v\n", set.Name, joinInts(economy), time.Since(econStart).Round(time.Millisecond))
 	}
-	if confidence && model != "" {
+	if confidence {
 		if out.Confidence, err = a.evalConfidence(ctx, set, engines, shared); err != nil {
 			return out, fmt.Errorf("confidence: %w", err)
 		}

@@ -43,19 +43,12 @@ func (r confidenceRow) Precision() float64 {
 }
 
 // evalConfidence asks every question as pre-fetch does (the configured
-// number of candidates, hybrid) and counts, for each confidence range,
+// number of candidates, hybrid, or lexical only without an embedder) and counts, for each confidence range,
 // how many candidates hold a relevant item: a file the commit changed, an
 // evidence turn. The seed's thresholds read as precision only if these
 // shares come near them.
 func (a *app) evalConfidence(ctx context.Context, set *eval.Set, engines map[string]*engine.Engine, shared map[string]map[string][]string) ([]confidenceRow, error) {
-	opts := a.engineOptions().Prefetch
-	candidates, minSignal := opts.Candidates, opts.MinSignal
-	if candidates <= 0 {
-		candidates = retrieve.DefaultCandidates
-	}
-	if minSignal == 0 {
-		minSignal = retrieve.DefaultMinSignal
-	}
+	opts := retrieve.PrefetchDefaults(a.engineOptions().Prefetch)
 	n := len(confidenceBins) - 1
 	rows := make([]confidenceRow, n+1)
 	for i := range n {
@@ -71,7 +64,7 @@ func (a *app) evalConfidence(ctx context.Context, set *eval.Set, engines map[str
 		if err != nil {
 			return nil, err
 		}
-		res, err := h.Search(ctx, retrieve.Query{Text: q.Text, Limit: candidates})
+		res, err := h.Search(ctx, retrieve.Query{Text: q.Text, Limit: opts.Candidates})
 		if err != nil {
 			return nil, fmt.Errorf("question %s: %w", q.ID, err)
 		}
@@ -85,11 +78,9 @@ func (a *app) evalConfidence(ctx context.Context, set *eval.Set, engines map[str
 		}
 		seen := make([]bool, n+1)
 		for _, hit := range res.Hits {
-			conf, ok := retrieve.Confidence(hit, res.Hits[0].Score, res.Lexical, res.Vector, minSignal)
-			i := n
-			if ok {
-				for i = 0; i < n-1 && conf >= confidenceBins[i+1]; i++ {
-				}
+			i := n // gated
+			if conf, ok := retrieve.Confidence(hit, res.Hits[0].Score, res.Lexical, res.Vector, opts.MinSignal); ok {
+				i = confidenceBin(conf)
 			}
 			rows[i].Candidates++
 			for _, id := range itemsOf([]store.Hit{hit.Hit}, set.Code, shared[q.Corpus], 1<<20) {
@@ -112,6 +103,16 @@ func (a *app) evalConfidence(ctx context.Context, set *eval.Set, engines map[str
 		}
 	}
 	return rows, nil
+}
+
+// confidenceBin returns the row of confidenceBins that holds c.
+func confidenceBin(c float64) int {
+	for i := len(confidenceBins) - 2; i > 0; i-- {
+		if c >= confidenceBins[i] {
+			return i
+		}
+	}
+	return 0
 }
 
 func printConfidence(a *app, rows []confidenceRow) {

@@ -130,3 +130,11 @@ func TestCLI_Eval(t *testing.T) {
 		t.Errorf("missing set: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+func TestConfidenceBin(t *testing.T) {
+	for c, want := range map[float64]int{0: 0, 0.49: 0, 0.5: 1, 0.84: 3, 0.85: 4, 0.9: 5, 1: 5} {
+		if got := confidenceBin(c); got != want {
+			t.Errorf("confidenceBin(%v) = %d (%.2f-), want %d", c, got, confidenceBins[got], want)
+		}
+	}
+}

@@ -561,14 +561,16 @@ func fileEvidence(hits []Hit, weight float64, depth int) bool {
 		}
 		extra[f] += hits[i].Score
 	}
+	changed := false
 	for f, x := range extra {
 		if x > 0 {
 			hit := &hits[best[f]]
 			hit.Score += weight * x
 			hit.Boosts = append(hit.Boosts, "file")
+			changed = true
 		}
 	}
-	return len(extra) > 0
+	return changed
 }
 
 var (

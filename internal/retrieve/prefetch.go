@@ -60,6 +60,13 @@ type PrefetchOptions struct {
 	NoRecord bool
 }
 
+// PrefetchDefaults returns o with its zero fields set to the defaults,
+// as Prefetch uses them.
+func PrefetchDefaults(o PrefetchOptions) PrefetchOptions {
+	o.defaults()
+	return o
+}
+
 func (o *PrefetchOptions) defaults() {
 	def := func(v *float64, d float64) {
 		if *v <= 0 {
