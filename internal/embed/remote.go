@@ -1,12 +1,10 @@
 package embed
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -204,22 +202,7 @@ send:
 }
 
 // StatusError is an HTTP error answer from a provider.
-type StatusError struct {
-	Code    int
-	Message string
-}
-
-func (e *StatusError) Error() string {
-	if e.Message == "" {
-		return fmt.Sprintf("HTTP %d", e.Code)
-	}
-	return fmt.Sprintf("HTTP %d: %s", e.Code, e.Message)
-}
-
-// temporary reports whether trying again may succeed.
-func (e *StatusError) temporary() bool {
-	return e.Code == http.StatusTooManyRequests || e.Code == http.StatusRequestTimeout || e.Code >= 500
-}
+type StatusError = httpx.StatusError
 
 // request sends one batch, retrying passing failures.
 func (r *Remote) request(ctx context.Context, texts []string) ([][]float32, error) {
@@ -239,7 +222,7 @@ func (r *Remote) request(ctx context.Context, texts []string) ([][]float32, erro
 	passing := func(err error) bool {
 		var se *StatusError
 		if errors.As(err, &se) {
-			return se.temporary()
+			return se.Temporary()
 		}
 		return !errors.Is(err, ErrBadVector)
 	}
@@ -250,27 +233,9 @@ func (r *Remote) request(ctx context.Context, texts []string) ([][]float32, erro
 
 // once sends one request and decodes its answer.
 func (r *Remote) once(ctx context.Context, payload []byte, n int) ([][]float32, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint, bytes.NewReader(payload))
+	data, after, err := httpx.PostJSON(ctx, r.opts.Client, r.endpoint, r.apiKey, payload, r.opts.Timeout, maxResponseBytes)
 	if err != nil {
-		return nil, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if r.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+r.apiKey)
-	}
-	resp, err := r.opts.Client.Do(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	if err != nil {
-		return nil, 0, fmt.Errorf("read answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, httpx.RetryAfter(resp.Header.Get("Retry-After")), &StatusError{Code: resp.StatusCode, Message: httpx.ErrorMessage(data)}
+		return nil, after, err
 	}
 	var vecs [][]float32
 	if r.ollama {

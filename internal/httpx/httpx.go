@@ -1,12 +1,15 @@
 // Package httpx holds what engram's HTTP clients of remote providers
-// (embedders, chat models) share: reading their error bodies and their
-// Retry-After headers.
+// (embedders, re-rankers, chat models) share: posting JSON, reading their
+// error bodies and their Retry-After headers, and retrying.
 package httpx
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -15,12 +18,23 @@ import (
 )
 
 // ErrorMessage pulls the message out of an error body: OpenAI's
-// {"error": {"message": …}}, Ollama's {"error": "…"}, or the text.
+// {"error": {"message": …}}, Ollama's and text-embeddings-inference's
+// {"error": "…"}, Cohere's {"message": "…"}, FastAPI's {"detail": "…"}, or
+// the text.
 func ErrorMessage(body []byte) string {
 	var ans struct {
-		Error json.RawMessage `json:"error"`
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
 	}
-	if json.Unmarshal(body, &ans) == nil && len(ans.Error) > 0 {
+	if json.Unmarshal(body, &ans) == nil && ans.Message != "" && len(ans.Error) == 0 {
+		return ans.Message
+	}
+	var detail string
+	if len(ans.Detail) > 0 && json.Unmarshal(ans.Detail, &detail) == nil && detail != "" {
+		return detail
+	}
+	if len(ans.Error) > 0 {
 		var s string
 		if json.Unmarshal(ans.Error, &s) == nil {
 			return s
@@ -79,4 +93,51 @@ func Retry[T any](ctx context.Context, retries int, backoff, maxWait time.Durati
 		}
 		wait *= 2
 	}
+}
+
+// StatusError is an HTTP error answer from a provider.
+type StatusError struct {
+	Code    int
+	Message string
+}
+
+func (e *StatusError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("HTTP %d", e.Code)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.Code, e.Message)
+}
+
+// Temporary reports whether trying again may succeed: 408, 429 and 5xx.
+func (e *StatusError) Temporary() bool {
+	return e.Code == http.StatusTooManyRequests || e.Code == http.StatusRequestTimeout || e.Code >= 500
+}
+
+// PostJSON sends one JSON request within timeout, with a bearer token if
+// apiKey is set, and returns the answer's body, at most maxBytes of it. An
+// answer other than 200 is a *StatusError, with the server's Retry-After.
+func PostJSON(ctx context.Context, client *http.Client, url, apiKey string, payload []byte, timeout time.Duration, maxBytes int64) ([]byte, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, RetryAfter(resp.Header.Get("Retry-After")), &StatusError{Code: resp.StatusCode, Message: ErrorMessage(body)}
+	}
+	return body, 0, nil
 }

@@ -8,12 +8,10 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -109,7 +107,7 @@ func (c *Client) Call(ctx context.Context, messages []Message, tool Tool) (json.
 	passing := func(err error) bool {
 		var se *StatusError
 		if errors.As(err, &se) {
-			return se.temporary()
+			return se.Temporary()
 		}
 		return !errors.Is(err, ErrBadAnswer)
 	}
@@ -122,39 +120,12 @@ func (c *Client) Call(ctx context.Context, messages []Message, tool Tool) (json.
 var ErrBadAnswer = errors.New("llm: unusable answer")
 
 // StatusError is an HTTP error from the provider.
-type StatusError struct {
-	Code    int
-	Message string
-}
-
-func (e *StatusError) Error() string { return fmt.Sprintf("llm: HTTP %d: %s", e.Code, e.Message) }
-
-func (e *StatusError) temporary() bool {
-	return e.Code == http.StatusTooManyRequests || e.Code >= 500
-}
+type StatusError = httpx.StatusError
 
 func (c *Client) once(ctx context.Context, payload []byte, tool string) (json.RawMessage, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(payload))
+	body, after, err := httpx.PostJSON(ctx, c.opts.Client, c.endpoint, c.opts.APIKey, payload, c.opts.Timeout, maxAnswerBytes)
 	if err != nil {
-		return nil, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
-	}
-	resp, err := c.opts.Client.Do(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
-	if err != nil {
-		return nil, 0, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, httpx.RetryAfter(resp.Header.Get("Retry-After")), &StatusError{Code: resp.StatusCode, Message: httpx.ErrorMessage(body)}
+		return nil, after, fmt.Errorf("llm: %w", err)
 	}
 	var ans struct {
 		Choices []struct {
