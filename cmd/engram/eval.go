@@ -53,8 +53,10 @@ p50/p95/p99), as the bench README prescribes:
 Each store is embedded with the configured embedder (embed.provider; the
 corpus model is trained on the set's own corpus) before the questions, and
 every question is asked in each --mode: lexical only, vector only, and
-hybrid (fused as retrieve.fusion says). Latency is measured per question,
-in this process, with the stores warm.
+hybrid (fused as retrieve.fusion says; hybrid:FUSION:LEXICAL:VECTOR tries
+other fusions). With a re-ranker configured ([rerank]), mode rerank is
+hybrid re-ranked by it, and is among the default modes. Latency is measured
+per question, in this process, with the stores warm.
 
 On the conversation sets, --economy measures pre-fetch: the block engram
 injects with each question, capped at each budget, built with the configured
@@ -102,6 +104,9 @@ project. A set whose data is missing is reported and skipped.`,
 				if err != nil {
 					return err
 				}
+				if !cmd.Flags().Changed("mode") && a.cfg.Rerank.Provider != "none" {
+					modes = append(modes, "rerank")
+				}
 				ms := make([]evalMode, len(modes))
 				for i, m := range modes {
 					if ms[i], err = parseEvalMode(m); err != nil {
@@ -132,7 +137,7 @@ project. A set whose data is missing is reported and skipped.`,
 	f.StringVar(&dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.BoolVar(&byKind, "by-kind", false, "also print recall@10 by question kind")
-	f.StringSliceVar(&modes, "mode", []string{"lexical", "vector", "hybrid"}, "retrieval modes to score")
+	f.StringSliceVar(&modes, "mode", []string{"lexical", "vector", "hybrid"}, "retrieval modes to score: lexical, vector, hybrid, hybrid:FUSION:LEXICAL:VECTOR, rerank")
 	f.IntSliceVar(&economy, "economy", []int{1000, 2000, 4000}, "pre-fetch budgets (tokens) to measure on conversation sets; 0 for none")
 	f.BoolVar(&confident, "confidence", true, "measure how often pre-fetch candidates of each confidence are relevant")
 	f.StringVar(&dump, "dump", "", "write each question's top 10 with the relevant items to files with this prefix")
@@ -172,9 +177,14 @@ type evalMode struct {
 	name   string
 	mode   retrieve.Mode
 	fusion *retrieve.FuseOptions
+	// rerank has the configured re-ranker order the hybrid hits.
+	rerank bool
 }
 
 func parseEvalMode(s string) (evalMode, error) {
+	if s == "rerank" {
+		return evalMode{name: s, mode: retrieve.ModeHybrid, rerank: true}, nil
+	}
 	parts := strings.Split(s, ":")
 	m, err := retrieve.ParseMode(parts[0])
 	if err != nil || len(parts) == 1 {
@@ -290,6 +300,10 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no embedder (embed.provider %s)\n", set.Name, mode.name, a.cfg.Embed.Provider)
 			continue
 		}
+		if mode.rerank && a.cfg.Rerank.Provider == "none" {
+			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no re-ranker (rerank.provider none)\n", set.Name, mode.name)
+			continue
+		}
 		searchers := map[string]*retrieve.Hybrid{}
 		for name, eng := range engines {
 			h, err := eng.Hybrid(ctx)
@@ -309,7 +323,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		}
 		rec := newDump(set, dump != "")
 		retr := func(ctx context.Context, q eval.Question, k int) ([]string, error) {
-			res, err := searchers[q.Corpus].Search(ctx, retrieve.Query{Text: q.Text, Limit: 4 * k, Mode: mode.mode})
+			res, err := searchers[q.Corpus].Search(ctx, retrieve.Query{Text: q.Text, Limit: 4 * k, Mode: mode.mode, NoRerank: !mode.rerank})
 			if err != nil {
 				return nil, err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,6 +129,28 @@ func TestCLI_Eval(t *testing.T) {
 	code, out, errOut := e.run("", "eval", "--bench-dir", bench, "--set", "longmemeval", "--dir", filepath.Join(t.TempDir(), "stores"))
 	if code != 0 || !strings.Contains(errOut, "longmemeval: skipped: data not found") {
 		t.Errorf("missing set: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// With a re-ranker configured, rerank is one of the default modes; one
+	// that finds every turn alike leaves the fused order.
+	code, _, errOut = e.run("", "eval", "--bench-dir", bench, "--set", "locomo", "--mode", "rerank", "--economy", "0", "--confidence=false")
+	if code != 0 || !strings.Contains(errOut, "mode rerank skipped: no re-ranker") {
+		t.Errorf("rerank without a re-ranker: exit %d\n%s", code, errOut)
+	}
+	hs := httptest.NewServer(&teiServer{})
+	defer hs.Close()
+	e.vars["ENGRAM_RERANK_PROVIDER"], e.vars["ENGRAM_RERANK_URL"] = "tei", hs.URL
+	out = e.ok("", "eval", "--bench-dir", bench, "--set", "locomo", "--economy", "0", "--confidence=false", "--json")
+	got = evalResults{}
+	if err := jsonUnmarshal(out, &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	modes = map[string]evalRow{}
+	for _, r := range got.Results {
+		modes[r.Mode] = r
+	}
+	if r, ok := modes["rerank"]; !ok || len(modes) != 4 || r.Recall10 != modes["hybrid"].Recall10 || r.MRR != modes["hybrid"].MRR {
+		t.Errorf("with a re-ranker: %+v", got.Results)
 	}
 }
 

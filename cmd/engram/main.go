@@ -24,6 +24,7 @@ import (
 	"github.com/engramhq/engram/internal/embed/lsa"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/llm"
+	"github.com/engramhq/engram/internal/rerank"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store/sqlite"
 )
@@ -232,6 +233,8 @@ func (a *app) engineOptions() engine.Options {
 			PathBoost:    c.Retrieve.PathBoost,
 			SpeakerPrior: c.Retrieve.SpeakerPrior,
 			FileEvidence: c.Retrieve.FileEvidence,
+			Reranker:     a.reranker(),
+			RerankDepth:  c.Rerank.Depth,
 		},
 		LLM: a.llmOptions(),
 		Prefetch: retrieve.PrefetchOptions{
@@ -273,6 +276,21 @@ func (a *app) close() error {
 
 // llmOptions are the configured chat model's settings; no model when the
 // provider is none.
+// reranker is the configured re-ranker, or nil.
+func (a *app) reranker() rerank.Reranker {
+	c := a.cfg.Rerank
+	if c.Provider == "none" || c.Provider == "" {
+		return nil
+	}
+	r, err := rerank.New(rerank.Options{API: c.Provider, URL: c.URL, Model: c.Model, APIKey: a.getenv(c.APIKeyEnv),
+		Timeout: c.Timeout.Duration})
+	if err != nil {
+		a.log.Warn("re-ranker not used", "err", err)
+		return nil
+	}
+	return r
+}
+
 func (a *app) llmOptions() llm.Options {
 	c := a.cfg.LLM
 	if c.Provider == "none" || c.Provider == "" {

@@ -43,7 +43,12 @@ the share of the query's words the chunk holds (lex), and the cosine
 similarity and its rank (vec); then its entry ID (prefix), content type, and
 where it was seen (session and turn, or file and lines). 'engram show ID'
 prints the whole entry. If a backend fails, the other's results are shown and
-the failure is reported.`,
+the failure is reported.
+
+With a re-ranker configured ([rerank] in the config), the best 30 hybrid hits
+are ordered by its relevance (rr), from 0 to 1; --no-rerank shows the fused
+order. If the re-ranker fails, the fused order is shown and the failure is
+reported.`,
 		Example: `  engram search retry backoff
   engram search how do we handle flaky network calls
   engram search parseHTTPRequest --type tool_result,agent_response
@@ -89,6 +94,10 @@ the failure is reported.`,
 				return writeJSON(a.stdout, toSearchJSON(res))
 			}
 			for _, f := range res.Faults {
+				if strings.HasPrefix(f, "rerank: ") {
+					fmt.Fprintf(a.stderr, "warning: %s; results are in fused order\n", f)
+					continue
+				}
 				fmt.Fprintf(a.stderr, "warning: %s; results are from the other signal\n", f)
 			}
 			if len(res.Hits) == 0 {
@@ -111,6 +120,7 @@ the failure is reported.`,
 	f.StringVar(&since, "since", "", "only content seen since: RFC 3339 time, date (2026-11-21) or age (90m, 12h, 7d)")
 	f.StringVar(&until, "until", "", "only content seen until: as --since")
 	f.BoolVar(&q.Filter.History, "history", false, "also search old versions of files and deleted files")
+	f.BoolVar(&q.NoRerank, "no-rerank", false, "do not re-rank with the configured re-ranker")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -214,6 +224,9 @@ func signals(h retrieve.Hit, res retrieve.Result) string {
 			fmt.Fprintf(&b, "  vec %.2f #-  ", h.Vector)
 		}
 	}
+	if h.Reranked {
+		fmt.Fprintf(&b, "  rr %.2f", h.Rerank)
+	}
 	if len(h.Boosts) > 0 {
 		fmt.Fprintf(&b, " +%s", strings.Join(h.Boosts, "+"))
 	}
@@ -270,13 +283,14 @@ type searchJSON struct {
 	Hits     []hitJSON `json:"hits"`
 	Lexical  bool      `json:"lexical"`
 	Vector   bool      `json:"vector"`
+	Reranked bool      `json:"reranked"`
 	Degraded bool      `json:"degraded"`
 	Faults   []string  `json:"faults,omitempty"`
 }
 
 func toSearchJSON(res retrieve.Result) searchJSON {
 	out := searchJSON{Hits: make([]hitJSON, len(res.Hits)), Lexical: res.Lexical, Vector: res.Vector,
-		Degraded: res.Degraded, Faults: res.Faults}
+		Reranked: res.Reranked, Degraded: res.Degraded, Faults: res.Faults}
 	for i, h := range res.Hits {
 		out.Hits[i] = toHitJSON(h.Hit)
 		out.Hits[i].Score = h.Score
@@ -285,6 +299,9 @@ func toSearchJSON(res retrieve.Result) searchJSON {
 		out.Hits[i].Vector = h.Vector
 		out.Hits[i].LexicalRank, out.Hits[i].VectorRank = h.LexicalRank, h.VectorRank
 		out.Hits[i].Boosts = h.Boosts
+		if h.Reranked {
+			out.Hits[i].Rerank = &h.Rerank
+		}
 	}
 	return out
 }
@@ -296,11 +313,13 @@ type hitJSON struct {
 	// Lexical is the BM25 score, Coverage the share of the query's words
 	// held, Vector the cosine; ranks are 1-based, 0 where a backend did not
 	// return the chunk.
-	Lexical     float64  `json:"lexical"`
-	Coverage    float64  `json:"coverage"`
-	Vector      float64  `json:"vector"`
-	LexicalRank int      `json:"lexical_rank"`
-	VectorRank  int      `json:"vector_rank"`
+	Lexical     float64 `json:"lexical"`
+	Coverage    float64 `json:"coverage"`
+	Vector      float64 `json:"vector"`
+	LexicalRank int     `json:"lexical_rank"`
+	VectorRank  int     `json:"vector_rank"`
+	// Rerank is the re-ranker's relevance, if one ordered the hit.
+	Rerank      *float64 `json:"rerank,omitempty"`
 	Boosts      []string `json:"boosts,omitempty"`
 	EntryID     string   `json:"entry_id"`
 	Chunk       int      `json:"chunk"`

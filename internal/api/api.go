@@ -72,15 +72,17 @@ type SearchIn struct {
 }
 
 type HitOut struct {
-	Entry     string  `json:"entry"`
-	Where     string  `json:"where"`
-	Type      string  `json:"type"`
-	Score     float64 `json:"score"`
-	Lexical   float64 `json:"lexical,omitempty"`
-	Vector    float64 `json:"vector,omitempty"`
-	StartLine int     `json:"start_line"`
-	EndLine   int     `json:"end_line"`
-	Text      string  `json:"text"`
+	Entry   string  `json:"entry"`
+	Where   string  `json:"where"`
+	Type    string  `json:"type"`
+	Score   float64 `json:"score"`
+	Lexical float64 `json:"lexical,omitempty"`
+	Vector  float64 `json:"vector,omitempty"`
+	// Rerank is the re-ranker's relevance, if one ordered the hit.
+	Rerank    *float64 `json:"rerank,omitempty"`
+	StartLine int      `json:"start_line"`
+	EndLine   int      `json:"end_line"`
+	Text      string   `json:"text"`
 }
 
 type SearchOut struct {
@@ -277,9 +279,14 @@ func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, strin
 	for i, h := range res.Hits {
 		t := h.Chunk.Text
 		short := clip(t, 600)
-		out.Hits = append(out.Hits, HitOut{Entry: h.Chunk.EntryID[:12], Where: h.Provenance(), Type: string(h.Occurrence.Type),
+		hit := HitOut{Entry: h.Chunk.EntryID[:12], Where: h.Provenance(), Type: string(h.Occurrence.Type),
 			Score: round(h.Score), Lexical: round(h.Hit.Score), Vector: round(h.Vector), StartLine: h.Chunk.StartLine,
-			EndLine: h.Chunk.EndLine, Text: short})
+			EndLine: h.Chunk.EndLine, Text: short}
+		if h.Reranked {
+			r := round(h.Rerank)
+			hit.Rerank = &r
+		}
+		out.Hits = append(out.Hits, hit)
 		fmt.Fprintf(&b, "%d. %s [%s %s]\n%s\n", i+1, h.Provenance(), h.Occurrence.Type, h.Chunk.EntryID[:12], indent(clip(t, 300)))
 	}
 	if res.Degraded {

@@ -54,6 +54,7 @@ type Config struct {
 	Search   Search   `toml:"search"`
 	Embed    Embed    `toml:"embed"`
 	Retrieve Retrieve `toml:"retrieve"`
+	Rerank   Rerank   `toml:"rerank"`
 	Prefetch Prefetch `toml:"prefetch"`
 	LLM      LLM      `toml:"llm"`
 	// Models override and extend the built-in model catalog.
@@ -154,6 +155,31 @@ type Retrieve struct {
 	FileEvidence float64 `toml:"file_evidence"`
 }
 
+// Rerank configures an optional re-ranker: a model served over HTTP that
+// reads the query with each of hybrid search's best hits and re-orders
+// them.
+type Rerank struct {
+	// Provider is none (the default), cohere (any Cohere-compatible
+	// /rerank: Cohere, Jina, vLLM, llama.cpp's server, Infinity, LocalAI)
+	// or tei (Hugging Face text-embeddings-inference).
+	Provider string `toml:"provider"`
+	// Model names the model; cohere needs one.
+	Model string `toml:"model"`
+	// URL is the server's base URL, before /rerank: such as
+	// https://api.cohere.com/v2, https://api.jina.ai/v1 or
+	// http://localhost:8080.
+	URL string `toml:"url"`
+	// APIKeyEnv names the environment variable holding the API key; empty
+	// sends none.
+	APIKeyEnv string `toml:"api_key_env"`
+	// Depth is how many of the best hits are re-ranked (default 30).
+	Depth   int      `toml:"depth"`
+	Timeout Duration `toml:"timeout"`
+}
+
+// RerankProviders are the values of rerank.provider.
+var RerankProviders = []string{"none", "cohere", "tei"}
+
 // LLM configures an optional chat model, which engram uses where it does
 // better than rules (today: classifying questions to the archivalist).
 type LLM struct {
@@ -210,9 +236,10 @@ func Defaults() Config {
 			BatchSize:       DefaultBatchSize,
 			ChunkTokens:     chunk.DefaultMaxTokens,
 		},
-		Index: Index{MaxFileBytes: DefaultMaxFileBytes},
-		Embed: Embed{Provider: DefaultEmbedProvider, APIKeyEnv: "OPENAI_API_KEY"},
-		LLM:   LLM{Provider: "none", APIKeyEnv: "OPENAI_API_KEY"},
+		Index:  Index{MaxFileBytes: DefaultMaxFileBytes},
+		Embed:  Embed{Provider: DefaultEmbedProvider, APIKeyEnv: "OPENAI_API_KEY"},
+		LLM:    LLM{Provider: "none", APIKeyEnv: "OPENAI_API_KEY"},
+		Rerank: Rerank{Provider: "none"},
 	}
 }
 
@@ -280,6 +307,9 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 		{"ENGRAM_LLM_PROVIDER", &c.LLM.Provider},
 		{"ENGRAM_LLM_MODEL", &c.LLM.Model},
 		{"ENGRAM_LLM_URL", &c.LLM.URL},
+		{"ENGRAM_RERANK_PROVIDER", &c.Rerank.Provider},
+		{"ENGRAM_RERANK_MODEL", &c.Rerank.Model},
+		{"ENGRAM_RERANK_URL", &c.Rerank.URL},
 	} {
 		if s := get(v.name); s != "" {
 			*v.dst = s
@@ -379,6 +409,18 @@ func (c Config) Validate() error {
 	}
 	if c.LLM.Timeout.Duration < 0 {
 		errs = append(errs, errors.New("llm.timeout: must not be negative"))
+	}
+	switch r := c.Rerank; {
+	case !slices.Contains(RerankProviders, r.Provider):
+		errs = append(errs, fmt.Errorf("rerank.provider: %q is not one of %s", r.Provider, strings.Join(RerankProviders, ", ")))
+	case r.Provider == "none":
+	case r.URL == "":
+		errs = append(errs, fmt.Errorf("rerank.url: provider %s needs the server's URL", r.Provider))
+	case r.Provider == "cohere" && r.Model == "":
+		errs = append(errs, errors.New("rerank.model: provider cohere needs a model name"))
+	}
+	if c.Rerank.Depth < 0 || c.Rerank.Timeout.Duration < 0 {
+		errs = append(errs, errors.New("rerank: values must not be negative"))
 	}
 	if !slices.Contains(EmbedProviders, c.Embed.Provider) {
 		errs = append(errs, fmt.Errorf("embed.provider: %q is not one of %s", c.Embed.Provider, strings.Join(EmbedProviders, ", ")))

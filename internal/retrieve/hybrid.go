@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/embed"
+	"github.com/engramhq/engram/internal/rerank"
 	"github.com/engramhq/engram/internal/store"
 )
 
@@ -49,6 +50,9 @@ const (
 	// fileEvidenceDepth is how many of the best candidates count as a
 	// file's evidence.
 	fileEvidenceDepth = 100
+	// DefaultRerankDepth is how many of the best fused hits a re-ranker
+	// scores.
+	DefaultRerankDepth = 30
 	// maxLimit bounds Query.Limit.
 	maxLimit = 1000
 	// vectorPage is how many vectors are loaded from the store at once.
@@ -77,6 +81,10 @@ type Options struct {
 	// of the scores of the file's other chunks among the best candidates;
 	// negative turns it off.
 	FileEvidence float64
+	// Reranker, if set, re-scores the best RerankDepth hits of a hybrid
+	// search that does not opt out (Query.NoRerank).
+	Reranker    rerank.Reranker
+	RerankDepth int
 	// Breaker failures in a row open a backend's circuit for a cooldown;
 	// zero takes the defaults.
 	BreakerFailures int
@@ -106,6 +114,9 @@ func (o *Options) defaults() {
 	}
 	if o.FileEvidence == 0 {
 		o.FileEvidence = DefaultFileEvidence
+	}
+	if o.RerankDepth <= 0 {
+		o.RerankDepth = DefaultRerankDepth
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -140,6 +151,8 @@ type Query struct {
 	// Limit is the most hits returned; zero means DefaultLimit.
 	Limit int
 	Mode  Mode
+	// NoRerank skips the configured re-ranker.
+	NoRerank bool
 }
 
 // Hit is one result, with what each backend said of it.
@@ -158,6 +171,21 @@ type Hit struct {
 	// Boosts name what raised the hit: "symbol", "path", "hot", "file"; or
 	// lowered it: "other-speaker".
 	Boosts []string
+	// Rerank is the re-ranker's relevance, from 0 to 1, if Reranked.
+	Rerank   float64
+	Reranked bool
+	// prior is the product of the boosts' factors and the speaker prior;
+	// zero means none was applied (see weight).
+	prior float64
+}
+
+// weight is the product of the factors of a hit's boosts and speaker
+// prior: 1 for a hit that has none.
+func (h Hit) weight() float64 {
+	if h.prior == 0 {
+		return 1
+	}
+	return h.prior
 }
 
 // Result is a search's answer.
@@ -165,8 +193,11 @@ type Result struct {
 	Hits []Hit
 	// Lexical and Vector report whether each backend answered.
 	Lexical, Vector bool
+	// Reranked is set when the re-ranker ordered the best hits.
+	Reranked bool
 	// Degraded is set when a backend that should have answered did not:
-	// it failed, timed out, or its circuit is open. Faults say why.
+	// it failed, timed out, or its circuit is open (the re-ranker too:
+	// the hits are then in fused order). Faults say why.
 	Degraded bool
 	Faults   []string
 	Elapsed  time.Duration
@@ -178,6 +209,7 @@ type Counters struct {
 	Degraded      int64 `json:"degraded"`
 	LexicalFaults int64 `json:"lexical_faults"`
 	VectorFaults  int64 `json:"vector_faults"`
+	RerankFaults  int64 `json:"rerank_faults"`
 }
 
 // Hybrid searches a store lexically and by vector. It is safe for
@@ -187,11 +219,11 @@ type Hybrid struct {
 	emb  embed.Embedder // nil: lexical only
 	opts Options
 
-	lexCB, vecCB *Breaker
-	vecs         *vectorSet
-	hot          *hotSet
+	lexCB, vecCB, rerankCB *Breaker
+	vecs                   *vectorSet
+	hot                    *hotSet
 
-	searches, degraded, lexFaults, vecFaults atomic.Int64
+	searches, degraded, lexFaults, vecFaults, rerankFaults atomic.Int64
 }
 
 // NewHybrid returns a hybrid searcher over st. emb may be nil, for lexical
@@ -199,9 +231,10 @@ type Hybrid struct {
 func NewHybrid(st store.Store, emb embed.Embedder, opts Options) *Hybrid {
 	opts.defaults()
 	h := &Hybrid{st: st, emb: emb, opts: opts,
-		lexCB: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown),
-		vecCB: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown),
-		hot:   newHotSet(),
+		lexCB:    NewBreaker(opts.BreakerFailures, opts.BreakerCooldown),
+		vecCB:    NewBreaker(opts.BreakerFailures, opts.BreakerCooldown),
+		rerankCB: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown),
+		hot:      newHotSet(),
 	}
 	if emb != nil {
 		h.vecs = &vectorSet{model: emb.Model()}
@@ -215,7 +248,7 @@ func (h *Hybrid) Embedder() embed.Embedder { return h.emb }
 // Counters returns the search and fault counts.
 func (h *Hybrid) Counters() Counters {
 	return Counters{Searches: h.searches.Load(), Degraded: h.degraded.Load(),
-		LexicalFaults: h.lexFaults.Load(), VectorFaults: h.vecFaults.Load()}
+		LexicalFaults: h.lexFaults.Load(), VectorFaults: h.vecFaults.Load(), RerankFaults: h.rerankFaults.Load()}
 }
 
 // Breakers returns the state of the lexical and vector circuit breakers.
@@ -361,20 +394,23 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 	if wantVec {
 		res.Vector = fault("vector", vecErr, vecSkip, h.vecCB, &h.vecFaults)
 	}
-	if len(res.Faults) > 0 {
-		res.Degraded = true
-		h.degraded.Add(1)
-	}
 	if !res.Lexical && !res.Vector {
 		// No backend answered: the hot tier is all there is, if the query
 		// has no filter it could not check.
+		res.Degraded = true
+		h.degraded.Add(1)
 		if hot := h.hotSearch(q.Text, limit); len(hot) > 0 && q.Filter.IsZero() {
 			res.Hits, res.Elapsed = hot, time.Since(start)
 			return res, nil
 		}
 		return res, fmt.Errorf("search: no backend answered: %s", strings.Join(res.Faults, "; "))
 	}
-	res.Hits = h.fuse(q.Text, lex, vec, cosines, limit)
+	reranking := q.Mode == ModeHybrid && !q.NoRerank && h.opts.Reranker != nil
+	n := limit
+	if reranking {
+		n = max(limit, h.opts.RerankDepth)
+	}
+	res.Hits = h.fuse(q.Text, lex, vec, cosines, n)
 	// Each hit gets both signals where both backends answered: the cosine
 	// of a lexical-only hit from the index, the coverage of a vector-only
 	// hit from its words (each weighing the same: its IDF is not at hand).
@@ -393,8 +429,63 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 			hit.Coverage = termCoverage(qterms, hit.Chunk.Text)
 		}
 	}
+	if reranking {
+		if h.rerankCB.Allow() {
+			if err := h.rerank(ctx, q.Text, res.Hits); err != nil {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				h.rerankCB.Failure()
+				h.rerankFaults.Add(1)
+				res.Faults = append(res.Faults, "rerank: "+err.Error())
+				h.opts.Log.Warn("re-ranker failed", "err", err)
+			} else {
+				h.rerankCB.Success()
+				res.Reranked = true
+			}
+		} else {
+			res.Faults = append(res.Faults, "rerank: circuit open after repeated failures")
+		}
+		res.Hits = res.Hits[:min(limit, len(res.Hits))]
+	}
+	if len(res.Faults) > 0 {
+		res.Degraded = true
+		h.degraded.Add(1)
+	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// rerank has the re-ranker score the best RerankDepth hits and orders them
+// by its relevance times the hit's prior (the boosts and the speaker
+// prior, which know what the passage alone does not say: who spoke, what
+// the agent used lately), ahead of the rest in fused order. Ties keep the
+// fused order.
+func (h *Hybrid) rerank(ctx context.Context, query string, hits []Hit) error {
+	top := hits[:min(h.opts.RerankDepth, len(hits))]
+	if len(top) == 0 {
+		return nil
+	}
+	docs := make([]string, len(top))
+	for i, hit := range top {
+		c := store.ChunkText{Text: hit.Chunk.Text}
+		if hit.Occurrence.Type == store.CodeFile && len(hit.Occurrence.Files) > 0 {
+			c.Path = hit.Occurrence.Files[0]
+		}
+		docs[i] = embed.Text(c)
+	}
+	scores, err := h.opts.Reranker.Rerank(ctx, query, docs)
+	if err != nil {
+		return err
+	}
+	if len(scores) != len(top) {
+		return fmt.Errorf("%d scores for %d hits", len(scores), len(top))
+	}
+	for i := range top {
+		top[i].Rerank, top[i].Reranked = min(max(scores[i], 0), 1), true
+	}
+	slices.SortStableFunc(top, func(a, b Hit) int { return cmp.Compare(b.Rerank*b.weight(), a.Rerank*a.weight()) })
+	return nil
 }
 
 // termCoverage is the share of the query's terms a text holds.
@@ -493,19 +584,20 @@ func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float
 	hot := h.hot.snapshot()
 	out := make([]Hit, 0, len(fused))
 	for _, f := range fused {
-		hit := Hit{Hit: byID[f.ID], Score: f.Score, Vector: f.Vector, LexicalRank: f.LexicalRank, VectorRank: f.VectorRank}
+		hit := Hit{Hit: byID[f.ID], Vector: f.Vector, LexicalRank: f.LexicalRank, VectorRank: f.VectorRank, prior: 1}
 		if matchSymbol(hit.Chunk.Symbols, symbols) {
-			hit.Score *= 1 + h.opts.SymbolBoost
+			hit.prior *= 1 + h.opts.SymbolBoost
 			hit.Boosts = append(hit.Boosts, "symbol")
 		}
 		if matchPath(hit.Occurrence.Files, paths) {
-			hit.Score *= 1 + h.opts.PathBoost
+			hit.prior *= 1 + h.opts.PathBoost
 			hit.Boosts = append(hit.Boosts, "path")
 		}
 		if hot[f.ID] {
-			hit.Score *= 1 + h.opts.HotBoost
+			hit.prior *= 1 + h.opts.HotBoost
 			hit.Boosts = append(hit.Boosts, "hot")
 		}
+		hit.Score = f.Score * hit.prior
 		out = append(out, hit)
 	}
 	if h.opts.SpeakerPrior != 1 {
@@ -514,6 +606,7 @@ func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float
 			o := &out[i].Occurrence
 			if named != "" && isMessage(o.Type) && o.AgentID != named || named == "" && other != "" && o.Type == other {
 				out[i].Score *= h.opts.SpeakerPrior
+				out[i].prior *= h.opts.SpeakerPrior
 				out[i].Boosts = append(out[i].Boosts, "other-speaker")
 			}
 		}

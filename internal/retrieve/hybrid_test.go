@@ -465,6 +465,12 @@ func TestConfidence(t *testing.T) {
 	if c, ok := retrieve.Confidence(hit, 0, true, false, 0.5); !ok || math.Abs(c-0.2) > 1e-9 {
 		t.Errorf("lexical only, no best score: %v %v", c, ok)
 	}
+	// A re-ranked hit stands where the re-ranker puts it, not where its
+	// fused score would.
+	hit.Reranked, hit.Rerank = true, 0.7
+	if c, ok := retrieve.Confidence(hit, 2, false, true, 0.5); !ok || math.Abs(c-0.8) > 1e-9 {
+		t.Errorf("re-ranked, vector only: %v %v", c, ok)
+	}
 }
 
 // slowSearch is a store whose full-text search takes a while, as under

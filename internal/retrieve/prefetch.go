@@ -129,13 +129,18 @@ type Block struct {
 // cosine to the query, and its standing among the candidates (its fused
 // score over best, the best one's), each counted only if its backend
 // answered. Standing carries what the two signals alone miss: the boosts
-// and the speaker prior, and how far the hit is behind the best. ok is
-// false when both backends answered and either signal is under minSignal:
-// high confidence needs lexical and vector support.
+// and the speaker prior, and how far the hit is behind the best. A
+// re-ranked hit's standing is the re-ranker's relevance times the same
+// boosts and prior: its judgment of the passage replaces the fused
+// score's. ok is false when both backends answered and either signal is
+// under minSignal: high confidence needs lexical and vector support.
 func Confidence(h Hit, best float64, lexical, vector bool, minSignal float64) (c float64, ok bool) {
 	cos := min(max(h.Vector, 0), 1)
 	standing := 0.0
-	if best > 0 {
+	switch {
+	case h.Reranked:
+		standing = min(max(h.Rerank*h.weight(), 0), 1)
+	case best > 0:
 		standing = min(max(h.Score/best, 0), 1)
 	}
 	switch {
