@@ -165,6 +165,9 @@ func (a *app) embedStatusCmd() *cobra.Command {
 					fmt.Fprintf(w, "fusion    weighted, lexical %g / vector %g\n", f.LexicalWeight, f.VectorWeight)
 				}
 			}
+			if st.Rerank != "" {
+				fmt.Fprintf(w, "rerank    %s, the best %d hybrid hits\n", st.Rerank, st.RerankDepth)
+			}
 			cov := 0.0
 			if st.Chunks > 0 {
 				cov = 100 * float64(st.Embedded) / float64(st.Chunks)

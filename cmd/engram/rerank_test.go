@@ -76,6 +76,10 @@ func TestCLI_SearchRerank(t *testing.T) {
 		t.Errorf("search output shows no re-ranker score:\n%s", out)
 	}
 
+	if out := e.ok("", "embed", "status"); !strings.Contains(out, "rerank    tei, the best 30 hybrid hits") {
+		t.Errorf("embed status does not name the re-ranker:\n%s", out)
+	}
+
 	// A failing re-ranker: the fused order, and a warning.
 	srv.fail.Store(true)
 	code, out, errOut := e.run("", "search", "retry", "backoff")

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -254,11 +255,18 @@ type EmbedStatus struct {
 	// Fusion is how hybrid search merges the two signals with this
 	// embedder (see Engine.Fusion), with the defaults filled in.
 	Fusion retrieve.FuseOptions `json:"fusion"`
+	// Rerank names the re-ranker of hybrid search, if one is configured,
+	// and RerankDepth how many of the best hits it orders.
+	Rerank      string `json:"rerank,omitempty"`
+	RerankDepth int    `json:"rerank_depth,omitempty"`
 }
 
 // EmbedStatus reports the embedder, its coverage and its queue.
 func (e *Engine) EmbedStatus(ctx context.Context) (EmbedStatus, error) {
 	s := EmbedStatus{Provider: e.opts.Embed.Provider, Fusion: retrieve.WithDefaults(e.Fusion())}
+	if r := e.opts.Retrieve.Reranker; r != nil {
+		s.Rerank, s.RerankDepth = r.Model(), cmp.Or(e.opts.Retrieve.RerankDepth, retrieve.DefaultRerankDepth)
+	}
 	emb, err := e.Embedder(ctx)
 	if err != nil {
 		return s, err
