@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,7 +105,7 @@ project. A set whose data is missing is reported and skipped.`,
 				if err != nil {
 					return err
 				}
-				if !cmd.Flags().Changed("mode") && a.cfg.Rerank.Provider != "none" {
+				if !cmd.Flags().Changed("mode") && a.reranker() != nil && !slices.Contains(modes, "rerank") {
 					modes = append(modes, "rerank")
 				}
 				ms := make([]evalMode, len(modes))
@@ -300,8 +301,8 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no embedder (embed.provider %s)\n", set.Name, mode.name, a.cfg.Embed.Provider)
 			continue
 		}
-		if mode.rerank && a.cfg.Rerank.Provider == "none" {
-			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no re-ranker (rerank.provider none)\n", set.Name, mode.name)
+		if mode.rerank && a.reranker() == nil {
+			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no re-ranker (rerank.provider %s)\n", set.Name, mode.name, a.cfg.Rerank.Provider)
 			continue
 		}
 		searchers := map[string]*retrieve.Hybrid{}

@@ -77,9 +77,10 @@ func (a *app) evalConfidence(ctx context.Context, set *eval.Set, engines map[str
 			relevant[id] = true
 		}
 		seen := make([]bool, n+1)
+		best := retrieve.BestOf(res.Hits)
 		for _, hit := range res.Hits {
 			i := n // gated
-			if conf, ok := retrieve.Confidence(hit, res.Hits[0].Score, res.Lexical, res.Vector, opts.MinSignal); ok {
+			if conf, ok := retrieve.Confidence(hit, best, res.Lexical, res.Vector, opts.MinSignal); ok {
 				i = confidenceBin(conf)
 			}
 			rows[i].Candidates++

@@ -132,12 +132,14 @@ func TestCLI_Eval(t *testing.T) {
 	}
 
 	// With a re-ranker configured, rerank is one of the default modes; one
-	// that finds every turn alike leaves the fused order.
+	// that prefers small talk puts the evidence lower.
 	code, _, errOut = e.run("", "eval", "--bench-dir", bench, "--set", "locomo", "--mode", "rerank", "--economy", "0", "--confidence=false")
 	if code != 0 || !strings.Contains(errOut, "mode rerank skipped: no re-ranker") {
 		t.Errorf("rerank without a re-ranker: exit %d\n%s", code, errOut)
 	}
-	hs := httptest.NewServer(&teiServer{})
+	tei := &teiServer{}
+	tei.favourite.Store("music")
+	hs := httptest.NewServer(tei)
 	defer hs.Close()
 	e.vars["ENGRAM_RERANK_PROVIDER"], e.vars["ENGRAM_RERANK_URL"] = "tei", hs.URL
 	out = e.ok("", "eval", "--bench-dir", bench, "--set", "locomo", "--economy", "0", "--confidence=false", "--json")
@@ -149,8 +151,8 @@ func TestCLI_Eval(t *testing.T) {
 	for _, r := range got.Results {
 		modes[r.Mode] = r
 	}
-	if r, ok := modes["rerank"]; !ok || len(modes) != 4 || r.Recall10 != modes["hybrid"].Recall10 || r.MRR != modes["hybrid"].MRR {
-		t.Errorf("with a re-ranker: %+v", got.Results)
+	if r, ok := modes["rerank"]; !ok || len(modes) != 4 || r.MRR >= modes["hybrid"].MRR/2 {
+		t.Errorf("with a re-ranker that prefers small talk: %+v", got.Results)
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// teiServer speaks text-embeddings-inference's /rerank: texts that begin
-// with favourite (a path) score 0.9, the rest 0.1, best first; with fail
-// set it answers 503.
+// teiServer speaks text-embeddings-inference's /rerank: texts that hold
+// favourite score 0.9, the rest 0.1, best first; with fail set it answers
+// 503.
 type teiServer struct {
 	favourite atomic.Value // string
 	fail      atomic.Bool
@@ -36,7 +36,7 @@ func (s *teiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var first, rest []map[string]any
 	for i, t := range req.Texts {
-		if fav, _ := s.favourite.Load().(string); fav != "" && strings.HasPrefix(t, fav+"\n") {
+		if fav, _ := s.favourite.Load().(string); fav != "" && strings.Contains(t, fav) {
 			first = append(first, map[string]any{"index": i, "score": 0.9})
 		} else {
 			rest = append(rest, map[string]any{"index": i, "score": 0.1})
@@ -76,7 +76,7 @@ func TestCLI_SearchRerank(t *testing.T) {
 		t.Errorf("search output shows no re-ranker score:\n%s", out)
 	}
 
-	if out := e.ok("", "embed", "status"); !strings.Contains(out, "rerank    tei, the best 30 hybrid hits") {
+	if out := e.ok("", "embed", "status"); !strings.Contains(out, "rerank    tei, the best 50 hybrid hits") {
 		t.Errorf("embed status does not name the re-ranker:\n%s", out)
 	}
 

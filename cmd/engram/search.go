@@ -45,10 +45,11 @@ where it was seen (session and turn, or file and lines). 'engram show ID'
 prints the whole entry. If a backend fails, the other's results are shown and
 the failure is reported.
 
-With a re-ranker configured ([rerank] in the config), the best 30 hybrid hits
-are ordered by its relevance (rr), from 0 to 1; --no-rerank shows the fused
-order. If the re-ranker fails, the fused order is shown and the failure is
-reported.`,
+With a re-ranker configured ([rerank] in the config), the best rerank.depth
+(50) hybrid hits are ordered by its relevance (rr), from 0 to 1, times their
+boosts and speaker prior; the fused score is then no longer in order.
+--no-rerank shows the fused order. If the re-ranker fails or misses
+rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 		Example: `  engram search retry backoff
   engram search how do we handle flaky network calls
   engram search parseHTTPRequest --type tool_result,agent_response

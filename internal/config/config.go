@@ -172,8 +172,9 @@ type Rerank struct {
 	// APIKeyEnv names the environment variable holding the API key; empty
 	// sends none.
 	APIKeyEnv string `toml:"api_key_env"`
-	// Depth is how many of the best hits are re-ranked (default 30).
-	Depth   int      `toml:"depth"`
+	// Depth is how many of the best hits are re-ranked (default 50).
+	Depth int `toml:"depth"`
+	// Timeout is the most a search waits for the re-ranker (default 5s).
 	Timeout Duration `toml:"timeout"`
 }
 
@@ -414,8 +415,8 @@ func (c Config) Validate() error {
 	case !slices.Contains(RerankProviders, r.Provider):
 		errs = append(errs, fmt.Errorf("rerank.provider: %q is not one of %s", r.Provider, strings.Join(RerankProviders, ", ")))
 	case r.Provider == "none":
-	case r.URL == "":
-		errs = append(errs, fmt.Errorf("rerank.url: provider %s needs the server's URL", r.Provider))
+	case !strings.HasPrefix(r.URL, "http://") && !strings.HasPrefix(r.URL, "https://"):
+		errs = append(errs, fmt.Errorf("rerank.url: provider %s needs the server's http or https URL, not %q", r.Provider, r.URL))
 	case r.Provider == "cohere" && r.Model == "":
 		errs = append(errs, errors.New("rerank.model: provider cohere needs a model name"))
 	}

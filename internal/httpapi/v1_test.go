@@ -11,7 +11,11 @@ import (
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/rerank"
+	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 )
 
 type client struct {
@@ -152,4 +156,39 @@ func randomWords() string {
 	wordN++
 	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"}
 	return "prefer " + words[wordN%len(words)] + " " + words[(wordN*7)%len(words)] + " over " + words[(wordN*3)%len(words)] + " " + strings.Repeat("z", wordN)
+}
+
+// With a re-ranker configured, search hits carry its relevance.
+func TestV1SearchReranked(t *testing.T) {
+	tei := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Texts []string `json:"texts"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, `{"error":"bad request"}`, http.StatusUnprocessableEntity)
+			return
+		}
+		out := make([]map[string]any, len(req.Texts))
+		for i := range req.Texts {
+			out[i] = map[string]any{"index": i, "score": 0.75}
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	defer tei.Close()
+	rr, err := rerank.New(rerank.Options{API: rerank.APITEI, URL: tei.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sqlitetest.Open(t, sqlite.Options{})
+	eng, err := engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}, Retrieve: retrieve.Options{Reranker: rr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Add(context.Background(), []engine.Record{{Session: "s0", Agent: "x", Type: store.ToolResult,
+		Content: []byte("TestUploadRetry failed: context deadline exceeded after 3 retries")}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", RequireToken: true}))
+	defer srv.Close()
+	client{t, srv.URL}.want(200, "GET", "/v1/search?q=deadline+retries", "", `"rerank":0.75`)
 }

@@ -15,8 +15,9 @@
 //     with [{"index", "score"}]: Hugging Face text-embeddings-inference.
 //
 // Scores come back from 0 to 1, one per document, in the documents' order.
-// Servers that answer raw logits (any score outside 0-1) have all their
-// scores passed through the logistic function, which keeps their order.
+// A server that answers raw logits (once a score outside 0-1 is seen) has
+// all its scores passed through the logistic function, which keeps their
+// order.
 package rerank
 
 import (
@@ -28,6 +29,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/engramhq/engram/internal/httpx"
@@ -101,6 +103,8 @@ type Remote struct {
 	opts     Options
 	endpoint string
 	sem      chan struct{}
+	// logits is set once the server has answered a score outside 0-1.
+	logits atomic.Bool
 }
 
 // New returns a re-ranker; URL is required, and Model for the cohere
@@ -207,23 +211,26 @@ send:
 		first = ctx.Err()
 	}
 	if first != nil {
-		return nil, fmt.Errorf("rerank with %s: %w", r.Model(), first)
+		return nil, fmt.Errorf("%s: %w", r.Model(), first)
 	}
-	normalize(scores, idx)
+	r.normalize(scores, idx)
 	return scores, nil
 }
 
 // normalize passes the scores of the sent documents through the logistic
-// function if any is outside 0-1: the server answered logits.
-func normalize(scores []float64, sent []int) {
-	logits := false
-	for _, i := range sent {
-		if scores[i] < 0 || scores[i] > 1 {
-			logits = true
-			break
+// function once the server has answered a score outside 0-1: it answers
+// logits. The finding sticks, so that one server's scores mean the same
+// from query to query.
+func (r *Remote) normalize(scores []float64, sent []int) {
+	if !r.logits.Load() {
+		for _, i := range sent {
+			if scores[i] < 0 || scores[i] > 1 {
+				r.logits.Store(true)
+				break
+			}
 		}
 	}
-	if !logits {
+	if !r.logits.Load() {
 		return
 	}
 	for _, i := range sent {

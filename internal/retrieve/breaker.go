@@ -59,6 +59,14 @@ func (b *Breaker) Success() {
 	b.failed, b.probing = 0, false
 }
 
+// Cancel records a call that ended without an outcome, because its
+// caller gave up: if it was the probe, another may go.
+func (b *Breaker) Cancel() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+}
+
 // Failure records a call that failed.
 func (b *Breaker) Failure() {
 	b.mu.Lock()

@@ -52,7 +52,9 @@ const (
 	fileEvidenceDepth = 100
 	// DefaultRerankDepth is how many of the best fused hits a re-ranker
 	// scores.
-	DefaultRerankDepth = 30
+	DefaultRerankDepth = 50
+	// DefaultRerankTimeout bounds the wait for a re-ranker.
+	DefaultRerankTimeout = 5 * time.Second
 	// maxLimit bounds Query.Limit.
 	maxLimit = 1000
 	// vectorPage is how many vectors are loaded from the store at once.
@@ -82,9 +84,11 @@ type Options struct {
 	// negative turns it off.
 	FileEvidence float64
 	// Reranker, if set, re-scores the best RerankDepth hits of a hybrid
-	// search that does not opt out (Query.NoRerank).
-	Reranker    rerank.Reranker
-	RerankDepth int
+	// search that does not opt out (Query.NoRerank); a search waits for
+	// it at most RerankTimeout, retries included.
+	Reranker      rerank.Reranker
+	RerankDepth   int
+	RerankTimeout time.Duration
 	// Breaker failures in a row open a backend's circuit for a cooldown;
 	// zero takes the defaults.
 	BreakerFailures int
@@ -117,6 +121,9 @@ func (o *Options) defaults() {
 	}
 	if o.RerankDepth <= 0 {
 		o.RerankDepth = DefaultRerankDepth
+	}
+	if o.RerankTimeout <= 0 {
+		o.RerankTimeout = DefaultRerankTimeout
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -277,7 +284,11 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 		return res, nil
 	}
 	h.searches.Add(1)
+	reranking := q.Mode == ModeHybrid && !q.NoRerank && h.opts.Reranker != nil
 	depth := max(h.opts.Depth, 2*limit)
+	if reranking {
+		depth = max(depth, h.opts.RerankDepth)
+	}
 	// Tier one: the hot set, from memory.
 	if err := h.refreshHot(ctx, false); err != nil {
 		h.opts.Log.Warn("refresh hot set", "err", err)
@@ -370,7 +381,15 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return res, err // the caller gave up: not a backend's fault
+		// The caller gave up: not a backend's fault, and no outcome for a
+		// probe either.
+		if wantLex && !lexSkip {
+			h.lexCB.Cancel()
+		}
+		if wantVec && !vecSkip {
+			h.vecCB.Cancel()
+		}
+		return res, err
 	}
 
 	fault := func(backend string, err error, skipped bool, cb *Breaker, counter *atomic.Int64) bool {
@@ -405,7 +424,6 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 		}
 		return res, fmt.Errorf("search: no backend answered: %s", strings.Join(res.Faults, "; "))
 	}
-	reranking := q.Mode == ModeHybrid && !q.NoRerank && h.opts.Reranker != nil
 	n := limit
 	if reranking {
 		n = max(limit, h.opts.RerankDepth)
@@ -433,6 +451,7 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 		if h.rerankCB.Allow() {
 			if err := h.rerank(ctx, q.Text, res.Hits); err != nil {
 				if ctx.Err() != nil {
+					h.rerankCB.Cancel()
 					return res, ctx.Err()
 				}
 				h.rerankCB.Failure()
@@ -456,16 +475,18 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 	return res, nil
 }
 
-// rerank has the re-ranker score the best RerankDepth hits and orders them
-// by its relevance times the hit's prior (the boosts and the speaker
-// prior, which know what the passage alone does not say: who spoke, what
-// the agent used lately), ahead of the rest in fused order. Ties keep the
-// fused order.
+// rerank has the re-ranker score the best RerankDepth hits, within
+// RerankTimeout, and orders them by its relevance times the hit's prior
+// (the symbol, path and recent-use boosts and the speaker prior, which
+// know what the passage alone does not say: who spoke, what the agent used
+// lately), ahead of the rest in fused order. Ties keep the fused order.
 func (h *Hybrid) rerank(ctx context.Context, query string, hits []Hit) error {
 	top := hits[:min(h.opts.RerankDepth, len(hits))]
 	if len(top) == 0 {
 		return nil
 	}
+	rctx, cancel := context.WithTimeout(ctx, h.opts.RerankTimeout)
+	defer cancel()
 	docs := make([]string, len(top))
 	for i, hit := range top {
 		c := store.ChunkText{Text: hit.Chunk.Text}
@@ -474,8 +495,11 @@ func (h *Hybrid) rerank(ctx context.Context, query string, hits []Hit) error {
 		}
 		docs[i] = embed.Text(c)
 	}
-	scores, err := h.opts.Reranker.Rerank(ctx, query, docs)
+	scores, err := h.opts.Reranker.Rerank(rctx, query, docs)
 	if err != nil {
+		if ctx.Err() == nil && rctx.Err() != nil {
+			return fmt.Errorf("no answer within %v", h.opts.RerankTimeout)
+		}
 		return err
 	}
 	if len(scores) != len(top) {

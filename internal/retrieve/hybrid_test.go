@@ -444,32 +444,35 @@ func TestPrefetchWithinBudget(t *testing.T) {
 func TestConfidence(t *testing.T) {
 	hit := retrieve.Hit{Vector: 0.9, Score: 0.4}
 	hit.Coverage = 1
-	if c, ok := retrieve.Confidence(hit, 0.5, true, true, 0.5); !ok || math.Abs(c-0.9) > 1e-9 {
+	if c, ok := retrieve.Confidence(hit, retrieve.Best{Score: 0.5}, true, true, 0.5); !ok || math.Abs(c-0.9) > 1e-9 {
 		t.Errorf("both, standing 0.8: %v %v", c, ok)
 	}
-	if c, ok := retrieve.Confidence(hit, 0.4, true, true, 0.5); !ok || math.Abs(c-(1+0.9+1)/3) > 1e-9 {
+	if c, ok := retrieve.Confidence(hit, retrieve.Best{Score: 0.4}, true, true, 0.5); !ok || math.Abs(c-(1+0.9+1)/3) > 1e-9 {
 		t.Errorf("both, the best hit: %v %v", c, ok)
 	}
 	// A hit far behind the best (demoted as the other speaker, say) is
 	// not confident, whatever its signals.
-	if c, _ := retrieve.Confidence(hit, 2, true, true, 0.5); c >= retrieve.DefaultConfidenceThreshold {
+	if c, _ := retrieve.Confidence(hit, retrieve.Best{Score: 2}, true, true, 0.5); c >= retrieve.DefaultConfidenceThreshold {
 		t.Errorf("a fifth of the best score: confidence %v", c)
 	}
 	hit.Coverage = 0.4
-	if _, ok := retrieve.Confidence(hit, 0.4, true, true, 0.5); ok {
+	if _, ok := retrieve.Confidence(hit, retrieve.Best{Score: 0.4}, true, true, 0.5); ok {
 		t.Error("weak lexical support passed multi-signal validation")
 	}
-	if c, ok := retrieve.Confidence(hit, 0.4, false, true, 0.5); !ok || math.Abs(c-0.95) > 1e-9 {
+	if c, ok := retrieve.Confidence(hit, retrieve.Best{Score: 0.4}, false, true, 0.5); !ok || math.Abs(c-0.95) > 1e-9 {
 		t.Errorf("vector only: %v %v", c, ok)
 	}
-	if c, ok := retrieve.Confidence(hit, 0, true, false, 0.5); !ok || math.Abs(c-0.2) > 1e-9 {
+	if c, ok := retrieve.Confidence(hit, retrieve.Best{Score: 0}, true, false, 0.5); !ok || math.Abs(c-0.2) > 1e-9 {
 		t.Errorf("lexical only, no best score: %v %v", c, ok)
 	}
-	// A re-ranked hit stands where the re-ranker puts it, not where its
-	// fused score would.
-	hit.Reranked, hit.Rerank = true, 0.7
-	if c, ok := retrieve.Confidence(hit, 2, false, true, 0.5); !ok || math.Abs(c-0.8) > 1e-9 {
+	// A re-ranked hit stands where the re-ranker puts it against the best
+	// re-ranked hit, not where its fused score would.
+	hit.Reranked, hit.Rerank = true, 0.35
+	if c, ok := retrieve.Confidence(hit, retrieve.Best{Score: 2, Rerank: 0.5}, false, true, 0.5); !ok || math.Abs(c-0.8) > 1e-9 {
 		t.Errorf("re-ranked, vector only: %v %v", c, ok)
+	}
+	if b := retrieve.BestOf([]retrieve.Hit{{Score: 0.5}, hit, {Score: 0.7}}); b != (retrieve.Best{Score: 0.7, Rerank: 0.35}) {
+		t.Errorf("BestOf = %+v", b)
 	}
 }
 

@@ -124,24 +124,41 @@ type Block struct {
 	Faults       []string `json:"faults,omitempty"`
 }
 
+// Best is what Confidence measures a hit's standing against: the best
+// fused score among the candidates, and the best re-ranked relevance
+// (times its boosts and prior).
+type Best struct{ Score, Rerank float64 }
+
+// BestOf returns the Best of a search's hits.
+func BestOf(hits []Hit) Best {
+	var b Best
+	for _, h := range hits {
+		b.Score = max(b.Score, h.Score)
+		if h.Reranked {
+			b.Rerank = max(b.Rerank, h.Rerank*h.weight())
+		}
+	}
+	return b
+}
+
 // Confidence is a hit's confidence, from 0 to 1: the mean of its lexical
 // coverage (the IDF-weighted share of the query's words it holds), its
 // cosine to the query, and its standing among the candidates (its fused
-// score over best, the best one's), each counted only if its backend
-// answered. Standing carries what the two signals alone miss: the boosts
-// and the speaker prior, and how far the hit is behind the best. A
-// re-ranked hit's standing is the re-ranker's relevance times the same
-// boosts and prior: its judgment of the passage replaces the fused
-// score's. ok is false when both backends answered and either signal is
-// under minSignal: high confidence needs lexical and vector support.
-func Confidence(h Hit, best float64, lexical, vector bool, minSignal float64) (c float64, ok bool) {
+// score over the best one's), each counted only if its backend answered.
+// Standing carries what the two signals alone miss: the boosts and the
+// speaker prior, and how far the hit is behind the best. A re-ranked hit
+// stands by the re-ranker's relevance (times the same boosts and prior)
+// over the best re-ranked one's: its judgment of the passage replaces the
+// fused score's. ok is false when both backends answered and either signal
+// is under minSignal: high confidence needs lexical and vector support.
+func Confidence(h Hit, best Best, lexical, vector bool, minSignal float64) (c float64, ok bool) {
 	cos := min(max(h.Vector, 0), 1)
 	standing := 0.0
 	switch {
-	case h.Reranked:
-		standing = min(max(h.Rerank*h.weight(), 0), 1)
-	case best > 0:
-		standing = min(max(h.Score/best, 0), 1)
+	case h.Reranked && best.Rerank > 0:
+		standing = min(max(h.Rerank*h.weight()/best.Rerank, 0), 1)
+	case !h.Reranked && best.Score > 0:
+		standing = min(max(h.Score/best.Score, 0), 1)
 	}
 	switch {
 	case lexical && vector:
@@ -190,8 +207,9 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 	joint := 0
 	sep := count("\n")
 	var injected []int64
+	best := BestOf(res.Hits)
 	for _, hit := range res.Hits {
-		conf, ok := Confidence(hit, res.Hits[0].Score, res.Lexical, res.Vector, opts.MinSignal)
+		conf, ok := Confidence(hit, best, res.Lexical, res.Vector, opts.MinSignal)
 		if !ok || conf < hintT {
 			continue
 		}
