@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -149,48 +148,23 @@ func (r *Remote) Embed(ctx context.Context, texts []string) ([][]float32, error)
 			idx = append(idx, i)
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-send:
-	for start := 0; start < len(idx); start += r.opts.BatchSize {
-		batch := idx[start:min(start+r.opts.BatchSize, len(idx))]
-		select {
-		case r.sem <- struct{}{}:
-		case <-ctx.Done():
-			break send
+	err := httpx.InBatches(ctx, len(idx), r.opts.BatchSize, r.sem, func(ctx context.Context, lo, hi int) error {
+		batch := idx[lo:hi]
+		in := make([]string, len(batch))
+		for i, j := range batch {
+			in[i] = texts[j]
 		}
-		wg.Go(func() {
-			defer func() { <-r.sem }()
-			in := make([]string, len(batch))
-			for i, j := range batch {
-				in[i] = texts[j]
-			}
-			vecs, err := r.request(ctx, in)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if first == nil {
-					first = err
-					cancel()
-				}
-				return
-			}
-			for i, j := range batch {
-				out[j] = vecs[i]
-			}
-		})
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	if first != nil {
-		return nil, fmt.Errorf("embed with %s: %w", r.name, first)
+		vecs, err := r.request(ctx, in)
+		if err != nil {
+			return err
+		}
+		for i, j := range batch {
+			out[j] = vecs[i]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embed with %s: %w", r.name, err)
 	}
 	dim := r.Dim()
 	for i := range out {

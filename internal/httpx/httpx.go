@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -140,4 +141,42 @@ func PostJSON(ctx context.Context, client *http.Client, url, apiKey string, payl
 		return nil, RetryAfter(resp.Header.Get("Retry-After")), &StatusError{Code: resp.StatusCode, Message: ErrorMessage(body)}
 	}
 	return body, 0, nil
+}
+
+// InBatches calls fn on the ranges [lo, hi) of n items, at most size
+// items each, in parallel but never more at once than sem holds (a client
+// shares one sem among all its calls). The first error cancels the calls
+// still running and is returned; ctx's error if it ends first.
+func InBatches(ctx context.Context, n, size int, sem chan struct{}, fn func(ctx context.Context, lo, hi int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+send:
+	for lo := 0; lo < n; lo += size {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			break send
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := fn(ctx, lo, min(lo+size, n)); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -67,5 +69,41 @@ func TestPostJSON(t *testing.T) {
 	_, _, err = PostJSON(ctx, srv.Client(), srv.URL, "", []byte(`"hi"`), time.Second, 1<<10)
 	if !errors.As(err, &se) || se.Code != 401 || se.Temporary() || err.Error() != "HTTP 401" {
 		t.Fatalf("no key: %v", err)
+	}
+}
+
+func TestInBatches(t *testing.T) {
+	sem := make(chan struct{}, 2)
+	var mu sync.Mutex
+	var inFlight, most int
+	seen := make([]int, 10)
+	err := InBatches(context.Background(), 10, 3, sem, func(ctx context.Context, lo, hi int) error {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		for i := lo; i < hi; i++ {
+			seen[i]++
+		}
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return nil
+	})
+	if err != nil || most > 2 || !slices.Equal(seen, []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}) {
+		t.Fatalf("err %v, %d at once, items seen %v", err, most, seen)
+	}
+	// The first error cancels the batches still running.
+	boom := errors.New("boom")
+	err = InBatches(context.Background(), 9, 3, sem, func(ctx context.Context, lo, hi int) error {
+		if lo == 0 {
+			return boom
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
 	}
 }

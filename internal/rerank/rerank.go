@@ -28,7 +28,6 @@ import (
 	"math"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -170,48 +169,23 @@ func (r *Remote) Rerank(ctx context.Context, query string, docs []string) ([]flo
 			idx = append(idx, i)
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-send:
-	for start := 0; start < len(idx); start += r.opts.BatchSize {
-		batch := idx[start:min(start+r.opts.BatchSize, len(idx))]
-		select {
-		case r.sem <- struct{}{}:
-		case <-ctx.Done():
-			break send
+	err := httpx.InBatches(ctx, len(idx), r.opts.BatchSize, r.sem, func(ctx context.Context, lo, hi int) error {
+		batch := idx[lo:hi]
+		in := make([]string, len(batch))
+		for i, j := range batch {
+			in[i] = cut(docs[j], r.opts.MaxChars)
 		}
-		wg.Go(func() {
-			defer func() { <-r.sem }()
-			in := make([]string, len(batch))
-			for i, j := range batch {
-				in[i] = cut(docs[j], r.opts.MaxChars)
-			}
-			got, err := r.request(ctx, query, in)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if first == nil {
-					first = err
-					cancel()
-				}
-				return
-			}
-			for i, j := range batch {
-				scores[j] = got[i]
-			}
-		})
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	if first != nil {
-		return nil, fmt.Errorf("%s: %w", r.Model(), first)
+		got, err := r.request(ctx, query, in)
+		if err != nil {
+			return err
+		}
+		for i, j := range batch {
+			scores[j] = got[i]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Model(), err)
 	}
 	r.normalize(scores, idx)
 	return scores, nil
