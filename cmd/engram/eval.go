@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,7 +64,8 @@ thresholds ("seed") and packed with the best hits to the budget ("packed"),
 against the tokens of the whole conversation: how much of the evidence each
 gets in how many tokens. --confidence measures what pre-fetch's confidence
 means on each set: of the candidates pre-fetch considers for a question, how
-many in each confidence range hold a relevant item.
+many in each confidence range hold a relevant item. Both use pre-fetch as
+configured, the re-ranker included.
 
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
 project. A set whose data is missing is reported and skipped.`,
@@ -86,6 +86,9 @@ project. A set whose data is missing is reported and skipped.`,
 				return err
 			}
 			defer cleanup()
+			if !cmd.Flags().Changed("mode") && a.reranker() != nil {
+				modes = append(modes, "rerank")
+			}
 			var all evalResults
 			for _, name := range sets {
 				root := goroot
@@ -104,9 +107,6 @@ project. A set whose data is missing is reported and skipped.`,
 				}
 				if err != nil {
 					return err
-				}
-				if !cmd.Flags().Changed("mode") && a.reranker() != nil && !slices.Contains(modes, "rerank") {
-					modes = append(modes, "rerank")
 				}
 				ms := make([]evalMode, len(modes))
 				for i, m := range modes {

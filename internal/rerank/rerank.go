@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/httpx"
 )
@@ -217,13 +218,11 @@ func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !isRuneStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n]
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // request sends one batch, retrying passing failures.
 func (r *Remote) request(ctx context.Context, query string, docs []string) ([]float64, error) {
