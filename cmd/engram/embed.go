@@ -87,11 +87,15 @@ type embedProgress struct {
 	bar      *progressbar.ProgressBar
 	phase    string
 	last     time.Time
+	// label starts each line and the bar's description; every is how
+	// often a line is written when w is not a terminal.
+	label string
+	every time.Duration
 }
 
 func newEmbedProgress(w io.Writer) *embedProgress {
 	f, ok := w.(*os.File)
-	return &embedProgress{w: w, terminal: ok && isTerminal(f), last: time.Now()}
+	return &embedProgress{w: w, terminal: ok && isTerminal(f), last: time.Now(), every: 2 * time.Second}
 }
 
 func (p *embedProgress) update(pr engine.EmbedProgress) {
@@ -99,6 +103,9 @@ func (p *embedProgress) update(pr engine.EmbedProgress) {
 		p.finish()
 		p.phase = pr.Phase
 		desc := map[string]string{"train": "training", "embed": "embedding"}[pr.Phase]
+		if p.label != "" {
+			desc = p.label + ": " + desc
+		}
 		if p.terminal && pr.Total > 0 {
 			p.bar = progressbar.NewOptions64(pr.Total,
 				progressbar.OptionSetWriter(p.w),
@@ -116,9 +123,13 @@ func (p *embedProgress) update(pr engine.EmbedProgress) {
 		_ = p.bar.Set64(pr.Done)
 		return
 	}
-	if time.Since(p.last) >= 2*time.Second && pr.Total > 0 {
+	if time.Since(p.last) >= p.every && pr.Total > 0 {
 		p.last = time.Now()
-		fmt.Fprintf(p.w, "%s: %d/%d chunks\n", pr.Phase, pr.Done, pr.Total)
+		label := ""
+		if p.label != "" {
+			label = p.label + ": "
+		}
+		fmt.Fprintf(p.w, "%s%s: %d/%d chunks\n", label, pr.Phase, pr.Done, pr.Total)
 	}
 }
 

@@ -198,3 +198,25 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestEmbedProgressLines checks the lines written where standard error is
+// not a terminal: labelled, and no more often than every.
+func TestEmbedProgressLines(t *testing.T) {
+	var b bytes.Buffer
+	p := newEmbedProgress(&b)
+	p.label, p.every = "locomo conv-26", 0
+	step := func(done int64) engine.EmbedProgress {
+		var pr engine.EmbedProgress
+		pr.Phase, pr.Done, pr.Total = "embed", done, 10
+		return pr
+	}
+	p.update(step(4))
+	p.update(step(10))
+	p.every = time.Hour
+	p.update(step(10))
+	p.finish()
+	want := "locomo conv-26: embed: 4/10 chunks\nlocomo conv-26: embed: 10/10 chunks\n"
+	if b.String() != want {
+		t.Errorf("progress lines:\n%q\nwant\n%q", b.String(), want)
+	}
+}

@@ -273,7 +273,16 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 	var chunks int64
 	for _, name := range names {
 		eng := engines[name]
-		rep, err := eng.Embed(ctx, nil)
+		// Progress, for embedders that take minutes (a remote one, or the
+		// corpus model on a large set): a bar on a terminal, a line every
+		// 10 s otherwise.
+		p := newEmbedProgress(a.stderr)
+		p.label, p.every = set.Name, 10*time.Second
+		if len(names) > 1 {
+			p.label += " " + name
+		}
+		rep, err := eng.Embed(ctx, p.update)
+		p.finish()
 		if err != nil {
 			return out, fmt.Errorf("embed %s: %w", name, err)
 		}
