@@ -333,7 +333,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		}
 		rec := newDump(set, dump != "")
 		retr := func(ctx context.Context, q eval.Question, k int) ([]string, error) {
-			res, err := searchers[q.Corpus].Search(ctx, retrieve.Query{Text: q.Text, Limit: 4 * k, Mode: mode.mode, NoRerank: !mode.rerank})
+			res, err := searchers[q.Corpus].Search(ctx, retrieve.Query{Text: q.Text, Limit: 4 * k, Mode: mode.mode, NoRerank: !mode.rerank, Now: q.Time})
 			if err != nil {
 				return nil, err
 			}

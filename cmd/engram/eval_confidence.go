@@ -64,7 +64,7 @@ func (a *app) evalConfidence(ctx context.Context, set *eval.Set, engines map[str
 		if err != nil {
 			return nil, err
 		}
-		res, err := h.Search(ctx, retrieve.Query{Text: q.Text, Limit: opts.Candidates})
+		res, err := h.Search(ctx, retrieve.Query{Text: q.Text, Limit: opts.Candidates, Now: q.Time})
 		if err != nil {
 			return nil, fmt.Errorf("question %s: %w", q.ID, err)
 		}

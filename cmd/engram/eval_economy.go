@@ -77,7 +77,7 @@ func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string
 					return nil, err
 				}
 				opts := pol.opts
-				opts.Budget, opts.NoRecord = budget, true
+				opts.Budget, opts.NoRecord, opts.Now = budget, true, q.Time
 				b, err := h.Prefetch(ctx, q.Text, 0, opts, eng.Encoding().Count)
 				if err != nil {
 					return nil, fmt.Errorf("question %s: %w", q.ID, err)

@@ -233,6 +233,7 @@ func (a *app) engineOptions() engine.Options {
 			PathBoost:     c.Retrieve.PathBoost,
 			SpeakerPrior:  c.Retrieve.SpeakerPrior,
 			FileEvidence:  c.Retrieve.FileEvidence,
+			TimeBoost:     c.Retrieve.TimeBoost,
 			Reranker:      a.reranker(),
 			RerankDepth:   c.Rerank.Depth,
 			RerankTimeout: c.Rerank.Timeout.Duration,

@@ -101,6 +101,9 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 				}
 				fmt.Fprintf(a.stderr, "warning: %s; results are from the other signal\n", f)
 			}
+			if res.Span != nil {
+				fmt.Fprintf(a.stderr, "looked back to %s\n", res.Span)
+			}
 			if len(res.Hits) == 0 {
 				fmt.Fprintf(a.stderr, "no matches for %q\n", q.Text)
 				return nil
@@ -287,11 +290,13 @@ type searchJSON struct {
 	Reranked bool      `json:"reranked"`
 	Degraded bool      `json:"degraded"`
 	Faults   []string  `json:"faults,omitempty"`
+	// Span is the time the query pointed back to, if it did.
+	Span *retrieve.Span `json:"span,omitempty"`
 }
 
 func toSearchJSON(res retrieve.Result) searchJSON {
 	out := searchJSON{Hits: make([]hitJSON, len(res.Hits)), Lexical: res.Lexical, Vector: res.Vector,
-		Reranked: res.Reranked, Degraded: res.Degraded, Faults: res.Faults}
+		Reranked: res.Reranked, Degraded: res.Degraded, Faults: res.Faults, Span: res.Span}
 	for i, h := range res.Hits {
 		out.Hits[i] = toHitJSON(h.Hit)
 		out.Hits[i].Score = h.Score

@@ -89,6 +89,9 @@ type SearchOut struct {
 	Hits     []HitOut `json:"hits"`
 	Degraded bool     `json:"degraded,omitempty"`
 	Faults   []string `json:"faults,omitempty"`
+	// Span is the time the query pointed back to ("a week ago"), whose
+	// hits were searched for and raised.
+	Span *retrieve.Span `json:"span,omitempty"`
 }
 
 type GetFileIn struct {
@@ -271,8 +274,11 @@ func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, strin
 		return SearchOut{}, "", err
 	}
 	o.Metrics.Search(res.Lexical, res.Vector, res.Degraded, res.Elapsed)
-	out := SearchOut{Degraded: res.Degraded, Faults: res.Faults, Hits: []HitOut{}}
+	out := SearchOut{Degraded: res.Degraded, Faults: res.Faults, Hits: []HitOut{}, Span: res.Span}
 	var b strings.Builder
+	if res.Span != nil {
+		fmt.Fprintf(&b, "(looked back to %s)\n", res.Span)
+	}
 	if len(res.Hits) == 0 {
 		b.WriteString("no results")
 	}

@@ -153,6 +153,9 @@ type Retrieve struct {
 	// FileEvidence raises a file's best chunk by this share of the scores
 	// of its other chunks among the best 100 candidates; negative is off.
 	FileEvidence float64 `toml:"file_evidence"`
+	// TimeBoost raises hits from the time a query points back to ("a week
+	// ago", "last Tuesday"), also searched on its own; negative is off.
+	TimeBoost float64 `toml:"time_boost"`
 }
 
 // Rerank configures an optional re-ranker: a model served over HTTP that

@@ -42,6 +42,9 @@ type Question struct {
 	Relevant []string
 	// Kind is the question's category, for breakdowns.
 	Kind string
+	// Time is when the question is asked, if the set says (LongMemEval);
+	// "a week ago" counts back from it.
+	Time time.Time
 }
 
 // Set is a benchmark set: one or more corpora and questions over them.

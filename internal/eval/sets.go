@@ -194,6 +194,7 @@ func LoadLongMemEval(path string) (*Set, error) {
 		QuestionID   string   `json:"question_id"`
 		QuestionType string   `json:"question_type"`
 		Question     string   `json:"question"`
+		Date         string   `json:"question_date"`
 		Dates        []string `json:"haystack_dates"`
 		SessionIDs   []string `json:"haystack_session_ids"`
 		Sessions     [][]struct {
@@ -215,7 +216,7 @@ func LoadLongMemEval(path string) (*Set, error) {
 		for si, sid := range q.SessionIDs {
 			var when time.Time
 			if si < len(q.Dates) {
-				when, _ = time.Parse("2006/01/02 (Mon) 15:04", q.Dates[si])
+				when, _ = time.Parse(lmeDate, q.Dates[si])
 			}
 			for ti, t := range q.Sessions[si] {
 				id := sid + ":" + strconv.Itoa(ti+1)
@@ -238,11 +239,15 @@ func LoadLongMemEval(path string) (*Set, error) {
 				rel = append(rel, turnsOf[sid]...)
 			}
 		}
+		asked, _ := time.Parse(lmeDate, q.Date)
 		set.Questions = append(set.Questions, Question{ID: q.QuestionID, Text: q.Question, Corpus: corpus,
-			Relevant: dedupe(rel), Kind: q.QuestionType})
+			Relevant: dedupe(rel), Kind: q.QuestionType, Time: asked})
 	}
 	return set, nil
 }
+
+// lmeDate is how LongMemEval writes times: 2023/05/24 (Wed) 10:29.
+const lmeDate = "2006/01/02 (Mon) 15:04"
 
 func dedupe(v []string) []string {
 	seen := map[string]bool{}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -43,6 +44,11 @@ const (
 	// DefaultHotBoost raises chunks used recently, the seed's recency
 	// prior.
 	DefaultHotBoost = 0.1
+	// DefaultTimeBoost weighs the ranking of the span of time a query
+	// points back to ("a week ago"; see ParseSpan) against the ranking of
+	// everything: at 1 the best match from then ranks level with the best
+	// match overall.
+	DefaultTimeBoost = 1.0
 	// DefaultFileEvidence is the share of the scores of a file's other
 	// chunks among the best candidates that its best chunk gains (see
 	// fileEvidence).
@@ -75,6 +81,13 @@ type Options struct {
 	SymbolBoost, PathBoost float64
 	// HotBoost raises hits among the recently used chunks.
 	HotBoost float64
+	// TimeBoost raises hits from the span of time a query points back to
+	// ("what did I cook a couple of days ago?"): each backend also searches
+	// the span on its own, so that what was said then is among the
+	// candidates even when other times match the words better, and each
+	// hit from then gains TimeBoost times its fused score among them (see
+	// fuse); negative turns the reading of time phrases off.
+	TimeBoost float64
 	// SpeakerPrior multiplies the score of a user prompt when a question
 	// asks what the agent said ("you suggested ..."), and of an agent
 	// response when it asks about the asker ("I", "my"); 1 turns it off.
@@ -112,6 +125,9 @@ func (o *Options) defaults() {
 	}
 	if o.HotBoost == 0 {
 		o.HotBoost = DefaultHotBoost
+	}
+	if o.TimeBoost == 0 {
+		o.TimeBoost = DefaultTimeBoost
 	}
 	if o.SpeakerPrior <= 0 {
 		o.SpeakerPrior = DefaultSpeakerPrior
@@ -160,6 +176,9 @@ type Query struct {
 	Mode  Mode
 	// NoRerank skips the configured re-ranker.
 	NoRerank bool
+	// Now is when the query is asked, for phrases such as "a week ago";
+	// zero means the time of the search.
+	Now time.Time
 }
 
 // Hit is one result, with what each backend said of it.
@@ -175,7 +194,7 @@ type Hit struct {
 	// return it.
 	Vector                  float64
 	LexicalRank, VectorRank int
-	// Boosts name what raised the hit: "symbol", "path", "hot", "file"; or
+	// Boosts name what raised the hit: "symbol", "path", "hot", "time", "file"; or
 	// lowered it: "other-speaker".
 	Boosts []string
 	// Rerank is the re-ranker's relevance, from 0 to 1, if Reranked.
@@ -202,6 +221,9 @@ type Result struct {
 	Lexical, Vector bool
 	// Reranked is set when the re-ranker ordered the best hits.
 	Reranked bool
+	// Span is the stretch of time the query pointed back to, if it did
+	// (Options.TimeBoost): hits from it were searched for and raised.
+	Span *Span
 	// Degraded is set when a backend that should have answered did not:
 	// it failed, timed out, or its circuit is open (the re-ranker too:
 	// the hits are then in fused order). Faults say why.
@@ -289,6 +311,7 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 	if reranking {
 		depth = max(depth, h.opts.RerankDepth)
 	}
+	res.Span = h.span(q)
 	// Tier one: the hot set, from memory.
 	if err := h.refreshHot(ctx, false); err != nil {
 		h.opts.Log.Warn("refresh hot set", "err", err)
@@ -317,6 +340,7 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 	}
 	var (
 		lex, vec         []store.Hit
+		lexThen, vecThen []store.Hit // within the span
 		lexErr, vecErr   error
 		cosines          map[int64]float64
 		qvec             []float32
@@ -333,7 +357,7 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 		if h.lexCB.Allow() {
 			pending++
 			go func() {
-				lex, lexErr = h.st.Search(bctx, store.Query{Text: q.Text, Filter: q.Filter, Limit: depth})
+				lex, lexThen, lexErr = h.lexicalSearch(bctx, q, res.Span, depth)
 				answers <- answer{"lexical", lexErr == nil}
 			}()
 		} else {
@@ -344,7 +368,7 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 		if h.vecCB.Allow() {
 			pending++
 			go func() {
-				vec, cosines, qvec, index, vecErr = h.vectorSearch(bctx, q.Text, q.Filter, depth)
+				vec, vecThen, cosines, qvec, index, vecErr = h.vectorSearch(bctx, q.Text, q.Filter, res.Span, depth)
 				answers <- answer{"vector", vecErr == nil}
 			}()
 		} else {
@@ -428,7 +452,7 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 	if reranking {
 		n = max(limit, h.opts.RerankDepth)
 	}
-	res.Hits = h.fuse(q.Text, lex, vec, cosines, n)
+	res.Hits = h.fuse(q.Text, lex, vec, lexThen, vecThen, cosines, res.Span, n)
 	// Each hit gets both signals where both backends answered: the cosine
 	// of a lexical-only hit from the index, the coverage of a vector-only
 	// hit from its words (each weighing the same: its IDF is not at hand).
@@ -530,26 +554,70 @@ func termCoverage(qterms []string, text string) float64 {
 	return float64(n) / float64(len(qterms))
 }
 
+// span returns the stretch of time q points back to, or nil: none when
+// time phrases are off or the filter already bounds the time.
+func (h *Hybrid) span(q Query) *Span {
+	if h.opts.TimeBoost < 0 || !q.Filter.Since.IsZero() || !q.Filter.Until.IsZero() {
+		return nil
+	}
+	now := q.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if sp, ok := ParseSpan(q.Text, now); ok {
+		return &sp
+	}
+	return nil
+}
+
+// inSpan returns f bounded to the span.
+func inSpan(f store.Filter, sp *Span) store.Filter {
+	f.Since, f.Until = sp.From, sp.To
+	return f
+}
+
+// lexicalSearch runs the query on the store's full-text index; with a
+// span, also within the span (then).
+func (h *Hybrid) lexicalSearch(ctx context.Context, q Query, sp *Span, depth int) (hits, then []store.Hit, err error) {
+	hits, err = h.st.Search(ctx, store.Query{Text: q.Text, Filter: q.Filter, Limit: depth})
+	if err != nil || sp == nil {
+		return hits, nil, err
+	}
+	then, err = h.st.Search(ctx, store.Query{Text: q.Text, Filter: inSpan(q.Filter, sp), Limit: depth})
+	return hits, then, err
+}
+
 // vectorSearch embeds the query and returns the nearest chunks that pass
-// the filter, with their cosines.
-func (h *Hybrid) vectorSearch(ctx context.Context, text string, f store.Filter, depth int) ([]store.Hit, map[int64]float64, []float32, *Index, error) {
+// the filter, and with a span also the nearest within it (then), with
+// their cosines.
+func (h *Hybrid) vectorSearch(ctx context.Context, text string, f store.Filter, sp *Span, depth int) (hits, then []store.Hit, cos map[int64]float64, qvec []float32, x *Index, err error) {
 	vecs, err := h.emb.Embed(ctx, []string{text})
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("embed query: %w", err)
+		return nil, nil, nil, nil, nil, fmt.Errorf("embed query: %w", err)
 	}
 	if err := embed.Check(vecs, 1, h.emb.Dim()); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("embed query: %w", err)
+		return nil, nil, nil, nil, nil, fmt.Errorf("embed query: %w", err)
 	}
-	x, err := h.vecs.sync(ctx, h.st)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	if x == nil {
-		return nil, nil, nil, nil, nil // nothing embedded yet
+	if x, err = h.vecs.sync(ctx, h.st); err != nil || x == nil {
+		return nil, nil, nil, nil, nil, err // x nil: nothing embedded yet
 	}
 	if x.Dim() != len(vecs[0]) {
-		return nil, nil, nil, nil, fmt.Errorf("embed query: %w: %d dimensions, the stored vectors have %d", embed.ErrBadVector, len(vecs[0]), x.Dim())
+		return nil, nil, nil, nil, nil, fmt.Errorf("embed query: %w: %d dimensions, the stored vectors have %d", embed.ErrBadVector, len(vecs[0]), x.Dim())
 	}
+	if hits, cos, err = h.nearest(ctx, x, vecs[0], f, depth); err != nil || sp == nil {
+		return hits, nil, cos, vecs[0], x, err
+	}
+	then, thenCos, err := h.nearest(ctx, x, vecs[0], inSpan(f, sp), depth)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	maps.Copy(cos, thenCos)
+	return hits, then, cos, vecs[0], x, nil
+}
+
+// nearest returns the chunks nearest to qvec that pass the filter, with
+// their cosines.
+func (h *Hybrid) nearest(ctx context.Context, x *Index, qvec []float32, f store.Filter, depth int) ([]store.Hit, map[int64]float64, error) {
 	// A filter is applied after the nearest neighbours are found, so ask
 	// for more when there is one, and again for more if too few pass.
 	k := depth
@@ -557,7 +625,7 @@ func (h *Hybrid) vectorSearch(ctx context.Context, text string, f store.Filter, 
 		k = 8 * depth
 	}
 	for {
-		near := x.Search(vecs[0], k)
+		near := x.Search(qvec, k)
 		ids := make([]int64, 0, len(near))
 		cos := make(map[int64]float64, len(near))
 		for _, n := range near {
@@ -569,7 +637,7 @@ func (h *Hybrid) vectorSearch(ctx context.Context, text string, f store.Filter, 
 		}
 		hits, err := h.st.ChunkHits(ctx, ids, f)
 		if err != nil {
-			return nil, nil, nil, nil, err
+			return nil, nil, err
 		}
 		if len(hits) >= depth || len(near) < k || k >= 64*depth || f.IsZero() {
 			if len(hits) > depth {
@@ -578,14 +646,19 @@ func (h *Hybrid) vectorSearch(ctx context.Context, text string, f store.Filter, 
 			for i := range hits {
 				hits[i].Score, hits[i].Coverage = 0, 0
 			}
-			return hits, cos, vecs[0], x, nil
+			return hits, cos, nil
 		}
 		k *= 4
 	}
 }
 
 // fuse merges the two lists, applies boosts and returns the best limit.
-func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float64, limit int) []Hit {
+// With a span, the lists of the search within it are fused on their own,
+// and each of their hits gains TimeBoost times its score there: what was
+// said then ranks by how well it matches among what was said then, not
+// among everything (where the min-max normalisation of the weighted merge
+// would put a weak match at zero).
+func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosines map[int64]float64, sp *Span, limit int) []Hit {
 	byID := make(map[int64]store.Hit, len(lex)+len(vec))
 	ranked := func(hs []store.Hit, score func(store.Hit) float64) []Ranked {
 		out := make([]Ranked, len(hs))
@@ -604,6 +677,18 @@ func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float
 		byID[hit.Chunk.ID] = hit
 	}
 	fused := Fuse(lexR, vecR, h.opts.Fusion)
+	inSpan := map[int64]bool{}
+	if sp != nil {
+		then := Fuse(ranked(lexThen, func(hit store.Hit) float64 { return hit.Score }),
+			ranked(vecThen, func(hit store.Hit) float64 { return cosines[hit.Chunk.ID] }), h.opts.Fusion)
+		for _, hit := range lexThen {
+			byID[hit.Chunk.ID] = hit
+		}
+		fused = addSpan(fused, then, h.opts.TimeBoost)
+		for _, f := range then {
+			inSpan[f.ID] = true
+		}
+	}
 	symbols, paths := queryNames(text)
 	hot := h.hot.snapshot()
 	out := make([]Hit, 0, len(fused))
@@ -620,6 +705,9 @@ func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float
 		if hot[f.ID] {
 			hit.prior *= 1 + h.opts.HotBoost
 			hit.Boosts = append(hit.Boosts, "hot")
+		}
+		if inSpan[f.ID] {
+			hit.Boosts = append(hit.Boosts, "time")
 		}
 		hit.Score = f.Score * hit.prior
 		out = append(out, hit)
@@ -640,6 +728,25 @@ func (h *Hybrid) fuse(text string, lex, vec []store.Hit, cosines map[int64]float
 		sortHits(out)
 	}
 	return out[:min(limit, len(out))]
+}
+
+// addSpan adds to each of all the boost times its score among then, the
+// candidates within a span, and appends those all lacks; ranks stay as
+// all has them, or as then has them for a hit only then found.
+func addSpan(all, then []Fused, boost float64) []Fused {
+	at := make(map[int64]int, len(all))
+	for i, f := range all {
+		at[f.ID] = i
+	}
+	for _, t := range then {
+		if i, ok := at[t.ID]; ok {
+			all[i].Score += boost * t.Score
+			continue
+		}
+		t.Score *= boost
+		all = append(all, t)
+	}
+	return all
 }
 
 // sortHits orders hits best first: by score, then the newer, then the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/engramhq/engram/internal/chunk"
 	"github.com/engramhq/engram/internal/store"
@@ -55,6 +56,8 @@ type PrefetchOptions struct {
 	// Candidates is how many of the best hits are considered.
 	Candidates int
 	Filter     store.Filter
+	// Now is when the query is asked (Query.Now).
+	Now time.Time
 	// NoRecord leaves the access record alone: the injected excerpts do
 	// not join the hot tier (for measuring, not for agents).
 	NoRecord bool
@@ -187,7 +190,7 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 	if budget <= 0 || strings.TrimSpace(query) == "" {
 		return b, nil
 	}
-	res, err := h.Search(ctx, Query{Text: query, Filter: opts.Filter, Limit: opts.Candidates})
+	res, err := h.Search(ctx, Query{Text: query, Filter: opts.Filter, Limit: opts.Candidates, Now: opts.Now})
 	if err != nil {
 		return b, err
 	}
