@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -666,7 +667,10 @@ func TestFileEvidence(t *testing.T) {
 func putFiles(t *testing.T, st *sqlite.Store, srcs map[string]string) {
 	t.Helper()
 	var files []store.FileChange
-	for path, src := range srcs {
+	// In path order: the order they are stored in decides the chunk IDs,
+	// and with them the corpus model trained on the chunks.
+	for _, path := range slices.Sorted(maps.Keys(srcs)) {
+		src := srcs[path]
 		c, err := index.Version(path, []byte(src), src, &index.Options{})
 		if err != nil {
 			t.Fatal(err)
