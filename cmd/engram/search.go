@@ -36,7 +36,10 @@ Identifiers match whole and by their parts: parseHTTPRequest, parse_http_request
 and ParseHTTPRequest find each other and the words parse, http and request.
 Paths match by their parts. Punctuation and operators have no meaning. A
 symbol or a path named exactly in the query raises the code that declares or
-holds it.
+holds it. A query that looks back in time ("yesterday", "two weeks ago",
+"last Tuesday", "in the past month") also searches that span, and its best
+match from then ranks level with the best overall; the span read is shown
+("looked back to"). --since and --until take precedence.
 
 Each hit shows its fused score, then each signal: the BM25 score, its rank and
 the share of the query's words the chunk holds (lex), and the cosine

@@ -677,16 +677,19 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 		byID[hit.Chunk.ID] = hit
 	}
 	fused := Fuse(lexR, vecR, h.opts.Fusion)
-	inSpan := map[int64]bool{}
+	fromSpan := map[int64]bool{}
 	if sp != nil {
 		then := Fuse(ranked(lexThen, func(hit store.Hit) float64 { return hit.Score }),
 			ranked(vecThen, func(hit store.Hit) float64 { return cosines[hit.Chunk.ID] }), h.opts.Fusion)
+		// A chunk the span's lexical search found shows where it was seen
+		// then, the occurrence the query asks about (a vector hit keeps
+		// the one it has: it carries no BM25 to keep).
 		for _, hit := range lexThen {
 			byID[hit.Chunk.ID] = hit
 		}
 		fused = addSpan(fused, then, h.opts.TimeBoost)
 		for _, f := range then {
-			inSpan[f.ID] = true
+			fromSpan[f.ID] = true
 		}
 	}
 	symbols, paths := queryNames(text)
@@ -706,7 +709,7 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 			hit.prior *= 1 + h.opts.HotBoost
 			hit.Boosts = append(hit.Boosts, "hot")
 		}
-		if inSpan[f.ID] {
+		if fromSpan[f.ID] {
 			hit.Boosts = append(hit.Boosts, "time")
 		}
 		hit.Score = f.Score * hit.prior
