@@ -258,6 +258,7 @@ func (a *app) searchOptions() sqlite.SearchOptions {
 		Window:        a.cfg.Search.Window,
 		MetaWeight:    a.cfg.Search.MetaWeight,
 		ContextWeight: a.cfg.Search.ContextWeight,
+		MmapSize:      a.cfg.Search.MmapSize,
 	}
 }
 

@@ -106,6 +106,9 @@ type Search struct {
 	Window        int     `toml:"window"`
 	MetaWeight    float64 `toml:"meta_weight"`
 	ContextWeight float64 `toml:"context_weight"`
+	// MmapSize is how many bytes of the store each reader maps into
+	// memory; negative turns mapping off.
+	MmapSize int64 `toml:"mmap_size"`
 }
 
 // Embed chooses the embedder of semantic search.
@@ -404,7 +407,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("index.workers: must not be negative"))
 	}
 	if c.Search.MaxPostings < 0 || c.Search.Window < 0 || c.Search.MetaWeight < 0 || c.Search.ContextWeight < 0 {
-		errs = append(errs, errors.New("search: values must not be negative"))
+		errs = append(errs, errors.New("search: values other than mmap_size must not be negative"))
 	}
 	if !slices.Contains(LLMProviders, c.LLM.Provider) {
 		errs = append(errs, fmt.Errorf("llm.provider: %q is not one of %s", c.LLM.Provider, strings.Join(LLMProviders, ", ")))

@@ -131,3 +131,32 @@ func TestSearch_RescoresDroppedWords(t *testing.T) {
 		t.Errorf("hits %v: want the chunk with the dropped words first", hits)
 	}
 }
+
+// TestMmapSize checks that readers map the file by default, that a
+// negative MmapSize turns the map off, and that searches read the same
+// either way.
+func TestMmapSize(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		size int64
+		want func(int64) bool
+	}{
+		{0, func(n int64) bool { return n > 1<<30 }}, // the default, as SQLite caps it
+		{1 << 20, func(n int64) bool { return n == 1<<20 }},
+		{-1, func(n int64) bool { return n == 0 }},
+	} {
+		s := openInternal(t, Options{Search: SearchOptions{MmapSize: tc.size}})
+		putN(t, s, 20, "mapped note %d about rotating signing keys")
+		var got int64
+		if err := s.r.QueryRowContext(ctx, "PRAGMA mmap_size").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !tc.want(got) {
+			t.Errorf("MmapSize %d: readers' mmap_size is %d", tc.size, got)
+		}
+		hits, err := s.Search(ctx, store.Query{Text: "rotating keys", Limit: 5})
+		if err != nil || len(hits) != 5 {
+			t.Errorf("MmapSize %d: search: %d hits, %v", tc.size, len(hits), err)
+		}
+	}
+}

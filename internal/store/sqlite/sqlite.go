@@ -114,6 +114,7 @@ func (s *Store) dsn(readOnly bool) string {
 	q.Add("_pragma", "synchronous(FULL)")
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
+		q.Add("_pragma", fmt.Sprintf("mmap_size(%d)", max(s.opts.Search.MmapSize, 0)))
 	} else {
 		q.Set("_txlock", "immediate")
 	}
