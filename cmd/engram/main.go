@@ -232,6 +232,7 @@ func (a *app) engineOptions() engine.Options {
 			SymbolBoost:   c.Retrieve.SymbolBoost,
 			PathBoost:     c.Retrieve.PathBoost,
 			SpeakerPrior:  c.Retrieve.SpeakerPrior,
+			VendorPrior:   c.Retrieve.VendorPrior,
 			FileEvidence:  c.Retrieve.FileEvidence,
 			TimeBoost:     c.Retrieve.TimeBoost,
 			Reranker:      a.reranker(),

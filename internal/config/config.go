@@ -153,6 +153,9 @@ type Retrieve struct {
 	// SpeakerPrior multiplies the score of the other speaker's messages
 	// when a question is about what the user or the agent said; 1 is off.
 	SpeakerPrior float64 `toml:"speaker_prior"`
+	// VendorPrior multiplies the score of chunks of vendored files (under
+	// vendor/, third_party/ or node_modules/); 1 is off.
+	VendorPrior float64 `toml:"vendor_prior"`
 	// FileEvidence raises a file's best chunk by this share of the scores
 	// of its other chunks among the best 100 candidates; negative is off.
 	FileEvidence float64 `toml:"file_evidence"`
@@ -460,6 +463,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retrieve.SpeakerPrior < 0 || c.Retrieve.SpeakerPrior > 1 {
 		errs = append(errs, errors.New("retrieve.speaker_prior: must be between 0 and 1 (1 is off)"))
+	}
+	if c.Retrieve.VendorPrior < 0 || c.Retrieve.VendorPrior > 1 {
+		errs = append(errs, errors.New("retrieve.vendor_prior: must be between 0 and 1 (1 is off)"))
 	}
 	p := c.Prefetch
 	for _, f := range []struct {

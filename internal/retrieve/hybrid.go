@@ -41,6 +41,9 @@ const (
 	// speaker than the one a question asks about (see namedSpeaker and
 	// otherSpeaker).
 	DefaultSpeakerPrior = 0.5
+	// DefaultVendorPrior multiplies the score of a chunk of vendored code
+	// (see vendored).
+	DefaultVendorPrior = 0.5
 	// DefaultHotBoost raises chunks used recently, the seed's recency
 	// prior.
 	DefaultHotBoost = 0.1
@@ -92,6 +95,12 @@ type Options struct {
 	// asks what the agent said ("you suggested ..."), and of an agent
 	// response when it asks about the asker ("I", "my"); 1 turns it off.
 	SpeakerPrior float64
+	// VendorPrior multiplies the score of a chunk of a vendored file, one
+	// under a vendor, third_party or node_modules directory: a project's
+	// own code is what its agents read and change, the copies of its
+	// dependencies only rarely. A query that names vendored code ("bump
+	// the vendored x/net") is left alone; 1 turns the prior off.
+	VendorPrior float64
 	// FileEvidence raises the best chunk of an indexed file by this share
 	// of the scores of the file's other chunks among the best candidates;
 	// negative turns it off.
@@ -131,6 +140,9 @@ func (o *Options) defaults() {
 	}
 	if o.SpeakerPrior <= 0 {
 		o.SpeakerPrior = DefaultSpeakerPrior
+	}
+	if o.VendorPrior <= 0 {
+		o.VendorPrior = DefaultVendorPrior
 	}
 	if o.FileEvidence == 0 {
 		o.FileEvidence = DefaultFileEvidence
@@ -693,6 +705,10 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 		}
 	}
 	symbols, paths := queryNames(text)
+	vendorPrior := h.opts.VendorPrior
+	if vendorRE.MatchString(text) {
+		vendorPrior = 1
+	}
 	hot := h.hot.snapshot()
 	out := make([]Hit, 0, len(fused))
 	for _, f := range fused {
@@ -711,6 +727,10 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 		}
 		if fromSpan[f.ID] {
 			hit.Boosts = append(hit.Boosts, "time")
+		}
+		if vendorPrior != 1 && vendored(hit.Occurrence) {
+			hit.prior *= vendorPrior
+			hit.Boosts = append(hit.Boosts, "vendored")
 		}
 		hit.Score = f.Score * hit.prior
 		out = append(out, hit)
@@ -832,6 +852,28 @@ func matchSymbol(declared, named []string) bool {
 			if d == n || strings.HasSuffix(d, "."+n) || strings.HasSuffix(n, "."+d) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// vendorDirs are the directories that hold copies of other projects' code
+// by convention: Go's vendor, third_party (Chromium, Google), node_modules.
+var vendorDirs = []string{"vendor", "third_party", "node_modules"}
+
+// vendorRE matches a query about vendored code.
+var vendorRE = regexp.MustCompile(`(?i)\b(vendor|third[_ -]party|node_modules)`)
+
+// vendored reports whether an occurrence is of an indexed file under a
+// vendor directory (see vendorDirs).
+func vendored(o store.Occurrence) bool {
+	if o.Type != store.CodeFile || len(o.Files) == 0 {
+		return false
+	}
+	f := "/" + o.Files[0]
+	for _, d := range vendorDirs {
+		if strings.Contains(f, "/"+d+"/") {
+			return true
 		}
 	}
 	return false

@@ -663,6 +663,43 @@ func TestFileEvidence(t *testing.T) {
 	}
 }
 
+// TestVendorPrior: the project's own file ranks above a vendored copy of
+// a dependency that matches the query better, unless the query asks about
+// vendored code or the prior is off.
+func TestVendorPrior(t *testing.T) {
+	st := sqlitetest.Open(t, sqlite.Options{})
+	srcs := map[string]string{
+		"vendor/golang.org/x/net/http2/frame.go": "package http2\n\n// readFrame reads a frame header and the frame payload, checking the frame size.\nfunc readFrame() {}\n",
+		"internal/wire/read.go":                  "package wire\n\n// readHeader reads a frame header.\nfunc readHeader() {}\n",
+		"internal/wire/conn.go":                  "package wire\n\n// closeConn closes the connection after the last read.\nfunc closeConn() {}\n",
+		"internal/wire/buf.go":                   "package wire\n\n// fill reads into the buffer.\nfunc fill() {}\n",
+	}
+	// Files about other things, so that the query's words are rare.
+	for i, topic := range []string{"parses the config file", "formats a log line", "sorts the results", "hashes a password", "retries a request", "renders a template"} {
+		srcs[fmt.Sprintf("internal/misc/f%d.go", i)] = fmt.Sprintf("package misc\n\n// F%d %s.\nfunc F%d() {}\n", i, topic, i)
+	}
+	putFiles(t, st, srcs)
+	first := func(opts retrieve.Options, text string) (string, retrieve.Hit) {
+		t.Helper()
+		res := search(t, retrieve.NewHybrid(st, nil, opts), retrieve.Query{Text: text, Mode: retrieve.ModeLexical})
+		if len(res.Hits) == 0 {
+			t.Fatalf("%q: no hits", text)
+		}
+		return res.Hits[0].Occurrence.Files[0], res.Hits[0]
+	}
+	const q = "read the frame header and payload"
+	if f, _ := first(retrieve.Options{VendorPrior: 1}, q); f != "vendor/golang.org/x/net/http2/frame.go" {
+		t.Fatalf("with the prior off the vendored file should match best, got %s", f)
+	}
+	if f, _ := first(retrieve.Options{}, q); f != "internal/wire/read.go" {
+		t.Errorf("the project's own file should rank first, got %s", f)
+	}
+	f, hit := first(retrieve.Options{}, q+" in the vendored http2")
+	if f != "vendor/golang.org/x/net/http2/frame.go" || slices.Contains(hit.Boosts, "vendored") {
+		t.Errorf("a query about vendored code should rank it unchanged first, got %s %v", f, hit.Boosts)
+	}
+}
+
 // putFiles indexes files (path to source) into st.
 func putFiles(t *testing.T, st *sqlite.Store, srcs map[string]string) {
 	t.Helper()
