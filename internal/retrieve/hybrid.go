@@ -89,7 +89,8 @@ type Options struct {
 	// the span on its own, so that what was said then is among the
 	// candidates even when other times match the words better, and each
 	// hit from then gains TimeBoost times its fused score among them (see
-	// fuse); negative turns the reading of time phrases off.
+	// fuse); a re-ranker's relevance of a hit from then is multiplied by
+	// 1 + TimeBoost. Negative turns the reading of time phrases off.
 	TimeBoost float64
 	// SpeakerPrior multiplies the score of a user prompt when a question
 	// asks what the agent said ("you suggested ..."), and of an agent
@@ -207,18 +208,18 @@ type Hit struct {
 	Vector                  float64
 	LexicalRank, VectorRank int
 	// Boosts name what raised the hit: "symbol", "path", "hot", "time", "file"; or
-	// lowered it: "other-speaker".
+	// lowered it: "other-speaker", "vendored".
 	Boosts []string
 	// Rerank is the re-ranker's relevance, from 0 to 1, if Reranked.
 	Rerank   float64
 	Reranked bool
-	// prior is the product of the boosts' factors and the speaker prior;
-	// zero means none was applied (see weight).
+	// prior is the product of the boosts' factors and the speaker and
+	// vendor priors; zero means none was applied (see weight).
 	prior float64
 }
 
-// weight is the product of the factors of a hit's boosts and speaker
-// prior: 1 for a hit that has none.
+// weight is the product of the factors of a hit's boosts and priors: 1
+// for a hit that has none.
 func (h Hit) weight() float64 {
 	if h.prior == 0 {
 		return 1
@@ -544,7 +545,19 @@ func (h *Hybrid) rerank(ctx context.Context, query string, hits []Hit) error {
 	for i := range top {
 		top[i].Rerank, top[i].Reranked = min(max(scores[i], 0), 1), true
 	}
-	slices.SortStableFunc(top, func(a, b Hit) int { return cmp.Compare(b.Rerank*b.weight(), a.Rerank*a.weight()) })
+	// The boosts' factors apply to the relevance as they did to the fused
+	// score; time, additive there, is a factor here: a re-ranker reads the
+	// passage, not when it was said, and what was said then is what the
+	// query asks about.
+	timeFactor := 1 + max(h.opts.TimeBoost, 0)
+	relevance := func(x Hit) float64 {
+		r := x.Rerank * x.weight()
+		if slices.Contains(x.Boosts, "time") {
+			r *= timeFactor
+		}
+		return r
+	}
+	slices.SortStableFunc(top, func(a, b Hit) int { return cmp.Compare(relevance(b), relevance(a)) })
 	return nil
 }
 
