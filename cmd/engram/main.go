@@ -234,6 +234,7 @@ func (a *app) engineOptions() engine.Options {
 			SpeakerPrior:  c.Retrieve.SpeakerPrior,
 			VendorPrior:   c.Retrieve.VendorPrior,
 			FileEvidence:  c.Retrieve.FileEvidence,
+			SentenceBoost: c.Retrieve.SentenceBoost,
 			TimeBoost:     c.Retrieve.TimeBoost,
 			Reranker:      a.reranker(),
 			RerankDepth:   c.Rerank.Depth,

@@ -156,6 +156,9 @@ type Retrieve struct {
 	// VendorPrior multiplies the score of chunks of vendored files (under
 	// vendor/, third_party/ or node_modules/); 1 is off.
 	VendorPrior float64 `toml:"vendor_prior"`
+	// SentenceBoost adds this times the share of the query's words that a
+	// hit's best sentence (or line of code) holds; negative is off.
+	SentenceBoost float64 `toml:"sentence_boost"`
 	// FileEvidence raises a file's best chunk by this share of the scores
 	// of its other chunks among the best 100 candidates; negative is off.
 	FileEvidence float64 `toml:"file_evidence"`

@@ -26,6 +26,7 @@ import (
 	"github.com/engramhq/engram/internal/embed"
 	"github.com/engramhq/engram/internal/rerank"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
 )
 
 // Defaults for Options.
@@ -52,6 +53,9 @@ const (
 	// everything: at 1 the best match from then ranks level with the best
 	// match overall.
 	DefaultTimeBoost = 1.0
+	// DefaultSentenceBoost weighs the share of a query's words that a
+	// candidate's best sentence holds (see sentenceCoverage).
+	DefaultSentenceBoost = 0.3
 	// DefaultFileEvidence is the share of the scores of a file's other
 	// chunks among the best candidates that its best chunk gains (see
 	// fileEvidence).
@@ -102,6 +106,11 @@ type Options struct {
 	// dependencies only rarely. A query that names vendored code ("bump
 	// the vendored x/net") is left alone; 1 turns the prior off.
 	VendorPrior float64
+	// SentenceBoost adds to each candidate's fused score this times the
+	// share of the query's words that its best sentence holds (its best
+	// line, in code), in searches with a lexical side, as a share of the
+	// best fused score; negative turns it off.
+	SentenceBoost float64
 	// FileEvidence raises the best chunk of an indexed file by this share
 	// of the scores of the file's other chunks among the best candidates;
 	// negative turns it off.
@@ -147,6 +156,9 @@ func (o *Options) defaults() {
 	}
 	if o.FileEvidence == 0 {
 		o.FileEvidence = DefaultFileEvidence
+	}
+	if o.SentenceBoost == 0 {
+		o.SentenceBoost = DefaultSentenceBoost
 	}
 	if o.RerankDepth <= 0 {
 		o.RerankDepth = DefaultRerankDepth
@@ -717,6 +729,21 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 			fromSpan[f.ID] = true
 		}
 	}
+	// The sentence bonus, a lexical signal, is left out of a vector-only
+	// search; it is a share of the best fused score, whatever the fusion's
+	// scale (RRF's scores are a hundredth of the weighted merge's).
+	var sentences *terms.Counter
+	qterms := embed.Terms(text)
+	slices.Sort(qterms)
+	qterms = slices.Compact(qterms)
+	var bonus float64
+	if h.opts.SentenceBoost > 0 && len(qterms) > 0 && len(lex)+len(lexThen) > 0 {
+		sentences = terms.NewCounter(qterms)
+		for _, f := range fused {
+			bonus = max(bonus, f.Score)
+		}
+		bonus *= h.opts.SentenceBoost
+	}
 	symbols, paths := queryNames(text)
 	vendorPrior := h.opts.VendorPrior
 	if vendorRE.MatchString(text) {
@@ -745,7 +772,11 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 			hit.prior *= vendorPrior
 			hit.Boosts = append(hit.Boosts, "vendored")
 		}
-		hit.Score = f.Score * hit.prior
+		hit.Score = f.Score
+		if sentences != nil {
+			hit.Score += bonus * sentenceCoverage(sentences, len(qterms), hit.Chunk.Text)
+		}
+		hit.Score *= hit.prior
 		out = append(out, hit)
 	}
 	if h.opts.SpeakerPrior != 1 {

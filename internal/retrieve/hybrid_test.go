@@ -700,6 +700,43 @@ func TestVendorPrior(t *testing.T) {
 	}
 }
 
+// TestSentenceBoost: of two notes with the same words, the one that holds
+// the query's words in one sentence ranks first; with the boost off the
+// two tie and the newer ranks first.
+func TestSentenceBoost(t *testing.T) {
+	ctx := context.Background()
+	st := sqlitetest.Open(t, sqlite.Options{})
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	together := storetest.Entry("s-a", "user", store.Note, "We changed the cache eviction policy. Lunch was late today.")
+	together.Time = now.Add(-time.Hour)
+	apart := storetest.Entry("s-b", "user", store.Note, "We changed the cache today. Lunch was late, eviction policy.")
+	apart.Time = now
+	entries := []store.Entry{together, apart}
+	for i := range 20 { // so that the query's words are rare
+		e := storetest.Entry(fmt.Sprintf("s%d", i), "user", store.Note, fmt.Sprintf("the build on runner %d passed after a retry", i))
+		e.Time = now.Add(-time.Duration(i+2) * time.Hour)
+		entries = append(entries, e)
+	}
+	if _, err := st.PutEntries(ctx, entries); err != nil {
+		t.Fatal(err)
+	}
+	q := retrieve.Query{Text: "cache eviction policy", Mode: retrieve.ModeLexical}
+	first := func(opts retrieve.Options) string {
+		t.Helper()
+		res := search(t, retrieve.NewHybrid(st, nil, opts), q)
+		if len(res.Hits) < 2 {
+			t.Fatalf("%d hits, want 2", len(res.Hits))
+		}
+		return res.Hits[0].Chunk.Text
+	}
+	if got := first(retrieve.Options{SentenceBoost: -1}); got != string(apart.Content) {
+		t.Fatalf("boost off: %q first, want the newer note", got)
+	}
+	if got := first(retrieve.Options{}); got != string(together.Content) {
+		t.Errorf("%q first, want the note holding the words in one sentence", got)
+	}
+}
+
 // putFiles indexes files (path to source) into st.
 func putFiles(t *testing.T, st *sqlite.Store, srcs map[string]string) {
 	t.Helper()
