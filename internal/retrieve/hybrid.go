@@ -655,8 +655,20 @@ func (h *Hybrid) vectorSearch(ctx context.Context, text string, f store.Filter, 
 // nearest returns the chunks nearest to qvec that pass the filter, with
 // their cosines.
 func (h *Hybrid) nearest(ctx context.Context, x *Index, qvec []float32, f store.Filter, depth int) ([]store.Hit, map[int64]float64, error) {
-	// A filter is applied after the nearest neighbours are found, so ask
-	// for more when there is one, and again for more if too few pass.
+	if !f.IsZero() {
+		// A selective filter's chunks are scored exactly, one dot product
+		// each, rather than found among the store's nearest neighbours.
+		ids, err := h.st.FilterChunks(ctx, f, prefilterChunks)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(ids) <= prefilterChunks {
+			return h.nearestAmong(ctx, x, qvec, ids, f, depth)
+		}
+	}
+	// Otherwise a filter is applied after the nearest neighbours are
+	// found, so ask for more when there is one, and again for more if too
+	// few pass.
 	k := depth
 	if !f.IsZero() {
 		k = 8 * depth
@@ -687,6 +699,42 @@ func (h *Hybrid) nearest(ctx context.Context, x *Index, qvec []float32, f store.
 		}
 		k *= 4
 	}
+}
+
+// prefilterChunks is the most chunks a filter may match for vector search
+// to score them all (a few milliseconds) rather than filter the nearest
+// neighbours of the whole store.
+const prefilterChunks = 20000
+
+// nearestAmong returns the chunks among ids nearest to qvec, best first,
+// with their cosines.
+func (h *Hybrid) nearestAmong(ctx context.Context, x *Index, qvec []float32, ids []int64, f store.Filter, depth int) ([]store.Hit, map[int64]float64, error) {
+	near := make([]Scored, 0, len(ids))
+	for _, id := range ids {
+		if d, ok := x.Dot(id, qvec); ok && d > 0 {
+			near = append(near, Scored{ID: id, Score: d})
+		}
+	}
+	slices.SortFunc(near, func(a, b Scored) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	near = near[:min(depth, len(near))]
+	ids = make([]int64, len(near))
+	cos := make(map[int64]float64, len(near))
+	for i, n := range near {
+		ids[i], cos[n.ID] = n.ID, n.Score
+	}
+	hits, err := h.st.ChunkHits(ctx, ids, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range hits {
+		hits[i].Score, hits[i].Coverage = 0, 0
+	}
+	return hits, cos, nil
 }
 
 // fuse merges the two lists, applies boosts and returns the best limit.

@@ -763,3 +763,41 @@ func provenances(hits []retrieve.Hit) []string {
 	}
 	return out
 }
+
+// TestVectorFilter: a filtered vector search scores the filter's chunks
+// exactly: the session's chunks come back by cosine, though the query's
+// topic is another session's and fills the store's nearest neighbours.
+func TestVectorFilter(t *testing.T) {
+	f := newFixture(t)
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Depth: 5})
+	res := search(t, h, retrieve.Query{Text: "deadlock", Limit: 5, Mode: retrieve.ModeVector, Filter: store.Filter{SessionID: "s1-2"}})
+	if len(res.Hits) != 5 {
+		t.Fatalf("%d hits, want 5: %v", len(res.Hits), provenances(res.Hits))
+	}
+	for i, hit := range res.Hits {
+		if hit.Occurrence.SessionID != "s1-2" {
+			t.Errorf("hit %d from session %s", i, hit.Occurrence.SessionID)
+		}
+		if hit.Vector <= 0 {
+			t.Errorf("hit %d: cosine %v, want positive", i, hit.Vector)
+		}
+		if i > 0 && hit.Vector > res.Hits[i-1].Vector {
+			t.Errorf("hit %d: cosine %v after %v, want descending", i, hit.Vector, res.Hits[i-1].Vector)
+		}
+	}
+	// The same chunks as the best five of the session's forty by cosine.
+	all := search(t, retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Depth: 300}), retrieve.Query{Text: "deadlock", Limit: 300, Mode: retrieve.ModeVector})
+	var want []string
+	for _, hit := range all.Hits {
+		if hit.Occurrence.SessionID == "s1-2" && len(want) < 5 {
+			want = append(want, hit.Chunk.Text)
+		}
+	}
+	var got []string
+	for _, hit := range res.Hits {
+		got = append(got, hit.Chunk.Text)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("filtered %q,\nwant %q", got, want)
+	}
+}

@@ -106,6 +106,12 @@ type Store interface {
 	// match filter (and are current, unless filter.History), in the order
 	// of ids, with their provenance; Score is left zero.
 	ChunkHits(ctx context.Context, ids []int64, filter Filter) ([]Hit, error)
+	// FilterChunks returns the IDs of the chunks that match filter (and
+	// are current, unless filter.History), at most limit+1 of them in no
+	// particular order: more than limit says the filter is not selective.
+	// Vector search scores the chunks of a selective filter exactly
+	// rather than filtering the nearest neighbours of the whole store.
+	FilterChunks(ctx context.Context, filter Filter, limit int) ([]int64, error)
 
 	// RecordAccess counts a use of each chunk, at time at.
 	RecordAccess(ctx context.Context, ids []int64, at time.Time) error

@@ -160,3 +160,24 @@ func TestMmapSize(t *testing.T) {
 		}
 	}
 }
+
+func TestFilterChunks(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, Options{})
+	putN(t, s, 30, "note %d about the release checklist")
+	ids, err := s.FilterChunks(ctx, store.Filter{SessionID: "s-note 7 about the release checklist"}, 10)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("one session: %v, %v; want one chunk", ids, err)
+	}
+	hits, err := s.ChunkHits(ctx, ids, store.Filter{})
+	if err != nil || len(hits) != 1 || hits[0].Chunk.Text != "note 7 about the release checklist" {
+		t.Fatalf("the chunk: %v, %v", hits, err)
+	}
+	// More than the limit: limit+1 say so.
+	if ids, err := s.FilterChunks(ctx, store.Filter{AgentID: "a"}, 10); err != nil || len(ids) != 11 {
+		t.Errorf("every note: %d IDs, %v; want 11", len(ids), err)
+	}
+	if ids, err := s.FilterChunks(ctx, store.Filter{AgentID: "nobody"}, 10); err != nil || len(ids) != 0 {
+		t.Errorf("no match: %v, %v", ids, err)
+	}
+}

@@ -207,6 +207,36 @@ func (s *Store) ChunkHits(ctx context.Context, ids []int64, filter store.Filter)
 	return s.hydrate(ctx, cands, filter)
 }
 
+// FilterChunks implements store.Store.
+func (s *Store) FilterChunks(ctx context.Context, filter store.Filter, limit int) ([]int64, error) {
+	cond, args := filterSQL(filter)
+	history := filter.History // history's chunks as well as the current
+	var ids []int64
+	err := s.read(ctx, func(db *sql.DB) error {
+		ids = ids[:0]
+		// From the occurrences, whose indexes serve the filters (time,
+		// session, agent, type), to their entries' chunks.
+		rows, err := db.QueryContext(ctx, `SELECT DISTINCT c.id FROM occurrences o
+			JOIN entries e ON e.pk = o.entry JOIN chunks c ON c.entry = o.entry
+			WHERE `+cond+` AND (e.fts != ? OR ?) LIMIT ?`, append(args, ftsHistory, history, limit+1)...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return errors.Join(err, rows.Close())
+			}
+			ids = append(ids, id)
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("filter chunks: %w", err)
+	}
+	return ids, nil
+}
+
 // PutBlob implements store.Store.
 func (s *Store) PutBlob(ctx context.Context, name string, data []byte) error {
 	if name == "" {
