@@ -526,9 +526,10 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 
 // rerank has the re-ranker score the best RerankDepth hits, within
 // RerankTimeout, and orders them by its relevance times the hit's prior
-// (the symbol, path and recent-use boosts and the speaker prior, which
-// know what the passage alone does not say: who spoke, what the agent used
-// lately), ahead of the rest in fused order. Ties keep the fused order.
+// (the symbol, path and recent-use boosts, the speaker and vendor priors)
+// and the time factor, which know what the passage alone does not say:
+// who spoke, when, what the agent used lately; ahead of the rest in fused
+// order. Ties keep the fused order.
 func (h *Hybrid) rerank(ctx context.Context, query string, hits []Hit) error {
 	top := hits[:min(h.opts.RerankDepth, len(hits))]
 	if len(top) == 0 {
@@ -684,17 +685,11 @@ func (h *Hybrid) nearest(ctx context.Context, x *Index, qvec []float32, f store.
 			ids = append(ids, n.ID)
 			cos[n.ID] = n.Score
 		}
-		hits, err := h.st.ChunkHits(ctx, ids, f)
+		hits, err := h.chunkHits(ctx, ids, f, depth)
 		if err != nil {
 			return nil, nil, err
 		}
 		if len(hits) >= depth || len(near) < k || k >= 64*depth || f.IsZero() {
-			if len(hits) > depth {
-				hits = hits[:depth]
-			}
-			for i := range hits {
-				hits[i].Score, hits[i].Coverage = 0, 0
-			}
 			return hits, cos, nil
 		}
 		k *= 4
@@ -727,14 +722,22 @@ func (h *Hybrid) nearestAmong(ctx context.Context, x *Index, qvec []float32, ids
 	for i, n := range near {
 		ids[i], cos[n.ID] = n.ID, n.Score
 	}
+	hits, err := h.chunkHits(ctx, ids, f, depth)
+	return hits, cos, err
+}
+
+// chunkHits reads the best depth of the chunks ids that pass the filter,
+// in the order of ids, as vector hits: no lexical score or coverage.
+func (h *Hybrid) chunkHits(ctx context.Context, ids []int64, f store.Filter, depth int) ([]store.Hit, error) {
 	hits, err := h.st.ChunkHits(ctx, ids, f)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	hits = hits[:min(depth, len(hits))]
 	for i := range hits {
 		hits[i].Score, hits[i].Coverage = 0, 0
 	}
-	return hits, cos, nil
+	return hits, nil
 }
 
 // fuse merges the two lists, applies boosts and returns the best limit.
@@ -780,17 +783,21 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 	// The sentence bonus, a lexical signal, is left out of a vector-only
 	// search; it is a share of the best fused score, whatever the fusion's
 	// scale (RRF's scores are a hundredth of the weighted merge's).
-	var sentences *terms.Counter
-	qterms := embed.Terms(text)
-	slices.Sort(qterms)
-	qterms = slices.Compact(qterms)
-	var bonus float64
-	if h.opts.SentenceBoost > 0 && len(qterms) > 0 && len(lex)+len(lexThen) > 0 {
-		sentences = terms.NewCounter(qterms)
-		for _, f := range fused {
-			bonus = max(bonus, f.Score)
+	var (
+		sentences *terms.Counter
+		qterms    []string
+		bonus     float64
+	)
+	if h.opts.SentenceBoost > 0 && len(lex)+len(lexThen) > 0 {
+		qterms = embed.Terms(text)
+		slices.Sort(qterms)
+		if qterms = slices.Compact(qterms); len(qterms) > 0 {
+			sentences = terms.NewCounter(qterms)
+			for _, f := range fused {
+				bonus = max(bonus, f.Score)
+			}
+			bonus *= h.opts.SentenceBoost
 		}
-		bonus *= h.opts.SentenceBoost
 	}
 	symbols, paths := queryNames(text)
 	vendorPrior := h.opts.VendorPrior

@@ -212,25 +212,17 @@ func (s *Store) FilterChunks(ctx context.Context, filter store.Filter, limit int
 	cond, args := filterSQL(filter)
 	history := filter.History // history's chunks as well as the current
 	var ids []int64
-	err := s.read(ctx, func(db *sql.DB) error {
-		ids = ids[:0]
-		// From the occurrences, whose indexes serve the filters (time,
-		// session, agent, type), to their entries' chunks.
-		rows, err := db.QueryContext(ctx, `SELECT DISTINCT c.id FROM occurrences o
-			JOIN entries e ON e.pk = o.entry JOIN chunks c ON c.entry = o.entry
-			WHERE `+cond+` AND (e.fts != ? OR ?) LIMIT ?`, append(args, ftsHistory, history, limit+1)...)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
+	// From the occurrences, whose indexes serve the filters (time,
+	// session, agent, type), to their entries' chunks.
+	err := s.query(ctx, `SELECT DISTINCT c.id FROM occurrences o
+		JOIN entries e ON e.pk = o.entry JOIN chunks c ON c.entry = o.entry
+		WHERE `+cond+` AND (e.fts != ? OR ?) LIMIT ?`, append(args, ftsHistory, history, limit+1),
+		func(rows *sql.Rows) error {
 			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return errors.Join(err, rows.Close())
-			}
+			err := rows.Scan(&id)
 			ids = append(ids, id)
-		}
-		return errors.Join(rows.Err(), rows.Close())
-	})
+			return err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("filter chunks: %w", err)
 	}
