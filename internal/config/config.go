@@ -153,9 +153,10 @@ type Retrieve struct {
 	// SpeakerPrior multiplies the score of the other speaker's messages
 	// when a question is about what the user or the agent said; 1 is off.
 	SpeakerPrior float64 `toml:"speaker_prior"`
-	// VendorPrior multiplies the score of chunks of vendored files (under
-	// vendor/, third_party/ or node_modules/); 1 is off.
-	VendorPrior float64 `toml:"vendor_prior"`
+	// AncillaryPrior multiplies the score of chunks of files aside from
+	// the project's own code (vendored copies, test fixtures, Go files the
+	// go tool ignores); 1 is off.
+	AncillaryPrior float64 `toml:"ancillary_prior"`
 	// SentenceBoost adds this times the share of the query's words that a
 	// hit's best sentence (or line of code) holds; negative is off.
 	SentenceBoost float64 `toml:"sentence_boost"`
@@ -467,8 +468,8 @@ func (c Config) Validate() error {
 	if c.Retrieve.SpeakerPrior < 0 || c.Retrieve.SpeakerPrior > 1 {
 		errs = append(errs, errors.New("retrieve.speaker_prior: must be between 0 and 1 (1 is off)"))
 	}
-	if c.Retrieve.VendorPrior < 0 || c.Retrieve.VendorPrior > 1 {
-		errs = append(errs, errors.New("retrieve.vendor_prior: must be between 0 and 1 (1 is off)"))
+	if c.Retrieve.AncillaryPrior < 0 || c.Retrieve.AncillaryPrior > 1 {
+		errs = append(errs, errors.New("retrieve.ancillary_prior: must be between 0 and 1 (1 is off)"))
 	}
 	p := c.Prefetch
 	for _, f := range []struct {

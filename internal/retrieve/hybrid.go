@@ -42,9 +42,9 @@ const (
 	// speaker than the one a question asks about (see namedSpeaker and
 	// otherSpeaker).
 	DefaultSpeakerPrior = 0.5
-	// DefaultVendorPrior multiplies the score of a chunk of vendored code
-	// (see vendored).
-	DefaultVendorPrior = 0.5
+	// DefaultAncillaryPrior multiplies the score of a chunk of vendored
+	// code, a test fixture or a file the go tool ignores (see ancillary).
+	DefaultAncillaryPrior = 0.5
 	// DefaultHotBoost raises chunks used recently, the seed's recency
 	// prior.
 	DefaultHotBoost = 0.1
@@ -100,12 +100,13 @@ type Options struct {
 	// asks what the agent said ("you suggested ..."), and of an agent
 	// response when it asks about the asker ("I", "my"); 1 turns it off.
 	SpeakerPrior float64
-	// VendorPrior multiplies the score of a chunk of a vendored file, one
-	// under a vendor, third_party or node_modules directory: a project's
-	// own code is what its agents read and change, the copies of its
-	// dependencies only rarely. A query that names vendored code ("bump
-	// the vendored x/net") is left alone; 1 turns the prior off.
-	VendorPrior float64
+	// AncillaryPrior multiplies the score of a chunk of a file aside from
+	// the project's own code (see ancillary): a vendored copy of a
+	// dependency, a test fixture, a Go file the go tool ignores. They are
+	// what a project's agents read and change only rarely. A query that
+	// names such code ("bump the vendored x/net", "the testdata for ...")
+	// is left alone; 1 turns the prior off.
+	AncillaryPrior float64
 	// SentenceBoost adds to each candidate's fused score this times the
 	// share of the query's words that its best sentence holds (its best
 	// line, in code), in searches with a lexical side, as a share of the
@@ -151,8 +152,8 @@ func (o *Options) defaults() {
 	if o.SpeakerPrior <= 0 {
 		o.SpeakerPrior = DefaultSpeakerPrior
 	}
-	if o.VendorPrior <= 0 {
-		o.VendorPrior = DefaultVendorPrior
+	if o.AncillaryPrior <= 0 {
+		o.AncillaryPrior = DefaultAncillaryPrior
 	}
 	if o.FileEvidence == 0 {
 		o.FileEvidence = DefaultFileEvidence
@@ -220,13 +221,13 @@ type Hit struct {
 	Vector                  float64
 	LexicalRank, VectorRank int
 	// Boosts name what raised the hit: "symbol", "path", "hot", "time", "file"; or
-	// lowered it: "other-speaker", "vendored".
+	// lowered it: "other-speaker", "ancillary".
 	Boosts []string
 	// Rerank is the re-ranker's relevance, from 0 to 1, if Reranked.
 	Rerank   float64
 	Reranked bool
 	// prior is the product of the boosts' factors and the speaker and
-	// vendor priors; zero means none was applied (see weight).
+	// ancillary priors; zero means none was applied (see weight).
 	prior float64
 }
 
@@ -526,7 +527,7 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 
 // rerank has the re-ranker score the best RerankDepth hits, within
 // RerankTimeout, and orders them by its relevance times the hit's prior
-// (the symbol, path and recent-use boosts, the speaker and vendor priors)
+// (the symbol, path and recent-use boosts, the speaker and ancillary priors)
 // and the time factor, which know what the passage alone does not say:
 // who spoke, when, what the agent used lately; ahead of the rest in fused
 // order. Ties keep the fused order.
@@ -800,9 +801,9 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 		}
 	}
 	symbols, paths := queryNames(text)
-	vendorPrior := h.opts.VendorPrior
-	if vendorRE.MatchString(text) {
-		vendorPrior = 1
+	ancillaryPrior := h.opts.AncillaryPrior
+	if ancillaryRE.MatchString(text) {
+		ancillaryPrior = 1
 	}
 	hot := h.hot.snapshot()
 	out := make([]Hit, 0, len(fused))
@@ -823,9 +824,9 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 		if fromSpan[f.ID] {
 			hit.Boosts = append(hit.Boosts, "time")
 		}
-		if vendorPrior != 1 && vendored(hit.Occurrence) {
-			hit.prior *= vendorPrior
-			hit.Boosts = append(hit.Boosts, "vendored")
+		if ancillaryPrior != 1 && ancillary(hit.Occurrence) {
+			hit.prior *= ancillaryPrior
+			hit.Boosts = append(hit.Boosts, "ancillary")
 		}
 		hit.Score = f.Score
 		if sentences != nil {
@@ -956,22 +957,28 @@ func matchSymbol(declared, named []string) bool {
 	return false
 }
 
-// vendorDirs are the directories that hold copies of other projects' code
-// by convention: Go's vendor, third_party (Chromium, Google), node_modules.
-var vendorDirs = []string{"vendor", "third_party", "node_modules"}
+// ancillaryDirs are the directories that hold code aside from a project's
+// own by convention: copies of other projects' code (Go's vendor,
+// third_party in Chromium and Google, node_modules) and test fixtures
+// (Go's and Rust's testdata, fixtures, Jest's __fixtures__ and
+// __snapshots__).
+var ancillaryDirs = []string{"vendor", "third_party", "node_modules", "testdata", "fixtures", "__fixtures__", "__snapshots__"}
 
-// vendorRE matches a query about vendored code.
-var vendorRE = regexp.MustCompile(`(?i)\b(vendor|third[_ -]party|node_modules)`)
+// ancillaryRE matches a query about ancillary code.
+var ancillaryRE = regexp.MustCompile(`(?i)\b(vendor|third[_ -]party|node_modules|test ?data|fixtures?\b|__(fixtures|snapshots)__|snapshots?\b|golden)`)
 
-// vendored reports whether an occurrence is of an indexed file under a
-// vendor directory (see vendorDirs).
-func vendored(o store.Occurrence) bool {
+// ancillary reports whether an occurrence is of an indexed file aside from
+// the project's own code: under one of ancillaryDirs, or a Go file that
+// the go tool ignores, whose name or a directory's begins with "_" or "."
+// (generators kept beside a package, such as _gen/, and the like).
+func ancillary(o store.Occurrence) bool {
 	if o.Type != store.CodeFile || len(o.Files) == 0 {
 		return false
 	}
-	f := "/" + o.Files[0]
-	for _, d := range vendorDirs {
-		if strings.Contains(f, "/"+d+"/") {
+	f := o.Files[0]
+	goFile := strings.HasSuffix(f, ".go")
+	for seg := range strings.SplitSeq(f, "/") {
+		if slices.Contains(ancillaryDirs, seg) || goFile && (strings.HasPrefix(seg, "_") || strings.HasPrefix(seg, ".")) {
 			return true
 		}
 	}

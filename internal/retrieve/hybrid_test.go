@@ -663,16 +663,18 @@ func TestFileEvidence(t *testing.T) {
 	}
 }
 
-// TestVendorPrior: the project's own file ranks above a vendored copy of
-// a dependency that matches the query better, unless the query asks about
-// vendored code or the prior is off.
-func TestVendorPrior(t *testing.T) {
+// TestAncillaryPrior: the project's own file ranks above a vendored copy
+// of a dependency and a test fixture that match the query better, unless
+// the query asks about such code or the prior is off.
+func TestAncillaryPrior(t *testing.T) {
 	st := sqlitetest.Open(t, sqlite.Options{})
 	srcs := map[string]string{
 		"vendor/golang.org/x/net/http2/frame.go": "package http2\n\n// readFrame reads a frame header and the frame payload, checking the frame size.\nfunc readFrame() {}\n",
 		"internal/wire/read.go":                  "package wire\n\n// readHeader reads a frame header.\nfunc readHeader() {}\n",
 		"internal/wire/conn.go":                  "package wire\n\n// closeConn closes the connection after the last read.\nfunc closeConn() {}\n",
 		"internal/wire/buf.go":                   "package wire\n\n// fill reads into the buffer.\nfunc fill() {}\n",
+		"internal/wire/testdata/trailer.go":      "package p\n\n// trailer: a frame trailer follows the frame body; the trailer ends the frame.\nfunc trailer() {}\n",
+		"internal/wire/trailer.go":               "package wire\n\n// readTrailer reads the frame trailer.\nfunc readTrailer() {}\n",
 	}
 	// Files about other things, so that the query's words are rare.
 	for i, topic := range []string{"parses the config file", "formats a log line", "sorts the results", "hashes a password", "retries a request", "renders a template"} {
@@ -687,16 +689,24 @@ func TestVendorPrior(t *testing.T) {
 		}
 		return res.Hits[0].Occurrence.Files[0], res.Hits[0]
 	}
-	const q = "read the frame header and payload"
-	if f, _ := first(retrieve.Options{VendorPrior: 1}, q); f != "vendor/golang.org/x/net/http2/frame.go" {
-		t.Fatalf("with the prior off the vendored file should match best, got %s", f)
+	for _, tc := range []struct{ query, own, aside string }{
+		{"read the frame header and payload", "internal/wire/read.go", "vendor/golang.org/x/net/http2/frame.go"},
+		{"frame trailer after the body", "internal/wire/trailer.go", "internal/wire/testdata/trailer.go"},
+	} {
+		if f, _ := first(retrieve.Options{AncillaryPrior: 1}, tc.query); f != tc.aside {
+			t.Fatalf("%q: with the prior off %s should match best, got %s", tc.query, tc.aside, f)
+		}
+		if f, _ := first(retrieve.Options{}, tc.query); f != tc.own {
+			t.Errorf("%q: the project's own file should rank first, got %s", tc.query, f)
+		}
 	}
-	if f, _ := first(retrieve.Options{}, q); f != "internal/wire/read.go" {
-		t.Errorf("the project's own file should rank first, got %s", f)
-	}
-	f, hit := first(retrieve.Options{}, q+" in the vendored http2")
-	if f != "vendor/golang.org/x/net/http2/frame.go" || slices.Contains(hit.Boosts, "vendored") {
+	f, hit := first(retrieve.Options{}, "read the frame header and payload in the vendored http2")
+	if f != "vendor/golang.org/x/net/http2/frame.go" || slices.Contains(hit.Boosts, "ancillary") {
 		t.Errorf("a query about vendored code should rank it unchanged first, got %s %v", f, hit.Boosts)
+	}
+	f, hit = first(retrieve.Options{}, "frame trailer after the body in testdata")
+	if f != "internal/wire/testdata/trailer.go" || slices.Contains(hit.Boosts, "ancillary") {
+		t.Errorf("a query about test data should rank it unchanged first, got %s %v", f, hit.Boosts)
 	}
 }
 
