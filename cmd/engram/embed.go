@@ -60,7 +60,7 @@ func (a *app) runEmbed(ctx context.Context, eng *engine.Engine, retrain bool) (e
 	rep, err := embed(ctx, p.update)
 	p.finish()
 	if err == nil && rep.RetrainDue {
-		fmt.Fprintln(a.stderr, "embed: the store has outgrown its corpus model; run engram embed to retrain it (search uses the current one meanwhile)")
+		fmt.Fprintln(a.stderr, "embed: the corpus model is due for retraining (the store has grown, or engram now makes its words otherwise); run engram embed to retrain it (search uses the current one meanwhile)")
 	}
 	switch {
 	case err != nil:

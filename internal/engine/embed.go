@@ -13,6 +13,7 @@ import (
 	"github.com/engramhq/engram/internal/embed/lsa"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
 )
 
 // The embedding providers.
@@ -85,9 +86,12 @@ func (o *EmbedOptions) defaults() {
 
 // Settings and blobs of the corpus model.
 const (
-	settingCorpusActive  = "embed.corpus.active"
-	settingCorpusNext    = "embed.corpus.next"
-	settingCorpusChunks  = "embed.corpus.trained_chunks"
+	settingCorpusActive = "embed.corpus.active"
+	settingCorpusNext   = "embed.corpus.next"
+	settingCorpusChunks = "embed.corpus.trained_chunks"
+	// settingCorpusTerms is the terms.Version the model was trained with;
+	// unset means 1.
+	settingCorpusTerms   = "embed.corpus.terms_version"
 	blobPrefix           = "embed/"
 	corpusListingModel   = embed.CorpusPrefix // no model has this exact name: PendingChunks under it lists every chunk
 	corpusPendingBatches = 5000
@@ -319,7 +323,8 @@ type EmbedReport struct {
 	// yet; search stays lexical until it grows.
 	TooSmall bool `json:"too_small,omitempty"`
 	// RetrainDue is set by EmbedNew when the store has outgrown its corpus
-	// model, or a new one is being rolled out: Embed does that work.
+	// model, the model was trained on terms made the way an older engram
+	// made them, or a new one is being rolled out: Embed does that work.
 	RetrainDue bool `json:"retrain_due,omitempty"`
 }
 
@@ -430,7 +435,11 @@ func (e *Engine) corpusToEmbed(ctx context.Context, progress func(embed.Progress
 	if active != "" {
 		trained, _ := e.setting(ctx, settingCorpusChunks)
 		n, _ := strconv.ParseInt(trained, 10, 64)
-		if n > 0 && float64(vs.Chunks) < e.opts.Embed.CorpusGrowth*float64(n) {
+		stale, err := e.corpusTermsStale(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if n > 0 && float64(vs.Chunks) < e.opts.Embed.CorpusGrowth*float64(n) && !stale {
 			c, err := e.loadCorpus(ctx, active)
 			return c, false, err
 		}
@@ -452,11 +461,17 @@ func (e *Engine) corpusToEmbed(ctx context.Context, progress func(embed.Progress
 	} else if active != c.Model() {
 		err = e.st.PutSetting(ctx, settingCorpusNext, c.Model())
 	}
+	if err == nil {
+		// Last: a crash before it costs one more training, not a model
+		// of old terms taken for new.
+		err = e.st.PutSetting(ctx, settingCorpusTerms, strconv.Itoa(terms.Version))
+	}
 	return c, true, err
 }
 
-// retrainDue reports whether the store has outgrown its corpus model, or
-// a new one is being rolled out.
+// retrainDue reports whether the store has outgrown its corpus model, the
+// model was trained on terms made the way an older engram made them
+// (terms.Version), or a new one is being rolled out.
 func (e *Engine) retrainDue(ctx context.Context) (bool, error) {
 	next, err := e.setting(ctx, settingCorpusNext)
 	if err != nil || next != "" {
@@ -467,11 +482,34 @@ func (e *Engine) retrainDue(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, _ := strconv.ParseInt(trained, 10, 64)
+	if n <= 0 {
+		return false, nil
+	}
+	if stale, err := e.corpusTermsStale(ctx); err != nil || stale {
+		return stale, err
+	}
 	vs, err := e.st.VectorStats(ctx, "")
 	if err != nil {
 		return false, err
 	}
-	return n > 0 && float64(vs.Chunks) >= e.opts.Embed.CorpusGrowth*float64(n), nil
+	return float64(vs.Chunks) >= e.opts.Embed.CorpusGrowth*float64(n), nil
+}
+
+// corpusTermsStale reports whether the corpus model was trained on terms
+// made otherwise than terms.Version makes them: its vectors then miss the
+// words as search now spells them ("bought" is "buy" since version 2).
+func (e *Engine) corpusTermsStale(ctx context.Context) (bool, error) {
+	v, err := e.setting(ctx, settingCorpusTerms)
+	if err != nil {
+		return false, err
+	}
+	version := 1
+	if v != "" {
+		if version, err = strconv.Atoi(v); err != nil {
+			return true, nil // unreadable: retraining mends it
+		}
+	}
+	return version != terms.Version, nil
 }
 
 // trainCorpus trains a corpus model on an even sample of the store's

@@ -127,6 +127,37 @@ func TestEmbed_CorpusLifecycle(t *testing.T) {
 	}
 }
 
+// TestEmbed_CorpusTermsStale: a corpus model trained on terms made the way
+// an older engram made them is due for retraining however little the store
+// has grown, and Embed retrains it.
+func TestEmbed_CorpusTermsStale(t *testing.T) {
+	ctx := t.Context()
+	e := newEngine(t, engine.Options{Embed: engine.EmbedOptions{Corpus: lsa.Options{Dim: 8}, Batch: 64}})
+	addNotes(t, e, 0, 100)
+	if rep, err := e.Embed(ctx, nil); err != nil || !rep.Trained {
+		t.Fatalf("first embed: %+v, %v", rep, err)
+	}
+	addNotes(t, e, 100, 10)
+	if rep, err := e.EmbedNew(ctx, nil); err != nil || rep.RetrainDue {
+		t.Fatalf("a model of today's terms is not due: %+v, %v", rep, err)
+	}
+	// What a store trained before terms.Version 2 holds: no version.
+	if err := e.Store().PutSetting(ctx, "embed.corpus.terms_version", ""); err != nil {
+		t.Fatal(err)
+	}
+	addNotes(t, e, 110, 10)
+	if rep, err := e.EmbedNew(ctx, nil); err != nil || !rep.RetrainDue || rep.Trained || rep.Embedded != 10 {
+		t.Fatalf("a model of older terms is due: %+v, %v", rep, err)
+	}
+	if rep, err := e.Embed(ctx, nil); err != nil || !rep.Trained {
+		t.Fatalf("Embed retrains it: %+v, %v", rep, err)
+	}
+	addNotes(t, e, 120, 10)
+	if rep, err := e.EmbedNew(ctx, nil); err != nil || rep.RetrainDue {
+		t.Fatalf("after retraining: %+v, %v", rep, err)
+	}
+}
+
 func TestEmbed_ProviderErrors(t *testing.T) {
 	ctx := t.Context()
 	if _, err := engine.New(nil, engine.Options{Embed: engine.EmbedOptions{Provider: "word2vec"}}); err == nil {

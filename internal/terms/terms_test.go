@@ -15,6 +15,12 @@ func TestString(t *testing.T) {
 		{"ParseHTTPRequest", "parsehttprequest pars http request"},
 		{"PARSE_HTTP_REQUEST", "parsehttprequest pars http request"},
 		{"parsing parsed parses", "pars pars pars"},
+		// Irregular forms index as their base form's stem.
+		{"I bought it; buy, buying", "i buy it buy buy"},
+		{"spent spend caught Children child", "spend spend catch child child"},
+		{"boughtItems", "boughtitems buy item"},
+		// Forms that are more often another word are kept.
+		{"the SAT and LED lights", "the sat and led light"},
 		{"__init__", "init"},
 		{"sha256Sum Int64Value utf8", "sha256sum sha256 sum int64value int64 valu utf8"},
 		{"internal/store/sqlite/search.go:42", "intern store sqlite search go 42"},

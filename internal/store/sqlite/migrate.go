@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
 )
 
 // applicationID marks an SQLite file as an engram store ("ENGR").
@@ -40,6 +41,7 @@ var migrations = []migration{
 	{6, "conversation context", schemaV6, nil},
 	{7, "archivalist", schemaV7, nil},
 	{8, "conversation context from up to three entries back", "", buildContexts},
+	{9, "irregular word forms indexed as their base form", "", rebuildTerms},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -399,6 +401,48 @@ func (s *Store) migrateStep(ctx context.Context) (done bool, err error) {
 		return err
 	})
 	return done, err
+}
+
+// rebuildTerms indexes everything again with the current terms (the
+// entries' full-text tables and the archive's), when the way terms are
+// made has changed (terms.Version).
+func rebuildTerms(ctx context.Context, tx *sql.Tx) error {
+	if err := rebuildFTS(ctx, tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO arch_fts(arch_fts) VALUES ('delete-all')`); err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, kind, text FROM arch_records WHERE text != '' ORDER BY seq`)
+	if err != nil {
+		return err
+	}
+	type record struct {
+		seq  int64
+		text string
+	}
+	var recs []record
+	for rows.Next() {
+		var (
+			r    record
+			kind string
+		)
+		if err := rows.Scan(&r.seq, &kind, &r.text); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+		if store.RecordKind(kind).Global() { // as Append indexes them
+			recs = append(recs, r)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO arch_fts(rowid, body) VALUES (?, ?)`, r.seq, terms.String(r.text)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rebuildFTS empties both full-text tables and indexes every entry's chunks

@@ -134,13 +134,9 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Undo what migrations 3 to 7 made, as a schema-2 store lacks it (the
 	// full-text tables of schema 2 have two columns).
-	for _, q := range []string{
+	execSQL(t, path,
 		"DROP TABLE chunks_vocab", "DROP TABLE chunks_fts", "DROP TABLE history_fts",
 		"CREATE VIRTUAL TABLE chunks_fts USING fts5(body, meta, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2')",
 		"CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, row)",
@@ -148,13 +144,7 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 		"DROP TABLE vectors", "DROP TABLE vector_models", "DROP TABLE blobs", "DROP TABLE access", "DROP TABLE contexts",
 		"DROP TABLE arch_versions", "DROP TABLE arch_records", "DROP TABLE arch_superseded", "DROP TABLE arch_usage",
 		"DROP TABLE arch_agents", "DROP TABLE arch_events", "DROP TABLE arch_fts",
-		"PRAGMA user_version = 2",
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
+		"PRAGMA user_version = 2")
 
 	s, err = sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
@@ -218,16 +208,11 @@ func TestMigrate_ContextsReachBack(t *testing.T) {
 	if n, _ := r.RowsAffected(); n != 1 {
 		t.Fatalf("the answer has no context to make old: %d rows", n)
 	}
-	for _, q := range []string{
+	db.Close()
+	execSQL(t, path,
 		"INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')",
 		"INSERT INTO history_fts(history_fts) VALUES ('delete-all')",
-		"PRAGMA user_version = 7",
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
+		"PRAGMA user_version = 7")
 
 	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
 	hits, err := s.Search(ctx, store.Query{Text: "military memorial"})
@@ -240,6 +225,69 @@ func TestMigrate_ContextsReachBack(t *testing.T) {
 	}
 	if !slices.Contains(ids, answer) {
 		t.Errorf("after migration 8, the answer is not found by the words two turns before it: %v", ids)
+	}
+}
+
+// execSQL runs statements on a closed store's file, as an older engram
+// would have left it.
+func execSQL(t *testing.T, path string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// TestMigrate_IrregularForms opens a schema-8 store, whose full-text
+// tables hold terms made before irregular forms were mapped to their base
+// form (here: emptied, as a rebuild is what tells them apart), and checks
+// that migration 9 indexes the entries and the archive's records again
+// with today's terms: "buy" finds "bought".
+func TestMigrate_IrregularForms(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutEntries(ctx, []store.Entry{
+		storetest.Entry("c", "a", store.UserPrompt, "I bought an air fryer ten days ago."),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+		return tx.Append(&store.ArchiveRecord{ID: "ins-1", Kind: store.KindInsight, GV: 1,
+			SessionID: "s", AgentID: "a", Text: "the children's build broke when we upgraded"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, path,
+		"INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')",
+		"INSERT INTO history_fts(history_fts) VALUES ('delete-all')",
+		"INSERT INTO arch_fts(arch_fts) VALUES ('delete-all')",
+		"PRAGMA user_version = 8")
+
+	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
+	for _, q := range []string{"what did I buy", "bought"} {
+		if hits, err := s.Search(ctx, store.Query{Text: q}); err != nil || len(hits) != 1 {
+			t.Errorf("after migration 9, Search(%q) = %d hits, %v", q, len(hits), err)
+		}
+	}
+	if hits, err := s.ArchiveSearch(ctx, "child breaks", nil, 10); err != nil || len(hits) != 1 {
+		t.Errorf("after migration 9, the archive's record is not found: %d hits, %v", len(hits), err)
+	}
+	if err := s.IntegrityCheck(ctx); err != nil {
+		t.Error(err)
 	}
 }
 
