@@ -609,6 +609,15 @@ func (h *Hybrid) span(q Query) *Span {
 	return nil
 }
 
+// withoutPhrase returns text without the words that pointed back in time,
+// if any: the span stands for them.
+func withoutPhrase(text string, sp *Span) string {
+	if sp == nil {
+		return text
+	}
+	return strings.Replace(text, sp.Phrase, " ", 1)
+}
+
 // inSpan returns f bounded to the span.
 func inSpan(f store.Filter, sp *Span) store.Filter {
 	f.Since, f.Until = sp.From, sp.To
@@ -618,11 +627,12 @@ func inSpan(f store.Filter, sp *Span) store.Filter {
 // lexicalSearch runs the query on the store's full-text index; with a
 // span, also within the span (then).
 func (h *Hybrid) lexicalSearch(ctx context.Context, q Query, sp *Span, depth int) (hits, then []store.Hit, err error) {
-	hits, err = h.st.Search(ctx, store.Query{Text: q.Text, Filter: q.Filter, Limit: depth})
+	text := withoutPhrase(q.Text, sp)
+	hits, err = h.st.Search(ctx, store.Query{Text: text, Filter: q.Filter, Limit: depth})
 	if err != nil || sp == nil {
 		return hits, nil, err
 	}
-	then, err = h.st.Search(ctx, store.Query{Text: q.Text, Filter: inSpan(q.Filter, sp), Limit: depth})
+	then, err = h.st.Search(ctx, store.Query{Text: text, Filter: inSpan(q.Filter, sp), Limit: depth})
 	return hits, then, err
 }
 

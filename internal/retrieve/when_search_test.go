@@ -49,6 +49,28 @@ func TestTimeSpan(t *testing.T) {
 	}
 }
 
+// TestTimePhraseNotSearched: the words that point back in time are not
+// searched for, as the span stands for them: a message that shares only
+// them with the question is not a hit, unless time phrases are off.
+func TestTimePhraseNotSearched(t *testing.T) {
+	st, now, _ := timeFixture(t)
+	e := storetest.Entry("s-bike", "user", store.UserPrompt, "it took a couple of days to fix the bike")
+	e.Time = now.Add(-40 * 24 * time.Hour)
+	if _, err := st.PutEntries(t.Context(), []store.Entry{e}); err != nil {
+		t.Fatal(err)
+	}
+	bike := func(res retrieve.Result) bool {
+		return slices.ContainsFunc(res.Hits, func(h retrieve.Hit) bool { return strings.Contains(h.Chunk.Text, "bike") })
+	}
+	q := retrieve.Query{Text: "What did I cook for my friend a couple of days ago?", Mode: retrieve.ModeLexical, Limit: 100, Now: now}
+	if res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{}), q); res.Span == nil || bike(res) {
+		t.Errorf("span %v; the message about the bike is a hit: %v", res.Span, bike(res))
+	}
+	if off := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{TimeBoost: -1}), q); !bike(off) {
+		t.Error("time phrases off: the phrase's words should be searched like the rest")
+	}
+}
+
 // TestTimeSpanRerank: with a re-ranker, the relevance of what was said
 // then counts 1 + TimeBoost times, so a fair match from then outranks a
 // better one from another time; with time phrases off it does not.

@@ -22,7 +22,8 @@ const maxStemBytes = 32
 //
 //	1  Snowball stems, stop words
 //	2  irregular forms mapped to their base form
-const Version = 2
+//	3  "many" and "much" are stop words (query and corpus model terms only)
+const Version = 3
 
 // Stemming costs about 0.7 µs a word and words repeat a great deal, so
 // stems are cached: a set of shards, each a map under its own lock,

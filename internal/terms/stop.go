@@ -4,7 +4,8 @@ package terms
 // match nearly everything and carry no meaning. The list is the common
 // core of the lists search engines ship (Lucene's, NLTK's), kept short so
 // that no word that names something in code (such as "new", "case", "type")
-// is in it.
+// is in it. "many" and "much" are added: "How many ...?" and "How much
+// ...?" open a question, and the evidence rarely says them.
 var stopWords = map[string]bool{
 	"a": true, "about": true, "above": true, "after": true, "again": true, "against": true, "all": true, "am": true,
 	"an": true, "and": true, "any": true, "are": true, "as": true, "at": true, "be": true, "because": true,
@@ -13,7 +14,7 @@ var stopWords = map[string]bool{
 	"during": true, "each": true, "few": true, "for": true, "from": true, "further": true, "had": true,
 	"has": true, "have": true, "having": true, "he": true, "her": true, "here": true, "hers": true,
 	"herself": true, "him": true, "himself": true, "his": true, "how": true, "i": true, "if": true, "in": true,
-	"into": true, "is": true, "it": true, "its": true, "itself": true, "just": true, "me": true, "more": true,
+	"into": true, "is": true, "it": true, "its": true, "itself": true, "just": true, "many": true, "me": true, "more": true, "much": true,
 	"most": true, "my": true, "myself": true, "no": true, "nor": true, "not": true, "now": true, "of": true,
 	"off": true, "on": true, "once": true, "only": true, "or": true, "other": true, "our": true, "ours": true,
 	"ourselves": true, "out": true, "over": true, "own": true, "same": true, "she": true, "should": true,

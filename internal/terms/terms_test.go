@@ -54,6 +54,15 @@ func TestQuery(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Query mismatch (-want +got):\n%s", diff)
 	}
+	got = Query("How many plants have I bought, and how much were they?")
+	want = []Group{
+		{Whole: "how", Stop: true}, {Whole: "mani", Stop: true}, {Whole: "plant"}, {Whole: "have", Stop: true},
+		{Whole: "i", Stop: true}, {Whole: "buy"}, {Whole: "and", Stop: true}, {Whole: "much", Stop: true},
+		{Whole: "were", Stop: true}, {Whole: "they", Stop: true},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("question's Query mismatch (-want +got):\n%s", diff)
+	}
 	var b strings.Builder
 	for i := range 100000 {
 		b.WriteString("w")
