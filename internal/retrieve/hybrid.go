@@ -625,14 +625,22 @@ func inSpan(f store.Filter, sp *Span) store.Filter {
 }
 
 // lexicalSearch runs the query on the store's full-text index; with a
-// span, also within the span (then).
+// span, also within the span (then). The words of the phrase that made
+// the span are left out of both searches when the span holds a match: the
+// span stands for them, and "a couple of days ago" would match any message
+// about days. A span that holds nothing (a question about last week asked
+// of a store from other years) stands for nothing, so they are kept.
 func (h *Hybrid) lexicalSearch(ctx context.Context, q Query, sp *Span, depth int) (hits, then []store.Hit, err error) {
-	text := withoutPhrase(q.Text, sp)
-	hits, err = h.st.Search(ctx, store.Query{Text: text, Filter: q.Filter, Limit: depth})
-	if err != nil || sp == nil {
-		return hits, nil, err
+	text := q.Text
+	if sp != nil {
+		if then, err = h.st.Search(ctx, store.Query{Text: withoutPhrase(text, sp), Filter: inSpan(q.Filter, sp), Limit: depth}); err != nil {
+			return nil, nil, err
+		}
+		if len(then) > 0 {
+			text = withoutPhrase(text, sp)
+		}
 	}
-	then, err = h.st.Search(ctx, store.Query{Text: text, Filter: inSpan(q.Filter, sp), Limit: depth})
+	hits, err = h.st.Search(ctx, store.Query{Text: text, Filter: q.Filter, Limit: depth})
 	return hits, then, err
 }
 

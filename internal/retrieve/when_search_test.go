@@ -51,7 +51,8 @@ func TestTimeSpan(t *testing.T) {
 
 // TestTimePhraseNotSearched: the words that point back in time are not
 // searched for, as the span stands for them: a message that shares only
-// them with the question is not a hit, unless time phrases are off.
+// them with the question is not a hit, unless time phrases are off or the
+// span holds nothing.
 func TestTimePhraseNotSearched(t *testing.T) {
 	st, now, _ := timeFixture(t)
 	e := storetest.Entry("s-bike", "user", store.UserPrompt, "it took a couple of days to fix the bike")
@@ -68,6 +69,13 @@ func TestTimePhraseNotSearched(t *testing.T) {
 	}
 	if off := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{TimeBoost: -1}), q); !bike(off) {
 		t.Error("time phrases off: the phrase's words should be searched like the rest")
+	}
+	// Asked years later, the span holds nothing and stands for nothing:
+	// the words are searched.
+	later := q
+	later.Now = now.AddDate(5, 0, 0)
+	if res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{}), later); res.Span == nil || !bike(res) {
+		t.Errorf("an empty span %v: the phrase's words should be searched", res.Span)
 	}
 }
 
