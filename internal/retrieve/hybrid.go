@@ -633,11 +633,12 @@ func inSpan(f store.Filter, sp *Span) store.Filter {
 func (h *Hybrid) lexicalSearch(ctx context.Context, q Query, sp *Span, depth int) (hits, then []store.Hit, err error) {
 	text := q.Text
 	if sp != nil {
-		if then, err = h.st.Search(ctx, store.Query{Text: withoutPhrase(text, sp), Filter: inSpan(q.Filter, sp), Limit: depth}); err != nil {
+		bare := withoutPhrase(text, sp)
+		if then, err = h.st.Search(ctx, store.Query{Text: bare, Filter: inSpan(q.Filter, sp), Limit: depth}); err != nil {
 			return nil, nil, err
 		}
 		if len(then) > 0 {
-			text = withoutPhrase(text, sp)
+			text = bare
 		}
 	}
 	hits, err = h.st.Search(ctx, store.Query{Text: text, Filter: q.Filter, Limit: depth})
