@@ -28,6 +28,8 @@ func TestAncillary(t *testing.T) {
 		{"net/http/server.go", false},
 		{"vendors/list.go", false},
 		{"internal/testdatabase/db.go", false},
+		// A file named like such a directory is not in one.
+		{"internal/fixtures", false},
 	} {
 		o := store.Occurrence{Type: store.CodeFile, Files: []string{tc.path}}
 		if got := ancillary(o); got != tc.want {

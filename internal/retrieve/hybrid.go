@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -610,12 +611,19 @@ func (h *Hybrid) span(q Query) *Span {
 }
 
 // withoutPhrase returns text without the words that pointed back in time,
-// if any: the span stands for them.
+// if any: the span stands for them. ParseSpan reads the text lower-cased,
+// so the phrase is found whatever its case ("Last Tuesday").
 func withoutPhrase(text string, sp *Span) string {
 	if sp == nil {
 		return text
 	}
-	return strings.Replace(text, sp.Phrase, " ", 1)
+	n := len(sp.Phrase)
+	for i := 0; i+n <= len(text); i++ {
+		if strings.EqualFold(text[i:i+n], sp.Phrase) {
+			return text[:i] + " " + text[i+n:]
+		}
+	}
+	return text
 }
 
 // inSpan returns f bounded to the span.
@@ -994,10 +1002,14 @@ func ancillary(o store.Occurrence) bool {
 	if o.Type != store.CodeFile || len(o.Files) == 0 {
 		return false
 	}
-	f := o.Files[0]
-	goFile := strings.HasSuffix(f, ".go")
-	for seg := range strings.SplitSeq(f, "/") {
-		if slices.Contains(ancillaryDirs, seg) || goFile && (strings.HasPrefix(seg, "_") || strings.HasPrefix(seg, ".")) {
+	dir, name := path.Split(o.Files[0])
+	goFile := strings.HasSuffix(name, ".go")
+	ignored := func(seg string) bool { return goFile && (strings.HasPrefix(seg, "_") || strings.HasPrefix(seg, ".")) }
+	if ignored(name) {
+		return true
+	}
+	for seg := range strings.SplitSeq(strings.TrimSuffix(dir, "/"), "/") {
+		if slices.Contains(ancillaryDirs, seg) || ignored(seg) {
 			return true
 		}
 	}

@@ -77,3 +77,25 @@ func TestSpanString(t *testing.T) {
 		t.Errorf("String() = %s, want %s", got, want)
 	}
 }
+
+func TestWithoutPhrase(t *testing.T) {
+	now := time.Date(2023, 5, 24, 10, 29, 0, 0, time.UTC)
+	for _, c := range []struct{ q, want string }{
+		{"What did I cook a couple of days ago?", "What did I cook  ?"},
+		// ParseSpan reads lower case; the phrase goes whatever its case.
+		{"Where did we eat Last Tuesday", "Where did we eat  "},
+		{"YESTERDAY: the café bill", " : the café bill"},
+		{"Über die Straße, two weeks ago", "Über die Straße,  "},
+	} {
+		sp, ok := ParseSpan(c.q, now)
+		if !ok {
+			t.Fatalf("%q: no span", c.q)
+		}
+		if got := withoutPhrase(c.q, &sp); got != c.want {
+			t.Errorf("withoutPhrase(%q) = %q, want %q", c.q, got, c.want)
+		}
+	}
+	if got := withoutPhrase("no time here", nil); got != "no time here" {
+		t.Errorf("no span: %q", got)
+	}
+}
