@@ -48,6 +48,11 @@ type Store interface {
 	// Search returns the chunks that best match q, best first, at most one
 	// hit per chunk. A query with no searchable words returns no hits.
 	Search(ctx context.Context, q Query) ([]Hit, error)
+	// EntryCoverage returns the share of the query that each of the
+	// entries holds anywhere in its content, each word weighted by its
+	// inverse document frequency as in Hit.Coverage, which measures one
+	// chunk. Entries that are not stored are left out.
+	EntryCoverage(ctx context.Context, text string, ids []string) (map[string]float64, error)
 
 	// PutLinks stores links; both ends must be stored entries. Storing a
 	// link that exists is a no-op.

@@ -17,8 +17,9 @@ const maxStemBytes = 32
 
 // Version numbers the way terms are made. It changes whenever a word's
 // terms do, so that what was built from the old terms (the full-text
-// index, by a store migration; the corpus embedding model, by retraining)
-// is known to be stale.
+// index and the entries' term sets, by a store migration that runs
+// sqlite's rebuildTerms and buildEntryTerms; the corpus embedding model,
+// by retraining) is known to be stale.
 //
 //	1  Snowball stems, stop words
 //	2  irregular forms mapped to their base form

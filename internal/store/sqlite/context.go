@@ -42,7 +42,11 @@ func (b *batch) contextOf(pk int64, size int, session string, turn int) (string,
 	if ContextBytes-size < minContextBytes {
 		return "", nil
 	}
-	rows, err := b.stmts["prevEntries"].QueryContext(b.ctx, session, turn, contextEntries)
+	st, err := b.stmt("prevEntries")
+	if err != nil {
+		return "", err
+	}
+	rows, err := st.QueryContext(b.ctx, session, turn, contextEntries)
 	if err != nil {
 		return "", err
 	}

@@ -52,10 +52,7 @@ func (s *Store) PutFiles(ctx context.Context, changes []store.FileChange) error 
 		return fmt.Errorf("put files: %w", err)
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		b, err := newBatch(ctx, tx)
-		if err != nil {
-			return err
-		}
+		b := newBatch(ctx, tx)
 		defer b.close()
 		for i := range changes {
 			var p *pending

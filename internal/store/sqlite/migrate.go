@@ -42,6 +42,7 @@ var migrations = []migration{
 	{7, "archivalist", schemaV7, nil},
 	{8, "conversation context from up to three entries back", "", buildContexts},
 	{9, "irregular word forms indexed as their base form", "", rebuildTerms},
+	{10, "the term sets of entries of several chunks", schemaV10, buildEntryTerms},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -382,7 +383,7 @@ func (s *Store) migrateStep(ctx context.Context) (done bool, err error) {
 				level = slog.LevelWarn
 			}
 		}
-		s.log.Log(ctx, level, "migrating store: once per store; a step that rebuilds the full-text index takes about 35 s per 100,000 entries",
+		s.log.Log(ctx, level, "migrating store: once per store; a step that rebuilds an index takes up to about 35 s per 100,000 entries",
 			"from", version, "to", m.version, "step", m.name, "entries", entries)
 		if m.sql != "" {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
@@ -468,10 +469,7 @@ func rebuildFTS(ctx context.Context, tx *sql.Tx) error {
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return err
 	}
-	b, err := newBatch(ctx, tx)
-	if err != nil {
-		return err
-	}
+	b := newBatch(ctx, tx)
 	defer b.close()
 	for _, pk := range pks {
 		if err := b.indexEntry(pk, true); err != nil {
@@ -482,6 +480,15 @@ func rebuildFTS(ctx context.Context, tx *sql.Tx) error {
 		ON CONFLICT(name) DO UPDATE SET value = value + 1`, ftsGeneration)
 	return err
 }
+
+const schemaV10 = `
+-- entry_terms holds the term set of each entry of more than one chunk:
+-- sorted distinct 32-bit hashes of its index terms (see termSet).
+CREATE TABLE IF NOT EXISTS entry_terms (
+	entry INTEGER PRIMARY KEY REFERENCES entries(pk),
+	terms BLOB NOT NULL
+) STRICT;
+`
 
 const schemaV7 = `
 -- arch_versions holds the archivalist's versions: scope '' is the global

@@ -27,6 +27,8 @@ type pending struct {
 	// content was already stored before this call.
 	bodies, metas []string
 	symbols       []sql.NullString
+	// terms is the entry's term set (see termSet); nil for one chunk.
+	terms []byte
 }
 
 func jsonList(v []string) sql.NullString {
@@ -123,6 +125,7 @@ func (p *pending) makeTerms() {
 			p.symbols[k] = jsonList(c.Symbols)
 		}
 	}
+	p.terms = termSet(p.bodies)
 }
 
 // existing returns which of ids are stored.
@@ -176,10 +179,7 @@ func (s *Store) PutEntries(ctx context.Context, entries []store.Entry) ([]store.
 	}
 	var results []store.PutResult
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		b, err := newBatch(ctx, tx)
-		if err != nil {
-			return err
-		}
+		b := newBatch(ctx, tx)
 		defer b.close()
 		results = make([]store.PutResult, len(ps))
 		for i := range ps {
@@ -225,6 +225,7 @@ var batchSQL = map[string]string{
 	"entryFTS":    `SELECT fts FROM entries WHERE pk = ?`,
 	"insertChunk": `INSERT INTO chunks(entry, ordinal, start_byte, end_byte, start_line, end_line, token_count, symbols) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 	"insertFTS":   `INSERT INTO chunks_fts(rowid, body, meta, ctx) VALUES (?, ?, ?, ?)`,
+	"insertTerms": `INSERT INTO entry_terms(entry, terms) VALUES (?, ?)`,
 	"prevEntries": `SELECT o.entry, length(e.content) FROM occurrences o JOIN entries e ON e.pk = o.entry
 		WHERE o.session_id = ? AND o.turn <= ? ORDER BY o.turn DESC, o.seq DESC LIMIT ?`,
 	"tail":          `SELECT substr(content, ?) FROM entries WHERE pk = ?`,
@@ -258,7 +259,7 @@ var batchSQL = map[string]string{
 	"fileDelete": `UPDATE files SET state = 'deleted', reason = ?, indexed_at = ? WHERE path = ?`,
 }
 
-func newBatch(ctx context.Context, tx *sql.Tx) (*batch, error) {
+func newBatch(ctx context.Context, tx *sql.Tx) *batch {
 	b := &batch{
 		ctx: ctx, tx: tx, now: time.Now().UTC(),
 		stmts: map[string]*sql.Stmt{}, pks: map[string]int64{}, turns: map[string]int{},
@@ -266,15 +267,22 @@ func newBatch(ctx context.Context, tx *sql.Tx) (*batch, error) {
 		byType:  map[store.ContentType]store.TypeStats{},
 		refresh: map[int64]bool{}, versioned: map[int64]bool{},
 	}
-	for name, q := range batchSQL {
-		st, err := tx.PrepareContext(ctx, q)
-		if err != nil {
-			b.close()
-			return nil, fmt.Errorf("prepare %s: %w", name, err)
-		}
-		b.stmts[name] = st
+	return b
+}
+
+// stmt returns the prepared statement of batchSQL[name], preparing it on
+// first use: a migration's batch uses only some of them, and must not
+// prepare those of tables that later migrations make.
+func (b *batch) stmt(name string) (*sql.Stmt, error) {
+	if st, ok := b.stmts[name]; ok {
+		return st, nil
 	}
-	return b, nil
+	st, err := b.tx.PrepareContext(b.ctx, batchSQL[name])
+	if err != nil {
+		return nil, fmt.Errorf("prepare %s: %w", name, err)
+	}
+	b.stmts[name] = st
+	return st, nil
 }
 
 func (b *batch) close() {
@@ -284,11 +292,20 @@ func (b *batch) close() {
 }
 
 func (b *batch) exec(name string, args ...any) (sql.Result, error) {
-	return b.stmts[name].ExecContext(b.ctx, args...)
+	st, err := b.stmt(name)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(b.ctx, args...)
 }
 
 func (b *batch) row(name string, args ...any) *sql.Row {
-	return b.stmts[name].QueryRowContext(b.ctx, args...)
+	st, err := b.stmt(name)
+	if err != nil {
+		// The query unprepared: its Row carries the error to Scan.
+		return b.tx.QueryRowContext(b.ctx, batchSQL[name], args...)
+	}
+	return st.QueryRowContext(b.ctx, args...)
 }
 
 func (b *batch) put(p *pending) (store.PutResult, error) {
@@ -439,6 +456,11 @@ func (b *batch) content(p *pending, turn int) (pk int64, isNew bool, err error) 
 			ctx = ctxTerms
 		}
 		if _, err := b.exec("insertFTS", id, p.bodies[k], p.metas[k], ctx); err != nil {
+			return 0, false, err
+		}
+	}
+	if p.terms != nil {
+		if _, err := b.exec("insertTerms", pk, p.terms); err != nil {
 			return 0, false, err
 		}
 	}

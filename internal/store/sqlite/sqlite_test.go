@@ -291,6 +291,59 @@ func TestMigrate_IrregularForms(t *testing.T) {
 	}
 }
 
+// TestMigrate_EntryTerms opens a schema-9 store, whose entries have no
+// term sets: migration 10 writes one for each entry of several chunks, and
+// the whole-entry coverage reads it.
+func TestMigrate_EntryTerms(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := storetest.Entry("s", "a", store.CodeFile, "func retryBackoff() {}\n\n// waits for the budget\n")
+	note := storetest.Entry("s", "a", store.Note, "the retry budget")
+	res, err := s.PutEntries(ctx, []store.Entry{file, note})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sets := func() int {
+		t.Helper()
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM entry_terms`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := sets(); n != 1 {
+		t.Fatalf("a new store holds %d term sets, want 1 (the file's)", n)
+	}
+	execSQL(t, path, "DROP TABLE entry_terms", "PRAGMA user_version = 9")
+
+	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
+	if n := sets(); n != 1 {
+		t.Fatalf("after migration 10, %d term sets, want 1 (the file's)", n)
+	}
+	got, err := s.EntryCoverage(ctx, "retry backoff budget", []string{res[0].ID, res[1].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got[res[0].ID]; c != 1 {
+		t.Errorf("after migration 10, the file's coverage is %v, want 1", c)
+	}
+	if c := got[res[1].ID]; !(0 < c && c < 1) {
+		t.Errorf("after migration 10, the note's coverage is %v, want between 0 and 1", c)
+	}
+}
+
 // TestIntegrityCheckAfterMerges: sixteen archive writes make FTS5 merge
 // the full-text table's segments; readers that searched it before still
 // find everything, and the integrity check does not take the merged-away

@@ -130,6 +130,7 @@ func Run(t *testing.T, open Opener) {
 		{"ArchiveWriteIsolation", testArchiveWriteIsolation},
 		{"ArchiveState", testArchiveState},
 		{"SearchCoverage", testSearchCoverage},
+		{"EntryCoverage", testEntryCoverage},
 		{"ConversationContext", testConversationContext},
 	}
 	for _, tc := range tests {
@@ -687,6 +688,52 @@ func testSearchCoverage(t *testing.T, s store.Store) {
 	for _, id := range []string{res[2].ID, res[3].ID} {
 		if _, ok := got[id]; ok {
 			t.Errorf("an unrelated chunk is a hit")
+		}
+	}
+}
+
+// testEntryCoverage: an entry holds a query's words wherever they are in
+// it, each chunk holding part of them; a compound identifier counts where
+// its parts are.
+func testEntryCoverage(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	file := Entry("s1", "a", store.CodeFile, "func retryBackoff() {}\n\n// waits for the budget\n\n// logs the report\n")
+	res := put(t, s,
+		file,
+		Entry("s1", "a", store.Note, "the retry budget"),
+		Entry("s2", "a", store.Note, "unrelated words about otters"),
+	)
+	if n := len(file.Chunks); n != 3 {
+		t.Fatalf("the file has %d chunks, want 3", n)
+	}
+	got, err := s.EntryCoverage(ctx, "retry backoff budget", []string{res[0].ID, res[1].ID, res[2].ID, "no-such-entry"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got[res[0].ID]; math.Abs(c-1) > 1e-9 {
+		t.Errorf("a file holding every word across its chunks: coverage %v, want 1", c)
+	}
+	if c := got[res[1].ID]; !(0 < c && c < 1) {
+		t.Errorf("a note holding two of three words: coverage %v, want between 0 and 1", c)
+	}
+	if c, ok := got[res[2].ID]; !ok || c != 0 {
+		t.Errorf("an unrelated note: coverage %v (found %v), want 0", c, ok)
+	}
+	if _, ok := got["no-such-entry"]; ok {
+		t.Errorf("an entry not stored has a coverage")
+	}
+	// "backoff" alone is in the file as a part of retryBackoff; "zeppelin"
+	// occurs nowhere and counts against every entry.
+	got, err = s.EntryCoverage(ctx, "backoff zeppelin", []string{res[0].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got[res[0].ID]; !(0 < c && c < 1) {
+		t.Errorf("with a word found nowhere: coverage %v, want between 0 and 1", c)
+	}
+	for _, q := range []string{"", "   ", "the of"} {
+		if _, err := s.EntryCoverage(ctx, q, []string{res[0].ID}); err != nil {
+			t.Errorf("EntryCoverage(%q): %v", q, err)
 		}
 	}
 }

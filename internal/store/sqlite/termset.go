@@ -1,0 +1,207 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
+)
+
+// An entry of more than one chunk (an indexed file, a long tool result)
+// keeps the set of its index terms, in entry_terms, so that a search can
+// tell which of a query's words the entry holds anywhere without reading
+// and tokenizing it (EntryCoverage): the file a change touches often holds
+// one query word in one function and another in the next, and no single
+// chunk holds them all. The set is the sorted, distinct 32-bit FNV-1a
+// hashes of the terms of its chunks' full-text bodies (terms.Append), four
+// bytes a term: about 2 KB for a typical source file, where its content is
+// 13 KB. Two terms share a hash with odds of about one in a million for a
+// file of 4,000 distinct terms, and a shared hash only makes the entry
+// seem to hold a word it does not.
+
+// termSet returns the term set of an entry whose chunks' full-text bodies
+// are given, or nil for an entry of one chunk: its chunk is all of it.
+func termSet(bodies []string) []byte {
+	if len(bodies) < 2 {
+		return nil
+	}
+	seen := map[uint32]bool{}
+	for _, b := range bodies {
+		for t := range strings.FieldsSeq(b) {
+			seen[termHash(t)] = true
+		}
+	}
+	hashes := make([]uint32, 0, len(seen))
+	for h := range seen {
+		hashes = append(hashes, h)
+	}
+	slices.Sort(hashes)
+	out := make([]byte, 4*len(hashes))
+	for i, h := range hashes {
+		binary.LittleEndian.PutUint32(out[4*i:], h)
+	}
+	return out
+}
+
+// termHash is 32-bit FNV-1a.
+func termHash(t string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(t); i++ {
+		h ^= uint32(t[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// setHas reports whether the term set holds t.
+func setHas(set []byte, t string) bool {
+	want := termHash(t)
+	lo, hi := 0, len(set)/4
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		switch h := binary.LittleEndian.Uint32(set[4*m:]); {
+		case h == want:
+			return true
+		case h < want:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return false
+}
+
+// EntryCoverage returns the share of the query that each of the entries
+// holds anywhere in its content, each query word weighted by its inverse
+// document frequency as in Hit.Coverage, which measures one chunk. Entries
+// that are not stored are left out. An entry's chunks hold its words as
+// separate chunks: a compound identifier counts as held where its parts
+// are, wherever they are.
+func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (map[string]float64, error) {
+	groups := terms.Query(text)
+	if len(groups) == 0 || len(ids) == 0 {
+		return nil, nil
+	}
+	tables := []string{ftsTable(ftsMain)}
+	p, err := s.planQuery(ctx, groups, tables)
+	if err != nil {
+		return nil, fmt.Errorf("coverage of %q: %w", text, err)
+	}
+	total, _, err := s.ftsState(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("coverage of %q: %w", text, err)
+	}
+	counter := queryCounter(groups)
+	var wanted []string
+	for _, g := range groups {
+		wanted = append(wanted, g.Whole)
+		wanted = append(wanted, g.Parts...)
+	}
+	var (
+		hits   []store.Hit
+		counts []map[string]int
+	)
+	const batch = 500 // stay far below SQLite's limit on bound parameters
+	for start := 0; start < len(ids); start += batch {
+		part := ids[start:min(start+batch, len(ids))]
+		err := s.query(ctx, `SELECT e.id, t.terms, CASE WHEN t.terms IS NULL THEN e.content END
+			FROM entries e LEFT JOIN entry_terms t ON t.entry = e.pk WHERE e.id IN (`+placeholders(len(part))+`)`, anySlice(part),
+			func(rows *sql.Rows) error {
+				var (
+					id      string
+					set     []byte
+					content []byte
+				)
+				if err := rows.Scan(&id, &set, &content); err != nil {
+					return err
+				}
+				c := map[string]int{}
+				if set != nil {
+					for _, w := range wanted {
+						if setHas(set, w) {
+							c[w] = 1
+						}
+					}
+				} else {
+					c = counter.Count(string(content))
+				}
+				hits = append(hits, store.Hit{Chunk: store.Chunk{EntryID: id}})
+				counts = append(counts, c)
+				return nil
+			})
+		if err != nil {
+			return nil, fmt.Errorf("coverage of %q: %w", text, err)
+		}
+	}
+	coverage(groups, p, hits, counts, total, int64(s.opts.Search.MaxPostings)+1)
+	out := make(map[string]float64, len(hits))
+	for _, h := range hits {
+		out[h.Chunk.EntryID] = h.Coverage
+	}
+	return out, nil
+}
+
+// buildEntryTerms writes the term set of every stored entry of more than
+// one chunk (migration 10; a change to the way terms are made needs it run
+// again after rebuildTerms).
+func buildEntryTerms(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM entry_terms`); err != nil {
+		return err
+	}
+	type span struct{ start, end int }
+	var (
+		pks    []int64
+		chunks = map[int64][]span{}
+	)
+	rows, err := tx.QueryContext(ctx, `SELECT entry, start_byte, end_byte FROM chunks
+		WHERE entry IN (SELECT entry FROM chunks GROUP BY entry HAVING count(*) > 1) ORDER BY entry, ordinal`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var (
+			pk int64
+			c  span
+		)
+		if err := rows.Scan(&pk, &c.start, &c.end); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+		if len(chunks[pk]) == 0 {
+			pks = append(pks, pk)
+		}
+		chunks[pk] = append(chunks[pk], c)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	read, err := tx.PrepareContext(ctx, `SELECT content FROM entries WHERE pk = ?`)
+	if err != nil {
+		return err
+	}
+	defer read.Close()
+	insert, err := tx.PrepareContext(ctx, `INSERT INTO entry_terms(entry, terms) VALUES (?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer insert.Close()
+	for _, pk := range pks {
+		var content []byte
+		if err := read.QueryRowContext(ctx, pk).Scan(&content); err != nil {
+			return err
+		}
+		bodies := make([]string, 0, len(chunks[pk]))
+		for _, c := range chunks[pk] {
+			bodies = append(bodies, terms.String(string(content[c.start:c.end])))
+		}
+		if _, err := insert.ExecContext(ctx, pk, termSet(bodies)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
