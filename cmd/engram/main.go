@@ -234,6 +234,7 @@ func (a *app) engineOptions() engine.Options {
 			SpeakerPrior:   c.Retrieve.SpeakerPrior,
 			AncillaryPrior: c.Retrieve.AncillaryPrior,
 			FileEvidence:   c.Retrieve.FileEvidence,
+			FileCoverage:   c.Retrieve.FileCoverage,
 			SentenceBoost:  c.Retrieve.SentenceBoost,
 			TimeBoost:      c.Retrieve.TimeBoost,
 			Reranker:       a.reranker(),

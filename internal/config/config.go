@@ -163,6 +163,10 @@ type Retrieve struct {
 	// FileEvidence raises a file's best chunk by this share of the scores
 	// of its other chunks among the best 100 candidates; negative is off.
 	FileEvidence float64 `toml:"file_evidence"`
+	// FileCoverage adds to each chunk of a file this times the share of
+	// the query's words the whole file holds, as a share of the best
+	// score; negative is off.
+	FileCoverage float64 `toml:"file_coverage"`
 	// TimeBoost raises hits from the time a query points back to ("a week
 	// ago", "last Tuesday"), also searched on its own; negative is off.
 	TimeBoost float64 `toml:"time_boost"`

@@ -61,6 +61,9 @@ const (
 	// chunks among the best candidates that its best chunk gains (see
 	// fileEvidence).
 	DefaultFileEvidence = 0.2
+	// DefaultFileCoverage weighs the share of a query's words that a
+	// candidate's whole file holds (see Options.FileCoverage).
+	DefaultFileCoverage = 0.5
 	// fileEvidenceDepth is how many of the best candidates count as a
 	// file's evidence.
 	fileEvidenceDepth = 100
@@ -117,6 +120,13 @@ type Options struct {
 	// of the scores of the file's other chunks among the best candidates;
 	// negative turns it off.
 	FileEvidence float64
+	// FileCoverage adds to the fused score of each chunk of an indexed
+	// file this times the share of the query's words that the whole file
+	// holds (store.Store.EntryCoverage), as a share of the best fused
+	// score, in searches with a lexical side: a change touches the file
+	// that holds one of its words in one function and another in the
+	// next, where no chunk holds them all. Negative turns it off.
+	FileCoverage float64
 	// Reranker, if set, re-scores the best RerankDepth hits of a hybrid
 	// search that does not opt out (Query.NoRerank); a search waits for
 	// it at most RerankTimeout, retries included.
@@ -161,6 +171,9 @@ func (o *Options) defaults() {
 	}
 	if o.SentenceBoost == 0 {
 		o.SentenceBoost = DefaultSentenceBoost
+	}
+	if o.FileCoverage == 0 {
+		o.FileCoverage = DefaultFileCoverage
 	}
 	if o.RerankDepth <= 0 {
 		o.RerankDepth = DefaultRerankDepth
@@ -479,7 +492,15 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 	if reranking {
 		n = max(limit, h.opts.RerankDepth)
 	}
-	res.Hits = h.fuse(q.Text, lex, vec, lexThen, vecThen, cosines, res.Span, n)
+	var files map[string]float64
+	if h.opts.FileCoverage > 0 && res.Lexical {
+		var err error
+		if files, err = h.fileCoverage(ctx, q.Text, lex, vec, lexThen, vecThen); err != nil && ctx.Err() == nil {
+			// Only a boost is lost.
+			h.opts.Log.Warn("file coverage", "err", err)
+		}
+	}
+	res.Hits = h.fuse(q.Text, lex, vec, lexThen, vecThen, cosines, res.Span, n, files)
 	// Each hit gets both signals where both backends answered: the cosine
 	// of a lexical-only hit from the index, the coverage of a vector-only
 	// hit from its words (each weighing the same: its IDF is not at hand).
@@ -774,7 +795,8 @@ func (h *Hybrid) chunkHits(ctx context.Context, ids []int64, f store.Filter, dep
 // said then ranks by how well it matches among what was said then, not
 // among everything (where the min-max normalisation of the weighted merge
 // would put a weak match at zero).
-func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosines map[int64]float64, sp *Span, limit int) []Hit {
+func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosines map[int64]float64, sp *Span, limit int,
+	files map[string]float64) []Hit {
 	byID := make(map[int64]store.Hit, len(lex)+len(vec))
 	ranked := func(hs []store.Hit, score func(store.Hit) float64) []Ranked {
 		out := make([]Ranked, len(hs))
@@ -808,23 +830,23 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 			fromSpan[f.ID] = true
 		}
 	}
-	// The sentence bonus, a lexical signal, is left out of a vector-only
-	// search; it is a share of the best fused score, whatever the fusion's
-	// scale (RRF's scores are a hundredth of the weighted merge's).
+	// The sentence and file bonuses, lexical signals, are left out of a
+	// vector-only search; each is a share of the best fused score,
+	// whatever the fusion's scale (RRF's scores are a hundredth of the
+	// weighted merge's).
 	var (
 		sentences *terms.Counter
 		qterms    []string
-		bonus     float64
+		best      float64
 	)
+	for _, f := range fused {
+		best = max(best, f.Score)
+	}
 	if h.opts.SentenceBoost > 0 && len(lex)+len(lexThen) > 0 {
 		qterms = embed.Terms(text)
 		slices.Sort(qterms)
 		if qterms = slices.Compact(qterms); len(qterms) > 0 {
 			sentences = terms.NewCounter(qterms)
-			for _, f := range fused {
-				bonus = max(bonus, f.Score)
-			}
-			bonus *= h.opts.SentenceBoost
 		}
 	}
 	symbols, paths := queryNames(text)
@@ -857,7 +879,10 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 		}
 		hit.Score = f.Score
 		if sentences != nil {
-			hit.Score += bonus * sentenceCoverage(sentences, len(qterms), hit.Chunk.Text)
+			hit.Score += best * h.opts.SentenceBoost * sentenceCoverage(sentences, len(qterms), hit.Chunk.Text)
+		}
+		if c, ok := files[hit.Chunk.EntryID]; ok && hit.Occurrence.Type == store.CodeFile {
+			hit.Score += best * h.opts.FileCoverage * c
 		}
 		hit.Score *= hit.prior
 		out = append(out, hit)
@@ -878,6 +903,25 @@ func (h *Hybrid) fuse(text string, lex, vec, lexThen, vecThen []store.Hit, cosin
 		sortHits(out)
 	}
 	return out[:min(limit, len(out))]
+}
+
+// fileCoverage returns the share of the query that each indexed file among
+// the candidates holds anywhere (see Options.FileCoverage), by entry.
+func (h *Hybrid) fileCoverage(ctx context.Context, text string, lists ...[]store.Hit) (map[string]float64, error) {
+	seen := map[string]bool{}
+	var ids []string
+	for _, l := range lists {
+		for _, hit := range l {
+			if id := hit.Chunk.EntryID; hit.Occurrence.Type == store.CodeFile && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return h.st.EntryCoverage(ctx, text, ids)
 }
 
 // addSpan adds to each of all the boost times its score among then, the

@@ -663,6 +663,56 @@ func TestFileEvidence(t *testing.T) {
 	}
 }
 
+// TestFileCoverage: a file that holds two of a query's words in one
+// function and the third in the next ranks above a file whose one function
+// holds the two more often; a negative weight turns that off. The other
+// whole-file signal, file evidence, and the sentence boost are off, so that
+// only coverage tells the files apart.
+func TestFileCoverage(t *testing.T) {
+	st := sqlitetest.Open(t, sqlite.Options{})
+	funcs := func(comments ...string) string {
+		var b strings.Builder
+		b.WriteString("package p\n")
+		for i, c := range comments {
+			fmt.Fprintf(&b, "\n// F%d %s\nfunc F%d() {\n", i, c, i)
+			for j := range 30 {
+				fmt.Fprintf(&b, "\tx%d := %d // filler line\n", j, j)
+			}
+			b.WriteString("}\n")
+		}
+		return b.String()
+	}
+	srcs := map[string]string{
+		"wide/wide.go":     funcs("waits out the retry backoff", "adds jitter to the wait", "formats the report"),
+		"narrow/narrow.go": funcs("computes the retry backoff, doubling the backoff", "formats the report", "parses the config"),
+	}
+	// Files that mention a retry in passing, and files about other things.
+	for i, topic := range []string{"hashes a password", "sorts the results", "renders a template", "logs a line"} {
+		srcs[fmt.Sprintf("other/o%d.go", i)] = funcs(topic+" and the retry count", "opens the file")
+	}
+	for i, topic := range []string{"parses a flag", "reads a header", "closes the pool", "trims a name"} {
+		srcs[fmt.Sprintf("more/m%d.go", i)] = funcs(topic)
+	}
+	putFiles(t, st, srcs)
+	q := retrieve.Query{Text: "retry backoff jitter", Mode: retrieve.ModeLexical, Limit: 20}
+	first := func(o retrieve.Options) string {
+		t.Helper()
+		o.FileEvidence, o.SentenceBoost = -1, -1
+		res := search(t, retrieve.NewHybrid(st, nil, o), q)
+		if len(res.Hits) == 0 {
+			t.Fatal("no hits")
+		}
+		t.Logf("file coverage %v: %v", o.FileCoverage, provenances(res.Hits))
+		return res.Hits[0].Occurrence.Files[0]
+	}
+	if got := first(retrieve.Options{FileCoverage: -1}); got != "narrow/narrow.go" {
+		t.Errorf("without file coverage the chunk holding two words most often should rank first, not %s", got)
+	}
+	if got := first(retrieve.Options{FileCoverage: 1}); got != "wide/wide.go" {
+		t.Errorf("with file coverage the file holding all three words should rank first, not %s", got)
+	}
+}
+
 // TestAncillaryPrior: the project's own file ranks above a vendored copy
 // of a dependency and a test fixture that match the query better, unless
 // the query asks about such code or the prior is off.
