@@ -42,7 +42,7 @@ var migrations = []migration{
 	{7, "archivalist", schemaV7, nil},
 	{8, "conversation context from up to three entries back", "", buildContexts},
 	{9, "irregular word forms indexed as their base form", "", rebuildTerms},
-	{10, "the term sets of entries of several chunks", schemaV10, buildEntryTerms},
+	{10, "the term sets of files of several chunks", schemaV10, buildEntryTerms},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -482,7 +482,7 @@ func rebuildFTS(ctx context.Context, tx *sql.Tx) error {
 }
 
 const schemaV10 = `
--- entry_terms holds the term set of each entry of more than one chunk:
+-- entry_terms holds the term set of each file of more than one chunk:
 -- sorted distinct 32-bit hashes of its index terms (see termSet).
 CREATE TABLE IF NOT EXISTS entry_terms (
 	entry INTEGER PRIMARY KEY REFERENCES entries(pk),

@@ -27,7 +27,8 @@ type pending struct {
 	// content was already stored before this call.
 	bodies, metas []string
 	symbols       []sql.NullString
-	// terms is the entry's term set (see termSet); nil for one chunk.
+	// terms is a file's term set (see termSet); nil for one chunk, and
+	// for content other than files.
 	terms []byte
 }
 
@@ -125,7 +126,9 @@ func (p *pending) makeTerms() {
 			p.symbols[k] = jsonList(c.Symbols)
 		}
 	}
-	p.terms = termSet(p.bodies)
+	if p.e.Type == store.CodeFile {
+		p.terms = termSet(p.bodies)
+	}
 }
 
 // existing returns which of ids are stored.

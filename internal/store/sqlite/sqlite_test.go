@@ -291,9 +291,9 @@ func TestMigrate_IrregularForms(t *testing.T) {
 	}
 }
 
-// TestMigrate_EntryTerms opens a schema-9 store, whose entries have no
-// term sets: migration 10 writes one for each entry of several chunks, and
-// the whole-entry coverage reads it.
+// TestMigrate_EntryTerms opens a schema-9 store, whose files have no term
+// sets: migration 10 writes one for each file of several chunks (and none
+// for a message of several), and the whole-entry coverage reads it.
 func TestMigrate_EntryTerms(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "engram.db")
@@ -303,7 +303,8 @@ func TestMigrate_EntryTerms(t *testing.T) {
 	}
 	file := storetest.Entry("s", "a", store.CodeFile, "func retryBackoff() {}\n\n// waits for the budget\n")
 	note := storetest.Entry("s", "a", store.Note, "the retry budget")
-	res, err := s.PutEntries(ctx, []store.Entry{file, note})
+	long := storetest.Entry("s", "a", store.ToolResult, "retry 1 failed\n\nretry 2 failed\n")
+	res, err := s.PutEntries(ctx, []store.Entry{file, note, long})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,20 +13,21 @@ import (
 	"github.com/engramhq/engram/internal/terms"
 )
 
-// An entry of more than one chunk (an indexed file, a long tool result)
-// keeps the set of its index terms, in entry_terms, so that a search can
-// tell which of a query's words the entry holds anywhere without reading
-// and tokenizing it (EntryCoverage): the file a change touches often holds
-// one query word in one function and another in the next, and no single
-// chunk holds them all. The set is the sorted, distinct 32-bit FNV-1a
+// A file of more than one chunk keeps the set of its index terms, in
+// entry_terms, so that a search can tell which of a query's words the file
+// holds anywhere without reading and tokenizing it (EntryCoverage): the
+// file a change touches often holds one query word in one function and
+// another in the next, and no single chunk holds them all. Other content
+// (messages, tool results) keeps none: search does not ask about it, and
+// on a conversation store the sets would add a sixth to its size. The set is the sorted, distinct 32-bit FNV-1a
 // hashes of the terms of its chunks' full-text bodies (terms.Append), four
 // bytes a term: about 2 KB for a typical source file, where its content is
 // 13 KB. Two terms share a hash with odds of about one in a million for a
 // file of 4,000 distinct terms, and a shared hash only makes the entry
 // seem to hold a word it does not.
 
-// termSet returns the term set of an entry whose chunks' full-text bodies
-// are given, or nil for an entry of one chunk: its chunk is all of it.
+// termSet returns the term set of a file whose chunks' full-text bodies
+// are given, or nil for a file of one chunk: its chunk is all of it.
 func termSet(bodies []string) []byte {
 	if len(bodies) < 2 {
 		return nil
@@ -147,7 +148,7 @@ func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (m
 	return out, nil
 }
 
-// buildEntryTerms writes the term set of every stored entry of more than
+// buildEntryTerms writes the term set of every stored file of more than
 // one chunk (migration 10; a change to the way terms are made needs it run
 // again after rebuildTerms).
 func buildEntryTerms(ctx context.Context, tx *sql.Tx) error {
@@ -160,7 +161,8 @@ func buildEntryTerms(ctx context.Context, tx *sql.Tx) error {
 		chunks = map[int64][]span{}
 	)
 	rows, err := tx.QueryContext(ctx, `SELECT entry, start_byte, end_byte FROM chunks
-		WHERE entry IN (SELECT entry FROM chunks GROUP BY entry HAVING count(*) > 1) ORDER BY entry, ordinal`)
+		WHERE entry IN (SELECT entry FROM chunks GROUP BY entry HAVING count(*) > 1)
+		AND entry IN (SELECT entry FROM occurrences WHERE type = ?) ORDER BY entry, ordinal`, store.CodeFile)
 	if err != nil {
 		return err
 	}
