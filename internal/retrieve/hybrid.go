@@ -60,7 +60,7 @@ const (
 	// DefaultFileEvidence is the share of the scores of a file's other
 	// chunks among the best candidates that its best chunk gains (see
 	// fileEvidence).
-	DefaultFileEvidence = 0.2
+	DefaultFileEvidence = 0.05
 	// DefaultFileCoverage weighs the share of a query's words that a
 	// candidate's whole file holds (see Options.FileCoverage).
 	DefaultFileCoverage = 0.5
