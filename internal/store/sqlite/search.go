@@ -517,12 +517,18 @@ const rescoreExtra = 50
 // queryCounter counts the terms of a query's words, whole and by parts, in
 // chunk texts.
 func queryCounter(groups []terms.Group) *terms.Counter {
+	return terms.NewCounter(queryTerms(groups))
+}
+
+// queryTerms returns the index terms of a query's words, whole and by
+// parts.
+func queryTerms(groups []terms.Group) []string {
 	var ts []string
 	for _, g := range groups {
 		ts = append(ts, g.Whole)
 		ts = append(ts, g.Parts...)
 	}
-	return terms.NewCounter(ts)
+	return ts
 }
 
 // groupTF is how often a chunk holds a query word: whole, or for a

@@ -107,33 +107,43 @@ func TestOpen_Reopen(t *testing.T) {
 	}
 }
 
-// TestMigrate_RebuildFTS opens a store whose full-text tables hold terms
-// made the old way (here: none at all) at schema version 2, and checks that
-// the migrations index every chunk again, current and history alike, and
-// give conversation entries their context.
-func TestMigrate_RebuildFTS(t *testing.T) {
+// oldStore makes a store file in a temporary directory, puts the entries
+// and then each file change, and closes it: for a migration test to turn
+// into what an older engram would have left.
+func oldStore(t *testing.T, entries []store.Entry, files ...store.FileChange) (string, []store.PutResult) {
+	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "engram.db")
 	s, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutEntries(ctx, []store.Entry{
-		storetest.Entry("s", "a", store.Note, "the parser parsed every request"),
-		storetest.Entry("c", "a", store.UserPrompt, "Which dessert did you bake?"),
-		storetest.Entry("c", "a", store.AgentResponse, "Panna cotta with coconut milk."),
-	}); err != nil {
+	res, err := s.PutEntries(ctx, entries)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutFiles(ctx, []store.FileChange{storetest.Version("a.go", "package a\n\n// quokkas hop\n")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutFiles(ctx, []store.FileChange{storetest.Version("a.go", "package a\n\n// wombats dig\n")}); err != nil {
-		t.Fatal(err)
+	for _, f := range files {
+		if err := s.PutFiles(ctx, []store.FileChange{f}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return path, res
+}
+
+// TestMigrate_RebuildFTS opens a store whose full-text tables hold terms
+// made the old way (here: none at all) at schema version 2, and checks that
+// the migrations index every chunk again, current and history alike, and
+// give conversation entries their context.
+func TestMigrate_RebuildFTS(t *testing.T) {
+	ctx := context.Background()
+	path, _ := oldStore(t, []store.Entry{
+		storetest.Entry("s", "a", store.Note, "the parser parsed every request"),
+		storetest.Entry("c", "a", store.UserPrompt, "Which dessert did you bake?"),
+		storetest.Entry("c", "a", store.AgentResponse, "Panna cotta with coconut milk."),
+	}, storetest.Version("a.go", "package a\n\n// quokkas hop\n"), storetest.Version("a.go", "package a\n\n// wombats dig\n"))
 	// Undo what migrations 3 to 7 made, as a schema-2 store lacks it (the
 	// full-text tables of schema 2 have two columns).
 	execSQL(t, path,
@@ -146,7 +156,7 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 		"DROP TABLE arch_agents", "DROP TABLE arch_events", "DROP TABLE arch_fts",
 		"PRAGMA user_version = 2")
 
-	s, err = sqlite.Open(ctx, path, sqlite.Options{})
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,23 +187,12 @@ func TestMigrate_RebuildFTS(t *testing.T) {
 // again from up to three and indexes them.
 func TestMigrate_ContextsReachBack(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "engram.db")
-	s, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.PutEntries(ctx, []store.Entry{
+	path, res := oldStore(t, []store.Entry{
 		storetest.Entry("c", "a", store.UserPrompt, "Last week we took the kids to the military memorial downtown."),
 		storetest.Entry("c", "a", store.AgentResponse, "How did they take it?"),
 		storetest.Entry("c", "a", store.UserPrompt, "They were awestruck and humbled."),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	answer := res[2].ID
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +213,7 @@ func TestMigrate_ContextsReachBack(t *testing.T) {
 		"INSERT INTO history_fts(history_fts) VALUES ('delete-all')",
 		"PRAGMA user_version = 7")
 
-	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
+	s := sqlitetest.OpenPath(t, path, sqlite.Options{})
 	hits, err := s.Search(ctx, store.Query{Text: "military memorial"})
 	if err != nil {
 		t.Fatal(err)
@@ -296,21 +295,11 @@ func TestMigrate_IrregularForms(t *testing.T) {
 // for a message of several), and the whole-entry coverage reads it.
 func TestMigrate_EntryTerms(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "engram.db")
-	s, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := storetest.Entry("s", "a", store.CodeFile, "func retryBackoff() {}\n\n// waits for the budget\n")
-	note := storetest.Entry("s", "a", store.Note, "the retry budget")
-	long := storetest.Entry("s", "a", store.ToolResult, "retry 1 failed\n\nretry 2 failed\n")
-	res, err := s.PutEntries(ctx, []store.Entry{file, note, long})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path, res := oldStore(t, []store.Entry{
+		storetest.Entry("s", "a", store.CodeFile, "func retryBackoff() {}\n\n// waits for the budget\n"),
+		storetest.Entry("s", "a", store.Note, "the retry budget"),
+		storetest.Entry("s", "a", store.ToolResult, "retry 1 failed\n\nretry 2 failed\n"),
+	})
 	sets := func() int {
 		t.Helper()
 		db, err := sql.Open("sqlite", path)
@@ -329,7 +318,7 @@ func TestMigrate_EntryTerms(t *testing.T) {
 	}
 	execSQL(t, path, "DROP TABLE entry_terms", "PRAGMA user_version = 9")
 
-	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
+	s := sqlitetest.OpenPath(t, path, sqlite.Options{})
 	if n := sets(); n != 1 {
 		t.Fatalf("after migration 10, %d term sets, want 1 (the file's)", n)
 	}

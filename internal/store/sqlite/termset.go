@@ -98,12 +98,8 @@ func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (m
 	if err != nil {
 		return nil, fmt.Errorf("coverage of %q: %w", text, err)
 	}
-	counter := queryCounter(groups)
-	var wanted []string
-	for _, g := range groups {
-		wanted = append(wanted, g.Whole)
-		wanted = append(wanted, g.Parts...)
-	}
+	wanted := queryTerms(groups)
+	counter := terms.NewCounter(wanted)
 	var (
 		hits   []store.Hit
 		counts []map[string]int
