@@ -206,16 +206,27 @@ type batch struct {
 	stmts map[string]*sql.Stmt
 	// pks maps entry IDs written or checked in this batch to their pk.
 	pks map[string]int64
-	// turns caches each session's latest turn.
-	turns    map[string]int
-	sessions map[string]bool
-	agents   map[[2]string]bool
+	// turns caches each session's latest turn; storedTurn its latest turn
+	// in the store before the batch.
+	turns, storedTurn map[string]int
+	// recent holds each session's occurrences written in the batch, in
+	// order, and recentContent their entries' content (see recentBefore).
+	recent        map[string][]recentOcc
+	recentContent map[int64][]byte
+	sessions      map[string]bool
+	agents        map[[2]string]bool
 	// msgs maps (session, msg_id) written in this batch to its result.
 	msgs map[[2]string]store.PutResult
 	// refresh holds entries whose full-text rows must be worked out again
 	// before commit (see refreshEntry); versioned, entries made a file's
 	// version in this batch.
 	refresh, versioned map[int64]bool
+	// fts holds the full-text rows of the chunks written in the batch,
+	// in order, until flushFTS writes them; ctxWork takes their contexts
+	// to workers that turn them into terms (see contextTerms).
+	fts     []*ftsRow
+	ctxWork chan ctxJob
+	ctxDone sync.WaitGroup
 	// deltas are the counter increments; byType by content type.
 	entries, bytes, tokens, chunks, occurrences int64
 	byType                                      map[store.ContentType]store.TypeStats
@@ -265,7 +276,8 @@ var batchSQL = map[string]string{
 func newBatch(ctx context.Context, tx *sql.Tx) *batch {
 	b := &batch{
 		ctx: ctx, tx: tx, now: time.Now().UTC(),
-		stmts: map[string]*sql.Stmt{}, pks: map[string]int64{}, turns: map[string]int{},
+		stmts: map[string]*sql.Stmt{}, pks: map[string]int64{}, turns: map[string]int{}, storedTurn: map[string]int{},
+		recent: map[string][]recentOcc{}, recentContent: map[int64][]byte{},
 		sessions: map[string]bool{}, agents: map[[2]string]bool{}, msgs: map[[2]string]store.PutResult{},
 		byType:  map[store.ContentType]store.TypeStats{},
 		refresh: map[int64]bool{}, versioned: map[int64]bool{},
@@ -289,9 +301,63 @@ func (b *batch) stmt(name string) (*sql.Stmt, error) {
 }
 
 func (b *batch) close() {
+	b.stopWork()
 	for _, st := range b.stmts {
 		st.Close()
 	}
+}
+
+// ftsRow is a chunk's row of the full-text index, ctx its context's terms.
+type ftsRow struct {
+	id              int64
+	body, meta, ctx string
+}
+
+type ctxJob struct {
+	row  *ftsRow
+	text string
+}
+
+// contextTerms has row's ctx made from a context's text by a worker while
+// the writer goes on: the terms of the contexts were a twentieth of a
+// conversation import's time, all of it in the writer, which the import
+// waits for.
+func (b *batch) contextTerms(row *ftsRow, text string) {
+	if b.ctxWork == nil {
+		b.ctxWork = make(chan ctxJob, 256)
+		for range runtime.GOMAXPROCS(0) {
+			b.ctxDone.Go(func() {
+				for j := range b.ctxWork {
+					j.row.ctx = terms.String(j.text)
+				}
+			})
+		}
+	}
+	b.ctxWork <- ctxJob{row, text}
+}
+
+// stopWork waits for the context workers to finish.
+func (b *batch) stopWork() {
+	if b.ctxWork != nil {
+		close(b.ctxWork)
+		b.ctxDone.Wait()
+		b.ctxWork = nil
+	}
+}
+
+// flushFTS writes the batch's full-text rows. They are written after the
+// batch's other rows, in the order of their chunks, so that FTS5 takes
+// ascending rowids (an insert below the last one written flushes its
+// pending terms).
+func (b *batch) flushFTS() error {
+	b.stopWork()
+	for _, r := range b.fts {
+		if _, err := b.exec("insertFTS", r.id, r.body, r.meta, r.ctx); err != nil {
+			return err
+		}
+	}
+	b.fts = nil
+	return nil
 }
 
 func (b *batch) exec(name string, args ...any) (sql.Result, error) {
@@ -374,6 +440,9 @@ func (b *batch) put(p *pending) (store.PutResult, error) {
 		return res, err
 	}
 	res.Turn = turn
+	if e.SessionID != "" {
+		b.seen(e.SessionID, turn, pk, e.Content)
+	}
 	b.occurrences++
 	ts := b.byType[e.Type]
 	ts.Occurrences++
@@ -432,17 +501,15 @@ func (b *batch) content(p *pending, turn int) (pk int64, isNew bool, err error) 
 		// prove it was not, so this is a bug.
 		return 0, false, fmt.Errorf("entry %s: terms were not prepared", e.ID)
 	}
-	var ctxTerms string
+	var ctxText string
 	if e.SessionID != "" && e.Type != store.CodeFile {
-		text, err := b.contextOf(pk, len(e.Content), e.SessionID, turn)
-		if err != nil {
+		if ctxText, err = b.contextOf(pk, len(e.Content), e.SessionID, turn); err != nil {
 			return 0, false, err
 		}
-		if text != "" {
-			if _, err := b.exec("insertContext", pk, text); err != nil {
+		if ctxText != "" {
+			if _, err := b.exec("insertContext", pk, ctxText); err != nil {
 				return 0, false, err
 			}
-			ctxTerms = terms.String(text)
 		}
 	}
 	for k, c := range e.Chunks {
@@ -454,13 +521,11 @@ func (b *batch) content(p *pending, turn int) (pk int64, isNew bool, err error) 
 		if err != nil {
 			return 0, false, err
 		}
-		ctx := ""
-		if k == 0 {
-			ctx = ctxTerms
+		row := &ftsRow{id: id, body: p.bodies[k], meta: p.metas[k]}
+		if k == 0 && ctxText != "" {
+			b.contextTerms(row, ctxText)
 		}
-		if _, err := b.exec("insertFTS", id, p.bodies[k], p.metas[k], ctx); err != nil {
-			return 0, false, err
-		}
+		b.fts = append(b.fts, row)
 	}
 	if p.terms != nil {
 		if _, err := b.exec("insertTerms", pk, p.terms); err != nil {
@@ -518,6 +583,7 @@ func (b *batch) turn(e *store.Entry) (int, error) {
 		if err := b.row("maxTurn", e.SessionID).Scan(&latest); err != nil {
 			return 0, err
 		}
+		b.storedTurn[e.SessionID] = latest
 	}
 	turn := e.Turn
 	switch {
@@ -540,6 +606,10 @@ const (
 )
 
 func (b *batch) finish() error {
+	// Before refreshing: an entry refreshed may have rows among them.
+	if err := b.flushFTS(); err != nil {
+		return err
+	}
 	for pk := range b.refresh {
 		if err := b.refreshEntry(pk); err != nil {
 			return err
