@@ -37,13 +37,16 @@ func TrainCorpus(texts []string, opts lsa.Options) (*Corpus, error) {
 	return newCorpus(m)
 }
 
-// LoadCorpus decodes a corpus model saved with MarshalBinary.
+// LoadCorpus decodes a corpus model saved with MarshalBinary. The encoding
+// is canonical (UnmarshalBinary takes nothing else), so data is the
+// model's encoding as it stands, and its name is not worked out by
+// encoding the model again: that was a third of loading one.
 func LoadCorpus(data []byte) (*Corpus, error) {
 	m := &lsa.Model{}
 	if err := m.UnmarshalBinary(data); err != nil {
 		return nil, fmt.Errorf("load corpus model: %w", err)
 	}
-	return newCorpus(m)
+	return corpusOf(m, data), nil
 }
 
 func newCorpus(m *lsa.Model) (*Corpus, error) {
@@ -51,8 +54,13 @@ func newCorpus(m *lsa.Model) (*Corpus, error) {
 	if err != nil {
 		return nil, err
 	}
+	return corpusOf(m, data), nil
+}
+
+// corpusOf names a model by its dimension and a hash of its encoding.
+func corpusOf(m *lsa.Model, data []byte) *Corpus {
 	sum := sha256.Sum256(data)
-	return &Corpus{m: m, data: data, name: fmt.Sprintf("%s-%d-%s", CorpusPrefix, m.Dim(), hex.EncodeToString(sum[:6]))}, nil
+	return &Corpus{m: m, data: data, name: fmt.Sprintf("%s-%d-%s", CorpusPrefix, m.Dim(), hex.EncodeToString(sum[:6]))}
 }
 
 // MarshalBinary encodes the model for LoadCorpus.
