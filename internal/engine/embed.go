@@ -170,12 +170,55 @@ func (e *Engine) setting(ctx context.Context, key string) (string, error) {
 	return v, err
 }
 
+// lazyCorpus is the stored corpus model name, loaded when first asked for
+// a vector: a run with nothing to embed (engram index after a touch, a
+// hook's engram add of content already stored) does not load it, which
+// was most of such a run.
+type lazyCorpus struct {
+	e    *Engine
+	name string
+	once sync.Once
+	c    *embed.Corpus
+	err  error
+}
+
+func (l *lazyCorpus) get(ctx context.Context) (*embed.Corpus, error) {
+	l.once.Do(func() { l.c, l.err = l.e.loadCorpus(ctx, l.name) })
+	return l.c, l.err
+}
+
+// Model implements embed.Embedder without loading the model.
+func (l *lazyCorpus) Model() string { return l.name }
+
+// Dim implements embed.Embedder; 0 if the model cannot be loaded (Embed
+// says why).
+func (l *lazyCorpus) Dim() int {
+	c, err := l.get(context.Background())
+	if err != nil {
+		return 0
+	}
+	return c.Dim()
+}
+
+// Embed implements embed.Embedder.
+func (l *lazyCorpus) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	c, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Embed(ctx, texts)
+}
+
 func (e *Engine) loadCorpus(ctx context.Context, name string) (*embed.Corpus, error) {
 	data, err := e.st.Blob(ctx, blobPrefix+name)
 	if err != nil {
 		return nil, fmt.Errorf("load corpus model %s: %w", name, err)
 	}
-	return embed.LoadCorpus(data)
+	c, err := embed.LoadCorpus(data)
+	if err != nil {
+		return nil, fmt.Errorf("stored corpus model %s: %w", name, err)
+	}
+	return c, nil
 }
 
 // Hybrid returns the hybrid searcher over the current embedder.
@@ -402,15 +445,14 @@ func (e *Engine) embedPending(ctx context.Context, progress func(EmbedProgress),
 // corpusToEmbed returns the corpus model to embed with: the one being
 // rolled out, a new one if the store needs one, else the active one.
 // Without retrain it is the active one, or a new one if there is none.
-func (e *Engine) corpusToEmbed(ctx context.Context, progress func(embed.Progress), retrain bool) (*embed.Corpus, bool, error) {
+func (e *Engine) corpusToEmbed(ctx context.Context, progress func(embed.Progress), retrain bool) (embed.Embedder, bool, error) {
 	if !retrain {
 		active, err := e.setting(ctx, settingCorpusActive)
 		if err != nil {
 			return nil, false, err
 		}
 		if active != "" {
-			c, err := e.loadCorpus(ctx, active)
-			return c, false, err
+			return &lazyCorpus{e: e, name: active}, false, nil
 		}
 	}
 	next, err := e.setting(ctx, settingCorpusNext)
@@ -440,8 +482,7 @@ func (e *Engine) corpusToEmbed(ctx context.Context, progress func(embed.Progress
 			return nil, false, err
 		}
 		if n > 0 && float64(vs.Chunks) < e.opts.Embed.CorpusGrowth*float64(n) && !stale {
-			c, err := e.loadCorpus(ctx, active)
-			return c, false, err
+			return &lazyCorpus{e: e, name: active}, false, nil
 		}
 	}
 	c, err := e.trainCorpus(ctx, vs.Chunks, progress)

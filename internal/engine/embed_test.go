@@ -127,6 +127,35 @@ func TestEmbed_CorpusLifecycle(t *testing.T) {
 	}
 }
 
+// TestEmbed_LoadsTheModelOnlyToEmbed: a run with nothing to embed does not
+// load the corpus model (most of a quick engram index or add), and one
+// with something to embed does, and fails plainly if it cannot.
+func TestEmbed_LoadsTheModelOnlyToEmbed(t *testing.T) {
+	ctx := t.Context()
+	e := newEngine(t, engine.Options{Embed: engine.EmbedOptions{Corpus: lsa.Options{Dim: 8}, Batch: 64}})
+	addNotes(t, e, 0, 100)
+	rep, err := e.Embed(ctx, nil)
+	if err != nil || !rep.Trained {
+		t.Fatalf("first embed: %+v, %v", rep, err)
+	}
+	model := rep.Model
+	// The stored model made unreadable: only a load can tell.
+	if err := e.Store().PutBlob(ctx, "embed/"+model, []byte("not a model")); err != nil {
+		t.Fatal(err)
+	}
+	for name, run := range map[string]func(context.Context, func(engine.EmbedProgress)) (engine.EmbedReport, error){
+		"Embed": e.Embed, "EmbedNew": e.EmbedNew,
+	} {
+		if rep, err := run(ctx, nil); err != nil || rep.Model != model || rep.Embedded != 0 {
+			t.Errorf("%s with nothing to embed: %+v, %v", name, rep, err)
+		}
+	}
+	addNotes(t, e, 100, 10)
+	if _, err := e.EmbedNew(ctx, nil); err == nil || !strings.Contains(err.Error(), model) || !strings.Contains(err.Error(), "load corpus model") {
+		t.Errorf("EmbedNew with an unreadable model: %v", err)
+	}
+}
+
 // TestEmbed_CorpusTermsStale: a corpus model trained on terms made the way
 // an older engram made them is due for retraining however little the store
 // has grown, and Embed retrains it.
