@@ -131,6 +131,7 @@ func TestV1(t *testing.T) {
 	c.want(400, "POST", "/v1/patterns", ``, "empty")
 	c.want(400, "GET", "/v1/search?q=", "", "empty")
 	c.want(400, "GET", "/v1/search?q=x&limit=many", "", "non-negative number")
+	c.want(400, "GET", "/v1/search?q=x&path=internal%00", "", "NUL byte")
 	c.want(400, "POST", "/v1/recall", `{"query":"@arch:recall:wat"}`, "unknown domain")
 	c.want(400, "GET", "/v1/sessions/s1/briefing?tier=huge", "", "huge")
 	c.want(400, "GET", "/v1/sessions/s1/turns?from=3&to=1", "", "from <= to")

@@ -337,6 +337,9 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 	if _, err := ParseMode(string(q.Mode)); err != nil {
 		return res, err
 	}
+	if err := q.Filter.Validate(); err != nil {
+		return res, err
+	}
 	limit := q.Limit
 	if limit <= 0 {
 		limit = DefaultLimit

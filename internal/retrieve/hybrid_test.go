@@ -37,7 +37,7 @@ type fixture struct {
 
 // newFixture stores notes on the topics in two sessions, and two Go files,
 // trains a corpus model on it all and embeds every chunk.
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st := sqlitetest.Open(t, sqlite.Options{})
@@ -800,7 +800,7 @@ func TestSentenceBoost(t *testing.T) {
 }
 
 // putFiles indexes files (path to source) into st.
-func putFiles(t *testing.T, st *sqlite.Store, srcs map[string]string) {
+func putFiles(t testing.TB, st *sqlite.Store, srcs map[string]string) {
 	t.Helper()
 	var files []store.FileChange
 	// In path order: the order they are stored in decides the chunk IDs,

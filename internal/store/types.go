@@ -262,6 +262,23 @@ type Filter struct {
 	History bool
 }
 
+// Validate reports a filter that cannot mean anything: an unknown content
+// type, or a path holding a NUL byte, which no path can (and which SQLite
+// would read as the end of the pattern, matching everything).
+func (f Filter) Validate() error {
+	for _, t := range f.Types {
+		if !t.Valid() {
+			return &ValidationError{Field: "type", Msg: fmt.Sprintf("unknown content type %q", t)}
+		}
+	}
+	for _, p := range f.Paths {
+		if strings.IndexByte(p, 0) >= 0 {
+			return &ValidationError{Field: "path", Msg: fmt.Sprintf("path %q holds a NUL byte", p)}
+		}
+	}
+	return nil
+}
+
 // IsZero reports whether f restricts nothing. History does not restrict:
 // it widens.
 func (f Filter) IsZero() bool {

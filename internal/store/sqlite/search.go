@@ -401,10 +401,8 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 		limit = store.DefaultLimit
 	}
 	limit = min(limit, MaxLimit)
-	for _, t := range q.Filter.Types {
-		if !t.Valid() {
-			return nil, &store.ValidationError{Field: "type", Msg: fmt.Sprintf("unknown content type %q", t)}
-		}
+	if err := q.Filter.Validate(); err != nil {
+		return nil, err
 	}
 	groups := terms.Query(q.Text)
 	if len(groups) == 0 {
