@@ -200,6 +200,9 @@ func (s *Store) VectorStats(ctx context.Context, model string) (store.VectorStat
 
 // ChunkHits implements store.Store.
 func (s *Store) ChunkHits(ctx context.Context, ids []int64, filter store.Filter) ([]store.Hit, error) {
+	if err := filter.Validate(); err != nil {
+		return nil, err
+	}
 	cands := make([]candidate, len(ids))
 	for i, id := range ids {
 		cands[i] = candidate{rowid: id}
@@ -209,6 +212,9 @@ func (s *Store) ChunkHits(ctx context.Context, ids []int64, filter store.Filter)
 
 // FilterChunks implements store.Store.
 func (s *Store) FilterChunks(ctx context.Context, filter store.Filter, limit int) ([]int64, error) {
+	if err := filter.Validate(); err != nil {
+		return nil, err
+	}
 	cond, args := filterSQL(filter)
 	history := filter.History // history's chunks as well as the current
 	var ids []int64
