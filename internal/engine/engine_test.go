@@ -14,7 +14,7 @@ import (
 	"github.com/engramhq/engram/internal/tokens"
 )
 
-func newEngine(t *testing.T, opts engine.Options) *engine.Engine {
+func newEngine(t testing.TB, opts engine.Options) *engine.Engine {
 	t.Helper()
 	st := sqlitetest.Open(t, sqlite.Options{})
 	e, err := engine.New(st, opts)

@@ -2,8 +2,11 @@ package engine_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
@@ -64,4 +67,46 @@ func FuzzAdd(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzReadJSONL reads any input as `engram add` does: it is refused with
+// errors that each name their line, or every record it returns passes
+// Check; and a line holding a string of valid UTF-8 as its content gives
+// back exactly that string.
+func FuzzReadJSONL(f *testing.F) {
+	f.Add([]byte(`{"session":"s1","role":"user","content":"fix the flaky test"}`+"\n\n"+`{"type":"tool_call","content":{"cmd":"go"}}`), "plain")
+	f.Add([]byte(`{"content":"\ud800 lone","type":"note"}`+"\r\n"+`{"bogus":1}`), "tab\there \u2028 \x00")
+	f.Add([]byte("\xff\xfe{\n}{\n[1,2]\nnull\n\"s\""), "")
+	e := newEngine(f, engine.Options{MaxContentBytes: 1 << 12})
+	f.Fuzz(func(t *testing.T, input []byte, content string) {
+		lines, err := e.ReadJSONL(bytes.NewReader(input), engine.Record{Session: "dflt"})
+		if err != nil {
+			for _, one := range unwrapJoin(err) {
+				var le *engine.LineError
+				if !errors.As(one, &le) && !strings.HasPrefix(one.Error(), "stopped after") {
+					t.Fatalf("an error that names no line: %v", one)
+				}
+			}
+		}
+		for _, l := range lines {
+			if cerr := e.Check(l.Record); cerr != nil {
+				t.Fatalf("line %d passed but fails Check: %v", l.N, cerr)
+			}
+		}
+		if !utf8.ValidString(content) || content == "" || len(content) > 1<<12 {
+			return
+		}
+		raw, _ := json.Marshal(map[string]string{"type": "note", "content": content})
+		lines, err = e.ReadJSONL(bytes.NewReader(raw), engine.Record{Session: "dflt"})
+		if err != nil || len(lines) != 1 || string(lines[0].Content) != content {
+			t.Fatalf("content %q read back as %+v, %v", content, lines, err)
+		}
+	})
+}
+
+func unwrapJoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
