@@ -34,15 +34,28 @@ func wordRune(r rune) bool {
 	return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.IsDigit(r)
 }
 
+// wordByte is wordRune for ASCII.
+var wordByte = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = wordRune(rune(c))
+	}
+	return t
+}()
+
 // eachWord calls fn with each maximal run of word runes in text.
 func eachWord(text string, fn func(word string) bool) {
 	start := -1
 	for i := 0; i < len(text); {
-		r, n := rune(text[i]), 1
-		if r >= utf8.RuneSelf {
+		var in bool
+		n := 1
+		if c := text[i]; c < utf8.RuneSelf {
+			in = wordByte[c]
+		} else {
+			var r rune
 			r, n = utf8.DecodeRuneInString(text[i:])
+			in = wordRune(r)
 		}
-		if wordRune(r) {
+		if in {
 			if start < 0 {
 				start = i
 			}
@@ -94,6 +107,9 @@ func kindOf(r rune) caseKind {
 // case (HTTPRequest: HTTP, Request). Parts are not lower-cased.
 func split(word string, parts []string) []string {
 	parts = parts[:0]
+	if simpleWord(word) {
+		return append(parts, word)
+	}
 	start := 0
 	var prev, prev2 caseKind
 	flush := func(end int) {
@@ -126,6 +142,24 @@ func split(word string, parts []string) []string {
 	}
 	flush(len(word))
 	return parts
+}
+
+// simpleWord reports whether split would return word whole: an ASCII
+// letter or digit, then only lower-case letters and digits, as most words
+// of prose are. It saves decoding and classifying each rune.
+func simpleWord(word string) bool {
+	if len(word) == 0 {
+		return false
+	}
+	if c := word[0]; c >= utf8.RuneSelf || c == '_' {
+		return false
+	}
+	for i := 1; i < len(word); i++ {
+		if c := word[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // eachSplit calls fn with the parts of each word of text that is not too
