@@ -11,7 +11,8 @@ import (
 func TestCounter(t *testing.T) {
 	words := []string{"dying", "Dying", "yelling", "Yelling", "parsing", "parsed", "ParseHTTPRequest", "parse_http_request",
 		"HTTPServer", "getURL2", "ÉCOLE", "école", "Ünïcode", "naïve", "x", "id", "IDs", "the", "a1b2", "__init__",
-		"retry", "Retries", "retrying", "backoff", "jitter", "ctx", "Context", "CONTEXT", "ß", "straße", "İstanbul", "ǅemal", "kelvin", "\u212Aelvin"}
+		"retry", "Retries", "retrying", "backoff", "jitter", "ctx", "Context", "CONTEXT", "ß", "straße", "İstanbul", "ǅemal", "kelvin", "\u212Aelvin",
+		"went", "Went", "go", "ate", "eat", "bought", "buy", "children", "lying", "tying", "aed", "oed", "a", "o", "Yes", "ugly", "skies"}
 	r := rand.New(rand.NewPCG(7, 8))
 	for range 300 {
 		var b strings.Builder
@@ -45,5 +46,25 @@ func TestCounter(t *testing.T) {
 	}
 	if got := NewCounter(nil).Count("anything at all"); len(got) != 0 {
 		t.Errorf("no terms wanted: %v", got)
+	}
+}
+
+// BenchmarkCounter counts a question's terms in a long chat turn, as
+// search does for each candidate.
+func BenchmarkCounter(b *testing.B) {
+	text := strings.Repeat("I'm looking for some advice on cleaning and maintaining my antique furniture. "+
+		"I recently acquired a beautiful vintage armchair from the flea market, and I went there with my sister "+
+		"last Saturday. By the way, she gave me a silver necklace for my birthday, which was really thoughtful. ", 8)
+	q := Query("I received a piece of jewelry last Saturday from whom?")
+	var want []string
+	for _, g := range q {
+		if !g.Stop {
+			want = append(want, g.Whole)
+		}
+	}
+	c := NewCounter(want)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		c.Count(text)
 	}
 }
