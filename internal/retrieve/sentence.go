@@ -24,12 +24,12 @@ func sentenceCoverage(c *terms.Counter, n int, text string) float64 {
 			continue
 		}
 		if i > start {
-			best = max(best, len(c.Count(text[start:i+1])))
+			best = max(best, c.Distinct(text[start:i+1]))
 		}
 		start = i + 1
 	}
 	if start < len(text) && best < n {
-		best = max(best, len(c.Count(text[start:])))
+		best = max(best, c.Distinct(text[start:]))
 	}
 	return float64(best) / float64(n)
 }

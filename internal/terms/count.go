@@ -16,7 +16,11 @@ import (
 // Search uses it to score candidate chunks against a query's few terms. A
 // Counter is not safe for concurrent use.
 type Counter struct {
-	want map[string]bool
+	want map[string]int // term -> its index in seen
+	// seen stamps each wanted term with the call of Distinct that last
+	// found it.
+	seen  []uint32
+	stamp uint32
 	// first marks ASCII first bytes of which any word may do: those of
 	// one-letter terms. pairs marks the (lower-cased) ASCII first two
 	// bytes that may, one bit a pair.
@@ -27,12 +31,12 @@ type Counter struct {
 
 // NewCounter returns a Counter of the given terms.
 func NewCounter(terms []string) *Counter {
-	c := &Counter{want: make(map[string]bool, len(terms))}
+	c := &Counter{want: make(map[string]int, len(terms))}
 	for _, t := range terms {
-		if t == "" {
+		if _, dup := c.want[t]; t == "" || dup {
 			continue
 		}
-		c.want[t] = true
+		c.want[t] = len(c.want)
 		c.allow(t)
 		for _, form := range formsOf[t] {
 			c.allow(form)
@@ -95,11 +99,40 @@ func (c *Counter) Count(text string) map[string]int {
 	if len(c.want) == 0 {
 		return counts
 	}
-	add := func(b []byte) {
-		if c.want[string(b)] {
+	c.each(text, func(b []byte) {
+		if _, ok := c.want[string(b)]; ok {
 			counts[string(b)]++
 		}
+	})
+	return counts
+}
+
+// Distinct returns how many of the wanted terms occur among text's terms,
+// as len(Count(text)) would, without allocating.
+func (c *Counter) Distinct(text string) int {
+	if len(c.want) == 0 {
+		return 0
 	}
+	if c.seen == nil {
+		c.seen = make([]uint32, len(c.want))
+	}
+	c.stamp++
+	if c.stamp == 0 { // wrapped: stamps from 2^32 calls ago would match
+		clear(c.seen)
+		c.stamp = 1
+	}
+	n := 0
+	c.each(text, func(b []byte) {
+		if i, ok := c.want[string(b)]; ok && c.seen[i] != c.stamp {
+			c.seen[i] = c.stamp
+			n++
+		}
+	})
+	return n
+}
+
+// each calls add with each of text's terms that may be wanted.
+func (c *Counter) each(text string, add func(term []byte)) {
 	eachSplit(text, func(parts []string) bool {
 		if len(parts) > 1 && c.may(parts[0], parts[1]) { // the whole identifier
 			c.buf = appendTerm(c.buf[:0], parts...)
@@ -113,7 +146,6 @@ func (c *Counter) Count(text string) map[string]int {
 		}
 		return true
 	})
-	return counts
 }
 
 // formsOf maps a stem to the words that stem to it but do not begin with

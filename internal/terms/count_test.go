@@ -33,7 +33,16 @@ func TestCounter(t *testing.T) {
 			}
 		}
 		want = append(want, "zzz", "éco", "dye")
-		got := NewCounter(want).Count(text)
+		c := NewCounter(want)
+		got := c.Count(text)
+		for range 2 { // the second call must not see the first's terms
+			if d := c.Distinct(text); d != len(got) {
+				t.Fatalf("text %q, want %v: Distinct %d, Count found %d", text, want, d, len(got))
+			}
+			if d := c.Distinct("zzz"); d != 1 {
+				t.Fatalf("Distinct(zzz) = %d after %q", d, text)
+			}
+		}
 		exp := map[string]int{}
 		for _, w := range want {
 			if n := all[w]; n > 0 {
