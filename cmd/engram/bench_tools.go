@@ -51,7 +51,8 @@ clients show the model, and the structured content beside it.`,
 			}
 			defer done()
 			st1, st2 := mcp.NewInMemoryTransports()
-			ss, err := mcpserver.New(eng, mcpserver.Options{Session: "bench"}).MCP().Connect(ctx, st1, nil)
+			v, _ := versionInfo()
+			ss, err := mcpserver.New(eng, mcpserver.Options{Session: "bench", Version: v}).MCP().Connect(ctx, st1, nil)
 			if err != nil {
 				return err
 			}
@@ -83,7 +84,10 @@ clients show the model, and the structured content beside it.`,
 				if err != nil {
 					return fmt.Errorf("%s: %w", l.name, err)
 				}
-				all, err := json.Marshal(res)
+				// The tools array is what a client passes on to the model;
+				// the result's _meta names the server and its version, which
+				// varies with how the binary was built.
+				all, err := json.Marshal(res.Tools)
 				if err != nil {
 					return err
 				}
