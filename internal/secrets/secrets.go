@@ -99,6 +99,9 @@ func Scan(content string) []Finding {
 				if placeholder(r.kind, content[start:end]) {
 					continue
 				}
+				if r.kind == PrivateKey {
+					end = keyBlockEnd(content, end)
+				}
 				out = append(out, Finding{Kind: r.kind, Start: start, End: end})
 			}
 		}
@@ -122,6 +125,23 @@ func Scan(content string) []Finding {
 		merged = append(merged, f)
 	}
 	return merged
+}
+
+// keyBlockEnd returns where the private key block whose header ends at
+// from ends: after its END line, or at the end of content when it has
+// none (a key cut short is still a key). The key is the block, not only
+// its header.
+func keyBlockEnd(content string, from int) int {
+	i := strings.Index(content[from:], "-----END ")
+	if i < 0 {
+		return len(content)
+	}
+	i += from + len("-----END ")
+	j := strings.Index(content[i:], "-----")
+	if j < 0 {
+		return len(content)
+	}
+	return i + j + len("-----")
 }
 
 // windows returns the byte ranges of content to search for the rule: one

@@ -49,6 +49,24 @@ func TestScan(t *testing.T) {
 	}
 }
 
+// TestRedactKeyBlock: a private key is its whole block, not its header;
+// the body of the key is what must not be stored.
+func TestRedactKeyBlock(t *testing.T) {
+	body := fake("MIIEpAIBAAKCAQEA", strings.Repeat("q7Zx", 20))
+	for _, tc := range []struct{ name, in, want string }{
+		{"block", "before\n-----BEGIN RSA PRIVATE KEY-----\n" + body + "\n-----END RSA PRIVATE KEY-----\nafter\n",
+			"before\n[REDACTED:private_key]\nafter\n"},
+		{"cut short", "key: -----BEGIN OPENSSH PRIVATE KEY-----\n" + body, "key: [REDACTED:private_key]"},
+		{"two blocks", "-----BEGIN EC PRIVATE KEY-----\n" + body + "\n-----END EC PRIVATE KEY----- and -----BEGIN PRIVATE KEY-----\n" + body + "\n-----END PRIVATE KEY-----",
+			"[REDACTED:private_key] and [REDACTED:private_key]"},
+	} {
+		out, _ := Redact(tc.in)
+		if out != tc.want {
+			t.Errorf("%s: Redact = %q, want %q", tc.name, out, tc.want)
+		}
+	}
+}
+
 func TestRedact(t *testing.T) {
 	gh := fake("ghp_", strings.Repeat("Q", 36))
 	in := "export GITHUB_TOKEN=" + gh + "\necho done\n"
