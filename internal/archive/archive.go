@@ -82,6 +82,9 @@ type Options struct {
 	Classifier Classifier
 	// Encoding counts briefing tokens; nil means o200k_base.
 	Encoding *tokens.Encoding
+	// KeepSecrets stores what agents write as given; by default secrets
+	// of known formats are redacted, as in messages and files.
+	KeepSecrets bool
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -191,6 +194,9 @@ func New(st store.ArchiveStore, opts Options) (*Archive, error) {
 // ErrUnknownAgent is returned for an agent that was never registered.
 var ErrUnknownAgent = errors.New("unknown agent")
 
+// ErrBadKey is returned for a key no agent holds.
+var ErrBadKey = errors.New("not an agent key engram issued")
+
 // IsolationError refuses an agent's access to a session not its own.
 type IsolationError struct {
 	AgentID, AgentSession, Session string
@@ -299,8 +305,46 @@ type AgentSpec struct {
 }
 
 // Register registers an agent and returns its handle. A sub-agent (one
-// with a parent) joins its parent's session.
+// with a parent) joins its parent's session. It is the operator's
+// registration (the CLI, a local MCP server, an HTTP caller holding the
+// server's token): the agent is a credential of its own.
 func (a *Archive) Register(ctx context.Context, spec AgentSpec) (*Handle, error) {
+	h, _, err := a.register(ctx, spec, nil, false)
+	return h, err
+}
+
+// RegisterWithKey registers an agent as Register does and issues it a key,
+// the credential it presents to engram serve; the key is returned once and
+// only its hash is kept. by, if not nil, is the key holder registering it:
+// the new agent joins by's session, as by's sub-agent unless spec names
+// another parent there, and shares by's credential, so that rate limits
+// count them together and registering agents cannot multiply them.
+func (a *Archive) RegisterWithKey(ctx context.Context, spec AgentSpec, by *Handle) (*Handle, string, error) {
+	return a.register(ctx, spec, by, true)
+}
+
+func (a *Archive) register(ctx context.Context, spec AgentSpec, by *Handle, withKey bool) (*Handle, string, error) {
+	if by != nil {
+		if spec.SessionID != "" && spec.SessionID != by.agent.SessionID {
+			return nil, "", a.Refuse(ctx, by.agent, spec.SessionID, "to register an agent")
+		}
+		spec.SessionID = by.agent.SessionID
+		if spec.ParentID == "" {
+			spec.ParentID = by.agent.ID
+		}
+	}
+	var key, keyHash string
+	if withKey {
+		key, keyHash = newKey()
+	}
+	h, err := a.registerTx(ctx, spec, by, keyHash)
+	if err != nil {
+		return nil, "", err
+	}
+	return h, key, nil
+}
+
+func (a *Archive) registerTx(ctx context.Context, spec AgentSpec, by *Handle, keyHash string) (*Handle, error) {
 	if spec.ID != "" {
 		if err := checkID("id", spec.ID); err != nil {
 			return nil, err
@@ -318,7 +362,7 @@ func (a *Archive) Register(ctx context.Context, spec AgentSpec) (*Handle, error)
 	}
 	var agent store.ArchiveAgent
 	var sv uint64
-	err := a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+	err := a.write(ctx, func(tx store.ArchiveTx) error {
 		agent = store.ArchiveAgent{ID: spec.ID, Name: spec.Name, SessionID: spec.SessionID, ParentID: spec.ParentID,
 			Model: spec.Model, Role: spec.Role, RegisteredAt: a.now()}
 		if spec.ParentID != "" {
@@ -333,6 +377,9 @@ func (a *Archive) Register(ctx context.Context, spec AgentSpec) (*Handle, error)
 			}
 			agent.SessionID = parent.SessionID
 		}
+		if by != nil {
+			agent.Credential = by.agent.Credential
+		}
 		if agent.ID == "" {
 			id, err := shortID(tx, spec)
 			if err != nil {
@@ -343,8 +390,17 @@ func (a *Archive) Register(ctx context.Context, spec AgentSpec) (*Handle, error)
 		if agent.Name == "" {
 			agent.Name = agent.ID
 		}
+		if agent.Credential == "" {
+			agent.Credential = agent.ID
+		}
 		if err := tx.PutAgent(agent); err != nil {
 			return err
+		}
+		if keyHash != "" {
+			if err := tx.SetAgentKey(agent.ID, keyHash); err != nil {
+				return err
+			}
+			agent.HasKey = true
 		}
 		var err error
 		if sv, err = tx.NextSession(agent.SessionID); err != nil {
@@ -354,10 +410,17 @@ func (a *Archive) Register(ctx context.Context, spec AgentSpec) (*Handle, error)
 		if err != nil {
 			return err
 		}
-		detail := ""
+		var details []string
 		if agent.ParentID != "" {
-			detail = "parent " + agent.ParentID
+			details = append(details, "parent "+agent.ParentID)
 		}
+		if by != nil {
+			details = append(details, "registered by "+by.agent.ID)
+		}
+		if keyHash != "" {
+			details = append(details, "key issued")
+		}
+		detail := strings.Join(details, ", ")
 		return tx.AppendEvent(&store.ArchiveEvent{Type: "agent_register", GV: gv, SV: sv, SessionID: agent.SessionID,
 			AgentID: agent.ID, Scope: "agents", Detail: detail, At: agent.RegisteredAt})
 	})
@@ -424,7 +487,7 @@ func (a *Archive) HandleIn(ctx context.Context, sessionID, agentID string) (*Han
 		return h, nil
 	}
 	ierr := &IsolationError{AgentID: agentID, AgentSession: h.agent.SessionID, Session: sessionID}
-	audit := a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+	audit := a.write(ctx, func(tx store.ArchiveTx) error {
 		gv, sv, err := tx.Versions(h.agent.SessionID)
 		if err != nil {
 			return err

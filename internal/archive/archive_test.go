@@ -228,16 +228,80 @@ func TestRateLimits(t *testing.T) {
 	_, err := h.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: "golden files under testdata"})
 	var rl *RateLimitError
 	if !errors.As(err, &rl) || rl.RetryAfter <= 0 || rl.RetryAfter > time.Minute {
-		t.Fatalf("over the session rate: %v, want a rate limit with retry-after", err)
+		t.Fatalf("over the rate: %v, want a rate limit with retry-after", err)
 	}
-	// Another session has its own budget; the category cap still holds.
+	// Another credential has its own budget, and its own share of the
+	// category: a1's three patterns do not count against it.
 	h2 := register(t, a, AgentSpec{ID: "b1", SessionID: "s2"})
-	if _, err := h2.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: "golden files under testdata"}); err != nil {
+	for _, p := range []string{"golden files under testdata", "fuzz every parser", "race detector in CI"} {
+		if _, err := h2.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Register(ctx, AgentSpec{ID: "c1", SessionID: "s3"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h2.RecordPattern(ctx, Pattern{Category: "testing.unit", Pattern: "fuzz every parser"})
-	if !errors.As(err, &rl) || !strings.Contains(err.Error(), "active patterns") {
-		t.Fatalf("over the category cap: %v", err)
+}
+
+// TestRateLimitsPerCredential: agents a key holder registers share its
+// credential, so registering more of them, in any session name, does not
+// buy more writes; and one credential that fills a category's cap does
+// not lock another out of it.
+func TestRateLimitsPerCredential(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{Limits: Limits{PatternsPerMinute: 2, ActivePerCategory: 3}})
+	holder, _, err := a.RegisterWithKey(ctx, AgentSpec{ID: "k1", SessionID: "s1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs := []*Handle{holder}
+	for i := range 3 {
+		sub, _, err := a.RegisterWithKey(ctx, AgentSpec{ID: fmt.Sprintf("k1-sub%d", i)}, holder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sub.Agent().Credential != "k1" || sub.Session() != "s1" || sub.Agent().ParentID != "k1" {
+			t.Fatalf("sub-agent %+v: want credential k1, session s1, parent k1", sub.Agent())
+		}
+		subs = append(subs, sub)
+	}
+	if _, _, err := a.RegisterWithKey(ctx, AgentSpec{ID: "k1-elsewhere", SessionID: "s9"}, holder); err == nil {
+		t.Error("a key holder registered an agent in another session")
+	}
+	written := 0
+	var rl *RateLimitError
+	distinct := []string{"receivers are one letter", "acronyms keep their case", "packages are short nouns", "errors end in Error"}
+	for i, h := range subs {
+		_, err := h.RecordPattern(ctx, Pattern{Category: "style.naming", Pattern: distinct[i]})
+		switch {
+		case err == nil:
+			written++
+		case errors.As(err, &rl):
+		default:
+			t.Fatal(err)
+		}
+	}
+	if written != 2 {
+		t.Errorf("the key holder and its sub-agents wrote %d patterns in a minute, want the credential's 2", written)
+	}
+	// Fill k1's share of a category over time, then another credential
+	// still writes there.
+	clock := time.Now()
+	b, _ := newArchive(t, Options{Limits: Limits{PatternsPerMinute: 2, ActivePerCategory: 3}, Now: func() time.Time { return clock }})
+	junk := register(t, b, AgentSpec{ID: "junk", SessionID: "j1"})
+	for i := range 4 {
+		clock = clock.Add(time.Minute)
+		_, err := junk.RecordPattern(ctx, Pattern{Category: "style.naming", Pattern: distinct[i]})
+		if i < 3 && err != nil {
+			t.Fatal(err)
+		}
+		if i == 3 && (!errors.As(err, &rl) || !strings.Contains(err.Error(), "active patterns")) {
+			t.Fatalf("over its share of the category: %v", err)
+		}
+	}
+	legit := register(t, b, AgentSpec{ID: "o1", SessionID: "real"})
+	if _, err := legit.RecordPattern(ctx, Pattern{Category: "style.naming", Pattern: "exported names say what, not how"}); err != nil {
+		t.Errorf("a legitimate writer is locked out of a category another filled: %v", err)
 	}
 }
 
@@ -503,5 +567,50 @@ func TestConcurrentWriters(t *testing.T) {
 	recs, _ := st.ArchiveRecords(ctx, store.RecordQuery{Kinds: []store.RecordKind{store.KindInsight}})
 	if gv != 320 || len(recs) != 320 || len(seen) != 320 {
 		t.Errorf("gv %d, %d insights stored, %d versions acknowledged; want 320", gv, len(recs), len(seen))
+	}
+}
+
+// TestAgentKeys: a key authenticates its agent only; a new key replaces
+// the old; the store keeps no key, only its hash.
+func TestAgentKeys(t *testing.T) {
+	ctx := context.Background()
+	a, st := newArchive(t, Options{})
+	h, key, err := a.RegisterWithKey(ctx, AgentSpec{ID: "o1", SessionID: "s1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsKey(key) || !h.Agent().HasKey {
+		t.Fatalf("key %q, agent %+v", key, h.Agent())
+	}
+	got, err := a.Authenticate(ctx, key)
+	if err != nil || got.Agent().ID != "o1" || got.Session() != "s1" {
+		t.Fatalf("authenticate: %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "o1", key + "x", KeyPrefix + "AAAA", strings.TrimPrefix(key, KeyPrefix)} {
+		if _, err := a.Authenticate(ctx, bad); !errors.Is(err, ErrBadKey) {
+			t.Errorf("authenticate %q: %v, want ErrBadKey", bad, err)
+		}
+	}
+	key2, err := a.IssueKey(ctx, "o1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(ctx, key); !errors.Is(err, ErrBadKey) {
+		t.Errorf("the replaced key still authenticates: %v", err)
+	}
+	if got, err := a.Authenticate(ctx, key2); err != nil || got.Agent().ID != "o1" {
+		t.Errorf("new key: %+v, %v", got, err)
+	}
+	if _, err := a.IssueKey(ctx, "nobody"); !errors.Is(err, ErrUnknownAgent) {
+		t.Errorf("key for an unknown agent: %v", err)
+	}
+	evs, err := st.ArchiveEvents(ctx, -1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if strings.Contains(e.Detail, key) || strings.Contains(e.Detail, key2) {
+			t.Errorf("event %+v holds the key", e)
+		}
 	}
 }

@@ -301,7 +301,7 @@ func (h *Handle) RecordPattern(ctx context.Context, p Pattern) (WriteResult, err
 		search: p.Description + " " + p.Example + " " + p.Category + " " + strings.Join(p.Scope, " "),
 		body:   p, scope: p.Scope, dedup: true, supersedes: p.Supersedes}
 	g.check = func(tx store.ArchiveTx, now time.Time) error {
-		if err := a.rateLimit(tx, h.agent.SessionID, store.KindPattern, a.opts.Limits.PatternsPerMinute, now); err != nil {
+		if err := a.rateLimit(tx, h.agent, store.KindPattern, a.opts.Limits.PatternsPerMinute, now); err != nil {
 			return err
 		}
 		active, err := tx.Records(store.RecordQuery{Kinds: []store.RecordKind{store.KindPattern}, Category: p.Category, Active: true})
@@ -313,7 +313,6 @@ func (h *Handle) RecordPattern(ctx context.Context, p Pattern) (WriteResult, err
 		}
 		var conflicts []string
 		var lines []string
-		n := 0
 		for _, r := range active {
 			var old Pattern
 			if err := json.Unmarshal(r.Body, &old); err != nil {
@@ -321,9 +320,6 @@ func (h *Handle) RecordPattern(ctx context.Context, p Pattern) (WriteResult, err
 			}
 			if slices.Contains(p.Supersedes, r.ID) {
 				continue
-			}
-			if r.Category == p.Category {
-				n++
 			}
 			if scopesOverlap(old.Scope, p.Scope) && contradicts(p.Pattern, old.Pattern) {
 				conflicts = append(conflicts, r.ID)
@@ -335,9 +331,23 @@ func (h *Handle) RecordPattern(ctx context.Context, p Pattern) (WriteResult, err
 				"pattern contradicts active %s in %s: name it in supersedes with a reason, or narrow the scope",
 				strings.Join(lines, ", "), p.Category)}
 		}
+		// The cap counts the writer's credential's own patterns, so that
+		// one writer filling a category cannot lock the others out of it.
+		mine, err := tx.Records(store.RecordQuery{Kinds: []store.RecordKind{store.KindPattern}, Category: p.Category,
+			Active: true, Credential: credentialOf(h.agent)})
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, r := range mine {
+			if r.Category == p.Category && !slices.Contains(p.Supersedes, r.ID) {
+				n++
+			}
+		}
 		if n >= a.opts.Limits.ActivePerCategory {
 			return &RateLimitError{Msg: fmt.Sprintf(
-				"category %s already holds %d active patterns (the limit): supersede one, or use a narrower category", p.Category, n)}
+				"agent %s already has %d active patterns in category %s (the limit): supersede one, or use a narrower category",
+				credentialOf(h.agent), n, p.Category)}
 		}
 		return nil
 	}
@@ -378,7 +388,7 @@ func (h *Handle) RecordFailure(ctx context.Context, f Failure) (WriteResult, err
 	g := global{kind: store.KindFailure, category: f.Category, text: f.Approach + " — " + f.Reason,
 		search: f.Context + " " + f.Error + " " + strings.Join(f.Files, " "), body: f, scope: f.Files, dedup: true}
 	g.check = func(tx store.ArchiveTx, now time.Time) error {
-		return a.rateLimit(tx, h.agent.SessionID, "", a.opts.Limits.WritesPerMinute, now)
+		return a.rateLimit(tx, h.agent, "", a.opts.Limits.WritesPerMinute, now)
 	}
 	var resID string
 	addRes := func(tx store.ArchiveTx, failureID string) error {
@@ -410,8 +420,8 @@ func (h *Handle) RecordResolution(ctx context.Context, failureID string, r Resol
 		return WriteResult{}, err
 	}
 	var rec store.ArchiveRecord
-	err := h.a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
-		if err := h.a.rateLimit(tx, h.agent.SessionID, "", h.a.opts.Limits.WritesPerMinute, h.a.now()); err != nil {
+	err := h.a.write(ctx, func(tx store.ArchiveTx) error {
+		if err := h.a.rateLimit(tx, h.agent, "", h.a.opts.Limits.WritesPerMinute, h.a.now()); err != nil {
 			return err
 		}
 		fs, err := tx.Records(store.RecordQuery{IDs: []string{failureID}, Kinds: []store.RecordKind{store.KindFailure}})
@@ -455,7 +465,7 @@ func (h *Handle) RecordInsight(ctx context.Context, in Insight) (WriteResult, er
 	g := global{kind: store.KindInsight, category: in.Category, text: in.Insight,
 		search: in.Evidence + " " + strings.Join(in.Scope, " "), body: in, scope: in.Scope, dedup: true}
 	g.check = func(tx store.ArchiveTx, now time.Time) error {
-		return a.rateLimit(tx, h.agent.SessionID, "", a.opts.Limits.WritesPerMinute, now)
+		return a.rateLimit(tx, h.agent, "", a.opts.Limits.WritesPerMinute, now)
 	}
 	return h.writeGlobal(ctx, g)
 }
@@ -470,7 +480,7 @@ func (h *Handle) RecordDecision(ctx context.Context, d Decision) (WriteResult, e
 		search: d.Rationale + " " + strings.Join(d.Alternatives, " ") + " " + strings.Join(d.Scope, " "),
 		body:   d, scope: d.Scope, dedup: true, supersedes: d.Supersedes}
 	g.check = func(tx store.ArchiveTx, now time.Time) error {
-		if err := a.rateLimit(tx, h.agent.SessionID, "", a.opts.Limits.WritesPerMinute, now); err != nil {
+		if err := a.rateLimit(tx, h.agent, "", a.opts.Limits.WritesPerMinute, now); err != nil {
 			return err
 		}
 		return checkSupersededExist(tx, d.Supersedes, store.KindDecision)
@@ -492,7 +502,7 @@ func (h *Handle) DeclareIntent(ctx context.Context, in Intent) (WriteResult, err
 		body: in, scope: in.Paths}
 	g.check = func(tx store.ArchiveTx, now time.Time) error {
 		notices = nil
-		if err := h.a.rateLimit(tx, h.agent.SessionID, "", h.a.opts.Limits.WritesPerMinute, now); err != nil {
+		if err := h.a.rateLimit(tx, h.agent, "", h.a.opts.Limits.WritesPerMinute, now); err != nil {
 			return err
 		}
 		active, err := activeIntents(tx, now)
@@ -574,7 +584,7 @@ func (h *Handle) CompleteIntent(ctx context.Context, intentID string) (WriteResu
 		return WriteResult{}, err
 	}
 	var rec store.ArchiveRecord
-	err := h.a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+	err := h.a.write(ctx, func(tx store.ArchiveTx) error {
 		recs, err := tx.Records(store.RecordQuery{IDs: []string{intentID}, Kinds: []store.RecordKind{store.KindIntent}})
 		if err != nil {
 			return err
@@ -611,14 +621,18 @@ func (h *Handle) CompleteIntent(ctx context.Context, intentID string) (WriteResu
 	return WriteResult{Status: "updated", ID: intentID, GV: rec.GV}, nil
 }
 
-// rateLimit refuses a session's write past limit records of kind (any
-// global kind if empty) in the last minute. It reads one record: the
-// limit-th newest of the minute, if there is one.
-func (a *Archive) rateLimit(tx store.ArchiveTx, session string, kind store.RecordKind, limit int, now time.Time) error {
+// rateLimit refuses a write past limit records of kind (any global kind if
+// empty) in the last minute by the agents of the writer's credential: the
+// agent itself, or the key holder that registered it and the agents that
+// share its key lineage. Not by session: a caller picks session names
+// freely, so counting by them let a writer that rotated them write
+// without bound. It reads one record: the limit-th newest of the minute,
+// if there is one.
+func (a *Archive) rateLimit(tx store.ArchiveTx, agent store.ArchiveAgent, kind store.RecordKind, limit int, now time.Time) error {
 	if limit < 0 {
 		return nil
 	}
-	q := store.RecordQuery{SessionID: session, Since: now.Add(-time.Minute), Newest: true, Limit: 1, Offset: limit - 1}
+	q := store.RecordQuery{Credential: credentialOf(agent), Since: now.Add(-time.Minute), Newest: true, Limit: 1, Offset: limit - 1}
 	if kind != "" {
 		q.Kinds = []store.RecordKind{kind}
 	} else {
@@ -637,7 +651,15 @@ func (a *Archive) rateLimit(tx store.ArchiveTx, session string, kind store.Recor
 	if kind != "" {
 		what = string(kind) + "s"
 	}
-	return &RateLimitError{Msg: fmt.Sprintf("session %s wrote %d %s in the last minute (the limit)", session, limit, what), RetryAfter: wait}
+	return &RateLimitError{Msg: fmt.Sprintf("agent %s wrote %d %s in the last minute (the limit)", credentialOf(agent), limit, what), RetryAfter: wait}
+}
+
+// credentialOf returns the credential an agent's writes count against.
+func credentialOf(agent store.ArchiveAgent) string {
+	if agent.Credential != "" {
+		return agent.Credential
+	}
+	return agent.ID
 }
 
 // writeGlobal runs the common path of a global write.
@@ -666,7 +688,7 @@ func (h *Handle) writeGlobalMerge(ctx context.Context, g global, onMerge func(tx
 		}
 	}
 	var wr WriteResult
-	err := a.st.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+	err := a.write(ctx, func(tx store.ArchiveTx) error {
 		wr = WriteResult{}
 		now := a.now()
 		if g.dedup {

@@ -379,7 +379,7 @@ func (e *Engine) Watch(ctx context.Context, root string, opts index.Options, wop
 // by trigrams alone.
 func (e *Engine) Archive(ctx context.Context) (*archive.Archive, error) {
 	e.archOnce.Do(func() {
-		opts := archive.Options{Encoding: e.enc(), Logger: e.log, Fusion: e.Fusion()}
+		opts := archive.Options{Encoding: e.enc(), Logger: e.log, Fusion: e.Fusion(), KeepSecrets: e.opts.KeepSecrets}
 		if e.opts.LLM.Model != "" {
 			c, err := llm.New(e.opts.LLM)
 			if err != nil {

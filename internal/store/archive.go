@@ -79,6 +79,9 @@ type RecordQuery struct {
 	Ref      string
 	Hash     string
 	AgentID  string
+	// Credential keeps records written by the agents of that credential
+	// (ArchiveAgent.Credential).
+	Credential string
 	// AfterGV keeps global records born after that version; UpToGV, if
 	// set, those born at or before it.
 	AfterGV, UpToGV uint64
@@ -110,6 +113,13 @@ type ArchiveAgent struct {
 	Model        string
 	Role         string
 	RegisteredAt time.Time
+	// Credential is the agent whose key lineage this agent belongs to:
+	// its own ID, unless the holder of another agent's key registered
+	// it. Rate limits count per credential. Empty on PutAgent means ID.
+	Credential string
+	// HasKey says whether a key was issued to the agent (only its hash is
+	// kept); filled on reads.
+	HasKey bool
 }
 
 // ArchiveEvent is one line of the archivalist's event log.
@@ -154,6 +164,9 @@ type ArchiveTx interface {
 	// PutAgent registers an agent; an ID already registered is a
 	// *ConflictError.
 	PutAgent(a ArchiveAgent) error
+	// SetAgentKey keeps the hash of an agent's new key, replacing any
+	// earlier one; an unknown agent is ErrNotFound.
+	SetAgentKey(id, keyHash string) error
 	// AppendEvent writes an event and sets its Seq.
 	AppendEvent(e *ArchiveEvent) error
 }
@@ -177,6 +190,9 @@ type ArchiveStore interface {
 	ArchiveSearch(ctx context.Context, text string, kinds []RecordKind, limit int) ([]ArchiveHit, error)
 	// ArchiveAgent returns a registered agent, or ErrNotFound.
 	ArchiveAgent(ctx context.Context, id string) (ArchiveAgent, error)
+	// ArchiveAgentByKey returns the agent whose key hashes to keyHash, or
+	// ErrNotFound.
+	ArchiveAgentByKey(ctx context.Context, keyHash string) (ArchiveAgent, error)
 	// ArchiveAgents returns the agents of a session, or of every session
 	// if sessionID is empty, in registration order.
 	ArchiveAgents(ctx context.Context, sessionID string) ([]ArchiveAgent, error)

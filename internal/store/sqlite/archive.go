@@ -305,6 +305,19 @@ func (t *archTx) Append(r *store.ArchiveRecord) error {
 	return err
 }
 
+func (t *archTx) SetAgentKey(id, keyHash string) error {
+	res, err := t.ExecContext(t.ctx, `UPDATE arch_agents SET key_hash = ? WHERE id = ?`, keyHash, id)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return fmt.Errorf("agent %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
 func (t *archTx) Records(q store.RecordQuery) ([]store.ArchiveRecord, error) {
 	return archRecords(t.ctx, t, q)
 }
@@ -334,9 +347,12 @@ func (t *archTx) PutAgent(a store.ArchiveAgent) error {
 	if a.RegisteredAt.IsZero() {
 		a.RegisteredAt = time.Now()
 	}
-	res, err := t.ExecContext(t.ctx, `INSERT INTO arch_agents(id, name, session_id, parent_id, model, role, registered_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-		a.ID, a.Name, a.SessionID, a.ParentID, a.Model, a.Role, unixNano(a.RegisteredAt))
+	if a.Credential == "" {
+		a.Credential = a.ID
+	}
+	res, err := t.ExecContext(t.ctx, `INSERT INTO arch_agents(id, name, session_id, parent_id, model, role, registered_at, credential)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		a.ID, a.Name, a.SessionID, a.ParentID, a.Model, a.Role, unixNano(a.RegisteredAt), a.Credential)
 	if err != nil {
 		return err
 	}
@@ -413,6 +429,10 @@ func archRecords(ctx context.Context, db archQuerier, q store.RecordQuery) ([]st
 	eq("r.ref", q.Ref)
 	eq("r.hash", q.Hash)
 	eq("r.agent_id", q.AgentID)
+	if q.Credential != "" {
+		where = append(where, "r.agent_id IN (SELECT id FROM arch_agents WHERE credential = ?)")
+		args = append(args, q.Credential)
+	}
 	if q.Category != "" {
 		where = append(where, "(r.category = ? OR substr(r.category, 1, ?) = ?)")
 		args = append(args, q.Category, len(q.Category)+1, q.Category+".")
@@ -554,8 +574,7 @@ func (s *Store) ArchiveAgent(ctx context.Context, id string) (a store.ArchiveAge
 }
 
 func archAgent(ctx context.Context, db archQuerier, id string) (store.ArchiveAgent, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, name, session_id, parent_id, model, role, registered_at
-		FROM arch_agents WHERE id = ?`, id)
+	rows, err := db.QueryContext(ctx, `SELECT `+agentColumns+` FROM arch_agents WHERE id = ?`, id)
 	if err != nil {
 		return store.ArchiveAgent{}, err
 	}
@@ -573,7 +592,7 @@ func archAgent(ctx context.Context, db archQuerier, id string) (store.ArchiveAge
 func (s *Store) ArchiveAgents(ctx context.Context, sessionID string) ([]store.ArchiveAgent, error) {
 	var out []store.ArchiveAgent
 	err := s.read(ctx, func(db *sql.DB) error {
-		q := `SELECT id, name, session_id, parent_id, model, role, registered_at FROM arch_agents`
+		q := `SELECT ` + agentColumns + ` FROM arch_agents`
 		var args []any
 		if sessionID != "" {
 			q += ` WHERE session_id = ?`
@@ -592,12 +611,37 @@ func (s *Store) ArchiveAgents(ctx context.Context, sessionID string) ([]store.Ar
 	return out, nil
 }
 
+// ArchiveAgentByKey implements store.ArchiveStore.
+func (s *Store) ArchiveAgentByKey(ctx context.Context, keyHash string) (a store.ArchiveAgent, err error) {
+	if keyHash == "" {
+		return a, fmt.Errorf("agent key: %w", store.ErrNotFound)
+	}
+	err = s.read(ctx, func(db *sql.DB) error {
+		rows, err := db.QueryContext(ctx, `SELECT `+agentColumns+` FROM arch_agents WHERE key_hash = ?`, keyHash)
+		if err != nil {
+			return err
+		}
+		agents, err := scanArchAgents(rows)
+		if err != nil {
+			return err
+		}
+		if len(agents) == 0 {
+			return fmt.Errorf("agent key: %w", store.ErrNotFound)
+		}
+		a = agents[0]
+		return nil
+	})
+	return a, err
+}
+
+const agentColumns = `id, name, session_id, parent_id, model, role, registered_at, credential, key_hash != ''`
+
 func scanArchAgents(rows *sql.Rows) ([]store.ArchiveAgent, error) {
 	var out []store.ArchiveAgent
 	for rows.Next() {
 		var a store.ArchiveAgent
 		var at int64
-		if err := rows.Scan(&a.ID, &a.Name, &a.SessionID, &a.ParentID, &a.Model, &a.Role, &at); err != nil {
+		if err := rows.Scan(&a.ID, &a.Name, &a.SessionID, &a.ParentID, &a.Model, &a.Role, &at, &a.Credential, &a.HasKey); err != nil {
 			return nil, errors.Join(err, rows.Close())
 		}
 		a.RegisteredAt = fromUnixNano(at)

@@ -43,6 +43,7 @@ var migrations = []migration{
 	{8, "conversation context from up to three entries back", "", buildContexts},
 	{9, "irregular word forms indexed as their base form", "", rebuildTerms},
 	{10, "the term sets of files of several chunks", schemaV10, buildEntryTerms},
+	{11, "agent keys and credentials", "", agentCredentials},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -489,6 +490,45 @@ CREATE TABLE IF NOT EXISTS entry_terms (
 	terms BLOB NOT NULL
 ) STRICT;
 `
+
+// agentCredentials gives agents a credential, the agent whose key lineage
+// each belongs to (its own id unless a key holder registered it; rate
+// limits count by it), and the hash of the key issued to it, if any. It
+// adds the columns only where they are missing, so that it can run again
+// over a store whose version was set back.
+func agentCredentials(ctx context.Context, tx *sql.Tx) error {
+	have := map[string]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info('arch_agents')`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+		have[name] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	var stmts []string
+	for _, col := range []string{"credential", "key_hash"} {
+		if !have[col] {
+			stmts = append(stmts, `ALTER TABLE arch_agents ADD COLUMN `+col+` TEXT NOT NULL DEFAULT ''`)
+		}
+	}
+	stmts = append(stmts,
+		`UPDATE arch_agents SET credential = id WHERE credential = ''`,
+		`CREATE UNIQUE INDEX IF NOT EXISTS arch_agents_key ON arch_agents(key_hash) WHERE key_hash != ''`,
+		`CREATE INDEX IF NOT EXISTS arch_agents_credential ON arch_agents(credential)`)
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 const schemaV7 = `
 -- arch_versions holds the archivalist's versions: scope '' is the global

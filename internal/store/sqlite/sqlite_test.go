@@ -359,3 +359,42 @@ func TestIntegrityCheckAfterMerges(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrate_AgentCredentials opens a schema-10 store, whose agents have
+// neither credential nor key: migration 11 makes each agent its own
+// credential, and keys can then be issued and found.
+func TestMigrate_AgentCredentials(t *testing.T) {
+	ctx := context.Background()
+	path, _ := oldStore(t, nil)
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+		return tx.PutAgent(store.ArchiveAgent{ID: "o1", Name: "o1", SessionID: "s1"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, path,
+		"DROP INDEX arch_agents_key", "DROP INDEX arch_agents_credential",
+		"ALTER TABLE arch_agents DROP COLUMN credential", "ALTER TABLE arch_agents DROP COLUMN key_hash",
+		"PRAGMA user_version = 10")
+
+	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
+	a, err := s.ArchiveAgent(ctx, "o1")
+	if err != nil || a.Credential != "o1" || a.HasKey {
+		t.Fatalf("after migration 11, o1 = %+v, %v: want its own credential and no key", a, err)
+	}
+	if err := s.ArchiveWrite(ctx, func(tx store.ArchiveTx) error { return tx.SetAgentKey("o1", "h") }); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.ArchiveAgentByKey(ctx, "h"); err != nil || a.ID != "o1" {
+		t.Errorf("agent by key after migration 11 = %+v, %v", a, err)
+	}
+	if err := s.IntegrityCheck(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -179,4 +179,59 @@ func testArchiveState(t *testing.T, s store.Store) {
 	if evs, err := s.ArchiveEvents(ctx, -1, 5); err != nil || len(evs) != 1 || evs[0].Type != "agent_register" {
 		t.Errorf("events = %+v, %v", evs, err)
 	}
+	testArchiveCredentials(t, s)
+}
+
+// testArchiveCredentials: an agent's credential defaults to itself, keys
+// are found by their hash and replaced, and records filter by the
+// credential of the agents that wrote them.
+func testArchiveCredentials(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	err := s.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
+		if err := tx.PutAgent(store.ArchiveAgent{ID: "k1", SessionID: "sk", Name: "k1"}); err != nil {
+			return err
+		}
+		if err := tx.PutAgent(store.ArchiveAgent{ID: "k2", SessionID: "sk", Name: "k2", ParentID: "k1", Credential: "k1"}); err != nil {
+			return err
+		}
+		if err := tx.SetAgentKey("k1", "hash-1"); err != nil {
+			return err
+		}
+		if err := tx.SetAgentKey("k1", "hash-2"); err != nil {
+			return err
+		}
+		if err := tx.SetAgentKey("nobody", "hash-3"); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("key for an unknown agent: %v", err)
+		}
+		for i, by := range []string{"k1", "k2", "o1"} {
+			gv, err := tx.NextGlobal()
+			if err != nil {
+				return err
+			}
+			r := store.ArchiveRecord{ID: fmt.Sprintf("ins-%d", gv), Kind: store.KindInsight, GV: gv, SessionID: "sk", AgentID: by,
+				Text: fmt.Sprintf("insight %d", i), Body: []byte("{}"), CreatedAt: time.Now()}
+			if err := tx.Append(&r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.ArchiveAgent(ctx, "k1"); err != nil || a.Credential != "k1" || !a.HasKey {
+		t.Errorf("k1 = %+v, %v: want its own credential and a key", a, err)
+	}
+	if a, err := s.ArchiveAgentByKey(ctx, "hash-2"); err != nil || a.ID != "k1" {
+		t.Errorf("agent by key = %+v, %v", a, err)
+	}
+	for _, h := range []string{"hash-1", ""} {
+		if _, err := s.ArchiveAgentByKey(ctx, h); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("agent by key %q: %v, want ErrNotFound", h, err)
+		}
+	}
+	recs, err := s.ArchiveRecords(ctx, store.RecordQuery{Kinds: []store.RecordKind{store.KindInsight}, Credential: "k1"})
+	if err != nil || len(recs) != 2 || recs[0].AgentID != "k1" || recs[1].AgentID != "k2" {
+		t.Errorf("records of credential k1 = %+v, %v", recs, err)
+	}
 }
