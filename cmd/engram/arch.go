@@ -547,29 +547,65 @@ func (a *app) agentsCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print as JSON")
 
 	var (
-		spec archive.AgentSpec
-		js2  bool
+		spec    archive.AgentSpec
+		js2     bool
+		withKey bool
 	)
 	reg := &cobra.Command{
 		Use:   "register --session S | --parent ID",
 		Short: "Register an agent; a sub-agent (--parent) joins its parent's session",
-		Args:  noArgs,
+		Long: `Register an agent with the archivalist. A sub-agent (--parent) joins its
+parent's session. With --key, also issue the agent its key: the credential
+it sends engram serve (Authorization: Bearer <key>), which lets it read the
+store and write its own session's state only. The key is printed once;
+engram keeps only its hash (engram agents key ID issues a new one).`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			arc, err := a.archive(cmd.Context())
 			if err != nil {
 				return err
 			}
-			h, err := arc.Register(cmd.Context(), spec)
+			var h *archive.Handle
+			var key string
+			if withKey {
+				h, key, err = arc.RegisterWithKey(cmd.Context(), spec, nil)
+			} else {
+				h, err = arc.Register(cmd.Context(), spec)
+			}
 			if err != nil {
 				return err
 			}
 			if js2 {
+				if key != "" {
+					return writeJSON(a.stdout, map[string]any{"agent": h.Agent(), "key": key})
+				}
 				return writeJSON(a.stdout, h.Agent())
 			}
 			fmt.Fprintf(a.stdout, "registered %s in session %s\n", h.Agent().ID, h.Session())
+			if key != "" {
+				fmt.Fprintf(a.stdout, "key: %s\n(shown once: give it to the agent as its bearer token)\n", key)
+			}
 			return nil
 		},
 	}
+	keyCmd := &cobra.Command{
+		Use:   "key ID",
+		Short: "Issue an agent a new key, replacing its old one (printed once)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			arc, err := a.archive(cmd.Context())
+			if err != nil {
+				return err
+			}
+			key, err := arc.IssueKey(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, key)
+			return nil
+		},
+	}
+	cmd.AddCommand(keyCmd)
 	f := reg.Flags()
 	f.StringVar(&spec.ID, "id", "", "a short unique id (default: assigned, such as o1)")
 	f.StringVar(&spec.Name, "name", "", "a readable name")
@@ -578,6 +614,7 @@ func (a *app) agentsCmd() *cobra.Command {
 	f.StringVar(&spec.Model, "model", "", "the model it runs on, such as claude-opus-4-5")
 	f.StringVar(&spec.Role, "role", "", "its role")
 	f.BoolVar(&js2, "json", false, "print as JSON")
+	f.BoolVar(&withKey, "key", false, "also issue the agent its key for engram serve")
 	cmd.AddCommand(reg)
 	return cmd
 }

@@ -75,7 +75,7 @@ by as many goroutines, in the same run.`,
 					return err
 				}
 			}
-			srv := httptest.NewServer(httpapi.Handler(eng, httpapi.Options{}))
+			srv := httptest.NewServer(httpapi.Handler(eng, httpapi.Options{TrustLoopback: true}))
 			defer srv.Close()
 
 			type result struct {

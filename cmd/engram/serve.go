@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -40,18 +41,22 @@ serve over HTTP:
   /metrics  Prometheus metrics
   /healthz  health, without a token
 
-It binds to loopback (127.0.0.1:7411) by default. A bearer token is made on
-the first run and kept with mode 0600 beside the store (or given with
---token or ENGRAM_TOKEN); it is required on any other bind, and optional on
-loopback, where a request without it is let in and a wrong one refused.
-MCP clients name their session and agent with the X-Engram-Session and
-X-Engram-Agent headers. Ctrl-C or SIGTERM stops it gracefully.
+It binds to loopback (127.0.0.1:7411) by default. Every request but
+/healthz needs a credential (Authorization: Bearer ...): the operator's
+token, made on the first run and kept with mode 0600 in the data directory
+(engram token prints it; --token or ENGRAM_TOKEN give another), or the key
+of an agent registered through POST /v1/agents, which may write its own
+session only. Requests naming a host other than loopback's or the address
+served, or sent by a web page of another origin, are refused
+(serve.allowed_hosts, serve.allowed_origins). MCP clients holding the token
+name their session and agent with the X-Engram-Session and X-Engram-Agent
+headers. Ctrl-C or SIGTERM stops it gracefully.
 
 With directories as arguments, it serves each as a project of its own (its
 own store, index and settings) from the one process: one directory is served
 as above; several are served under /p/NAME/ (/p/NAME/mcp, /p/NAME/v1/...,
 /p/NAME/metrics), NAME being the directory's base name, with /healthz
-listing them and one token for all, kept in the data directory.`,
+listing them and one token for all.`,
 		Example: `  engram serve --yes                  # the project of the current directory
   engram serve --yes ~/src/api ~/src/web   # two projects: /p/api/mcp and /p/web/mcp`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,22 +75,25 @@ listing them and one token for all, kept in the data directory.`,
 			}
 			if token == "" {
 				if tokenFile == "" {
-					tokenFile = filepath.Join(filepath.Dir(projects[0].cfg.Store.Path), "serve.token")
-					if len(projects) > 1 {
-						tokenFile = filepath.Join(a.cfg.DataDir, "serve.token")
-					}
+					tokenFile = a.tokenFile()
 				}
 				if token, err = httpapi.LoadToken(tokenFile); err != nil {
 					return err
 				}
 			}
-			require := !httpapi.IsLoopback(addr)
+			sv := a.cfg.Serve
+			if sv.TrustLoopback && !httpapi.IsLoopback(addr) {
+				return usagef("serve.trust_loopback is for a loopback --addr only; %s is reachable from other machines", addr)
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
 			v, _ := versionInfo()
-			opts := httpapi.Options{Token: token, RequireToken: require, Version: v, MaxBodyBytes: maxBody, Logger: a.log}
+			opts := httpapi.Options{Token: token, TrustLoopback: sv.TrustLoopback, Version: v, MaxBodyBytes: maxBody, Logger: a.log,
+				AllowedHosts: append(servedHosts(ln.Addr().String()), sv.AllowedHosts...), AllowedOrigins: sv.AllowedOrigins,
+				Admission:      httpapi.NewAdmission(sv.MaxInFlight, sv.MaxQueue, sv.QueueWait.Duration),
+				MCPSessionIdle: sv.MCPIdle.Duration, MaxMCPSessions: sv.MaxMCPSessions}
 			var handler http.Handler
 			mounts := map[string]http.Handler{}
 			pmetrics := make([]*metrics.Metrics, len(projects))
@@ -120,10 +128,12 @@ listing them and one token for all, kept in the data directory.`,
 				}
 			}
 			switch {
-			case tokenFile != "" && require:
-				fmt.Fprintf(a.stderr, "bearer token required; it is in %s\n", tokenFile)
+			case sv.TrustLoopback:
+				fmt.Fprintln(a.stderr, "requests from loopback without a token are trusted (serve.trust_loopback); others need the token")
 			case tokenFile != "":
-				fmt.Fprintf(a.stderr, "bearer token optional on loopback; it is in %s\n", tokenFile)
+				fmt.Fprintf(a.stderr, "requests need the bearer token in %s (engram token prints it)\n", tokenFile)
+			default:
+				fmt.Fprintln(a.stderr, "requests need the bearer token given by --token or $ENGRAM_TOKEN")
 			}
 
 			var wg sync.WaitGroup
@@ -163,9 +173,9 @@ listing them and one token for all, kept in the data directory.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&addr, "addr", DefaultAddr, "host:port to listen on; a non-loopback address requires the token")
+	f.StringVar(&addr, "addr", DefaultAddr, "host:port to listen on")
 	f.StringVar(&token, "token", "", "the bearer token (default $ENGRAM_TOKEN, else the token file)")
-	f.StringVar(&tokenFile, "token-file", "", "where the token is kept (default serve.token beside the store)")
+	f.StringVar(&tokenFile, "token-file", "", "where the token is kept (default serve.token in the data directory)")
 	f.BoolVar(&noIndex, "no-index", false, "serve without indexing or watching the project")
 	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
 	f.BoolVar(&noEmbed, "no-embed", false, "do not embed new chunks as they are indexed")
@@ -206,4 +216,65 @@ func (a *app) serveProjects(dirs []string) ([]*app, error) {
 		out = append(out, &app{stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, getenv: a.getenv, flags: flags, cfg: cfg, log: a.log})
 	}
 	return out, nil
+}
+
+// tokenFile is where the operator's token is kept: serve.token in the data
+// directory, shared by every project served from it.
+func (a *app) tokenFile() string { return filepath.Join(a.cfg.DataDir, "serve.token") }
+
+// servedHosts returns the host names a server bound to addr answers to,
+// besides loopback's: the address itself, or for a wildcard bind the
+// machine's name and the addresses of its interfaces.
+func servedHosts(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsUnspecified() {
+		return []string{host}
+	}
+	var out []string
+	if name, err := os.Hostname(); err == nil {
+		out = append(out, name)
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				out = append(out, n.IP.String())
+			}
+		}
+	}
+	return out
+}
+
+func (a *app) tokenCmd() *cobra.Command {
+	var path bool
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Print the operator's token that engram serve requires (made if there is none)",
+		Long: `Print the bearer token engram serve requires of the operator, making it (mode
+0600, in the data directory) if there is none yet; --path prints where it is.
+Scripts send it as Authorization: Bearer <token>:
+
+  curl -H "Authorization: Bearer $(engram token)" http://127.0.0.1:7411/v1/search?q=retry
+
+Anyone holding it can read and write the store; agents should get keys of
+their own (POST /v1/agents, or engram agents register --key).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if path {
+				fmt.Fprintln(a.stdout, a.tokenFile())
+				return nil
+			}
+			tok, err := httpapi.LoadToken(a.tokenFile())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, tok)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&path, "path", false, "print the token file's path instead")
+	return cmd
 }

@@ -42,7 +42,7 @@ func startServe(ctx context.Context, t *testing.T, e *env, args ...string) (cmd 
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	sc := bufio.NewScanner(stderr)
 	addrRe := regexp.MustCompile(`on (http://\S+)`)
-	fileRe := regexp.MustCompile(`it is in (\S+)$`)
+	fileRe := regexp.MustCompile(`bearer token in (\S+)`)
 	var log strings.Builder
 	for sc.Scan() && (url == "" || tokenFile == "") {
 		line := sc.Text()
@@ -83,6 +83,32 @@ func TestServe(t *testing.T) {
 		t.Fatalf("healthz: %v, %v", resp, err)
 	}
 	_ = resp.Body.Close()
+	// engram token prints the token serve made, from the data directory.
+	if got := e.ok("", "token"); got != string(tok) {
+		t.Errorf("engram token = %q, serve's token file holds %q", got, tok)
+	}
+	// Loopback is not trusted by default, and a rebound name is refused.
+	for _, tc := range []struct {
+		hdr    map[string]string
+		status int
+	}{
+		{nil, http.StatusUnauthorized},
+		{map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(tok)), "Host": "evil.example.com"}, http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest("GET", url+"/v1/search?q=Backoff", nil)
+		for k, v := range tc.hdr {
+			req.Header.Set(k, v)
+		}
+		req.Host = tc.hdr["Host"]
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%v: HTTP %d, want %d", tc.hdr, resp.StatusCode, tc.status)
+		}
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "serve-test", Version: "v0"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{strings.TrimSpace(string(tok))}}, MaxRetries: -1}, nil)

@@ -57,6 +57,7 @@ type Config struct {
 	Rerank   Rerank   `toml:"rerank"`
 	Prefetch Prefetch `toml:"prefetch"`
 	LLM      LLM      `toml:"llm"`
+	Serve    Serve    `toml:"serve"`
 	// Models override and extend the built-in model catalog.
 	Models []tokens.Model `toml:"models"`
 	// Sources lists the files and variables the config was read from, for
@@ -211,6 +212,32 @@ type LLM struct {
 	// APIKeyEnv names the environment variable holding the API key.
 	APIKeyEnv string   `toml:"api_key_env"`
 	Timeout   Duration `toml:"timeout"`
+}
+
+// Serve configures engram serve's defences; zero values take the
+// defaults.
+type Serve struct {
+	// AllowedHosts are host names (or addresses) requests may send in their
+	// Host header besides localhost, 127.0.0.1, ::1 and the address served;
+	// "*" allows any (behind a proxy that checks it).
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// AllowedOrigins are the browser origins (https://host:port) allowed
+	// besides the server's own; "*" allows any.
+	AllowedOrigins []string `toml:"allowed_origins"`
+	// TrustLoopback lets requests from loopback without a token in as the
+	// operator. Off by default: every web page the user opens can reach
+	// loopback.
+	TrustLoopback bool `toml:"trust_loopback"`
+	// MaxInFlight bounds the requests served at once (default 4 per core);
+	// MaxQueue how many more wait for a slot (default 8 times that), each
+	// at most QueueWait (default 2s); beyond, 503 with Retry-After.
+	MaxInFlight int      `toml:"max_inflight"`
+	MaxQueue    int      `toml:"max_queue"`
+	QueueWait   Duration `toml:"queue_wait"`
+	// MCPIdle closes MCP sessions idle this long (default 30m);
+	// MaxMCPSessions bounds those open at once (default 256).
+	MCPIdle        Duration `toml:"mcp_idle"`
+	MaxMCPSessions int      `toml:"max_mcp_sessions"`
 }
 
 // LLMProviders are the values of llm.provider.
@@ -483,6 +510,14 @@ func (c Config) Validate() error {
 		{"confidence_threshold", p.ConfidenceThreshold}, {"min_signal", p.MinSignal}} {
 		if f.v < 0 || f.v > 1 {
 			errs = append(errs, fmt.Errorf("prefetch.%s: %v is not between 0 and 1", f.name, f.v))
+		}
+	}
+	if sv := c.Serve; sv.MaxInFlight < 0 || sv.MaxQueue < 0 || sv.QueueWait.Duration < 0 || sv.MCPIdle.Duration < 0 || sv.MaxMCPSessions < 0 {
+		errs = append(errs, errors.New("serve: values must not be negative"))
+	}
+	for _, o := range c.Serve.AllowedOrigins {
+		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			errs = append(errs, fmt.Errorf("serve.allowed_origins: %q is not an origin such as https://app.example.com:8443", o))
 		}
 	}
 	if p.MaxExcerptLines < 0 {

@@ -61,10 +61,11 @@ func settle(f func() int, want int, d time.Duration) int {
 
 // TestManyConnections opens 200 MCP sessions at once, each writing and
 // reading, then closes them: every write is stored, and the goroutines
-// and file descriptors the sessions used are gone.
+// and file descriptors the sessions used are gone. Admission lets every
+// request wait for its turn here (load shedding has a test of its own).
 func TestManyConnections(t *testing.T) {
 	eng := newEngine(t)
-	srv := httptest.NewServer(Handler(eng, Options{}))
+	srv := httptest.NewServer(Handler(eng, Options{TrustLoopback: true, Admission: NewAdmission(0, 1000, time.Hour)}))
 	defer srv.Close()
 	ctx := context.Background()
 	// Warm up once, so that what starts once per process is in the baseline.
@@ -156,7 +157,7 @@ func checkFiles(t *testing.T, have bool, base []string) {
 // TestClientGoesAway cancels requests in flight: the server answers the
 // next ones and keeps no goroutine for them.
 func TestClientGoesAway(t *testing.T) {
-	srv := httptest.NewServer(Handler(newEngine(t), Options{}))
+	srv := httptest.NewServer(Handler(newEngine(t), Options{TrustLoopback: true}))
 	defer srv.Close()
 	base := runtime.NumGoroutine()
 	baseFiles, _, haveFiles := openFiles()

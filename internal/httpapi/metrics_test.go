@@ -19,7 +19,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := eng.Add(ctx, []engine.Record{{Session: "s0", Agent: "x", Type: store.Note, Content: []byte("retry with backoff and jitter")}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", RequireToken: true, Metrics: metrics.New(eng)}))
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", Metrics: metrics.New(eng)}))
 	defer srv.Close()
 	c := client{t, srv.URL}
 

@@ -10,7 +10,6 @@ package httpapi
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,15 +31,33 @@ import (
 
 // Options configure the handler.
 type Options struct {
-	// Token, if set, is the bearer token requests must carry.
+	// Token is the operator's bearer token: it may do anything. Requests
+	// carry it, or an agent's key (which may write only its own session's
+	// state), or are refused.
 	Token string
-	// RequireToken refuses requests without the token; when false (a
-	// loopback bind), a request without one is let in, but a wrong one
-	// is still refused.
-	RequireToken bool
+	// TrustLoopback lets a request that carries no credential in as the
+	// operator when it comes from a loopback address. Off by default: any
+	// web page the user opens can send requests to loopback.
+	TrustLoopback bool
+	// AllowedHosts are the host names (or addresses) requests may name in
+	// their Host header besides localhost, 127.0.0.1 and ::1; "*" allows
+	// any. engram serve adds the address it binds.
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins (scheme://host[:port]) let in
+	// besides the server's own; "*" allows any.
+	AllowedOrigins []string
 	// MaxBodyBytes bounds a request body (JSON API and MCP); zero means
 	// MaxBodyBytes.
 	MaxBodyBytes int64
+	// Admission bounds the requests served at once; nil means a new one
+	// with the defaults. Share one between the projects of a server.
+	Admission *Admission
+	// MCPSessionIdle closes an MCP session that has had no request for
+	// this long; zero means DefaultMCPSessionIdle.
+	MCPSessionIdle time.Duration
+	// MaxMCPSessions bounds the MCP sessions open at once (503 for an
+	// initialize past it); zero means DefaultMaxMCPSessions.
+	MaxMCPSessions int
 	// Metrics, if set, records requests and tool calls and is served at
 	// /metrics.
 	Metrics *metrics.Metrics
@@ -48,43 +65,71 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
+// Defaults of Options.
+const (
+	DefaultMCPSessionIdle = 30 * time.Minute
+	DefaultMaxMCPSessions = 256
+)
+
 // Handler returns engram's HTTP handler over eng.
 func Handler(eng *engine.Engine, opts Options) http.Handler {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = MaxBodyBytes
+	}
+	if opts.MCPSessionIdle <= 0 {
+		opts.MCPSessionIdle = DefaultMCPSessionIdle
+	}
+	if opts.MaxMCPSessions <= 0 {
+		opts.MaxMCPSessions = DefaultMaxMCPSessions
+	}
+	g := newGuard(eng, opts, log)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": opts.Version})
 	})
+	sessions := &mcpSessions{max: opts.MaxMCPSessions, metrics: opts.Metrics, open: map[string]bool{}}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		session := firstOf(r.Header.Get("X-Engram-Session"), r.URL.Query().Get("session"))
 		agent := firstOf(r.Header.Get("X-Engram-Agent"), r.URL.Query().Get("agent"))
+		if p, _ := principalOf(r.Context()); p.agent != nil {
+			session, agent = p.agent.Session(), p.agent.Agent().ID
+		}
 		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent,
-			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log}).MCP()
-	}, &mcp.StreamableHTTPOptions{Logger: log})
-	maxBody := opts.MaxBodyBytes
-	if maxBody <= 0 {
-		maxBody = MaxBodyBytes
-	}
-	mux.Handle("/mcp", auth(limitBody(mcpHandler, maxBody), opts, log))
-	v := &v1{eng: eng, log: log, maxBody: maxBody, metrics: opts.Metrics}
-	v.routes(mux, func(h http.Handler) http.Handler { return auth(h, opts, log) })
-	mux.Handle("/v1/", auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log,
+			OnInitialize: sessions.track}).MCP()
+	}, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: opts.MCPSessionIdle, MaxRequestBodyBytes: opts.MaxBodyBytes})
+	mux.Handle("/mcp", g.wrap(limitBody(g.mcp(mcpHandler, sessions), opts.MaxBodyBytes), func(r *http.Request) bool {
+		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
+	}))
+	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics}
+	always := func(*http.Request) bool { return true }
+	v.routes(mux, func(h http.Handler) http.Handler { return g.wrap(h, always) })
+	mux.Handle("/v1/", g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
-	}), opts, log))
-	if opts.Metrics == nil {
-		return mux
+	}), always))
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", g.wrap(opts.Metrics.Handler(), func(*http.Request) bool { return false }))
 	}
-	mux.Handle("GET /metrics", auth(opts.Metrics.Handler(), opts, log))
-	return observe(mux, opts.Metrics)
+	var h http.Handler = g.site(mux)
+	if opts.Metrics != nil {
+		h = observe(h, opts.Metrics)
+	}
+	return h
 }
 
 // Projects serves several projects from one server: each project's
 // handler (Handler) under /p/NAME/, and /healthz, without a token, listing
 // them. Anything else gets a 404 that names the projects.
 func Projects(handlers map[string]http.Handler, opts Options) http.Handler {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := newGuard(nil, opts, log)
 	names := make([]string, 0, len(handlers))
 	mux := http.NewServeMux()
 	for name, h := range handlers {
@@ -99,7 +144,7 @@ func Projects(handlers map[string]http.Handler, opts Options) http.Handler {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such route: %s %s; projects are served under /p/NAME/, NAME one of %s",
 			r.Method, r.URL.Path, strings.Join(names, ", ")))
 	})
-	return mux
+	return g.site(mux)
 }
 
 // observe records every request: its route (the pattern it matched), method,
@@ -156,29 +201,6 @@ func limitBody(next http.Handler, max int64) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, max)
-		next.ServeHTTP(w, r)
-	})
-}
-
-// auth checks the bearer token: missing is refused when required, wrong
-// is always refused. The token itself is never logged.
-func auth(next http.Handler, opts Options, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, has := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		switch {
-		case opts.Token == "":
-		case has && subtle.ConstantTimeCompare([]byte(got), []byte(opts.Token)) == 1:
-		case !has && !opts.RequireToken && r.Header.Get("Authorization") == "":
-		default:
-			reason := "missing token"
-			if r.Header.Get("Authorization") != "" {
-				reason = "wrong token"
-			}
-			log.Warn("unauthorized request", "reason", reason, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="engram"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", reason+": send Authorization: Bearer <token> (engram serve prints where the token is)")
-			return
-		}
 		next.ServeHTTP(w, r)
 	})
 }

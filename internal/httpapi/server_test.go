@@ -51,7 +51,7 @@ func connect(t *testing.T, url string, hdr map[string]string) (*mcp.ClientSessio
 
 func TestMCPOverHTTP(t *testing.T) {
 	var logs bytes.Buffer
-	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "secret-token", RequireToken: true,
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "secret-token",
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 	defer srv.Close()
 	ctx := context.Background()
@@ -98,6 +98,7 @@ func TestMCPOverHTTP(t *testing.T) {
 	// An oversized MCP request is refused with 413.
 	big, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(strings.Repeat("x", MaxBodyBytes+1)))
 	big.Header.Set("Authorization", "Bearer secret-token")
+	big.Header.Set("Content-Type", "application/json")
 	if resp, err := http.DefaultClient.Do(big); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized MCP request: %v, %v", resp, err)
 	} else {
@@ -111,8 +112,10 @@ func TestMCPOverHTTP(t *testing.T) {
 	_ = resp.Body.Close()
 }
 
-func TestOptionalTokenOnLoopback(t *testing.T) {
-	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "tok", RequireToken: false}))
+// TestTrustLoopback: with TrustLoopback, a loopback caller without a
+// token is let in; a wrong token is still refused.
+func TestTrustLoopback(t *testing.T) {
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "tok", TrustLoopback: true}))
 	defer srv.Close()
 	cs, err := connect(t, srv.URL, nil)
 	if err != nil {

@@ -69,6 +69,8 @@ func (v *v1) table() []route {
 		{"POST /v1/intents/{id}/complete", "Complete an intent of your session", v.completeIntent, nil, nil, 200},
 		{"GET /v1/events", "The event log", v.events, nil, []string{"after: events after this sequence number", "limit: most events"}, 200},
 		{"GET /v1/agents", "Registered agents", v.agents, nil, []string{"session: only this session's"}, 200},
+		{"POST /v1/agents", "Register an agent and issue its key (shown once)", v.registerAgent, archive.AgentSpec{}, nil, 201},
+		{"POST /v1/agents/{id}/key", "Issue an agent a new key, replacing its old one", v.agentKey, nil, nil, 201},
 	}
 	for _, kind := range []store.RecordKind{store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision, store.KindIntent} {
 		rs = append(rs, route{"GET /v1/" + string(kind) + "s", "Active " + string(kind) + "s, newest first (ETag: the global version)",
@@ -85,10 +87,36 @@ func (v *v1) routes(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
 	mux.Handle("GET /v1/openapi.json", wrap(http.HandlerFunc(v.openapi)))
 }
 
-// ops returns the operations for the caller of r.
+// readPOSTs are the routes that POST a query rather than a write.
+var readPOSTs = map[string]bool{"POST /v1/prefetch": true, "POST /v1/retrieve": true, "POST /v1/recall": true}
+
+// isWrite reports whether r writes: to the content store, a session's
+// state or the shared history.
+func isWrite(r *http.Request) bool {
+	return r.Method != http.MethodGet && r.Method != http.MethodHead && !readPOSTs[r.Pattern]
+}
+
+// ops returns the operations for the caller of r. The operator (the
+// server's token) acts as the session and agent the request names,
+// registering the agent on first use; an agent (its key) acts as itself
+// only: it may read any session, and write its own session alone.
 func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 	session := firstOf(r.PathValue("session"), r.Header.Get("X-Engram-Session"))
 	agent := r.Header.Get("X-Engram-Agent")
+	if p, _ := principalOf(r.Context()); p.agent != nil {
+		me := p.agent.Agent()
+		if agent != "" && agent != me.ID {
+			return nil, v.refuse(r, me, session, "to act as agent "+agent)
+		}
+		if session != "" && session != me.SessionID && isWrite(r) {
+			return nil, v.refuse(r, me, session, r.Method+" "+r.URL.Path)
+		}
+		if session == "" || isWrite(r) {
+			session = me.SessionID
+		}
+		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Session: func() string { return session },
+			Handle: func(context.Context) (*archive.Handle, error) { return p.agent, nil }}, nil
+	}
 	if agent == "" && session != "" {
 		agent = "http@" + session
 	}
@@ -104,6 +132,61 @@ func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 		return arc.Connect(ctx, archive.AgentSpec{ID: agent, SessionID: session, Model: r.Header.Get("X-Engram-Model"), Role: "http"})
 	}
 	return o, nil
+}
+
+// refuse audits an agent's request for another session or identity and
+// returns the error that answers it (403).
+func (v *v1) refuse(r *http.Request, agent store.ArchiveAgent, session, what string) error {
+	arc, err := v.eng.Archive(r.Context())
+	if err != nil {
+		return err
+	}
+	return arc.Refuse(r.Context(), agent, session, what)
+}
+
+// registerAgent registers an agent and issues its key. The operator may
+// register one in any session; an agent registers sub-agents in its own,
+// which share its credential.
+func (v *v1) registerAgent(w http.ResponseWriter, r *http.Request) {
+	var spec archive.AgentSpec
+	if err := v.decode(w, r, &spec); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	arc, err := v.eng.Archive(r.Context())
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	p, _ := principalOf(r.Context())
+	h, key, err := arc.RegisterWithKey(r.Context(), spec, p.agent)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"agent": h.Agent(), "key": key})
+}
+
+// agentKey issues a new key to an agent, replacing its old one: the
+// operator's act, or an agent's own (to rotate a leaked key).
+func (v *v1) agentKey(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	p, _ := principalOf(r.Context())
+	if p.agent != nil && p.agent.Agent().ID != id {
+		v.fail(w, r, v.refuse(r, p.agent.Agent(), "", "to issue a key to agent "+id))
+		return
+	}
+	arc, err := v.eng.Archive(r.Context())
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	key, err := arc.IssueKey(r.Context(), id)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"agent": id, "key": key})
 }
 
 // jsonOp serves an operation whose input is the JSON body.
@@ -423,6 +506,7 @@ func (v *v1) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		writeError(w, http.StatusTooManyRequests, "rate_limited", err.Error())
 	case errors.As(err, &ie), errors.As(err, &aie):
+		v.metrics.Refused("forbidden")
 		writeError(w, http.StatusForbidden, "other_session", err.Error())
 	case errors.As(err, &ce), errors.As(err, &sce):
 		writeError(w, http.StatusConflict, "conflict", err.Error())

@@ -36,6 +36,9 @@ func (c client) do(method, path, body string, hdr ...string) (int, http.Header, 
 		c.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer tok")
+	if method == http.MethodPost || method == http.MethodPut {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("X-Engram-Session", "s1")
 	req.Header.Set("X-Engram-Agent", "h1")
 	for i := 0; i+1 < len(hdr); i += 2 {
@@ -72,7 +75,7 @@ func TestV1(t *testing.T) {
 		Content: []byte("TestUploadRetry failed: context deadline exceeded after 3 retries")}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", RequireToken: true, MaxBodyBytes: 4096}))
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", MaxBodyBytes: 4096}))
 	defer srv.Close()
 	c := client{t, srv.URL}
 
@@ -189,7 +192,7 @@ func TestV1SearchReranked(t *testing.T) {
 		Content: []byte("TestUploadRetry failed: context deadline exceeded after 3 retries")}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", RequireToken: true}))
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok"}))
 	defer srv.Close()
 	client{t, srv.URL}.want(200, "GET", "/v1/search?q=deadline+retries", "", `"rerank":0.75`)
 }

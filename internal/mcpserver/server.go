@@ -39,6 +39,10 @@ type Options struct {
 	// Metrics, if set, records tool calls, searches, briefings and tokens.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// OnInitialize, if set, is called with the session of each initialize
+	// request the server answers: a front end that caps open sessions
+	// counts them from it (ServerSession.Wait says when one ends).
+	OnInitialize func(*mcp.ServerSession)
 }
 
 // Server is engram's MCP server for one client.
@@ -69,6 +73,17 @@ func New(eng *engine.Engine, opts Options) *Server {
 	s.addResources()
 	if opts.Metrics != nil {
 		s.mcp.AddReceivingMiddleware(s.observe)
+	}
+	if opts.OnInitialize != nil {
+		s.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				res, err := next(ctx, method, req)
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" && err == nil {
+					opts.OnInitialize(ss)
+				}
+				return res, err
+			}
+		})
 	}
 	return s
 }

@@ -40,6 +40,8 @@ type Metrics struct {
 	indexPending prometheus.Gauge
 	indexUpdates *prometheus.CounterVec
 	indexFiles   *prometheus.CounterVec
+	refused      *prometheus.CounterVec
+	mcpSessions  prometheus.Gauge
 	// briefingHits and briefingMisses count briefings served from the
 	// cache and assembled, reported with the store's caches.
 	briefingHits, briefingMisses atomic.Int64
@@ -74,8 +76,12 @@ func New(eng *engine.Engine) *Metrics {
 		Help: "Index updates the watcher ran, by result (ok or error)."}, []string{"result"})
 	m.indexFiles = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_index_files_total",
 		Help: "Files the watcher's updates stored or removed, by change: new, changed, deleted."}, []string{"change"})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_http_refused_total",
+		Help: "HTTP requests refused before any route saw them, by reason: host, origin, token, content_type, forbidden (another session's state), overloaded, mcp_sessions."}, []string{"reason"})
+	m.mcpSessions = prometheus.NewGauge(prometheus.GaugeOpts{Name: "engram_mcp_sessions",
+		Help: "MCP sessions open over HTTP."})
 	m.reg.MustRegister(m.requests, m.requestTime, m.toolCalls, m.toolTime, m.searchTime, m.degraded, m.briefings,
-		m.tokensServed, m.tokensSaved, m.indexPending, m.indexUpdates, m.indexFiles,
+		m.tokensServed, m.tokensSaved, m.indexPending, m.indexUpdates, m.indexFiles, m.refused, m.mcpSessions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if eng != nil {
 		m.reg.MustRegister(&storeCollector{eng: eng, m: m})
@@ -95,6 +101,22 @@ func (m *Metrics) Request(route, method string, code int, d time.Duration) {
 	}
 	m.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
 	m.requestTime.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// Refused counts a request refused for reason.
+func (m *Metrics) Refused(reason string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(reason).Inc()
+}
+
+// MCPSessions sets the number of open MCP sessions.
+func (m *Metrics) MCPSessions(n int) {
+	if m == nil {
+		return
+	}
+	m.mcpSessions.Set(float64(n))
 }
 
 // ToolCall records an MCP tool call.

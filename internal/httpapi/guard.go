@@ -1,0 +1,442 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/metrics"
+)
+
+// What every request passes before a route sees it, in order:
+//
+//  1. Host: the name the request was sent to must be one the server
+//     answers to (loopback's names, the bind address, Options.AllowedHosts).
+//     A page on evil.example whose name the attacker re-points at 127.0.0.1
+//     (DNS rebinding) sends Host: evil.example, and is refused.
+//  2. Origin: a browser names the page that sent a request; only the
+//     server's own origin and Options.AllowedOrigins are let in, and a
+//     request a browser marks cross-site (Sec-Fetch-Site) is refused.
+//  3. Credentials: the operator's token, or an agent's key
+//     (Authorization: Bearer, the scheme in any case). Loopback is not
+//     trusted unless Options.TrustLoopback says so.
+//  4. Content type: a write (POST, PUT, PATCH) must be JSON, which a
+//     browser's "simple" cross-site request cannot send.
+//  5. Admission: at most MaxInFlight requests are served at once and
+//     MaxQueue wait for a slot, each at most QueueWait; the rest are
+//     answered 503 with Retry-After at once, rather than all of them
+//     slowly.
+//
+// Refusals are logged (never with the credential) and counted by reason.
+
+// principal is who a request is: the operator, or one agent.
+type principal struct {
+	operator bool
+	agent    *archive.Handle // the agent whose key the request carries
+}
+
+// id names the principal for the MCP SDK's session-hijacking check: a
+// session opened with one credential answers no other.
+func (p principal) id() string {
+	if p.agent != nil {
+		return "agent:" + p.agent.Agent().ID
+	}
+	return "operator"
+}
+
+type principalKey struct{}
+
+func principalOf(ctx context.Context) (principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(principal)
+	return p, ok
+}
+
+// guard implements the checks above for one project's handler.
+type guard struct {
+	opts    Options
+	eng     *engine.Engine
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	hosts   hostSet
+	origins map[string]bool
+	adm     *Admission
+}
+
+func newGuard(eng *engine.Engine, opts Options, log *slog.Logger) *guard {
+	g := &guard{opts: opts, eng: eng, log: log, metrics: opts.Metrics, hosts: newHostSet(opts.AllowedHosts),
+		origins: map[string]bool{}, adm: opts.Admission}
+	for _, o := range opts.AllowedOrigins {
+		g.origins[strings.TrimSuffix(strings.ToLower(o), "/")] = true
+	}
+	if g.adm == nil {
+		g.adm = NewAdmission(0, 0, 0)
+	}
+	return g
+}
+
+// refuse answers a refused request and logs and counts it.
+func (g *guard) refuse(w http.ResponseWriter, r *http.Request, status int, reason, code, msg string) {
+	g.metrics.Refused(reason)
+	g.log.Warn("request refused", "reason", reason, "status", status, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path,
+		"host", r.Host, "origin", r.Header.Get("Origin"), "detail", detail(msg))
+	writeError(w, status, code, msg)
+}
+
+// detail is the first clause of a refusal's message, for the log.
+func detail(msg string) string {
+	if i := strings.IndexAny(msg, ":;"); i > 0 {
+		return msg[:i]
+	}
+	return msg
+}
+
+// checkSite refuses requests for a foreign Host or from a foreign Origin;
+// it reports whether the request may go on.
+func (g *guard) checkSite(w http.ResponseWriter, r *http.Request) bool {
+	if !g.hosts.allows(r.Host) {
+		g.refuse(w, r, http.StatusForbidden, "host", "forbidden_host",
+			fmt.Sprintf("this server does not answer to the host %q; allow it with serve.allowed_hosts if it is yours", r.Host))
+		return false
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin, r.Host) {
+		g.refuse(w, r, http.StatusForbidden, "origin", "forbidden_origin",
+			fmt.Sprintf("requests from the page origin %q are refused; allow it with serve.allowed_origins if it is yours", origin))
+		return false
+	}
+	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		g.refuse(w, r, http.StatusForbidden, "origin", "forbidden_origin", "cross-site requests are refused")
+		return false
+	}
+	return true
+}
+
+// originAllowed reports whether a browser origin may call: the server's
+// own (the scheme's host and port equal to Host), or one configured.
+func (g *guard) originAllowed(origin, host string) bool {
+	o := strings.TrimSuffix(strings.ToLower(origin), "/")
+	if g.origins[o] || g.origins["*"] {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false
+	}
+	return strings.EqualFold(u.Host, host) && g.hosts.allows(u.Host)
+}
+
+// authenticate returns the request's principal, or answers 401 and
+// reports false.
+func (g *guard) authenticate(w http.ResponseWriter, r *http.Request) (principal, bool) {
+	hdr := r.Header.Get("Authorization")
+	if hdr == "" {
+		if g.opts.TrustLoopback && remoteLoopback(r.RemoteAddr) {
+			return principal{operator: true}, true
+		}
+		g.unauthorized(w, r, "missing token")
+		return principal{}, false
+	}
+	scheme, cred, _ := strings.Cut(strings.TrimSpace(hdr), " ")
+	cred = strings.TrimSpace(cred)
+	if !strings.EqualFold(scheme, "bearer") || cred == "" {
+		g.unauthorized(w, r, "not a bearer token")
+		return principal{}, false
+	}
+	if g.opts.Token != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(g.opts.Token)) == 1 {
+		return principal{operator: true}, true
+	}
+	if archive.IsKey(cred) {
+		arc, err := g.eng.Archive(r.Context())
+		if err != nil {
+			g.log.Error("authenticate an agent key", "err", err)
+			writeError(w, http.StatusInternalServerError, "internal", "internal error; the server's log has the details")
+			return principal{}, false
+		}
+		h, err := arc.Authenticate(r.Context(), cred)
+		if err == nil {
+			return principal{agent: h}, true
+		}
+		if !errors.Is(err, archive.ErrBadKey) {
+			g.log.Error("authenticate an agent key", "err", err)
+			writeError(w, http.StatusInternalServerError, "internal", "internal error; the server's log has the details")
+			return principal{}, false
+		}
+		g.unauthorized(w, r, "unknown agent key")
+		return principal{}, false
+	}
+	g.unauthorized(w, r, "wrong token")
+	return principal{}, false
+}
+
+func (g *guard) unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="engram"`)
+	g.refuse(w, r, http.StatusUnauthorized, "token", "unauthorized",
+		reason+": send Authorization: Bearer <token> (engram token prints the server's; an agent sends the key it was registered with)")
+}
+
+// checkJSON refuses a write whose body is not declared JSON.
+func (g *guard) checkJSON(w http.ResponseWriter, r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return true
+	}
+	g.refuse(w, r, http.StatusUnsupportedMediaType, "content_type", "unsupported_media_type",
+		fmt.Sprintf("send the body as JSON with Content-Type: application/json (got %q)", r.Header.Get("Content-Type")))
+	return false
+}
+
+// site returns next behind the Host and Origin checks, which apply to
+// every route, health included.
+func (g *guard) site(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.checkSite(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// wrap returns next behind the credential and content-type checks and,
+// for the requests admit selects, admission.
+func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := g.authenticate(w, r)
+		if !ok || !g.checkJSON(w, r) {
+			return
+		}
+		if admit(r) {
+			release, ok := g.adm.acquire(r.Context())
+			if !ok {
+				if r.Context().Err() != nil {
+					return
+				}
+				w.Header().Set("Retry-After", strconv.Itoa(int(g.adm.retryAfter().Seconds())))
+				g.refuse(w, r, http.StatusServiceUnavailable, "overloaded", "overloaded",
+					"the server is busy with other requests; retry after the time Retry-After gives")
+				return
+			}
+			defer release()
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// remoteLoopback reports whether a request's peer address is loopback.
+func remoteLoopback(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hostSet holds the host names (lower case, no port, no trailing dot) a
+// server answers to.
+type hostSet struct {
+	names map[string]bool
+	any   bool
+}
+
+// loopbackNames are always allowed: a request for them can only come from
+// this machine, as DNS rebinding cannot make a foreign name look like one.
+var loopbackNames = []string{"localhost", "127.0.0.1", "::1"}
+
+func newHostSet(extra []string) hostSet {
+	hs := hostSet{names: map[string]bool{}}
+	for _, n := range append(append([]string(nil), loopbackNames...), extra...) {
+		if n == "*" {
+			hs.any = true
+			continue
+		}
+		hs.names[normHost(n)] = true
+	}
+	return hs
+}
+
+func (hs hostSet) allows(host string) bool {
+	if host == "" {
+		return false
+	}
+	if hs.any {
+		return true
+	}
+	h := normHost(host)
+	return hs.names[h] || strings.HasSuffix(h, ".localhost")
+}
+
+// normHost returns the name of a Host value: lower case, without its port,
+// brackets or trailing dot.
+func normHost(host string) string {
+	h := strings.ToLower(strings.TrimSpace(host))
+	if hh, _, err := net.SplitHostPort(h); err == nil {
+		h = hh
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.TrimSuffix(h, ".")
+}
+
+// Admission bounds the work a server does at once: MaxInFlight requests
+// are served, up to MaxQueue more wait for a slot at most QueueWait each,
+// and the rest are refused at once. One Admission may be shared by the
+// handlers of several projects, so that they share the machine's cores.
+type Admission struct {
+	slots   chan struct{}
+	waiting atomic.Int64
+	queue   int64
+	wait    time.Duration
+}
+
+// Admission defaults: four requests in flight per core, 32 times as many
+// waiting, for at most two seconds: what waits longer is answered 503.
+const (
+	DefaultQueueWait = 2 * time.Second
+)
+
+// NewAdmission returns an Admission; zero values take the defaults, and a
+// negative queue means none: what finds no free slot is refused at once.
+func NewAdmission(inFlight, queue int, wait time.Duration) *Admission {
+	if inFlight <= 0 {
+		inFlight = 4 * runtime.GOMAXPROCS(0)
+	}
+	switch {
+	case queue == 0:
+		queue = 32 * inFlight
+	case queue < 0:
+		queue = 0
+	}
+	if wait <= 0 {
+		wait = DefaultQueueWait
+	}
+	return &Admission{slots: make(chan struct{}, inFlight), queue: int64(queue), wait: wait}
+}
+
+// acquire takes a slot, waiting in the queue if there is room in it; it
+// reports false when there is none, or the wait ran out.
+func (a *Admission) acquire(ctx context.Context) (release func(), ok bool) {
+	release = func() { <-a.slots }
+	select {
+	case a.slots <- struct{}{}:
+		return release, true
+	default:
+	}
+	if a.waiting.Add(1) > a.queue {
+		a.waiting.Add(-1)
+		return nil, false
+	}
+	defer a.waiting.Add(-1)
+	t := time.NewTimer(a.wait)
+	defer t.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		return release, true
+	case <-t.C:
+		return nil, false
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+func (a *Admission) retryAfter() time.Duration { return max(time.Second, a.wait/2) }
+
+// mcpSessions counts the MCP sessions open over HTTP, to refuse new ones
+// past a cap.
+type mcpSessions struct {
+	max     int
+	metrics *metrics.Metrics
+	mu      sync.Mutex
+	open    map[string]bool
+}
+
+// track counts ss until it ends.
+func (m *mcpSessions) track(ss *mcp.ServerSession) {
+	id := ss.ID()
+	m.mu.Lock()
+	if m.open[id] {
+		m.mu.Unlock()
+		return
+	}
+	m.open[id] = true
+	n := len(m.open)
+	m.mu.Unlock()
+	m.metrics.MCPSessions(n)
+	go func() {
+		_ = ss.Wait()
+		m.mu.Lock()
+		delete(m.open, id)
+		n := len(m.open)
+		m.mu.Unlock()
+		m.metrics.MCPSessions(n)
+	}()
+}
+
+func (m *mcpSessions) full() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.open) >= m.max
+}
+
+// mcp returns the MCP endpoint behind the checks particular to it: an
+// agent's key speaks for its own session and agent only; a new session
+// past the cap is refused; and each session answers only the credential
+// that opened it (the SDK's check of the token's user, which this sets).
+func (g *guard) mcp(next http.Handler, sessions *mcpSessions) http.Handler {
+	hijack := auth.RequireBearerToken(func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, _ := principalOf(r.Context())
+		return &auth.TokenInfo{UserID: p.id()}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := principalOf(r.Context())
+		if p.agent != nil {
+			session := firstOf(r.Header.Get("X-Engram-Session"), r.URL.Query().Get("session"))
+			agent := firstOf(r.Header.Get("X-Engram-Agent"), r.URL.Query().Get("agent"))
+			if session != "" && session != p.agent.Session() || agent != "" && agent != p.agent.Agent().ID {
+				g.forbid(w, r, p, firstOf(session, p.agent.Session()), "to open an MCP session as "+firstOf(agent, p.agent.Agent().ID))
+				return
+			}
+		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && sessions.full() {
+			w.Header().Set("Retry-After", "60")
+			g.refuse(w, r, http.StatusServiceUnavailable, "mcp_sessions", "overloaded",
+				fmt.Sprintf("%d MCP sessions are open, the most this server keeps: close one (DELETE) or retry later", sessions.max))
+			return
+		}
+		if r.Header.Get("Authorization") == "" {
+			next.ServeHTTP(w, r) // a trusted loopback caller: no token to bind the session to
+			return
+		}
+		hijack.ServeHTTP(w, r)
+	})
+}
+
+// forbid refuses an agent's request for another session's state or
+// identity, auditing it in the archive's event log.
+func (g *guard) forbid(w http.ResponseWriter, r *http.Request, p principal, session, what string) {
+	msg := fmt.Sprintf("agent %s's key may act only as itself, in its session %s", p.agent.Agent().ID, p.agent.Session())
+	if arc, err := g.eng.Archive(r.Context()); err == nil {
+		if ierr := arc.Refuse(r.Context(), p.agent.Agent(), session, what); ierr != nil {
+			msg = ierr.Error() + "; " + msg
+		}
+	}
+	g.refuse(w, r, http.StatusForbidden, "forbidden", "other_session", msg)
+}
