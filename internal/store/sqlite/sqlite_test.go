@@ -398,3 +398,32 @@ func TestMigrate_AgentCredentials(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestOpen_Private: a new store and its WAL and shared-memory files are
+// readable by their owner only, and an existing store opened with looser
+// modes is made private.
+func TestOpen_Private(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	s := sqlitetest.OpenPath(t, path, sqlite.Options{})
+	if _, err := s.PutEntries(ctx, []store.Entry{storetest.Entry("s", "a", store.Note, "private")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", filepath.Base(p), perm)
+		}
+	}
+	old := filepath.Join(t.TempDir(), "old.db")
+	if err := os.WriteFile(old, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sqlitetest.OpenPath(t, old, sqlite.Options{})
+	if fi, err := os.Stat(old); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("an existing 0644 store after open: %v, %v", fi.Mode().Perm(), err)
+	}
+}
