@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/httpapi"
 	"github.com/engramhq/engram/internal/mcpserver"
 )
 
 func (a *app) mcpCmd() *cobra.Command {
 	var (
-		opts        mcpserver.Options
-		printConfig string
+		opts              mcpserver.Options
+		printConfig       string
+		httpURL, tokenEnv string
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -30,12 +33,18 @@ The connection's session is --session (or $ENGRAM_SESSION, else the client's
 name and the start time) and its agent --agent (or $ENGRAM_AGENT, else
 mcp@SESSION, registered on first use): its writes go to that session only.
 
---print-config claude|codex|cursor prints the snippet that registers engram
-with that client.`,
+--print-config claude-code|codex|cursor prints the snippet that registers
+engram with that client (claude is an alias of claude-code): a stdio server
+the client starts. With --http URL, the snippet names the MCP endpoint of a
+running engram serve instead, with the server's token (engram token), or
+with --token-env VAR a reference to the variable that holds it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if printConfig != "" {
-				return a.printMCPConfig(printConfig)
+				return a.printMCPConfig(printConfig, httpURL, tokenEnv)
+			}
+			if httpURL != "" || tokenEnv != "" {
+				return usagef("--http and --token-env go with --print-config")
 			}
 			ctx := cmd.Context()
 			eng, err := a.engine(ctx, false)
@@ -59,19 +68,31 @@ with that client.`,
 	f.StringVar(&opts.Session, "session", "", "the session this connection writes to (default $ENGRAM_SESSION)")
 	f.StringVar(&opts.Agent, "agent", "", "the agent writing (default $ENGRAM_AGENT, else mcp@SESSION)")
 	f.StringVar(&opts.Model, "model", "", "the model the agent runs on, recorded with its writes")
-	f.StringVar(&printConfig, "print-config", "", "print the MCP configuration for claude, codex or cursor, and exit")
+	f.StringVar(&printConfig, "print-config", "", "print the MCP configuration for claude-code, codex or cursor, and exit")
+	f.StringVar(&httpURL, "http", "", "with --print-config: engram serve's URL, such as http://127.0.0.1:7411, instead of a stdio server")
+	f.StringVar(&tokenEnv, "token-env", "", "with --print-config --http: name the variable holding the token instead of the token")
 	return cmd
 }
 
-// printMCPConfig prints the snippet that registers engram with a client.
-func (a *app) printMCPConfig(client string) error {
-	bin, err := os.Executable()
-	if err != nil || filepath.Base(bin) != "engram" {
-		bin = "engram"
+// clients are the harnesses --print-config knows, by the names it takes.
+var clients = map[string]string{"claude-code": "claude-code", "claude": "claude-code", "codex": "codex", "cursor": "cursor"}
+
+// printMCPConfig prints the snippet that registers engram with a client:
+// a stdio server it starts, or with httpURL the MCP endpoint of a running
+// engram serve, with the operator's token (or, with tokenEnv, a reference
+// to the variable that holds it).
+func (a *app) printMCPConfig(client, httpURL, tokenEnv string) error {
+	name, ok := clients[client]
+	if !ok {
+		return usagef("--print-config: %q is not one of claude-code (or claude), codex, cursor", client)
 	}
+	if httpURL != "" {
+		return a.printHTTPConfig(name, httpURL, tokenEnv)
+	}
+	bin := a.engramCommand()
 	args := []string{"mcp", "--project", a.cfg.Project}
-	switch client {
-	case "claude":
+	switch name {
+	case "claude-code":
 		// Claude Code's .mcp.json (project scope), also what
 		// `claude mcp add-json engram '<json>'` takes.
 		return writeJSON(a.stdout, map[string]any{"mcpServers": map[string]any{"engram": map[string]any{
@@ -80,11 +101,91 @@ func (a *app) printMCPConfig(client string) error {
 		// Cursor's .cursor/mcp.json.
 		return writeJSON(a.stdout, map[string]any{"mcpServers": map[string]any{"engram": map[string]any{
 			"command": bin, "args": args}}})
-	case "codex":
+	default:
 		// Codex's ~/.codex/config.toml.
 		q, _ := json.Marshal(args)
 		fmt.Fprintf(a.stdout, "[mcp_servers.engram]\ncommand = %q\nargs = %s\n", bin, q)
 		return nil
 	}
-	return usagef("--print-config: %q is not one of claude, codex, cursor", client)
+}
+
+// printHTTPConfig prints a client's snippet for engram serve's MCP
+// endpoint at url.
+func (a *app) printHTTPConfig(client, url, tokenEnv string) error {
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		return usagef("--http: %q is not an http or https URL, such as http://127.0.0.1:7411/mcp", url)
+	}
+	if !strings.HasSuffix(url, "/mcp") {
+		url = strings.TrimSuffix(url, "/") + "/mcp"
+	}
+	bearer := "Bearer ${" + tokenEnv + "}"
+	if tokenEnv == "" {
+		tok, err := httpapi.LoadToken(a.tokenFile())
+		if err != nil {
+			return err
+		}
+		bearer = "Bearer " + tok
+		if client != "codex" {
+			fmt.Fprintf(a.stderr, "this snippet holds engram's token (from %s): keep the file out of version control, or print it with --token-env ENGRAM_TOKEN\n", a.tokenFile())
+		}
+	}
+	switch client {
+	case "claude-code":
+		// Claude Code expands ${VAR} in .mcp.json.
+		return writeJSON(a.stdout, map[string]any{"mcpServers": map[string]any{"engram": map[string]any{
+			"type": "http", "url": url, "headers": map[string]string{"Authorization": bearer}}}})
+	case "cursor":
+		if tokenEnv != "" {
+			bearer = "Bearer ${env:" + tokenEnv + "}"
+		}
+		return writeJSON(a.stdout, map[string]any{"mcpServers": map[string]any{"engram": map[string]any{
+			"url": url, "headers": map[string]string{"Authorization": bearer}}}})
+	default:
+		// Codex takes the token from a variable only.
+		env := tokenEnv
+		if env == "" {
+			env = "ENGRAM_TOKEN"
+			fmt.Fprintln(a.stderr, "Codex reads the token from a variable: export ENGRAM_TOKEN=$(engram token) before starting it")
+		}
+		fmt.Fprintf(a.stdout, "[mcp_servers.engram]\nurl = %q\nbearer_token_env_var = %q\n", url, env)
+		return nil
+	}
+}
+
+// engramCommand returns the command a client should start for engram:
+// this executable when it is installed, else engram on the PATH. A binary
+// of go run or go test lives in a temporary directory that is deleted
+// when it exits, so its path would not last; then the command is engram,
+// with a note on installing it.
+func (a *app) engramCommand() string {
+	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "engram" && !transient(exe) {
+		return exe
+	}
+	for _, dir := range filepath.SplitList(a.getenv("PATH")) {
+		p := filepath.Join(dir, "engram")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 && filepath.IsAbs(p) && !transient(p) {
+			return p
+		}
+	}
+	fmt.Fprintln(a.stderr, "note: engram is not installed, and this configuration starts the command engram, which the client must find on its PATH:\n"+
+		"  go install ./cmd/engram    (from the repository; installs into $(go env GOPATH)/bin, which must be on PATH)\n"+
+		"  or: make build && cp bin/engram ~/.local/bin/")
+	return "engram"
+}
+
+// transient reports whether path lies in a temporary directory, where go
+// run and go test build their binaries.
+func transient(path string) bool {
+	if strings.Contains(filepath.ToSlash(path), "/go-build") {
+		return true
+	}
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		tmp = os.TempDir()
+	}
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		path = p
+	}
+	rel, err := filepath.Rel(tmp, path)
+	return err == nil && !strings.HasPrefix(rel, "..")
 }

@@ -78,14 +78,42 @@ func TestMCP_PrintConfig(t *testing.T) {
 			Type    string
 			Command string
 			Args    []string
+			URL     string
+			Headers map[string]string
 		} `json:"mcpServers"`
 	}
-	if err := jsonUnmarshal(e.ok("", "mcp", "--print-config", "claude"), &claude); err != nil {
+	// The test binary lives in a temporary directory, as go run's does:
+	// with no engram on PATH, the command is engram, and how to install it
+	// is said.
+	for _, name := range []string{"claude-code", "claude"} {
+		code, out, errOut := e.run("", "mcp", "--print-config", name)
+		if code != 0 || jsonUnmarshal(out, &claude) != nil {
+			t.Fatalf("%s: exit %d %s %s", name, code, out, errOut)
+		}
+		s := claude.MCPServers["engram"]
+		if s.Type != "stdio" || s.Command != "engram" || len(s.Args) != 3 || s.Args[0] != "mcp" || s.Args[2] != e.project {
+			t.Errorf("%s config: %+v", name, claude)
+		}
+		if !strings.Contains(errOut, "go install ./cmd/engram") {
+			t.Errorf("%s: no word on installing engram: %q", name, errOut)
+		}
+	}
+	// An engram installed on PATH is named by its path, which lasts.
+	bin := filepath.Join(e.project, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := claude.MCPServers["engram"]
-	if s.Type != "stdio" || s.Command == "" || len(s.Args) != 3 || s.Args[0] != "mcp" || s.Args[2] != e.project {
-		t.Errorf("claude config: %+v", claude)
+	if err := os.WriteFile(filepath.Join(bin, "engram"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.vars["PATH"] = "/nonexistent" + string(filepath.ListSeparator) + bin
+	if !transient(filepath.Join(bin, "engram")) {
+		t.Fatal("t.TempDir is not a temporary directory")
+	}
+	t.Setenv("TMPDIR", filepath.Join(e.project, "tmp")) // so that the fake install is not under it
+	code, out, errOut := e.run("", "mcp", "--print-config", "claude-code")
+	if err := jsonUnmarshal(out, &claude); err != nil || code != 0 || claude.MCPServers["engram"].Command != filepath.Join(bin, "engram") || errOut != "" {
+		t.Errorf("installed engram: exit %d, %+v, %q", code, claude, errOut)
 	}
 	if out := e.ok("", "mcp", "--print-config", "codex"); !strings.HasPrefix(out, "[mcp_servers.engram]\ncommand = ") {
 		t.Errorf("codex config: %q", out)
@@ -93,8 +121,31 @@ func TestMCP_PrintConfig(t *testing.T) {
 	if out := e.ok("", "mcp", "--print-config", "cursor"); !strings.Contains(out, `"mcpServers"`) {
 		t.Errorf("cursor config: %q", out)
 	}
-	if code, _, errOut := e.run("", "mcp", "--print-config", "vim"); code != 2 || !strings.Contains(errOut, "claude, codex, cursor") {
+	if code, _, errOut := e.run("", "mcp", "--print-config", "vim"); code != 2 || !strings.Contains(errOut, "claude-code") {
 		t.Errorf("unknown client: exit %d, %q", code, errOut)
+	}
+	// The HTTP form names engram serve's endpoint with the server's token,
+	// or the variable holding it.
+	tok := strings.TrimSpace(e.ok("", "token"))
+	code, out, errOut = e.run("", "mcp", "--print-config", "claude-code", "--http", "http://127.0.0.1:7411")
+	if err := jsonUnmarshal(out, &claude); err != nil || code != 0 {
+		t.Fatalf("http config: exit %d %s %s", code, out, errOut)
+	}
+	if s := claude.MCPServers["engram"]; s.Type != "http" || s.URL != "http://127.0.0.1:7411/mcp" || s.Headers["Authorization"] != "Bearer "+tok {
+		t.Errorf("http config: %+v", s)
+	}
+	if !strings.Contains(errOut, "version control") {
+		t.Errorf("no warning that the snippet holds the token: %q", errOut)
+	}
+	out = e.ok("", "mcp", "--print-config", "claude-code", "--http", "http://127.0.0.1:7411/mcp", "--token-env", "ENGRAM_TOKEN")
+	if strings.Contains(out, tok) || !strings.Contains(out, "Bearer ${ENGRAM_TOKEN}") {
+		t.Errorf("--token-env config: %s", out)
+	}
+	if out := e.ok("", "mcp", "--print-config", "codex", "--http", "http://127.0.0.1:7411"); !strings.Contains(out, `bearer_token_env_var = "ENGRAM_TOKEN"`) || strings.Contains(out, tok) {
+		t.Errorf("codex http config: %s", out)
+	}
+	if code, _, _ := e.run("", "mcp", "--print-config", "claude-code", "--http", "127.0.0.1:7411"); code != 2 {
+		t.Errorf("a URL without a scheme: exit %d", code)
 	}
 }
 
