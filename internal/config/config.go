@@ -229,7 +229,7 @@ type Serve struct {
 	// loopback.
 	TrustLoopback bool `toml:"trust_loopback"`
 	// MaxInFlight bounds the requests served at once (default 4 per core);
-	// MaxQueue how many more wait for a slot (default 8 times that), each
+	// MaxQueue how many more wait for a slot (default 32 times that), each
 	// at most QueueWait (default 2s); beyond, 503 with Retry-After.
 	MaxInFlight int      `toml:"max_inflight"`
 	MaxQueue    int      `toml:"max_queue"`
