@@ -70,6 +70,9 @@ func TestCLI_AddSearchShow(t *testing.T) {
 	if !strings.Contains(out, "backoff") || !strings.Contains(out, "session demo-flaky-test") {
 		t.Errorf("search output:\n%s", out)
 	}
+	if out := e.ok("", "stats", "--check"); !strings.HasSuffix(out, ": ok\n") {
+		t.Errorf("stats --check: %q", out)
+	}
 	var res searchJSON
 	if err := json.Unmarshal([]byte(e.ok("", "search", "withRetry", "--json", "--type", "tool_result")), &res); err != nil {
 		t.Fatal(err)

@@ -94,6 +94,18 @@ func (e *env) command(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// checkStore runs the built binary's integrity check of the store. The
+// stores of these tests are large, and the check reads every page: in the
+// race-instrumented test process it took two minutes of the package's
+// four, in the binary seconds.
+func checkStore(t *testing.T, e *env) {
+	t.Helper()
+	out, err := e.command(t.Context(), "stats", "--check").CombinedOutput()
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), ": ok") {
+		t.Fatalf("integrity check: %v\n%s", err, out)
+	}
+}
+
 func openStore(t *testing.T, e *env) *sqlite.Store {
 	t.Helper()
 	var st statsJSON
@@ -151,9 +163,7 @@ func TestProcesses_ConcurrentWriters(t *testing.T) {
 	if st.Entries != 2*n || st.Occurrences != 2*n {
 		t.Errorf("store holds %d entries, %d occurrences; want %d each", st.Entries, st.Occurrences, 2*n)
 	}
-	if err := s.IntegrityCheck(context.Background()); err != nil {
-		t.Error(err)
-	}
+	checkStore(t, e)
 }
 
 // TestProcesses_KilledDuringIngest kills engram add with SIGKILL in the
@@ -197,10 +207,8 @@ func TestProcesses_KilledDuringIngest(t *testing.T) {
 		t.Fatalf("only %d IDs printed before the kill", len(printed))
 	}
 
+	checkStore(t, e)
 	s := openStore(t, e)
-	if err := s.IntegrityCheck(context.Background()); err != nil {
-		t.Fatalf("after SIGKILL: %v", err)
-	}
 	if _, err := s.Entries(context.Background(), printed); err != nil {
 		t.Errorf("an acknowledged entry is missing: %v", err)
 	}
@@ -241,7 +249,7 @@ func TestProcesses_IndexInterrupted(t *testing.T) {
 		}
 		writeFile(t, e.project, fmt.Sprintf("pkg/m%02d/f%04d.go", i%50, i), b.String())
 	}
-	cmd := e.command(t.Context(), "index", "--yes", "--json")
+	cmd := e.command(t.Context(), "index", "--yes", "--json", "--no-embed") // embedding is not what is tested
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -258,10 +266,8 @@ func TestProcesses_IndexInterrupted(t *testing.T) {
 	} else if code != 130 || !strings.Contains(out.String(), "interrupted") {
 		t.Fatalf("exit %d after SIGINT, want 130 and a word about it:\n%s", code, lastLines(out.String(), 5))
 	}
+	checkStore(t, e)
 	s := openStore(t, e)
-	if err := s.IntegrityCheck(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	files, err := s.Files(context.Background(), store.FileFilter{})
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +276,7 @@ func TestProcesses_IndexInterrupted(t *testing.T) {
 	t.Logf("%d of %d files stored before the interrupt", stored, n)
 	// The next run, as a process too (the test binary may be built with
 	// the race detector, which would make an in-process run slow).
-	second, err := e.command(t.Context(), "index", "--json").Output()
+	second, err := e.command(t.Context(), "index", "--json", "--no-embed").Output()
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}
@@ -344,12 +350,14 @@ watch:
 		}
 	}
 
-	if err := s.IntegrityCheck(ctx); err != nil {
-		t.Fatalf("after SIGKILL: %v", err)
-	}
+	checkStore(t, e)
 	status := func() engine.EmbedStatus {
 		var st engine.EmbedStatus
-		if err := jsonUnmarshal(e.ok("", "embed", "status", "--json"), &st); err != nil {
+		out, err := e.command(t.Context(), "embed", "status", "--json").Output()
+		if err != nil {
+			t.Fatalf("embed status: %v", err)
+		}
+		if err := jsonUnmarshal(string(out), &st); err != nil {
 			t.Fatal(err)
 		}
 		return st
@@ -378,7 +386,11 @@ watch:
 		t.Errorf("second run %+v: want the same model (%s) and only the %d pending chunks", rep, before.Model, before.Chunks-before.Embedded)
 	}
 	var res searchJSON
-	if err := jsonUnmarshal(e.ok("", "search", words[3], words[17], "--mode", "vector", "--json"), &res); err != nil || !res.Vector || len(res.Hits) == 0 {
+	out, err = e.command(t.Context(), "search", words[3], words[17], "--mode", "vector", "--json").Output()
+	if err != nil {
+		t.Fatalf("search: %v", err)
+	}
+	if err := jsonUnmarshal(string(out), &res); err != nil || !res.Vector || len(res.Hits) == 0 {
 		t.Errorf("vector search after resuming: %+v, %v", res, err)
 	}
 }

@@ -14,11 +14,15 @@ import (
 )
 
 func (a *app) statsCmd() *cobra.Command {
-	var jsonOut bool
+	var jsonOut, check bool
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Show what the project's store holds",
-		Args:  noArgs,
+		Short: "Show what the project's store holds; --check verifies it",
+		Long: `Show what the project's store holds: entries, chunks, sessions, files, and
+where it is. --check instead verifies the store (SQLite's integrity check and
+that of its full-text indexes), reads every page, and exits 1 naming any
+damage: after a crash or a full disk, say.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			eng, err := a.engine(cmd.Context(), true)
 			if errors.Is(err, errNoStore) && !jsonOut {
@@ -27,6 +31,13 @@ func (a *app) statsCmd() *cobra.Command {
 			}
 			if err != nil {
 				return err
+			}
+			if check {
+				if err := a.st.IntegrityCheck(cmd.Context()); err != nil {
+					return fmt.Errorf("store %s: %w", a.cfg.Store.Path, err)
+				}
+				fmt.Fprintf(a.stdout, "store %s: ok\n", a.cfg.Store.Path)
+				return nil
 			}
 			st, err := eng.Stats(cmd.Context())
 			if err != nil {
@@ -67,6 +78,7 @@ func (a *app) statsCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&check, "check", false, "verify the store's integrity instead")
 	return cmd
 }
 
