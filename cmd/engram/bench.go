@@ -33,7 +33,7 @@ measured in the same run. Stores are created under --dir (default: a new
 temporary directory, removed afterwards); the project's own store is not
 touched. BENCHMARKS.md records the figures and the commands.`,
 	}
-	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd(), a.benchIndexCmd(), a.benchHybridCmd(), a.benchArchiveCmd(), a.benchToolsCmd(), a.benchServeCmd())
+	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd(), a.benchIndexCmd(), a.benchHybridCmd(), a.benchArchiveCmd(), a.benchToolsCmd(), a.benchServeCmd(), a.benchShedCmd())
 	return cmd
 }
 

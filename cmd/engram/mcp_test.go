@@ -286,3 +286,30 @@ func TestBenchServe(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+// TestBenchShed runs the load-shedding bench small: both phases answer,
+// and with a few clients nothing is refused or times out.
+func TestBenchShed(t *testing.T) {
+	e := newEnv(t)
+	out := e.ok("", "bench", "shed", "--messages", "300", "--clients", "3", "--duration", "300ms")
+	rows := 0
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) > 6 && (f[0] == "none" || f[0] == "engram") {
+			rows++
+			cols := strings.Split(l, "  ")
+			var nums []string
+			for _, c := range cols {
+				if c = strings.TrimSpace(c); c != "" {
+					nums = append(nums, c)
+				}
+			}
+			if len(nums) < 5 || nums[2] != "0" || nums[3] != "0" || nums[1] == "0" {
+				t.Errorf("row %q: want answers, no refusals or timeouts", l)
+			}
+		}
+	}
+	if rows != 2 {
+		t.Errorf("output:\n%s", out)
+	}
+}
