@@ -26,6 +26,17 @@ func newEnv(t *testing.T) *env {
 	if err := os.Mkdir(project, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The user's config: searches wait for both signals. On a loaded
+	// machine (the race detector, CI testing packages side by side) a
+	// signal can take more than the default 250 ms, and tests of what
+	// search finds would fail for the wrong reason.
+	conf := filepath.Join(root, "home", ".config", "engram", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(conf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("[retrieve]\ndeadline = \"1m\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return &env{t: t, project: project, vars: map[string]string{
 		"HOME":            filepath.Join(root, "home"),
 		"ENGRAM_DATA_DIR": filepath.Join(root, "data"),

@@ -212,16 +212,16 @@ func checkStore(t *testing.T, path string, globals, sessions map[string]uint64) 
 // the store, and that versions never repeat or go backwards.
 func TestCrashDuringWriteStorm(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "engram.db")
-	g1, s1, err := runStorm(path, 600)
+	g1, s1, err := runStorm(path, 300)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(g1) < 200 {
+	if len(g1) < 100 {
 		t.Fatalf("only %d global writes acknowledged", len(g1))
 	}
 	gv1 := checkStore(t, path, g1, s1)
 	// A second storm on the recovered store continues the versions.
-	g2, s2, err := runStorm(path, 300)
+	g2, s2, err := runStorm(path, 150)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestProcessesShareVersions(t *testing.T) {
 	results := make(chan result, 2)
 	for range 2 {
 		go func() {
-			g, s, err := runStorm(path, 300)
+			g, s, err := runStorm(path, 150)
 			results <- result{g, s, err}
 		}()
 	}

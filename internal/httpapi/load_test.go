@@ -59,7 +59,7 @@ func settle(f func() int, want int, d time.Duration) int {
 	return n
 }
 
-// TestManyConnections opens 200 MCP sessions at once, each writing and
+// TestManyConnections opens 100 MCP sessions at once, each writing and
 // reading, then closes them: every write is stored, and the goroutines
 // and file descriptors the sessions used are gone. Admission lets every
 // request wait for its turn here (load shedding has a test of its own).
@@ -78,7 +78,7 @@ func TestManyConnections(t *testing.T) {
 	base := runtime.NumGoroutine()
 	baseFiles, _, haveFiles := openFiles()
 
-	const n = 200
+	const n = 100
 	sessions := make([]*mcp.ClientSession, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

@@ -326,9 +326,10 @@ func TestLoadShedding(t *testing.T) {
 // TestMCPSessionBounds: past the cap a new MCP session is refused with
 // 503 until one ends, and an idle session is closed.
 func TestMCPSessionBounds(t *testing.T) {
-	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, MaxMCPSessions: 2, MCPSessionIdle: 300 * time.Millisecond}))
-	defer srv.Close()
+	ctx := context.Background()
 	hdr := map[string]string{"Authorization": "Bearer " + tok, "X-Engram-Session": "s"}
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, MaxMCPSessions: 2}))
+	defer srv.Close()
 	var open []*mcp.ClientSession
 	for range 2 {
 		cs, err := connect(t, srv.URL, hdr)
@@ -340,21 +341,38 @@ func TestMCPSessionBounds(t *testing.T) {
 	if _, err := connect(t, srv.URL, hdr); err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
 		t.Errorf("a third session past a cap of two: %v", err)
 	}
-	// Idle past the timeout, both close; new sessions are let in again.
-	deadline := time.Now().Add(10 * time.Second)
+	// Ending one (the client's DELETE) lets a new one in.
+	if err := open[0].Close(); err != nil {
+		t.Fatal(err)
+	}
 	var err error
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var cs *mcp.ClientSession
 		if cs, err = connect(t, srv.URL, hdr); err == nil {
 			_ = cs.Close()
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		t.Errorf("after the sessions went idle: %v", err)
+		t.Errorf("after a session ended: %v", err)
 	}
-	if _, err := open[0].ListTools(context.Background(), nil); err == nil {
-		t.Error("an idle session still answers")
+	_ = open[1].Close()
+
+	// An idle session is closed.
+	idle := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, MCPSessionIdle: 200 * time.Millisecond}))
+	defer idle.Close()
+	cs, err := connect(t, idle.URL, hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close() }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a session idle for 200 ms still answers after 10 s")
+		}
+		time.Sleep(400 * time.Millisecond) // idle past the timeout
 	}
 }

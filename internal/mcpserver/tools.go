@@ -61,6 +61,9 @@ func (s *Server) addTools() {
 // client sends the model; the structured content is still sent with
 // every result, and the text is what the model reads.
 func lean(t *mcp.Tool) *mcp.Tool {
-	t.OutputSchema = &jsonschema.Schema{Type: "object"}
+	t.OutputSchema = objectSchema
 	return t
 }
+
+// objectSchema is one value, so that the schema cache knows it.
+var objectSchema = &jsonschema.Schema{Type: "object"}

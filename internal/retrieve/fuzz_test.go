@@ -37,7 +37,7 @@ func FuzzHybridSearch(f *testing.F) {
 		f.Add(seed.text, seed.path, seed.turns)
 	}
 	fx := newFixture(f)
-	h := retrieve.NewHybrid(fx.st, fx.emb, retrieve.Options{})
+	h := retrieve.NewHybrid(fx.st, fx.emb, retrieve.Options{Deadline: unhurried})
 	now := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, text, pathFilter string, turns int) {
 		for _, mode := range []retrieve.Mode{retrieve.ModeHybrid, retrieve.ModeLexical, retrieve.ModeVector} {

@@ -105,7 +105,7 @@ func topicOf(text string) int {
 
 func TestHybridSignalsAndModes(t *testing.T) {
 	f := newFixture(t)
-	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried})
 	res := search(t, h, retrieve.Query{Text: "deadlock", Limit: 20})
 	if !res.Lexical || !res.Vector || res.Degraded {
 		t.Fatalf("backends: %+v", res)
@@ -163,7 +163,7 @@ func TestHybridSignalsAndModes(t *testing.T) {
 	}
 	// Both fusions work.
 	for _, fu := range []retrieve.Fusion{retrieve.RRF, retrieve.Weighted} {
-		hw := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Fusion: retrieve.FuseOptions{Method: fu}})
+		hw := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried, Fusion: retrieve.FuseOptions{Method: fu}})
 		if r := search(t, hw, retrieve.Query{Text: "rollout ingress"}); len(r.Hits) == 0 || topicOf(r.Hits[0].Chunk.Text) != 2 {
 			t.Errorf("%s: top hit %+v", fu, r.Hits)
 		}
@@ -172,7 +172,7 @@ func TestHybridSignalsAndModes(t *testing.T) {
 
 func TestHybridFiltersAndBoosts(t *testing.T) {
 	f := newFixture(t)
-	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried})
 	res := search(t, h, retrieve.Query{Text: "mutex contention", Limit: 40, Filter: store.Filter{SessionID: "s2-0"}})
 	if len(res.Hits) == 0 {
 		t.Fatal("no hits in session s2-0")
@@ -199,7 +199,7 @@ func TestHybridFiltersAndBoosts(t *testing.T) {
 
 func TestHybridHostileQueries(t *testing.T) {
 	f := newFixture(t)
-	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried})
 	for _, q := range []string{"", "   \n\t", `"`, "*", "NEAR(a b)", "-x", "((", "AND OR NOT", "col:val",
 		strings.Repeat("deadlock ", 12000), strings.Repeat("x", 100<<10)} {
 		if _, err := h.Search(context.Background(), retrieve.Query{Text: q}); err != nil {
@@ -212,7 +212,7 @@ func TestHybridHostileQueries(t *testing.T) {
 	if _, err := h.Search(context.Background(), retrieve.Query{Text: "x", Mode: "fuzzy"}); err == nil {
 		t.Error("unknown mode accepted")
 	}
-	lexOnly := retrieve.NewHybrid(f.st, nil, retrieve.Options{})
+	lexOnly := retrieve.NewHybrid(f.st, nil, retrieve.Options{Deadline: unhurried})
 	if _, err := lexOnly.Search(context.Background(), retrieve.Query{Text: "x", Mode: retrieve.ModeVector}); err == nil {
 		t.Error("vector mode without an embedder accepted")
 	}
@@ -296,22 +296,22 @@ func (failingSearch) Search(context.Context, store.Query) ([]store.Hit, error) {
 func TestHybridLexicalFailureAndHotTier(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	h := retrieve.NewHybrid(failingSearch{f.st}, f.emb, retrieve.Options{})
+	h := retrieve.NewHybrid(failingSearch{f.st}, f.emb, retrieve.Options{Deadline: unhurried})
 	res := search(t, h, retrieve.Query{Text: "deadlock"})
 	if res.Lexical || !res.Vector || !res.Degraded || len(res.Hits) == 0 {
 		t.Fatalf("lexical down: %+v", res)
 	}
 	// With no backend at all, the hot tier answers from memory.
-	none := retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{})
+	none := retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{Deadline: unhurried})
 	if _, err := none.Search(ctx, retrieve.Query{Text: "helm rollout"}); err == nil {
 		t.Fatal("no backend and nothing hot: no error")
 	}
-	good := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	good := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried})
 	top := search(t, good, retrieve.Query{Text: "helm rollout", Limit: 3})
 	if err := good.Used(ctx, []int64{top.Hits[2].Chunk.ID}); err != nil {
 		t.Fatal(err)
 	}
-	none = retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{}) // a process started after the use
+	none = retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{Deadline: unhurried}) // a process started after the use
 	res = search(t, none, retrieve.Query{Text: "helm rollout"})
 	if len(res.Hits) != 1 || res.Hits[0].Chunk.ID != top.Hits[2].Chunk.ID || !res.Degraded {
 		t.Fatalf("hot tier: %+v", res)
@@ -330,7 +330,7 @@ func TestPrefetch(t *testing.T) {
 	ctx := context.Background()
 	// The fusion engram uses with the corpus model (engine.CorpusFusion):
 	// the seed's vector-heavy weights trust this tiny model too much.
-	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Fusion: retrieve.FuseOptions{Method: retrieve.Weighted, LexicalWeight: 0.8, VectorWeight: 0.2}})
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried, Fusion: retrieve.FuseOptions{Method: retrieve.Weighted, LexicalWeight: 0.8, VectorWeight: 0.2}})
 	count := func(s string) int { return len(strings.Fields(s)) }
 	// Thresholds at zero and a wide budget: the tiers fill to their caps.
 	b, err := h.Prefetch(ctx, "ScoreQuery ranking postings", 100000, retrieve.PrefetchOptions{
@@ -367,7 +367,7 @@ func TestPrefetch(t *testing.T) {
 		}
 	}
 	// One backend: the raised thresholds apply.
-	lexOnly := retrieve.NewHybrid(f.st, nil, retrieve.Options{})
+	lexOnly := retrieve.NewHybrid(f.st, nil, retrieve.Options{Deadline: unhurried})
 	one, err := lexOnly.Prefetch(ctx, "ScoreQuery ranking postings", 100000, retrieve.PrefetchOptions{}, count)
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +388,7 @@ func TestPrefetch(t *testing.T) {
 func TestPrefetchPackedAndNoRecord(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried})
 	count := func(s string) int { return len(strings.Fields(s)) }
 	// Packed: no thresholds, no per-tier caps, excerpts only, more
 	// candidates; and the access record left alone.
@@ -402,7 +402,7 @@ func TestPrefetchPackedAndNoRecord(t *testing.T) {
 		t.Fatalf("packed: %d excerpts, %d hints, %d tokens", len(b.Excerpts), len(b.Hints), b.Tokens)
 	}
 	// Nothing joined the hot tier: a process with no backend finds nothing.
-	none := retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{})
+	none := retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{Deadline: unhurried})
 	if _, err := none.Search(ctx, retrieve.Query{Text: "helm rollout"}); err == nil {
 		t.Fatal("NoRecord: the excerpts were recorded as used")
 	}
@@ -410,7 +410,7 @@ func TestPrefetchPackedAndNoRecord(t *testing.T) {
 	if _, err := h.Prefetch(ctx, "helm rollout", 0, packed, count); err != nil {
 		t.Fatal(err)
 	}
-	none = retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{})
+	none = retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{Deadline: unhurried})
 	if res, err := none.Search(ctx, retrieve.Query{Text: "helm rollout"}); err != nil || len(res.Hits) == 0 {
 		t.Fatalf("injected excerpts not hot: %+v, %v", res, err)
 	}
@@ -422,7 +422,7 @@ func TestPrefetchPackedAndNoRecord(t *testing.T) {
 func TestPrefetchWithinBudget(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{})
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried})
 	// Every line break is a token, as it is for o200k_base.
 	count := func(s string) int { return len(strings.Fields(s)) + strings.Count(s, "\n") }
 	for _, opts := range []retrieve.PrefetchOptions{
@@ -549,7 +549,7 @@ func TestSpeakerPrior(t *testing.T) {
 		}
 		return res.Hits[0].Occurrence.Type
 	}
-	if got := first(retrieve.Options{SpeakerPrior: 1}, "upload deadline"); got != store.AgentResponse {
+	if got := first(retrieve.Options{Deadline: unhurried, SpeakerPrior: 1}, "upload deadline"); got != store.AgentResponse {
 		t.Fatalf("without the prior the agent's message should match better, got %s first", got)
 	}
 	for _, c := range []struct {
@@ -560,7 +560,7 @@ func TestSpeakerPrior(t *testing.T) {
 		{"what did I say the upload deadline was?", store.UserPrompt},
 		{"which upload deadline did you suggest?", store.AgentResponse},
 	} {
-		if got := first(retrieve.Options{}, c.q); got != c.want {
+		if got := first(retrieve.Options{Deadline: unhurried}, c.q); got != c.want {
 			t.Errorf("%q: %s first, want %s", c.q, got, c.want)
 		}
 	}
@@ -590,16 +590,16 @@ func TestNamedSpeaker(t *testing.T) {
 		}
 		return res.Hits[0].Occurrence.AgentID
 	}
-	off := retrieve.Options{SpeakerPrior: 1}
+	off := retrieve.Options{Deadline: unhurried, SpeakerPrior: 1}
 	for _, q := range []string{"When has Melanie painted a sunrise painting?", "Did Caroline and Melanie talk about the painted sunrise painting?"} {
 		if got := first(off, q); got != "Caroline" {
 			t.Fatalf("%q: without the prior Caroline's message should match better, got %s first", q, got)
 		}
 	}
-	if got := first(retrieve.Options{}, "When has Melanie painted a sunrise painting?"); got != "Melanie" {
+	if got := first(retrieve.Options{Deadline: unhurried}, "When has Melanie painted a sunrise painting?"); got != "Melanie" {
 		t.Errorf("naming Melanie: %s first", got)
 	}
-	if got := first(retrieve.Options{}, "Did Caroline and Melanie talk about the painted sunrise painting?"); got != "Caroline" {
+	if got := first(retrieve.Options{Deadline: unhurried}, "Did Caroline and Melanie talk about the painted sunrise painting?"); got != "Caroline" {
 		t.Errorf("naming both: %s first", got)
 	}
 }
@@ -635,7 +635,7 @@ func TestFileEvidence(t *testing.T) {
 	}
 	putFiles(t, st, srcs)
 	q := retrieve.Query{Text: "retry backoff", Mode: retrieve.ModeLexical, Limit: 20}
-	res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{FileEvidence: -1}), q)
+	res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried, FileEvidence: -1}), q)
 	if len(res.Hits) == 0 || res.Hits[0].Occurrence.Files[0] != "single/single.go" {
 		t.Fatalf("without file evidence the single strong chunk should rank first: %v", provenances(res.Hits))
 	}
@@ -650,7 +650,7 @@ func TestFileEvidence(t *testing.T) {
 	}
 	// At 0.2: the default (0.05) is set by engram eval, where file
 	// coverage carries most of what a file's other chunks say.
-	res = search(t, retrieve.NewHybrid(st, nil, retrieve.Options{FileEvidence: 0.2}), q)
+	res = search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried, FileEvidence: 0.2}), q)
 	if len(res.Hits) < 2 || res.Hits[0].Occurrence.Files[0] != "multi/multi.go" || res.Hits[1].Occurrence.Files[0] != "single/single.go" {
 		t.Fatalf("with file evidence at 0.2 multi.go's best chunk should rank first, single.go's next: %v", provenances(res.Hits))
 	}
@@ -707,10 +707,10 @@ func TestFileCoverage(t *testing.T) {
 		t.Logf("file coverage %v: %v", o.FileCoverage, provenances(res.Hits))
 		return res.Hits[0].Occurrence.Files[0]
 	}
-	if got := first(retrieve.Options{FileCoverage: -1}); got != "narrow/narrow.go" {
+	if got := first(retrieve.Options{Deadline: unhurried, FileCoverage: -1}); got != "narrow/narrow.go" {
 		t.Errorf("without file coverage the chunk holding two words most often should rank first, not %s", got)
 	}
-	if got := first(retrieve.Options{FileCoverage: 1}); got != "wide/wide.go" {
+	if got := first(retrieve.Options{Deadline: unhurried, FileCoverage: 1}); got != "wide/wide.go" {
 		t.Errorf("with file coverage the file holding all three words should rank first, not %s", got)
 	}
 }
@@ -745,18 +745,18 @@ func TestAncillaryPrior(t *testing.T) {
 		{"read the frame header and payload", "internal/wire/read.go", "vendor/golang.org/x/net/http2/frame.go"},
 		{"frame trailer after the body", "internal/wire/trailer.go", "internal/wire/testdata/trailer.go"},
 	} {
-		if f, _ := first(retrieve.Options{AncillaryPrior: 1}, tc.query); f != tc.aside {
+		if f, _ := first(retrieve.Options{Deadline: unhurried, AncillaryPrior: 1}, tc.query); f != tc.aside {
 			t.Fatalf("%q: with the prior off %s should match best, got %s", tc.query, tc.aside, f)
 		}
-		if f, _ := first(retrieve.Options{}, tc.query); f != tc.own {
+		if f, _ := first(retrieve.Options{Deadline: unhurried}, tc.query); f != tc.own {
 			t.Errorf("%q: the project's own file should rank first, got %s", tc.query, f)
 		}
 	}
-	f, hit := first(retrieve.Options{}, "read the frame header and payload in the vendored http2")
+	f, hit := first(retrieve.Options{Deadline: unhurried}, "read the frame header and payload in the vendored http2")
 	if f != "vendor/golang.org/x/net/http2/frame.go" || slices.Contains(hit.Boosts, "ancillary") {
 		t.Errorf("a query about vendored code should rank it unchanged first, got %s %v", f, hit.Boosts)
 	}
-	f, hit = first(retrieve.Options{}, "frame trailer after the body in testdata")
+	f, hit = first(retrieve.Options{Deadline: unhurried}, "frame trailer after the body in testdata")
 	if f != "internal/wire/testdata/trailer.go" || slices.Contains(hit.Boosts, "ancillary") {
 		t.Errorf("a query about test data should rank it unchanged first, got %s %v", f, hit.Boosts)
 	}
@@ -791,10 +791,10 @@ func TestSentenceBoost(t *testing.T) {
 		}
 		return res.Hits[0].Chunk.Text
 	}
-	if got := first(retrieve.Options{SentenceBoost: -1}); got != string(apart.Content) {
+	if got := first(retrieve.Options{Deadline: unhurried, SentenceBoost: -1}); got != string(apart.Content) {
 		t.Fatalf("boost off: %q first, want the newer note", got)
 	}
-	if got := first(retrieve.Options{}); got != string(together.Content) {
+	if got := first(retrieve.Options{Deadline: unhurried}); got != string(together.Content) {
 		t.Errorf("%q first, want the note holding the words in one sentence", got)
 	}
 }
@@ -831,7 +831,7 @@ func provenances(hits []retrieve.Hit) []string {
 // topic is another session's and fills the store's nearest neighbours.
 func TestVectorFilter(t *testing.T) {
 	f := newFixture(t)
-	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Depth: 5})
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried, Depth: 5})
 	res := search(t, h, retrieve.Query{Text: "deadlock", Limit: 5, Mode: retrieve.ModeVector, Filter: store.Filter{SessionID: "s1-2"}})
 	if len(res.Hits) != 5 {
 		t.Fatalf("%d hits, want 5: %v", len(res.Hits), provenances(res.Hits))
@@ -848,7 +848,7 @@ func TestVectorFilter(t *testing.T) {
 		}
 	}
 	// The same chunks as the best five of the session's forty by cosine.
-	all := search(t, retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Depth: 300}), retrieve.Query{Text: "deadlock", Limit: 300, Mode: retrieve.ModeVector})
+	all := search(t, retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried, Depth: 300}), retrieve.Query{Text: "deadlock", Limit: 300, Mode: retrieve.ModeVector})
 	var want []string
 	for _, hit := range all.Hits {
 		if hit.Occurrence.SessionID == "s1-2" && len(want) < 5 {
@@ -863,3 +863,9 @@ func TestVectorFilter(t *testing.T) {
 		t.Errorf("filtered %q,\nwant %q", got, want)
 	}
 }
+
+// unhurried is the deadline of searches in tests that do not test the
+// deadline: on a loaded machine (the race detector, CI running packages
+// side by side) a backend can take more than the default 250 ms, and a
+// signal cut off would fail tests about ranking for the wrong reason.
+const unhurried = time.Minute

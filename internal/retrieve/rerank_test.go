@@ -79,7 +79,7 @@ func TestHybridRerank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Reranker: rr, BreakerFailures: 2})
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried, Reranker: rr, BreakerFailures: 2})
 	fused := search(t, h, retrieve.Query{Text: "deadlock", Limit: 25, NoRerank: true})
 	if fused.Reranked || srv.requests.Load() != 0 || len(fused.Hits) != 25 {
 		t.Fatalf("NoRerank: reranked %v after %d requests, %d hits", fused.Reranked, srv.requests.Load(), len(fused.Hits))
@@ -149,7 +149,7 @@ func newReranked(t *testing.T, f *fixture, opts retrieve.Options) (*rerankServer
 // likes a little more, and loses to one it likes much more.
 func TestHybridRerankKeepsBoosts(t *testing.T) {
 	f := newFixture(t)
-	srv, h := newReranked(t, f, retrieve.Options{})
+	srv, h := newReranked(t, f, retrieve.Options{Deadline: unhurried})
 	srv.want.Store("func ScoreQuery")
 	srv.scores.Store([2]float64{0.5, 0.6})
 	res := search(t, h, retrieve.Query{Text: "ScoreQuery ranking"})
@@ -171,7 +171,7 @@ func TestHybridRerankKeepsBoosts(t *testing.T) {
 // leave the circuit open for good.
 func TestHybridRerankTimeoutAndCancel(t *testing.T) {
 	f := newFixture(t)
-	srv, h := newReranked(t, f, retrieve.Options{RerankTimeout: 50 * time.Millisecond, BreakerFailures: 1, BreakerCooldown: time.Millisecond})
+	srv, h := newReranked(t, f, retrieve.Options{Deadline: unhurried, RerankTimeout: 50 * time.Millisecond, BreakerFailures: 1, BreakerCooldown: time.Millisecond})
 	srv.hang.Store(true)
 	srv.arrived = make(chan struct{}, 10)
 	res := search(t, h, retrieve.Query{Text: "deadlock"})

@@ -25,7 +25,7 @@ func TestTimeSpan(t *testing.T) {
 	st, now, then := timeFixture(t)
 	q := retrieve.Query{Text: "What did I cook for my friend a couple of days ago?", Mode: retrieve.ModeLexical, Limit: 10, Now: now}
 
-	res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{}), q)
+	res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried}), q)
 	if res.Span == nil || res.Span.Phrase != "a couple of days ago" || !res.Span.Contains(then) {
 		t.Fatalf("span %v, want one holding %v", res.Span, then)
 	}
@@ -38,13 +38,13 @@ func TestTimeSpan(t *testing.T) {
 		t.Errorf("boosts %v, want time", res.Hits[0].Boosts)
 	}
 
-	off := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{TimeBoost: -1}), q)
+	off := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried, TimeBoost: -1}), q)
 	if off.Span != nil || risotto(off) >= 0 {
 		t.Errorf("time phrases off: span %v, risotto at %d; want neither", off.Span, risotto(off))
 	}
 	bounded := q
 	bounded.Filter.Since = now.Add(-365 * 24 * time.Hour)
-	if res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{}), bounded); res.Span != nil {
+	if res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried}), bounded); res.Span != nil {
 		t.Errorf("a filter bounding the time: span %v, want none", res.Span)
 	}
 }
@@ -64,17 +64,17 @@ func TestTimePhraseNotSearched(t *testing.T) {
 		return slices.ContainsFunc(res.Hits, func(h retrieve.Hit) bool { return strings.Contains(h.Chunk.Text, "bike") })
 	}
 	q := retrieve.Query{Text: "What did I cook for my friend a couple of days ago?", Mode: retrieve.ModeLexical, Limit: 100, Now: now}
-	if res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{}), q); res.Span == nil || bike(res) {
+	if res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried}), q); res.Span == nil || bike(res) {
 		t.Errorf("span %v; the message about the bike is a hit: %v", res.Span, bike(res))
 	}
-	if off := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{TimeBoost: -1}), q); !bike(off) {
+	if off := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried, TimeBoost: -1}), q); !bike(off) {
 		t.Error("time phrases off: the phrase's words should be searched like the rest")
 	}
 	// Asked years later, the span holds nothing and stands for nothing:
 	// the words are searched.
 	later := q
 	later.Now = now.AddDate(5, 0, 0)
-	if res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{}), later); res.Span == nil || !bike(res) {
+	if res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried}), later); res.Span == nil || !bike(res) {
 		t.Errorf("an empty span %v: the phrase's words should be searched", res.Span)
 	}
 }
@@ -94,11 +94,11 @@ func TestTimeSpanRerank(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := retrieve.Query{Text: "What did I cook for my friend a couple of days ago?", Mode: retrieve.ModeHybrid, Limit: 10, Now: now}
-	res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Reranker: rr}), q)
+	res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried, Reranker: rr}), q)
 	if !res.Reranked || risotto(res) != 0 {
 		t.Errorf("reranked %v, the risotto at %d; want first (0.45 x 2 against 0.8)", res.Reranked, risotto(res))
 	}
-	off := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Reranker: rr, TimeBoost: -1}), q)
+	off := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried, Reranker: rr, TimeBoost: -1}), q)
 	if !off.Reranked || risotto(off) == 0 {
 		t.Errorf("time phrases off: reranked %v, the risotto at %d; want below the pasta", off.Reranked, risotto(off))
 	}
