@@ -199,4 +199,8 @@ type ArchiveStore interface {
 	// ArchiveEvents returns up to limit events after seq after, oldest
 	// first; a negative after returns the last limit events.
 	ArchiveEvents(ctx context.Context, after int64, limit int) ([]ArchiveEvent, error)
+	// Purges counts the forgets and redactions committed in the store: a
+	// cache of what the store holds that sees it change must be rebuilt,
+	// since records it holds may be gone or changed.
+	Purges(ctx context.Context) (uint64, error)
 }

@@ -142,6 +142,9 @@ type Store interface {
 	// The archivalist's records, agents, versions and events.
 	ArchiveStore
 
+	// Forgetting, redaction, retention and their audit.
+	PurgeStore
+
 	// Close releases the store. Calls after Close fail.
 	Close() error
 }

@@ -92,6 +92,10 @@ type Entry struct {
 	// Chunks are the retrieval units of Content, in order. PutEntries needs
 	// at least one; reads fill them only where documented.
 	Chunks []Chunk
+	// Redacted is set on reads of an entry an operator redacted (engram
+	// redact): it keeps its ID, so that what refers to it still resolves,
+	// but its Content is no longer what the ID is the hash of.
+	Redacted bool
 	Occurrence
 }
 
@@ -355,6 +359,10 @@ type Stats struct {
 	First, Last  time.Time
 	// Files counts the file index's records by state.
 	Files map[FileState]int64
+	// FreeBytes is the part of SizeBytes that is free space, which the
+	// store reuses before it grows: what forgetting freed, since the file
+	// itself does not shrink.
+	FreeBytes int64
 }
 
 // TypeStats counts the occurrences of one content type.
