@@ -44,6 +44,7 @@ var migrations = []migration{
 	{9, "irregular word forms indexed as their base form", "", rebuildTerms},
 	{10, "the term sets of files of several chunks", schemaV10, buildEntryTerms},
 	{11, "agent keys and credentials", "", agentCredentials},
+	{12, "forgetting: the audit, redacted entries", schemaV12, addRedacted},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -528,6 +529,37 @@ func agentCredentials(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	return nil
+}
+
+const schemaV12 = `
+-- audit records every forget, redaction and retention run: who, when, what
+-- (targets, a JSON list of ids) and how much (counts, a JSON object); never
+-- the bytes removed.
+CREATE TABLE IF NOT EXISTS audit (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	at      INTEGER NOT NULL,
+	actor   TEXT NOT NULL,
+	action  TEXT NOT NULL,
+	targets TEXT NOT NULL,
+	counts  TEXT NOT NULL
+) STRICT;
+
+-- purges counts committed forgets and redactions: caches of the store in
+-- other processes compare it to know that what they hold may be gone.
+INSERT INTO counters(name, value) VALUES ('purges', 0) ON CONFLICT(name) DO NOTHING;
+`
+
+// addRedacted adds entries.redacted, which marks the entries an operator
+// redacted: they keep their ID, but their content is no longer what the
+// ID is the SHA-256 of. (ALTER TABLE has no IF NOT EXISTS; the migration
+// tests take stores back to older versions without removing it.)
+func addRedacted(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('entries') WHERE name = 'redacted'`).Scan(&n); err != nil || n > 0 {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `ALTER TABLE entries ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0`)
+	return err
 }
 
 const schemaV7 = `

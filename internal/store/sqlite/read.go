@@ -83,14 +83,14 @@ func (s *Store) query(ctx context.Context, q string, args []any, fn func(*sql.Ro
 // Entries implements store.Store.
 func (s *Store) Entries(ctx context.Context, ids []string) ([]store.Entry, error) {
 	out := make([]store.Entry, 0, len(ids))
-	q := `SELECT ` + occColumns + `, e.content, e.token_count
+	q := `SELECT ` + occColumns + `, e.content, e.token_count, e.redacted
 		FROM entries e JOIN occurrences o ON o.seq = (SELECT min(seq) FROM occurrences WHERE entry = e.pk)
 		WHERE e.id = ?`
 	for _, id := range ids {
 		var found bool
 		err := s.query(ctx, q, []any{id}, func(rows *sql.Rows) error {
 			var ent store.Entry
-			o, err := scanOccurrence(rows, &ent.Content, &ent.TokenCount)
+			o, err := scanOccurrence(rows, &ent.Content, &ent.TokenCount, &ent.Redacted)
 			if err != nil {
 				return err
 			}
@@ -171,7 +171,7 @@ func (s *Store) Occurrences(ctx context.Context, id string) ([]store.Occurrence,
 
 // TurnRange implements store.Store.
 func (s *Store) TurnRange(ctx context.Context, sessionID string, from, to int) ([]store.Entry, error) {
-	q := `SELECT ` + occColumns + `, e.content, e.token_count FROM occurrences o JOIN entries e ON e.pk = o.entry
+	q := `SELECT ` + occColumns + `, e.content, e.token_count, e.redacted FROM occurrences o JOIN entries e ON e.pk = o.entry
 		WHERE o.session_id = ? AND o.turn >= ?`
 	args := []any{sessionID, from}
 	if to > 0 {
@@ -182,7 +182,7 @@ func (s *Store) TurnRange(ctx context.Context, sessionID string, from, to int) (
 	var out []store.Entry
 	err := s.query(ctx, q, args, func(rows *sql.Rows) error {
 		var ent store.Entry
-		o, err := scanOccurrence(rows, &ent.Content, &ent.TokenCount)
+		o, err := scanOccurrence(rows, &ent.Content, &ent.TokenCount, &ent.Redacted)
 		ent.ID, ent.Occurrence = o.EntryID, o
 		out = append(out, ent)
 		return err
@@ -416,6 +416,11 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 			return err
 		}
 		st.First, st.Last = fromUnixNano(first.Int64), fromUnixNano(last.Int64)
+		var free, page int64
+		if err := db.QueryRowContext(ctx, `SELECT * FROM pragma_freelist_count, pragma_page_size`).Scan(&free, &page); err != nil {
+			return err
+		}
+		st.FreeBytes = free * page
 		rows, err = db.QueryContext(ctx, `SELECT state, count(*) FROM files GROUP BY state`)
 		if err != nil {
 			return err

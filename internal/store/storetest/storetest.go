@@ -132,6 +132,13 @@ func Run(t *testing.T, open Opener) {
 		{"SearchCoverage", testSearchCoverage},
 		{"EntryCoverage", testEntryCoverage},
 		{"ConversationContext", testConversationContext},
+		{"ForgetSession", testForgetSession},
+		{"ForgetEntry", testForgetEntry},
+		{"ForgetRecords", testForgetRecords},
+		{"ForgetContexts", testForgetContexts},
+		{"ForgetThenStore", testForgetThenStore},
+		{"Redact", testRedact},
+		{"Retain", testRetain},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
