@@ -71,9 +71,9 @@ func (s *Store) prepare(ctx context.Context, entries []store.Entry) ([]pending, 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	// Terms only for content not stored yet. Content is never deleted, so
-	// what exists now still exists when the write runs; content that
-	// appears in between is simply not inserted again.
+	// Terms only for content not stored yet. Content that appears in
+	// between is simply not inserted again; content forgotten in between
+	// gets its terms in the write (see batch.content).
 	ids := make([]string, len(entries))
 	for i := range entries {
 		ids[i] = entries[i].ID
@@ -179,6 +179,9 @@ func (s *Store) PutEntries(ctx context.Context, entries []store.Entry) ([]store.
 	ps, err := s.prepare(ctx, entries)
 	if err != nil {
 		return nil, err
+	}
+	if s.afterPrepare != nil {
+		s.afterPrepare()
 	}
 	var results []store.PutResult
 	err = s.write(ctx, func(tx *sql.Tx) error {
@@ -497,9 +500,9 @@ func (b *batch) content(p *pending, turn int) (pk int64, isNew bool, err error) 
 	}
 	b.pks[e.ID] = pk
 	if p.bodies == nil {
-		// Stored by another writer since prepare looked: the rows above
-		// prove it was not, so this is a bug.
-		return 0, false, fmt.Errorf("entry %s: terms were not prepared", e.ID)
+		// Stored when prepare looked, and forgotten since (engram
+		// forget): its terms are made here, under the write lock.
+		p.makeTerms()
 	}
 	var ctxText string
 	if e.SessionID != "" && e.Type != store.CodeFile {

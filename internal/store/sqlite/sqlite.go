@@ -66,6 +66,9 @@ type Store struct {
 	r    *sql.DB // query-only readers
 	df   dfCache // document frequencies for query planning
 	arch archCommitter
+	// afterPrepare, if set, runs between the preparation of a write and
+	// its transaction: tests use it to change the store in between.
+	afterPrepare func()
 }
 
 var _ store.Store = (*Store)(nil)
