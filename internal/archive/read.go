@@ -146,7 +146,9 @@ func rankResolutions(recs []Record) []RankedResolution {
 // by deltas: records are immutable, so only records born after the
 // mirror's version are ever read again.
 type mirror struct {
-	gv          uint64
+	// gv is the version the mirror holds; purges, the store's purge count
+	// when it was started.
+	gv, purges  uint64
 	records     []Record // in version order
 	byID        map[string]int
 	superseded  map[string]string
@@ -210,6 +212,18 @@ func (a *Archive) global(ctx context.Context, gv uint64) (*mirror, error) {
 	m := a.mirror
 	if gv <= m.gv {
 		return m, nil
+	}
+	// A purge (forget.go) advances gv and the purge count: the records
+	// held may be gone or changed, so the mirror starts again.
+	purges, err := a.st.Purges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if purges != m.purges {
+		m = newMirror()
+		m.purges = purges
+		a.mirror = m
+		a.forgetCaches()
 	}
 	recs, err := a.st.ArchiveRecords(ctx, store.RecordQuery{Kinds: globalKinds, AfterGV: m.gv, UpToGV: gv})
 	if err != nil {
