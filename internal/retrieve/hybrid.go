@@ -1083,6 +1083,10 @@ type vectorSet struct {
 	mu     sync.Mutex // serialises loading
 	index  *Index
 	loaded atomic.Bool // a first load completed
+	// purges is the store's purge count the index was loaded at: a
+	// forget or a redaction (in any process) deletes vectors, which
+	// loading only newer IDs never shows, so the index is loaded again.
+	purges uint64
 }
 
 // sync loads the vectors stored since the last call and returns the index,
@@ -1090,6 +1094,13 @@ type vectorSet struct {
 func (v *vectorSet) sync(ctx context.Context, st store.Store) (*Index, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	purges, err := st.Purges(ctx)
+	if err != nil {
+		return v.index, fmt.Errorf("load vectors: %w", err)
+	}
+	if purges != v.purges {
+		v.index, v.purges = nil, purges
+	}
 	var last int64
 	if v.index != nil {
 		last = v.index.Last()
