@@ -79,6 +79,10 @@ func (c *Corpus) Docs() int { return c.m.Docs }
 // Vocab is the number of terms the model knows.
 func (c *Corpus) Vocab() int { return c.m.Vocab() }
 
+// Knows reports whether the model knows a term (as Terms makes them): its
+// vocabulary is words of the corpus it was trained on, kept in its blob.
+func (c *Corpus) Knows(term string) bool { return c.m.Knows(term) }
+
 // Embed implements Embedder.
 func (c *Corpus) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))

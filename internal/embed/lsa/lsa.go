@@ -163,6 +163,12 @@ func (m *Model) Dim() int { return m.dim }
 // Vocab returns the number of terms the model knows.
 func (m *Model) Vocab() int { return len(m.vocab) }
 
+// Knows reports whether term is in the model's vocabulary.
+func (m *Model) Knows(term string) bool {
+	_, ok := m.vocab[term]
+	return ok
+}
+
 // Embed returns the normalised vector of a text given as terms, or a zero
 // vector if the model knows none of them.
 func (m *Model) Embed(terms []string) []float32 {
