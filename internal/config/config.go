@@ -58,6 +58,8 @@ type Config struct {
 	Prefetch Prefetch `toml:"prefetch"`
 	LLM      LLM      `toml:"llm"`
 	Serve    Serve    `toml:"serve"`
+	// Retention bounds what the store keeps (retention.go).
+	Retention Retention `toml:"retention"`
 	// Models override and extend the built-in model catalog.
 	Models []tokens.Model `toml:"models"`
 	// Sources lists the files and variables the config was read from, for
@@ -361,6 +363,23 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 			c.Sources = append(c.Sources, "$"+v.name)
 		}
 	}
+	if s := get("ENGRAM_RETENTION_MAX_AGE"); s != "" {
+		if c.Retention.MaxAge, err = ParseAge(s); err != nil {
+			return c, fmt.Errorf("ENGRAM_RETENTION_MAX_AGE: %w", err)
+		}
+		c.Sources = append(c.Sources, "$ENGRAM_RETENTION_MAX_AGE")
+	}
+	for _, v := range []struct {
+		name string
+		dst  *Size
+	}{{"ENGRAM_RETENTION_MAX_BYTES", &c.Retention.MaxBytes}, {"ENGRAM_RETENTION_DISK_CAP", &c.Retention.DiskCap}} {
+		if s := get(v.name); s != "" {
+			if *v.dst, err = ParseSize(s); err != nil {
+				return c, fmt.Errorf("%s: %w", v.name, err)
+			}
+			c.Sources = append(c.Sources, "$"+v.name)
+		}
+	}
 	if s := get("ENGRAM_MAX_CONTENT_BYTES"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -523,6 +542,7 @@ func (c Config) Validate() error {
 	if p.MaxExcerptLines < 0 {
 		errs = append(errs, errors.New("prefetch.max_excerpt_lines: must not be negative"))
 	}
+	errs = append(errs, c.Retention.validate()...)
 	if _, err := c.Catalog(); err != nil {
 		errs = append(errs, err)
 	}
