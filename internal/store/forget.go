@@ -185,8 +185,9 @@ func (r RetainRequest) Validate() error {
 // forgotten for size: one active within it is probably in use.
 const RetainGrace = time.Hour
 
-// Counts says how much a purge removed or changed. Zero fields are
-// omitted from the audit.
+// Counts says how much a purge removed or, for a redaction, changed (the
+// entries, occurrences, records... that held the string, the chunks made
+// again, the vectors deleted). Zero fields are omitted from the audit.
 type Counts struct {
 	Sessions    int64 `json:"sessions,omitempty"`
 	Occurrences int64 `json:"occurrences,omitempty"`

@@ -379,9 +379,11 @@ func (r *redaction) entry(pk int64) error {
 	if err := check.Prepare(); err != nil {
 		return fmt.Errorf("chunk redacted entry %s: %w", id, err)
 	}
+	made := r.counts.Chunks // Counts.Chunks is the chunks made again, not those replaced
 	if err := r.dropChunks(pk, fts); err != nil {
 		return err
 	}
+	r.counts.Chunks = made
 	if _, err := r.exec(`DELETE FROM entry_terms WHERE entry = ?`, pk); err != nil {
 		return err
 	}

@@ -580,7 +580,7 @@ func testRedact(t *testing.T, s store.Store) {
 	// body, event) and the pattern (text, body).
 	c := rep.Counts
 	if c.Entries != 1 || c.Occurrences != 1 || c.Records != 2 || c.Settings != 1 || c.Agents != 1 || c.Sessions != 1 ||
-		c.Events != 1 || c.Places != 11 || c.Bytes != c.Places*int64(len(secret)) || c.Contexts != 1 {
+		c.Events != 1 || c.Chunks != 3 || c.Places != 11 || c.Bytes != c.Places*int64(len(secret)) || c.Contexts != 1 {
 		t.Errorf("counts = %+v", c)
 	}
 	got, err := s.Entries(ctx, []string{res[0].ID})
