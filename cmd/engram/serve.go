@@ -142,6 +142,11 @@ listing them and one token for all.`,
 				stopIndex()
 				wg.Wait()
 			}()
+			for _, p := range projects {
+				if eng, err := p.engine(ctx, false); err == nil {
+					wg.Go(func() { p.retainLoop(ictx, eng) })
+				}
+			}
 			for i, p := range projects {
 				if noIndex {
 					break

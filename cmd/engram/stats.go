@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 )
 
@@ -43,12 +44,22 @@ damage: after a crash or a full disk, say.`,
 			if err != nil {
 				return err
 			}
+			disk, err := eng.Disk(cmd.Context(), a.cfg.Retention.DiskCap.Bytes)
+			if err != nil {
+				return err
+			}
+			if w := disk.Warning(); w != "" {
+				fmt.Fprintln(a.stderr, "warning: "+w)
+			}
 			if jsonOut {
-				return writeJSON(a.stdout, toStatsJSON(a.cfg.Project, eng.EncodingName(), st))
+				out := toStatsJSON(a.cfg.Project, eng.EncodingName(), st)
+				out.Disk = &disk
+				return writeJSON(a.stdout, out)
 			}
 			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "project\t%s\n", a.cfg.Project)
 			fmt.Fprintf(w, "store\t%s (%s, schema %d)\n", st.Location, humanBytes(st.SizeBytes), st.SchemaVersion)
+			fmt.Fprintf(w, "disk\t%s\n", diskLine(disk))
 			fmt.Fprintf(w, "entries\t%s (%s of content, %s tokens, %s)\n", commas(st.Entries), humanBytes(st.ContentBytes), commas(st.Tokens), eng.EncodingName())
 			fmt.Fprintf(w, "occurrences\t%s\n", commas(st.Occurrences))
 			fmt.Fprintf(w, "chunks\t%s\n", commas(st.Chunks))
@@ -101,6 +112,23 @@ type statsJSON struct {
 	First         string                   `json:"first,omitempty"`
 	Last          string                   `json:"last,omitempty"`
 	ByType        map[string]typeStatsJSON `json:"by_type"`
+	// Disk is the store's use of [retention] disk_cap.
+	Disk *engine.DiskUsage `json:"disk,omitempty"`
+}
+
+// diskLine says how much disk the store uses, of its cap if it has one.
+func diskLine(u engine.DiskUsage) string {
+	line := fmt.Sprintf("%s used", humanBytes(u.UsedBytes))
+	if free := u.FileBytes - u.UsedBytes; free > 0 {
+		line += fmt.Sprintf(" (%s free in the file, reused before it grows)", humanBytes(free))
+	}
+	if u.CapBytes > 0 {
+		line += fmt.Sprintf(", %d%% of the %s cap", u.UsedBytes*100/u.CapBytes, humanBytes(u.CapBytes))
+		if u.Level != engine.DiskOK {
+			line += " (" + u.Level + ")"
+		}
+	}
+	return line
 }
 
 type typeStatsJSON struct {
