@@ -304,10 +304,13 @@ func (a *app) printRetain(rep store.RetainReport, verb string, jsonOut bool) err
 func (a *app) printRetainText(w io.Writer, rep store.RetainReport, verb string) {
 	if len(rep.Sessions) == 0 {
 		fmt.Fprintf(w, "retention: nothing to forget (content %s)\n", humanBytes(rep.ContentBytes))
-		return
+	} else {
+		a.printCounts(w, verb+" by retention", nil, rep.Counts, nil)
+		fmt.Fprintf(w, "  sessions: %s\n  content then %s\n", strings.Join(rep.Sessions, ", "), humanBytes(rep.ContentBytes))
 	}
-	a.printCounts(w, verb+" by retention", nil, rep.Counts, nil)
-	fmt.Fprintf(w, "  sessions: %s\n  content then %s\n", strings.Join(rep.Sessions, ", "), humanBytes(rep.ContentBytes))
+	if m := a.cfg.Retention.MaxBytes.Bytes; m > 0 && rep.ContentBytes > m {
+		fmt.Fprintf(w, "still over max_bytes (%s): the rest is indexed files, content outside sessions and sessions active in the last hour\n", humanBytes(m))
+	}
 }
 
 func (a *app) redactCmd() *cobra.Command {

@@ -211,6 +211,8 @@ func (s *Store) Forget(ctx context.Context, req store.ForgetRequest) (store.Purg
 	if err := req.Validate(); err != nil {
 		return store.PurgeReport{}, fmt.Errorf("forget: %w", err)
 	}
+	// A target named twice is forgotten once.
+	req.Sessions, req.Entries, req.Records = unique(req.Sessions), unique(req.Entries), unique(req.Records)
 	var rep store.PurgeReport
 	for _, id := range req.Sessions {
 		rep.Targets = append(rep.Targets, "session:"+id)
@@ -257,6 +259,17 @@ func (s *Store) Forget(ctx context.Context, req store.ForgetRequest) (store.Purg
 		}
 	}
 	return rep, nil
+}
+
+// unique returns ids without repeats, in their order.
+func unique(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // forgetSession removes a session: its occurrences and what only they kept,

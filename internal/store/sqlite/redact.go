@@ -176,6 +176,29 @@ func (r *redaction) checkIdentifiers() error {
 	return nil
 }
 
+// cutMark ends a text cut short, as the archivalist cuts an event's detail.
+const cutMark = "…"
+
+// replaceCut is replaceString for a text that may have been cut short
+// (it ends with cutMark): a cut can fall inside the string, leaving its
+// start, which is replaced too. A text that merely ends with a few bytes
+// the string starts with loses them as well, which costs little in a text
+// already cut.
+func (r *redaction) replaceCut(s string) (string, bool) {
+	s, changed := r.replaceString(s)
+	body, cut := strings.CutSuffix(s, cutMark)
+	if !cut {
+		return s, changed
+	}
+	for k := len(r.needle) - 1; k > 0; k-- {
+		if strings.HasSuffix(body, string(r.needle[:k])) {
+			r.counts.Places++
+			return body[:len(body)-k] + string(r.marker) + cutMark, true
+		}
+	}
+	return s, changed
+}
+
 // replace replaces the needle in b, counting the places.
 func (r *redaction) replace(b []byte) ([]byte, bool) {
 	n := bytes.Count(b, r.needle)
@@ -596,13 +619,16 @@ func (r *redaction) rest() error {
 		// session, if set, is the column naming the archive session whose
 		// state shows the row.
 		session string
+		// extra, if set, selects more rows to look at.
+		extra string
 	}
 	columns := []column{
 		{table: "sessions", key: "id", cols: []string{"name", "metadata"}, json: []bool{false, true}, counter: &r.counts.Sessions},
 		{table: "agents", key: "rowid", cols: []string{"name", "role", "model"}, json: []bool{false, false, false}, counter: &r.counts.Agents},
 		{table: "refs", key: "id", cols: []string{"summary", "topics", "entities", "query_hints"}, json: []bool{false, true, true, true}, counter: &r.counts.References},
 		{table: "arch_agents", key: "id", cols: []string{"name", "model", "role"}, json: []bool{false, false, false}, counter: &r.counts.Agents, session: "session_id"},
-		{table: "arch_events", key: "seq", cols: []string{"scope", "detail"}, json: []bool{false, false}, counter: &r.counts.Events},
+		{table: "arch_events", key: "seq", cols: []string{"scope", "detail"}, json: []bool{false, false}, counter: &r.counts.Events,
+			extra: "substr(detail, -1) = '" + cutMark + "'"},
 		{table: "settings", key: "key", cols: []string{"value"}, json: []bool{false}, counter: &r.counts.Settings},
 		{table: "files", key: "path", cols: []string{"reason", "language"}, json: []bool{false, false}, counter: new(int64)},
 	}
@@ -614,6 +640,9 @@ func (r *redaction) rest() error {
 			} else {
 				conds = append(conds, "instr("+col+", ?1) > 0")
 			}
+		}
+		if c.extra != "" {
+			conds = append(conds, c.extra)
 		}
 		sel := c.key + ", " + strings.Join(c.cols, ", ")
 		if c.session != "" {
@@ -654,6 +683,8 @@ func (r *redaction) rest() error {
 					if rw.vals[i], ok, err = r.replaceJSON(rw.vals[i]); err != nil {
 						return fmt.Errorf("%s: %w", c.table, err)
 					}
+				} else if rw.vals[i].Valid && c.table == "arch_events" {
+					rw.vals[i].String, ok = r.replaceCut(rw.vals[i].String)
 				} else if rw.vals[i].Valid {
 					rw.vals[i].String, ok = r.replaceString(rw.vals[i].String)
 				}

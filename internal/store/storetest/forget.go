@@ -301,7 +301,7 @@ func testForgetSession(t *testing.T, s store.Store) {
 		_, err := appendGlobal(tx, store.KindInsight, "ins", "s2", "b1", "the echidna insight", "", map[string]string{"insight": "the echidna insight"})
 		return err
 	})
-	rep = forget(t, s, store.ForgetRequest{Sessions: []string{"s2"}, SessionRecords: true})
+	rep = forget(t, s, store.ForgetRequest{Sessions: []string{"s2", "s2"}, SessionRecords: true})
 	if rep.Counts.Records != 1 || rep.Counts.Entries != 2 {
 		t.Errorf("forget s2 with records: %+v", rep.Counts)
 	}
@@ -535,6 +535,11 @@ func testRedact(t *testing.T, s store.Store) {
 		if err := appendSession(tx, store.KindWant, "s1", "a", "k", "never print "+secret); err != nil {
 			return err
 		}
+		// A detail cut short inside the string keeps only its start.
+		if err := tx.AppendEvent(&store.ArchiveEvent{Type: "want_update", SessionID: "s1", AgentID: "a",
+			Detail: "cut short at " + secret[:9] + "…"}); err != nil {
+			return err
+		}
 		var err error
 		patID, err = appendGlobal(tx, store.KindPattern, "pat", "s1", "a", "never log "+secret, "", map[string]string{"pattern": "never log " + secret})
 		return err
@@ -580,7 +585,7 @@ func testRedact(t *testing.T, s store.Store) {
 	// body, event) and the pattern (text, body).
 	c := rep.Counts
 	if c.Entries != 1 || c.Occurrences != 1 || c.Records != 2 || c.Settings != 1 || c.Agents != 1 || c.Sessions != 1 ||
-		c.Events != 1 || c.Chunks != 3 || c.Places != 11 || c.Bytes != c.Places*int64(len(secret)) || c.Contexts != 1 {
+		c.Events != 2 || c.Chunks != 3 || c.Places != 12 || c.Bytes != c.Places*int64(len(secret)) || c.Contexts != 1 {
 		t.Errorf("counts = %+v", c)
 	}
 	got, err := s.Entries(ctx, []string{res[0].ID})
@@ -659,6 +664,9 @@ func testRedact(t *testing.T, s store.Store) {
 	for _, ev := range evs {
 		if strings.Contains(ev.Detail, "hunter2") {
 			t.Errorf("event %+v", ev)
+		}
+		if strings.HasPrefix(ev.Detail, "cut short") && ev.Detail != "cut short at "+store.DefaultMarker+"…" {
+			t.Errorf("the cut detail = %q", ev.Detail)
 		}
 	}
 	if v, _ := s.Setting(ctx, "some.setting"); v != "value with "+store.DefaultMarker {
