@@ -102,8 +102,13 @@ func TestCLI_Redact(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "redacted") || strings.Contains(out+errOut, secret) {
 		t.Fatalf("redact: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if out := e.ok("", "show", id); strings.Contains(out, secret) || !strings.Contains(out, "connecting with [REDACTED] to the replica") {
-		t.Errorf("the entry after redaction (same ID):\n%s", out)
+	code, out, errOut = e.run("", "show", id)
+	if code != 0 || strings.Contains(out, secret) || !strings.Contains(out, "connecting with [REDACTED] to the replica") || !strings.Contains(errOut, "was redacted") {
+		t.Errorf("the entry after redaction (same ID): exit %d\n%s\n%s", code, out, errOut)
+	}
+	var shown entryJSON
+	if err := jsonUnmarshal(e.ok("", "show", id, "--json"), &shown); err != nil || !shown.Redacted || shown.ID != id {
+		t.Errorf("show --json = %+v, %v", shown, err)
 	}
 	if out := e.ok("", "search", "Wy7Tq2Zp"); strings.Contains(out, id[:8]) {
 		t.Errorf("still found by the string's words:\n%s", out)

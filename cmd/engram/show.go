@@ -67,6 +67,9 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 				}
 			}
 			if !jsonOut {
+				if ent.Redacted {
+					fmt.Fprintf(a.stderr, "note: entry %s was redacted (engram audit): its content is not what its ID hashes\n", ent.ID[:12])
+				}
 				_, err := a.stdout.Write(content)
 				return err
 			}
@@ -78,7 +81,7 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 			if err != nil {
 				return err
 			}
-			out := entryJSON{ID: ent.ID, Size: len(ent.Content), Tokens: ent.TokenCount}
+			out := entryJSON{ID: ent.ID, Size: len(ent.Content), Tokens: ent.TokenCount, Redacted: ent.Redacted}
 			if utf8.Valid(content) {
 				out.Content = string(content)
 			} else {
@@ -131,6 +134,9 @@ type entryJSON struct {
 	ContentBase64 string      `json:"content_base64,omitempty"`
 	Occurrences   []occJSON   `json:"occurrences"`
 	Chunks        []chunkJSON `json:"chunks"`
+	// Redacted says an operator redacted it (engram redact): the content
+	// is no longer what the ID is the SHA-256 of.
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 type occJSON struct {
