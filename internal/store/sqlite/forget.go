@@ -78,15 +78,19 @@ func newPurge(ctx context.Context, tx *sql.Tx) *purge {
 // statement: FTS5 writes what it holds in memory at every statement, so
 // a statement per row would write a segment per row.
 func (p *purge) flushFTS() error {
-	const batch = 500 // stay far below SQLite's limit on bound parameters
 	for _, table := range []string{ftsTable(ftsMain), ftsTable(ftsHistory)} {
 		rows := p.ftsRows[table]
+		if len(rows) == 0 {
+			continue
+		}
 		slices.Sort(rows)
-		for start := 0; start < len(rows); start += batch {
-			part := rows[start:min(start+batch, len(rows))]
-			if _, err := p.exec(`DELETE FROM `+table+` WHERE rowid IN (`+placeholders(len(part))+`)`, anySlice(part)...); err != nil {
-				return err
-			}
+		ids, err := json.Marshal(rows)
+		if err != nil {
+			return err
+		}
+		// One statement for all: the rows as a JSON array.
+		if _, err := p.exec(`DELETE FROM `+table+` WHERE rowid IN (SELECT value FROM json_each(?))`, string(ids)); err != nil {
+			return err
 		}
 		delete(p.ftsRows, table)
 	}
