@@ -16,6 +16,10 @@
 // impossible by construction, and asking for a handle in another session
 // is refused and audited. Reads are global and versioned: a reader that
 // sends the versions it holds gets NOT_MODIFIED, or a delta.
+//
+// Only an operator removes or rewrites records (forget.go): such a purge
+// advances the versions and the store's purge count, and every process's
+// mirror starts again when it sees the count change.
 package archive
 
 import (

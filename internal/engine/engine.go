@@ -5,7 +5,8 @@
 // and the resolution of message references; the store owns persistence.
 //
 // Start with New and Engine.Add; ReadJSONL decodes the `engram add` wire
-// format into Records.
+// format into Records. Forget, Redact and Retain (forget.go) are the
+// operator's removals; no agent-facing front end calls them.
 package engine
 
 import (

@@ -12,6 +12,9 @@
 // Full-text search is an FTS5 table over chunk terms made by package terms;
 // see search.go for how queries stay fast on very common words. The schema
 // is created and upgraded by forward-only migrations (migrate.go).
+// Forgetting, redaction and retention (forget.go, redact.go, retain.go)
+// remove what the rest only ever appends, each in one transaction, and
+// compact the file so that the removed bytes leave it.
 package sqlite
 
 import (
