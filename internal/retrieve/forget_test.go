@@ -57,3 +57,37 @@ func TestHybrid_ForgottenElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestHybrid_HotTierForgottenElsewhere: the hot tier, which answers from
+// memory when no backend can, drops what another process forgot at the
+// next search, not when it would next refresh.
+func TestHybrid_HotTierForgottenElsewhere(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	other := sqlitetest.OpenPath(t, f.st.Path(), sqlite.Options{})
+	h := retrieve.NewHybrid(failingSearch{f.st}, nil, retrieve.Options{})
+	hits, err := f.st.Search(ctx, store.Query{Text: "deadlock", Limit: 3})
+	if err != nil || len(hits) == 0 {
+		t.Fatal(hits, err)
+	}
+	var ids []int64
+	for _, hit := range hits {
+		ids = append(ids, hit.Chunk.ID)
+	}
+	if err := h.Used(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	res := search(t, h, retrieve.Query{Text: "deadlock"})
+	if len(res.Hits) == 0 {
+		t.Fatalf("the hot tier does not answer: %+v", res)
+	}
+	if _, err := other.Forget(ctx, store.ForgetRequest{Sessions: []string{hits[0].Occurrence.SessionID}, Actor: "op"}); err != nil {
+		t.Fatal(err)
+	}
+	res = search(t, h, retrieve.Query{Text: "deadlock"})
+	for _, hit := range res.Hits {
+		if hit.Occurrence.SessionID == hits[0].Occurrence.SessionID {
+			t.Errorf("the hot tier still answers with the forgotten session: %+v", hit.Occurrence)
+		}
+	}
+}

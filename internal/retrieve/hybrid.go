@@ -291,6 +291,11 @@ type Hybrid struct {
 	lexCB, vecCB, rerankCB *Breaker
 	vecs                   *vectorSet
 	hot                    *hotSet
+	// purges is the store's purge count the vector index and the hot set
+	// were loaded at. Both are kept current by reading only what is new;
+	// a forget or a redaction (in any process) deletes what they hold, so
+	// when the count changes they are loaded again.
+	purges atomic.Uint64
 
 	searches, degraded, lexFaults, vecFaults, rerankFaults atomic.Int64
 }
@@ -355,8 +360,9 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 		depth = max(depth, h.opts.RerankDepth)
 	}
 	res.Span = h.span(q)
+	purged := h.purged(ctx)
 	// Tier one: the hot set, from memory.
-	if err := h.refreshHot(ctx, false); err != nil {
+	if err := h.refreshHot(ctx, purged); err != nil {
 		h.opts.Log.Warn("refresh hot set", "err", err)
 	}
 	// The first search of a process loads the stored vectors; that is
@@ -1083,10 +1089,14 @@ type vectorSet struct {
 	mu     sync.Mutex // serialises loading
 	index  *Index
 	loaded atomic.Bool // a first load completed
-	// purges is the store's purge count the index was loaded at: a
-	// forget or a redaction (in any process) deletes vectors, which
-	// loading only newer IDs never shows, so the index is loaded again.
-	purges uint64
+}
+
+// reset drops the index, to be loaded again from the start.
+func (v *vectorSet) reset() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.index = nil
+	v.loaded.Store(false)
 }
 
 // sync loads the vectors stored since the last call and returns the index,
@@ -1094,13 +1104,6 @@ type vectorSet struct {
 func (v *vectorSet) sync(ctx context.Context, st store.Store) (*Index, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	purges, err := st.Purges(ctx)
-	if err != nil {
-		return v.index, fmt.Errorf("load vectors: %w", err)
-	}
-	if purges != v.purges {
-		v.index, v.purges = nil, purges
-	}
 	var last int64
 	if v.index != nil {
 		last = v.index.Last()
@@ -1122,6 +1125,23 @@ func (v *vectorSet) sync(ctx context.Context, st store.Store) (*Index, error) {
 			return v.index, nil
 		}
 	}
+}
+
+// purged reports whether the store was purged since the last search,
+// dropping the vector index if it was.
+func (h *Hybrid) purged(ctx context.Context) bool {
+	n, err := h.st.Purges(ctx)
+	if err != nil {
+		h.opts.Log.Warn("read the purge count", "err", err)
+		return false
+	}
+	if h.purges.Swap(n) == n {
+		return false
+	}
+	if h.vecs != nil {
+		h.vecs.reset()
+	}
+	return true
 }
 
 // Loaded returns how many vectors are in memory.
