@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,8 +22,12 @@ import (
 )
 
 // forgetterEnv names the store a re-executed test binary forgets a session
-// of while it writes.
-const forgetterEnv = "ENGRAM_FORGET_CRASH"
+// of while it writes; with redactEnv set, it redacts crashSecret instead.
+const (
+	forgetterEnv = "ENGRAM_FORGET_CRASH"
+	redactEnv    = "ENGRAM_REDACT_CRASH"
+	crashSecret  = "kakapo-secret-7731"
+)
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(forgetterEnv); path != "" {
@@ -63,7 +68,13 @@ func forgetWhileWriting(path string) {
 	}()
 	go func() {
 		out <- "forget"
-		if _, err := st.Forget(ctx, store.ForgetRequest{Sessions: []string{"big"}, Actor: "op", Compact: true}); err != nil {
+		var err error
+		if os.Getenv(redactEnv) != "" {
+			_, err = st.Redact(ctx, store.RedactRequest{Text: []byte(crashSecret), Actor: "op", Rechunk: storetest.Rechunk, Compact: true})
+		} else {
+			_, err = st.Forget(ctx, store.ForgetRequest{Sessions: []string{"big"}, Actor: "op", Compact: true})
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
@@ -82,7 +93,14 @@ func forgetWhileWriting(path string) {
 // forgetting of a large session while it also writes, and checks that the
 // store opens, is sound, holds every acknowledged write, and holds the
 // session either whole or not at all, with its counters true.
-func TestForget_Crash(t *testing.T) {
+func TestForget_Crash(t *testing.T) { crashTest(t, false) }
+
+// TestRedact_Crash is TestForget_Crash for a redaction of a string that
+// a tenth of the session's entries hold: after the crash they all hold it
+// or none does.
+func TestRedact_Crash(t *testing.T) { crashTest(t, true) }
+
+func crashTest(t *testing.T, redact bool) {
 	if testing.Short() {
 		t.Skip("slow: builds a large session and kills a process repeatedly")
 	}
@@ -97,6 +115,9 @@ func TestForget_Crash(t *testing.T) {
 	for i := range big {
 		text := fmt.Sprintf("big session turn %d about the kakapo migration, step %d of many; %s", i, i,
 			strings.Repeat("more words to make chunks ", i%40))
+		if i%10 == 0 {
+			text += "\n\nthe key is " + crashSecret
+		}
 		entries = append(entries, storetest.Entry("big", "a", store.Note, text))
 		if i%50 == 0 {
 			entries = append(entries, storetest.Entry("other", "b", store.Note, text))
@@ -108,25 +129,51 @@ func TestForget_Crash(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// How long the purge takes here, with its compaction: the kills are
+	// spread over half as long again, so that they fall before, during and
+	// after its commit.
+	calib := filepath.Join(t.TempDir(), "calib.db")
+	copyFile(t, base, calib)
+	cs, err := sqlite.Open(ctx, calib, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if redact {
+		_, err = cs.Redact(ctx, store.RedactRequest{Text: []byte(crashSecret), Actor: "op", Rechunk: storetest.Rechunk, Compact: true})
+	} else {
+		_, err = cs.Forget(ctx, store.ForgetRequest{Sessions: []string{"big"}, Actor: "op", Compact: true})
+	}
+	took := time.Since(start)
+	if err := errors.Join(err, cs.Close()); err != nil {
+		t.Fatal(err)
+	}
 	forgotten := 0
-	// The forget (with its compaction) takes about half a second here:
-	// the kills fall before, during and after its commit.
 	var delays []time.Duration
-	for _, ms := range []int{0, 5, 20, 50, 100, 200, 300, 400, 450, 500, 550, 600, 700, 800, 1000, 1600} {
-		delays = append(delays, time.Duration(ms)*time.Millisecond)
+	for i := range 16 {
+		delays = append(delays, took*3/2*time.Duration(i)/15)
 	}
 	for _, d := range delays {
 		path := filepath.Join(t.TempDir(), "engram.db")
 		copyFile(t, base, path)
-		acked, done := crashForget(t, path, d)
-		bigLeft := checkAfterCrash(t, path, acked, big)
+		acked, done := crashForget(t, path, d, redact)
+		bigLeft, holding := checkAfterCrash(t, path, acked, big)
+		if redact {
+			if holding != 0 && holding != big/10 {
+				t.Errorf("after %v: %d of the %d entries that held the string still do: a redaction is all or nothing", d, holding, big/10)
+			}
+			if bigLeft != big {
+				t.Errorf("after %v: a redaction removed occurrences (%d left)", d, bigLeft)
+			}
+			bigLeft = holding
+		}
 		if bigLeft == 0 {
 			forgotten++
 		}
 		if done && bigLeft != 0 {
-			t.Errorf("after %v: the forget was acknowledged but %d occurrences of the session are left", d, bigLeft)
+			t.Errorf("after %v: the purge was acknowledged but %d are left", d, bigLeft)
 		}
-		t.Logf("killed %v after the forget began: %d writes acknowledged, forget done %v, session left %d", d, acked, done, bigLeft)
+		t.Logf("killed %v after the purge began (it takes %v): %d writes acknowledged, purge done %v, left %d", d.Round(time.Millisecond), took.Round(time.Millisecond), acked, done, bigLeft)
 	}
 	if forgotten == 0 || forgotten == len(delays) {
 		t.Logf("every kill landed on the same side of the commit (%d of %d forgotten): the timing proves less", forgotten, len(delays))
@@ -160,10 +207,13 @@ func copyFile(t *testing.T, from, to string) {
 // crashForget runs forgetWhileWriting on path and kills it delay after
 // the forget began; it returns how many live entries were acknowledged and
 // whether the forget was.
-func crashForget(t *testing.T, path string, delay time.Duration) (acked int, done bool) {
+func crashForget(t *testing.T, path string, delay time.Duration, redact bool) (acked int, done bool) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), forgetterEnv+"="+path)
+	if redact {
+		cmd.Env = append(cmd.Env, redactEnv+"=1")
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -204,8 +254,9 @@ func crashForget(t *testing.T, path string, delay time.Duration) (acked int, don
 }
 
 // checkAfterCrash opens the store after a crash and checks it; it returns
-// how many occurrences of session big are left.
-func checkAfterCrash(t *testing.T, path string, acked, big int) int {
+// how many occurrences of session big are left, and how many of its
+// entries hold crashSecret.
+func checkAfterCrash(t *testing.T, path string, acked, big int) (left, holding int) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, path, sqlite.Options{})
@@ -236,6 +287,11 @@ func checkAfterCrash(t *testing.T, path string, acked, big int) int {
 	bigLeft, err := s.TurnRange(ctx, "big", 0, 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range bigLeft {
+		if strings.Contains(string(e.Content), crashSecret) {
+			holding++
+		}
 	}
 	if n := len(bigLeft); n != 0 && n != big {
 		t.Errorf("%d of the session's %d occurrences are left: a forget is all or nothing", n, big)
@@ -273,5 +329,5 @@ func checkAfterCrash(t *testing.T, path string, acked, big int) int {
 			t.Errorf("counter %s = %d, the tables hold %d", counter, got, want)
 		}
 	}
-	return len(bigLeft)
+	return len(bigLeft), holding
 }
