@@ -47,9 +47,8 @@ type purge struct {
 	// the entries that follow them may have had contexts made from them.
 	points map[string][]occPoint
 	// sessions are archive scopes whose version must advance (a session's
-	// state changed); archive, whether anything of the archive changed.
+	// state changed).
 	sessions map[string]bool
-	archive  bool
 	// reactivated are records whose superseding record was forgotten.
 	reactivated []string
 	// dead are entries removed, by ID, for references.
@@ -360,7 +359,6 @@ func (p *purge) forgetSession(id string, records bool) error {
 	// version that started again from 1 would let a cache elsewhere serve
 	// the forgotten state for a new one.
 	p.sessions[id] = true
-	p.archive = true
 	return nil
 }
 
@@ -669,7 +667,6 @@ func (p *purge) forgetRecords(ids []string, named bool) error {
 			return err
 		}
 		p.counts.Events += n
-		p.archive = true
 		p.tables["arch_fts"] = true
 	}
 	p.reactivated = slices.DeleteFunc(p.reactivated, func(id string) bool { return seen[id] })

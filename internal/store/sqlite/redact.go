@@ -602,7 +602,6 @@ func (r *redaction) records() error {
 		}
 		r.counts.Records++
 		r.sessions[rec.SessionID] = true
-		r.archive = true
 	}
 	return nil
 }
@@ -705,7 +704,6 @@ func (r *redaction) rest() error {
 			*c.counter++
 			if c.session != "" {
 				r.sessions[rw.session] = true
-				r.archive = true
 			}
 		}
 	}
