@@ -144,7 +144,8 @@ func rankResolutions(recs []Record) []RankedResolution {
 
 // mirror is this process's copy of the global history, brought up to date
 // by deltas: records are immutable, so only records born after the
-// mirror's version are ever read again.
+// mirror's version are ever read again; an operator's purge, which removes
+// or rewrites records, makes it start again (see global).
 type mirror struct {
 	// gv is the version the mirror holds; purges, the store's purge count
 	// when it was started.
