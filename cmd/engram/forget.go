@@ -236,7 +236,9 @@ func (a *app) printPurgeModels(rep store.PurgeReport, models []string, verb stri
 	for _, m := range models {
 		fmt.Fprintf(a.stdout, "dropped the corpus model %s, which had learned a word of it: engram embed trains a new one\n", m)
 	}
-	a.printAfter(rep.Audit, rep.Compacted, dry)
+	if rep.Counts != (store.Counts{}) {
+		a.printAfter(rep.Audit, rep.Compacted, dry)
+	}
 	return nil
 }
 
@@ -254,13 +256,22 @@ func (a *app) printAfter(audit int64, compacted, dry bool) {
 	}
 }
 
-// printCounts prints what a purge removed (or would), one line per kind.
+// printCounts prints what a purge removed (or would), one line per kind,
+// under a line of what it was.
 func (a *app) printCounts(w io.Writer, verb string, targets []string, c store.Counts, reactivated []string) {
 	if len(targets) > 0 {
 		fmt.Fprintf(w, "%s %s\n", verb, strings.Join(targets, ", "))
 	} else {
 		fmt.Fprintf(w, "%s:\n", verb)
 	}
+	countLines(w, c)
+	if len(reactivated) > 0 {
+		fmt.Fprintf(w, "  active again (what they superseded): %s\n", strings.Join(reactivated, ", "))
+	}
+}
+
+// countLines prints the counts that are not zero, one to a line.
+func countLines(w io.Writer, c store.Counts) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	v := reflect.ValueOf(c)
 	for i := range v.NumField() {
@@ -274,9 +285,6 @@ func (a *app) printCounts(w io.Writer, verb string, targets []string, c store.Co
 	_ = tw.Flush()
 	if c == (store.Counts{}) {
 		fmt.Fprintln(w, "  nothing")
-	}
-	if len(reactivated) > 0 {
-		fmt.Fprintf(w, "  active again (what they superseded): %s\n", strings.Join(reactivated, ", "))
 	}
 }
 
@@ -471,7 +479,7 @@ it removed or replaced. It never holds what was removed.`,
 					what = "a string"
 				}
 				fmt.Fprintf(a.stdout, "#%d %s %s %s %s\n", r.Seq, r.At.Local().Format(time.DateTime), r.Actor, r.Action, what)
-				a.printCounts(a.stdout, " ", nil, r.Counts, nil)
+				countLines(a.stdout, r.Counts)
 			}
 			return nil
 		},
