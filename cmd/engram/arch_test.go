@@ -100,7 +100,7 @@ func TestCLI_Archivalist(t *testing.T) {
 	if out := e.ok("", "session", "show", "--session", "s1", "--if-sv", fmt.Sprint(sr.SV)); !strings.Contains(out, "NOT_MODIFIED") {
 		t.Errorf("conditional session show: %q", out)
 	}
-	if out := e.ok("", "briefing", "--session", "s1", "--tier", "micro"); strings.TrimSpace(out) != "auth-rewrite:1/3:jwt.go(m):block=none" {
+	if out := e.ok("", "briefing", "--session", "s1", "--tier", "micro"); strings.TrimSpace(out) != "auth-rewrite:1/3:jwt.go(m):block=none:mem=1p,1f" {
 		t.Errorf("micro briefing: %q", out)
 	}
 

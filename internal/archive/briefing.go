@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path"
@@ -124,6 +125,13 @@ func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier T
 	b := &Briefing{Status: StatusOK, Tier: tier, Session: sessionID, GV: gv, SV: st.sv}
 	if tier == Micro {
 		b.Text = a.micro(st, tier.Budget())
+		// What the shared memory holds, if it fits: the counts the
+		// standard tier draws from, so that even a session with no state
+		// of its own learns there is something to read.
+		if mem, until := memoryCounts(m, now); mem != "" && a.enc.Count(b.Text+":"+mem) <= tier.Budget() {
+			b.Text += ":" + mem
+			b.validUntil = until
+		}
 		b.Tokens = a.enc.Count(b.Text)
 		return b
 	}
@@ -188,100 +196,58 @@ func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier T
 	for _, w := range st.rejects {
 		add("user rejects: " + w.Text)
 	}
-	// Intents of other sessions that touch this one, and this session's own.
-	for i := len(m.records) - 1; i >= 0; i-- {
-		rec := &m.records[i]
-		if rec.Kind != store.KindIntent || !m.active(rec, now) {
-			continue
-		}
-		in := rec.Intent
-		own := rec.Session == sessionID
-		if !own && !st.touches(in.Paths, in.Categories) && tier != Full {
-			continue
-		}
-		who := "session " + rec.Session
-		if own {
-			who = "this session"
-		}
-		if add(fmt.Sprintf("intent %s (%s, %s, %s): %s [%s]", rec.ID, who, rec.Agent, in.Priority, in.Description,
-			strings.Join(append(slices.Clone(in.Paths), in.Categories...), ", "))) {
-			if b.validUntil.IsZero() || in.ExpiresAt.Before(b.validUntil) {
-				b.validUntil = in.ExpiresAt
-			}
-		}
-	}
-	// Active patterns: mandated ones everywhere, the rest where relevant
-	// (all of them in the full tier), newest first.
-	for i := len(m.records) - 1; i >= 0; i-- {
-		rec := &m.records[i]
-		if rec.Kind != store.KindPattern || !m.active(rec, now) {
-			continue
-		}
-		p := rec.Pattern
-		if p.Authority != Mandated && tier != Full && !st.relevant(rec.Category, p.Scope, rec.Session, sessionID) {
-			continue
-		}
-		line := fmt.Sprintf("pattern %s [%s] %s", rec.ID, rec.Category, p.Pattern)
-		if p.Authority != Suggestion {
-			line += " (" + string(p.Authority) + ")"
-		}
-		if len(p.Scope) > 0 {
-			line += " in " + strings.Join(p.Scope, ", ")
-		}
-		add(line)
-	}
-	// Recent failures where relevant, with the best resolution.
-	shown := 0
-	for i := len(m.records) - 1; i >= 0 && !full && (shown < 5 || tier == Full); i-- {
-		rec := &m.records[i]
-		if rec.Kind != store.KindFailure {
-			continue
-		}
-		f := rec.Failure
-		if tier != Full && !st.relevant(rec.Category, f.Files, rec.Session, sessionID) {
-			continue
-		}
-		line := fmt.Sprintf("failure %s: %s — %s", rec.ID, f.Approach, f.Reason)
-		if rs := rankResolutions(m.resolutions[rec.ID]); len(rs) > 0 {
-			best := rs[0]
-			line += fmt.Sprintf(" → fix: %s (%d/%d succeeded)", best.Approach, best.Successes, best.Successes+best.Partials+best.Failures)
-		}
-		if add(line) {
-			shown++
-		}
-	}
+	// The shared memory: each kind's items in order of importance, what
+	// concerns this session first. Items are taken from every kind in
+	// turn, the relevant ones of all kinds before the rest, so that one
+	// kind cannot crowd out the others; a kind stops at its first item
+	// that does not fit. The full tier keeps room for its stats line, and
+	// every tier for the line saying how much was left out.
+	var stats string
 	if tier == Full {
-		for i := len(m.records) - 1; i >= 0; i-- {
-			rec := &m.records[i]
-			switch {
-			case rec.Kind == store.KindDecision && m.active(rec, now):
-				line := fmt.Sprintf("decision %s: %s", rec.ID, rec.Decision.Decision)
-				if rec.Decision.Rationale != "" {
-					line += " — because " + rec.Decision.Rationale
+		stats = a.statsLine(st, m)
+	}
+	note := func(n int) string {
+		return fmt.Sprintf("(%d more left out: the full tier or recall shows them)", n)
+	}
+	kinds := a.globalItems(st, m, sessionID, tier, now)
+	room := budget - used - a.enc.Count(note(9999)+"\n")
+	if stats != "" {
+		room -= a.enc.Count(stats + "\n")
+	}
+	shown := make([]int, len(kinds))
+	stopped := make([]bool, len(kinds))
+	for _, relevant := range []bool{true, false} {
+		for more := true; more; {
+			more = false
+			for k, items := range kinds {
+				if full || stopped[k] || shown[k] == len(items) || items[shown[k]].relevant != relevant {
+					continue
 				}
-				add(line)
-			case rec.Kind == store.KindInsight:
-				add(fmt.Sprintf("insight %s: %s", rec.ID, rec.Insight.Insight))
+				n := a.enc.Count(items[shown[k]].line + "\n")
+				if n > room {
+					stopped[k] = true
+					continue
+				}
+				room -= n
+				shown[k]++
+				more = true
 			}
 		}
-		var agents []string
-		for _, ag := range st.agents {
-			s := ag.ID
-			if ag.ParentID != "" {
-				s += "<" + ag.ParentID
+	}
+	for k, items := range kinds {
+		for _, it := range items[:shown[k]] {
+			lines = append(lines, it.line)
+			if !it.expires.IsZero() && (b.validUntil.IsZero() || it.expires.Before(b.validUntil)) {
+				b.validUntil = it.expires
 			}
-			agents = append(agents, s)
 		}
-		counts := m.counts
-		add(fmt.Sprintf("stats: %d agents (%s); history: %d patterns, %d failures, %d resolutions, %d insights, %d decisions, %d intents",
-			len(st.agents), strings.Join(agents, " "), counts[store.KindPattern], counts[store.KindFailure],
-			counts[store.KindResolution], counts[store.KindInsight], counts[store.KindDecision], counts[store.KindIntent]))
+		b.Omitted += len(items) - shown[k]
+	}
+	if stats != "" {
+		lines = append(lines, stats)
 	}
 	if b.Omitted > 0 {
-		note := fmt.Sprintf("(%d more left out; tier full or engram pattern list shows them)", b.Omitted)
-		if used+a.enc.Count(note) <= budget {
-			lines = append(lines, note)
-		}
+		lines = append(lines, note(b.Omitted))
 	}
 	b.Text = strings.Join(lines, "\n")
 	b.Tokens = a.enc.Count(b.Text)
@@ -294,6 +260,128 @@ func (a *Archive) assemble(st *sessionState, m *mirror, sessionID string, tier T
 		b.Tokens = a.enc.Count(b.Text)
 	}
 	return b
+}
+
+// briefItem is one line of a briefing from the global history.
+type briefItem struct {
+	line string
+	// relevant: the session wrote it, works in its category or on its
+	// files, or (a pattern) it is mandated everywhere.
+	relevant bool
+	// rank orders a kind's items by importance, highest first; ties go to
+	// the newest.
+	rank int
+	gv   uint64
+	// expires is when an intent stops being shown.
+	expires time.Time
+}
+
+// globalItems returns what a briefing may show of the global history, by
+// kind (intents, patterns, failures, decisions, and in the full tier
+// insights), each kind in order: relevant to the session first, then by
+// the kind's importance, then newest first.
+//
+// Importance: an intent's priority; a pattern's authority; for a failure
+// its last activity (a resolution brings a resolved failure forward, and
+// old ones fall behind unresolved ones born since); for decisions and
+// insights, recency.
+func (a *Archive) globalItems(st *sessionState, m *mirror, sessionID string, tier Tier, now time.Time) [][]briefItem {
+	var intents, patterns, failures, decisions, insights []briefItem
+	for i := len(m.records) - 1; i >= 0; i-- {
+		rec := &m.records[i]
+		switch rec.Kind {
+		case store.KindIntent:
+			if !m.active(rec, now) {
+				continue
+			}
+			in := rec.Intent
+			own := rec.Session == sessionID
+			who := "session " + rec.Session
+			if own {
+				who = "this session"
+			}
+			intents = append(intents, briefItem{
+				line: fmt.Sprintf("intent %s (%s, %s, %s): %s [%s]", rec.ID, who, rec.Agent, in.Priority, in.Description,
+					strings.Join(append(slices.Clone(in.Paths), in.Categories...), ", ")),
+				relevant: own || st.touches(in.Paths, in.Categories),
+				rank:     slices.Index([]string{"normal", "high", "critical"}, in.Priority),
+				gv:       rec.GV, expires: in.ExpiresAt})
+		case store.KindPattern:
+			if !m.active(rec, now) {
+				continue
+			}
+			p := rec.Pattern
+			line := fmt.Sprintf("pattern %s [%s] %s", rec.ID, rec.Category, p.Pattern)
+			if p.Authority != Suggestion {
+				line += " (" + string(p.Authority) + ")"
+			}
+			if len(p.Scope) > 0 {
+				line += " in " + strings.Join(p.Scope, ", ")
+			}
+			patterns = append(patterns, briefItem{line: line,
+				relevant: p.Authority == Mandated || st.relevant(rec.Category, p.Scope, rec.Session, sessionID),
+				rank:     slices.Index([]Authority{Suggestion, Established, Mandated}, p.Authority), gv: rec.GV})
+		case store.KindFailure:
+			f := rec.Failure
+			line := fmt.Sprintf("failure %s: %s — %s", rec.ID, f.Approach, f.Reason)
+			last := rec.GV
+			if rs := m.resolutions[rec.ID]; len(rs) > 0 {
+				best := rankResolutions(rs)[0]
+				line += fmt.Sprintf(" → fix: %s (%d/%d succeeded)", best.Approach, best.Successes, best.Successes+best.Partials+best.Failures)
+				last = rs[len(rs)-1].GV
+			} else {
+				line += " → no fix yet"
+			}
+			failures = append(failures, briefItem{line: line, relevant: st.relevant(rec.Category, f.Files, rec.Session, sessionID), gv: last})
+		case store.KindDecision:
+			if !m.active(rec, now) {
+				continue
+			}
+			d := rec.Decision
+			line := fmt.Sprintf("decision %s: %s", rec.ID, d.Decision)
+			if d.Rationale != "" {
+				line += " — because " + d.Rationale
+			}
+			decisions = append(decisions, briefItem{line: line, relevant: st.relevant(rec.Category, d.Scope, rec.Session, sessionID), gv: rec.GV})
+		case store.KindInsight:
+			if tier != Full {
+				continue
+			}
+			in := rec.Insight
+			insights = append(insights, briefItem{line: fmt.Sprintf("insight %s: %s", rec.ID, in.Insight),
+				relevant: st.relevant(rec.Category, in.Scope, rec.Session, sessionID), gv: rec.GV})
+		}
+	}
+	kinds := [][]briefItem{intents, patterns, failures, decisions, insights}
+	for _, items := range kinds {
+		slices.SortStableFunc(items, func(x, y briefItem) int {
+			if x.relevant != y.relevant {
+				if x.relevant {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Or(cmp.Compare(y.rank, x.rank), cmp.Compare(y.gv, x.gv))
+		})
+	}
+	return kinds
+}
+
+// statsLine is the full tier's last line: the session's agents and what
+// the history holds.
+func (a *Archive) statsLine(st *sessionState, m *mirror) string {
+	var agents []string
+	for _, ag := range st.agents {
+		s := ag.ID
+		if ag.ParentID != "" {
+			s += "<" + ag.ParentID
+		}
+		agents = append(agents, s)
+	}
+	counts := m.counts
+	return fmt.Sprintf("stats: %d agents (%s); history: %d patterns, %d failures, %d resolutions, %d insights, %d decisions, %d intents",
+		len(st.agents), strings.Join(agents, " "), counts[store.KindPattern], counts[store.KindFailure],
+		counts[store.KindResolution], counts[store.KindInsight], counts[store.KindDecision], counts[store.KindIntent])
 }
 
 func orNone(s string) string {
@@ -337,6 +425,45 @@ func (a *Archive) micro(st *sessionState, budget int) string {
 		}
 	}
 	return render(0, slug(task, 10), slug(block, 10))
+}
+
+// memoryCounts renders how many active patterns, failures, active
+// decisions and open intents the global history holds, as mem=3p,2f,1d,1i
+// (kinds with none left out; empty if it holds none), and when the first
+// open intent expires.
+func memoryCounts(m *mirror, now time.Time) (string, time.Time) {
+	var p, f, d, i int
+	var until time.Time
+	for k := range m.records {
+		rec := &m.records[k]
+		switch {
+		case rec.Kind == store.KindFailure:
+			f++
+		case !m.active(rec, now):
+		case rec.Kind == store.KindPattern:
+			p++
+		case rec.Kind == store.KindDecision:
+			d++
+		case rec.Kind == store.KindIntent:
+			i++
+			if until.IsZero() || rec.Intent.ExpiresAt.Before(until) {
+				until = rec.Intent.ExpiresAt
+			}
+		}
+	}
+	var parts []string
+	for _, c := range []struct {
+		n      int
+		letter string
+	}{{p, "p"}, {f, "f"}, {d, "d"}, {i, "i"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprint(c.n)+c.letter)
+		}
+	}
+	if len(parts) == 0 {
+		return "", time.Time{}
+	}
+	return "mem=" + strings.Join(parts, ","), until
 }
 
 // slug shortens text to at most n bytes of lower-case words joined by -.

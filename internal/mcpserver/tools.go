@@ -39,7 +39,7 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "record",
 		Description: "Store a message, tool call or tool result in your session so it is kept and searchable."}), tool(s, (*api.Ops).Record))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "briefing", Annotations: ro,
-		Description: "Your session's briefing: task, files, user wants, relevant patterns, failures and intents. Send gv and sv you hold to get NOT_MODIFIED."}), tool(s, (*api.Ops).Briefing))
+		Description: "Your session's briefing: task, files, user wants; shared patterns, failures, decisions and intents, relevant first. Send gv and sv you hold to get NOT_MODIFIED."}), tool(s, (*api.Ops).Briefing))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "recall", Annotations: ro,
 		Description: "Ask the shared memory about the past: an @arch: query (@arch:recall:failures?q=timeout) or a question such as \"what did we decide about X?\"."}), tool(s, (*api.Ops).Recall))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "record_pattern",
