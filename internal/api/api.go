@@ -181,7 +181,7 @@ type RecallOut struct {
 }
 
 type PatternIn struct {
-	Category    string   `json:"category" jsonschema:"hierarchical, L1.L2, such as error.handling or database.orm"`
+	Category    string   `json:"category" jsonschema:"L1.L2, such as error.handling; L1: api async auth build concurrency config data database deps docs error logging performance security structure style testing tooling ui workflow"`
 	Pattern     string   `json:"pattern" jsonschema:"the pattern, one sentence"`
 	Description string   `json:"description,omitempty"`
 	Example     string   `json:"example,omitempty"`
@@ -197,7 +197,7 @@ type FailureIn struct {
 	Context    string   `json:"context,omitempty" jsonschema:"what was being attempted"`
 	Error      string   `json:"error,omitempty"`
 	Files      []string `json:"files,omitempty"`
-	Category   string   `json:"category,omitempty" jsonschema:"hierarchical, such as database.sql"`
+	Category   string   `json:"category,omitempty" jsonschema:"L1.L2, such as database.sql; L1: api async auth build concurrency config data database deps docs error logging performance security structure style testing tooling ui workflow"`
 	Resolution string   `json:"resolution,omitempty" jsonschema:"what was tried instead"`
 	Outcome    string   `json:"outcome,omitempty" jsonschema:"how the resolution went: success, partial or failure"`
 	Notes      string   `json:"notes,omitempty"`
@@ -206,7 +206,7 @@ type FailureIn struct {
 
 type InsightIn struct {
 	Insight  string   `json:"insight"`
-	Category string   `json:"category,omitempty"`
+	Category string   `json:"category,omitempty" jsonschema:"L1.L2; L1: api async auth build concurrency config data database deps docs error logging performance security structure style testing tooling ui workflow"`
 	Evidence string   `json:"evidence,omitempty"`
 	Scope    []string `json:"scope,omitempty"`
 }
@@ -215,7 +215,7 @@ type DecisionIn struct {
 	Decision     string   `json:"decision"`
 	Rationale    string   `json:"rationale,omitempty"`
 	Alternatives []string `json:"alternatives,omitempty"`
-	Category     string   `json:"category,omitempty"`
+	Category     string   `json:"category,omitempty" jsonschema:"L1.L2; L1: api async auth build concurrency config data database deps docs error logging performance security structure style testing tooling ui workflow"`
 	Scope        []string `json:"scope,omitempty"`
 	Supersedes   []string `json:"supersedes,omitempty" jsonschema:"ids of decisions it replaces"`
 	Reason       string   `json:"reason,omitempty"`
@@ -240,7 +240,7 @@ type FileIn struct {
 type IntentIn struct {
 	Description string   `json:"description" jsonschema:"the cross-cutting work, such as a rename"`
 	Paths       []string `json:"paths,omitempty" jsonschema:"paths it touches"`
-	Categories  []string `json:"categories,omitempty" jsonschema:"categories it touches"`
+	Categories  []string `json:"categories,omitempty" jsonschema:"categories it touches, L1 or L1.L2; L1: api async auth build concurrency config data database deps docs error logging performance security structure style testing tooling ui workflow"`
 	Priority    string   `json:"priority,omitempty" jsonschema:"normal (default), high or critical"`
 	TTLMinutes  int      `json:"ttl_minutes,omitempty" jsonschema:"minutes it stays if never completed (default 30)"`
 }

@@ -104,7 +104,7 @@ func checkCategory(cat string, required bool) error {
 		return nil
 	}
 	if cat == "" {
-		return invalid("category", "is required (such as error.handling)")
+		return invalid("category", "is required: L1.L2, such as error.handling, %s", categoryHelp())
 	}
 	if err := ValidateCategory(cat); err != nil {
 		return &store.ValidationError{Field: "category", Msg: err.Error()}

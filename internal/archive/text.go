@@ -223,24 +223,30 @@ var categoryL1 = []string{
 var categorySegment = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 
 // ValidateCategory checks that cat is a hierarchical category with a
-// known first level, such as "error.handling" or "database.orm".
+// known first level, such as "error.handling" or "database.orm". Its
+// errors list the first levels.
 func ValidateCategory(cat string) error {
 	parts := strings.Split(cat, ".")
 	if len(parts) < 2 {
-		return fmt.Errorf("category %q must be hierarchical, L1.L2 (such as %q)", cat, "error.handling")
+		return fmt.Errorf("%q is not hierarchical: write L1.L2, such as error.handling, %s", cat, categoryHelp())
 	}
 	if len(parts) > 4 {
-		return fmt.Errorf("category %q has more than 4 levels", cat)
+		return fmt.Errorf("%q has more than 4 levels", cat)
 	}
 	if !slices.Contains(categoryL1, parts[0]) {
-		return fmt.Errorf("category %q: unknown first level %q; known: %s", cat, parts[0], strings.Join(categoryL1, ", "))
+		return fmt.Errorf("%q: unknown first level %q; %s", cat, parts[0], categoryHelp())
 	}
 	for _, p := range parts {
 		if !categorySegment.MatchString(p) {
-			return fmt.Errorf("category %q: level %q must be lower-case letters, digits, _ or -", cat, p)
+			return fmt.Errorf("%q: level %q must be lower-case letters, digits, _ or -", cat, p)
 		}
 	}
 	return nil
+}
+
+// categoryHelp names the first levels a category may start with.
+func categoryHelp() string {
+	return "with L1 one of " + strings.Join(categoryL1, ", ")
 }
 
 // Categories returns the known first levels of the category hierarchy.

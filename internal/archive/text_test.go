@@ -1,6 +1,9 @@
 package archive
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestTextHelpers(t *testing.T) {
 	if s := trigramSimilarity("use channels for state", "Use channels for state."); s != 1 {
@@ -42,6 +45,12 @@ func TestTextHelpers(t *testing.T) {
 		"cooking.pasta": false, "api.": false, "a.b.c.d.e": false} {
 		if err := ValidateCategory(cat); (err == nil) != ok {
 			t.Errorf("ValidateCategory(%q) = %v", cat, err)
+		}
+	}
+	// The taxonomy is closed: errors about a category list its first levels.
+	for _, err := range []error{ValidateCategory("error"), ValidateCategory("cooking.pasta"), checkCategory("", true)} {
+		if err == nil || !strings.Contains(err.Error(), strings.Join(Categories(), ", ")) {
+			t.Errorf("category error without the first levels: %v", err)
 		}
 	}
 	if got := categoriesOf("internal/auth/db_test.go"); len(got) != 3 || got[0] != "auth" || got[1] != "database" || got[2] != "testing" {

@@ -242,3 +242,48 @@ func TestIsolation(t *testing.T) {
 func archiveSpec(id, session string) archive.AgentSpec {
 	return archive.AgentSpec{ID: id, SessionID: session}
 }
+
+// TestCategoriesListed: the category taxonomy is closed, so every tool
+// argument that takes a category lists the first levels it accepts, and
+// a wrong category's error lists them too: an agent need not fail to
+// learn them.
+func TestCategoriesListed(t *testing.T) {
+	cs, _ := newClient(t, Options{Session: "s1", Agent: "a1"})
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tool := range res.Tools {
+		raw, _ := json.Marshal(tool.InputSchema)
+		var schema struct {
+			Properties map[string]struct {
+				Description string `json:"description"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			t.Fatal(err)
+		}
+		for name, p := range schema.Properties {
+			if name != "category" && name != "categories" {
+				continue
+			}
+			n++
+			if want := "; L1: " + strings.Join(archive.Categories(), " "); !strings.HasSuffix(p.Description, want) {
+				t.Errorf("%s.%s = %q, want it to end with the first levels %q", tool.Name, name, p.Description, want)
+			}
+		}
+	}
+	if n != 5 { // record_pattern, record_failure, record_insight, record_decision, declare_intent
+		t.Errorf("%d category arguments, want 5", n)
+	}
+	for _, args := range []map[string]any{
+		{"category": "errors", "pattern": "x"},
+		{"category": "cooking.pasta", "pattern": "x"},
+	} {
+		text, res := call(t, cs, "record_pattern", args)
+		if !res.IsError || !strings.Contains(text, strings.Join(archive.Categories(), ", ")) {
+			t.Errorf("record_pattern(%v) = %q, want an error listing the categories", args, text)
+		}
+	}
+}
