@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -724,9 +725,11 @@ error, approach, agent, session, since (a global version), limit, all (true:
 superseded too), budget (tokens).
 
 A question in words is classified by rules (intent, domain, time, entities)
-and answered if it is about the past; a question about what to do next is
-refused with the reason, and an unsure one is answered with the @arch: query
-to confirm.`,
+and answered if it is about the past or what the shared memory holds ("what
+did we decide about X?", "what patterns do we have for error handling?"); a
+question about what to do next ("how should we handle errors?") is refused:
+the reason goes to standard error and the exit status is 1. An unsure one is
+answered with the @arch: query to confirm.`,
 		Example: `  engram arch '@arch:recall:patterns?scope=auth&limit=5'
   engram arch '@arch:check:failures?approach=recursive walk'
   engram arch '@arch:store:failure{approach:"recursive walk",outcome:"stack overflow",resolution:"explicit stack",resolution_outcome:"success"}' --session s1
@@ -753,10 +756,26 @@ to confirm.`,
 			if err != nil {
 				return err
 			}
+			// A refused question is not answered: its reason goes to
+			// standard error and the exit status is 1, so that scripts
+			// can tell.
+			var refused []string
+			for _, ans := range answers {
+				if ans.Status == archive.StatusRefused {
+					refused = append(refused, fmt.Sprintf("refused %q: %s", ans.Question, ans.Reason))
+				}
+			}
+			var rerr error
+			if len(refused) > 0 {
+				rerr = errors.New(strings.Join(refused, "\n"))
+			}
 			if jsonOut {
-				return writeJSON(a.stdout, answers)
+				return errors.Join(writeJSON(a.stdout, answers), rerr)
 			}
 			for i, ans := range answers {
+				if ans.Status == archive.StatusRefused {
+					continue
+				}
 				if len(answers) > 1 {
 					if i > 0 {
 						fmt.Fprintln(a.stdout)
@@ -771,7 +790,7 @@ to confirm.`,
 					fmt.Fprintf(a.stdout, "(%d more over the budget)\n", ans.Omitted)
 				}
 			}
-			return nil
+			return rerr
 		},
 	}
 	w.flags(cmd)

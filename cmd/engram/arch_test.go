@@ -114,8 +114,18 @@ func TestCLI_Archivalist(t *testing.T) {
 	if out := e.ok("", "arch", "what did we learn about prepared statements?"); !strings.Contains(out, "prepared statements are costly") {
 		t.Errorf("arch question: %q", out)
 	}
-	if out := e.ok("", "arch", "how should we handle errors?"); !strings.Contains(out, "REFUSED") {
-		t.Errorf("arch prospective question: %q", out)
+	// A question about what the memory holds now is a recall.
+	if out := e.ok("", "arch", "what patterns do we have for error handling?"); !strings.Contains(out, "pat-2") {
+		t.Errorf("arch question about what the memory holds: %q", out)
+	}
+	// A question about what to do is refused, and the exit status says so.
+	if code, out, errOut := e.run("", "arch", "how should we handle errors?"); code != 1 || out != "" ||
+		!strings.Contains(errOut, `error: refused "how should we handle errors?": it asks what to do (should, how should we)`) {
+		t.Errorf("arch prospective question: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, out, _ := e.run("", "arch", "what did we learn about prepared statements? how should we handle errors?", "--json"); code != 1 ||
+		!strings.Contains(out, `"status": "REFUSED"`) || !strings.Contains(out, "prepared statements are costly") {
+		t.Errorf("arch --json with a refused question: exit %d, %q", code, out)
 	}
 	if code, _, errOut := e.run("", "arch", "@arch:recall:wat"); code != 1 || !strings.Contains(errOut, `unknown domain "wat"`) {
 		t.Errorf("arch malformed: exit %d, %q", code, errOut)

@@ -21,6 +21,8 @@ import (
 type Answer struct {
 	// Query is the DSL query that ran (for words: the classification's).
 	Query string `json:"query"`
+	// Question is the question in words this answers, if it was one.
+	Question string `json:"question,omitempty"`
 	// Classification is set for a question in words.
 	Classification *Classification `json:"classification,omitempty"`
 	// Status is OK, REFUSED (not about the past, or too unsure) or SUGGEST
@@ -143,6 +145,7 @@ func (a *Archive) Ask(ctx context.Context, h *Handle, input string, opts AskOpti
 			res.Classification = &c
 			ans = res
 		}
+		ans.Question = question
 		if ans.Status != StatusOK && ans.Text == "" {
 			ans.Text = ans.Status + ": " + ans.Reason
 			ans.Tokens = a.enc.Count(ans.Text)

@@ -60,6 +60,11 @@ func TestAsk(t *testing.T) {
 	if ans[1].Status != StatusRefused || !strings.Contains(ans[1].Text, "should") {
 		t.Errorf("prospective question: %+v", ans[1])
 	}
+	// A question about what the memory holds now is answered.
+	ans, err = a.Ask(ctx, nil, "What patterns do we have for auth?", AskOptions{})
+	if err != nil || len(ans) != 1 || ans[0].Status != StatusOK || len(ans[0].Records) != 1 || ans[0].Records[0].Category != "auth.tokens" {
+		t.Errorf("a question about what the memory holds: %+v, %v", ans, err)
+	}
 	// The budget bounds the answer.
 	for i := range 40 {
 		ok(t)(h.RecordInsight(ctx, Insight{Insight: strings.Repeat("cache ", 5) + "insight about eviction number " + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26))}))

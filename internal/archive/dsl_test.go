@@ -105,11 +105,22 @@ func TestClassify(t *testing.T) {
 		{"Have we modified the config file?", true, Check, Files},
 		{"What did we learn from the refactoring?", true, Recall, Learnings},
 		{"Log this: recursive approach caused stack overflow", true, Store, Failures},
+		// What the shared memory holds now is a recall too.
+		{"What patterns do we have for error handling?", true, Recall, Patterns},
+		{"Which decisions are on record for the API?", true, Recall, Decisions},
+		{"What do we know about flaky tests?", true, Recall, ""},
+		{"Are there known issues with the cache?", true, Check, Failures},
+		{"Do we have a pattern for retries?", true, Check, Patterns},
+		{"List the failures in the database layer", true, Recall, Failures},
 		{"What patterns should we use?", false, "", ""},
 		{"How do we implement caching?", false, "", ""},
 		{"What's the best approach for this?", false, "", ""},
 		{"We need to add authentication", false, "", ""},
 		{"Should we use Redis or Memcached?", false, "", ""},
+		{"How should we handle errors?", false, "", ""},
+		{"What do we have to do next?", false, "", ""},
+		{"Are there patterns we should follow for caching?", false, "", ""},
+		{"Fix the login page", false, "", ""},
 	} {
 		got := Classify(c.q)
 		if got.Retrospective != c.retro {

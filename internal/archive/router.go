@@ -63,6 +63,12 @@ var (
 	recallLeads = []string{"what did we", "how did we", "why did we", "when did we", "what have we", "how have we",
 		"which did we", "who did", "what was", "what were"}
 
+	// holdingMarkers ask what the shared memory holds now ("what patterns
+	// do we have for ...", "are there known issues with ..."): what was
+	// recorded, so a recall, not a question about what to do.
+	holdingMarkers = []string{"do we have", "have we got", "do we know", "does the memory", "is there", "are there",
+		"exist", "exists", "on record", "on file", "in memory", "known", "list", "show me"}
+
 	// The seed's rejecting markers.
 	futureMarkers = []string{"will", "shall", "going to", "about to", "should", "must", "need to", "needs to", "ought to",
 		"have to", "has to", "want to", "plan to", "intend to", "aim to", "what should we", "how should we",
@@ -74,7 +80,7 @@ var (
 	checkWords = []string{"verify", "validate", "confirm", "check", "examine", "any record"}
 	// checkLeads open a yes-or-no question about the past.
 	checkLeads = []string{"have we", "has anyone", "has any", "did anyone", "did we already", "is there", "was there",
-		"were there", "have any", "has the", "have the"}
+		"were there", "have any", "has the", "have the", "do we have", "are there"}
 
 	domainWords = map[Domain][]string{
 		Patterns:  {"pattern", "patterns", "approach", "approaches", "style", "convention", "conventions", "standard", "architecture", "idiom"},
@@ -82,6 +88,17 @@ var (
 		Decisions: {"decision", "decisions", "choice", "choices", "chose", "decided", "picked", "selected", "agreed", "tradeoff"},
 		Files:     {"file", "files", "path", "directory", "module", "component", "changed", "modified", "touched", "edited"},
 		Learnings: {"learn", "learned", "learnt", "lesson", "lessons", "insight", "insights", "realization", "realized", "understanding", "discovered", "learning"},
+	}
+
+	// kindNames name what a question asks for, not its topic ("what
+	// patterns do we have for error handling" asks for patterns): they
+	// count twice.
+	kindNames = map[Domain][]string{
+		Patterns:  {"pattern", "patterns"},
+		Failures:  {"failure", "failures"},
+		Decisions: {"decision", "decisions"},
+		Files:     {"file", "files"},
+		Learnings: {"insight", "insights", "lesson", "lessons", "learning", "learnings"},
 	}
 
 	fileRe      = regexp.MustCompile(`(?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+|[A-Za-z0-9_-]+\.(?:go|py|ts|tsx|js|jsx|rs|java|rb|c|h|cpp|cs|md|toml|yaml|yml|json|sql|sh|txt)\b`)
@@ -107,7 +124,7 @@ func Classify(question string) Classification {
 	}
 	c := Classification{Entities: entities(q)}
 	past := has(pastVerbs) + has(presentPerfect) + has(pastReferences) + has(pastNouns)
-	lead := has(recallLeads)
+	lead := has(recallLeads) + has(holdingMarkers)
 	future := has(futureMarkers)
 	store := has(storeLeads) > 0
 
@@ -121,7 +138,7 @@ func Classify(question string) Classification {
 	}
 	best, bestN := Domain(""), 0
 	for _, d := range []Domain{Failures, Decisions, Learnings, Patterns, Files} {
-		if n := has(domainWords[d]); n > bestN {
+		if n := has(domainWords[d]) + has(kindNames[d]); n > bestN {
 			best, bestN = d, n
 		}
 	}
@@ -139,7 +156,8 @@ func Classify(question string) Classification {
 		c.Retrospective = true
 	default:
 		c.Retrospective = false
-		c.Reason = "no sign it is about the past (say what was done, seen or learned, such as \"what did we decide about ...\")"
+		c.Reason = "no sign it is about the past or what the memory holds (ask what was done, seen or learned, such as " +
+			"\"what did we decide about ...\", or what is recorded, such as \"what patterns do we have for ...\")"
 	}
 
 	// Confidence: evidence for the reading, less for ambiguity.

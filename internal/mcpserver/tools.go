@@ -41,7 +41,7 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "briefing", Annotations: ro,
 		Description: "Your session's briefing: task, files, user wants; shared patterns, failures, decisions and intents, relevant first. Send gv and sv you hold to get NOT_MODIFIED."}), tool(s, (*api.Ops).Briefing))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "recall", Annotations: ro,
-		Description: "Ask the shared memory about the past: an @arch: query (@arch:recall:failures?q=timeout) or a question such as \"what did we decide about X?\"."}), tool(s, (*api.Ops).Recall))
+		Description: "Ask the shared memory what was done, learned or recorded: an @arch: query (@arch:recall:failures?q=timeout) or a question such as \"what did we decide about X?\" or \"what patterns do we have for Y?\"."}), tool(s, (*api.Ops).Recall))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "record_pattern",
 		Description: "Record a pattern every agent should follow. Duplicates merge; a contradiction must name what it supersedes."}), tool(s, (*api.Ops).RecordPattern))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "record_failure",
