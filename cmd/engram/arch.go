@@ -680,8 +680,7 @@ events as they come, until interrupted.`,
 
 func (a *app) printEvent(w io.Writer, jsonOut bool, e store.ArchiveEvent) error {
 	if jsonOut {
-		return writeJSONLine(w, map[string]any{"seq": e.Seq, "type": e.Type, "gv": e.GV, "sv": e.SV, "session": e.SessionID,
-			"agent": e.AgentID, "scope": e.Scope, "record": e.RecordID, "detail": e.Detail, "at": e.At})
+		return writeJSONLine(w, e)
 	}
 	line := fmt.Sprintf("%s  %-20s gv %-5d sv %-4d %s@%s %s", e.At.Local().Format("2006-01-02 15:04:05.000"), e.Type, e.GV, e.SV,
 		e.AgentID, e.SessionID, e.Scope)

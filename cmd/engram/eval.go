@@ -89,7 +89,7 @@ project. A set whose data is missing is reported and skipped.`,
 			if !cmd.Flags().Changed("mode") && a.reranker() != nil {
 				modes = append(modes, "rerank")
 			}
-			var all evalResults
+			all := evalResults{Results: []evalRow{}, Economy: []economyRow{}, Confidence: []confidenceRow{}}
 			for _, name := range sets {
 				root := goroot
 				if name == eval.GoCommits && root == "" {

@@ -267,6 +267,19 @@ type summaryJSON struct {
 }
 
 func toSummaryJSON(s index.Summary) summaryJSON {
+	// Empty lists and maps are [] and {}, not null.
+	if s.Secrets == nil {
+		s.Secrets = []index.SecretFile{}
+	}
+	if s.Errors == nil {
+		s.Errors = []index.FileError{}
+	}
+	if s.Skipped == nil {
+		s.Skipped = map[string]int{}
+	}
+	if s.Ignored == nil {
+		s.Ignored = map[string]int{}
+	}
 	return summaryJSON{Root: s.Root, Seen: s.Seen, New: s.New, Changed: s.Changed, Unchanged: s.Unchanged,
 		Touched: s.Touched, Deleted: s.Deleted, Renamed: s.Renamed, Skipped: s.Skipped, Ignored: s.Ignored,
 		Secrets: s.Secrets, NonUTF8: s.NonUTF8, Unstable: s.Unstable, Vanished: s.Vanished, Errors: s.Errors,

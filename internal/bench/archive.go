@@ -34,22 +34,22 @@ type ArchiveOptions struct {
 type ArchiveReport struct {
 	Agents int `json:"agents"`
 
-	StormWrites    int     `json:"storm_writes"`
-	StormSeconds   float64 `json:"storm_seconds"`
-	WritesPerSec   float64 `json:"writes_per_sec"`
-	StormWriteLat  Latencies
-	MixedWrites    int     `json:"mixed_writes"`
-	Reads          int     `json:"reads"`
-	ReadsPerSec    float64 `json:"reads_per_sec"`
-	Unchanged      float64 `json:"unchanged"` // fraction of conditional reads answered NOT_MODIFIED
-	ByOp           map[string]int
-	TokensPerRead  float64 `json:"tokens_per_read"`
-	StandardTokens float64 `json:"always_standard_tokens"` // the same reads, each a standard briefing
-	FullTokens     float64 `json:"always_full_tokens"`     // the same reads, each a full briefing
-	Briefing       Latencies
-	NotModified    Latencies
-	Cached         Latencies // briefings served whole from the cache
-	Recomputed     Latencies // briefings assembled from components
+	StormWrites    int            `json:"storm_writes"`
+	StormSeconds   float64        `json:"storm_seconds"`
+	WritesPerSec   float64        `json:"writes_per_sec"`
+	StormWriteLat  Latencies      `json:"storm_write_latency"`
+	MixedWrites    int            `json:"mixed_writes"`
+	Reads          int            `json:"reads"`
+	ReadsPerSec    float64        `json:"reads_per_sec"`
+	Unchanged      float64        `json:"unchanged"` // fraction of conditional reads answered NOT_MODIFIED
+	ByOp           map[string]int `json:"by_op"`
+	TokensPerRead  float64        `json:"tokens_per_read"`
+	StandardTokens float64        `json:"always_standard_tokens"` // the same reads, each a standard briefing
+	FullTokens     float64        `json:"always_full_tokens"`     // the same reads, each a full briefing
+	Briefing       Latencies      `json:"briefing_latency"`
+	NotModified    Latencies      `json:"not_modified_latency"`
+	Cached         Latencies      `json:"cached_latency"`     // briefings served whole from the cache
+	Recomputed     Latencies      `json:"recomputed_latency"` // briefings assembled from components
 }
 
 // RunArchive runs the workload against a (the caller's fresh archive).

@@ -8,9 +8,12 @@ import (
 
 // Latencies summarises a set of timings.
 type Latencies struct {
-	N             int
-	P50, P95, P99 time.Duration
-	Max, Mean     time.Duration
+	N    int           `json:"n"`
+	P50  time.Duration `json:"p50_ns"`
+	P95  time.Duration `json:"p95_ns"`
+	P99  time.Duration `json:"p99_ns"`
+	Max  time.Duration `json:"max_ns"`
+	Mean time.Duration `json:"mean_ns"`
 }
 
 // Summarize computes percentiles (nearest rank) of ds.

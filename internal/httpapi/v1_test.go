@@ -104,7 +104,7 @@ func TestV1(t *testing.T) {
 	c.want(200, "POST", "/v1/recall", `{"query":"@arch:check:failures?approach=raising timeouts"}`, "inject a clock")
 	c.want(200, "GET", "/v1/sessions/s1", "", "fix the flaky test")
 	c.want(200, "GET", "/v1/events?limit=5", "", `"events":[`)
-	c.want(200, "GET", "/v1/agents?session=s1", "", `"ID":"h1"`)
+	c.want(200, "GET", "/v1/agents?session=s1", "", `"id":"h1"`)
 
 	// Conditional reads: the versions are the ETag.
 	h, _ := c.want(200, "GET", "/v1/sessions/s1/briefing?tier=standard", "", "fix the flaky test")

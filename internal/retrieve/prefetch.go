@@ -186,7 +186,7 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 	if budget <= 0 {
 		budget = int(float64(max(remaining, 0)) * opts.BudgetShare)
 	}
-	b := Block{Budget: budget}
+	b := Block{Budget: budget, Excerpts: []Injected{}, Hints: []Injected{}}
 	if budget <= 0 || strings.TrimSpace(query) == "" {
 		return b, nil
 	}

@@ -104,35 +104,38 @@ type RecordQuery struct {
 }
 
 // ArchiveAgent is an agent registered with the archivalist. Its ID is
-// unique in the store and its session never changes.
+// unique in the store and its session never changes. The JSON names are
+// those the front ends serve.
 type ArchiveAgent struct {
-	ID           string
-	Name         string
-	SessionID    string
-	ParentID     string
-	Model        string
-	Role         string
-	RegisteredAt time.Time
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	SessionID    string    `json:"session"`
+	ParentID     string    `json:"parent"`
+	Model        string    `json:"model"`
+	Role         string    `json:"role"`
+	RegisteredAt time.Time `json:"registered_at"`
 	// Credential is the agent whose key lineage this agent belongs to:
 	// its own ID, unless the holder of another agent's key registered
 	// it. Rate limits count per credential. Empty on PutAgent means ID.
-	Credential string
+	Credential string `json:"credential"`
 	// HasKey says whether a key was issued to the agent (only its hash is
-	// kept); filled on reads.
-	HasKey bool
+	// kept, never served); filled on reads.
+	HasKey bool `json:"has_key"`
 }
 
-// ArchiveEvent is one line of the archivalist's event log.
+// ArchiveEvent is one line of the archivalist's event log. The JSON names
+// are those the front ends serve.
 type ArchiveEvent struct {
-	Seq       int64
-	Type      string
-	GV, SV    uint64
-	SessionID string
-	AgentID   string
-	Scope     string
-	RecordID  string
-	Detail    string
-	At        time.Time
+	Seq       int64     `json:"seq"`
+	Type      string    `json:"type"`
+	GV        uint64    `json:"gv"`
+	SV        uint64    `json:"sv"`
+	SessionID string    `json:"session"`
+	AgentID   string    `json:"agent"`
+	Scope     string    `json:"scope"`
+	RecordID  string    `json:"record"`
+	Detail    string    `json:"detail"`
+	At        time.Time `json:"at"`
 }
 
 // ArchiveHit is a record found by full-text search, best first.

@@ -543,12 +543,12 @@ type File struct {
 
 // FileVersion is one version in a file's history.
 type FileVersion struct {
-	Path      string
-	Version   int
-	EntryID   string
-	Size      int64
-	ModTime   time.Time
-	IndexedAt time.Time
+	Path      string    `json:"path"`
+	Version   int       `json:"version"`
+	EntryID   string    `json:"entry_id"`
+	Size      int64     `json:"size"`
+	ModTime   time.Time `json:"mtime"`
+	IndexedAt time.Time `json:"indexed_at"`
 }
 
 // ChangeKind says what a FileChange does.
