@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/store"
 )
@@ -741,6 +742,9 @@ answered with the @arch: query to confirm.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			input := strings.Join(args, " ")
+			if _, err := api.RecallBudgetRange.Check(budget); err != nil {
+				return &usageError{err}
+			}
 			arc, err := a.archive(cmd.Context())
 			if err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/retrieve"
 )
@@ -237,8 +238,13 @@ printed; injected excerpts count as used and stay hot for later searches.`,
 			if len(args) == 0 {
 				return usagef("prefetch needs a query")
 			}
-			if budget < 0 || remaining < 0 {
-				return usagef("--budget and --remaining must not be negative")
+			if budget != 0 {
+				if _, err := api.PrefetchBudget.Check(budget); err != nil {
+					return &usageError{err}
+				}
+			}
+			if _, err := api.RemainingRange.Check(remaining); err != nil {
+				return &usageError{err}
 			}
 			if budget == 0 && remaining == 0 {
 				return usagef("prefetch needs --budget or --remaining")

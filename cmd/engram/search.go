@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/terms"
@@ -67,6 +68,9 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q.Text = strings.Join(args, " ")
 			var err error
+			if q.Limit, err = api.LimitRange.Check(q.Limit); err != nil {
+				return &usageError{err}
+			}
 			if q.Mode, err = retrieve.ParseMode(mode); err != nil {
 				return usagef("--mode: %v", err)
 			}
@@ -116,7 +120,7 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVarP(&q.Limit, "limit", "n", store.DefaultLimit, "most hits to show")
+	f.IntVarP(&q.Limit, "limit", "n", store.DefaultLimit, "most hits to show, 1-50")
 	f.StringVar(&mode, "mode", "hybrid", "hybrid, lexical or vector")
 	f.StringVar(&q.Filter.SessionID, "session", "", "only this session")
 	f.StringVar(&q.Filter.AgentID, "agent", "", "only this agent")

@@ -2,7 +2,9 @@
 // tools, the HTTP JSON API), transport-neutral: each takes its input
 // struct and returns its output, a compact text rendering for a model, and
 // an error. Front ends decode, call, encode; the field tags here are both
-// the JSON names and the schemas' descriptions.
+// the JSON names and the schemas' descriptions. Numeric inputs are checked
+// here, against their Range (limits.go), so that every front end refuses
+// the same values with the same message.
 package api
 
 import (
@@ -64,7 +66,7 @@ func (o *Ops) checkSession(named string) error {
 
 type SearchIn struct {
 	Query   string   `json:"query" jsonschema:"what to find: words, identifiers, paths"`
-	Limit   int      `json:"limit,omitempty" jsonschema:"most results (default 10)"`
+	Limit   int      `json:"limit,omitempty" jsonschema:"most results, 1-50 (default 10)"`
 	Session string   `json:"session,omitempty" jsonschema:"only content seen in this session"`
 	Types   []string `json:"types,omitempty" jsonschema:"only these content types, such as code_file, tool_result, user_prompt"`
 	Paths   []string `json:"paths,omitempty" jsonschema:"only content about these files, directories or globs"`
@@ -96,7 +98,7 @@ type SearchOut struct {
 
 type GetFileIn struct {
 	Path      string `json:"path" jsonschema:"the file, relative to the project root"`
-	StartLine int    `json:"start_line,omitempty" jsonschema:"first line (1-based)"`
+	StartLine int    `json:"start_line,omitempty" jsonschema:"first line (1-based); a large file needs a range"`
 	EndLine   int    `json:"end_line,omitempty" jsonschema:"last line, inclusive"`
 	Version   int    `json:"version,omitempty" jsonschema:"an older version; default the current one"`
 }
@@ -109,7 +111,7 @@ type GetFileOut struct {
 
 type PrefetchIn struct {
 	Query     string `json:"query" jsonschema:"the prompt or task to find context for"`
-	Budget    int    `json:"budget,omitempty" jsonschema:"tokens the block may take"`
+	Budget    int    `json:"budget,omitempty" jsonschema:"tokens the block may take, 1-32000 (default 2000)"`
 	Remaining int    `json:"remaining,omitempty" jsonschema:"tokens left in your window (budget is 10% of it)"`
 }
 
@@ -117,7 +119,7 @@ type RetrieveIn struct {
 	RefID      string   `json:"ref_id,omitempty" jsonschema:"the id in a [CTX-REF:id] marker"`
 	Query      string   `json:"query,omitempty" jsonschema:"words, to retrieve what matches instead"`
 	ContentIDs []string `json:"content_ids,omitempty" jsonschema:"entry ids to retrieve"`
-	MaxTokens  int      `json:"max_tokens,omitempty" jsonschema:"most tokens returned (default 4000)"`
+	MaxTokens  int      `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 1-8000 (default 4000)"`
 }
 
 type ItemOut struct {
@@ -137,14 +139,14 @@ type HistoryIn struct {
 	Query       string `json:"query" jsonschema:"what to find in past messages and tool results"`
 	ContentType string `json:"content_type,omitempty" jsonschema:"only this type, such as tool_result or user_prompt"`
 	Session     string `json:"session,omitempty" jsonschema:"only this session (default all)"`
-	MaxResults  int    `json:"max_results,omitempty" jsonschema:"most results (default 10)"`
+	MaxResults  int    `json:"max_results,omitempty" jsonschema:"most results, 1-50 (default 10)"`
 }
 
 type TurnsIn struct {
 	Session   string `json:"session,omitempty" jsonschema:"the session (default yours)"`
 	From      int    `json:"from" jsonschema:"first turn"`
 	To        int    `json:"to" jsonschema:"last turn, inclusive"`
-	MaxTokens int    `json:"max_tokens,omitempty" jsonschema:"most tokens returned (default 4000)"`
+	MaxTokens int    `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 1-8000 (default 4000)"`
 }
 
 type RecordIn struct {
@@ -173,7 +175,7 @@ type BriefingIn struct {
 
 type RecallIn struct {
 	Query  string `json:"query" jsonschema:"an @arch: query or a question about what was done, seen or learned"`
-	Budget int    `json:"budget,omitempty" jsonschema:"most tokens per answer (default 1000)"`
+	Budget int    `json:"budget,omitempty" jsonschema:"most tokens per answer, 1-8000 (default 1000)"`
 }
 
 type RecallOut struct {
@@ -242,7 +244,7 @@ type IntentIn struct {
 	Paths       []string `json:"paths,omitempty" jsonschema:"paths it touches"`
 	Categories  []string `json:"categories,omitempty" jsonschema:"categories it touches, L1 or L1.L2; L1: api async auth build concurrency config data database deps docs error logging performance security structure style testing tooling ui workflow"`
 	Priority    string   `json:"priority,omitempty" jsonschema:"normal (default), high or critical"`
-	TTLMinutes  int      `json:"ttl_minutes,omitempty" jsonschema:"minutes it stays if never completed (default 30)"`
+	TTLMinutes  int      `json:"ttl_minutes,omitempty" jsonschema:"minutes it stays if never completed, 1-10080 (default 30)"`
 }
 
 type CompleteIn struct {
@@ -303,16 +305,24 @@ func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, strin
 
 // Search finds code and everything agents saw, best first.
 func (o *Ops) Search(ctx context.Context, in SearchIn) (SearchOut, string, error) {
+	limit, err := LimitRange.Check(in.Limit)
+	if err != nil {
+		return SearchOut{}, "", err
+	}
 	types, err := parseTypes(in.Types)
 	if err != nil {
 		return SearchOut{}, "", err
 	}
-	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: clampLimit(in.Limit),
+	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: limit,
 		Filter: store.Filter{SessionID: in.Session, Types: types, Paths: in.Paths, History: in.History}})
 }
 
 // SearchHistory searches past messages and tool results only.
 func (o *Ops) SearchHistory(ctx context.Context, in HistoryIn) (SearchOut, string, error) {
+	limit, err := MaxResultsRange.Check(in.MaxResults)
+	if err != nil {
+		return SearchOut{}, "", err
+	}
 	f := store.Filter{SessionID: in.Session, History: true}
 	if in.ContentType != "" {
 		types, err := parseTypes([]string{in.ContentType})
@@ -327,23 +337,22 @@ func (o *Ops) SearchHistory(ctx context.Context, in HistoryIn) (SearchOut, strin
 			}
 		}
 	}
-	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: clampLimit(in.MaxResults), Filter: f})
-}
-
-func clampLimit(n int) int {
-	switch {
-	case n <= 0:
-		return 10
-	case n > 100:
-		return 100
-	}
-	return n
+	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: limit, Filter: f})
 }
 
 // GetFile reads an indexed file, or some of its lines.
 func (o *Ops) GetFile(ctx context.Context, in GetFileIn) (GetFileOut, string, error) {
 	if in.Path == "" {
 		return GetFileOut{}, "", bad("path is required")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+		r    Range
+	}{{"start_line", in.StartLine, LinesRange}, {"end_line", in.EndLine, LinesRange}, {"version", in.Version, VersionRange}} {
+		if _, err := f.r.CheckAs(f.name, f.v); err != nil {
+			return GetFileOut{}, "", err
+		}
 	}
 	id, err := o.Eng.Resolve(ctx, in.Path, in.Version)
 	if err != nil {
@@ -378,8 +387,14 @@ func (o *Ops) Prefetch(ctx context.Context, in PrefetchIn) (retrieve.Block, stri
 	if strings.TrimSpace(in.Query) == "" {
 		return retrieve.Block{}, "", bad("query is empty")
 	}
-	if in.Budget <= 0 && in.Remaining <= 0 {
-		in.Budget = 2000
+	if _, err := RemainingRange.Check(in.Remaining); err != nil {
+		return retrieve.Block{}, "", err
+	}
+	if in.Budget != 0 || in.Remaining == 0 {
+		var err error
+		if in.Budget, err = PrefetchBudget.Check(in.Budget); err != nil {
+			return retrieve.Block{}, "", err
+		}
 	}
 	b, err := o.Eng.Prefetch(ctx, in.Query, in.Remaining, retrieve.PrefetchOptions{Budget: in.Budget})
 	if err != nil {
@@ -393,9 +408,9 @@ func (o *Ops) Prefetch(ctx context.Context, in PrefetchIn) (retrieve.Block, stri
 
 // RetrieveContext expands a reference, entry ids or a query into stored content.
 func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (ItemsOut, string, error) {
-	maxTokens := in.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = 4000
+	maxTokens, err := MaxTokensRange.Check(in.MaxTokens)
+	if err != nil {
+		return ItemsOut{}, "", err
 	}
 	var ids []string
 	switch {
@@ -517,9 +532,9 @@ func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, erro
 	if session == "" {
 		session = o.Session()
 	}
-	maxTokens := in.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = 4000
+	maxTokens, err := MaxTokensRange.Check(in.MaxTokens)
+	if err != nil {
+		return ItemsOut{}, "", err
 	}
 	ents, err := o.Eng.Store().TurnRange(ctx, session, in.From, in.To)
 	if err != nil {
@@ -603,6 +618,10 @@ func (o *Ops) Briefing(ctx context.Context, in BriefingIn) (*archive.Briefing, s
 
 // Recall asks the archivalist: an @arch: query or a question.
 func (o *Ops) Recall(ctx context.Context, in RecallIn) (RecallOut, string, error) {
+	budget, err := RecallBudgetRange.Check(in.Budget)
+	if err != nil {
+		return RecallOut{}, "", err
+	}
 	arc, err := o.Eng.Archive(ctx)
 	if err != nil {
 		return RecallOut{}, "", err
@@ -613,7 +632,7 @@ func (o *Ops) Recall(ctx context.Context, in RecallIn) (RecallOut, string, error
 			return RecallOut{}, "", err
 		}
 	}
-	answers, err := arc.Ask(ctx, h, in.Query, archive.AskOptions{Budget: in.Budget})
+	answers, err := arc.Ask(ctx, h, in.Query, archive.AskOptions{Budget: budget})
 	if err != nil {
 		return RecallOut{}, "", err
 	}
@@ -718,12 +737,13 @@ func (o *Ops) UpdateFile(ctx context.Context, in FileIn) (archive.WriteResult, s
 
 // DeclareIntent announces cross-cutting work.
 func (o *Ops) DeclareIntent(ctx context.Context, in IntentIn) (archive.WriteResult, string, error) {
-	if in.TTLMinutes < 0 {
-		return archive.WriteResult{}, "", bad("ttl_minutes must not be negative")
+	ttl, err := TTLMinutesRange.Check(in.TTLMinutes)
+	if err != nil {
+		return archive.WriteResult{}, "", err
 	}
 	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
 		return h.DeclareIntent(ctx, archive.Intent{Description: in.Description, Paths: in.Paths, Categories: in.Categories,
-			Priority: in.Priority, TTL: time.Duration(in.TTLMinutes) * time.Minute})
+			Priority: in.Priority, TTL: time.Duration(ttl) * time.Minute})
 	})
 }
 

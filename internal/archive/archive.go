@@ -530,9 +530,22 @@ func (a *Archive) Agents(ctx context.Context, sessionID string) ([]store.Archive
 }
 
 // Events returns up to limit events after seq (negative: the last limit).
+// The limit is 1 to MaxEvents; zero means DefaultEvents.
 func (a *Archive) Events(ctx context.Context, after int64, limit int) ([]store.ArchiveEvent, error) {
+	if limit < 0 || limit > MaxEvents {
+		return nil, invalid("limit", "is %d; it must be from 1 to %d, or 0 (the default, %d)", limit, MaxEvents, DefaultEvents)
+	}
+	if limit == 0 {
+		limit = DefaultEvents
+	}
 	return a.st.ArchiveEvents(ctx, after, limit)
 }
+
+// How many events a read returns by default, and at most.
+const (
+	DefaultEvents = 100
+	MaxEvents     = 1000
+)
 
 // Versions returns the current global version and a session's version.
 func (a *Archive) Versions(ctx context.Context, sessionID string) (Versions, error) {

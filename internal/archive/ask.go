@@ -59,20 +59,27 @@ const (
 
 // AskOptions tune Ask.
 type AskOptions struct {
-	// Budget is the most tokens one answer's text may take; zero means
-	// DefaultAskBudget.
+	// Budget is the most tokens one answer may take, 1 to MaxAskBudget;
+	// zero means DefaultAskBudget.
 	Budget int
 }
 
-// DefaultAskBudget bounds an answer's text.
-const DefaultAskBudget = 1000
+// DefaultAskBudget bounds an answer's text by default; MaxAskBudget is
+// the most a caller may ask for.
+const (
+	DefaultAskBudget = 1000
+	MaxAskBudget     = 8000
+)
 
 // Ask runs a DSL query (or several, joined by ';') or a question in words
 // (several questions are answered in turn). Stores need a handle: the
 // writer; reads do not. Refused and unsure questions are answers, not
 // errors; malformed DSL and bad data are errors, and nothing is written.
 func (a *Archive) Ask(ctx context.Context, h *Handle, input string, opts AskOptions) ([]Answer, error) {
-	if opts.Budget <= 0 {
+	if opts.Budget < 0 || opts.Budget > MaxAskBudget {
+		return nil, invalid("budget", "is %d; it must be from 1 to %d, or 0 (the default, %d)", opts.Budget, MaxAskBudget, DefaultAskBudget)
+	}
+	if opts.Budget == 0 {
 		opts.Budget = DefaultAskBudget
 	}
 	input = strings.TrimSpace(input)
@@ -175,8 +182,8 @@ func (a *Archive) run(ctx context.Context, h *Handle, q Query, opts AskOptions) 
 	budget := opts.Budget
 	if b, ok := q.Params["budget"]; ok {
 		n, err := strconv.Atoi(b)
-		if err != nil || n <= 0 {
-			return ans, invalid("budget", "%q is not a positive number of tokens", b)
+		if err != nil || n <= 0 || n > MaxAskBudget {
+			return ans, invalid("budget", "%q is not a number of tokens from 1 to %d", b, MaxAskBudget)
 		}
 		budget = n
 	}
@@ -194,7 +201,7 @@ func (a *Archive) run(ctx context.Context, h *Handle, q Query, opts AskOptions) 
 			return ans, err
 		}
 		if q.Intent == Check {
-			found := len(ans.Records) > 0 || len(ans.Files) > 0
+			found := len(ans.Records) > 0 || len(ans.Files) > 0 || ans.Omitted > 0
 			ans.Found = &found
 			verdict := "no: nothing in the history matches"
 			if found {
@@ -354,6 +361,9 @@ func (a *Archive) recall(ctx context.Context, q Query, ans Answer, budget int) (
 		lines = append(lines, recordLine(&rec))
 	}
 	ans.Text, ans.Tokens, ans.Omitted = a.fit(lines, budget)
+	// The budget bounds the whole answer: the records the text leaves out
+	// are left out of it too (Omitted counts them).
+	ans.Records = ans.Records[:len(ans.Records)-ans.Omitted]
 	if len(ranked) == 0 {
 		ans.Text = "nothing found"
 		ans.Tokens = a.enc.Count(ans.Text)
@@ -493,6 +503,7 @@ func (a *Archive) recallFiles(ctx context.Context, q Query, ans Answer, budget i
 	}
 	ans.GV = gv
 	ans.Text, ans.Tokens, ans.Omitted = a.fit(lines, budget)
+	ans.Files = ans.Files[:len(ans.Files)-ans.Omitted]
 	if len(lines) == 0 {
 		ans.Text = "nothing found"
 		ans.Tokens = a.enc.Count(ans.Text)

@@ -291,12 +291,16 @@ type GlobalRead struct {
 	// All includes superseded records and completed or expired intents.
 	All bool `json:"all,omitempty"`
 	// Limit bounds a full read (not a delta, which the delta limit
-	// bounds); zero means DefaultReadLimit.
+	// bounds): 1 to MaxReadLimit; zero means DefaultReadLimit.
 	Limit int `json:"limit,omitempty"`
 }
 
-// DefaultReadLimit is how many records a full read returns by default.
-const DefaultReadLimit = 100
+// DefaultReadLimit is how many records a full read returns by default;
+// MaxReadLimit the most it may ask for.
+const (
+	DefaultReadLimit = 100
+	MaxReadLimit     = 1000
+)
 
 // GlobalResult answers a GlobalRead.
 type GlobalResult struct {
@@ -322,6 +326,9 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 		if err := checkCategory(req.Category, true); err != nil {
 			return GlobalResult{}, err
 		}
+	}
+	if req.Limit < 0 || req.Limit > MaxReadLimit {
+		return GlobalResult{}, invalid("limit", "is %d; it must be from 1 to %d, or 0 (the default, %d)", req.Limit, MaxReadLimit, DefaultReadLimit)
 	}
 	gv, _, err := a.st.ArchiveVersions(ctx, "")
 	if err != nil {

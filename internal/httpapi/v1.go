@@ -342,6 +342,10 @@ func (v *v1) list(kind store.RecordKind) http.HandlerFunc {
 			v.fail(w, r, err)
 			return
 		}
+		if since < 0 {
+			v.fail(w, r, &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("since is %d; it must be 0 or more", since)})
+			return
+		}
 		req.Since = uint64(since)
 		if gv, _, ok := parseETag(r.Header.Get("If-None-Match")); ok {
 			req.IfGV = gv
@@ -426,13 +430,22 @@ func (v *v1) run(w http.ResponseWriter, r *http.Request, fn func(o *api.Ops) (an
 	writeJSON(w, http.StatusOK, out)
 }
 
-// intParams reads the named query parameters into their destinations.
+// intParams reads the named query parameters into their destinations:
+// whole numbers, whose ranges the operations check (as they check the
+// same fields of a JSON body or an MCP call).
 func intParams(q url.Values, dst map[string]*int) error {
 	var errs []error
 	for name, p := range dst {
-		n, err := intParam(q.Get(name))
+		s := q.Get(name)
+		if s == "" {
+			*p = 0
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			errs = append(errs, &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("%s=%q is not a whole number", name, s)})
+		}
 		*p = n
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

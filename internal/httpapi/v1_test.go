@@ -133,7 +133,7 @@ func TestV1(t *testing.T) {
 	c.want(400, "POST", "/v1/patterns", `{"pattern":`, "not valid")
 	c.want(400, "POST", "/v1/patterns", ``, "empty")
 	c.want(400, "GET", "/v1/search?q=", "", "empty")
-	c.want(400, "GET", "/v1/search?q=x&limit=many", "", "non-negative number")
+	c.want(400, "GET", "/v1/search?q=x&limit=many", "", "not a whole number")
 	c.want(400, "GET", "/v1/search?q=x&path=internal%00", "", "NUL byte")
 	c.want(400, "POST", "/v1/recall", `{"query":"@arch:recall:wat"}`, "unknown domain")
 	c.want(400, "GET", "/v1/sessions/s1/briefing?tier=huge", "", "huge")
