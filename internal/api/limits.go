@@ -11,9 +11,10 @@ import (
 // HTTP API and the CLI check the same inputs with the same ranges, so a
 // value is refused alike everywhere, with the range in the message.
 //
-// The maxima keep an answer to a size a model can read: 50 search hits
-// are about 60 KB of text and structured content, 8,000 tokens of stored
-// content about 70 KB.
+// The maxima keep an answer to a size a model can read, within the MCP
+// server's cap on a tool result (mcpserver.MaxResultBytes, 96 KiB): 50
+// search hits are about 60 KB of text and structured content, 8,000 tokens
+// of stored content about 70 KB.
 type Range struct {
 	Name     string
 	Min, Max int

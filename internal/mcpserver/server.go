@@ -5,8 +5,9 @@
 // It is thin: decode the arguments, call the engine or the archivalist,
 // answer with compact text for the model and the same data as structured
 // content. Errors are tool errors with short messages, never protocol
-// failures. A server serves one identity, a session and an agent: the
-// agent's writes go to its session only.
+// failures. A result over MaxResultBytes is replaced by a tool error that
+// says how to narrow the call. A server serves one identity, a session and
+// an agent: the agent's writes go to its session only.
 package mcpserver
 
 import (
@@ -77,6 +78,7 @@ func New(eng *engine.Engine, opts Options) *Server {
 	})
 	s.addTools()
 	s.addResources()
+	s.mcp.AddReceivingMiddleware(s.guard) // inside observe, which sees what the guard answers
 	if opts.Metrics != nil {
 		s.mcp.AddReceivingMiddleware(s.observe)
 	}

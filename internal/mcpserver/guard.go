@@ -1,0 +1,75 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MaxResultBytes bounds a tool result: its text and its structured
+// content (as JSON) together. About 25,000 tokens, what Claude Code takes
+// from an MCP tool by default. The operations' own limits (internal/api
+// ranges, token budgets) keep results well under it; this is the final
+// guard, for what they cannot foresee, such as a whole large file.
+const MaxResultBytes = 96 << 10
+
+// narrow says, per tool, how to ask for less.
+var narrow = map[string]string{
+	"search":           "ask for fewer results (limit) or narrow by session, types or paths",
+	"search_history":   "ask for fewer results (max_results) or narrow by content_type or session",
+	"get_file":         "read a range of lines (start_line, end_line)",
+	"retrieve_context": "lower max_tokens, or ask for fewer content_ids",
+	"get_turn_range":   "lower max_tokens, or ask for fewer turns",
+	"prefetch":         "lower the budget",
+	"recall":           "lower the budget, or the query's limit",
+}
+
+// guard replaces a tool result over MaxResultBytes by a tool error that
+// tells the model how to narrow the call.
+func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if method != "tools/call" || err != nil || !ok || r == nil || r.IsError {
+			return res, err
+		}
+		size := resultBytes(r)
+		if size <= MaxResultBytes {
+			return res, err
+		}
+		name := ""
+		if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
+			name = ctr.Params.Name
+		}
+		how := narrow[name]
+		if how == "" {
+			how = "narrow the call"
+		}
+		s.log.Info("tool result over the cap", "tool", name, "bytes", size, "cap", MaxResultBytes)
+		var out mcp.CallToolResult
+		out.SetError(fmt.Errorf("the result is %d KB, over the %d KB a tool result may take: %s", (size+1023)/1024, MaxResultBytes/1024, how))
+		return &out, nil
+	}
+}
+
+// resultBytes is the size of a result's text and structured content.
+func resultBytes(r *mcp.CallToolResult) int {
+	n := 0
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			n += len(tc.Text)
+		}
+	}
+	switch sc := r.StructuredContent.(type) {
+	case nil:
+	case json.RawMessage: // what the SDK sets for typed tools
+		n += len(sc)
+	default:
+		if b, err := json.Marshal(sc); err == nil {
+			n += len(b)
+		}
+	}
+	return n
+}

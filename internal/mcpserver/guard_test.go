@@ -1,0 +1,55 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/index"
+)
+
+// TestResultCap: a result over MaxResultBytes (here a whole large file)
+// is a tool error that says how to narrow the call; the narrowed call is
+// served, and what the operations' limits allow stays under the cap.
+func TestResultCap(t *testing.T) {
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1"})
+	dir := t.TempDir()
+	var big strings.Builder
+	for i := range 4000 {
+		fmt.Fprintf(&big, "// line %d: the upload retry loop backs off with jitter and gives up after a deadline\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "big.go"), []byte("package upload\n\n"+big.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.Run(context.Background(), eng.Store(), dir, index.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	text, res := call(t, cs, "get_file", map[string]any{"path": "big.go"})
+	if !res.IsError || !strings.Contains(text, "over the 96 KB a tool result may take: read a range of lines (start_line, end_line)") {
+		t.Errorf("a whole large file: %.200q (error %v)", text, res.IsError)
+	}
+	if got := ok(t, cs, "get_file", map[string]any{"path": "big.go", "start_line": 100, "end_line": 120}); !strings.Contains(got, "line 98: ") {
+		t.Errorf("a range of the large file: %.200q", got)
+	}
+	// The most the limits allow: 50 hits, 8,000 tokens.
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"search", map[string]any{"query": "upload retry loop jitter deadline", "limit": 50}},
+		{"retrieve_context", map[string]any{"query": "upload retry loop jitter deadline", "max_tokens": 8000}},
+	} {
+		text, res := call(t, cs, c.tool, c.args)
+		if res.IsError {
+			t.Fatalf("%s: %s", c.tool, text)
+		}
+		structured, _ := json.Marshal(res.StructuredContent)
+		if n := len(text) + len(structured); n > MaxResultBytes || n < MaxResultBytes/4 {
+			t.Errorf("%s at its limit: %d bytes (cap %d)", c.tool, n, MaxResultBytes)
+		}
+	}
+}
