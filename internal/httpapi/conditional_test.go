@@ -10,7 +10,7 @@ import (
 // with what changed and the new ETag; only the current one gets 304. For a
 // session's state, a list of the global history and a briefing.
 func TestV1StaleETags(t *testing.T) {
-	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "tok", RequireToken: true}))
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "tok"}))
 	defer srv.Close()
 	c := client{t, srv.URL}
 	conditional := func(path, stale, want string) string {

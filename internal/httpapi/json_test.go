@@ -69,7 +69,7 @@ func TestV1JSON(t *testing.T) {
 		Content: []byte("TestUploadRetry failed: context deadline exceeded after 3 retries")}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", RequireToken: true}))
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok"}))
 	defer srv.Close()
 	c := client{t, srv.URL}
 
@@ -111,7 +111,7 @@ func TestV1JSON(t *testing.T) {
 	if got, want := keys(t, events, "events"), []string{"agent", "at", "detail", "gv", "record", "scope", "seq", "session", "sv", "type"}; !slices.Equal(got, want) {
 		t.Errorf("an event's fields: %v, want %v", got, want)
 	}
-	if got, want := keys(t, agents, "agents"), []string{"id", "model", "name", "parent", "registered_at", "role", "session"}; !slices.Equal(got, want) {
+	if got, want := keys(t, agents, "agents"), []string{"credential", "has_key", "id", "model", "name", "parent", "registered_at", "role", "session"}; !slices.Equal(got, want) {
 		t.Errorf("an agent's fields: %v, want %v", got, want)
 	}
 	if !strings.Contains(agents, `"id":"h1","name":"h1","session":"s1"`) {

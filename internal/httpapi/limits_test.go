@@ -9,7 +9,7 @@ import (
 // MCP tools refuse them (the same checks, in internal/api and the
 // archive); zero is the default.
 func TestV1Limits(t *testing.T) {
-	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "tok", RequireToken: true}))
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "tok"}))
 	defer srv.Close()
 	c := client{t, srv.URL}
 	c.want(201, "POST", "/v1/sessions/s1/records", `{"type":"tool_result","content":"the retry loop backs off with jitter"}`, `"turn":1`)
