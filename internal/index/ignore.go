@@ -100,11 +100,40 @@ func parsePatterns(data []byte, domain []string) []gitignore.Pattern {
 	return out
 }
 
+// gitCommonDir returns the directory holding the repository's shared files
+// (info/exclude among them) for a work tree at root: root/.git, or in a
+// linked work tree (git worktree add), where .git is a file naming the
+// tree's own git directory ("gitdir: PATH"), the common directory that
+// one names in its commondir file.
+func gitCommonDir(root string) string {
+	dotgit := filepath.Join(root, ".git")
+	b, err := os.ReadFile(dotgit)
+	if err != nil {
+		return dotgit // a directory, or none
+	}
+	dir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	if !ok {
+		return dotgit
+	}
+	dir = strings.TrimSpace(dir)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(root, dir)
+	}
+	if c, err := os.ReadFile(filepath.Join(dir, "commondir")); err == nil {
+		common := strings.TrimSpace(string(c))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(dir, common)
+		}
+		return common
+	}
+	return dir
+}
+
 // rootRules returns the rules that apply at the root: the repository's
 // .git/info/exclude, extra patterns from configuration, and the root's own
 // ignore files.
 func rootRules(root string, extra []string) (*rules, error) {
-	ps, err := readPatterns(filepath.Join(root, ".git", "info", "exclude"), nil)
+	ps, err := readPatterns(filepath.Join(gitCommonDir(root), "info", "exclude"), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -416,3 +416,31 @@ func TestPrioritize(t *testing.T) {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }
+
+// TestRun_LinkedWorkTree indexes a linked work tree (git worktree add),
+// whose .git is a file naming its git directory: the index runs, and the
+// repository's info/exclude, kept in the common directory, applies. It
+// failed with "open .git/info/exclude: not a directory".
+func TestRun_LinkedWorkTree(t *testing.T) {
+	repo := t.TempDir()
+	write(t, repo, ".git/info/exclude", "scratch/\n")
+	write(t, repo, ".git/worktrees/feature/commondir", "../..\n")
+	write(t, repo, ".git/worktrees/feature/HEAD", "ref: refs/heads/feature\n")
+	wt := tree(t, map[string]string{
+		".git":             "gitdir: " + filepath.Join(repo, ".git", "worktrees", "feature") + "\n",
+		"main.go":          "package main\n\nfunc main() {}\n",
+		"scratch/notes.go": "package scratch\n",
+	})
+	s := openStore(t)
+	run(t, s, wt, Options{})
+	m := manifest(t, s)
+	if _, ok := m["main.go"]; !ok {
+		t.Errorf("main.go is not indexed: %v", m)
+	}
+	if _, ok := m["scratch/notes.go"]; ok {
+		t.Error("scratch/notes.go is indexed, though the repository's info/exclude leaves it out")
+	}
+	if _, ok := m[".git"]; ok {
+		t.Error("the .git file is indexed")
+	}
+}

@@ -103,6 +103,10 @@ func walk(ctx context.Context, root string, parts []string, r *rules, extra []st
 				res.ignored[ignoredSpecial]++
 				continue
 			}
+			if name == ".git" { // a linked work tree's pointer to its git directory
+				res.ignored[ignoredDir]++
+				continue
+			}
 			if d.rules.ignored(parts, false) {
 				res.ignored[ignoredRule]++
 				continue
@@ -179,6 +183,9 @@ func walkPath(ctx context.Context, root string, parts []string, extra []string) 
 		return walk(ctx, root, parts, r, extra)
 	case !info.Mode().IsRegular():
 		res.ignored[ignoredSpecial]++
+		return res, nil
+	case parts[len(parts)-1] == ".git":
+		res.ignored[ignoredDir]++
 		return res, nil
 	case r.ignored(parts, false):
 		res.ignored[ignoredRule]++
