@@ -8,7 +8,7 @@ const noRank = math.MaxUint32
 // heapThreshold is the piece length in bytes from which merging switches
 // from a linear scan per merge (O(n²), fastest for the short pieces that are
 // nearly all of real text) to a heap (O(n log n), for long runs such as
-// base64 blobs or minified code).
+// base64 blobs or minified code), until longPiece (long.go).
 const heapThreshold = 128
 
 // Pieces that are not themselves tokens repeat a great deal in real text
@@ -24,6 +24,7 @@ const (
 // token counts. Mergers are pooled; each is used by one goroutine at a time.
 type merger struct {
 	ranks map[string]uint32
+	trie  *trieOnce // the encoding's, for long pieces
 	cache map[string]int
 	// starts[k] is the byte offset where part k begins; pairRank[k] is the
 	// rank of the token made by joining parts k and k+1.
@@ -31,11 +32,21 @@ type merger struct {
 	pairRank []uint32
 	nodes    []node
 	heap     pairHeap
+	// lastMid is where the last merge of the last call joined two parts.
+	lastMid int
+	long    longState
 }
 
 // count returns the number of tokens piece, which is not itself a token,
 // merges into.
 func (m *merger) count(piece string) int {
+	if len(piece) >= longPiece {
+		tokens, ok := m.mergeLong(piece)
+		m.long.release()
+		if ok {
+			return len(tokens)
+		}
+	}
 	if len(piece) > cacheMaxPiece {
 		return len(m.merge(piece)) - 1
 	}
@@ -62,6 +73,11 @@ func (m *merger) rank(piece string, a, b int) uint32 {
 // byte-pair encoding makes of it and returns their start offsets followed by
 // len(piece). The result is valid until the next call.
 func (m *merger) merge(piece string) []int {
+	if len(piece) >= longPiece {
+		if starts, ok := m.longStarts(piece); ok {
+			return starts
+		}
+	}
 	if len(piece) >= heapThreshold {
 		return m.mergeHeap(piece)
 	}
@@ -92,6 +108,7 @@ func (m *merger) merge(piece string) []int {
 		if best < 0 {
 			break
 		}
+		m.lastMid = starts[best+1]
 		starts = append(starts[:best+1], starts[best+2:]...)
 		pairRank = append(pairRank[:best+1], pairRank[best+2:]...)
 		pairRank[best] = rankAt(best)
@@ -197,6 +214,7 @@ func (m *merger) mergeHeap(piece string) []int {
 		j := nodes[i].next
 		k := nodes[j].next
 		nodes[j].rank = noRank
+		m.lastMid = int(j)
 		nodes[i].next = k
 		if k >= 0 {
 			nodes[k].prev = i

@@ -27,6 +27,7 @@ type Encoding struct {
 	next  func(s string, i int) int
 	ranks map[string]uint32
 	pool  sync.Pool // *merger
+	trie  trieOnce  // for long pieces; see long.go
 }
 
 // spec describes an encoding: its pre-tokenizer and the size of its
@@ -106,7 +107,7 @@ func build(name string, sp spec) (*Encoding, error) {
 		ranks[tok] = uint32(id)
 	}
 	e := &Encoding{name: name, next: sp.next, ranks: ranks}
-	e.pool.New = func() any { return &merger{ranks: ranks} }
+	e.pool.New = func() any { return &merger{ranks: ranks, trie: &e.trie} }
 	return e, nil
 }
 

@@ -4,10 +4,12 @@
 //
 //   cd internal/tokens/testdata && npm ci && node gen.mjs
 //
-// Writes expected.json (counts per fixture file) and cases.json (short
-// generated strings with their token IDs). Both are committed; the script is
-// deterministic, so running it again changes nothing unless the fixtures or
-// the reference change.
+// Writes expected.json (counts per fixture file), cases.json (short
+// generated strings with their token IDs) and long.json (counts of pieces
+// longer than 64 KiB, described rather than written out; the reference
+// takes seconds for each, its merge being quadratic in a piece's length).
+// All are committed; the script is deterministic, so running it again
+// changes nothing unless the fixtures or the reference change.
 import fs from "node:fs";
 import path from "node:path";
 import { get_encoding } from "tiktoken";
@@ -77,5 +79,30 @@ const cases = generate(4000, 20261121).map((text) => ({
 }));
 fs.writeFileSync(path.join(here, "cases.json"), "[\n" + cases.map((c) => JSON.stringify(c)).join(",\n") + "\n]\n");
 
+// Long pieces: a unit repeated to at least `bytes` bytes, or `chars`
+// characters drawn from `alphabet` by rng(seed). long_test.go builds the
+// same texts.
+function longText(c) {
+  if (c.unit !== undefined) {
+    const n = Math.ceil(c.bytes / Buffer.byteLength(c.unit, "utf8"));
+    return c.unit.repeat(n);
+  }
+  const r = rng(c.seed);
+  const chars = Array.from(c.alphabet);
+  let s = "";
+  for (let i = 0; i < c.chars; i++) s += chars[Math.floor(r() * chars.length)];
+  return s;
+}
+const longSpecs = [
+  ...["a", "A", "=", "-=", " ", "\n", "ab", "é", "漢", "😀"].map((unit) => ({ unit, bytes: 70000 })),
+  { alphabet: "abcdefghijklmnopqrstuvwxyz", seed: 1, chars: 70000 },
+  { alphabet: "的一是不了人我在有他这为之大来以个中上们到说国和地也子时道出而要于就下得可你年生自会", seed: 2, chars: 24000 },
+];
+const long = longSpecs.map((c) => {
+  const text = longText(c);
+  return { ...c, ...Object.fromEntries(encodings.map((name) => [name, encs[name].encode_ordinary(text).length])) };
+});
+fs.writeFileSync(path.join(here, "long.json"), "[\n" + long.map((c) => JSON.stringify(c)).join(",\n") + "\n]\n");
+
 for (const e of Object.values(encs)) e.free();
-console.log(`wrote expected.json (${Object.keys(expected).length} fixtures) and cases.json (${cases.length} cases)`);
+console.log(`wrote expected.json (${Object.keys(expected).length} fixtures), cases.json (${cases.length} cases) and long.json (${long.length} pieces)`);
