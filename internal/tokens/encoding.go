@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"fmt"
+	"iter"
 	"sort"
 	"strings"
 	"sync"
@@ -205,6 +206,38 @@ func (e *Encoding) Encode(text string) []int {
 	return ids
 }
 
+// Starts returns the byte offsets in text at which its tokens start, in
+// increasing order: Encode's tokens, without their IDs, one tokenization
+// whatever the consumer does with them. Where text is not valid UTF-8,
+// tokens are those of Count's replacement text, and a token that starts
+// inside a replacement character is placed among the bytes it replaced, so
+// offsets can repeat there.
+func (e *Encoding) Starts(text string) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		valid, fixes := validUTF8Fixes(text)
+		at := offsetIn(fixes)
+		m := e.pool.Get().(*merger)
+		defer e.pool.Put(m)
+		for i := 0; i < len(valid); {
+			j := e.next(valid, i)
+			piece := valid[i:j]
+			if e.has(piece) {
+				if !yield(at(i)) {
+					return
+				}
+			} else {
+				starts := m.merge(piece)
+				for _, st := range starts[:len(starts)-1] {
+					if !yield(at(i + st)) {
+						return
+					}
+				}
+			}
+			i = j
+		}
+	}
+}
+
 // Pieces returns the pre-tokenizer's pieces of text, for tests and
 // diagnostics.
 func (e *Encoding) Pieces(text string) []string {
@@ -222,22 +255,52 @@ func (e *Encoding) Pieces(text string) []string {
 // way Python's bytes.decode(errors="replace") and the WHATWG encoding
 // standard do.
 func validUTF8(s string) string {
+	v, _ := validUTF8Fixes(s)
+	return v
+}
+
+// fix records a replacement made by validUTF8Fixes: the replacement
+// character at byte at of the result stands for the n bytes at orig of the
+// input.
+type fix struct{ at, orig, n int }
+
+// validUTF8Fixes is validUTF8, also returning where it replaced bytes.
+func validUTF8Fixes(s string) (string, []fix) {
 	if utf8.ValidString(s) {
-		return s
+		return s, nil
 	}
+	var fixes []fix
 	var b strings.Builder
 	b.Grow(len(s) + 8)
-	for len(s) > 0 {
-		r, n := utf8.DecodeRuneInString(s)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n == 1 {
+			n = maximalSubpart(s[i:])
+			fixes = append(fixes, fix{at: b.Len(), orig: i, n: n})
 			b.WriteRune(utf8.RuneError)
-			n = maximalSubpart(s)
 		} else {
-			b.WriteString(s[:n])
+			b.WriteString(s[i : i+n])
 		}
-		s = s[n:]
+		i += n
 	}
-	return b.String()
+	return b.String(), fixes
+}
+
+// offsetIn returns a function that maps increasing offsets of
+// validUTF8Fixes's result to offsets of its input.
+func offsetIn(fixes []fix) func(int) int {
+	k, shift := 0, 0 // fixes[:k] end at or before the last offset mapped
+	return func(v int) int {
+		for k < len(fixes) && fixes[k].at+utf8.RuneLen(utf8.RuneError) <= v {
+			shift += fixes[k].n - utf8.RuneLen(utf8.RuneError)
+			k++
+		}
+		if k < len(fixes) && fixes[k].at < v {
+			f := fixes[k]
+			return f.orig + min(v-f.at, f.n-1)
+		}
+		return v + shift
+	}
 }
 
 // maximalSubpart returns the length of the maximal prefix of s that starts

@@ -209,3 +209,61 @@ func TestCountLines(t *testing.T) {
 		t.Errorf("CountLines(a\\nb\\n) = %v, want [2 2]", got)
 	}
 }
+
+// TestStarts checks that Starts cuts text into Encode's tokens, and maps
+// the tokens of invalid UTF-8 back into the text in order.
+func TestStarts(t *testing.T) {
+	var cases []refCase
+	readJSON(t, "testdata/cases.json", &cases)
+	texts := []string{""}
+	for _, c := range cases {
+		texts = append(texts, c.Text)
+	}
+	files, _ := filepath.Glob("testdata/fixtures/*")
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		texts = append(texts, string(b))
+	}
+	// Offsets inside a replacement character fall among the bytes it
+	// replaced: "a\xffb\xe2\x82c" is "a\uFFFDb\uFFFDc".
+	valid, fixes := validUTF8Fixes("a\xffb\xe2\x82c")
+	at := offsetIn(fixes)
+	var got []int
+	for v := range len(valid) {
+		got = append(got, at(v))
+	}
+	if want := []int{0, 1, 1, 1, 2, 3, 4, 4, 5}; !slices.Equal(got, want) {
+		t.Errorf("offsets of %q in the original: %v, want %v", valid, got, want)
+	}
+	for _, enc := range Names() {
+		e := MustGet(enc)
+		for _, text := range texts {
+			ids := e.Encode(text)
+			starts := slices.Collect(e.Starts(text))
+			if len(starts) != len(ids) {
+				t.Fatalf("%s: Starts(%.30q) has %d tokens, Encode %d", enc, text, len(starts), len(ids))
+			}
+			for k, st := range starts {
+				end := len(text)
+				if k+1 < len(starts) {
+					end = starts[k+1]
+				}
+				if r, ok := e.ranks[text[st:end]]; !ok || int(r) != ids[k] {
+					t.Fatalf("%s: Starts(%.30q): token %d is %q, Encode has ID %d", enc, text, k, text[st:end], ids[k])
+				}
+			}
+		}
+		for _, text := range []string{"a\xffb", "\xe2\x82", "\xe2\x82x\xc0\xafyz", "\xed\xa0\x80 w", "ok\xf0\x9f\x98 \xff\xfe\xfd" + strings.Repeat("é", 50) + "\xc3"} {
+			starts := slices.Collect(e.Starts(text))
+			if len(starts) != e.Count(text) || starts[0] != 0 {
+				t.Errorf("%s: Starts(%q) = %v, for %d tokens", enc, text, starts, e.Count(text))
+			}
+			for k := 1; k < len(starts); k++ {
+				if starts[k] < starts[k-1] || starts[k] >= len(text) {
+					t.Errorf("%s: Starts(%q) = %v, not in order within the text", enc, text, starts)
+					break
+				}
+			}
+		}
+	}
+}
