@@ -11,10 +11,12 @@
 // chunk names the symbols it declares. Language guesses a file's language.
 //
 // Token counts come from one tokenization of the whole content (Doc.Lines),
-// so chunk counts add up to the content's count.
+// so chunk counts add up to the content's count. A line too long for one
+// chunk is tokenized once more, alone, and cut at its tokens' boundaries.
 package chunk
 
 import (
+	"iter"
 	"slices"
 	"strings"
 	"unicode"
@@ -46,24 +48,22 @@ type Chunk struct {
 	Symbols            []string
 }
 
-// Counter counts tokens.
-type Counter func(string) int
-
 // Doc is content ready to split.
 type Doc struct {
 	Text string
 	// Lines holds the tokens that start on each line of Text, as
 	// tokens.Encoding.CountLines gives them.
 	Lines []int
-	// Count counts a fragment of a line too long for one chunk.
-	Count Counter
+	// Starts gives the byte offsets where the tokens of a line too long
+	// for one chunk start, as tokens.Encoding.Starts does.
+	Starts func(string) iter.Seq[int]
 
 	starts []int // byte offset of each line's start
 }
 
 // NewDoc makes a Doc, counting its lines with lines.
-func NewDoc(text string, lines func(string) []int, count Counter) *Doc {
-	d := &Doc{Text: text, Lines: lines(text), Count: count}
+func NewDoc(text string, lines func(string) []int, starts func(string) iter.Seq[int]) *Doc {
+	d := &Doc{Text: text, Lines: lines(text), Starts: starts}
 	d.index()
 	return d
 }
@@ -183,55 +183,94 @@ func (d *Doc) split(first, last, max int, symbols []string) []Chunk {
 	return out
 }
 
-// splitLine cuts one line over max tokens into pieces of at most max
-// tokens, at rune boundaries, preferring to cut after whitespace.
+// splitLine cuts line i, which holds more than max tokens, into pieces of
+// at most max tokens. It tokenizes the line alone, once, and cuts at its
+// tokens' boundaries, so a piece holds whole tokens and the pieces' counts
+// add up to the line's. A cut falls on a rune boundary, at the last word
+// boundary of the piece's second half if there is one. Where no token
+// starts on a rune boundary (a rune of several tokens, or tokens that
+// straddle runes), the piece runs on to the next place that does, over max
+// tokens if need be. It costs one pass over the line, keeping at most
+// about max offsets.
 func (d *Doc) splitLine(i, max int) []unit {
-	start, end := d.lineStart(i), d.lineEnd(i)
+	lineStart := d.lineStart(i)
+	line := d.Text[lineStart:d.lineEnd(i)]
 	var units []unit
-	bytesPerToken := max1((end - start) / max1(d.Lines[i]))
-	for start < end {
-		size := min(end-start, max*bytesPerToken)
-		for {
-			cut := cutPoint(d.Text, start, start+size, end)
-			piece := d.Text[start:cut]
-			n := d.Count(piece)
-			// A single rune can hold several tokens (an emoji); it cannot
-			// be cut further.
-			if n <= max || utf8.RuneCountInString(piece) <= 1 {
-				units = append(units, unit{start: start, end: cut, line: i, tokens: n})
-				start = cut
-				break
+	// toks holds the offsets in line of the tokens of the piece being
+	// built; the piece starts at toks[0].
+	var toks []int
+	emit := func(k, end int) { // the piece of toks[:k], ending at end
+		units = append(units, unit{start: lineStart + toks[0], end: lineStart + end, line: i, tokens: k})
+		toks = append(toks[:0], toks[k:]...)
+	}
+	for st := range d.Starts(line) {
+		if len(toks) >= max {
+			if k := cutAt(line, toks, st); k == len(toks) {
+				emit(k, st)
+			} else if k > 0 {
+				emit(k, toks[k])
 			}
-			size = max1((cut - start) * max / n * 9 / 10)
 		}
+		toks = append(toks, st)
+	}
+	if len(toks) > 0 {
+		emit(len(toks), len(line))
 	}
 	return units
 }
 
-func max1(n int) int { return max(n, 1) }
-
-// cutPoint returns where to end a piece that should end near want: after the
-// last whitespace in the piece's second half if there is one, else at the
-// rune boundary at or before want. It always makes progress.
-func cutPoint(s string, start, want, end int) int {
-	if want >= end {
-		return end
-	}
-	for want > start && !utf8.RuneStart(s[want]) {
-		want--
-	}
-	if want == start { // a single rune longer than the budget
-		_, n := utf8.DecodeRuneInString(s[start:])
-		return start + n
-	}
-	for i := want; i > start+(want-start)/2; {
-		r, n := utf8.DecodeLastRuneInString(s[start:i])
-		if unicode.IsSpace(r) {
-			return i
+// cutAt returns how many of the tokens starting at toks to put in a piece
+// that must end at or before next, the start of the token after them: the
+// most that end at a rune boundary, preferring a word boundary among the
+// second half. It returns 0 if none ends at a rune boundary.
+func cutAt(line string, toks []int, next int) int {
+	at := func(k int) int { // where the piece of toks[:k] ends
+		if k == len(toks) {
+			return next
 		}
-		i -= n
+		return toks[k]
 	}
-	return want
+	best := 0
+	for k := len(toks); k > 0; k-- {
+		b := at(k)
+		if b == toks[0] || !runeBoundary(line, b) {
+			continue
+		}
+		if best == 0 {
+			best = k
+		}
+		if k < len(toks)/2 {
+			break
+		}
+		if wordBoundary(line, b) {
+			return k
+		}
+	}
+	return best
+}
+
+// runeBoundary reports whether decoding s rune by rune, as range does,
+// stops at byte b: where a rune starts, or at a byte of invalid UTF-8 that
+// no valid sequence before it takes in.
+func runeBoundary(s string, b int) bool {
+	if utf8.RuneStart(s[b]) {
+		return true
+	}
+	for j := b - 1; j >= max(0, b-utf8.UTFMax+1); j-- {
+		if utf8.RuneStart(s[j]) {
+			_, n := utf8.DecodeRuneInString(s[j:])
+			return j+n <= b
+		}
+	}
+	return true
+}
+
+// wordBoundary reports whether the rune before byte b of s or the rune at
+// b is whitespace.
+func wordBoundary(s string, b int) bool {
+	r, _ := utf8.DecodeLastRuneInString(s[:b])
+	r2, _ := utf8.DecodeRuneInString(s[b:])
+	return unicode.IsSpace(r) || unicode.IsSpace(r2)
 }
 
 // span is a run of lines (0-based, inclusive) that belongs together, such

@@ -1,7 +1,9 @@
 package chunk
 
 import (
+	"encoding/base64"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,7 +14,7 @@ import (
 
 var o200k = tokens.MustGet(tokens.O200kBase)
 
-func doc(text string) *Doc { return NewDoc(text, o200k.CountLines, o200k.Count) }
+func doc(text string) *Doc { return NewDoc(text, o200k.CountLines, o200k.Starts) }
 
 // check verifies the invariants every split must hold.
 func check(t *testing.T, content string, chunks []Chunk, maxTokens int) {
@@ -24,6 +26,28 @@ func check(t *testing.T, content string, chunks []Chunk, maxTokens int) {
 		return
 	}
 	lines := o200k.CountLines(content)
+	// The chunks hold every token of the content once: the tokens of whole
+	// lines as the content's tokenization counts them, and those of a
+	// line too long for one chunk as the line alone has them.
+	wantTotal, total := 0, 0
+	first := 0 // where the line starts
+	for _, n := range lines {
+		end := len(content)
+		if nl := strings.IndexByte(content[first:], '\n'); nl >= 0 {
+			end = first + nl + 1
+		}
+		if n > maxTokens {
+			n = o200k.Count(content[first:end])
+		}
+		wantTotal += n
+		first = end
+	}
+	for _, c := range chunks {
+		total += c.Tokens
+	}
+	if total != wantTotal {
+		t.Fatalf("chunks hold %d tokens, the content %d", total, wantTotal)
+	}
 	pos := 0
 	for i, c := range chunks {
 		if c.Start != pos || c.End <= c.Start || c.End > len(content) {
@@ -43,7 +67,7 @@ func check(t *testing.T, content string, chunks []Chunk, maxTokens int) {
 				longLine = longLine || lines[l] > maxTokens
 			}
 			// A chunk of whole lines holds its lines' tokens, unless a line
-			// too long for one chunk was cut and its pieces counted alone.
+			// too long for one chunk was cut and tokenized alone.
 			if sum != c.Tokens && !longLine {
 				t.Fatalf("chunk %d: Tokens %d, its lines hold %d", i, c.Tokens, sum)
 			}
@@ -58,8 +82,26 @@ func check(t *testing.T, content string, chunks []Chunk, maxTokens int) {
 			if !endsLine && lines[c.EndLine-1] <= maxTokens {
 				t.Fatalf("chunk %d ends inside line %d, which fits (%d tokens)", i, c.EndLine, lines[c.EndLine-1])
 			}
-			if c.Tokens > maxTokens && len([]rune(text)) > 1 {
-				t.Fatalf("chunk %d: %d tokens, limit %d", i, c.Tokens, maxTokens)
+			// Over the limit only where no token starts on a rune
+			// boundary within it: where the line's tokens straddle its
+			// runes (a multi-byte rune of several tokens, or tokens
+			// that cut runes), there is nowhere to cut.
+			if c.Tokens > maxTokens {
+				lineStart := strings.LastIndexByte(content[:c.Start], '\n') + 1
+				lineEnd := len(content)
+				if nl := strings.IndexByte(content[c.Start:], '\n'); nl >= 0 {
+					lineEnd = c.Start + nl + 1
+				}
+				line := content[lineStart:lineEnd]
+				runeStarts := map[int]bool{}
+				for k := range line {
+					runeStarts[lineStart+k] = true
+				}
+				for st := range o200k.Starts(line) {
+					if p := lineStart + st; p > c.Start && p < c.End && runeStarts[p] {
+						t.Fatalf("chunk %d: %d tokens, limit %d, though a token starts on a rune at %d: %q", i, c.Tokens, maxTokens, p, text)
+					}
+				}
 			}
 		}
 		pos = c.End
@@ -138,6 +180,83 @@ func TestText_LongLines(t *testing.T) {
 	}
 	content := b.String()
 	check(t, content, Text(doc(content), Options{MaxTokens: 200}), 200)
+}
+
+// TestText_LongLineTokens checks that a line too long for one chunk is
+// cut at its tokens' boundaries: the pieces' counts add up to the line's,
+// and prose is cut between words.
+func TestText_LongLineTokens(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	words := strings.Fields("the budget of tokens per chunk keeps retrieval precise while long messages arrive")
+	var prose strings.Builder
+	for prose.Len() < 200_000 {
+		prose.WriteString(words[r.IntN(len(words))] + " ")
+	}
+	raw := make([]byte, 150_000)
+	for i := range raw {
+		raw[i] = byte(r.Uint32())
+	}
+	for name, content := range map[string]string{
+		"prose":  prose.String(),
+		"base64": base64.StdEncoding.EncodeToString(raw),
+		"letter": strings.Repeat("a", 300_000),
+	} {
+		chunks := Text(doc(content), Options{MaxTokens: 400})
+		check(t, content, chunks, 400)
+		total := 0
+		for _, c := range chunks {
+			total += c.Tokens
+		}
+		if want := o200k.Count(content); total != want {
+			t.Errorf("%s: chunks hold %d tokens, Count says %d", name, total, want)
+		}
+		for i, c := range chunks[:len(chunks)-1] {
+			if c.Tokens < 200 {
+				t.Errorf("%s: chunk %d holds %d tokens, less than half a chunk", name, i, c.Tokens)
+			}
+			if name == "prose" && content[c.End] != ' ' && content[c.End-1] != ' ' {
+				t.Errorf("%s: chunk %d ends inside a word: %q|%q", name, i, content[c.End-10:c.End], content[c.End:c.End+10])
+			}
+		}
+	}
+}
+
+// TestText_LongLineWork checks that splitting a long line tokenizes each
+// byte at most twice (once for the line counts, once to cut the line),
+// whatever its size: today's machine is too noisy for timings.
+func TestText_LongLineWork(t *testing.T) {
+	// Dense runs (emoji, CJK) in a line of mostly sparse text, and the
+	// reverse, so that a guess of bytes per token from the line's average
+	// is far off in places.
+	line := func(size int) string {
+		var b strings.Builder
+		for b.Len() < size {
+			b.WriteString(strings.Repeat("a", 4000))
+			b.WriteString(strings.Repeat("😀漢", 700))
+			b.WriteString(strings.Repeat("x=1;", 300))
+		}
+		return b.String()
+	}
+	work := func(content string) int {
+		n := 0
+		lines := func(s string) []int { n += len(s); return o200k.CountLines(s) }
+		starts := func(s string) iter.Seq[int] { n += len(s); return o200k.Starts(s) }
+		check(t, content, Text(NewDoc(content, lines, starts), Options{}), DefaultMaxTokens)
+		return n
+	}
+	small, large := line(256<<10), line(1<<20)
+	ws, wl := work(small), work(large)
+	for _, c := range []struct {
+		content string
+		work    int
+	}{{small, ws}, {large, wl}} {
+		if c.work > 2*len(c.content) {
+			t.Errorf("splitting %d bytes tokenized %d bytes", len(c.content), c.work)
+		}
+	}
+	if ratio := float64(wl) / float64(ws); ratio > 4.4 {
+		t.Errorf("1 MiB took %.1fx the work of 256 KiB", ratio)
+	}
 }
 
 const goSrc = `// Package shop sells things.

@@ -279,7 +279,7 @@ func (e *Engine) entry(r *Record) store.Entry {
 		},
 	}
 	enc := e.enc()
-	doc := chunk.NewDoc(text, enc.CountLines, enc.Count)
+	doc := chunk.NewDoc(text, enc.CountLines, enc.Starts)
 	for i, c := range chunk.Text(doc, chunk.Options{MaxTokens: e.opts.ChunkTokens}) {
 		ent.Chunks = append(ent.Chunks, store.Chunk{
 			Ordinal: i, Start: c.Start, End: c.End, StartLine: c.StartLine, EndLine: c.EndLine, TokenCount: c.Tokens,

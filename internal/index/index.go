@@ -575,7 +575,7 @@ func Version(path string, data []byte, text string, opts *Options) (*store.FileC
 		return nil, err
 	}
 	lang := chunk.Language(path, data[:min(len(data), 256)])
-	doc := chunk.NewDoc(text, enc.CountLines, enc.Count)
+	doc := chunk.NewDoc(text, enc.CountLines, enc.Starts)
 	ent := &store.Entry{Content: []byte(text)}
 	for i, ch := range chunk.Code(doc, lang, chunk.Options{MaxTokens: opts.ChunkTokens}) {
 		ent.Chunks = append(ent.Chunks, store.Chunk{Ordinal: i, Start: ch.Start, End: ch.End,
