@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"fmt"
 	"path"
 	"strings"
 	"testing"
@@ -133,6 +134,49 @@ func TestSensitiveName_Rules(t *testing.T) {
 		}
 		if got, _ := SensitiveName("dir/" + n); got != want {
 			t.Errorf("SensitiveName(%q) = %v, path.Match says %v", n, got, want)
+		}
+	}
+}
+
+// TestScan_LongLine scans one long line full of hints (a URL every 75
+// bytes, as in minified JSON) with two secrets in it: both are found, and
+// nothing else.
+func TestScan_LongLine(t *testing.T) {
+	unit := `{"url":"https://cdn.example.com/assets/app.js","id":12345,"name":"widget"},`
+	filler := strings.Repeat(unit, (256<<10)/len(unit))
+	gh := fake("ghp_", strings.Repeat("a1B2", 9))
+	dsn := "postgres://app:" + fake("s3cr", "etPa55") + "@db.internal:5432/app"
+	content := filler + `{"token":"` + gh + `"},` + filler + `{"dsn":"` + dsn + `"}` + filler
+	var got []Kind
+	for _, f := range Scan(content) {
+		got = append(got, f.Kind)
+		if secret := content[f.Start:f.End]; secret != gh && !strings.Contains(dsn, secret) {
+			t.Errorf("finding %+v is %q", f, secret)
+		}
+	}
+	if diff := cmp.Diff([]Kind{GitHubToken, URLPassword}, got); diff != "" {
+		t.Errorf("Scan (-want +got):\n%s", diff)
+	}
+}
+
+// BenchmarkScan scans 1 and 4 MiB of one line of JSON holding a URL every
+// 75 bytes, and as the baseline the same JSON one object a line. Looking
+// for each hint's line start across the whole line made the first
+// quadratic.
+func BenchmarkScan(b *testing.B) {
+	unit := `{"url":"https://cdn.example.com/assets/app.js","id":12345,"name":"widget"},`
+	for _, size := range []int{1 << 20, 4 << 20} {
+		line := strings.Repeat(unit, size/len(unit))
+		for _, in := range []struct{ name, content string }{
+			{"lines", strings.ReplaceAll(line, "},", "},\n")},
+			{"one-line", line},
+		} {
+			b.Run(fmt.Sprintf("%s/%dMiB", in.name, size>>20), func(b *testing.B) {
+				b.SetBytes(int64(len(in.content)))
+				for b.Loop() {
+					Scan(in.content)
+				}
+			})
 		}
 	}
 }
