@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/engramhq/engram/internal/store"
@@ -39,7 +40,42 @@ func modelID(ctx context.Context, q interface {
 	return id, dim, err
 }
 
-// PendingChunks implements store.Store.
+// inlineChunkBytes is the size of the entries whose chunks PendingChunks
+// reads by substr. SQLite's substr reads a whole blob to return a piece of
+// it, so reading each chunk of a long entry by substr cost the entry's
+// size per chunk, quadratic in the entry (5.9 s for one entry of 5 MiB);
+// the chunks of longer entries are cut from their content read once.
+const inlineChunkBytes = 64 << 10
+
+// bigContent holds the content of the long entry that the last page of
+// PendingChunks ended in, for the next page, which goes on in it: a worker
+// pages through a long entry's chunks 256 at a time. It is dropped when a
+// page does not end in it; Content is never changed or deleted, so what it
+// holds is never stale.
+type bigContent struct {
+	mu      sync.Mutex
+	pk      int64
+	content []byte
+}
+
+func (c *bigContent) get(pk int64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pk == pk {
+		return c.content
+	}
+	return nil
+}
+
+func (c *bigContent) set(pk int64, content []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pk, c.content = pk, content
+}
+
+// PendingChunks implements store.Store. Chunks of entries over
+// inlineChunkBytes are cut from their entry's content, read once per page
+// (see bigContent).
 func (s *Store) PendingChunks(ctx context.Context, model string, after int64, limit int) ([]store.ChunkText, error) {
 	var out []store.ChunkText
 	err := s.read(ctx, func(db *sql.DB) error {
@@ -47,31 +83,75 @@ func (s *Store) PendingChunks(ctx context.Context, model string, after int64, li
 		if err != nil {
 			return err
 		}
-		rows, err := db.QueryContext(ctx, `SELECT c.id, substr(e.content, c.start_byte + 1, c.end_byte - c.start_byte),
+		rows, err := db.QueryContext(ctx, `SELECT c.id, c.entry, c.start_byte, c.end_byte,
+				CASE WHEN e.size <= ? THEN substr(e.content, c.start_byte + 1, c.end_byte - c.start_byte) END,
 				coalesce((SELECT f.path FROM files f WHERE f.entry = e.pk AND f.state = 'current' LIMIT 1), ''),
 				CASE WHEN c.ordinal = 0 THEN coalesce((SELECT x.text FROM contexts x WHERE x.entry = e.pk), '') ELSE '' END
 			FROM chunks c JOIN entries e ON e.pk = c.entry
 			WHERE c.id > ? AND e.fts = ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.chunk = c.id)
-			ORDER BY c.id LIMIT ?`, after, ftsMain, id, limit)
+			ORDER BY c.id LIMIT ?`, inlineChunkBytes, after, ftsMain, id, limit)
 		if err != nil {
 			return err
 		}
 		out = out[:0]
+		var big []chunkSpan // chunks of long entries, still without text
 		for rows.Next() {
 			var c store.ChunkText
+			var sp chunkSpan
 			var text []byte
-			if err := rows.Scan(&c.ID, &text, &c.Path, &c.Context); err != nil {
+			if err := rows.Scan(&c.ID, &sp.entry, &sp.start, &sp.end, &text, &c.Path, &c.Context); err != nil {
 				return errors.Join(err, rows.Close())
+			}
+			if text == nil {
+				sp.chunk = len(out)
+				big = append(big, sp)
 			}
 			c.Text = string(text)
 			out = append(out, c)
 		}
-		return errors.Join(rows.Err(), rows.Close())
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		return s.cutChunks(ctx, db, out, big, len(out) == limit)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pending chunks for %s: %w", model, err)
 	}
 	return out, nil
+}
+
+// chunkSpan is where chunk out[chunk] of PendingChunks lies: its entry's pk
+// and its byte range.
+type chunkSpan struct {
+	chunk      int
+	entry      int64
+	start, end int
+}
+
+// cutChunks sets the text of chunks at spans, which are in order, reading
+// each entry's content once. If more is to come, it keeps the content of
+// the last chunk's entry for the next page.
+func (s *Store) cutChunks(ctx context.Context, db *sql.DB, chunks []store.ChunkText, spans []chunkSpan, more bool) error {
+	var pk int64
+	var content []byte
+	for _, sp := range spans {
+		if sp.entry != pk || content == nil {
+			pk, content = sp.entry, s.big.get(sp.entry)
+			if content == nil {
+				if err := db.QueryRowContext(ctx, `SELECT content FROM entries WHERE pk = ?`, pk).Scan(&content); err != nil {
+					return fmt.Errorf("content of entry %d: %w", pk, err)
+				}
+			}
+		}
+		start, end := min(sp.start, len(content)), min(sp.end, len(content))
+		chunks[sp.chunk].Text = string(content[start:max(start, end)])
+	}
+	if more && len(spans) > 0 && spans[len(spans)-1].chunk == len(chunks)-1 {
+		s.big.set(pk, content)
+	} else {
+		s.big.set(0, nil)
+	}
+	return nil
 }
 
 // PutVectors implements store.Store.
