@@ -167,11 +167,11 @@ func (e *Encoding) CountLines(text string) []int {
 			// Every token of the piece starts on its first line.
 			lines[len(lines)-1] += m.count(piece)
 		default:
-			starts := m.merge(piece)
-			for _, st := range starts[:len(starts)-1] {
+			m.eachStart(piece, func(st int) bool {
 				advance(i + st)
 				lines[len(lines)-1]++
-			}
+				return true
+			})
 		}
 		i = j
 	}
@@ -225,13 +225,8 @@ func (e *Encoding) Starts(text string) iter.Seq[int] {
 				if !yield(at(i)) {
 					return
 				}
-			} else {
-				starts := m.merge(piece)
-				for _, st := range starts[:len(starts)-1] {
-					if !yield(at(i + st)) {
-						return
-					}
-				}
+			} else if !m.eachStart(piece, func(st int) bool { return yield(at(i + st)) }) {
+				return
 			}
 			i = j
 		}

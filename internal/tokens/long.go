@@ -482,6 +482,33 @@ func (m *merger) longStarts(piece string) ([]int, bool) {
 	return append(starts, pos), true
 }
 
+// eachStart calls fn with the start offset of each token of piece, which
+// is not itself a token, in order, until fn returns false, and reports
+// whether it never did. Unlike merge, it holds no offsets for a long piece.
+// fn must not use m.
+func (m *merger) eachStart(piece string, fn func(start int) bool) bool {
+	if len(piece) >= longPiece {
+		if tokens, ok := m.mergeLong(piece); ok {
+			defer m.long.release()
+			pos := 0
+			for _, r := range tokens {
+				if !fn(pos) {
+					return false
+				}
+				pos += len(m.long.trie.token[r])
+			}
+			return true
+		}
+	}
+	starts := m.merge(piece)
+	for _, st := range starts[:len(starts)-1] {
+		if !fn(st) {
+			return false
+		}
+	}
+	return true
+}
+
 // release drops scratch space that a very long piece grew, so that a pooled
 // merger does not keep it.
 func (ls *longState) release() {

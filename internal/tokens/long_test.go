@@ -195,6 +195,16 @@ func TestCount_LongPieces(t *testing.T) {
 			if got := len(e.Encode(text)); got != want {
 				t.Errorf("%s: Encode(%.20q…) has %d tokens, reference %d", enc, text, got, want)
 			}
+			sum := 0
+			for _, n := range e.CountLines(text) {
+				sum += n
+			}
+			if sum != want {
+				t.Errorf("%s: CountLines(%.20q…) sums to %d, reference %d", enc, text, sum, want)
+			}
+			if got := len(slices.Collect(e.Starts(text))); got != want {
+				t.Errorf("%s: Starts(%.20q…) has %d tokens, reference %d", enc, text, got, want)
+			}
 		}
 	}
 }
