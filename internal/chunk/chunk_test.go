@@ -393,3 +393,36 @@ func FuzzCode(f *testing.F) {
 		check(t, s, Code(doc(s), l, Options{MaxTokens: maxTokens}), maxTokens)
 	})
 }
+
+// BenchmarkText_LongLine counts and splits 1 and 4 MiB in one line, of
+// prose and of one letter, against the same prose in lines of about 100
+// bytes (the baseline).
+func BenchmarkText_LongLine(b *testing.B) {
+	o200k.Count(strings.Repeat("a", 1<<17)) // the trie of long pieces, built once per process
+	words := strings.Fields("the budget of tokens per chunk keeps retrieval precise while long messages arrive")
+	for _, size := range []int{1 << 20, 4 << 20} {
+		var prose strings.Builder
+		for i := 0; prose.Len() < size; i++ {
+			prose.WriteString(words[i%len(words)])
+			if i%16 == 15 {
+				prose.WriteString("\n")
+			} else {
+				prose.WriteString(" ")
+			}
+		}
+		lines := prose.String()[:size]
+		for _, in := range []struct{ name, text string }{
+			{"lines", lines},
+			{"one-line", strings.ReplaceAll(lines, "\n", " ")},
+			{"one-letter", strings.Repeat("a", size)},
+		} {
+			b.Run(fmt.Sprintf("%s/%dMiB", in.name, size>>20), func(b *testing.B) {
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				for b.Loop() {
+					Text(doc(in.text), Options{})
+				}
+			})
+		}
+	}
+}
