@@ -8,7 +8,9 @@
 // them). The vocabulary comes from github.com/tiktoken-go/tokenizer; the
 // pre-tokenizer and the byte-pair merge are this package's own, because the
 // library's splitter differs from the reference on whitespace-only lines
-// (split.go says where).
+// (split.go says where). Pieces are merged exactly however long they are:
+// from 64 KiB on by a search in linear time (long.go), where the reference
+// takes quadratic time.
 //
 // Catalog maps model names to context windows and encodings. Models of
 // providers whose tokenizers are not public (Anthropic, Google, Meta) are

@@ -207,7 +207,7 @@ func (e *Encoding) Encode(text string) []int {
 }
 
 // Starts returns the byte offsets in text at which its tokens start, in
-// increasing order: Encode's tokens, without their IDs, one tokenization
+// order: Encode's tokens, without their IDs, from one tokenization
 // whatever the consumer does with them. Where text is not valid UTF-8,
 // tokens are those of Count's replacement text, and a token that starts
 // inside a replacement character is placed among the bytes it replaced, so
