@@ -72,7 +72,6 @@ type Store struct {
 	// afterPrepare, if set, runs between the preparation of a write and
 	// its transaction: tests use it to change the store in between.
 	afterPrepare func()
-	big          bigContent // for PendingChunks's next page
 }
 
 var _ store.Store = (*Store)(nil)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/engramhq/engram/internal/store"
@@ -47,43 +46,27 @@ func modelID(ctx context.Context, q interface {
 // the chunks of longer entries are cut from their content read once.
 const inlineChunkBytes = 64 << 10
 
-// bigContent holds the content of the long entry that the last page of
-// PendingChunks ended in, for the next page, which goes on in it: a worker
-// pages through a long entry's chunks 256 at a time. It is dropped when a
-// page does not end in it; Content is never changed or deleted, so what it
-// holds is never stale.
-type bigContent struct {
-	mu      sync.Mutex
-	pk      int64
-	content []byte
-}
-
-func (c *bigContent) get(pk int64) []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pk == pk {
-		return c.content
-	}
-	return nil
-}
-
-func (c *bigContent) set(pk int64, content []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pk, c.content = pk, content
-}
-
 // PendingChunks implements store.Store. Chunks of entries over
-// inlineChunkBytes are cut from their entry's content, read once per page
-// (see bigContent).
+// inlineChunkBytes are cut from their entry's content, read once per page.
+// A worker paging through a long entry's chunks still reads the entry once
+// a page (its size times chunks/limit in all, where substr read it once a
+// chunk); keeping it from one page to the next would need to know that no
+// purge or redaction changed it in between.
 func (s *Store) PendingChunks(ctx context.Context, model string, after int64, limit int) ([]store.ChunkText, error) {
 	var out []store.ChunkText
-	err := s.read(ctx, func(db *sql.DB) error {
-		id, _, err := modelID(ctx, db, model)
+	err := s.read(ctx, func(db *sql.DB) (err error) {
+		// One snapshot for the chunks' ranges and the contents they are
+		// cut from.
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
 			return err
 		}
-		rows, err := db.QueryContext(ctx, `SELECT c.id, c.entry, c.start_byte, c.end_byte,
+		defer func() { err = errors.Join(err, tx.Rollback()) }()
+		id, _, err := modelID(ctx, tx, model)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT c.id, c.entry, c.start_byte, c.end_byte,
 				CASE WHEN e.size <= ? THEN substr(e.content, c.start_byte + 1, c.end_byte - c.start_byte) END,
 				coalesce((SELECT f.path FROM files f WHERE f.entry = e.pk AND f.state = 'current' LIMIT 1), ''),
 				CASE WHEN c.ordinal = 0 THEN coalesce((SELECT x.text FROM contexts x WHERE x.entry = e.pk), '') ELSE '' END
@@ -112,7 +95,7 @@ func (s *Store) PendingChunks(ctx context.Context, model string, after int64, li
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return err
 		}
-		return s.cutChunks(ctx, db, out, big, len(out) == limit)
+		return cutChunks(ctx, tx, out, big)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pending chunks for %s: %w", model, err)
@@ -129,27 +112,19 @@ type chunkSpan struct {
 }
 
 // cutChunks sets the text of chunks at spans, which are in order, reading
-// each entry's content once. If more is to come, it keeps the content of
-// the last chunk's entry for the next page.
-func (s *Store) cutChunks(ctx context.Context, db *sql.DB, chunks []store.ChunkText, spans []chunkSpan, more bool) error {
+// each entry's content once.
+func cutChunks(ctx context.Context, tx *sql.Tx, chunks []store.ChunkText, spans []chunkSpan) error {
 	var pk int64
 	var content []byte
 	for _, sp := range spans {
 		if sp.entry != pk || content == nil {
-			pk, content = sp.entry, s.big.get(sp.entry)
-			if content == nil {
-				if err := db.QueryRowContext(ctx, `SELECT content FROM entries WHERE pk = ?`, pk).Scan(&content); err != nil {
-					return fmt.Errorf("content of entry %d: %w", pk, err)
-				}
+			pk = sp.entry
+			if err := tx.QueryRowContext(ctx, `SELECT content FROM entries WHERE pk = ?`, pk).Scan(&content); err != nil {
+				return fmt.Errorf("content of entry %d: %w", pk, err)
 			}
 		}
 		start, end := min(sp.start, len(content)), min(sp.end, len(content))
 		chunks[sp.chunk].Text = string(content[start:max(start, end)])
-	}
-	if more && len(spans) > 0 && spans[len(spans)-1].chunk == len(chunks)-1 {
-		s.big.set(pk, content)
-	} else {
-		s.big.set(0, nil)
 	}
 	return nil
 }

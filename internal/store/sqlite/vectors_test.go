@@ -25,8 +25,8 @@ func entryOfChunks(session string, n, size, chunkSize int) store.Entry {
 }
 
 // TestPendingChunks_LongEntries pages through the chunks of long entries
-// (cut from their content, kept from one page to the next) and short ones
-// (read by substr): every chunk comes once, in order, with its own text.
+// (cut from their content) and short ones (read by substr): every chunk
+// comes once, in order, with its own text.
 func TestPendingChunks_LongEntries(t *testing.T) {
 	st := sqlitetest.Open(t, sqlite.Options{})
 	ctx := t.Context()
