@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
@@ -17,6 +18,11 @@ import (
 func newEngine(t testing.TB, opts engine.Options) *engine.Engine {
 	t.Helper()
 	st := sqlitetest.Open(t, sqlite.Options{})
+	if opts.Retrieve.Deadline == 0 {
+		// Searches wait for both signals: on a loaded machine one can take
+		// more than the default 250 ms, and these tests are not about it.
+		opts.Retrieve.Deadline = time.Minute
+	}
 	e, err := engine.New(st, opts)
 	if err != nil {
 		t.Fatal(err)
