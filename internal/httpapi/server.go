@@ -114,9 +114,9 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", g.wrap(opts.Metrics.Handler(), func(*http.Request) bool { return false }))
 	}
-	var h http.Handler = g.site(mux)
+	h := g.site(mux)
 	if opts.Metrics != nil {
-		h = observe(h, opts.Metrics)
+		return observe(h, opts.Metrics)
 	}
 	return h
 }

@@ -557,6 +557,9 @@ func testRedact(t *testing.T, s store.Store) {
 	if _, err := s.Redact(ctx, store.RedactRequest{Text: []byte("abcdef"), Actor: actor}); !errors.As(err, &ve) {
 		t.Errorf("without Rechunk: %v", err)
 	}
+	if diff := cmp.Diff(before, stats(t, s)); diff != "" {
+		t.Errorf("refused redactions changed the store:\n%s", diff)
+	}
 	idErr := func(text string) {
 		t.Helper()
 		_, err := s.Redact(ctx, store.RedactRequest{Text: []byte(text), Actor: actor, Rechunk: Rechunk})
