@@ -48,18 +48,8 @@ by as many goroutines, in the same run.`,
 				return err
 			}
 			defer done()
-			corpus := bench.NewCorpus(1)
-			var recs []engine.Record
-			var queries []string
-			for i := range messages {
-				m := corpus.Next()
-				recs = append(recs, engine.Record{Session: m.Session, Agent: m.Agent, Type: m.Type, Content: []byte(m.Content)})
-				if i%97 == 0 {
-					queries = append(queries, corpus.Word()+" "+corpus.Word()+" "+corpus.Word())
-				}
-			}
-			fmt.Fprintf(a.stderr, "storing %d messages...\n", messages)
-			if err := eng.AddAll(ctx, recs, 1000, nil); err != nil {
+			queries, err := a.storeSynthetic(ctx, eng, messages)
+			if err != nil {
 				return err
 			}
 			arc, err := eng.Archive(ctx)
@@ -239,6 +229,23 @@ by as many goroutines, in the same run.`,
 	f.DurationVar(&duration, "duration", 10*time.Second, "how long each phase runs")
 	f.StringVar(&dir, "dir", "", "directory for the store (default: a temporary one, removed after)")
 	return cmd
+}
+
+// storeSynthetic stores n synthetic messages in eng and returns queries of
+// three of their words, one per 97 messages.
+func (a *app) storeSynthetic(ctx context.Context, eng *engine.Engine, n int) ([]string, error) {
+	corpus := bench.NewCorpus(1)
+	var recs []engine.Record
+	var queries []string
+	for i := range n {
+		m := corpus.Next()
+		recs = append(recs, engine.Record{Session: m.Session, Agent: m.Agent, Type: m.Type, Content: []byte(m.Content)})
+		if i%97 == 0 {
+			queries = append(queries, corpus.Word()+" "+corpus.Word()+" "+corpus.Word())
+		}
+	}
+	fmt.Fprintf(a.stderr, "storing %d messages...\n", n)
+	return queries, eng.AddAll(ctx, recs, 1000, nil)
 }
 
 // residentBytes returns the process's resident set size, where /proc says

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/internal/bench"
-	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/httpapi"
 )
 
@@ -43,18 +42,8 @@ refused and how many timed out.`,
 				return err
 			}
 			defer done()
-			corpus := bench.NewCorpus(1)
-			var recs []engine.Record
-			var queries []string
-			for i := range messages {
-				m := corpus.Next()
-				recs = append(recs, engine.Record{Session: m.Session, Agent: m.Agent, Type: m.Type, Content: []byte(m.Content)})
-				if i%97 == 0 {
-					queries = append(queries, corpus.Word()+" "+corpus.Word()+" "+corpus.Word())
-				}
-			}
-			fmt.Fprintf(a.stderr, "storing %d messages...\n", messages)
-			if err := eng.AddAll(ctx, recs, 1000, nil); err != nil {
+			queries, err := a.storeSynthetic(ctx, eng, messages)
+			if err != nil {
 				return err
 			}
 			type outcome struct {

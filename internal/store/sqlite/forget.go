@@ -147,14 +147,20 @@ func (p *purge) row(q string, args ...any) *sql.Row {
 }
 
 // ints runs a query of one integer column.
-func (p *purge) ints(q string, args ...any) ([]int64, error) {
+func (p *purge) ints(q string, args ...any) ([]int64, error) { return column[int64](p, q, args...) }
+
+// strs runs a query of one text column.
+func (p *purge) strs(q string, args ...any) ([]string, error) { return column[string](p, q, args...) }
+
+// column runs a query of one column.
+func column[T any](p *purge, q string, args ...any) ([]T, error) {
 	rows, err := p.query(q, args...)
 	if err != nil {
 		return nil, err
 	}
-	var out []int64
+	var out []T
 	for rows.Next() {
-		var v int64
+		var v T
 		if err := rows.Scan(&v); err != nil {
 			return nil, errors.Join(err, rows.Close())
 		}
@@ -163,21 +169,21 @@ func (p *purge) ints(q string, args ...any) ([]int64, error) {
 	return out, errors.Join(rows.Err(), rows.Close())
 }
 
-// strs runs a query of one text column.
-func (p *purge) strs(q string, args ...any) ([]string, error) {
-	rows, err := p.query(q, args...)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, errors.Join(err, rows.Close())
+// following adds to todo the entries whose conversation context may have
+// been made from an occurrence removed or changed in session: the next
+// contextEntries after each point there.
+func (p *purge) following(session string, todo map[int64]bool) error {
+	for _, pt := range p.points[session] {
+		next, err := p.ints(`SELECT entry FROM occurrences WHERE session_id = ? AND (turn > ? OR turn = ? AND seq > ?)
+			ORDER BY turn, seq LIMIT ?`, session, pt.turn, pt.turn, pt.seq, contextEntries)
+		if err != nil {
+			return err
 		}
-		out = append(out, v)
+		for _, pk := range next {
+			todo[pk] = true
+		}
 	}
-	return out, errors.Join(rows.Err(), rows.Close())
+	return nil
 }
 
 // runPurge runs fn in a write transaction with secure_delete on; a dry run
@@ -699,15 +705,8 @@ func (p *purge) finish() error {
 		if !left {
 			continue
 		}
-		for _, pt := range p.points[s] {
-			next, err := p.ints(`SELECT entry FROM occurrences WHERE session_id = ? AND (turn > ? OR turn = ? AND seq > ?)
-				ORDER BY turn, seq LIMIT ?`, s, pt.turn, pt.turn, pt.seq, contextEntries)
-			if err != nil {
-				return err
-			}
-			for _, pk := range next {
-				todo[pk] = true
-			}
+		if err := p.following(s, todo); err != nil {
+			return err
 		}
 	}
 	pks := make([]int64, 0, len(todo))

@@ -483,16 +483,9 @@ func (r *redaction) entry(pk int64) error {
 // still holds it (a string that spans two entries' ends).
 func (r *redaction) contexts() error {
 	todo := map[int64]bool{}
-	for session, pts := range r.points {
-		for _, pt := range pts {
-			next, err := r.ints(`SELECT entry FROM occurrences WHERE session_id = ? AND (turn > ? OR turn = ? AND seq > ?)
-				ORDER BY turn, seq LIMIT ?`, session, pt.turn, pt.turn, pt.seq, contextEntries)
-			if err != nil {
-				return err
-			}
-			for _, pk := range next {
-				todo[pk] = true
-			}
+	for session := range r.points {
+		if err := r.following(session, todo); err != nil {
+			return err
 		}
 	}
 	pks := make([]int64, 0, len(todo))
