@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strings"
 
 	"github.com/engramhq/engram/internal/embed/lsa"
 	"github.com/engramhq/engram/internal/terms"
@@ -28,7 +27,7 @@ const CorpusPrefix = "corpus-lsa"
 func TrainCorpus(texts []string, opts lsa.Options) (*Corpus, error) {
 	docs := make([][]string, len(texts))
 	for i, t := range texts {
-		docs[i] = Terms(t)
+		docs[i] = terms.Content(t)
 	}
 	m, err := lsa.Train(docs, opts)
 	if err != nil {
@@ -92,21 +91,7 @@ func (c *Corpus) Embed(ctx context.Context, texts []string) ([][]float32, error)
 				return nil, err
 			}
 		}
-		out[i] = c.m.Embed(Terms(t))
+		out[i] = c.m.Embed(terms.Content(t))
 	}
 	return out, nil
-}
-
-// Terms returns the words a corpus model sees in a text: the full-text
-// index's terms (lower-cased stems, compound identifiers whole and by
-// their parts), without English stop words.
-func Terms(text string) []string {
-	f := strings.Fields(terms.String(text))
-	out := f[:0]
-	for _, t := range f {
-		if !terms.Stop(t) {
-			out = append(out, t)
-		}
-	}
-	return out
 }

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/engramhq/engram/internal/archive"
-	"github.com/engramhq/engram/internal/embed"
 	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
 )
 
 // Forgetting, redaction and retention are an operator's acts (engram
@@ -114,7 +114,7 @@ func (e *Engine) rechunk(ent *store.Entry) error {
 // blob is gone (the store deletes blobs that hold the string) or whose
 // vocabulary knows a word of text that no chunk holds any more.
 func (e *Engine) dropLearned(ctx context.Context, text string) ([]string, error) {
-	words := embed.Terms(text)
+	words := terms.Content(text)
 	gone := map[string]bool{}
 	for _, w := range words {
 		if gone[w] {

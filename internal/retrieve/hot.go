@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/engramhq/engram/internal/embed"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
 )
 
 // Hot tier defaults.
@@ -68,7 +68,7 @@ func (h *Hybrid) refreshHot(ctx context.Context, force bool) error {
 	t := make(map[int64][]string, len(hits))
 	for _, hit := range hits {
 		m[hit.Chunk.ID] = hit
-		t[hit.Chunk.ID] = embed.Terms(hit.Chunk.Text)
+		t[hit.Chunk.ID] = terms.Content(hit.Chunk.Text)
 	}
 	h.hot.mu.Lock()
 	h.hot.hits, h.hot.terms, h.hot.loadedAt = m, t, time.Now()
@@ -92,7 +92,7 @@ func (h *Hybrid) Used(ctx context.Context, ids []int64) error {
 // share of the query's words a chunk holds. It answers when the full
 // search cannot, within any deadline.
 func (h *Hybrid) hotSearch(text string, limit int) []Hit {
-	qt := embed.Terms(text)
+	qt := terms.Content(text)
 	if len(qt) == 0 {
 		return nil
 	}

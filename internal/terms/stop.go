@@ -1,5 +1,7 @@
 package terms
 
+import "strings"
+
 // stopWords are English function words: in a query of several words they
 // match nearly everything and carry no meaning. The list is the common
 // core of the lists search engines ship (Lucene's, NLTK's), kept short so
@@ -28,3 +30,19 @@ var stopWords = map[string]bool{
 
 // Stop reports whether a query word (lower case) is a stop word.
 func Stop(word string) bool { return stopWords[word] }
+
+// Content returns the words of a text that carry its content: the
+// full-text index's terms (lower-cased stems, compound identifiers whole
+// and by their parts) without English stop words. It is what a corpus
+// embedding model sees of a text and what the rescoring stages of a
+// search count a query's words with.
+func Content(text string) []string {
+	f := strings.Fields(String(text))
+	out := f[:0]
+	for _, t := range f {
+		if !Stop(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}

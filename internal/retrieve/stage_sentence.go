@@ -1,6 +1,11 @@
 package retrieve
 
-import "github.com/engramhq/engram/internal/terms"
+import (
+	"context"
+	"slices"
+
+	"github.com/engramhq/engram/internal/terms"
+)
 
 // sentenceCoverage returns the largest share of the query's n terms, as c
 // counts them, that one sentence of text holds. A sentence ends after '.',
@@ -35,3 +40,26 @@ func sentenceCoverage(c *terms.Counter, n int, text string) float64 {
 }
 
 func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
+
+// sentenceStage adds to each candidate weight times the share of the
+// query's words that its best sentence holds, as a share of the best
+// fused score (Options.SentenceBoost).
+type sentenceStage struct{ weight float64 }
+
+func (sentenceStage) name() string    { return StageSentence }
+func (s sentenceStage) enabled() bool { return s.weight > 0 }
+
+func (s sentenceStage) rescore(_ context.Context, p *pass) {
+	if !p.lexical() {
+		return
+	}
+	qterms := terms.Content(p.text)
+	slices.Sort(qterms)
+	if qterms = slices.Compact(qterms); len(qterms) == 0 {
+		return
+	}
+	c := terms.NewCounter(qterms)
+	for i := range p.hits {
+		p.hits[i].Score += p.best * s.weight * sentenceCoverage(c, len(qterms), p.hits[i].Chunk.Text)
+	}
+}

@@ -3,13 +3,12 @@ package retrieve
 import (
 	"testing"
 
-	"github.com/engramhq/engram/internal/embed"
 	"github.com/engramhq/engram/internal/terms"
 )
 
 func TestSentenceCoverage(t *testing.T) {
 	const query = "replaced the old toaster oven"
-	qterms := embed.Terms(query) // replac, old, toaster, oven (stemmed)
+	qterms := terms.Content(query) // replac, old, toaster, oven (stemmed)
 	c := terms.NewCounter(qterms)
 	for _, tc := range []struct {
 		text string

@@ -1,0 +1,77 @@
+package retrieve_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/engramhq/engram/internal/retrieve"
+)
+
+// ids returns the chunk IDs of hits, in order.
+func ids(hits []retrieve.Hit) []int64 {
+	out := make([]int64, len(hits))
+	for i, h := range hits {
+		out[i] = h.Chunk.ID
+	}
+	return out
+}
+
+// TestRankingDoesNotDependOnTheLimit: the first k hits are the same for
+// every limit above k, in every mode, with a small Depth so that the larger
+// limits need deeper tiers of candidates; and a limit beyond the first tier
+// still gets as many hits as the store has candidates for.
+func TestRankingDoesNotDependOnTheLimit(t *testing.T) {
+	f := newFixture(t)
+	h := retrieve.NewHybrid(f.st, f.emb, retrieve.Options{Deadline: unhurried, Depth: 8})
+	for _, mode := range []retrieve.Mode{retrieve.ModeLexical, retrieve.ModeVector, retrieve.ModeHybrid} {
+		for _, text := range []string{"mutex deadlock", "the ranking of a query", "rollout"} {
+			var prev []int64
+			for _, limit := range []int{3, 8, 25, 200} {
+				res := search(t, h, retrieve.Query{Text: text, Limit: limit, Mode: mode})
+				got := ids(res.Hits)
+				if len(got) > limit {
+					t.Fatalf("%s %q limit %d: %d hits", mode, text, limit, len(got))
+				}
+				if k := min(len(prev), len(got)); !slices.Equal(prev[:k], got[:k]) {
+					t.Errorf("%s %q: the first %d hits at limit %d differ from those at the limit before:\n%v\n%v", mode, text, k, limit, prev[:k], got[:k])
+				}
+				if limit == 25 && len(got) < 25 {
+					t.Errorf("%s %q: limit 25 beyond a depth of 8 got only %d hits", mode, text, len(got))
+				}
+				prev = got
+			}
+		}
+	}
+}
+
+// TestStagesOff: a stage named in Options.Off leaves the ranking as the
+// stage's weight switched off does, and an unknown name is refused.
+func TestStagesOff(t *testing.T) {
+	f := newFixture(t)
+	q := retrieve.Query{Text: "queue.Drain under the mutex", Mode: retrieve.ModeLexical}
+	on := search(t, retrieve.NewHybrid(f.st, nil, retrieve.Options{Deadline: unhurried}), q)
+	if len(on.Hits) == 0 || !slices.Contains(on.Hits[0].Boosts, retrieve.StageSymbol) {
+		t.Fatalf("the symbol stage should raise queue.Drain: %v", provenances(on.Hits))
+	}
+	off := search(t, retrieve.NewHybrid(f.st, nil, retrieve.Options{Deadline: unhurried, Off: []string{retrieve.StageSymbol}}), q)
+	weightless := search(t, retrieve.NewHybrid(f.st, nil, retrieve.Options{Deadline: unhurried, SymbolBoost: -1}), q)
+	for _, hit := range off.Hits {
+		if slices.Contains(hit.Boosts, retrieve.StageSymbol) {
+			t.Fatalf("symbol stage off, yet a hit carries its boost: %v", hit.Boosts)
+		}
+	}
+	if !slices.Equal(ids(off.Hits), ids(weightless.Hits)) {
+		t.Errorf("Off and a zero weight should rank alike:\n%v\n%v", ids(off.Hits), ids(weightless.Hits))
+	}
+	if off.Hits[0].Score >= on.Hits[0].Score {
+		t.Errorf("without the boost the best score should be lower: %v >= %v", off.Hits[0].Score, on.Hits[0].Score)
+	}
+	if err := retrieve.CheckStages(retrieve.Stages()); err != nil {
+		t.Fatal(err)
+	}
+	err := retrieve.CheckStages([]string{"sentence", "symbols"})
+	if err == nil || err.Error() != fmt.Sprintf("unknown search stage %q (want one of %s)", "symbols", "sentence, file-coverage, symbol, path, hot, time, ancillary, speaker, file-evidence") {
+		t.Errorf("CheckStages: %v", err)
+	}
+}
