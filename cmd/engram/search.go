@@ -25,6 +25,8 @@ func (a *app) searchCmd() *cobra.Command {
 		until   string
 		mode    string
 		jsonOut bool
+		files   bool
+		spans   int
 	)
 	cmd := &cobra.Command{
 		Use:   "search QUERY...",
@@ -49,6 +51,11 @@ where it was seen (session and turn, or file and lines). 'engram show ID'
 prints the whole entry. If a backend fails, the other's results are shown and
 the failure is reported.
 
+--files ranks distinct places instead of chunks: each file once (or each
+other record: a message, a tool result), with its best spans (--spans, 3) and
+their lines, as many places as --limit asks for however many chunks that
+takes. The MCP search tool answers this way.
+
 With a re-ranker configured ([rerank] in the config), the best rerank.depth
 (50) hybrid hits are ordered by its relevance (rr), from 0 to 1, times their
 boosts and speaker prior; the fused score is then no longer in order.
@@ -58,7 +65,8 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
   engram search how do we handle flaky network calls
   engram search parseHTTPRequest --type tool_result,agent_response
   engram search "migration failed" --session s1 --turns 10-20 --json
-  engram search token refresh --path internal/auth --mode lexical`,
+  engram search token refresh --path internal/auth --mode lexical
+  engram search --files how do I set a timeout on an HTTP client request`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("search needs a query")
@@ -94,11 +102,23 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 			if err != nil {
 				return err
 			}
-			res, err := eng.Retrieve(cmd.Context(), q)
+			var places []retrieve.Place
+			var res retrieve.Result
+			if files {
+				if spans, err = api.SpansRange.Check(spans); err != nil {
+					return &usageError{err}
+				}
+				res, places, err = eng.RetrievePlaces(cmd.Context(), q, spans)
+			} else {
+				res, err = eng.Retrieve(cmd.Context(), q)
+			}
 			if err != nil {
 				return err
 			}
 			if jsonOut {
+				if files {
+					return writeJSON(a.stdout, toPlacesJSON(res, places))
+				}
 				return writeJSON(a.stdout, toSearchJSON(res))
 			}
 			for _, f := range res.Faults {
@@ -111,8 +131,12 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 			if res.Span != nil {
 				fmt.Fprintf(a.stderr, "looked back to %s\n", res.Span)
 			}
-			if len(res.Hits) == 0 {
+			if len(res.Hits) == 0 || files && len(places) == 0 {
 				fmt.Fprintf(a.stderr, "no matches for %q\n", q.Text)
+				return nil
+			}
+			if files {
+				printPlaces(a.stdout, res, places, q.Text)
 				return nil
 			}
 			printHits(a.stdout, res, q.Text)
@@ -133,6 +157,8 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 	f.BoolVar(&q.Filter.History, "history", false, "also search old versions of files and deleted files")
 	f.BoolVar(&q.NoRerank, "no-rerank", false, "do not re-rank with the configured re-ranker")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
+	f.BoolVar(&files, "files", false, "rank distinct places (files, or other records) instead of chunks, each with its best spans")
+	f.IntVar(&spans, "spans", api.SpansRange.Default, "with --files, the best spans shown per place, 1-5")
 	return cmd
 }
 
@@ -202,6 +228,64 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 
 // where says where a hit was seen: file and lines, or session and turn.
 func printHits(w io.Writer, res retrieve.Result, query string) {
+	words := queryWords(query)
+	for i, h := range res.Hits {
+		fmt.Fprintf(w, "%2d. %s  %s  %-16s %s\n", i+1, signals(h, res), h.Chunk.EntryID[:12], h.Occurrence.Type, h.Provenance())
+		for _, l := range excerpt(h.Chunk.Text, words, 3, 110) {
+			fmt.Fprintf(w, "      %s\n", l)
+		}
+	}
+}
+
+// printPlaces prints the places of a search for them: each file (or
+// other record) once, with its best spans.
+func printPlaces(w io.Writer, res retrieve.Result, places []retrieve.Place, query string) {
+	words := queryWords(query)
+	for i, p := range places {
+		best := p.Hits[0]
+		where := p.Key
+		if best.Occurrence.Type != store.CodeFile {
+			where = best.Provenance()
+		}
+		fmt.Fprintf(w, "%2d. %.4f  %s  %-16s %s\n", i+1, p.Score, best.Chunk.EntryID[:12], best.Occurrence.Type, where)
+		for j, h := range p.Hits {
+			n := 1
+			if j == 0 {
+				n = 3
+			}
+			fmt.Fprintf(w, "    lines %d-%d  %s\n", h.Chunk.StartLine, h.Chunk.EndLine, signals(h, res))
+			for _, l := range excerpt(h.Chunk.Text, words, n, 106) {
+				fmt.Fprintf(w, "      %s\n", l)
+			}
+		}
+	}
+}
+
+// placesJSON is engram search --files --json.
+type placesJSON struct {
+	searchJSON
+	Places []placeJSON `json:"places"`
+}
+
+// placeJSON is one place: a file's path, or another record's entry ID, as
+// key; its best hits as spans.
+type placeJSON struct {
+	Key   string    `json:"key"`
+	Score float64   `json:"score"`
+	Spans []hitJSON `json:"spans"`
+}
+
+func toPlacesJSON(res retrieve.Result, places []retrieve.Place) placesJSON {
+	res.Hits = nil
+	out := placesJSON{searchJSON: toSearchJSON(res), Places: make([]placeJSON, len(places))}
+	for i, p := range places {
+		out.Places[i] = placeJSON{Key: p.Key, Score: p.Score, Spans: toSearchJSON(retrieve.Result{Hits: p.Hits}).Hits}
+	}
+	return out
+}
+
+// queryWords are the terms of a query and their parts, for excerpts.
+func queryWords(query string) map[string]bool {
 	words := map[string]bool{}
 	for _, g := range terms.Query(query) {
 		words[g.Whole] = true
@@ -209,12 +293,7 @@ func printHits(w io.Writer, res retrieve.Result, query string) {
 			words[p] = true
 		}
 	}
-	for i, h := range res.Hits {
-		fmt.Fprintf(w, "%2d. %s  %s  %-16s %s\n", i+1, signals(h, res), h.Chunk.EntryID[:12], h.Occurrence.Type, h.Provenance())
-		for _, l := range excerpt(h.Chunk.Text, words, 3, 110) {
-			fmt.Fprintf(w, "      %s\n", l)
-		}
-	}
+	return words
 }
 
 // signals renders a hit's fused score and what each backend said of it.

@@ -47,3 +47,46 @@ func TestCLI_SearchLooksBack(t *testing.T) {
 		t.Errorf("with --since, stderr:\n%s", errOut)
 	}
 }
+
+// TestCLI_SearchFiles: engram search --files ranks distinct files, each
+// with its best spans and their lines, as many as --limit asks; bad
+// --spans is a usage error. (retrieve's TestSearchPlaces has the files
+// crowd the plain search's hits.)
+func TestCLI_SearchFiles(t *testing.T) {
+	e := newEnv(t)
+	for f := range 6 {
+		var b strings.Builder
+		b.WriteString("package up\n\n")
+		for i := range 6 {
+			fmt.Fprintf(&b, "// Retry%d%d backs off with jitter before the upload retries.\nfunc Retry%d%d() {\n", f, i, f, i)
+			for l := range 40 {
+				fmt.Fprintf(&b, "\tx%d := %d // filler\n", l, l)
+			}
+			b.WriteString("}\n\n")
+		}
+		writeFile(t, e.project, fmt.Sprintf("up/f%d.go", f), b.String())
+	}
+	e.ok("", "index", "--yes")
+	q := "upload retries back off with jitter"
+	var res placesJSON
+	if err := json.Unmarshal([]byte(e.ok("", "search", "--files", "--spans", "2", "--json", "--limit", "5", q)), &res); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range res.Places {
+		if seen[p.Key] || len(p.Spans) == 0 || len(p.Spans) > 2 || p.Spans[0].StartLine == 0 {
+			t.Errorf("place %+v", p)
+		}
+		seen[p.Key] = true
+	}
+	if len(res.Places) != 5 {
+		t.Errorf("--files --limit 5: %d places", len(res.Places))
+	}
+	out := e.ok("", "search", "--files", "--limit", "3", q)
+	if !strings.Contains(out, " 3. ") || !strings.Contains(out, "lines ") || strings.Contains(out, " 4. ") {
+		t.Errorf("--files output:\n%s", out)
+	}
+	if code, _, errOut := e.run("", "search", "--files", "--spans", "9", q); code != 2 || !strings.Contains(errOut, "spans") {
+		t.Errorf("--spans 9: exit %d, %s", code, errOut)
+	}
+}

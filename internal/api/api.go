@@ -71,6 +71,44 @@ type SearchIn struct {
 	Types   []string `json:"types,omitempty" jsonschema:"only these content types, such as code_file, tool_result, user_prompt"`
 	Paths   []string `json:"paths,omitempty" jsonschema:"only content about these files, directories or globs"`
 	History bool     `json:"history,omitempty" jsonschema:"include old versions of files"`
+	// Files ranks distinct places (files, or other entries) instead of
+	// chunks, each with its best spans.
+	Files bool `json:"files,omitempty"`
+	// Spans is how many of its best spans a place carries (1-5, default 3).
+	Spans int `json:"spans,omitempty"`
+}
+
+// PlacesIn is a search for distinct places: what the MCP search tool takes.
+type PlacesIn struct {
+	Query   string   `json:"query" jsonschema:"what to find: words, identifiers, paths"`
+	Limit   int      `json:"limit,omitempty" jsonschema:"most places (files or records), 1-50 (default 10)"`
+	Spans   int      `json:"spans,omitempty" jsonschema:"best spans per place, 1-10 (default 3)"`
+	Session string   `json:"session,omitempty" jsonschema:"only content seen in this session"`
+	Types   []string `json:"types,omitempty" jsonschema:"only these content types, such as code_file, tool_result, user_prompt"`
+	Paths   []string `json:"paths,omitempty" jsonschema:"only content about these files, directories or globs"`
+	History bool     `json:"history,omitempty" jsonschema:"include old versions of files"`
+}
+
+// PlaceOut is one distinct place of a search for places: a file (Where is
+// its path) or another entry (Where says where it was seen).
+type PlaceOut struct {
+	Where string  `json:"where"`
+	Entry string  `json:"entry"`
+	Type  string  `json:"type"`
+	Score float64 `json:"score"`
+	// Spans are its best hits, best first: the first with up to 400
+	// bytes of its text, the others with 120, pointers to read on.
+	Spans []SpanOut `json:"spans"`
+}
+
+// SpanOut is one of a place's best hits.
+type SpanOut struct {
+	Entry     string   `json:"entry"`
+	Score     float64  `json:"score"`
+	Rerank    *float64 `json:"rerank,omitempty"`
+	StartLine int      `json:"start_line"`
+	EndLine   int      `json:"end_line"`
+	Text      string   `json:"text"`
 }
 
 type HitOut struct {
@@ -88,9 +126,11 @@ type HitOut struct {
 }
 
 type SearchOut struct {
-	Hits     []HitOut `json:"hits"`
-	Degraded bool     `json:"degraded,omitempty"`
-	Faults   []string `json:"faults,omitempty"`
+	Hits []HitOut `json:"hits"`
+	// Places are set instead of Hits by a search for places.
+	Places   []PlaceOut `json:"places,omitempty"`
+	Degraded bool       `json:"degraded,omitempty"`
+	Faults   []string   `json:"faults,omitempty"`
 	// Span is the time the query pointed back to ("a week ago"), whose
 	// hits were searched for and raised.
 	Span *retrieve.Span `json:"span,omitempty"`
@@ -313,8 +353,71 @@ func (o *Ops) Search(ctx context.Context, in SearchIn) (SearchOut, string, error
 	if err != nil {
 		return SearchOut{}, "", err
 	}
-	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: limit,
-		Filter: store.Filter{SessionID: in.Session, Types: types, Paths: in.Paths, History: in.History}})
+	q := retrieve.Query{Text: in.Query, Limit: limit,
+		Filter: store.Filter{SessionID: in.Session, Types: types, Paths: in.Paths, History: in.History}}
+	if in.Files {
+		spans, err := SpansRange.Check(in.Spans)
+		if err != nil {
+			return SearchOut{}, "", err
+		}
+		return o.runPlaces(ctx, q, spans)
+	}
+	return o.runSearch(ctx, q)
+}
+
+// SearchPlaces finds the distinct places (files, or other entries) that
+// match best, each with its best spans.
+func (o *Ops) SearchPlaces(ctx context.Context, in PlacesIn) (SearchOut, string, error) {
+	return o.Search(ctx, SearchIn{Query: in.Query, Limit: in.Limit, Session: in.Session, Types: in.Types,
+		Paths: in.Paths, History: in.History, Files: true, Spans: in.Spans})
+}
+
+// runPlaces runs a search for distinct places.
+func (o *Ops) runPlaces(ctx context.Context, q retrieve.Query, spans int) (SearchOut, string, error) {
+	if strings.TrimSpace(q.Text) == "" {
+		return SearchOut{}, "", bad("query is empty")
+	}
+	res, places, err := o.Eng.RetrievePlaces(ctx, q, spans)
+	if err != nil {
+		return SearchOut{}, "", err
+	}
+	o.Metrics.Search(res.Lexical, res.Vector, res.Degraded, res.Elapsed)
+	out := SearchOut{Degraded: res.Degraded, Faults: res.Faults, Hits: []HitOut{}, Places: []PlaceOut{}, Span: res.Span}
+	var b strings.Builder
+	if res.Span != nil {
+		fmt.Fprintf(&b, "(looked back to %s)\n", res.Span)
+	}
+	if len(places) == 0 {
+		b.WriteString("no results")
+	}
+	for i, p := range places {
+		best := p.Hits[0]
+		po := PlaceOut{Where: p.Key, Entry: best.Chunk.EntryID[:12], Type: string(best.Occurrence.Type), Score: round(p.Score)}
+		if best.Occurrence.Type != store.CodeFile {
+			po.Where = best.Provenance()
+		}
+		lines := make([]string, len(p.Hits))
+		for j, h := range p.Hits {
+			n := 400 // the best span; the others are pointers to read on
+			if j > 0 {
+				n = 120
+			}
+			sp := SpanOut{Entry: h.Chunk.EntryID[:12], Score: round(h.Score), StartLine: h.Chunk.StartLine,
+				EndLine: h.Chunk.EndLine, Text: clip(h.Chunk.Text, n)}
+			if h.Reranked {
+				r := round(h.Rerank)
+				sp.Rerank = &r
+			}
+			po.Spans = append(po.Spans, sp)
+			lines[j] = fmt.Sprintf("%d-%d", h.Chunk.StartLine, h.Chunk.EndLine)
+		}
+		out.Places = append(out.Places, po)
+		fmt.Fprintf(&b, "%d. %s [%s %s] lines %s\n%s\n", i+1, po.Where, po.Type, po.Entry, strings.Join(lines, ", "), indent(clip(best.Chunk.Text, 300)))
+	}
+	if res.Degraded {
+		fmt.Fprintf(&b, "(degraded: %s)\n", strings.Join(res.Faults, "; "))
+	}
+	return out, strings.TrimRight(b.String(), "\n"), nil
 }
 
 // SearchHistory searches past messages and tool results only.

@@ -610,3 +610,13 @@ func (e *Engine) finishRollout(ctx context.Context, model string) error {
 	}
 	return nil
 }
+
+// RetrievePlaces runs a hybrid search for q.Limit distinct places (files,
+// or other entries), each with at most spans of its best hits.
+func (e *Engine) RetrievePlaces(ctx context.Context, q retrieve.Query, spans int) (retrieve.Result, []retrieve.Place, error) {
+	h, err := e.Hybrid(ctx)
+	if err != nil {
+		return retrieve.Result{}, nil, err
+	}
+	return h.SearchPlaces(ctx, q, spans)
+}

@@ -16,6 +16,7 @@ func TestV1Limits(t *testing.T) {
 	for _, r := range []struct{ method, path, body, want string }{
 		{"GET", "/v1/search?q=retry&limit=-5", "", "limit is -5; it must be from 1 to 50, or 0 (the default, 10)"},
 		{"GET", "/v1/search?q=retry&limit=100000", "", "limit is 100000; it must be from 1 to 50, or 0 (the default, 10)"},
+		{"GET", "/v1/search?q=retry&files=true&spans=6", "", "spans is 6; it must be from 1 to 5, or 0 (the default, 3)"},
 		{"GET", "/v1/sessions/s1/turns?from=1&to=1&max_tokens=9000", "", "max_tokens is 9000; it must be from 1 to 8000"},
 		{"GET", "/v1/files/x.go?start=-3", "", "start_line is -3; it must be from 1 to"},
 		{"POST", "/v1/retrieve", `{"query":"retry","max_tokens":-1}`, "max_tokens is -1; it must be from 1 to 8000, or 0 (the default, 4000)"},
@@ -30,5 +31,6 @@ func TestV1Limits(t *testing.T) {
 	}
 	c.want(200, "GET", "/v1/search?q=retry&limit=50", "", "jitter")
 	c.want(200, "GET", "/v1/search?q=retry&limit=0", "", "jitter")
+	c.want(200, "GET", "/v1/search?q=retry&files=true&spans=5", "", `"places":[{"where":"session s1`)
 	c.want(200, "GET", "/v1/patterns?limit=1000", "", `"status":"OK"`)
 }

@@ -49,7 +49,9 @@ func (v *v1) table() []route {
 	rs := []route{
 		{"GET /v1/search", "Hybrid search over code and everything agents saw", v.search, nil,
 			[]string{"q: what to find", "limit: most results", "session: only this session", "type: only this content type (repeatable)",
-				"path: only content about these files (repeatable)", "history: true to include old versions"}, 200},
+				"path: only content about these files (repeatable)", "history: true to include old versions",
+				"files: true to rank distinct places (files or records), each with its best spans, instead of chunks",
+				"spans: best spans per place with files=true, 1-5 (default 3)"}, 200},
 		{"GET /v1/files/{path...}", "An indexed file, or some of its lines", v.getFile, nil,
 			[]string{"start: first line", "end: last line", "version: an older version"}, 200},
 		{"POST /v1/prefetch", "The context block for a task, within a budget", jsonOp(v, (*api.Ops).Prefetch, 200), api.PrefetchIn{}, nil, 200},
@@ -233,8 +235,9 @@ func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 
 func (v *v1) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	in := api.SearchIn{Query: q.Get("q"), Session: q.Get("session"), Types: q["type"], Paths: q["path"], History: q.Get("history") == "true"}
-	if err := intParams(q, map[string]*int{"limit": &in.Limit}); err != nil {
+	in := api.SearchIn{Query: q.Get("q"), Session: q.Get("session"), Types: q["type"], Paths: q["path"],
+		History: q.Get("history") == "true", Files: q.Get("files") == "true"}
+	if err := intParams(q, map[string]*int{"limit": &in.Limit, "spans": &in.Spans}); err != nil {
 		v.fail(w, r, err)
 		return
 	}

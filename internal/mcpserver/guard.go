@@ -17,7 +17,7 @@ const MaxResultBytes = 96 << 10
 
 // narrow says, per tool, how to ask for less.
 var narrow = map[string]string{
-	"search":           "ask for fewer results (limit) or narrow by session, types or paths",
+	"search":           "ask for fewer places (limit) or spans, or narrow by session, types or paths",
 	"search_history":   "ask for fewer results (max_results) or narrow by content_type or session",
 	"get_file":         "read a range of lines (start_line, end_line)",
 	"retrieve_context": "lower max_tokens, or ask for fewer content_ids",

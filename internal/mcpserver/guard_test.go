@@ -25,6 +25,17 @@ func TestResultCap(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big.go"), []byte("package upload\n\n"+big.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// And more files of several chunks each, for a search of 50 places
+	// of 5 spans.
+	for f := range 60 {
+		var src strings.Builder
+		for i := range 300 {
+			fmt.Fprintf(&src, "// file %d line %d: the upload retry loop backs off with jitter and gives up after a deadline\n", f, i)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("up%02d.go", f)), []byte("package upload\n\n"+src.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := index.Run(context.Background(), eng.Store(), dir, index.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -35,12 +46,12 @@ func TestResultCap(t *testing.T) {
 	if got := ok(t, cs, "get_file", map[string]any{"path": "big.go", "start_line": 100, "end_line": 120}); !strings.Contains(got, "line 98: ") {
 		t.Errorf("a range of the large file: %.200q", got)
 	}
-	// The most the limits allow: 50 hits, 8,000 tokens.
+	// The most the limits allow: 50 places of 5 spans, 8,000 tokens.
 	for _, c := range []struct {
 		tool string
 		args map[string]any
 	}{
-		{"search", map[string]any{"query": "upload retry loop jitter deadline", "limit": 50}},
+		{"search", map[string]any{"query": "upload retry loop jitter deadline", "limit": 50, "spans": 5}},
 		{"retrieve_context", map[string]any{"query": "upload retry loop jitter deadline", "max_tokens": 8000}},
 	} {
 		text, res := call(t, cs, c.tool, c.args)
@@ -48,8 +59,28 @@ func TestResultCap(t *testing.T) {
 			t.Fatalf("%s: %s", c.tool, text)
 		}
 		structured, _ := json.Marshal(res.StructuredContent)
+		if c.tool == "search" {
+			var out struct {
+				Places []struct {
+					Where string            `json:"where"`
+					Spans []json.RawMessage `json:"spans"`
+				} `json:"places"`
+			}
+			if err := json.Unmarshal(structured, &out); err != nil {
+				t.Fatal(err)
+			}
+			distinct := map[string]bool{}
+			for _, p := range out.Places {
+				distinct[p.Where] = len(p.Spans) > 0 && len(p.Spans) <= 5
+			}
+			if len(out.Places) != 50 || len(distinct) != 50 {
+				t.Errorf("search for 50 places: %d places, %d distinct", len(out.Places), len(distinct))
+			}
+		}
 		if n := len(text) + len(structured); n > MaxResultBytes || n < MaxResultBytes/4 {
 			t.Errorf("%s at its limit: %d bytes (cap %d)", c.tool, n, MaxResultBytes)
+		} else {
+			t.Logf("%s at its limit: %d bytes", c.tool, n)
 		}
 	}
 }

@@ -153,7 +153,7 @@ func TestSession(t *testing.T) {
 		t.Errorf("record: %q", rec)
 	}
 	ok(t, cs, "record", map[string]any{"type": "agent_response", "content": "The retry loop sleeps without jitter.", "msg_id": "m2"})
-	if got := ok(t, cs, "search", map[string]any{"query": "context deadline exceeded retries"}); !strings.Contains(got, "session s0") {
+	if got := ok(t, cs, "search", map[string]any{"query": "context deadline exceeded retries"}); !strings.Contains(got, "session s0") || !strings.Contains(got, "lines ") {
 		t.Errorf("search: %q", got)
 	}
 	if got := ok(t, cs, "search_history", map[string]any{"query": "jitter", "session": "s1"}); !strings.Contains(got, "without jitter") {

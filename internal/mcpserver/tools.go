@@ -25,7 +25,7 @@ func tool[In, Out any](s *Server, op func(*api.Ops, context.Context, In) (Out, s
 func (s *Server) addTools() {
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "search", Annotations: ro,
-		Description: "Search the project's code and everything agents saw (messages, tool results), best first, lexical and semantic."}), tool(s, (*api.Ops).Search))
+		Description: "Search the project's code and everything agents saw (messages, tool results), lexical and semantic: the best distinct places (files or records), each with its best spans and their lines."}), tool(s, (*api.Ops).SearchPlaces))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "get_file", Annotations: ro,
 		Description: "Read an indexed file, or some of its lines, current or an older version."}), tool(s, (*api.Ops).GetFile))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "prefetch", Annotations: ro,

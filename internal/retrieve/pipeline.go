@@ -199,16 +199,26 @@ func (hit *Hit) scale(factor float64, boost string) {
 	hit.Boosts = append(hit.Boosts, boost)
 }
 
-// appendNew appends to hits those of more whose chunks it lacks.
+// appendNew appends to hits (best first) those of more (best first, a
+// deeper tier's ranking) whose chunks it lacks, their scores scaled, if
+// need be, to rank below the last of hits: scores are comparable within
+// a tier, not across tiers (fusion normalises each tier on its own).
 func appendNew(hits, more []Hit) []Hit {
 	have := make(map[int64]bool, len(hits))
 	for _, hit := range hits {
 		have[hit.Chunk.ID] = true
 	}
+	scale := 1.0
 	for _, hit := range more {
-		if !have[hit.Chunk.ID] {
-			hits = append(hits, hit)
+		if have[hit.Chunk.ID] {
+			continue
 		}
+		if len(hits) > 0 && scale == 1 && hit.Score > hits[len(hits)-1].Score {
+			// The first new hit is the tier's best: it sets the scale.
+			scale = hits[len(hits)-1].Score / hit.Score
+		}
+		hit.Score *= scale
+		hits = append(hits, hit)
 	}
 	return hits
 }

@@ -1,11 +1,15 @@
 package retrieve_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 )
 
 // ids returns the chunk IDs of hits, in order.
@@ -73,5 +77,62 @@ func TestStagesOff(t *testing.T) {
 	err := retrieve.CheckStages([]string{"sentence", "symbols"})
 	if err == nil || err.Error() != fmt.Sprintf("unknown search stage %q (want one of %s)", "symbols", "sentence, file-coverage, symbol, path, hot, time, ancillary, speaker, file-evidence") {
 		t.Errorf("CheckStages: %v", err)
+	}
+}
+
+// TestSearchPlaces: ten places are ten distinct files even where each
+// file holds many of the best chunks, each with at most the spans asked
+// for, best first, in the order of the plain search's hits.
+func TestSearchPlaces(t *testing.T) {
+	st := sqlitetest.Open(t, sqlite.Options{})
+	srcs := map[string]string{}
+	for f := range 14 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "package up\n\n")
+		for i := range 8 {
+			fmt.Fprintf(&b, "// Retry%d%d backs off with jitter before the upload retries.\nfunc Retry%d%d() {\n", f, i, f, i)
+			for l := range 40 {
+				fmt.Fprintf(&b, "\tx%d := %d // filler\n", l, l)
+			}
+			b.WriteString("}\n\n")
+		}
+		srcs[fmt.Sprintf("up/f%02d.go", f)] = b.String()
+	}
+	putFiles(t, st, srcs)
+	h := retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried})
+	q := retrieve.Query{Text: "upload retries back off with jitter", Mode: retrieve.ModeLexical, Limit: 10}
+	plain := search(t, h, q)
+	files := map[string]bool{}
+	for _, hit := range plain.Hits {
+		files[hit.Occurrence.Files[0]] = true
+	}
+	if len(files) >= 10 {
+		t.Fatalf("the fixture should crowd ten hits into fewer files: %d", len(files))
+	}
+	res, places, err := h.SearchPlaces(context.Background(), q, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(places) != 10 {
+		t.Fatalf("%d places, want 10", len(places))
+	}
+	seen := map[string]bool{}
+	for i, p := range places {
+		if seen[p.Key] || !strings.HasPrefix(p.Key, "up/f") {
+			t.Errorf("place %d: %q twice or not a file", i, p.Key)
+		}
+		seen[p.Key] = true
+		if len(p.Hits) == 0 || len(p.Hits) > 2 || p.Score != p.Hits[0].Score {
+			t.Errorf("place %s: %d spans, score %v", p.Key, len(p.Hits), p.Score)
+		}
+		if i > 0 && p.Score > places[i-1].Score {
+			t.Errorf("place %d scores above the one before", i)
+		}
+	}
+	if places[0].Hits[0].Chunk.ID != plain.Hits[0].Chunk.ID {
+		t.Errorf("the first place should hold the first hit")
+	}
+	if want := retrieve.Places(res.Hits, 2)[:10]; !slices.EqualFunc(want, places, func(a, b retrieve.Place) bool { return a.Key == b.Key }) {
+		t.Errorf("places are not the grouping of the hits")
 	}
 }
