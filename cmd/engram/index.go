@@ -41,7 +41,10 @@ symbol, by the words of identifiers and comments, and by path.
 Left out: .git, node_modules, vendor, dist, build, target, .cache, coverage,
 __pycache__, .next and similar directories; what .gitignore and .ignore files
 (at every level) and .git/info/exclude ignore; symlinks; lock, minified,
-generated and binary files; files over --max-file-size. Files that hold
+generated (unless --generated or index.generated) and binary files; files over
+--max-file-size. Generated files are those with a "Code generated ... DO NOT
+EDIT." header or an @generated marker, and names such as *.pb.go; some hold
+real code (Go's net/http keeps HTTP/2 in h2_bundle.go). Files that hold
 secrets never enter the store: .env files, keys, credential files are skipped
 by name, files with a private key block are withheld, and tokens of known
 formats (cloud keys, API tokens) are redacted; each is reported by path.
@@ -69,6 +72,7 @@ The first index of a project asks permission on a terminal; elsewhere pass
 	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default from index.workers: one per core)")
 	f.Int64Var(&opts.MaxFileBytes, "max-file-size", 0, "skip files larger than this many bytes (default from index.max_file_bytes: 1 MiB)")
 	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out, added to index.exclude (repeatable)")
+	f.BoolVar(&opts.Generated, "generated", false, "index generated files too (default from index.generated: false)")
 	return cmd
 }
 
@@ -81,6 +85,7 @@ func (a *app) indexOptions(opts *index.Options) {
 		opts.MaxFileBytes = a.cfg.Index.MaxFileBytes
 	}
 	opts.Exclude = append(append([]string(nil), a.cfg.Index.Exclude...), opts.Exclude...)
+	opts.Generated = opts.Generated || a.cfg.Index.Generated
 	opts.ChunkTokens = a.cfg.Ingest.ChunkTokens
 	opts.Logger = a.log
 }

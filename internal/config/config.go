@@ -101,6 +101,8 @@ type Index struct {
 	MaxFileBytes int64 `toml:"max_file_bytes"`
 	// Workers read files in parallel; zero means one per core.
 	Workers int `toml:"workers"`
+	// Generated indexes generated files too (left out by default).
+	Generated bool `toml:"generated"`
 }
 
 // Search tunes lexical search; zero values take the store's defaults.

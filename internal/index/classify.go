@@ -43,6 +43,16 @@ var binaryExts = map[string]bool{
 	".db": true, ".sqlite": true, ".sqlite3": true, ".parquet": true, ".npy": true, ".pt": true, ".onnx": true, ".safetensors": true,
 }
 
+// nameReason is nameReason under the options: a generated file's name is
+// no reason when generated files are wanted.
+func (o *Options) nameReason(p string) string {
+	r := nameReason(p)
+	if r == ReasonGenerated && o.Generated {
+		return ""
+	}
+	return r
+}
+
 // nameReason returns why a file is skipped by its name alone, or "".
 func nameReason(p string) string {
 	base := strings.ToLower(path.Base(p))

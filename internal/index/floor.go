@@ -54,7 +54,7 @@ func Floor(ctx context.Context, root string, opts Options) (FloorResult, error) 
 		})
 	}
 	for _, c := range found.files {
-		if nameReason(c.path) != "" || c.size > opts.MaxFileBytes || c.size == 0 {
+		if opts.nameReason(c.path) != "" || c.size > opts.MaxFileBytes || c.size == 0 {
 			continue
 		}
 		files <- c

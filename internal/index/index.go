@@ -64,6 +64,13 @@ type Options struct {
 	BatchFiles int
 	// Exclude holds extra gitignore-style patterns, relative to the root.
 	Exclude []string
+	// Generated indexes generated files too (ReasonGenerated: a "Code
+	// generated ... DO NOT EDIT." header, an @generated marker, a .pb.go
+	// name), which are left out by default: they are rarely what an agent
+	// should read or change, and their bulk crowds the code they come
+	// from. Some projects keep real code in them (Go's net/http holds
+	// HTTP/2 in h2_bundle.go).
+	Generated bool
 	// Encoding names the encoding that counts tokens; it is loaded only
 	// when a file must be read. Empty means tokens.DefaultEncoding.
 	Encoding string
@@ -300,7 +307,7 @@ func reconcile(ctx context.Context, st store.Store, opts *Options, sum *Summary,
 	var changes []store.FileChange
 	for _, c := range files {
 		old := known[c.path]
-		reason := nameReason(c.path)
+		reason := opts.nameReason(c.path)
 		switch {
 		case reason == "" && c.size > opts.MaxFileBytes:
 			reason = ReasonTooLarge
@@ -318,7 +325,9 @@ func reconcile(ctx context.Context, st store.Store, opts *Options, sum *Summary,
 			changes = append(changes, store.FileChange{Kind: store.ChangeSkip, Path: c.path, Size: c.size, ModTime: c.modTime, Reason: reason})
 			continue
 		}
-		if old != nil && sameStat(old, c) {
+		// A generated file skipped before is read again once generated
+		// files are wanted.
+		if old != nil && sameStat(old, c) && !(opts.Generated && old.State == store.FileSkipped && old.Reason == ReasonGenerated) {
 			switch old.State {
 			case store.FileCurrent:
 				sum.Unchanged++
@@ -532,7 +541,7 @@ func process(w work, opts *Options) result {
 		r.change = &store.FileChange{Kind: store.ChangeTouch, Path: c.path, Size: int64(len(data)), ModTime: modTime, Hash: hash}
 		return r
 	}
-	if isGenerated(data) {
+	if !opts.Generated && isGenerated(data) {
 		return skip(ReasonGenerated)
 	}
 	if isMinified(data) {
