@@ -327,7 +327,8 @@ func reconcile(ctx context.Context, st store.Store, opts *Options, sum *Summary,
 		}
 		// A generated file skipped before is read again once generated
 		// files are wanted.
-		if old != nil && sameStat(old, c) && !(opts.Generated && old.State == store.FileSkipped && old.Reason == ReasonGenerated) {
+		wantedNow := opts.Generated && old != nil && old.State == store.FileSkipped && old.Reason == ReasonGenerated
+		if old != nil && sameStat(old, c) && !wantedNow {
 			switch old.State {
 			case store.FileCurrent:
 				sum.Unchanged++
