@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/engramhq/engram/internal/retrieve"
+
 	"github.com/BurntSushi/toml"
 
 	"github.com/engramhq/engram/internal/chunk"
@@ -162,6 +164,14 @@ type Retrieve struct {
 	// the project's own code (vendored copies, test fixtures, Go files the
 	// go tool ignores); 1 is off.
 	AncillaryPrior float64 `toml:"ancillary_prior"`
+	// TestPrior, ChangelogPrior and DocPrior multiply the score of chunks
+	// of tests, changelogs and release notes, and documentation, unless
+	// the query asks for them; 1 is off.
+	TestPrior      float64 `toml:"test_prior"`
+	ChangelogPrior float64 `toml:"changelog_prior"`
+	DocPrior       float64 `toml:"doc_prior"`
+	// Off names search stages to leave out (engram eval --off lists them).
+	Off []string `toml:"off"`
 	// SentenceBoost adds this times the share of the query's words that a
 	// hit's best sentence (or line of code) holds; negative is off.
 	SentenceBoost float64 `toml:"sentence_boost"`
@@ -520,8 +530,17 @@ func (c Config) Validate() error {
 	if c.Retrieve.SpeakerPrior < 0 || c.Retrieve.SpeakerPrior > 1 {
 		errs = append(errs, errors.New("retrieve.speaker_prior: must be between 0 and 1 (1 is off)"))
 	}
-	if c.Retrieve.AncillaryPrior < 0 || c.Retrieve.AncillaryPrior > 1 {
-		errs = append(errs, errors.New("retrieve.ancillary_prior: must be between 0 and 1 (1 is off)"))
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"ancillary_prior", c.Retrieve.AncillaryPrior}, {"test_prior", c.Retrieve.TestPrior},
+		{"changelog_prior", c.Retrieve.ChangelogPrior}, {"doc_prior", c.Retrieve.DocPrior}} {
+		if f.v < 0 || f.v > 1 {
+			errs = append(errs, fmt.Errorf("retrieve.%s: must be between 0 and 1 (1 is off)", f.name))
+		}
+	}
+	if err := retrieve.CheckStages(c.Retrieve.Off); err != nil {
+		errs = append(errs, fmt.Errorf("retrieve.off: %w", err))
 	}
 	p := c.Prefetch
 	for _, f := range []struct {

@@ -38,6 +38,12 @@ const (
 	// DefaultAncillaryPrior multiplies the score of a chunk of vendored
 	// code, a test fixture or a file the go tool ignores (see ancillary).
 	DefaultAncillaryPrior = 0.5
+	// DefaultTestPrior, DefaultChangelogPrior and DefaultDocPrior
+	// multiply the score of a chunk of a test, a changelog or release
+	// notes, and documentation (see distractorStage).
+	DefaultTestPrior      = 0.5
+	DefaultChangelogPrior = 0.2
+	DefaultDocPrior       = 0.5
 	// DefaultHotBoost raises chunks used recently, the seed's recency
 	// prior.
 	DefaultHotBoost = 0.1
@@ -59,6 +65,10 @@ const (
 	// fileEvidenceDepth is how many of the best candidates count as a
 	// file's evidence.
 	fileEvidenceDepth = 100
+	// fileEvidenceChunks is how many of a file's other chunks count as its
+	// evidence, its best after the best: a bound, so that a long file
+	// (a changelog, a test suite) does not gain for being long.
+	fileEvidenceChunks = 2
 	// DefaultRerankDepth is how many of the best fused hits a re-ranker
 	// scores.
 	DefaultRerankDepth = 50
@@ -106,6 +116,10 @@ type Options struct {
 	// names such code ("bump the vendored x/net", "the testdata for ...")
 	// is left alone; 1 turns the prior off.
 	AncillaryPrior float64
+	// TestPrior, ChangelogPrior and DocPrior multiply the score of a chunk
+	// of a test, a changelog or release notes, or documentation (see
+	// roleOf), unless the query asks for them; 1 turns each off.
+	TestPrior, ChangelogPrior, DocPrior float64
 	// SentenceBoost adds to each candidate's fused score this times the
 	// share of the query's words that its best sentence holds (its best
 	// line, in code), in searches with a lexical side, as a share of the
@@ -163,6 +177,15 @@ func (o *Options) defaults() {
 	}
 	if o.AncillaryPrior <= 0 {
 		o.AncillaryPrior = DefaultAncillaryPrior
+	}
+	if o.TestPrior <= 0 {
+		o.TestPrior = DefaultTestPrior
+	}
+	if o.ChangelogPrior <= 0 {
+		o.ChangelogPrior = DefaultChangelogPrior
+	}
+	if o.DocPrior <= 0 {
+		o.DocPrior = DefaultDocPrior
 	}
 	if o.FileEvidence == 0 {
 		o.FileEvidence = DefaultFileEvidence

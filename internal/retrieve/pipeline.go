@@ -40,6 +40,7 @@ const (
 	StageHot          = "hot"
 	StageTime         = "time"
 	StageAncillary    = "ancillary"
+	StageDistractor   = "distractor"
 	StageSpeaker      = "speaker"
 	StageFileEvidence = "file-evidence"
 )
@@ -47,7 +48,7 @@ const (
 // Stages returns the names of the rescoring stages in the order they run.
 func Stages() []string {
 	return []string{StageSentence, StageFileCoverage, StageSymbol, StagePath, StageHot, StageTime,
-		StageAncillary, StageSpeaker, StageFileEvidence}
+		StageAncillary, StageDistractor, StageSpeaker, StageFileEvidence}
 }
 
 // CheckStages returns an error naming the first of names that is not a
@@ -81,6 +82,7 @@ func (h *Hybrid) stages() []stage {
 		hotStage{boost: o.HotBoost, hot: h.hot},
 		timeStage{},
 		ancillaryStage{prior: o.AncillaryPrior},
+		distractorStage{priors: map[role]float64{roleTest: o.TestPrior, roleChangelog: o.ChangelogPrior, roleDoc: o.DocPrior}},
 		speakerStage{prior: o.SpeakerPrior},
 		fileEvidenceStage{weight: o.FileEvidence},
 	}

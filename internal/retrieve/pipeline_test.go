@@ -75,7 +75,7 @@ func TestStagesOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := retrieve.CheckStages([]string{"sentence", "symbols"})
-	if err == nil || err.Error() != fmt.Sprintf("unknown search stage %q (want one of %s)", "symbols", "sentence, file-coverage, symbol, path, hot, time, ancillary, speaker, file-evidence") {
+	if err == nil || err.Error() != fmt.Sprintf("unknown search stage %q (want one of %s)", "symbols", "sentence, file-coverage, symbol, path, hot, time, ancillary, distractor, speaker, file-evidence") {
 		t.Errorf("CheckStages: %v", err)
 	}
 }
@@ -134,5 +134,49 @@ func TestSearchPlaces(t *testing.T) {
 	}
 	if want := retrieve.Places(res.Hits, 2)[:10]; !slices.EqualFunc(want, places, func(a, b retrieve.Place) bool { return a.Key == b.Key }) {
 		t.Errorf("places are not the grouping of the hits")
+	}
+}
+
+// TestDistractors: the code a question is about ranks above its test and
+// the changelog that paraphrases it, though both repeat its words more
+// often; a query that asks for the test or the changelog gets it first;
+// with the stage off, the distractors win (the fixture is a real one).
+func TestDistractors(t *testing.T) {
+	st := sqlitetest.Open(t, sqlite.Options{})
+	srcs := map[string]string{
+		"net/http/cookie.go": "package http\n\n// readSetCookies parses all \"Set-Cookie\" values from the header h.\nfunc readSetCookies(h Header) []*Cookie {\n\tcookieCount := len(h[\"Set-Cookie\"])\n\tif cookieCount == 0 {\n\t\treturn []*Cookie{}\n\t}\n\tcookies := make([]*Cookie, 0, cookieCount)\n\tfor _, line := range h[\"Set-Cookie\"] {\n\t\tparts := strings.Split(textproto.TrimString(line), \";\")\n\t\tif len(parts) == 1 && parts[0] == \"\" {\n\t\t\tcontinue\n\t\t}\n\t\tparts[0] = textproto.TrimString(parts[0])\n\t\tname, value, ok := strings.Cut(parts[0], \"=\")\n\t\tif !ok {\n\t\t\tcontinue\n\t\t}\n\t\tcookies = append(cookies, &Cookie{Name: name, Value: value})\n\t}\n\treturn cookies\n}\n",
+		"net/http/cookie_test.go": "package http\n\n// TestReadSetCookies checks readSetCookies: read set cookies from a header.\nfunc TestReadSetCookies(t *testing.T) {\n\t" +
+			"h := Header{\"Set-Cookie\": {\"a=b\"}} // a header to read set cookies from\n\treadSetCookies(h)\n}\n",
+		"CHANGELOG.md": "# Changes\n\n- readSetCookies: read Set-Cookie header values; read set cookies no longer drops cookies with a header.\n",
+	}
+	for i, topic := range []string{"parses the config file", "formats a log line", "sorts the results", "hashes a password",
+		"writes the header", "reads the body", "sets the deadline", "reads a request header", "sets a cookie jar"} {
+		srcs[fmt.Sprintf("misc/f%d.go", i)] = fmt.Sprintf("package misc\n\n// F%d %s.\nfunc F%d() {}\n", i, topic, i)
+	}
+	putFiles(t, st, srcs)
+	first := func(opts retrieve.Options, text string) string {
+		t.Helper()
+		opts.Deadline = unhurried
+		res := search(t, retrieve.NewHybrid(st, nil, opts), retrieve.Query{Text: text, Mode: retrieve.ModeLexical})
+		if len(res.Hits) == 0 {
+			t.Fatalf("%q: no hits", text)
+		}
+		return res.Hits[0].Occurrence.Files[0]
+	}
+	off := retrieve.Options{Off: []string{retrieve.StageDistractor}}
+	if got := first(off, "read set cookies header"); got == "net/http/cookie.go" {
+		res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried, Off: off.Off}), retrieve.Query{Text: "read set cookies header", Mode: retrieve.ModeLexical})
+		t.Fatalf("with the stage off the fixture should rank a distractor first, got %s: %v", got, provenances(res.Hits))
+	}
+	for q, want := range map[string]string{
+		"read set cookies header":            "net/http/cookie.go",
+		"readSetCookies":                     "net/http/cookie.go",
+		"the test for readSetCookies":        "net/http/cookie_test.go",
+		"changelog entry for readSetCookies": "CHANGELOG.md",
+	} {
+		if got := first(retrieve.Options{}, q); got != want {
+			res := search(t, retrieve.NewHybrid(st, nil, retrieve.Options{Deadline: unhurried}), retrieve.Query{Text: q, Mode: retrieve.ModeLexical})
+			t.Errorf("%q: first %s, want %s: %v", q, got, want, provenances(res.Hits))
+		}
 	}
 }

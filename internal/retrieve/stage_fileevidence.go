@@ -16,6 +16,7 @@ import (
 func fileEvidence(hits []Hit, weight float64, depth int) bool {
 	best := map[string]int{}
 	extra := map[string]float64{}
+	others := map[string]int{}
 	for i := range hits[:min(depth, len(hits))] {
 		o := hits[i].Occurrence
 		if o.Type != store.CodeFile || len(o.Files) == 0 {
@@ -26,7 +27,10 @@ func fileEvidence(hits []Hit, weight float64, depth int) bool {
 			best[f] = i
 			continue
 		}
-		extra[f] += hits[i].Score
+		if others[f] < fileEvidenceChunks {
+			others[f]++
+			extra[f] += hits[i].Score
+		}
 	}
 	changed := false
 	for f, x := range extra {
