@@ -255,6 +255,7 @@ func (a *app) engineOptions() engine.Options {
 			MaxHints:            c.Prefetch.MaxHints,
 			MaxExcerptLines:     c.Prefetch.MaxExcerptLines,
 			MinSignal:           c.Prefetch.MinSignal,
+			MinCoverage:         c.Prefetch.MinCoverage,
 		},
 	}
 }

@@ -266,6 +266,9 @@ type Prefetch struct {
 	MaxHints            int     `toml:"max_hints"`
 	MaxExcerptLines     int     `toml:"max_excerpt_lines"`
 	MinSignal           float64 `toml:"min_signal"`
+	// MinCoverage is the relevance floor: the least share of the query's
+	// words a hit must hold to be injected.
+	MinCoverage float64 `toml:"min_coverage"`
 }
 
 // Duration is a time.Duration written as a string in TOML ("250ms").
@@ -547,7 +550,7 @@ func (c Config) Validate() error {
 		name string
 		v    float64
 	}{{"budget_share", p.BudgetShare}, {"excerpt_threshold", p.ExcerptThreshold},
-		{"confidence_threshold", p.ConfidenceThreshold}, {"min_signal", p.MinSignal}} {
+		{"confidence_threshold", p.ConfidenceThreshold}, {"min_signal", p.MinSignal}, {"min_coverage", p.MinCoverage}} {
 		if f.v < 0 || f.v > 1 {
 			errs = append(errs, fmt.Errorf("prefetch.%s: %v is not between 0 and 1", f.name, f.v))
 		}
