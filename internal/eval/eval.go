@@ -70,6 +70,9 @@ type Metrics struct {
 	Latency   bench.Latencies
 	// ByKind holds recall@10 by question kind.
 	ByKind map[string]float64
+	// DistractorFirst is, on a code set, the share of questions whose
+	// first result is a test, doc or changelog (see Classify).
+	DistractorFirst float64
 }
 
 // Depth is how many items a retriever is asked for: enough for every Ks
@@ -91,6 +94,10 @@ func Run(ctx context.Context, set *Set, r Retriever) (Metrics, error) {
 			return m, err
 		}
 		lat = append(lat, time.Since(start))
+		got = Distinct(got, len(got))
+		if set.Code && len(got) > 0 && Classify(got[0]).Distractor() {
+			m.DistractorFirst++
+		}
 		rel := map[string]bool{}
 		for _, id := range q.Relevant {
 			rel[id] = true
@@ -111,6 +118,7 @@ func Run(ctx context.Context, set *Set, r Retriever) (Metrics, error) {
 		}
 		m.MRR /= n
 		m.NDCG10 /= n
+		m.DistractorFirst /= n
 	}
 	for k, v := range m.ByKind {
 		m.ByKind[k] = v / float64(kindN[k])
@@ -119,16 +127,47 @@ func Run(ctx context.Context, set *Set, r Retriever) (Metrics, error) {
 	return m, nil
 }
 
-// recall is the fraction of the relevant items in the first k of got.
+// Distinct returns the first k distinct IDs of ids, each where it first
+// appears: a ranking of chunks made into a ranking of the files (or
+// turns) they belong to.
+func Distinct(ids []string, k int) []string {
+	out := make([]string, 0, min(k, len(ids)))
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if len(out) == k {
+			break
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// SameRanking reports whether two rankings agree on their first k items,
+// compared over the shorter one: whether asking for fewer results (b)
+// would have shown the same first items in the same order, only fewer
+// of them when b ran out.
+func SameRanking(a, b []string, k int) bool {
+	n := min(k, len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// recall is the fraction of the relevant items in the first k of got,
+// which holds distinct IDs (see Distinct).
 func recall(got []string, rel map[string]bool, k int) float64 {
 	if len(rel) == 0 {
 		return 0
 	}
 	found := 0
-	seen := map[string]bool{}
 	for _, id := range got[:min(k, len(got))] {
-		if rel[id] && !seen[id] {
-			seen[id] = true
+		if rel[id] {
 			found++
 		}
 	}
@@ -148,10 +187,8 @@ func reciprocalRank(got []string, rel map[string]bool) float64 {
 // relevance.
 func ndcg(got []string, rel map[string]bool, k int) float64 {
 	dcg := 0.0
-	seen := map[string]bool{}
 	for i, id := range got[:min(k, len(got))] {
-		if rel[id] && !seen[id] {
-			seen[id] = true
+		if rel[id] {
 			dcg += 1 / math.Log2(float64(i+2))
 		}
 	}

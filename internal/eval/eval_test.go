@@ -17,7 +17,8 @@ func TestRun_Metrics(t *testing.T) {
 		{ID: "q2", Relevant: []string{"z"}, Kind: "y"},
 	}}
 	answers := map[string][]string{
-		// a at rank 1, b at rank 7 (a duplicate of a in between counts once)
+		// a at rank 1, b at rank 6: the repeat of a is dropped, as a
+		// file's second chunk is
 		"q1": {"a", "c", "a", "d", "e", "f", "b"},
 		// z at rank 12: in @20 only
 		"q2": {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "z"},
@@ -43,13 +44,74 @@ func TestRun_Metrics(t *testing.T) {
 	if w := (1 + 1.0/12) / 2; !near(m.MRR, w) {
 		t.Errorf("MRR = %v, want %v", m.MRR, w)
 	}
-	// q1: DCG = 1/log2(2) + 1/log2(8); ideal = 1 + 1/log2(3). q2: 0 in @10.
-	q1 := (1 + 1/math.Log2(8)) / (1 + 1/math.Log2(3))
+	// q1: DCG = 1/log2(2) + 1/log2(7); ideal = 1 + 1/log2(3). q2: 0 in @10.
+	q1 := (1 + 1/math.Log2(7)) / (1 + 1/math.Log2(3))
 	if w := q1 / 2; !near(m.NDCG10, w) {
 		t.Errorf("nDCG@10 = %v, want %v", m.NDCG10, w)
 	}
 	if !near(m.ByKind["x"], 1) || !near(m.ByKind["y"], 0) {
 		t.Errorf("by kind %v", m.ByKind)
+	}
+}
+
+func TestRun_DistinctFilesAndDistractors(t *testing.T) {
+	// Chunks of one file count as the file, once, where it first ranks:
+	// x.go's second chunk does not push y.go down. The first result is a
+	// test for q1 and a changelog for q3, code for q2.
+	set := &Set{Code: true, Questions: []Question{
+		{ID: "q1", Relevant: []string{"y.go"}},
+		{ID: "q2", Relevant: []string{"y.go"}},
+		{ID: "q3", Relevant: []string{"y.go"}},
+	}}
+	answers := map[string][]string{
+		"q1": {"x_test.go", "x_test.go", "x_test.go", "x.go", "x.go", "y.go"},
+		"q2": {"x.go", "x.go", "y.go"},
+		"q3": {"CHANGELOG.md", "y.go"},
+	}
+	m, err := Run(context.Background(), set, func(_ context.Context, q Question, _ int) ([]string, error) {
+		return answers[q.ID], nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := (1.0/3 + 1.0/2 + 1.0/2) / 3; !near(m.MRR, w) {
+		t.Errorf("MRR = %v, want %v (ranks of distinct files 3, 2, 2)", m.MRR, w)
+	}
+	if !near(m.DistractorFirst, 2.0/3) {
+		t.Errorf("distractor first = %v, want 2/3", m.DistractorFirst)
+	}
+}
+
+func TestDistinct(t *testing.T) {
+	ids := []string{"a", "a", "b", "a", "c", "b", "d"}
+	for k, want := range map[int][]string{1: {"a"}, 3: {"a", "b", "c"}, 10: {"a", "b", "c", "d"}} {
+		if got := Distinct(ids, k); !reflect.DeepEqual(got, want) {
+			t.Errorf("Distinct(%v, %d) = %v, want %v", ids, k, got, want)
+		}
+	}
+	if got := Distinct(nil, 10); len(got) != 0 {
+		t.Errorf("Distinct(nil) = %v", got)
+	}
+}
+
+func TestSameRanking(t *testing.T) {
+	for _, c := range []struct {
+		a, b []string
+		want bool
+	}{
+		{[]string{"a", "b", "c"}, []string{"a", "b", "c"}, true},
+		{[]string{"a", "b", "c"}, []string{"a", "b"}, true},       // fewer, same order
+		{[]string{"a", "b", "c"}, []string{"a", "c", "b"}, false}, // order changed
+		{[]string{"a", "b", "c", "x"}, []string{"a", "b", "c", "y"}, false},
+		{[]string{"a", "b", "c", "x"}, []string{"a", "b", "c", "y"}[:3], true},
+		{nil, []string{"a"}, true},
+	} {
+		if got := SameRanking(c.a, c.b, 10); got != c.want {
+			t.Errorf("SameRanking(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+	if !SameRanking([]string{"a", "b", "x"}, []string{"a", "b", "y"}, 2) {
+		t.Error("rankings that differ past k are the same ranking at k")
 	}
 }
 
