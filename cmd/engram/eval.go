@@ -432,7 +432,14 @@ func (d *evalDump) write(path string) error {
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// ingest stores a corpus: files as indexed files, turns as messages. For
+// evalAgent is the agent a conversation set's sessions are stored as: a
+// real agent's name, as hooks and engram add store sessions, never a
+// speaker's.
+const evalAgent = "claude"
+
+// ingest stores a corpus: files as indexed files, turns as an agent's
+// sessions are stored (engram add): each a user prompt or an assistant
+// response of evalAgent, in order, its turn numbered by the store. For
 // turns it returns the items of each entry: turns with the same content
 // are one entry, stored once (LongMemEval's pool repeats sessions).
 func ingest(ctx context.Context, eng *engine.Engine, set *eval.Set, items []eval.Item) (shared map[string][]string, err error) {
@@ -464,15 +471,12 @@ func ingest(ctx context.Context, eng *engine.Engine, set *eval.Set, items []eval
 	shared = map[string][]string{}
 	recs := make([]engine.Record, 0, len(items))
 	for _, it := range items {
-		typ := store.AgentMessage
-		switch it.Role {
-		case "user":
-			typ = store.UserPrompt
-		case "assistant":
+		typ := store.UserPrompt
+		if it.Role == "assistant" {
 			typ = store.AgentResponse
 		}
-		recs = append(recs, engine.Record{Session: it.Session, Agent: it.Role, Type: typ, Content: []byte(it.Text),
-			Turn: it.Turn, Time: it.Time, MsgID: it.ID})
+		recs = append(recs, engine.Record{Session: it.Session, Agent: evalAgent, Type: typ, Content: []byte(it.Text),
+			Time: it.Time, MsgID: it.ID})
 	}
 	err = eng.AddAll(ctx, recs, 2000, func(first int, res []engine.AddResult) error {
 		for i, r := range res {

@@ -20,16 +20,18 @@ import (
 
 // Item is one retrieval unit of a corpus: a file or a conversation turn.
 type Item struct {
-	// ID identifies the item in its corpus: a path, or session:turn.
+	// ID identifies the item in its corpus: a path, LoCoMo's dialog id,
+	// or LongMemEval's session:position.
 	ID string
 	// Text is the item's content; for files, empty (the file is read from
 	// Path).
 	Text string
 	// Path is the file of a code item, absolute.
 	Path string
-	// Session and Turn place a conversation turn; Time is when it was said.
+	// Session is the conversation a turn belongs to, Time when it was
+	// said. Role is who said it, as agents' sessions are stored: "user"
+	// (the person) or "assistant" (the agent).
 	Session string
-	Turn    int
 	Role    string
 	Time    time.Time
 }

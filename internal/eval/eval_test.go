@@ -2,10 +2,13 @@ package eval
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -150,9 +153,17 @@ func TestLoadLoCoMo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Stored as an agent's session: the first speaker is the user, the
+	// second the assistant, and no turn starts with a name.
 	items := set.Corpora["conv-1"]
-	if len(items) != 3 || items[1].Text != "Bo: Look! [shares a photo: a photo of a puppy]" || items[2].Session != "session_2" {
+	if len(items) != 3 || items[1].Text != "Look! [shares a photo: a photo of a puppy]" || items[2].Session != "session_2" {
 		t.Fatalf("items %+v", items)
+	}
+	if roles := []string{items[0].Role, items[1].Role, items[2].Role}; !reflect.DeepEqual(roles, []string{"user", "assistant", "user"}) {
+		t.Errorf("roles %v", roles)
+	}
+	if items[0].Text != "I adopted a dog." {
+		t.Errorf("text %q", items[0].Text)
 	}
 	if items[0].Time.IsZero() || items[0].Time.Day() != 8 {
 		t.Errorf("time %v", items[0].Time)
@@ -188,6 +199,9 @@ func TestLoadLongMemEval(t *testing.T) {
 	if len(items) != 4 { // s1 twice is pooled once; the abstention's session stays as a distractor
 		t.Fatalf("items %+v", items)
 	}
+	if it := items[1]; it.Text != "Nice." || it.Role != "assistant" || it.Session != "s1" {
+		t.Errorf("turn stored as %+v, want what the assistant said", it)
+	}
 	if len(set.Questions) != 2 {
 		t.Fatalf("questions %+v", set.Questions)
 	}
@@ -196,6 +210,42 @@ func TestLoadLongMemEval(t *testing.T) {
 	}
 	if r := set.Questions[1].Relevant; !reflect.DeepEqual(r, []string{"s2:1"}) {
 		t.Errorf("q2 relevant (no has_answer: the answer session's turns) %v", r)
+	}
+}
+
+// TestLoadChat_BadInput: a conversation set's file that is empty or not
+// JSON is an error naming the file, and the line where it can.
+func TestLoadChat_BadInput(t *testing.T) {
+	for _, load := range []struct {
+		name string
+		fn   func(string) (*Set, error)
+	}{{"locomo", LoadLoCoMo}, {"longmemeval", LoadLongMemEval}} {
+		t.Run(load.name, func(t *testing.T) {
+			for _, c := range []struct {
+				data string
+				line int
+				want string
+			}{
+				{"", 0, "empty"},
+				{"[\n  {\"x\": 1},\n  {oops}\n]", 3, "invalid character"},
+				{"[\n {\"sample_id\": 7, \"question_id\": 7}]", 2, "cannot unmarshal"},
+				{"[]", 0, "no questions"},
+			} {
+				p := write(t, load.name+".json", c.data)
+				_, err := load.fn(p)
+				if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("%q: %v; want the file and %q", c.data, err, c.want)
+					continue
+				}
+				var le *LineError
+				if c.line > 0 && (!errors.As(err, &le) || le.Line != c.line) {
+					t.Errorf("%q: %v; want line %d", c.data, err, c.line)
+				}
+			}
+			if _, err := load.fn(filepath.Join(t.TempDir(), "none.json")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("missing file: %v", err)
+			}
+		})
 	}
 }
 
