@@ -1,13 +1,31 @@
-// Package eval scores retrieval on the external benchmark sets in the
-// shared bench folder: gocommits (code: Go commit subjects against the Go
-// source tree, relevant files), LoCoMo (long conversations, evidence
-// turns) and LongMemEval (pooled chat sessions, evidence turns). It loads a
-// set into corpora of items and questions with relevant items, runs a
+// Package eval scores retrieval on benchmark sets: the external sets of
+// the shared bench folder and a team's own. It loads a set, runs a
 // retriever over every question, and computes recall@k, MRR, nDCG@10 and
 // latency percentiles, as the bench README prescribes.
 //
+// Code sets (code.go) search a whole repository: gocommits (Go commit
+// subjects against all of GOROOT/src, tests, testdata and docs included),
+// ripgrep (its commit subjects against the repository, extracted from the
+// set's archive by ExtractTarGz) and any set in the same shape (LoadCode:
+// a JSON Lines file of {"id", "query", "relevant"} against a directory).
+// Their items are paths relative to the tree; relevant files are the
+// code each commit changed. Conversation sets (sets.go) are LoCoMo (long
+// conversations, evidence turns) and LongMemEval (pooled chat sessions,
+// evidence turns), their turns given the roles agents' sessions are
+// stored with: user and assistant.
+//
+// Rankings are scored on distinct items (Distinct): a file that several
+// chunks matched takes the rank of its first chunk, once. On code sets,
+// Metrics also count how often the first result is a test, doc or
+// changelog (Classify says which). BM25 is the plain baseline every set is
+// measured against in the same run.
+//
+// Loaders check their input before anything is scored: a missing, empty
+// or malformed file, or a relevant file that is not in the corpus, is an
+// error naming the file and line (LineError).
+//
 // Stores and retrievers are the caller's (engram eval): this package knows
-// the sets and the scoring, not how engram searches.
+// the sets, the baseline and the scoring, not how engram searches.
 package eval
 
 import (
@@ -18,17 +36,13 @@ import (
 	"github.com/engramhq/engram/internal/bench"
 )
 
-// Item is one retrieval unit of a corpus: a file or a conversation turn.
+// Item is one turn of a conversation corpus.
 type Item struct {
-	// ID identifies the item in its corpus: a path, LoCoMo's dialog id,
-	// or LongMemEval's session:position.
-	ID string
-	// Text is the item's content; for files, empty (the file is read from
-	// Path).
+	// ID identifies the turn in its corpus (LoCoMo's dialog id, or
+	// LongMemEval's session:position).
+	ID   string
 	Text string
-	// Path is the file of a code item, absolute.
-	Path string
-	// Session is the conversation a turn belongs to, Time when it was
+	// Session is the conversation the turn belongs to, Time when it was
 	// said. Role is who said it, as agents' sessions are stored: "user"
 	// (the person) or "assistant" (the agent).
 	Session string
@@ -49,15 +63,38 @@ type Question struct {
 	Time time.Time
 }
 
-// Set is a benchmark set: one or more corpora and questions over them.
+// Set is a benchmark set: a repository (Code) or conversations
+// (Corpora), and questions over them.
 type Set struct {
-	Name      string
-	Code      bool // items are files
+	Name string
+	// Code sets search a repository: Dir is the tree to index (as engram
+	// index would: tests, docs and all), items are paths relative to it.
+	// Exclude holds gitignore-style patterns to leave out of it.
+	Code    bool
+	Dir     string
+	Exclude []string
+	// Corpora hold the turns of conversation sets, by corpus name.
 	Corpora   map[string][]Item
 	Questions []Question
+	// cleanup removes what loading made (an extracted archive).
+	cleanup func() error
 }
 
-// Retriever returns item IDs for a question, best first.
+// Close removes what loading the set made, such as the directory an
+// archive was extracted to. It is safe to call on any set, and more than
+// once.
+func (s *Set) Close() error {
+	if s == nil || s.cleanup == nil {
+		return nil
+	}
+	c := s.cleanup
+	s.cleanup = nil
+	return c()
+}
+
+// Retriever returns item IDs for a question, best first: at least k
+// distinct ones when it can. Repeats are dropped before scoring, so a
+// file that several chunks matched counts once, where it first appears.
 type Retriever func(ctx context.Context, q Question, k int) ([]string, error)
 
 // Ks are the cut-offs recall is reported at.

@@ -248,33 +248,3 @@ func TestLoadChat_BadInput(t *testing.T) {
 		})
 	}
 }
-
-func TestLoadGoCommits(t *testing.T) {
-	q := write(t, "queries.jsonl", `{"id":"c1","query":"fix the parser","prefix":"go/parser","relevant":["go/parser/parser.go"]}
-`)
-	src := t.TempDir()
-	for _, f := range []string{"go/parser/parser.go", "go/parser/parser_test.go", "go/parser/README"} {
-		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(f)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(src, f), []byte("package parser\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	set, err := LoadGoCommits(q, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if items := set.Corpora[GoCommits]; len(items) != 1 || items[0].ID != "go/parser/parser.go" {
-		t.Fatalf("items %+v (tests and non-Go files are not in the corpus)", items)
-	}
-	if len(set.Questions) != 1 || set.Questions[0].Kind != "go" || set.Questions[0].Text != "fix the parser" {
-		t.Errorf("questions %+v", set.Questions)
-	}
-	if _, err := LoadGoCommits(write(t, "bad.jsonl", "{\n"), src); err == nil {
-		t.Error("bad line: no error")
-	}
-	if _, err := Load("nope", t.TempDir(), src); err == nil {
-		t.Error("unknown set: no error")
-	}
-}

@@ -1,12 +1,10 @@
 package eval
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,80 +17,31 @@ import (
 // The set names.
 const (
 	GoCommits   = "gocommits"
+	RipGrep     = "ripgrep"
 	LoCoMo      = "locomo"
 	LongMemEval = "longmemeval"
 )
 
-// SetNames lists the sets in the order engram eval runs them.
-func SetNames() []string { return []string{GoCommits, LoCoMo, LongMemEval} }
+// SetNames lists the benchmark sets in the order engram eval runs them.
+func SetNames() []string { return []string{GoCommits, RipGrep, LoCoMo, LongMemEval} }
 
-// Load loads the named set from the bench folder; goroot is the Go tree
-// gocommits searches (its src directory is the corpus).
+// Load loads the named benchmark set from the bench folder; goroot is the
+// Go tree gocommits searches (its src directory is the corpus). A set
+// whose files are missing is an error that wraps fs.ErrNotExist. Close the
+// set when done: ripgrep's corpus is extracted to a temporary directory.
 func Load(name, benchDir, goroot string) (*Set, error) {
 	switch name {
 	case GoCommits:
-		return LoadGoCommits(filepath.Join(benchDir, "gocommits", "queries.jsonl"), filepath.Join(goroot, "src"))
+		return LoadCode(GoCommits, filepath.Join(benchDir, "gocommits", "queries.jsonl"), filepath.Join(goroot, "src"))
+	case RipGrep:
+		dir := filepath.Join(benchDir, "ripgrep")
+		return LoadArchive(RipGrep, filepath.Join(dir, "queries.jsonl"), filepath.Join(dir, "ripgrep.tar.gz"), "ripgrep")
 	case LoCoMo:
 		return LoadLoCoMo(filepath.Join(benchDir, "locomo", "locomo10.json"))
 	case LongMemEval:
 		return LoadLongMemEval(filepath.Join(benchDir, "longmemeval", "longmemeval_oracle.json"))
 	}
 	return nil, fmt.Errorf("unknown benchmark set %q (known: %s)", name, strings.Join(SetNames(), ", "))
-}
-
-// LoadGoCommits loads the gocommits queries; the corpus is every non-test
-// .go file of src (5,959 in Go 1.26.8), as the set's README counts it:
-// testdata and vendor files stay in as distractors, though no relevant file
-// is among them. Queries are scored on the subject alone, never the package
-// prefix.
-func LoadGoCommits(queries, src string) (*Set, error) {
-	f, err := os.Open(queries)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	set := &Set{Name: GoCommits, Code: true, Corpora: map[string][]Item{}}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		var rec struct {
-			ID       string   `json:"id"`
-			Query    string   `json:"query"`
-			Prefix   string   `json:"prefix"`
-			Relevant []string `json:"relevant"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", queries, n, err)
-		}
-		area, _, _ := strings.Cut(rec.Prefix, "/")
-		set.Questions = append(set.Questions, Question{ID: rec.ID, Text: rec.Query, Corpus: GoCommits, Relevant: rec.Relevant, Kind: area})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	var items []Item
-	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		items = append(items, Item{ID: filepath.ToSlash(rel), Path: p})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("gocommits corpus %s: %w", src, err)
-	}
-	set.Corpora[GoCommits] = items
-	return set, nil
 }
 
 // locomoDate reads LoCoMo's session times, such as "1:56 pm on 8 May, 2023".
