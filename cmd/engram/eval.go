@@ -164,7 +164,7 @@ line, before anything is scored.`,
 	f := cmd.Flags()
 	f.StringVar(&benchPath, "bench-dir", "", "the bench folder (default $ENGRAM_BENCH_DIR, else ../shared/bench)")
 	f.StringVar(&r.goroot, "goroot", "", "the Go tree gocommits searches (default: go env GOROOT)")
-	f.BoolVar(&r.nonTest, "non-test", false, "gocommits over the non-test .go files only (the set's original corpus), not the whole tree")
+	f.BoolVar(&r.nonTest, "non-test", false, "gocommits over the non-test .go files only (the set's original corpus, copied to a temporary directory), not the whole tree")
 	f.StringSliceVar(&sets, "set", nil, "benchmark sets to run (default all: "+strings.Join(eval.SetNames(), ", ")+")")
 	f.StringVar(&r.queries, "queries", "", "your own set: a JSON Lines file of queries with their relevant files (needs --corpus)")
 	f.StringVar(&r.corpus, "corpus", "", "your own set: the repository the --queries are asked of, indexed whole")
@@ -227,11 +227,13 @@ func (a *app) loadEvalSets(ctx context.Context, r evalRun, benchPath string, nam
 		if err != nil {
 			return sets, err
 		}
+		sets = append(sets, set)
 		if name == eval.GoCommits && r.nonTest {
 			set.Name += "-nontest"
-			set.Exclude = eval.NonTestGo()
+			if err := set.Narrow(eval.NonTestGo); err != nil {
+				return sets, err
+			}
 		}
-		sets = append(sets, set)
 	}
 	return sets, nil
 }

@@ -18,11 +18,11 @@ import (
 
 // indexCodeSet indexes a code set's tree into eng's store as engram index
 // would (the configured exclusions, file size bound, workers and chunk
-// size, plus the set's own exclusions), and returns the paths it holds.
+// size), and returns the paths it holds.
 // Relevant files the indexer left out (generated, too large, ignored)
 // stay relevant: every mode misses them, and a note says how many.
 func (a *app) indexCodeSet(ctx context.Context, eng *engine.Engine, set *eval.Set) ([]string, error) {
-	opts := index.Options{Exclude: set.Exclude}
+	var opts index.Options
 	a.indexOptions(&opts)
 	p := newIndexProgress(a.stderr)
 	opts.Progress = p.update

@@ -168,8 +168,61 @@ func TestLoadArchive(t *testing.T) {
 	}
 }
 
+// TestNarrow: a narrowed set's corpus is a copy of the files kept, and
+// Close removes it; a relevant file that would go is an error.
+func TestNarrow(t *testing.T) {
+	src := writeTree(t, map[string]string{
+		"net/http/client.go":             "package http\n",
+		"net/http/client_test.go":        "package http\n",
+		"net/http/testdata/fixture.go":   "package fixture\n",
+		"net/http/README.md":             "# http\n",
+		"cmd/go/testdata/script/get.txt": "go get\n",
+	})
+	q := write(t, "q.jsonl", `{"query":"client","relevant":["net/http/client.go"]}`)
+	set, err := LoadCode("gocommits", q, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Narrow(NonTestGo); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err = filepath.WalkDir(set.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(set.Dir, p)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"net/http/client.go", "net/http/testdata/fixture.go"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("narrowed corpus %v, want %v", got, want)
+	}
+	dir := set.Dir
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("Close left %s: %v", dir, err)
+	}
+	set, err = LoadCode("gocommits", q, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Narrow(func(p string) bool { return strings.HasSuffix(p, ".md") }); err == nil || !strings.Contains(err.Error(), "client.go") {
+		t.Errorf("narrowing out a relevant file: %v", err)
+	}
+	if set.Dir != src {
+		t.Errorf("a failed Narrow moved the corpus to %s", set.Dir)
+	}
+}
+
 func TestNonTestGo(t *testing.T) {
-	if got := NonTestGo(); len(got) == 0 || got[0] != "*" {
-		t.Errorf("NonTestGo() = %v", got)
+	for p, want := range map[string]bool{"a/b.go": true, "a/b_test.go": false, "a/testdata/c.go": true, "a/README.md": false, "go.mod": false} {
+		if got := NonTestGo(p); got != want {
+			t.Errorf("NonTestGo(%q) = %v", p, got)
+		}
 	}
 }

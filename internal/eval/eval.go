@@ -69,10 +69,8 @@ type Set struct {
 	Name string
 	// Code sets search a repository: Dir is the tree to index (as engram
 	// index would: tests, docs and all), items are paths relative to it.
-	// Exclude holds gitignore-style patterns to leave out of it.
-	Code    bool
-	Dir     string
-	Exclude []string
+	Code bool
+	Dir  string
 	// Corpora hold the turns of conversation sets, by corpus name.
 	Corpora   map[string][]Item
 	Questions []Question
