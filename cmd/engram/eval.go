@@ -373,7 +373,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 		names = append(names, name)
 	}
 	if set.Code {
-		names = []string{set.Name}
+		names = []string{eval.Repo}
 	}
 	sort.Strings(names)
 	for _, name := range names {

@@ -355,3 +355,45 @@ func TestCLI_EvalBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestCLI_EvalGoCommits runs the gocommits set against a Go tree the test
+// writes: the whole tree by default, its non-test .go files with
+// --non-test.
+func TestCLI_EvalGoCommits(t *testing.T) {
+	e := newEnv(t)
+	goroot := t.TempDir()
+	if err := os.Rename(tinyRepo(t), filepath.Join(goroot, "src")); err != nil {
+		t.Fatal(err)
+	}
+	bench := filepath.Join(t.TempDir(), "bench")
+	writeFiles(t, bench, map[string]string{"gocommits/queries.jsonl": `{"id":"c1","query":"parse Set-Cookie header values","prefix":"net","relevant":["net/cookie.go"]}
+{"id":"c2","query":"client request timeout","prefix":"net","relevant":["net/client.go"]}
+`})
+	items := map[bool]int{}
+	for _, nonTest := range []bool{false, true} {
+		args := []string{"eval", "--bench-dir", bench, "--set", "gocommits", "--goroot", goroot, "--mode", "lexical,hybrid,bm25",
+			"--confidence=false", "--dir", filepath.Join(t.TempDir(), "stores"), "--json"}
+		want := "gocommits"
+		if nonTest {
+			args, want = append(args, "--non-test"), "gocommits-nontest"
+		}
+		var got evalResults
+		if out := e.ok("", args...); jsonUnmarshal(out, &got) != nil {
+			t.Fatalf("not JSON:\n%s", out)
+		}
+		if len(got.Results) != 3 {
+			t.Fatalf("rows %+v", got.Results)
+		}
+		for _, r := range got.Results {
+			if r.Set != want || r.Questions != 2 || r.Recall10 != 1 {
+				t.Errorf("non-test %v: row %+v", nonTest, r)
+			}
+			items[nonTest] = r.Items
+		}
+	}
+	// The whole tree holds the test and the changelog; the non-test
+	// corpus, the 32 non-test .go files alone.
+	if items[true] != 32 || items[false] != 34 {
+		t.Errorf("files indexed: %d whole, %d non-test; want 34 and 32", items[false], items[true])
+	}
+}

@@ -14,6 +14,10 @@ import (
 	"strings"
 )
 
+// Repo is the corpus every question of a code set is asked against: its
+// repository.
+const Repo = "repo"
+
 // MaxLineErrors bounds the bad lines a loader reports before it stops.
 const MaxLineErrors = 20
 
@@ -111,7 +115,7 @@ func LoadCode(name, queries, dir string) (*Set, error) {
 		}
 		area, _, _ := strings.Cut(rec.Prefix, "/")
 		area, _, _ = strings.Cut(area, ",")
-		set.Questions = append(set.Questions, Question{ID: rec.ID, Text: rec.Query, Corpus: name,
+		set.Questions = append(set.Questions, Question{ID: rec.ID, Text: rec.Query, Corpus: Repo,
 			Relevant: dedupe(rec.Relevant), Kind: area})
 	}
 	if err := sc.Err(); err != nil {

@@ -40,8 +40,8 @@ func TestLoadCode(t *testing.T) {
 		t.Errorf("set %+v", set)
 	}
 	want := []Question{
-		{ID: "c1", Text: "fix the parser", Corpus: "mine", Relevant: []string{"go/parser/parser.go"}, Kind: "go"},
-		{ID: "line 3", Text: "parse faster", Corpus: "mine", Relevant: []string{"go/parser/parser.go"}},
+		{ID: "c1", Text: "fix the parser", Corpus: Repo, Relevant: []string{"go/parser/parser.go"}, Kind: "go"},
+		{ID: "line 3", Text: "parse faster", Corpus: Repo, Relevant: []string{"go/parser/parser.go"}},
 	}
 	if !reflect.DeepEqual(set.Questions, want) {
 		t.Errorf("questions\n%+v\nwant\n%+v", set.Questions, want)
