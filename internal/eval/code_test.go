@@ -66,7 +66,7 @@ func TestLoadCode_BadInput(t *testing.T) {
 		{"NotJSON", good + "\n{\"query\": \n", 2, "not a query record"},
 		{"NotAnObject", "[1,2]\n", 1, "not a query record"},
 		{"TrailingText", good + " x\n", 1, "text after"},
-		{"UnknownField", `{"query":"q","relevant":["a.go"],"relevent":["a.go"]}`, 1, `unknown field "relevent"`},
+		{"UnknownField", `{"query":"q","relevant":["a.go"],"files":["a.go"]}`, 1, `unknown field "files"`},
 		{"WrongType", `{"query":"q","relevant":"a.go"}`, 1, "not a query record"},
 		{"NoQuery", `{"relevant":["a.go"]}`, 1, "query is missing"},
 		{"NoRelevant", `{"query":"q"}`, 1, "relevant is missing"},

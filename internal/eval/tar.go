@@ -35,7 +35,7 @@ func ExtractTarGz(archive, dir string) (err error) {
 	if err != nil {
 		return fmt.Errorf("extract %s: %w", archive, err)
 	}
-	defer zr.Close()
+	defer func() { err = errors.Join(err, zr.Close()) }()
 	tr := tar.NewReader(zr)
 	var written int64
 	for {
