@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,7 +19,6 @@ import (
 
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/eval"
-	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
@@ -25,38 +26,62 @@ import (
 
 func (a *app) evalCmd() *cobra.Command {
 	var (
+		r         evalRun
 		benchPath string
-		goroot    string
 		sets      []string
 		dir       string
 		jsonOut   bool
 		byKind    bool
 		modes     []string
-		dump      string
-		economy   []int
-		confident bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
-		Short: "Score retrieval on the benchmark sets: recall@k, MRR, nDCG@10, latency",
-		Long: `Run the benchmark sets of the shared bench folder end to end: load each set's
-corpus into a new store under --dir, ask every question, and score the ranked
-results against the relevant items (recall@5/10/20, MRR, nDCG@10, latency
-p50/p95/p99), as the bench README prescribes:
+		Short: "Score retrieval on the benchmark sets or your own: recall@k, MRR, nDCG@10, latency",
+		Long: `Run the benchmark sets of the shared bench folder end to end, or your own set:
+load each set's corpus into a new store under --dir, ask every question, and
+score the ranked results against the relevant items (recall@5/10/20, MRR,
+nDCG@10, latency p50/p95/p99), as the bench README prescribes:
 
-  gocommits    Go commit subjects against $(go env GOROOT)/src, relevant files
+  gocommits    Go commit subjects against the whole of $(go env GOROOT)/src
+               (tests, testdata and docs included), relevant: the non-test
+               files each commit changed; --non-test for the set's original
+               corpus, the non-test .go files alone
+  ripgrep      ripgrep commit subjects against the whole ripgrep repository
+               (extracted from the set's archive), relevant: the source files
+               changed
   locomo       LoCoMo questions (categories 1-4) against their conversation's
                turns, evidence turns
   longmemeval  LongMemEval questions (no abstentions) against all 940 sessions
                pooled, evidence turns
 
-Each store is embedded with the configured embedder (embed.provider; the
-corpus model is trained on the set's own corpus) before the questions, and
-every question is asked in each --mode: lexical only, vector only, and
-hybrid (fused as retrieve.fusion says; hybrid:FUSION:LEXICAL:VECTOR tries
-other fusions). With a re-ranker configured ([rerank]), mode rerank is
-hybrid re-ranked by it, and is among the default modes. Latency is measured
-per question, in this process, with the stores warm.
+Your own repository: --queries FILE --corpus DIR, where each line of FILE is
+{"id": "...", "query": "...", "relevant": ["path/in/DIR.go", ...]} (the
+gocommits and ripgrep shape; a "prefix" field is never searched). Code sets
+are indexed as engram index indexes a repository (its ignore files, skip
+rules and chunking) and file rankings are scored on distinct files: a
+file's first chunk places it, its other chunks count for nothing.
+
+Conversations are stored as agents' sessions are (engram add): each turn as
+a user prompt or an assistant response of the agent "claude", in order,
+with its text alone. Each store is embedded with the configured embedder
+(embed.provider; the corpus model is trained on the set's own corpus)
+before the questions, and every question is asked in each --mode: lexical
+only, vector only, hybrid (fused as retrieve.fusion says;
+hybrid:FUSION:LEXICAL:VECTOR tries other fusions), and bm25, a plain BM25
+over whole files or turns (k1 1.2, b 0.75, identifiers split, path words
+counted three times, stop words dropped on conversations): the baseline,
+built in memory from the same corpus. With a re-ranker configured
+([rerank]), mode rerank is hybrid re-ranked by it, and is among the
+default modes. Latency is measured per question, in this process, with the
+stores warm.
+
+Two checks of the ranking follow the scores. "limit moves top 10": the
+share of questions whose first ten distinct items change when 25 results
+are asked for instead of 200 (compared over the shorter list), with the
+MRR at 25; and on code sets "test/doc first": the share of questions whose
+first file is a test, doc or changelog (Go _test.go, testdata/, Rust
+tests/ and _test.rs, CHANGELOG*, RELEASE*, NEWS*, .md, .txt, doc
+directories).
 
 On the conversation sets, --economy measures pre-fetch: the block engram
 injects with each question, capped at each budget, built with the configured
@@ -68,10 +93,29 @@ many in each confidence range hold a relevant item. Both use pre-fetch as
 configured, the re-ranker included.
 
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
-project. A set whose data is missing is reported and skipped.`,
+project. A benchmark set whose data is missing is reported and skipped. Bad
+input (a queries file or corpus that is missing, empty or malformed, a
+relevant file that is not in the corpus) is an error naming the file and
+line, before anything is scored.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
+			for _, m := range modes {
+				em, err := parseEvalMode(m)
+				if err != nil {
+					return usagef("--mode: %v", err)
+				}
+				r.modes = append(r.modes, em)
+			}
+			if !cmd.Flags().Changed("mode") && a.reranker() != nil {
+				r.modes = append(r.modes, evalMode{name: "rerank", mode: retrieve.ModeHybrid, rerank: true})
+			}
+			if (r.queries == "") != (r.corpus == "") {
+				return usagef("--queries and --corpus go together: a queries file and the directory it searches")
+			}
+			if r.queries != "" && cmd.Flags().Changed("set") {
+				return usagef("--set names benchmark sets; with --queries and --corpus, your set is the one scored")
+			}
 			if benchPath == "" {
 				benchPath = a.getenv("ENGRAM_BENCH_DIR")
 			}
@@ -81,51 +125,37 @@ project. A set whose data is missing is reported and skipped.`,
 			if len(sets) == 0 {
 				sets = eval.SetNames()
 			}
+			// Every set is loaded, and so checked, before any is scored:
+			// bad input stops the run before a score is printed.
+			loaded, err := a.loadEvalSets(ctx, r, benchPath, sets)
+			defer func() {
+				for _, s := range loaded {
+					err = errors.Join(err, s.Close())
+				}
+			}()
+			if err != nil {
+				return err
+			}
 			d, cleanup, err := benchDir(dir)
 			if err != nil {
 				return err
 			}
 			defer cleanup()
-			if !cmd.Flags().Changed("mode") && a.reranker() != nil {
-				modes = append(modes, "rerank")
-			}
 			all := evalResults{Results: []evalRow{}, Economy: []economyRow{}, Confidence: []confidenceRow{}}
-			for _, name := range sets {
-				root := goroot
-				if name == eval.GoCommits && root == "" {
-					out, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()
-					if err != nil {
-						fmt.Fprintf(a.stderr, "%s: skipped: no --goroot and no go command (%v)\n", name, err)
-						continue
-					}
-					root = strings.TrimSpace(string(out))
-				}
-				set, err := eval.Load(name, benchPath, root)
-				if errors.Is(err, os.ErrNotExist) {
-					fmt.Fprintf(a.stderr, "%s: skipped: data not found under %s (set --bench-dir or ENGRAM_BENCH_DIR)\n", name, benchPath)
-					continue
-				}
+			for _, set := range loaded {
+				res, err := a.evalSet(ctx, set, filepath.Join(d, set.Name), r)
 				if err != nil {
-					return err
+					return fmt.Errorf("%s: %w", set.Name, err)
 				}
-				ms := make([]evalMode, len(modes))
-				for i, m := range modes {
-					if ms[i], err = parseEvalMode(m); err != nil {
-						return usagef("--mode: %v", err)
-					}
-				}
-				r, err := a.evalSet(ctx, set, filepath.Join(d, name), ms, dump, positive(economy), confident)
-				if err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				all.Results = append(all.Results, r.Results...)
-				all.Economy = append(all.Economy, r.Economy...)
-				all.Confidence = append(all.Confidence, r.Confidence...)
+				all.Results = append(all.Results, res.Results...)
+				all.Economy = append(all.Economy, res.Economy...)
+				all.Confidence = append(all.Confidence, res.Confidence...)
 			}
 			if jsonOut {
 				return writeJSON(a.stdout, all)
 			}
 			printEval(a, all.Results, byKind)
+			printChecks(a, all.Results)
 			printEconomy(a, all.Economy)
 			printConfidence(a, all.Confidence)
 			return nil
@@ -133,22 +163,97 @@ project. A set whose data is missing is reported and skipped.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&benchPath, "bench-dir", "", "the bench folder (default $ENGRAM_BENCH_DIR, else ../shared/bench)")
-	f.StringVar(&goroot, "goroot", "", "the Go tree gocommits searches (default: go env GOROOT)")
-	f.StringSliceVar(&sets, "set", nil, "sets to run (default all: gocommits, locomo, longmemeval)")
+	f.StringVar(&r.goroot, "goroot", "", "the Go tree gocommits searches (default: go env GOROOT)")
+	f.BoolVar(&r.nonTest, "non-test", false, "gocommits over the non-test .go files only (the set's original corpus, copied to a temporary directory), not the whole tree")
+	f.StringSliceVar(&sets, "set", nil, "benchmark sets to run (default all: "+strings.Join(eval.SetNames(), ", ")+")")
+	f.StringVar(&r.queries, "queries", "", "your own set: a JSON Lines file of queries with their relevant files (needs --corpus)")
+	f.StringVar(&r.corpus, "corpus", "", "your own set: the repository the --queries are asked of, indexed whole")
 	f.StringVar(&dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.BoolVar(&byKind, "by-kind", false, "also print recall@10 by question kind")
-	f.StringSliceVar(&modes, "mode", []string{"lexical", "vector", "hybrid"}, "retrieval modes to score: lexical, vector, hybrid, hybrid:FUSION:LEXICAL:VECTOR, rerank")
-	f.IntSliceVar(&economy, "economy", []int{1000, 2000, 4000}, "pre-fetch budgets (tokens) to measure on conversation sets; 0 for none")
-	f.BoolVar(&confident, "confidence", true, "measure how often pre-fetch candidates of each confidence are relevant")
-	f.StringVar(&dump, "dump", "", "write each question's top 10 with the relevant items to files with this prefix")
+	f.StringSliceVar(&modes, "mode", []string{"lexical", "vector", "hybrid", "bm25"}, "retrieval modes to score: lexical, vector, hybrid, hybrid:FUSION:LEXICAL:VECTOR, rerank, bm25 (the baseline)")
+	f.IntSliceVar(&r.economy, "economy", []int{1000, 2000, 4000}, "pre-fetch budgets (tokens) to measure on conversation sets; 0 for none")
+	f.BoolVar(&r.confidence, "confidence", true, "measure how often pre-fetch candidates of each confidence are relevant")
+	f.StringVar(&r.dump, "dump", "", "write each question's top 10 with the relevant items to files with this prefix")
 	_ = f.MarkHidden("dump")
 	return cmd
+}
+
+// evalRun is what engram eval was asked to do.
+type evalRun struct {
+	modes []evalMode
+	// goroot is the Go tree of gocommits; nonTest limits it to non-test
+	// .go files.
+	goroot  string
+	nonTest bool
+	// queries and corpus are the user's own set.
+	queries, corpus string
+	dump            string
+	economy         []int
+	confidence      bool
+}
+
+// loadEvalSets loads the user's set, or the named benchmark sets (a
+// benchmark set whose data is missing is skipped with a message). On an
+// error it returns the sets loaded so far, for the caller to close.
+func (a *app) loadEvalSets(ctx context.Context, r evalRun, benchPath string, names []string) ([]*eval.Set, error) {
+	if r.queries != "" {
+		abs, err := filepath.Abs(r.corpus)
+		if err != nil {
+			return nil, err
+		}
+		set, err := eval.LoadCode(filepath.Base(abs), r.queries, abs)
+		if err != nil {
+			return nil, err
+		}
+		return []*eval.Set{set}, nil
+	}
+	var sets []*eval.Set
+	for _, name := range names {
+		root := r.goroot
+		if name == eval.GoCommits && root == "" {
+			out, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()
+			if err != nil {
+				fmt.Fprintf(a.stderr, "%s: skipped: no --goroot and no go command (%v)\n", name, err)
+				continue
+			}
+			root = strings.TrimSpace(string(out))
+		}
+		set, err := eval.Load(name, benchPath, root)
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(a.stderr, "%s: skipped: data not found under %s (set --bench-dir or ENGRAM_BENCH_DIR): %v\n", name, benchPath, err)
+			continue
+		}
+		if err != nil {
+			return sets, err
+		}
+		sets = append(sets, set)
+		if name == eval.GoCommits && r.nonTest {
+			set.Name += "-nontest"
+			if err := set.Narrow(eval.NonTestGo); err != nil {
+				return sets, err
+			}
+		}
+	}
+	return sets, nil
 }
 
 // evalDeadline bounds a search in engram eval; latency is reported, not
 // enforced.
 const evalDeadline = time.Minute
+
+// Hits asked of engram per question. Scoring asks for evalHits and, when
+// they hold fewer than evalDistinct distinct items (a few files split into
+// many chunks), again for twice as many, up to evalMaxHits (retrieve's
+// bound). The limit check compares the first ten items of evalHits hits
+// with those of evalFewHits.
+const (
+	evalHits     = 200
+	evalFewHits  = 25
+	evalMaxHits  = 1000
+	evalDistinct = 20 // the deepest recall cut-off, eval.Ks
+	evalTop      = 10
+)
 
 // evalRow is one set scored by one retrieval mode.
 type evalRow struct {
@@ -168,10 +273,16 @@ type evalRow struct {
 	IngestSec float64            `json:"ingest_seconds"`
 	EmbedSec  float64            `json:"embed_seconds"`
 	Model     string             `json:"model,omitempty"`
+	// DistractorFirst is, on a code set, the share of questions whose
+	// first file is a test, doc or changelog (eval.Classify).
+	DistractorFirst *float64 `json:"test_doc_first,omitempty"`
+	// LimitMoved is the share of questions whose first ten distinct items
+	// differ between evalFewHits and evalHits hits asked for, MRRFew the
+	// MRR of the evalFewHits answers (engram's modes only).
+	LimitMoved *float64 `json:"limit_moves_top10,omitempty"`
+	MRRFew     *float64 `json:"mrr_at_25_hits,omitempty"`
 }
 
-// evalSet loads a set's corpora into stores under dir and scores each
-// retrieval mode.
 // evalMode is a retrieval mode, with a fusion of its own for tuning:
 // hybrid:rrf:0.5:0.5 is RRF with lexical and vector weights 0.5.
 type evalMode struct {
@@ -180,11 +291,16 @@ type evalMode struct {
 	fusion *retrieve.FuseOptions
 	// rerank has the configured re-ranker order the hybrid hits.
 	rerank bool
+	// bm25 is the plain BM25 baseline, not engram.
+	bm25 bool
 }
 
 func parseEvalMode(s string) (evalMode, error) {
-	if s == "rerank" {
+	switch s {
+	case "rerank":
 		return evalMode{name: s, mode: retrieve.ModeHybrid, rerank: true}, nil
+	case "bm25":
+		return evalMode{name: s, bm25: true}, nil
 	}
 	parts := strings.Split(s, ":")
 	m, err := retrieve.ParseMode(parts[0])
@@ -224,12 +340,26 @@ type evalResults struct {
 	Confidence []confidenceRow `json:"confidence"`
 }
 
-func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []evalMode, dump string, economy []int, confidence bool) (out evalResults, err error) {
+// evalCorpus is one store of a set, loaded: a code set's repository, or a
+// conversation set's corpus of turns.
+type evalCorpus struct {
+	eng *engine.Engine
+	// shared maps a turn's entry ID to the turns with its content.
+	shared map[string][]string
+	// files are the paths a code set's store holds as current.
+	files []string
+}
+
+// evalSet loads a set's corpora into stores under dir and scores each
+// retrieval mode.
+func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun) (out evalResults, err error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return out, err
 	}
-	engines := map[string]*engine.Engine{}
-	shared := map[string]map[string][]string{} // corpus -> entry ID -> items
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return out, err
+	}
+	corpora := map[string]*evalCorpus{}
 	var stores []*sqlite.Store
 	defer func() {
 		for _, s := range stores {
@@ -241,6 +371,9 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 	names := make([]string, 0, len(set.Corpora))
 	for name := range set.Corpora {
 		names = append(names, name)
+	}
+	if set.Code {
+		names = []string{eval.Repo}
 	}
 	sort.Strings(names)
 	for _, name := range names {
@@ -258,11 +391,19 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 		if err != nil {
 			return out, err
 		}
-		if shared[name], err = ingest(ctx, eng, set, set.Corpora[name]); err != nil {
-			return out, fmt.Errorf("load %s: %w", name, err)
+		c := &evalCorpus{eng: eng}
+		if set.Code {
+			if c.files, err = a.indexCodeSet(ctx, eng, set); err != nil {
+				return out, err
+			}
+			items += len(c.files)
+		} else {
+			if c.shared, err = ingest(ctx, eng, set.Corpora[name]); err != nil {
+				return out, fmt.Errorf("load %s: %w", name, err)
+			}
+			items += len(set.Corpora[name])
 		}
-		engines[name] = eng
-		items += len(set.Corpora[name])
+		corpora[name] = c
 	}
 	ingestTime := time.Since(start)
 	fmt.Fprintf(a.stderr, "%s: %d items in %d corpora loaded in %v; %d questions\n", set.Name, items, len(names),
@@ -272,7 +413,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 	model := ""
 	var chunks int64
 	for _, name := range names {
-		eng := engines[name]
+		eng := corpora[name].eng
 		// Progress, for embedders that take minutes (a remote one, or the
 		// corpus model on a large set): a bar on a terminal, a line every
 		// 10 s otherwise.
@@ -305,78 +446,154 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, modes []ev
 			embedTime.Round(time.Millisecond), float64(chunks)/embedTime.Seconds(), model)
 	}
 
-	for _, mode := range modes {
-		if mode.mode != retrieve.ModeLexical && model == "" {
+	engines := map[string]*engine.Engine{}
+	shared := map[string]map[string][]string{}
+	for name, c := range corpora {
+		engines[name], shared[name] = c.eng, c.shared
+	}
+	for _, mode := range r.modes {
+		var row evalRow
+		var err error
+		switch {
+		case mode.bm25:
+			row, err = a.evalBM25(ctx, set, corpora)
+		case mode.mode != retrieve.ModeLexical && model == "":
 			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no embedder (embed.provider %s)\n", set.Name, mode.name, a.cfg.Embed.Provider)
 			continue
-		}
-		if mode.rerank && a.reranker() == nil {
+		case mode.rerank && a.reranker() == nil:
 			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no re-ranker (rerank.provider %s)\n", set.Name, mode.name, a.cfg.Rerank.Provider)
 			continue
+		default:
+			row, err = a.evalMode(ctx, set, corpora, mode, r.dump)
 		}
-		searchers := map[string]*retrieve.Hybrid{}
-		for name, eng := range engines {
-			h, err := eng.Hybrid(ctx)
-			if err != nil {
-				return out, err
-			}
-			if mode.fusion != nil {
-				opts := a.engineOptions().Retrieve
-				opts.Fusion = *mode.fusion
-				opts.Deadline = evalDeadline
-				h = retrieve.NewHybrid(eng.Store(), h.Embedder(), opts)
-				if err := h.Warm(ctx); err != nil {
-					return out, err
-				}
-			}
-			searchers[name] = h
-		}
-		rec := newDump(set, dump != "")
-		retr := func(ctx context.Context, q eval.Question, k int) ([]string, error) {
-			res, err := searchers[q.Corpus].Search(ctx, retrieve.Query{Text: q.Text, Limit: 4 * k, Mode: mode.mode, NoRerank: !mode.rerank, Now: q.Time})
-			if err != nil {
-				return nil, err
-			}
-			if res.Degraded {
-				return nil, fmt.Errorf("question %s: search degraded: %v", q.ID, res.Faults)
-			}
-			hits := make([]store.Hit, len(res.Hits))
-			for i, h := range res.Hits {
-				hits[i] = h.Hit
-			}
-			got := itemsOf(hits, set.Code, shared[q.Corpus], k)
-			rec.add(q, got)
-			return got, nil
-		}
-		modeStart := time.Now()
-		m, err := eval.Run(ctx, set, retr)
 		if err != nil {
 			return out, err
 		}
-		fmt.Fprintf(a.stderr, "%s: %s: %d questions in %v, recall@10 %.3f\n", set.Name, mode.name, m.Questions,
-			time.Since(modeStart).Round(time.Millisecond), m.Recall[10])
-		if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode.name)); err != nil {
-			return out, err
+		row.Items, row.IngestSec, row.EmbedSec = items, ingestTime.Seconds(), embedTime.Seconds()
+		if !mode.bm25 {
+			row.Model = model
 		}
-		out.Results = append(out.Results, evalRow{Set: set.Name, Mode: mode.name, Questions: m.Questions, Items: items,
-			Recall5: m.Recall[5], Recall10: m.Recall[10], Recall20: m.Recall[20], MRR: m.MRR, NDCG10: m.NDCG10,
-			P50ms: msf(m.Latency.P50), P95ms: msf(m.Latency.P95), P99ms: msf(m.Latency.P99), ByKind: m.ByKind,
-			IngestSec: ingestTime.Seconds(), EmbedSec: embedTime.Seconds(), Model: model})
+		out.Results = append(out.Results, row)
 	}
 	econStart := time.Now()
+	economy := positive(r.economy)
 	if out.Economy, err = a.evalEconomy(ctx, set, engines, shared, economy); err != nil {
 		return out, fmt.Errorf("economy: %w", err)
 	}
 	if len(out.Economy) > 0 {
 		fmt.Fprintf(a.stderr, "%s: pre-fetch economy at %s tokens in %v\n", set.Name, joinInts(economy), time.Since(econStart).Round(time.Millisecond))
 	}
-	if confidence {
+	if r.confidence {
 		if out.Confidence, err = a.evalConfidence(ctx, set, engines, shared); err != nil {
 			return out, fmt.Errorf("confidence: %w", err)
 		}
 	}
 	return out, nil
 }
+
+// evalMode scores one of engram's retrieval modes on a set, then checks
+// how its first ten items depend on the number of hits asked for.
+func (a *app) evalMode(ctx context.Context, set *eval.Set, corpora map[string]*evalCorpus, mode evalMode, dump string) (evalRow, error) {
+	searchers := map[string]*retrieve.Hybrid{}
+	for name, c := range corpora {
+		h, err := c.eng.Hybrid(ctx)
+		if err != nil {
+			return evalRow{}, err
+		}
+		if mode.fusion != nil {
+			opts := a.engineOptions().Retrieve
+			opts.Fusion = *mode.fusion
+			opts.Deadline = evalDeadline
+			h = retrieve.NewHybrid(c.eng.Store(), h.Embedder(), opts)
+			if err := h.Warm(ctx); err != nil {
+				return evalRow{}, err
+			}
+		}
+		searchers[name] = h
+	}
+	// search returns the first k distinct items of limit hits.
+	search := func(ctx context.Context, q eval.Question, limit, k int) (items []string, full bool, err error) {
+		res, err := searchers[q.Corpus].Search(ctx, retrieve.Query{Text: q.Text, Limit: limit, Mode: mode.mode, NoRerank: !mode.rerank, Now: q.Time})
+		if err != nil {
+			return nil, false, err
+		}
+		if res.Degraded {
+			return nil, false, fmt.Errorf("question %s: search degraded: %v", q.ID, res.Faults)
+		}
+		hits := make([]store.Hit, len(res.Hits))
+		for i, h := range res.Hits {
+			hits[i] = h.Hit
+		}
+		return itemsOf(hits, set.Code, corpora[q.Corpus].shared, k), len(hits) == limit, nil
+	}
+	rec := newDump(set, dump != "")
+	top := map[string][]string{} // question -> first ten items of evalHits hits
+	retr := func(ctx context.Context, q eval.Question, k int) ([]string, error) {
+		for limit := evalHits; ; limit = min(2*limit, evalMaxHits) {
+			got, full, err := search(ctx, q, limit, k)
+			if err != nil {
+				return nil, err
+			}
+			if limit == evalHits {
+				top[q.ID] = got[:min(evalTop, len(got))]
+			}
+			if len(got) >= min(k, evalDistinct) || !full || limit == evalMaxHits {
+				rec.add(q, got)
+				return got, nil
+			}
+		}
+	}
+	modeStart := time.Now()
+	m, err := eval.Run(ctx, set, retr)
+	if err != nil {
+		return evalRow{}, err
+	}
+	fmt.Fprintf(a.stderr, "%s: %s: %d questions in %v, recall@10 %.3f\n", set.Name, mode.name, m.Questions,
+		time.Since(modeStart).Round(time.Millisecond), m.Recall[10])
+	if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode.name)); err != nil {
+		return evalRow{}, err
+	}
+	// The limit check: the same questions, evalFewHits hits each.
+	moved, mrr := 0, 0.0
+	for _, q := range set.Questions {
+		few, _, err := search(ctx, q, evalFewHits, eval.Depth)
+		if err != nil {
+			return evalRow{}, err
+		}
+		if !eval.SameRanking(top[q.ID], few, evalTop) {
+			moved++
+		}
+		mrr += reciprocalRank(few, q.Relevant)
+	}
+	row := rowOf(set, mode.name, m)
+	if n := float64(len(set.Questions)); n > 0 {
+		row.LimitMoved, row.MRRFew = ptr(float64(moved)/n), ptr(mrr/n)
+	}
+	return row, nil
+}
+
+// rowOf makes the row of a mode's metrics.
+func rowOf(set *eval.Set, mode string, m eval.Metrics) evalRow {
+	row := evalRow{Set: set.Name, Mode: mode, Questions: m.Questions,
+		Recall5: m.Recall[5], Recall10: m.Recall[10], Recall20: m.Recall[20], MRR: m.MRR, NDCG10: m.NDCG10,
+		P50ms: msf(m.Latency.P50), P95ms: msf(m.Latency.P95), P99ms: msf(m.Latency.P99), ByKind: m.ByKind}
+	if set.Code {
+		row.DistractorFirst = ptr(m.DistractorFirst)
+	}
+	return row
+}
+
+// reciprocalRank is 1/rank of the first relevant item of got, 0 if none.
+func reciprocalRank(got, relevant []string) float64 {
+	for i, id := range got {
+		if slices.Contains(relevant, id) {
+			return 1 / float64(i+1)
+		}
+	}
+	return 0
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // evalDump records each question's answers, for looking into failures.
 type evalDump struct {
@@ -432,47 +649,26 @@ func (d *evalDump) write(path string) error {
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// ingest stores a corpus: files as indexed files, turns as messages. For
-// turns it returns the items of each entry: turns with the same content
-// are one entry, stored once (LongMemEval's pool repeats sessions).
-func ingest(ctx context.Context, eng *engine.Engine, set *eval.Set, items []eval.Item) (shared map[string][]string, err error) {
-	if set.Code {
-		opts := &index.Options{Encoding: eng.EncodingName()}
-		var batch []store.FileChange
-		for i, it := range items {
-			data, err := os.ReadFile(it.Path)
-			if err != nil {
-				return nil, err
-			}
-			if len(data) == 0 {
-				continue
-			}
-			c, err := index.Version(it.ID, data, string(data), opts)
-			if err != nil {
-				return nil, err
-			}
-			batch = append(batch, *c)
-			if len(batch) == 500 || i == len(items)-1 {
-				if err := eng.Store().PutFiles(ctx, batch); err != nil {
-					return nil, err
-				}
-				batch = batch[:0]
-			}
-		}
-		return nil, nil
-	}
+// evalAgent is the agent a conversation set's sessions are stored as: a
+// real agent's name, as hooks and engram add store sessions, never a
+// speaker's.
+const evalAgent = "claude"
+
+// ingest stores a conversation corpus as an agent's sessions are stored
+// (engram add): each turn a user prompt or an assistant response of
+// evalAgent, in order, its turn numbered by the store. It returns the
+// items of each entry: turns with the same content are one entry, stored
+// once (LongMemEval's pool repeats sessions).
+func ingest(ctx context.Context, eng *engine.Engine, items []eval.Item) (shared map[string][]string, err error) {
 	shared = map[string][]string{}
 	recs := make([]engine.Record, 0, len(items))
 	for _, it := range items {
-		typ := store.AgentMessage
-		switch it.Role {
-		case "user":
-			typ = store.UserPrompt
-		case "assistant":
+		typ := store.UserPrompt
+		if it.Role == "assistant" {
 			typ = store.AgentResponse
 		}
-		recs = append(recs, engine.Record{Session: it.Session, Agent: it.Role, Type: typ, Content: []byte(it.Text),
-			Turn: it.Turn, Time: it.Time, MsgID: it.ID})
+		recs = append(recs, engine.Record{Session: it.Session, Agent: evalAgent, Type: typ, Content: []byte(it.Text),
+			Time: it.Time, MsgID: it.ID})
 	}
 	err = eng.AddAll(ctx, recs, 2000, func(first int, res []engine.AddResult) error {
 		for i, r := range res {

@@ -94,12 +94,19 @@ func TestCLI_Eval(t *testing.T) {
 		}
 		modes[r.Mode] = r
 	}
-	if len(modes) != 3 {
-		t.Fatalf("want lexical, vector and hybrid rows, got %+v", got.Results)
+	if len(modes) != 4 {
+		t.Fatalf("want lexical, vector, hybrid and bm25 rows, got %+v", got.Results)
 	}
-	for _, m := range []string{"lexical", "hybrid"} {
+	for _, m := range []string{"lexical", "hybrid", "bm25"} {
 		if r := modes[m]; r.Recall5 != 1 || r.MRR <= 0.5 {
 			t.Errorf("%s: every question names its answer's words, yet recall@5 %.3f, MRR %.3f", m, r.Recall5, r.MRR)
+		}
+	}
+	// The limit check runs on engram's modes, not on the baseline; the
+	// test/doc share is for code sets only.
+	for m, r := range modes {
+		if (r.LimitMoved == nil) != (m == "bm25") || r.DistractorFirst != nil {
+			t.Errorf("%s: limit check %v, test/doc first %v", m, r.LimitMoved, r.DistractorFirst)
 		}
 	}
 	if len(got.Economy) != 2 {
@@ -151,7 +158,7 @@ func TestCLI_Eval(t *testing.T) {
 	for _, r := range got.Results {
 		modes[r.Mode] = r
 	}
-	if r, ok := modes["rerank"]; !ok || len(modes) != 4 || r.MRR >= modes["hybrid"].MRR/2 {
+	if r, ok := modes["rerank"]; !ok || len(modes) != 5 || r.MRR >= modes["hybrid"].MRR/2 {
 		t.Errorf("with a re-ranker that prefers small talk: %+v", got.Results)
 	}
 }
@@ -161,5 +168,232 @@ func TestConfidenceBin(t *testing.T) {
 		if got := confidenceBin(c); got != want {
 			t.Errorf("confidenceBin(%v) = %d (%.2f-), want %d", c, got, confidenceBins[got], want)
 		}
+	}
+}
+
+// writeFiles writes files (path: content) under dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, body := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tinyRepo writes a small Go repository: the code two questions are
+// about, a test and a changelog that repeat its words, and enough other
+// packages for the corpus model to learn from.
+func tinyRepo(t *testing.T) string {
+	t.Helper()
+	repo := filepath.Join(t.TempDir(), "tinyrepo")
+	files := map[string]string{
+		"net/cookie.go": `package net
+
+// readSetCookies parses all "Set-Cookie" values from the header and
+// returns the successfully parsed cookies.
+func readSetCookies(h map[string][]string) []string {
+	var cookies []string
+	for _, line := range h["Set-Cookie"] {
+		cookies = append(cookies, line)
+	}
+	return cookies
+}
+`,
+		"net/cookie_test.go": `package net
+
+import "testing"
+
+func TestReadSetCookies(t *testing.T) {
+	if got := readSetCookies(nil); len(got) != 0 {
+		t.Errorf("readSetCookies(nil) = %v", got)
+	}
+}
+`,
+		"net/client.go": `package net
+
+import "time"
+
+// Client sends requests. Timeout limits the time a request takes,
+// connection, redirects and reading the body included.
+type Client struct {
+	Timeout time.Duration
+}
+`,
+		"CHANGELOG.md": "# Changes\n\n- net: the client's request timeout covers redirects.\n- net: Set-Cookie values parsed more strictly.\n",
+	}
+	words := []string{"matrix", "vector", "queue", "stack", "graph", "tree", "heap", "hash", "ring", "list"}
+	for i := range 30 {
+		w, v := words[i%len(words)], words[(i+3)%len(words)]
+		files[fmt.Sprintf("pkg%d/%s.go", i, w)] = fmt.Sprintf(`package pkg%d
+
+// New%s makes an empty %s of %s values, sized for n of them.
+func New%s(n int) []int { return make([]int, 0, n) }
+
+// Push%s adds a %s value to the %s.
+func Push%s(s []int, v int) []int { return append(s, v) }
+`, i, strings.ToUpper(w[:1])+w[1:], w, v, strings.ToUpper(w[:1])+w[1:], strings.ToUpper(v[:1])+v[1:], v, w, strings.ToUpper(v[:1])+v[1:])
+	}
+	writeFiles(t, repo, files)
+	return repo
+}
+
+// TestCLI_EvalOwnSet runs engram eval --queries --corpus on a tiny
+// repository the test writes: the whole tree is indexed, every mode and
+// the BM25 baseline are scored on distinct files, and the ranking checks
+// come out.
+func TestCLI_EvalOwnSet(t *testing.T) {
+	e := newEnv(t)
+	repo := tinyRepo(t)
+	queries := filepath.Join(t.TempDir(), "queries.jsonl")
+	writeFiles(t, filepath.Dir(queries), map[string]string{"queries.jsonl": `{"id":"q1","query":"parse the Set-Cookie header values in readSetCookies","prefix":"net","relevant":["net/cookie.go"]}
+{"id":"q2","query":"timeout on a client request","relevant":["net/client.go"]}
+`})
+	out := e.ok("", "eval", "--queries", queries, "--corpus", repo, "--dir", filepath.Join(t.TempDir(), "stores"), "--json")
+	var got evalResults
+	if err := jsonUnmarshal(out, &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	modes := map[string]evalRow{}
+	for _, r := range got.Results {
+		if r.Set != "tinyrepo" || r.Questions != 2 || r.Items < 34 {
+			t.Errorf("row %+v: want the set named after the corpus, 2 questions, every file indexed", r)
+		}
+		if r.DistractorFirst == nil || (r.LimitMoved == nil) != (r.Mode == "bm25") {
+			t.Errorf("%s: test/doc first %v, limit check %v", r.Mode, r.DistractorFirst, r.LimitMoved)
+		}
+		modes[r.Mode] = r
+	}
+	if len(modes) != 4 {
+		t.Fatalf("want lexical, vector, hybrid and bm25 rows, got %+v", got.Results)
+	}
+	for _, m := range []string{"lexical", "hybrid", "bm25"} {
+		if r := modes[m]; r.Recall10 != 1 {
+			t.Errorf("%s: recall@10 %.3f; the code is among the 34 files for both questions", m, r.Recall10)
+		}
+	}
+	if len(got.Economy) != 0 {
+		t.Errorf("economy is for conversation sets: %+v", got.Economy)
+	}
+
+	// The text output has the checks' table.
+	out = e.ok("", "eval", "--queries", queries, "--corpus", repo, "--mode", "lexical,bm25", "--confidence=false")
+	for _, want := range []string{"tinyrepo", "bm25", "test/doc first", "limit moves top 10"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestCLI_EvalBadInput: bad input stops engram eval with an error that
+// names the file (and line), a non-zero exit, and no score.
+func TestCLI_EvalBadInput(t *testing.T) {
+	e := newEnv(t)
+	repo := tinyRepo(t)
+	dir := t.TempDir()
+	good := `{"query":"timeout on a client request","relevant":["net/client.go"]}`
+	writeFiles(t, dir, map[string]string{
+		"empty.jsonl":     "",
+		"malformed.jsonl": good + "\n{\"query\": \"x\", \"relevant\": [\n",
+		"notincorpus.jsonl": good + "\n" + good + "\n" +
+			`{"query":"cookies","relevant":["net/cookies.go"]}` + "\n",
+	})
+	emptyDir := filepath.Join(dir, "nothing")
+	if err := os.Mkdir(emptyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name            string
+		queries, corpus string
+		want            []string
+	}{
+		{"MissingQueries", filepath.Join(dir, "none.jsonl"), repo, []string{filepath.Join(dir, "none.jsonl"), "no such file"}},
+		{"EmptyQueries", filepath.Join(dir, "empty.jsonl"), repo, []string{filepath.Join(dir, "empty.jsonl"), "no queries"}},
+		{"Malformed", filepath.Join(dir, "malformed.jsonl"), repo, []string{filepath.Join(dir, "malformed.jsonl") + ":2:"}},
+		{"NotInCorpus", filepath.Join(dir, "notincorpus.jsonl"), repo, []string{filepath.Join(dir, "notincorpus.jsonl") + ":3:", `"net/cookies.go" is not in the corpus`}},
+		{"MissingCorpus", filepath.Join(dir, "notincorpus.jsonl"), filepath.Join(dir, "gone"), []string{filepath.Join(dir, "gone"), "no such file"}},
+		{"EmptyCorpus", filepath.Join(dir, "notincorpus.jsonl"), emptyDir, []string{emptyDir, "empty"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := e.run("", "eval", "--queries", c.queries, "--corpus", c.corpus, "--dir", filepath.Join(t.TempDir(), "stores"))
+			if code != 1 || out != "" {
+				t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+			if strings.Contains(errOut, "recall") {
+				t.Errorf("a score was printed:\n%s", errOut)
+			}
+		})
+	}
+	t.Run("QueriesWithoutCorpus", func(t *testing.T) {
+		if code, _, errOut := e.run("", "eval", "--queries", filepath.Join(dir, "empty.jsonl")); code != 2 || !strings.Contains(errOut, "--corpus") {
+			t.Errorf("exit %d\n%s", code, errOut)
+		}
+	})
+	// A malformed benchmark set stops the run before any set is scored,
+	// even one that comes first and is fine.
+	t.Run("MalformedBenchSet", func(t *testing.T) {
+		bench := filepath.Join(t.TempDir(), "bench")
+		writeFiles(t, bench, map[string]string{
+			"locomo/locomo10.json": `[{"sample_id":"c","conversation":{"speaker_a":"A","speaker_b":"B",
+			  "session_1":[{"speaker":"A","dia_id":"D1:1","text":"I adopted a dog."}]},
+			  "qa":[{"question":"What did A adopt?","evidence":["D1:1"],"category":4}]}]`,
+			"longmemeval/longmemeval_oracle.json": "[\n{\"question_id\": \"q1\",\n \"haystack_sessions\": [[{\"role\": \"user\", \"content\": ]]}]",
+		})
+		code, out, errOut := e.run("", "eval", "--bench-dir", bench, "--set", "locomo,longmemeval", "--dir", filepath.Join(t.TempDir(), "stores"))
+		lme := filepath.Join(bench, "longmemeval", "longmemeval_oracle.json") + ":3:"
+		if code != 1 || out != "" || !strings.Contains(errOut, lme) || strings.Contains(errOut, "recall") {
+			t.Errorf("exit %d, stdout %q; want 1, nothing, and %s\n%s", code, out, lme, errOut)
+		}
+	})
+}
+
+// TestCLI_EvalGoCommits runs the gocommits set against a Go tree the test
+// writes: the whole tree by default, its non-test .go files with
+// --non-test.
+func TestCLI_EvalGoCommits(t *testing.T) {
+	e := newEnv(t)
+	goroot := t.TempDir()
+	if err := os.Rename(tinyRepo(t), filepath.Join(goroot, "src")); err != nil {
+		t.Fatal(err)
+	}
+	bench := filepath.Join(t.TempDir(), "bench")
+	writeFiles(t, bench, map[string]string{"gocommits/queries.jsonl": `{"id":"c1","query":"parse Set-Cookie header values","prefix":"net","relevant":["net/cookie.go"]}
+{"id":"c2","query":"client request timeout","prefix":"net","relevant":["net/client.go"]}
+`})
+	items := map[bool]int{}
+	for _, nonTest := range []bool{false, true} {
+		args := []string{"eval", "--bench-dir", bench, "--set", "gocommits", "--goroot", goroot, "--mode", "lexical,hybrid,bm25",
+			"--confidence=false", "--dir", filepath.Join(t.TempDir(), "stores"), "--json"}
+		want := "gocommits"
+		if nonTest {
+			args, want = append(args, "--non-test"), "gocommits-nontest"
+		}
+		var got evalResults
+		if out := e.ok("", args...); jsonUnmarshal(out, &got) != nil {
+			t.Fatalf("not JSON:\n%s", out)
+		}
+		if len(got.Results) != 3 {
+			t.Fatalf("rows %+v", got.Results)
+		}
+		for _, r := range got.Results {
+			if r.Set != want || r.Questions != 2 || r.Recall10 != 1 {
+				t.Errorf("non-test %v: row %+v", nonTest, r)
+			}
+			items[nonTest] = r.Items
+		}
+	}
+	// The whole tree holds the test and the changelog; the non-test
+	// corpus, the 32 non-test .go files alone.
+	if items[true] != 32 || items[false] != 34 {
+		t.Errorf("files indexed: %d whole, %d non-test; want 34 and 32", items[false], items[true])
 	}
 }

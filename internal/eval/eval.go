@@ -1,13 +1,31 @@
-// Package eval scores retrieval on the external benchmark sets in the
-// shared bench folder: gocommits (code: Go commit subjects against the Go
-// source tree, relevant files), LoCoMo (long conversations, evidence
-// turns) and LongMemEval (pooled chat sessions, evidence turns). It loads a
-// set into corpora of items and questions with relevant items, runs a
+// Package eval scores retrieval on benchmark sets: the external sets of
+// the shared bench folder and a team's own. It loads a set, runs a
 // retriever over every question, and computes recall@k, MRR, nDCG@10 and
 // latency percentiles, as the bench README prescribes.
 //
+// Code sets (code.go) search a whole repository: gocommits (Go commit
+// subjects against all of GOROOT/src, tests, testdata and docs included),
+// ripgrep (its commit subjects against the repository, extracted from the
+// set's archive by ExtractTarGz) and any set in the same shape (LoadCode:
+// a JSON Lines file of {"id", "query", "relevant"} against a directory).
+// Their items are paths relative to the tree; relevant files are the
+// code each commit changed. Conversation sets (sets.go) are LoCoMo (long
+// conversations, evidence turns) and LongMemEval (pooled chat sessions,
+// evidence turns), their turns given the roles agents' sessions are
+// stored with: user and assistant.
+//
+// Rankings are scored on distinct items (Distinct): a file that several
+// chunks matched takes the rank of its first chunk, once. On code sets,
+// Metrics also count how often the first result is a test, doc or
+// changelog (Classify says which). BM25 is the plain baseline every set is
+// measured against in the same run.
+//
+// Loaders check their input before anything is scored: a missing, empty
+// or malformed file, or a relevant file that is not in the corpus, is an
+// error naming the file and line (LineError).
+//
 // Stores and retrievers are the caller's (engram eval): this package knows
-// the sets and the scoring, not how engram searches.
+// the sets, the baseline and the scoring, not how engram searches.
 package eval
 
 import (
@@ -18,18 +36,16 @@ import (
 	"github.com/engramhq/engram/internal/bench"
 )
 
-// Item is one retrieval unit of a corpus: a file or a conversation turn.
+// Item is one turn of a conversation corpus.
 type Item struct {
-	// ID identifies the item in its corpus: a path, or session:turn.
-	ID string
-	// Text is the item's content; for files, empty (the file is read from
-	// Path).
+	// ID identifies the turn in its corpus (LoCoMo's dialog id, or
+	// LongMemEval's session:position).
+	ID   string
 	Text string
-	// Path is the file of a code item, absolute.
-	Path string
-	// Session and Turn place a conversation turn; Time is when it was said.
+	// Session is the conversation the turn belongs to, Time when it was
+	// said. Role is who said it, as agents' sessions are stored: "user"
+	// (the person) or "assistant" (the agent).
 	Session string
-	Turn    int
 	Role    string
 	Time    time.Time
 }
@@ -47,15 +63,36 @@ type Question struct {
 	Time time.Time
 }
 
-// Set is a benchmark set: one or more corpora and questions over them.
+// Set is a benchmark set: a repository (Code) or conversations
+// (Corpora), and questions over them.
 type Set struct {
-	Name      string
-	Code      bool // items are files
+	Name string
+	// Code sets search a repository: Dir is the tree to index (as engram
+	// index would: tests, docs and all), items are paths relative to it.
+	Code bool
+	Dir  string
+	// Corpora hold the turns of conversation sets, by corpus name.
 	Corpora   map[string][]Item
 	Questions []Question
+	// cleanup removes what loading made (an extracted archive).
+	cleanup func() error
 }
 
-// Retriever returns item IDs for a question, best first.
+// Close removes what loading the set made, such as the directory an
+// archive was extracted to. It is safe to call on any set, and more than
+// once.
+func (s *Set) Close() error {
+	if s == nil || s.cleanup == nil {
+		return nil
+	}
+	c := s.cleanup
+	s.cleanup = nil
+	return c()
+}
+
+// Retriever returns item IDs for a question, best first: at least k
+// distinct ones when it can. Repeats are dropped before scoring, so a
+// file that several chunks matched counts once, where it first appears.
 type Retriever func(ctx context.Context, q Question, k int) ([]string, error)
 
 // Ks are the cut-offs recall is reported at.
@@ -70,6 +107,9 @@ type Metrics struct {
 	Latency   bench.Latencies
 	// ByKind holds recall@10 by question kind.
 	ByKind map[string]float64
+	// DistractorFirst is, on a code set, the share of questions whose
+	// first result is a test, doc or changelog (see Classify).
+	DistractorFirst float64
 }
 
 // Depth is how many items a retriever is asked for: enough for every Ks
@@ -91,6 +131,10 @@ func Run(ctx context.Context, set *Set, r Retriever) (Metrics, error) {
 			return m, err
 		}
 		lat = append(lat, time.Since(start))
+		got = Distinct(got, len(got))
+		if set.Code && len(got) > 0 && Classify(got[0]).Distractor() {
+			m.DistractorFirst++
+		}
 		rel := map[string]bool{}
 		for _, id := range q.Relevant {
 			rel[id] = true
@@ -111,6 +155,7 @@ func Run(ctx context.Context, set *Set, r Retriever) (Metrics, error) {
 		}
 		m.MRR /= n
 		m.NDCG10 /= n
+		m.DistractorFirst /= n
 	}
 	for k, v := range m.ByKind {
 		m.ByKind[k] = v / float64(kindN[k])
@@ -119,16 +164,47 @@ func Run(ctx context.Context, set *Set, r Retriever) (Metrics, error) {
 	return m, nil
 }
 
-// recall is the fraction of the relevant items in the first k of got.
+// Distinct returns the first k distinct IDs of ids, each where it first
+// appears: a ranking of chunks made into a ranking of the files (or
+// turns) they belong to.
+func Distinct(ids []string, k int) []string {
+	out := make([]string, 0, min(k, len(ids)))
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if len(out) == k {
+			break
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// SameRanking reports whether two rankings agree on their first k items,
+// compared over the shorter one: whether asking for fewer results (b)
+// would have shown the same first items in the same order, only fewer
+// of them when b ran out.
+func SameRanking(a, b []string, k int) bool {
+	n := min(k, len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// recall is the fraction of the relevant items in the first k of got,
+// which holds distinct IDs (see Distinct).
 func recall(got []string, rel map[string]bool, k int) float64 {
 	if len(rel) == 0 {
 		return 0
 	}
 	found := 0
-	seen := map[string]bool{}
 	for _, id := range got[:min(k, len(got))] {
-		if rel[id] && !seen[id] {
-			seen[id] = true
+		if rel[id] {
 			found++
 		}
 	}
@@ -148,10 +224,8 @@ func reciprocalRank(got []string, rel map[string]bool) float64 {
 // relevance.
 func ndcg(got []string, rel map[string]bool, k int) float64 {
 	dcg := 0.0
-	seen := map[string]bool{}
 	for i, id := range got[:min(k, len(got))] {
-		if rel[id] && !seen[id] {
-			seen[id] = true
+		if rel[id] {
 			dcg += 1 / math.Log2(float64(i+2))
 		}
 	}

@@ -2,10 +2,13 @@ package eval
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -17,7 +20,8 @@ func TestRun_Metrics(t *testing.T) {
 		{ID: "q2", Relevant: []string{"z"}, Kind: "y"},
 	}}
 	answers := map[string][]string{
-		// a at rank 1, b at rank 7 (a duplicate of a in between counts once)
+		// a at rank 1, b at rank 6: the repeat of a is dropped, as a
+		// file's second chunk is
 		"q1": {"a", "c", "a", "d", "e", "f", "b"},
 		// z at rank 12: in @20 only
 		"q2": {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "z"},
@@ -43,13 +47,74 @@ func TestRun_Metrics(t *testing.T) {
 	if w := (1 + 1.0/12) / 2; !near(m.MRR, w) {
 		t.Errorf("MRR = %v, want %v", m.MRR, w)
 	}
-	// q1: DCG = 1/log2(2) + 1/log2(8); ideal = 1 + 1/log2(3). q2: 0 in @10.
-	q1 := (1 + 1/math.Log2(8)) / (1 + 1/math.Log2(3))
+	// q1: DCG = 1/log2(2) + 1/log2(7); ideal = 1 + 1/log2(3). q2: 0 in @10.
+	q1 := (1 + 1/math.Log2(7)) / (1 + 1/math.Log2(3))
 	if w := q1 / 2; !near(m.NDCG10, w) {
 		t.Errorf("nDCG@10 = %v, want %v", m.NDCG10, w)
 	}
 	if !near(m.ByKind["x"], 1) || !near(m.ByKind["y"], 0) {
 		t.Errorf("by kind %v", m.ByKind)
+	}
+}
+
+func TestRun_DistinctFilesAndDistractors(t *testing.T) {
+	// Chunks of one file count as the file, once, where it first ranks:
+	// x.go's second chunk does not push y.go down. The first result is a
+	// test for q1 and a changelog for q3, code for q2.
+	set := &Set{Code: true, Questions: []Question{
+		{ID: "q1", Relevant: []string{"y.go"}},
+		{ID: "q2", Relevant: []string{"y.go"}},
+		{ID: "q3", Relevant: []string{"y.go"}},
+	}}
+	answers := map[string][]string{
+		"q1": {"x_test.go", "x_test.go", "x_test.go", "x.go", "x.go", "y.go"},
+		"q2": {"x.go", "x.go", "y.go"},
+		"q3": {"CHANGELOG.md", "y.go"},
+	}
+	m, err := Run(context.Background(), set, func(_ context.Context, q Question, _ int) ([]string, error) {
+		return answers[q.ID], nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := (1.0/3 + 1.0/2 + 1.0/2) / 3; !near(m.MRR, w) {
+		t.Errorf("MRR = %v, want %v (ranks of distinct files 3, 2, 2)", m.MRR, w)
+	}
+	if !near(m.DistractorFirst, 2.0/3) {
+		t.Errorf("distractor first = %v, want 2/3", m.DistractorFirst)
+	}
+}
+
+func TestDistinct(t *testing.T) {
+	ids := []string{"a", "a", "b", "a", "c", "b", "d"}
+	for k, want := range map[int][]string{1: {"a"}, 3: {"a", "b", "c"}, 10: {"a", "b", "c", "d"}} {
+		if got := Distinct(ids, k); !reflect.DeepEqual(got, want) {
+			t.Errorf("Distinct(%v, %d) = %v, want %v", ids, k, got, want)
+		}
+	}
+	if got := Distinct(nil, 10); len(got) != 0 {
+		t.Errorf("Distinct(nil) = %v", got)
+	}
+}
+
+func TestSameRanking(t *testing.T) {
+	for _, c := range []struct {
+		a, b []string
+		want bool
+	}{
+		{[]string{"a", "b", "c"}, []string{"a", "b", "c"}, true},
+		{[]string{"a", "b", "c"}, []string{"a", "b"}, true},       // fewer, same order
+		{[]string{"a", "b", "c"}, []string{"a", "c", "b"}, false}, // order changed
+		{[]string{"a", "b", "c", "x"}, []string{"a", "b", "c", "y"}, false},
+		{[]string{"a", "b", "c", "x"}, []string{"a", "b", "c", "y"}[:3], true},
+		{nil, []string{"a"}, true},
+	} {
+		if got := SameRanking(c.a, c.b, 10); got != c.want {
+			t.Errorf("SameRanking(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+	if !SameRanking([]string{"a", "b", "x"}, []string{"a", "b", "y"}, 2) {
+		t.Error("rankings that differ past k are the same ranking at k")
 	}
 }
 
@@ -88,9 +153,17 @@ func TestLoadLoCoMo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Stored as an agent's session: the first speaker is the user, the
+	// second the assistant, and no turn starts with a name.
 	items := set.Corpora["conv-1"]
-	if len(items) != 3 || items[1].Text != "Bo: Look! [shares a photo: a photo of a puppy]" || items[2].Session != "session_2" {
+	if len(items) != 3 || items[1].Text != "Look! [shares a photo: a photo of a puppy]" || items[2].Session != "session_2" {
 		t.Fatalf("items %+v", items)
+	}
+	if roles := []string{items[0].Role, items[1].Role, items[2].Role}; !reflect.DeepEqual(roles, []string{"user", "assistant", "user"}) {
+		t.Errorf("roles %v", roles)
+	}
+	if items[0].Text != "I adopted a dog." {
+		t.Errorf("text %q", items[0].Text)
 	}
 	if items[0].Time.IsZero() || items[0].Time.Day() != 8 {
 		t.Errorf("time %v", items[0].Time)
@@ -126,6 +199,9 @@ func TestLoadLongMemEval(t *testing.T) {
 	if len(items) != 4 { // s1 twice is pooled once; the abstention's session stays as a distractor
 		t.Fatalf("items %+v", items)
 	}
+	if it := items[1]; it.Text != "Nice." || it.Role != "assistant" || it.Session != "s1" {
+		t.Errorf("turn stored as %+v, want what the assistant said", it)
+	}
 	if len(set.Questions) != 2 {
 		t.Fatalf("questions %+v", set.Questions)
 	}
@@ -137,32 +213,38 @@ func TestLoadLongMemEval(t *testing.T) {
 	}
 }
 
-func TestLoadGoCommits(t *testing.T) {
-	q := write(t, "queries.jsonl", `{"id":"c1","query":"fix the parser","prefix":"go/parser","relevant":["go/parser/parser.go"]}
-`)
-	src := t.TempDir()
-	for _, f := range []string{"go/parser/parser.go", "go/parser/parser_test.go", "go/parser/README"} {
-		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(f)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(src, f), []byte("package parser\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	set, err := LoadGoCommits(q, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if items := set.Corpora[GoCommits]; len(items) != 1 || items[0].ID != "go/parser/parser.go" {
-		t.Fatalf("items %+v (tests and non-Go files are not in the corpus)", items)
-	}
-	if len(set.Questions) != 1 || set.Questions[0].Kind != "go" || set.Questions[0].Text != "fix the parser" {
-		t.Errorf("questions %+v", set.Questions)
-	}
-	if _, err := LoadGoCommits(write(t, "bad.jsonl", "{\n"), src); err == nil {
-		t.Error("bad line: no error")
-	}
-	if _, err := Load("nope", t.TempDir(), src); err == nil {
-		t.Error("unknown set: no error")
+// TestLoadChat_BadInput: a conversation set's file that is empty or not
+// JSON is an error naming the file, and the line where it can.
+func TestLoadChat_BadInput(t *testing.T) {
+	for _, load := range []struct {
+		name string
+		fn   func(string) (*Set, error)
+	}{{"locomo", LoadLoCoMo}, {"longmemeval", LoadLongMemEval}} {
+		t.Run(load.name, func(t *testing.T) {
+			for _, c := range []struct {
+				data string
+				line int
+				want string
+			}{
+				{"", 0, "empty"},
+				{"[\n  {\"x\": 1},\n  {oops}\n]", 3, "invalid character"},
+				{"[\n {\"sample_id\": 7, \"question_id\": 7}]", 2, "cannot unmarshal"},
+				{"[]", 0, "no questions"},
+			} {
+				p := write(t, load.name+".json", c.data)
+				_, err := load.fn(p)
+				if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("%q: %v; want the file and %q", c.data, err, c.want)
+					continue
+				}
+				var le *LineError
+				if c.line > 0 && (!errors.As(err, &le) || le.Line != c.line) {
+					t.Errorf("%q: %v; want line %d", c.data, err, c.line)
+				}
+			}
+			if _, err := load.fn(filepath.Join(t.TempDir(), "none.json")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("missing file: %v", err)
+			}
+		})
 	}
 }
