@@ -84,13 +84,21 @@ tests/ and _test.rs, CHANGELOG*, RELEASE*, NEWS*, .md, .txt, doc
 directories).
 
 On the conversation sets, --economy measures pre-fetch: the block engram
-injects with each question, capped at each budget, built with the configured
-thresholds ("seed") and packed with the best hits to the budget ("packed"),
-against the tokens of the whole conversation: how much of the evidence each
-gets in how many tokens. --confidence measures what pre-fetch's confidence
+injects with each question, capped at each budget, built as configured
+("default") and packed with the best hits to the budget, no floor
+("packed"), against the tokens of the whole conversation: how much of the
+evidence each gets in how many tokens, and the share of questions whose
+block carries any. The default policy is also asked questions whose answer
+is not in the store, and should inject nothing: each LoCoMo question asked
+of the next conversation, and every other LongMemEval question asked of a
+store of the pool without its answer sessions; "false injection" is the
+share of those that got a block. --confidence measures what pre-fetch's confidence
 means on each set: of the candidates pre-fetch considers for a question, how
 many in each confidence range hold a relevant item. Both use pre-fetch as
 configured, the re-ranker included.
+
+--off leaves out search stages (retrieve.off), to measure what each gains
+or costs: run once without and once per stage.
 
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
 project. A benchmark set whose data is missing is reported and skipped. Bad
@@ -109,6 +117,9 @@ line, before anything is scored.`,
 			}
 			if !cmd.Flags().Changed("mode") && a.reranker() != nil {
 				r.modes = append(r.modes, evalMode{name: "rerank", mode: retrieve.ModeHybrid, rerank: true})
+			}
+			if err := retrieve.CheckStages(r.off); err != nil {
+				return usagef("--off: %v", err)
 			}
 			if (r.queries == "") != (r.corpus == "") {
 				return usagef("--queries and --corpus go together: a queries file and the directory it searches")
@@ -174,6 +185,7 @@ line, before anything is scored.`,
 	f.StringSliceVar(&modes, "mode", []string{"lexical", "vector", "hybrid", "bm25"}, "retrieval modes to score: lexical, vector, hybrid, hybrid:FUSION:LEXICAL:VECTOR, rerank, bm25 (the baseline)")
 	f.IntSliceVar(&r.economy, "economy", []int{1000, 2000, 4000}, "pre-fetch budgets (tokens) to measure on conversation sets; 0 for none")
 	f.BoolVar(&r.confidence, "confidence", true, "measure how often pre-fetch candidates of each confidence are relevant")
+	f.StringSliceVar(&r.off, "off", nil, "search stages to leave out, to measure what each gains or costs: "+strings.Join(retrieve.Stages(), ", "))
 	f.StringVar(&r.dump, "dump", "", "write each question's top 10 with the relevant items to files with this prefix")
 	_ = f.MarkHidden("dump")
 	return cmd
@@ -191,6 +203,8 @@ type evalRun struct {
 	dump            string
 	economy         []int
 	confidence      bool
+	// off names search stages left out (retrieve.Options.Off).
+	off []string
 }
 
 // loadEvalSets loads the user's set, or the named benchmark sets (a
@@ -387,6 +401,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 		// Quality is measured on complete answers: a search that hits the
 		// deadline (on a loaded machine) would score a degraded result.
 		opts.Retrieve.Deadline = evalDeadline
+		opts.Retrieve.Off = append(opts.Retrieve.Off, r.off...)
 		eng, err := engine.New(st, opts)
 		if err != nil {
 			return out, err
@@ -477,7 +492,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 	}
 	econStart := time.Now()
 	economy := positive(r.economy)
-	if out.Economy, err = a.evalEconomy(ctx, set, engines, shared, economy); err != nil {
+	if out.Economy, err = a.evalEconomy(ctx, set, engines, shared, economy, filepath.Join(dir, "negatives"), r); err != nil {
 		return out, fmt.Errorf("economy: %w", err)
 	}
 	if len(out.Economy) > 0 {

@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +15,7 @@ import (
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/eval"
 	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
 // economyRow is the token economy of pre-fetch on a conversation set at
@@ -19,11 +24,14 @@ import (
 type economyRow struct {
 	Set    string `json:"set"`
 	Budget int    `json:"budget"`
-	// Policy is "seed" (the configured thresholds: at most two excerpts
-	// over the excerpt threshold, three hints) or "packed" (the best hits
-	// as excerpts until the budget is full, no thresholds).
+	// Policy is "default" (pre-fetch as configured: the relevance floor,
+	// then excerpts and hints) or "packed" (the best hits as excerpts
+	// until the budget is full, no floor or thresholds).
 	Policy    string `json:"policy"`
 	Questions int    `json:"questions"`
+	// Carried is the share of questions whose block holds at least one of
+	// their evidence turns as an excerpt.
+	Carried float64 `json:"evidence_carried"`
 	// Recall is the mean share of a question's evidence turns the block
 	// holds as excerpts; WithHints counts a one-line hint as holding its
 	// turn.
@@ -36,16 +44,30 @@ type economyRow struct {
 	Conversation float64 `json:"conversation_tokens"`
 	// Empty is the share of questions that got no block at all.
 	Empty float64 `json:"empty"`
+	// Negatives are questions asked of a store without their answer (the
+	// default policy only); FalseInjection is the share of them that got
+	// a block.
+	Negatives      int     `json:"negatives,omitempty"`
+	FalseInjection float64 `json:"false_injection,omitempty"`
 }
 
 // evalEconomy measures pre-fetch blocks capped at each budget on a
 // conversation set. The blocks are built as an agent gets them, through
 // the hybrid search the configuration describes, but leave the access
 // record alone so that one question's block does not warm the next.
-func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string]*engine.Engine, shared map[string]map[string][]string, budgets []int) ([]economyRow, error) {
+//
+// The default policy is also asked questions whose answer is not in the
+// store (see negativeStores), and should inject nothing.
+func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string]*engine.Engine, shared map[string]map[string][]string, budgets []int,
+	negDir string, r evalRun) ([]economyRow, error) {
 	if set.Code || len(budgets) == 0 {
 		return nil, nil
 	}
+	negatives, closeNeg, err := a.negativeStores(ctx, set, engines, negDir, r)
+	if err != nil {
+		return nil, fmt.Errorf("negatives: %w", err)
+	}
+	defer closeNeg()
 	convTokens := map[string]int{}
 	for name, items := range set.Corpora {
 		enc := engines[name].Encoding()
@@ -57,9 +79,9 @@ func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string
 		name string
 		opts retrieve.PrefetchOptions
 	}{
-		{"seed", a.engineOptions().Prefetch},
+		{"default", a.engineOptions().Prefetch},
 		{"packed", retrieve.PrefetchOptions{
-			ExcerptThreshold: 1e-9, ConfidenceThreshold: 1e-9, MinSignal: -1, SingleSignalFactor: 1,
+			ExcerptThreshold: 1e-9, ConfidenceThreshold: 1e-9, MinSignal: -1, MinCoverage: -1, SingleSignalFactor: 1,
 			MaxExcerpts: 1 << 20, MaxHints: -1, ExcerptShare: 1, Candidates: 200,
 		}},
 	}
@@ -109,6 +131,9 @@ func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string
 					}
 				}
 				row.Questions++
+				if got > 0 {
+					row.Carried++
+				}
 				row.Recall += float64(got) / float64(len(q.Relevant))
 				row.WithHints += float64(gotHints) / float64(len(q.Relevant))
 				row.Tokens += float64(b.Tokens)
@@ -117,7 +142,33 @@ func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string
 					row.Empty++
 				}
 			}
+			if pol.name == "default" {
+				for _, q := range set.Questions {
+					eng, ok := negatives[q.ID]
+					if !ok || len(q.Relevant) == 0 {
+						continue
+					}
+					h, err := eng.Hybrid(ctx)
+					if err != nil {
+						return nil, err
+					}
+					opts := pol.opts
+					opts.Budget, opts.NoRecord, opts.Now = budget, true, q.Time
+					b, err := h.Prefetch(ctx, q.Text, 0, opts, eng.Encoding().Count)
+					if err != nil {
+						return nil, fmt.Errorf("question %s asked of a store without its answer: %w", q.ID, err)
+					}
+					row.Negatives++
+					if b.Text != "" {
+						row.FalseInjection++
+					}
+				}
+				if row.Negatives > 0 {
+					row.FalseInjection /= float64(row.Negatives)
+				}
+			}
 			if n := float64(row.Questions); n > 0 {
+				row.Carried /= n
 				row.Recall /= n
 				row.WithHints /= n
 				row.Tokens /= n
@@ -137,10 +188,14 @@ func printEconomy(a *app, rows []economyRow) {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Set < rows[j].Set })
 	fmt.Fprintln(a.stdout)
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "set\tbudget\tpolicy\tquestions\tevidence recall\twith hints\tblock tokens\tempty\tconversation tokens\t")
+	fmt.Fprintln(w, "set\tbudget\tpolicy\tquestions\tevidence carried\tevidence recall\twith hints\tblock tokens\tempty\tconversation tokens\tnegatives\tfalse injection\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%.3f\t%.3f\t%.0f\t%.1f%%\t%.0f\t\n", r.Set, r.Budget, r.Policy, r.Questions,
-			r.Recall, r.WithHints, r.Tokens, 100*r.Empty, r.Conversation)
+		neg, falseInj := "-", "-"
+		if r.Negatives > 0 {
+			neg, falseInj = strconv.Itoa(r.Negatives), fmt.Sprintf("%.1f%%", 100*r.FalseInjection)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%.1f%%\t%.3f\t%.3f\t%.0f\t%.1f%%\t%.0f\t%s\t%s\t\n", r.Set, r.Budget, r.Policy, r.Questions,
+			100*r.Carried, r.Recall, r.WithHints, r.Tokens, 100*r.Empty, r.Conversation, neg, falseInj)
 	}
 	_ = w.Flush()
 }
@@ -152,4 +207,74 @@ func joinInts(ns []int) string {
 		s[i] = strconv.Itoa(n)
 	}
 	return strings.Join(s, "/")
+}
+
+// negativeStores returns, by question ID, a store that lacks the
+// question's answer, for the questions that get one: with several
+// corpora (LoCoMo's conversations), the next corpus in name order; with
+// one pooled corpus (LongMemEval), a store of its own under dir, of the
+// pool without the sessions that hold the evidence of every other
+// question, nor any turn with the same text as that evidence, for those
+// questions. close closes what it opened.
+func (a *app) negativeStores(ctx context.Context, set *eval.Set, engines map[string]*engine.Engine, dir string, r evalRun) (map[string]*engine.Engine, func(), error) {
+	out := map[string]*engine.Engine{}
+	names := slices.Sorted(maps.Keys(engines))
+	if len(names) > 1 {
+		for _, q := range set.Questions {
+			i := slices.Index(names, q.Corpus)
+			out[q.ID] = engines[names[(i+1)%len(names)]]
+		}
+		return out, func() {}, nil
+	}
+	items := set.Corpora[names[0]]
+	byID := make(map[string]eval.Item, len(items))
+	for _, it := range items {
+		byID[it.ID] = it
+	}
+	dropSession, dropText := map[string]bool{}, map[string]bool{}
+	var asked []eval.Question
+	for i, q := range set.Questions {
+		if i%2 == 1 && len(q.Relevant) > 0 {
+			asked = append(asked, q)
+			for _, id := range q.Relevant {
+				dropSession[byID[id].Session] = true
+				dropText[byID[id].Text] = true
+			}
+		}
+	}
+	var kept []eval.Item
+	for _, it := range items {
+		if !dropSession[it.Session] && !dropText[it.Text] {
+			kept = append(kept, it)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(dir, names[0]+".db"), sqlite.Options{Logger: a.log, Search: a.searchOptions()})
+	if err != nil {
+		return nil, nil, err
+	}
+	closeStore := func() { _ = st.Close() }
+	opts := a.engineOptions()
+	opts.KeepSecrets = true
+	opts.Retrieve.Deadline = evalDeadline
+	opts.Retrieve.Off = append(opts.Retrieve.Off, r.off...)
+	eng, err := engine.New(st, opts)
+	if err == nil {
+		_, err = ingest(ctx, eng, kept)
+	}
+	if err == nil {
+		_, err = eng.Embed(ctx, nil)
+	}
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	fmt.Fprintf(a.stderr, "%s: negatives: %d questions asked of the pool without their %d answer sessions (%d of %d turns kept)\n",
+		set.Name, len(asked), len(dropSession), len(kept), len(items))
+	for _, q := range asked {
+		out[q.ID] = eng
+	}
+	return out, closeStore, nil
 }

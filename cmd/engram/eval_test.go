@@ -116,8 +116,13 @@ func TestCLI_Eval(t *testing.T) {
 		if r.Budget != 100 || r.Questions != 3 || r.Tokens > 100 {
 			t.Errorf("economy %+v", r)
 		}
-		if r.Policy == "packed" && r.Recall != 1 {
+		if r.Policy == "packed" && (r.Recall != 1 || r.Carried != 1) {
 			t.Errorf("a packed 100-token block should hold every answer here: %+v", r)
+		}
+		// The second question is asked of the conversation without the
+		// session that holds its answer: nothing to inject.
+		if r.Policy == "default" && (r.Negatives != 1 || r.FalseInjection != 0 || r.Carried == 0) {
+			t.Errorf("default policy: %+v", r)
 		}
 	}
 	// The confidence table accounts for every candidate once, and finds
@@ -133,7 +138,16 @@ func TestCLI_Eval(t *testing.T) {
 	if most := 3 * retrieve.DefaultCandidates; candidates < 3 || candidates > most || relevant != 3 {
 		t.Errorf("confidence: %d candidates, %d relevant; want at most %d and 3\n%+v", candidates, relevant, most, got.Confidence)
 	}
-	code, out, errOut := e.run("", "eval", "--bench-dir", bench, "--set", "longmemeval", "--dir", filepath.Join(t.TempDir(), "stores"))
+	code, _, errOut := e.run("", "eval", "--bench-dir", bench, "--set", "locomo", "--off", "symbols")
+	if code != 2 || !strings.Contains(errOut, `unknown search stage "symbols"`) {
+		t.Errorf("--off symbols: exit %d\n%s", code, errOut)
+	}
+	var off evalResults
+	if err := jsonUnmarshal(e.ok("", "eval", "--bench-dir", bench, "--set", "locomo", "--mode", "lexical", "--economy", "0",
+		"--confidence=false", "--off", "sentence,speaker", "--json"), &off); err != nil || len(off.Results) != 1 {
+		t.Errorf("--off: %v %+v", err, off)
+	}
+	code, out, errOut = e.run("", "eval", "--bench-dir", bench, "--set", "longmemeval", "--dir", filepath.Join(t.TempDir(), "stores"))
 	if code != 0 || !strings.Contains(errOut, "longmemeval: skipped: data not found") {
 		t.Errorf("missing set: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/engramhq/engram/internal/chunk"
 	"github.com/engramhq/engram/internal/store"
 )
 
@@ -26,7 +27,8 @@ const (
 	// and files under release-notes/ or changelog/ directories.
 	roleChangelog
 	// roleDoc is prose: Markdown, reStructuredText, AsciiDoc, plain text,
-	// and anything under doc/ or docs/.
+	// and what is not program source under doc/ or docs/ (Go's go/doc and
+	// ripgrep's flags/doc/*.rs are code).
 	roleDoc
 )
 
@@ -58,6 +60,9 @@ func roleOf(p string) role {
 	}
 	if docExt[path.Ext(lower)] {
 		return roleDoc
+	}
+	if chunk.Language(p, nil) != "" {
+		return roleCode
 	}
 	for _, d := range dirs {
 		if d == "doc" || d == "docs" || d == "documentation" {
