@@ -18,11 +18,11 @@ import (
 // is named by ref_id or content_ids, or found by query; how much of it,
 // by query (the chunks that match) or a line range (one entry).
 type RetrieveIn struct {
-	RefID      string   `json:"ref_id,omitempty" jsonschema:"the id in a [CTX-REF:id] marker: the content it stands for"`
-	ContentIDs []string `json:"content_ids,omitempty" jsonschema:"entry ids (or prefixes of 4+ hex digits): their content from the first line"`
-	Query      string   `json:"query,omitempty" jsonschema:"words: the stored chunks that match, best first; with content_ids or ref_id, only their chunks"`
-	StartLine  int      `json:"start_line,omitempty" jsonschema:"with one entry: the first line to read (1-based)"`
-	EndLine    int      `json:"end_line,omitempty" jsonschema:"with one entry: the last line to read, inclusive (default start_line+199)"`
+	RefID      string   `json:"ref_id,omitempty" jsonschema:"the id in a [CTX-REF:id] marker"`
+	ContentIDs []string `json:"content_ids,omitempty" jsonschema:"entry ids (or prefixes)"`
+	Query      string   `json:"query,omitempty" jsonschema:"words to match"`
+	StartLine  int      `json:"start_line,omitempty" jsonschema:"first line to read, of one entry (1-based)"`
+	EndLine    int      `json:"end_line,omitempty" jsonschema:"last line, inclusive (default start_line+199)"`
 	MaxTokens  int      `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 1-8000 (default 4000)"`
 }
 
