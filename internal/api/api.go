@@ -93,6 +93,11 @@ type SearchOut struct {
 	// Span is the time the query pointed back to ("a week ago"), whose
 	// hits were searched for and raised.
 	Span *retrieve.Span `json:"span,omitempty"`
+	// Relevance is, for a history search, how much of the query its best
+	// hit holds against the relevance floor; Message says when it found
+	// nothing.
+	Relevance *engine.Relevance `json:"relevance,omitempty"`
+	Message   string            `json:"message,omitempty"`
 }
 
 type GetFileIn struct {
@@ -259,7 +264,9 @@ func parseTypes(names []string) ([]store.ContentType, error) {
 	return out, nil
 }
 
-func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, string, error) {
+// runSearch searches; with floor, hits whose best holds too little of
+// the query (engine.Relevance) are no answer: nothing found.
+func (o *Ops) runSearch(ctx context.Context, q retrieve.Query, floor bool) (SearchOut, string, error) {
 	if strings.TrimSpace(q.Text) == "" {
 		return SearchOut{}, "", bad("query is empty")
 	}
@@ -269,11 +276,29 @@ func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, strin
 	}
 	o.Metrics.Search(res.Lexical, res.Vector, res.Degraded, res.Elapsed)
 	out := SearchOut{Degraded: res.Degraded, Faults: res.Faults, Hits: []HitOut{}, Span: res.Span}
+	if floor {
+		rel, err := o.Eng.Relevance(ctx, q.Text, res)
+		if err != nil {
+			return SearchOut{}, "", err
+		}
+		out.Relevance = &rel
+		switch {
+		case len(res.Hits) == 0:
+			out.Message = "nothing found"
+		case !rel.Found():
+			out.Message = fmt.Sprintf("nothing found: no hit holds %.0f%% of the query's words, by weight (the closest holds %.0f%%)",
+				100*rel.Floor, 100*rel.Best)
+			res.Hits = nil
+		}
+	}
 	var b strings.Builder
 	if res.Span != nil {
 		fmt.Fprintf(&b, "(looked back to %s)\n", res.Span)
 	}
-	if len(res.Hits) == 0 {
+	switch {
+	case out.Message != "":
+		b.WriteString(out.Message)
+	case len(res.Hits) == 0:
 		b.WriteString("no results")
 	}
 	for i, h := range res.Hits {
@@ -306,10 +331,12 @@ func (o *Ops) Search(ctx context.Context, in SearchIn) (SearchOut, string, error
 		return SearchOut{}, "", err
 	}
 	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: limit,
-		Filter: store.Filter{SessionID: in.Session, Types: types, Paths: in.Paths, History: in.History}})
+		Filter: store.Filter{SessionID: in.Session, Types: types, Paths: in.Paths, History: in.History}}, false)
 }
 
-// SearchHistory searches past messages and tool results only.
+// SearchHistory searches past messages and tool results only. When the
+// best hit holds too little of the query (under the relevance floor), it
+// answers nothing found, with no hits, rather than the least bad ones.
 func (o *Ops) SearchHistory(ctx context.Context, in HistoryIn) (SearchOut, string, error) {
 	limit, err := MaxResultsRange.Check(in.MaxResults)
 	if err != nil {
@@ -329,7 +356,7 @@ func (o *Ops) SearchHistory(ctx context.Context, in HistoryIn) (SearchOut, strin
 			}
 		}
 	}
-	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: limit, Filter: f})
+	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: limit, Filter: f}, true)
 }
 
 // GetFile reads an indexed file, or some of its lines.

@@ -29,6 +29,7 @@ func (v *v1) openapi(w http.ResponseWriter, r *http.Request) {
 // the type each route answers with.
 var responses = map[string]any{
 	"POST /v1/retrieve": api.RetrieveOut{},
+	"GET /v1/history":   api.SearchOut{},
 }
 
 var pathParam = regexp.MustCompile(`\{(\w+)(\.\.\.)?\}`)

@@ -50,6 +50,8 @@ func (v *v1) table() []route {
 		{"GET /v1/search", "Hybrid search over code and everything agents saw", v.search, nil,
 			[]string{"q: what to find", "limit: most results", "session: only this session", "type: only this content type (repeatable)",
 				"path: only content about these files (repeatable)", "history: true to include old versions"}, 200},
+		{"GET /v1/history", "Search past messages and tool results only; below the relevance floor, nothing found", v.history, nil,
+			[]string{"q: what to find", "type: only this content type", "session: only this session", "limit: most results"}, 200},
 		{"GET /v1/files/{path...}", "An indexed file, or some of its lines", v.getFile, nil,
 			[]string{"start: first line", "end: last line", "version: an older version"}, 200},
 		{"POST /v1/prefetch", "The context block for a task, within a budget", jsonOp(v, (*api.Ops).Prefetch, 200), api.PrefetchIn{}, nil, 200},
@@ -239,6 +241,16 @@ func (v *v1) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.Search(r.Context(), in); return out, err })
+}
+
+func (v *v1) history(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	in := api.HistoryIn{Query: q.Get("q"), ContentType: q.Get("type"), Session: q.Get("session")}
+	if err := intParams(q, map[string]*int{"limit": &in.MaxResults}); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.SearchHistory(r.Context(), in); return out, err })
 }
 
 func (v *v1) getFile(w http.ResponseWriter, r *http.Request) {
