@@ -246,7 +246,8 @@ func (a *app) engineOptions() engine.Options {
 			RerankDepth:    c.Rerank.Depth,
 			RerankTimeout:  c.Rerank.Timeout.Duration,
 		},
-		LLM: a.llmOptions(),
+		RelevanceFloor: c.Retrieve.RelevanceFloor,
+		LLM:            a.llmOptions(),
 		Prefetch: retrieve.PrefetchOptions{
 			BudgetShare:         c.Prefetch.BudgetShare,
 			ExcerptThreshold:    c.Prefetch.ExcerptThreshold,

@@ -20,7 +20,6 @@ import (
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/tokens"
 )
 
 // Ops runs the operations for one caller: an identity (a session, and an
@@ -98,11 +97,11 @@ type PlaceOut struct {
 	Score float64 `json:"score"`
 	// Spans are its best hits, best first: the first with up to 400
 	// bytes of its text, the others with 120, pointers to read on.
-	Spans []SpanOut `json:"spans"`
+	Spans []PlaceSpan `json:"spans"`
 }
 
-// SpanOut is one of a place's best hits.
-type SpanOut struct {
+// PlaceSpan is one of a place's best hits.
+type PlaceSpan struct {
 	Entry     string   `json:"entry"`
 	Score     float64  `json:"score"`
 	Rerank    *float64 `json:"rerank,omitempty"`
@@ -134,6 +133,11 @@ type SearchOut struct {
 	// Span is the time the query pointed back to ("a week ago"), whose
 	// hits were searched for and raised.
 	Span *retrieve.Span `json:"span,omitempty"`
+	// Relevance is, for a history search, how much of the query its best
+	// hit holds against the relevance floor; Message says when it found
+	// nothing.
+	Relevance *engine.Relevance `json:"relevance,omitempty"`
+	Message   string            `json:"message,omitempty"`
 }
 
 type GetFileIn struct {
@@ -153,13 +157,6 @@ type PrefetchIn struct {
 	Query     string `json:"query" jsonschema:"the prompt or task to find context for"`
 	Budget    int    `json:"budget,omitempty" jsonschema:"tokens the block may take, 1-32000 (default 2000)"`
 	Remaining int    `json:"remaining,omitempty" jsonschema:"tokens left in your window (budget is 10% of it)"`
-}
-
-type RetrieveIn struct {
-	RefID      string   `json:"ref_id,omitempty" jsonschema:"the id in a [CTX-REF:id] marker"`
-	Query      string   `json:"query,omitempty" jsonschema:"words, to retrieve what matches instead"`
-	ContentIDs []string `json:"content_ids,omitempty" jsonschema:"entry ids to retrieve"`
-	MaxTokens  int      `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 1-8000 (default 4000)"`
 }
 
 type ItemOut struct {
@@ -307,7 +304,9 @@ func parseTypes(names []string) ([]store.ContentType, error) {
 	return out, nil
 }
 
-func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, string, error) {
+// runSearch searches; with floor, hits whose best holds too little of
+// the query (engine.Relevance) are no answer: nothing found.
+func (o *Ops) runSearch(ctx context.Context, q retrieve.Query, floor bool) (SearchOut, string, error) {
 	if strings.TrimSpace(q.Text) == "" {
 		return SearchOut{}, "", bad("query is empty")
 	}
@@ -317,11 +316,29 @@ func (o *Ops) runSearch(ctx context.Context, q retrieve.Query) (SearchOut, strin
 	}
 	o.Metrics.Search(res.Lexical, res.Vector, res.Degraded, res.Elapsed)
 	out := SearchOut{Degraded: res.Degraded, Faults: res.Faults, Hits: []HitOut{}, Span: res.Span}
+	if floor {
+		rel, err := o.Eng.Relevance(ctx, q.Text, res)
+		if err != nil {
+			return SearchOut{}, "", err
+		}
+		out.Relevance = &rel
+		switch {
+		case len(res.Hits) == 0:
+			out.Message = "nothing found"
+		case !rel.Found():
+			out.Message = fmt.Sprintf("nothing found: no hit holds %.0f%% of the query's words, by weight (the closest holds %.0f%%)",
+				100*rel.Floor, 100*rel.Best)
+			res.Hits = nil
+		}
+	}
 	var b strings.Builder
 	if res.Span != nil {
 		fmt.Fprintf(&b, "(looked back to %s)\n", res.Span)
 	}
-	if len(res.Hits) == 0 {
+	switch {
+	case out.Message != "":
+		b.WriteString(out.Message)
+	case len(res.Hits) == 0:
 		b.WriteString("no results")
 	}
 	for i, h := range res.Hits {
@@ -362,7 +379,7 @@ func (o *Ops) Search(ctx context.Context, in SearchIn) (SearchOut, string, error
 		}
 		return o.runPlaces(ctx, q, spans)
 	}
-	return o.runSearch(ctx, q)
+	return o.runSearch(ctx, q, false)
 }
 
 // SearchPlaces finds the distinct places (files, or other entries) that
@@ -402,7 +419,7 @@ func (o *Ops) runPlaces(ctx context.Context, q retrieve.Query, spans int) (Searc
 			if j > 0 {
 				n = 120
 			}
-			sp := SpanOut{Entry: h.Chunk.EntryID[:12], Score: round(h.Score), StartLine: h.Chunk.StartLine,
+			sp := PlaceSpan{Entry: h.Chunk.EntryID[:12], Score: round(h.Score), StartLine: h.Chunk.StartLine,
 				EndLine: h.Chunk.EndLine, Text: clip(h.Chunk.Text, n)}
 			if h.Reranked {
 				r := round(h.Rerank)
@@ -420,7 +437,9 @@ func (o *Ops) runPlaces(ctx context.Context, q retrieve.Query, spans int) (Searc
 	return out, strings.TrimRight(b.String(), "\n"), nil
 }
 
-// SearchHistory searches past messages and tool results only.
+// SearchHistory searches past messages and tool results only. When the
+// best hit holds too little of the query (under the relevance floor), it
+// answers nothing found, with no hits, rather than the least bad ones.
 func (o *Ops) SearchHistory(ctx context.Context, in HistoryIn) (SearchOut, string, error) {
 	limit, err := MaxResultsRange.Check(in.MaxResults)
 	if err != nil {
@@ -440,7 +459,7 @@ func (o *Ops) SearchHistory(ctx context.Context, in HistoryIn) (SearchOut, strin
 			}
 		}
 	}
-	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: limit, Filter: f})
+	return o.runSearch(ctx, retrieve.Query{Text: in.Query, Limit: limit, Filter: f}, true)
 }
 
 // GetFile reads an indexed file, or some of its lines.
@@ -509,123 +528,6 @@ func (o *Ops) Prefetch(ctx context.Context, in PrefetchIn) (retrieve.Block, stri
 	return b, b.Text, nil
 }
 
-// RetrieveContext expands a reference, entry ids or a query into stored content.
-func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (ItemsOut, string, error) {
-	maxTokens, err := MaxTokensRange.Check(in.MaxTokens)
-	if err != nil {
-		return ItemsOut{}, "", err
-	}
-	var ids []string
-	switch {
-	case in.RefID != "":
-		ref, err := o.Eng.Store().Reference(ctx, strings.TrimSuffix(strings.TrimPrefix(in.RefID, "[CTX-REF:"), "]"))
-		if errors.Is(err, store.ErrNotFound) {
-			return ItemsOut{}, "", fmt.Errorf("no reference %s: %w", in.RefID, store.ErrNotFound)
-		} else if err != nil {
-			return ItemsOut{}, "", err
-		}
-		ids = ref.ContentIDs
-	case len(in.ContentIDs) > 0:
-		for _, p := range in.ContentIDs {
-			id, err := o.Eng.Store().ResolveID(ctx, p)
-			if err != nil {
-				return ItemsOut{}, "", fmt.Errorf("content id %s: %w", p, err)
-			}
-			ids = append(ids, id)
-		}
-	case strings.TrimSpace(in.Query) != "":
-		res, err := o.Eng.Retrieve(ctx, retrieve.Query{Text: in.Query, Limit: 10})
-		if err != nil {
-			return ItemsOut{}, "", err
-		}
-		seen := map[string]bool{}
-		for _, h := range res.Hits {
-			if !seen[h.Chunk.EntryID] {
-				seen[h.Chunk.EntryID] = true
-				ids = append(ids, h.Chunk.EntryID)
-			}
-		}
-	default:
-		return ItemsOut{}, "", bad("give ref_id, content_ids or query")
-	}
-	ents, err := o.Eng.Store().Entries(ctx, ids)
-	if err != nil {
-		return ItemsOut{}, "", err
-	}
-	tb := newTextBudget(o.Eng.Encoding(), maxTokens)
-	for i, e := range ents {
-		it, ok := tb.add(func(tokens int, cut bool) string {
-			return fmt.Sprintf("--- %s (%d tokens%s)\n", e.ID[:12], tokens, map[bool]string{true: ", cut to the budget", false: ""}[cut])
-		}, e, true)
-		if !ok {
-			tb.out.More = len(ents) - i
-			break
-		}
-		tb.out.Items = append(tb.out.Items, it)
-	}
-	return tb.finish()
-}
-
-// textBudget writes items of stored content as text within a budget of
-// tokens that counts everything written, headers included, and keeps room
-// for the line that says how many items did not fit.
-type textBudget struct {
-	enc  *tokens.Encoding
-	room int // tokens left for items
-	b    strings.Builder
-	out  ItemsOut
-}
-
-// moreLine is the room kept for the "(N more over max_tokens)" line.
-const moreLine = 12
-
-func newTextBudget(enc *tokens.Encoding, maxTokens int) *textBudget {
-	return &textBudget{enc: enc, room: maxTokens - moreLine, out: ItemsOut{Items: []ItemOut{}}}
-}
-
-// add writes an entry under its header, whole, or cut at a line boundary
-// to the room left when mayCut and at least a line fits. It reports false
-// when nothing of it fits.
-func (tb *textBudget) add(header func(tokens int, cut bool) string, e store.Entry, mayCut bool) (ItemOut, bool) {
-	content := string(e.Content)
-	it := ItemOut{ID: e.ID[:12], Tokens: e.TokenCount, Content: content}
-	head := tb.enc.Count(header(e.TokenCount, false))
-	if head+e.TokenCount+1 > tb.room {
-		if !mayCut {
-			return ItemOut{}, false
-		}
-		head = tb.enc.Count(header(e.TokenCount, true))
-		var kept strings.Builder
-		n := 0
-		for _, l := range strings.SplitAfter(content, "\n") {
-			c := tb.enc.Count(l)
-			if head+n+c+1 > tb.room {
-				break
-			}
-			kept.WriteString(l)
-			n += c
-		}
-		if n == 0 {
-			return ItemOut{}, false
-		}
-		it.Content, it.Tokens, it.Truncated = kept.String(), n, true
-	}
-	h := header(it.Tokens, it.Truncated)
-	tb.b.WriteString(h)
-	tb.b.WriteString(it.Content)
-	tb.b.WriteString("\n")
-	tb.room -= tb.enc.Count(h) + it.Tokens + 1
-	tb.out.Tokens += it.Tokens
-	return it, true
-}
-
-func (tb *textBudget) finish() (ItemsOut, string, error) {
-	if tb.out.More > 0 {
-		fmt.Fprintf(&tb.b, "(%d more over max_tokens)\n", tb.out.More)
-	}
-	return tb.out, strings.TrimRight(tb.b.String(), "\n"), nil
-}
-
 // TurnRange reads a session's turns in order, within max_tokens.
 func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, error) {
 	if in.From < 1 || in.To < in.From {
@@ -647,19 +549,21 @@ func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, erro
 		return ItemsOut{Items: []ItemOut{}}, "no turns in that range", nil
 	}
 	tb := newTextBudget(o.Eng.Encoding(), maxTokens)
+	out := ItemsOut{Items: []ItemOut{}}
 	for i, e := range ents {
 		// A turn is whole or left out, so that turns stay turns; only the
 		// first may be cut, so that one too large still shows something.
-		it, ok := tb.add(func(tokens int, cut bool) string {
-			return fmt.Sprintf("--- turn %d, %s by %s%s\n", e.Turn, e.Type, e.AgentID, map[bool]string{true: ", cut to the budget", false: ""}[cut])
-		}, e, i == 0)
+		kept, n, cut, ok := tb.fit(budgetItem{header: func(_ string, _ int, cut bool) string {
+			return fmt.Sprintf("--- turn %d, %s by %s%s\n", e.Turn, e.Type, e.AgentID, cutNote(cut))
+		}, content: string(e.Content), tokens: e.TokenCount, mayCut: i == 0})
 		if !ok {
-			tb.out.More = len(ents) - i
+			out.More = len(ents) - i
 			break
 		}
-		tb.out.Items = append(tb.out.Items, it)
+		out.Items = append(out.Items, ItemOut{ID: e.ID[:12], Tokens: n, Content: kept, Truncated: cut})
 	}
-	return tb.finish()
+	out.Tokens = tb.used
+	return out, tb.text(out.More), nil
 }
 
 // Record stores content in the caller's session.

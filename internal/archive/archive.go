@@ -81,6 +81,12 @@ type Options struct {
 	Embedder embed.Embedder
 	// Fusion merges recall's lexical and vector rankings.
 	Fusion retrieve.FuseOptions
+	// RelevanceFloor is the least share of a recall's words, each
+	// weighted by its inverse document frequency among the records, that
+	// its best record must hold: below it the recall finds nothing rather
+	// than the least bad records. Zero means DefaultRelevanceFloor;
+	// negative turns the floor off.
+	RelevanceFloor float64
 	// Classifier, if set, classifies questions in words instead of the
 	// rules (which remain the fallback when it fails).
 	Classifier Classifier
@@ -104,6 +110,12 @@ const (
 	DefaultSuspect           = 0.50
 	DefaultEmbedding         = 0.85
 	DefaultWords             = 0.70
+	// DefaultRelevanceFloor lets a record through that holds a third of
+	// what a recall asks, by weight: one of three equally rare words, so
+	// that a rewording that keeps a key word is found, and a question
+	// whose telling words the records lack is not (BENCHMARKS.md measures
+	// it on LoCoMo and LongMemEval as history search's floor).
+	DefaultRelevanceFloor = 1.0 / 3
 	// DefaultIntentTTL is how long an intent stays active if it is never
 	// completed (the seed's 30 minutes).
 	DefaultIntentTTL = 30 * time.Minute
@@ -161,6 +173,9 @@ func New(st store.ArchiveStore, opts Options) (*Archive, error) {
 	}
 	if opts.Dedup.Words == 0 {
 		opts.Dedup.Words = DefaultWords
+	}
+	if opts.RelevanceFloor == 0 {
+		opts.RelevanceFloor = DefaultRelevanceFloor
 	}
 	if opts.DeltaLimit <= 0 {
 		opts.DeltaLimit = DefaultDeltaLimit

@@ -305,6 +305,7 @@ func (a *Archive) recall(ctx context.Context, q Query, ans Answer, budget int) (
 		return all || m.active(r, a.now())
 	}
 	var ranked []*Record
+	below := "" // why the records ranked are no answer
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	switch {
@@ -334,19 +335,33 @@ func (a *Archive) recall(ctx context.Context, q Query, ans Answer, budget int) (
 			lex = append(lex, retrieve.Ranked{ID: int64(i), Score: hit.Score, Time: hit.Record.CreatedAt.UnixNano()})
 		}
 		var vec []retrieve.Ranked
+		var mean float64 // of the cosines of the records compared
 		if a.opts.Embedder != nil {
-			v, err := a.vectorRank(ctx, m, text, keep)
+			v, mu, err := a.vectorRank(ctx, m, text, keep)
 			if err != nil {
 				a.log.Warn("archive recall without vectors", "err", err)
 			} else {
 				ans.Signals = append(ans.Signals, "vector")
-				vec = v
+				vec, mean = v, mu
 			}
 		}
 		for _, f := range retrieve.Fuse(lex, vec, a.opts.Fusion) {
 			ranked = append(ranked, &m.records[f.ID])
 			if len(ranked) >= limit {
 				break
+			}
+		}
+		// Words and vectors rank every record somewhere: the ranking is an
+		// answer only if its best record holds enough of the words.
+		if floor := a.opts.RelevanceFloor; floor > 0 && len(ranked) > 0 {
+			cosines := make(map[int]float64, len(vec))
+			for _, v := range vec {
+				cosines[int(v.ID)] = v.Score
+			}
+			best := slices.Max(m.relevance(text, ranked, cosines, mean))
+			if best < floor {
+				ranked = nil
+				below = fmt.Sprintf(" (the closest record matches %.0f%% of the query; the floor is %.0f%%)", 100*best, 100*floor)
 			}
 		}
 	}
@@ -365,7 +380,7 @@ func (a *Archive) recall(ctx context.Context, q Query, ans Answer, budget int) (
 	// are left out of it too (Omitted counts them).
 	ans.Records = ans.Records[:len(ans.Records)-ans.Omitted]
 	if len(ranked) == 0 {
-		ans.Text = "nothing found"
+		ans.Text = "nothing found" + below
 		ans.Tokens = a.enc.Count(ans.Text)
 	}
 	return ans, nil
@@ -388,10 +403,11 @@ func isRecordID(id string) bool {
 }
 
 // vectorRank ranks the records keep accepts by the cosine of their
-// embedding with text's, naming each by its position in the mirror.
-// Records never change, so their vectors are cached by id; at most the
-// newest 5,000 are compared.
-func (a *Archive) vectorRank(ctx context.Context, m *mirror, text string, keep func(*Record) bool) ([]retrieve.Ranked, error) {
+// embedding with text's, naming each by its position in the mirror, and
+// returns the mean cosine of the records compared. Records never change,
+// so their vectors are cached by id; at most the newest 5,000 are
+// compared.
+func (a *Archive) vectorRank(ctx context.Context, m *mirror, text string, keep func(*Record) bool) ([]retrieve.Ranked, float64, error) {
 	var pos []int
 	for i := len(m.records) - 1; i >= 0 && len(pos) < 5000; i-- {
 		if keep(&m.records[i]) {
@@ -399,7 +415,7 @@ func (a *Archive) vectorRank(ctx context.Context, m *mirror, text string, keep f
 		}
 	}
 	if len(pos) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	texts := make([]string, 0, len(pos)+1)
 	texts = append(texts, text)
@@ -408,16 +424,19 @@ func (a *Archive) vectorRank(ctx context.Context, m *mirror, text string, keep f
 	}
 	vecs, err := a.embedTexts(ctx, texts)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := make([]retrieve.Ranked, 0, len(pos))
+	var sum float64
 	for k, i := range pos {
-		if cos := float64(vek32.Dot(vecs[0], vecs[k+1])); cos > 0 {
+		cos := float64(vek32.Dot(vecs[0], vecs[k+1]))
+		sum += cos
+		if cos > 0 {
 			out = append(out, retrieve.Ranked{ID: int64(i), Score: cos, Time: m.records[i].CreatedAt.UnixNano()})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
-	return out[:min(len(out), 100)], nil
+	return out[:min(len(out), 100)], sum / float64(len(pos)), nil
 }
 
 // recordLine renders a record in one line for a model.

@@ -37,7 +37,11 @@ func corpusEmbedder(t *testing.T) embed.Embedder {
 
 func TestRecallWithVectors(t *testing.T) {
 	ctx := context.Background()
-	a, _ := newArchive(t, Options{Embedder: corpusEmbedder(t)})
+	// The toy model's cosine of the question with its answer (0.26) is
+	// a fifth of the way from the records' mean (0.07) to an exact match,
+	// under the relevance floor's third: with the floor, nothing found.
+	// The ranking by vectors is what this test is about.
+	a, _ := newArchive(t, Options{Embedder: corpusEmbedder(t), RelevanceFloor: -1})
 	h := register(t, a, AgentSpec{ID: "o1", SessionID: "s1"})
 	ok(t)(h.RecordInsight(ctx, Insight{Insight: "refresh the jwt before expiry"}))
 	ok(t)(h.RecordInsight(ctx, Insight{Insight: "a missing index made the migration slow"}))

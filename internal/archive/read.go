@@ -161,6 +161,9 @@ type mirror struct {
 	terms map[string]map[string][]int
 	// counts counts the records by kind.
 	counts map[store.RecordKind]int
+	// search holds, beside records, the text each record is searched by
+	// (store.ArchiveRecord.Text: its text and the fields searched with it).
+	search []string
 	// tokens holds, beside records, the tokens of each record's JSON,
 	// counted the first time a read needs it (0: not yet), read and
 	// written atomically under the read lock.
@@ -239,6 +242,7 @@ func (a *Archive) global(ctx context.Context, gv uint64) (*mirror, error) {
 		m.records = append(m.records, r)
 		m.tokens = append(m.tokens, 0)
 		m.counts[r.Kind]++
+		m.search = append(m.search, sr.Text)
 		switch r.Kind {
 		case store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision:
 			k := gramsKey(r.Kind, r.Category)

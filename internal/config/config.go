@@ -185,6 +185,11 @@ type Retrieve struct {
 	// TimeBoost raises hits from the time a query points back to ("a week
 	// ago", "last Tuesday"), also searched on its own; negative is off.
 	TimeBoost float64 `toml:"time_boost"`
+	// RelevanceFloor is the least share of a query's words, each weighted
+	// by its rarity, that the best hit of a history search or the best
+	// record of a recall must hold, or they answer nothing found;
+	// negative is off.
+	RelevanceFloor float64 `toml:"relevance_floor"`
 }
 
 // Rerank configures an optional re-ranker: a model served over HTTP that
@@ -544,6 +549,9 @@ func (c Config) Validate() error {
 	}
 	if err := retrieve.CheckStages(c.Retrieve.Off); err != nil {
 		errs = append(errs, fmt.Errorf("retrieve.off: %w", err))
+	}
+	if c.Retrieve.RelevanceFloor > 1 {
+		errs = append(errs, errors.New("retrieve.relevance_floor: must be at most 1 (negative is off)"))
 	}
 	p := c.Prefetch
 	for _, f := range []struct {

@@ -137,6 +137,7 @@ corpus_dim = 256
 [retrieve]
 fusion = "weighted"
 deadline = "150ms"
+relevance_floor = 0.25
 [prefetch]
 budget_share = 0.2
 max_excerpts = 4
@@ -146,7 +147,7 @@ max_excerpts = 4
 		t.Fatal(err)
 	}
 	if c.Embed.Provider != "ollama" || c.Embed.Timeout.Duration != 5*time.Second || c.Embed.CorpusDim != 256 ||
-		c.Retrieve.Fusion != "weighted" || c.Retrieve.Deadline.Duration != 150*time.Millisecond ||
+		c.Retrieve.Fusion != "weighted" || c.Retrieve.Deadline.Duration != 150*time.Millisecond || c.Retrieve.RelevanceFloor != 0.25 ||
 		c.Prefetch.BudgetShare != 0.2 || c.Prefetch.MaxExcerpts != 4 || c.Embed.APIKeyEnv != "OPENAI_API_KEY" {
 		t.Errorf("loaded %+v %+v %+v", c.Embed, c.Retrieve, c.Prefetch)
 	}
@@ -159,11 +160,12 @@ max_excerpts = 4
 provider = "word2vec"
 [retrieve]
 fusion = "borda"
+relevance_floor = 1.5
 [prefetch]
 excerpt_threshold = 1.5
 `)
 	_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: file})
-	for _, want := range []string{"embed.provider", "retrieve.fusion", "prefetch.excerpt_threshold"} {
+	for _, want := range []string{"embed.provider", "retrieve.fusion", "retrieve.relevance_floor", "prefetch.excerpt_threshold"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("invalid values: %v, want it to mention %s", err, want)
 		}

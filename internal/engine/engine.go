@@ -54,6 +54,12 @@ type Options struct {
 	// Retrieve tunes hybrid search; Prefetch the pre-fetch block.
 	Retrieve retrieve.Options
 	Prefetch retrieve.PrefetchOptions
+	// RelevanceFloor is the least share of a query's words (each weighted
+	// by its inverse document frequency) that the best hit of a history
+	// search (Relevance) or the best record of a recall must hold: below
+	// it they find nothing rather than the least bad match. Zero means
+	// DefaultRelevanceFloor; negative turns the floor off.
+	RelevanceFloor float64
 	// LLM, if it names a model, is the chat model the archivalist asks to
 	// classify questions (the rules answer without it).
 	LLM llm.Options
@@ -380,7 +386,8 @@ func (e *Engine) Watch(ctx context.Context, root string, opts index.Options, wop
 // by trigrams alone.
 func (e *Engine) Archive(ctx context.Context) (*archive.Archive, error) {
 	e.archOnce.Do(func() {
-		opts := archive.Options{Encoding: e.enc(), Logger: e.log, Fusion: e.Fusion(), KeepSecrets: e.opts.KeepSecrets}
+		opts := archive.Options{Encoding: e.enc(), Logger: e.log, Fusion: e.Fusion(), KeepSecrets: e.opts.KeepSecrets,
+			RelevanceFloor: e.opts.RelevanceFloor}
 		if e.opts.LLM.Model != "" {
 			c, err := llm.New(e.opts.LLM)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/embed/lsa"
@@ -26,6 +27,11 @@ import (
 func twoEngines(t *testing.T, opts engine.Options) (a, b *engine.Engine) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "engram.db")
+	if opts.Retrieve.Deadline == 0 {
+		// As newEngine: searches wait for both signals, which under load
+		// (go test -race of several packages) take more than 250 ms.
+		opts.Retrieve.Deadline = time.Minute
+	}
 	var err error
 	if a, err = engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), opts); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -54,25 +53,11 @@ func (e *Engine) Resolve(ctx context.Context, target string, version int) (strin
 
 // LineRange returns lines from to to (1-based, inclusive) of content.
 func LineRange(content []byte, from, to int) ([]byte, error) {
-	start, line := 0, 1
-	for line < from {
-		i := bytes.IndexByte(content[start:], '\n')
-		if i < 0 || start+i+1 == len(content) {
-			return nil, fmt.Errorf("has %d lines, the range starts at %d", line, from)
-		}
-		start += i + 1
-		line++
+	sp, err := LineSpan(content, from, to)
+	if err != nil {
+		return nil, err
 	}
-	end := start
-	for ; line <= to; line++ {
-		i := bytes.IndexByte(content[end:], '\n')
-		if i < 0 {
-			end = len(content)
-			break
-		}
-		end += i + 1
-	}
-	return content[start:end], nil
+	return content[sp.Start:sp.End], nil
 }
 
 // DeletedError says a file is no longer in the tree, and which version was

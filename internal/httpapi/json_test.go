@@ -85,6 +85,7 @@ func TestV1JSON(t *testing.T) {
 	get(200, "GET", "/v1/agents", "")
 	get(200, "GET", "/v1/patterns", "")
 	get(200, "GET", "/v1/search?q=nothing+matches+quokka", "")
+	get(200, "GET", "/v1/history?q=nothing+matches+quokka", "")
 	get(200, "POST", "/v1/prefetch", `{"query":"nothing matches quokka"}`)
 	get(200, "POST", "/v1/retrieve", `{"query":"nothing matches quokka"}`)
 	// Writes, and what reads of them answer.
@@ -95,6 +96,7 @@ func TestV1JSON(t *testing.T) {
 	get(200, "PUT", "/v1/sessions/s1/files/internal/upload/retry.go", `{"summary":"jitter"}`)
 	get(201, "POST", "/v1/sessions/s1/records", `{"type":"user_prompt","content":"why does TestUploadRetry time out?"}`)
 	get(200, "GET", "/v1/search?q=context+deadline+retries", "")
+	get(200, "GET", "/v1/history?q=context+deadline+retries&type=tool_result", "")
 	get(200, "POST", "/v1/prefetch", `{"query":"TestUploadRetry deadline","budget":300}`)
 	get(200, "POST", "/v1/retrieve", `{"query":"deadline exceeded"}`)
 	get(200, "POST", "/v1/recall", `{"query":"what did we learn about flaky timeouts? how should we fix it?"}`)

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/engramhq/engram/internal/api"
 )
 
 var (
@@ -21,6 +23,13 @@ var (
 func (v *v1) openapi(w http.ResponseWriter, r *http.Request) {
 	openapiOnce.Do(func() { openapiDoc = v.document() })
 	writeJSON(w, http.StatusOK, openapiDoc)
+}
+
+// responses are the answers documented with a schema: a zero value of
+// the type each route answers with.
+var responses = map[string]any{
+	"POST /v1/retrieve": api.RetrieveOut{},
+	"GET /v1/history":   api.SearchOut{},
 }
 
 var pathParam = regexp.MustCompile(`\{(\w+)(\.\.\.)?\}`)
@@ -51,6 +60,14 @@ func (v *v1) document() map[string]any {
 		}
 		if len(params) > 0 {
 			op["parameters"] = params
+		}
+		if out, ok := responses[rt.pattern]; ok {
+			schema, err := jsonschema.ForType(reflect.TypeOf(out), nil)
+			if err != nil {
+				panic(fmt.Sprintf("openapi: %s: %v", rt.pattern, err)) // the types are ours: a test catches it
+			}
+			op["responses"].(map[string]any)[fmt.Sprint(rt.status)] = map[string]any{"description": "OK",
+				"content": map[string]any{"application/json": map[string]any{"schema": schema}}}
 		}
 		if rt.body != nil {
 			schema, err := jsonschema.ForType(reflect.TypeOf(rt.body), nil)

@@ -52,10 +52,12 @@ func (v *v1) table() []route {
 				"path: only content about these files (repeatable)", "history: true to include old versions",
 				"files: true to rank distinct places (files or records), each with its best spans, instead of chunks",
 				"spans: best spans per place with files=true, 1-5 (default 3)"}, 200},
+		{"GET /v1/history", "Search past messages and tool results only; below the relevance floor, nothing found", v.history, nil,
+			[]string{"q: what to find", "type: only this content type", "session: only this session", "limit: most results"}, 200},
 		{"GET /v1/files/{path...}", "An indexed file, or some of its lines", v.getFile, nil,
 			[]string{"start: first line", "end: last line", "version: an older version"}, 200},
 		{"POST /v1/prefetch", "The context block for a task, within a budget", jsonOp(v, (*api.Ops).Prefetch, 200), api.PrefetchIn{}, nil, 200},
-		{"POST /v1/retrieve", "Stored content behind a reference, entry ids or a query", jsonOp(v, (*api.Ops).RetrieveContext, 200), api.RetrieveIn{}, nil, 200},
+		{"POST /v1/retrieve", "Stored content byte for byte, with its lines and bytes: the chunks matching a query, an entry's lines, whole entries", jsonOp(v, (*api.Ops).RetrieveContext, 200), api.RetrieveIn{}, nil, 200},
 		{"POST /v1/recall", "Ask the archivalist: an @arch: query or a question about the past", jsonOp(v, (*api.Ops).Recall, 200), api.RecallIn{}, nil, 200},
 		{"GET /v1/sessions/{session}", "A session's state (ETag: its version)", v.session, nil, nil, 200},
 		{"GET /v1/sessions/{session}/briefing", "A session's briefing (ETag: both versions)", v.briefing, nil, []string{"tier: micro, standard or full"}, 200},
@@ -242,6 +244,16 @@ func (v *v1) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.Search(r.Context(), in); return out, err })
+}
+
+func (v *v1) history(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	in := api.HistoryIn{Query: q.Get("q"), ContentType: q.Get("type"), Session: q.Get("session")}
+	if err := intParams(q, map[string]*int{"limit": &in.MaxResults}); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.SearchHistory(r.Context(), in); return out, err })
 }
 
 func (v *v1) getFile(w http.ResponseWriter, r *http.Request) {

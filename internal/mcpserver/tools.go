@@ -31,7 +31,7 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "prefetch", Annotations: ro,
 		Description: "The context block worth reading before a task: excerpts and one-line hints, within a token budget."}), tool(s, (*api.Ops).Prefetch))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "retrieve_context", Annotations: ro,
-		Description: "Expand a [CTX-REF:id] marker, entry ids, or a query back into the exact stored content."}), tool(s, (*api.Ops).RetrieveContext))
+		Description: "Read stored content back byte for byte, with its lines: the chunks matching query, best first; or the entries of content_ids or ref_id: their chunks matching query, lines start_line-end_line of one, or whole. next is the call that reads on."}), tool(s, (*api.Ops).RetrieveContext))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "search_history", Annotations: ro,
 		Description: "Search past messages and tool results only, by type and session."}), tool(s, (*api.Ops).SearchHistory))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "get_turn_range", Annotations: ro,
