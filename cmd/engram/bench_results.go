@@ -78,7 +78,7 @@ func (a *app) benchResults(ctx context.Context, w io.Writer, eng *engine.Engine,
 		return err
 	}
 	path := "README.md"
-	if h := structured(hits)["hits"]; h != nil {
+	if h := structured(hits)["places"]; h != nil {
 		if hs, ok := h.([]any); ok && len(hs) > 0 {
 			if where, ok := hs[0].(map[string]any)["where"].(string); ok {
 				path, _, _ = strings.Cut(where, ":")
@@ -87,7 +87,7 @@ func (a *app) benchResults(ctx context.Context, w io.Writer, eng *engine.Engine,
 	}
 
 	calls := []toolCall{
-		{"search, 10 hits", "search", map[string]any{"query": "retry with backoff and jitter", "limit": 10}},
+		{"search, 10 places", "search", map[string]any{"query": "retry with backoff and jitter", "limit": 10}},
 		{"search_history, 10 results", "search_history", map[string]any{"query": "flaky upload test deadline", "max_results": 10}},
 		{"get_file, 40 lines", "get_file", map[string]any{"path": path, "start_line": 1, "end_line": 40}},
 		{"prefetch, budget 2,000", "prefetch", map[string]any{"query": "why is the upload retry test flaky", "budget": 2000}},

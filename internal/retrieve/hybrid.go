@@ -1,10 +1,14 @@
 // Package retrieve is engram's hybrid search: lexical (the store's BM25
 // over code-aware terms) and vector (an embedder's vectors in an exact
 // in-memory index) searched in parallel under a deadline, fused by
-// reciprocal rank or a weighted merge, with boosts for exact symbol and
-// path matches, circuit breakers that degrade a failing backend to the
-// other's results, a hot tier of recently used chunks, and the pre-fetch
-// block that injects the best of it into an agent's context.
+// reciprocal rank or a weighted merge, then rescored by small stages
+// (symbol and path matches, file evidence, priors for tests, changelogs,
+// vendored code and the other speaker, ...), with circuit breakers that
+// degrade a failing backend to the other's results, a hot tier of
+// recently used chunks, files as results (Places), and the pre-fetch block
+// that injects the best of it into an agent's context, held to a
+// relevance floor. pipeline.go is the map: the steps of a search, each in
+// its own file.
 package retrieve
 
 import (
