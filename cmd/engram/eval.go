@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/bench"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/eval"
 	"github.com/engramhq/engram/internal/retrieve"
@@ -78,7 +79,9 @@ stores warm.
 Two checks of the ranking follow the scores. "limit moves top 10": the
 share of questions whose first ten distinct items change when 25 results
 are asked for instead of 200 (compared over the shorter list), with the
-MRR at 25; and on code sets "test/doc first": the share of questions whose
+MRR at 25 and the latency of a search for 10 hits, what an agent asks by
+default (the scores' latency is of searches for 200 or more); and on code
+sets "test/doc first": the share of questions whose
 first file is a test, doc or changelog (Go _test.go, testdata/, Rust
 tests/ and _test.rs, CHANGELOG*, RELEASE*, NEWS*, .md, .txt, doc
 directories).
@@ -295,6 +298,10 @@ type evalRow struct {
 	// MRR of the evalFewHits answers (engram's modes only).
 	LimitMoved *float64 `json:"limit_moves_top10,omitempty"`
 	MRRFew     *float64 `json:"mrr_at_25_hits,omitempty"`
+	// P50ms10 and P95ms10 are the latency of a search for 10 hits, the
+	// default an agent gets (engram's modes only).
+	P50ms10 *float64 `json:"p50_ms_at_10_hits,omitempty"`
+	P95ms10 *float64 `json:"p95_ms_at_10_hits,omitempty"`
 }
 
 // evalMode is a retrieval mode, with a fusion of its own for tuning:
@@ -568,9 +575,16 @@ func (a *app) evalMode(ctx context.Context, set *eval.Set, corpora map[string]*e
 	if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode.name)); err != nil {
 		return evalRow{}, err
 	}
-	// The limit check: the same questions, evalFewHits hits each.
+	// The limit check: the same questions, evalFewHits hits each; and the
+	// latency of the search an agent makes, retrieve.DefaultLimit hits.
 	moved, mrr := 0, 0.0
+	var agentLatency []time.Duration
 	for _, q := range set.Questions {
+		start := time.Now()
+		if _, _, err := search(ctx, q, retrieve.DefaultLimit, evalTop); err != nil {
+			return evalRow{}, err
+		}
+		agentLatency = append(agentLatency, time.Since(start))
 		few, _, err := search(ctx, q, evalFewHits, eval.Depth)
 		if err != nil {
 			return evalRow{}, err
@@ -583,6 +597,8 @@ func (a *app) evalMode(ctx context.Context, set *eval.Set, corpora map[string]*e
 	row := rowOf(set, mode.name, m)
 	if n := float64(len(set.Questions)); n > 0 {
 		row.LimitMoved, row.MRRFew = ptr(float64(moved)/n), ptr(mrr/n)
+		l := bench.Summarize(agentLatency)
+		row.P50ms10, row.P95ms10 = ptr(msf(l.P50)), ptr(msf(l.P95))
 	}
 	return row, nil
 }

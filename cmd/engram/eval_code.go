@@ -137,21 +137,22 @@ func printChecks(a *app, rows []evalRow) {
 	}
 	fmt.Fprintln(a.stdout)
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "set\tmode\ttest/doc first\tlimit moves top 10\tMRR at 25 hits\tMRR at 200+\t")
+	fmt.Fprintln(w, "set\tmode\ttest/doc first\tlimit moves top 10\tMRR at 25 hits\tMRR at 200+\tp50 ms at 10\tp95 ms at 10\t")
 	pct := func(v *float64) string {
 		if v == nil {
 			return "-"
 		}
 		return fmt.Sprintf("%.1f%%", 100**v)
 	}
-	num := func(v *float64) string {
+	num := func(v *float64, format string) string {
 		if v == nil {
 			return "-"
 		}
-		return fmt.Sprintf("%.3f", *v)
+		return fmt.Sprintf(format, *v)
 	}
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.3f\t\n", r.Set, r.Mode, pct(r.DistractorFirst), pct(r.LimitMoved), num(r.MRRFew), r.MRR)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.3f\t%s\t%s\t\n", r.Set, r.Mode, pct(r.DistractorFirst), pct(r.LimitMoved), num(r.MRRFew, "%.3f"), r.MRR,
+			num(r.P50ms10, "%.1f"), num(r.P95ms10, "%.1f"))
 	}
 	_ = w.Flush()
 }
