@@ -230,6 +230,7 @@ func (a *app) engineOptions() engine.Options {
 			Fusion: retrieve.FuseOptions{Method: retrieve.Fusion(c.Retrieve.Fusion), K: c.Retrieve.RRFK,
 				LexicalWeight: c.Retrieve.LexicalWeight, VectorWeight: c.Retrieve.VectorWeight},
 			Deadline:       c.Retrieve.Deadline.Duration,
+			Depth:          c.Retrieve.Depth,
 			SymbolBoost:    c.Retrieve.SymbolBoost,
 			PathBoost:      c.Retrieve.PathBoost,
 			SpeakerPrior:   c.Retrieve.SpeakerPrior,

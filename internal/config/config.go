@@ -155,8 +155,11 @@ type Retrieve struct {
 	VectorWeight  float64  `toml:"vector_weight"`
 	LexicalWeight float64  `toml:"lexical_weight"`
 	Deadline      Duration `toml:"deadline"`
-	SymbolBoost   float64  `toml:"symbol_boost"`
-	PathBoost     float64  `toml:"path_boost"`
+	// Depth is how many candidates each backend gives a search, whatever
+	// its limit (default 50).
+	Depth       int     `toml:"depth"`
+	SymbolBoost float64 `toml:"symbol_boost"`
+	PathBoost   float64 `toml:"path_boost"`
 	// SpeakerPrior multiplies the score of the other speaker's messages
 	// when a question is about what the user or the agent said; 1 is off.
 	SpeakerPrior float64 `toml:"speaker_prior"`
@@ -531,7 +534,7 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("retrieve.fusion: %q is not rrf or weighted", c.Retrieve.Fusion))
 	}
-	if c.Retrieve.RRFK < 0 || c.Retrieve.VectorWeight < 0 || c.Retrieve.LexicalWeight < 0 || c.Retrieve.Deadline.Duration < 0 ||
+	if c.Retrieve.RRFK < 0 || c.Retrieve.VectorWeight < 0 || c.Retrieve.LexicalWeight < 0 || c.Retrieve.Deadline.Duration < 0 || c.Retrieve.Depth < 0 ||
 		c.Retrieve.SymbolBoost < 0 || c.Retrieve.PathBoost < 0 {
 		errs = append(errs, errors.New("retrieve: values must not be negative"))
 	}
