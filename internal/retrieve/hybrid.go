@@ -316,6 +316,7 @@ type Hybrid struct {
 	emb  embed.Embedder // nil: lexical only
 	opts Options
 
+	stageList              []stage
 	lexCB, vecCB, rerankCB *Breaker
 	vecs                   *vectorSet
 	hot                    *hotSet
@@ -341,6 +342,7 @@ func NewHybrid(st store.Store, emb embed.Embedder, opts Options) *Hybrid {
 	if emb != nil {
 		h.vecs = &vectorSet{model: emb.Model()}
 	}
+	h.stageList = h.stages()
 	return h
 }
 

@@ -70,8 +70,8 @@ type stage interface {
 	rescore(ctx context.Context, p *pass)
 }
 
-// stages returns the stages a Hybrid runs: those whose weight turns them
-// on and that Options.Off does not name.
+// stages returns the stages a Hybrid runs, once, when it is made: those
+// whose weight turns them on and that Options.Off does not name.
 func (h *Hybrid) stages() []stage {
 	o := &h.opts
 	all := []stage{
@@ -125,6 +125,19 @@ type pass struct {
 	// bonus adds a share of it, whatever the fusion's scale (RRF's scores
 	// are a hundredth of the weighted merge's).
 	best float64
+	// symbols and paths are what the query names (see queryNames), read
+	// once for the stages that need them.
+	named          bool
+	symbols, paths []string
+}
+
+// names returns the identifiers and paths the query names.
+func (p *pass) names() (symbols, paths []string) {
+	if !p.named {
+		p.symbols, p.paths = queryNames(p.text)
+		p.named = true
+	}
+	return p.symbols, p.paths
 }
 
 // lexical reports whether the lexical backend found candidates: the
@@ -137,7 +150,7 @@ func (p *pass) lexical() bool { return len(p.cands.lex)+len(p.cands.lexThen) > 0
 func (h *Hybrid) rank(ctx context.Context, text string, c *candidates, sp *Span) []Hit {
 	p := &pass{text: text, cands: c, span: sp}
 	p.fuse(h.opts)
-	for _, s := range h.stages() {
+	for _, s := range h.stageList {
 		s.rescore(ctx, p)
 	}
 	sortHits(p.hits)

@@ -105,18 +105,30 @@ func (s distractorStage) enabled() bool {
 }
 
 func (s distractorStage) rescore(_ context.Context, p *pass) {
-	asked := map[role]bool{
-		roleTest:      askTest.MatchString(p.text),
-		roleChangelog: askChangelog.MatchString(p.text),
-		roleDoc:       askDoc.MatchString(p.text),
-	}
+	var asked map[role]bool    // read from the query at the first file
+	roles := map[string]role{} // a file's chunks are many among the hits
 	for i := range p.hits {
 		o := p.hits[i].Occurrence
 		if o.Type != store.CodeFile || len(o.Files) == 0 {
 			continue
 		}
-		r := roleOf(o.Files[0])
-		if prior, ok := s.priors[r]; ok && prior != 1 && !asked[r] {
+		r, ok := roles[o.Files[0]]
+		if !ok {
+			r = roleOf(o.Files[0])
+			roles[o.Files[0]] = r
+		}
+		prior, ok := s.priors[r]
+		if !ok || prior == 1 {
+			continue
+		}
+		if asked == nil {
+			asked = map[role]bool{
+				roleTest:      askTest.MatchString(p.text),
+				roleChangelog: askChangelog.MatchString(p.text),
+				roleDoc:       askDoc.MatchString(p.text),
+			}
+		}
+		if !asked[r] {
 			p.hits[i].scale(prior, StageDistractor)
 		}
 	}

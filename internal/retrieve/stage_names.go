@@ -64,7 +64,7 @@ func (symbolStage) name() string    { return StageSymbol }
 func (s symbolStage) enabled() bool { return s.boost > 0 }
 
 func (s symbolStage) rescore(_ context.Context, p *pass) {
-	symbols, _ := queryNames(p.text)
+	symbols, _ := p.names()
 	for i := range p.hits {
 		if matchSymbol(p.hits[i].Chunk.Symbols, symbols) {
 			p.hits[i].scale(1+s.boost, StageSymbol)
@@ -80,7 +80,7 @@ func (pathStage) name() string    { return StagePath }
 func (s pathStage) enabled() bool { return s.boost > 0 }
 
 func (s pathStage) rescore(_ context.Context, p *pass) {
-	_, paths := queryNames(p.text)
+	_, paths := p.names()
 	for i := range p.hits {
 		if matchPath(p.hits[i].Occurrence.Files, paths) {
 			p.hits[i].scale(1+s.boost, StagePath)
