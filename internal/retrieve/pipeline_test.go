@@ -71,6 +71,14 @@ func TestStagesOff(t *testing.T) {
 	if off.Hits[0].Score >= on.Hits[0].Score {
 		t.Errorf("without the boost the best score should be lower: %v >= %v", off.Hits[0].Score, on.Hits[0].Score)
 	}
+	// The time stage off reads no time phrase, as a negative TimeBoost.
+	back := retrieve.Query{Text: "the mutex a week ago", Mode: retrieve.ModeLexical}
+	if res := search(t, retrieve.NewHybrid(f.st, nil, retrieve.Options{Deadline: unhurried}), back); res.Span == nil {
+		t.Error("a week ago: no span read")
+	}
+	if res := search(t, retrieve.NewHybrid(f.st, nil, retrieve.Options{Deadline: unhurried, Off: []string{retrieve.StageTime}}), back); res.Span != nil {
+		t.Errorf("time stage off, yet a span was read: %v", res.Span)
+	}
 	if err := retrieve.CheckStages(retrieve.Stages()); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 // span returns the stretch of time q points back to, or nil: none when
 // time phrases are off or the filter already bounds the time.
 func (h *Hybrid) span(q Query) *Span {
-	if h.opts.TimeBoost < 0 || !q.Filter.Since.IsZero() || !q.Filter.Until.IsZero() {
+	if h.opts.TimeBoost < 0 || h.off(StageTime) || !q.Filter.Since.IsZero() || !q.Filter.Until.IsZero() {
 		return nil
 	}
 	now := q.Now
