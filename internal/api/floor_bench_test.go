@@ -17,7 +17,7 @@ import (
 	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
-// TestRelevanceFloor_Bench measures what the relevance floor of history
+// BenchmarkRelevanceFloor measures what the relevance floor of history
 // search costs and gains on LoCoMo and LongMemEval, through search_history
 // itself (api.Ops.SearchHistory, 10 results): of the questions whose
 // evidence is among the hits without the floor, how many get nothing
@@ -25,18 +25,19 @@ import (
 // their answer (LoCoMo: each question of every other conversation;
 // LongMemEval: the pooled sessions split in two halves by session, each
 // question whose evidence is in one half asked of the other), how many
-// still get hits. It loads the sets as engram eval does, takes minutes,
-// and runs only when ENGRAM_FLOOR_BENCH names the bench folder (or is 1
-// for ../shared/bench):
+// still get hits. It loads the sets as engram eval does and takes
+// minutes, so it is a benchmark, run only when asked for; the bench folder
+// is ENGRAM_BENCH_DIR, else ../shared/bench beside the project:
 //
-//	ENGRAM_FLOOR_BENCH=1 go test ./internal/api -run TestRelevanceFloor_Bench -v -timeout 1h
-func TestRelevanceFloor_Bench(t *testing.T) {
-	bench := os.Getenv("ENGRAM_FLOOR_BENCH")
+//	go test ./internal/api -run '^$' -bench RelevanceFloor -benchtime 1x -timeout 1h
+func BenchmarkRelevanceFloor(b *testing.B) {
+	t := b
+	bench := os.Getenv("ENGRAM_BENCH_DIR")
 	if bench == "" {
-		t.Skip("set ENGRAM_FLOOR_BENCH to the bench folder (1 for ../shared/bench) to measure the relevance floor")
-	}
-	if bench == "1" {
 		bench = filepath.Join("..", "..", "..", "shared", "bench")
+	}
+	if _, err := os.Stat(filepath.Join(bench, "locomo", "locomo10.json")); err != nil {
+		t.Skipf("the bench sets are not here (%v): set ENGRAM_BENCH_DIR to the shared bench folder", err)
 	}
 	dir := t.TempDir()
 	sets := os.Getenv("ENGRAM_FLOOR_SETS") // locomo, longmemeval or both
@@ -108,7 +109,7 @@ type benchStore struct {
 	shared     map[string][]string // entry ID -> items with that content
 }
 
-func openBenchStore(t *testing.T, path string, items []eval.Item) benchStore {
+func openBenchStore(t testing.TB, path string, items []eval.Item) benchStore {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, path, sqlite.Options{})
@@ -163,7 +164,7 @@ type floorMeasure struct {
 	floor              float64
 }
 
-func history(t *testing.T, o *api.Ops, q eval.Question) api.SearchOut {
+func history(t testing.TB, o *api.Ops, q eval.Question) api.SearchOut {
 	t.Helper()
 	out, _, err := o.SearchHistory(t.Context(), api.HistoryIn{Query: q.Text})
 	if err != nil {
@@ -172,7 +173,7 @@ func history(t *testing.T, o *api.Ops, q eval.Question) api.SearchOut {
 	return out
 }
 
-func (m *floorMeasure) own(t *testing.T, s benchStore, q eval.Question) {
+func (m *floorMeasure) own(t testing.TB, s benchStore, q eval.Question) {
 	m.questions++
 	rel := map[string]bool{}
 	for _, id := range q.Relevant {
@@ -200,7 +201,7 @@ func (m *floorMeasure) own(t *testing.T, s benchStore, q eval.Question) {
 	}
 }
 
-func (m *floorMeasure) negative(t *testing.T, s benchStore, q eval.Question) {
+func (m *floorMeasure) negative(t testing.TB, s benchStore, q eval.Question) {
 	m.negatives++
 	if len(history(t, s.off, q).Hits) > 0 {
 		m.offHits++
@@ -212,7 +213,7 @@ func (m *floorMeasure) negative(t *testing.T, s benchStore, q eval.Question) {
 	}
 }
 
-func (m *floorMeasure) report(t *testing.T, set string) {
+func (m *floorMeasure) report(t testing.TB, set string) {
 	pct := func(n, of int) string {
 		return fmt.Sprintf("%d of %d (%.1f %%)", n, of, 100*float64(n)/float64(max(of, 1)))
 	}
