@@ -93,19 +93,9 @@ func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string
 				if len(q.Relevant) == 0 {
 					continue
 				}
-				eng := engines[q.Corpus]
-				h, err := eng.Hybrid(ctx)
+				b, err := askPrefetch(ctx, engines[q.Corpus], q, pol.opts, budget)
 				if err != nil {
 					return nil, err
-				}
-				opts := pol.opts
-				opts.Budget, opts.NoRecord, opts.Now = budget, true, q.Time
-				b, err := h.Prefetch(ctx, q.Text, 0, opts, eng.Encoding().Count)
-				if err != nil {
-					return nil, fmt.Errorf("question %s: %w", q.ID, err)
-				}
-				if b.Degraded {
-					return nil, fmt.Errorf("question %s: pre-fetch degraded: %v", q.ID, b.Faults)
 				}
 				// An excerpt holds every turn with its content.
 				excerpts, hints := map[string]bool{}, map[string]bool{}
@@ -148,15 +138,9 @@ func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string
 					if !ok || len(q.Relevant) == 0 {
 						continue
 					}
-					h, err := eng.Hybrid(ctx)
+					b, err := askPrefetch(ctx, eng, q, pol.opts, budget)
 					if err != nil {
-						return nil, err
-					}
-					opts := pol.opts
-					opts.Budget, opts.NoRecord, opts.Now = budget, true, q.Time
-					b, err := h.Prefetch(ctx, q.Text, 0, opts, eng.Encoding().Count)
-					if err != nil {
-						return nil, fmt.Errorf("question %s asked of a store without its answer: %w", q.ID, err)
+						return nil, fmt.Errorf("asked of a store without its answer: %w", err)
 					}
 					row.Negatives++
 					if b.Text != "" {
@@ -179,6 +163,25 @@ func (a *app) evalEconomy(ctx context.Context, set *eval.Set, engines map[string
 		}
 	}
 	return rows, nil
+}
+
+// askPrefetch builds the pre-fetch block of a question at a budget, as an
+// agent would get it, leaving the access record alone. A degraded block is
+// an error: it would score what a failure left out.
+func askPrefetch(ctx context.Context, eng *engine.Engine, q eval.Question, opts retrieve.PrefetchOptions, budget int) (retrieve.Block, error) {
+	h, err := eng.Hybrid(ctx)
+	if err != nil {
+		return retrieve.Block{}, err
+	}
+	opts.Budget, opts.NoRecord, opts.Now = budget, true, q.Time
+	b, err := h.Prefetch(ctx, q.Text, 0, opts, eng.Encoding().Count)
+	if err != nil {
+		return b, fmt.Errorf("question %s: %w", q.ID, err)
+	}
+	if b.Degraded {
+		return b, fmt.Errorf("question %s: pre-fetch degraded: %v", q.ID, b.Faults)
+	}
+	return b, nil
 }
 
 func printEconomy(a *app, rows []economyRow) {
