@@ -119,7 +119,7 @@ func (e *Engine) MatchChunks(ctx context.Context, ids []string, query string) ([
 			counts := counter.Count(c.Text)
 			tf := make([]int, len(content))
 			for j, g := range content {
-				tf[j] = groupTF(counts, g)
+				tf[j] = g.TF(counts)
 			}
 			chunks = append(chunks, c)
 			tfs = append(tfs, tf)
@@ -157,19 +157,4 @@ func (e *Engine) MatchChunks(ctx context.Context, ids []string, query string) ([
 	}
 	slices.SortStableFunc(out, func(a, b ChunkMatch) int { return cmp.Compare(b.Score, a.Score) })
 	return out, nil
-}
-
-// groupTF is how often a text holds a query word, given its term counts:
-// whole, or for a compound identifier as its parts, the least frequent of
-// them (as the store's search counts it).
-func groupTF(counts map[string]int, g terms.Group) int {
-	tf := counts[g.Whole]
-	if len(g.Parts) > 0 {
-		parts := counts[g.Parts[0]]
-		for _, part := range g.Parts[1:] {
-			parts = min(parts, counts[part])
-		}
-		tf = max(tf, parts)
-	}
-	return tf
 }

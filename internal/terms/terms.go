@@ -274,3 +274,18 @@ func Query(text string) []Group {
 	})
 	return groups
 }
+
+// TF is how often a text holds the query word, given the text's term
+// counts: whole, or for a compound identifier as its parts, the least
+// frequent of them (as the store's search counts it).
+func (g Group) TF(counts map[string]int) int {
+	tf := counts[g.Whole]
+	if len(g.Parts) > 0 {
+		parts := counts[g.Parts[0]]
+		for _, part := range g.Parts[1:] {
+			parts = min(parts, counts[part])
+		}
+		tf = max(tf, parts)
+	}
+	return tf
+}

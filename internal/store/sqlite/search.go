@@ -529,20 +529,6 @@ func queryTerms(groups []terms.Group) []string {
 	return ts
 }
 
-// groupTF is how often a chunk holds a query word: whole, or for a
-// compound identifier as its parts, the least frequent of them.
-func groupTF(counts map[string]int, g terms.Group) int {
-	tf := counts[g.Whole]
-	if len(g.Parts) > 0 {
-		parts := counts[g.Parts[0]]
-		for _, part := range g.Parts[1:] {
-			parts = min(parts, counts[part])
-		}
-		tf = max(tf, parts)
-	}
-	return tf
-}
-
 // coverage sets each hit's Coverage: the IDF-weighted share of the query's
 // content words (its stop words, if it has only those) that the chunk
 // holds. Words that occur nowhere count in full against every hit; words
@@ -581,7 +567,7 @@ func coverage(groups []terms.Group, p plan, hits []store.Hit, counts []map[strin
 	for i := range hits {
 		var got float64
 		for j, g := range content {
-			if groupTF(counts[i], g) > 0 {
+			if g.TF(counts[i]) > 0 {
 				got += idf[j]
 			}
 		}
@@ -703,7 +689,7 @@ func cappedBM25(counts map[string]int, groups []group, chunks int64) float64 {
 	const k1 = 1.2
 	score := 0.0
 	for _, g := range groups {
-		tf := groupTF(counts, g.Group)
+		tf := g.TF(counts)
 		if tf == 0 {
 			continue
 		}
