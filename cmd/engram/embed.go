@@ -218,16 +218,19 @@ func (a *app) prefetchCmd() *cobra.Command {
 		Long: `Build the pre-fetch block for QUERY: the content engram is confident an agent
 needs, to inject with the query before the agent sees it.
 
-Tier A: at most 2 excerpts ([AUTO-RETRIEVED: path:start-end | confidence: C]
-with the content), in 60% of the budget, for hits whose confidence is at least
-prefetch.excerpt_threshold (0.90). Tier B: at most 3 one-line hints
-([RELATED: ...]), in 30%, at least prefetch.confidence_threshold (0.85).
-Confidence is the mean of the lexical signal (the share of the query's words a
-chunk holds, weighted by rarity), the vector signal (cosine similarity) and the
-hit's standing (its fused score over the best hit's); the lexical and vector
-signals must both be at least prefetch.min_signal (0.5). When only one signal
-is available the thresholds rise by 10%. Below them, nothing is injected: the
-agent can still search.
+Only hits over the relevance floor are injected: a hit must hold at least
+prefetch.min_coverage (35%) of the query's words, weighted by rarity, and
+where both signals answer, its cosine and that share must each be at least
+prefetch.min_signal (0.25). When only one signal is available the floor
+rises by 10%. Below it nothing is injected, and the block is empty: the agent
+can still search. Over it, the best hits become excerpts
+([AUTO-RETRIEVED: path:start-end | confidence: C] with the content), at
+most prefetch.max_excerpts (8) in 60% of the budget, and those that do not
+fit become one-line hints ([RELATED: ...]), at most 3 in 30%. Confidence is
+the mean of the lexical signal, the vector signal (cosine similarity) and
+the hit's standing (its fused score over the best hit's);
+prefetch.excerpt_threshold and prefetch.confidence_threshold (0 by
+default) can ask more of it.
 
 The budget is --budget tokens, or prefetch.budget_share (10%) of --remaining,
 the tokens left in the agent's window. The block and its token count are
