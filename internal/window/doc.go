@@ -1,0 +1,28 @@
+// Package window manages agents' context windows: a ledger per (session,
+// agent) of the messages in the agent's window, the thresholds at which
+// it evicts, and what it evicts. Evicted content is never lost: it stays
+// in the content store, and a reference marker ([CTX-REF:…]) in the window
+// expands back to it byte for byte.
+//
+// This file set is the window's pure core, with no store: messages as
+// content blocks (message.go), the one rule that keeps a tool call with
+// its result (units.go), the budget and thresholds by agent role
+// (policy.go), and which runs of messages leave the window when it crosses
+// its threshold (evict.go).
+//
+// The core follows seed 000 ("Memory Management Thresholds", "Eviction
+// Strategies") where it is sound, and departs from it where it is not:
+//
+//   - The seed selects individual entries to evict, skipping those it
+//     preserves, so that one eviction can leave a tool result without its
+//     call, or cut a conversation into many small references. Here the
+//     unit of eviction is Units' unit (a message, or a tool call with all
+//     its results), and a run of consecutive units becomes one reference,
+//     capped in size (MaxRefTokens) so that it can be re-admitted whole.
+//   - The seed's targets are shares of the window's current size, so a
+//     window just over its threshold evicts a little, then crosses again
+//     a few turns later: every eviction rewrites what a provider's prompt
+//     cache holds. Here a window evicts down to a low-water mark (Target),
+//     in one large step, so that what stands before the newest messages is
+//     byte-stable for many turns between evictions.
+package window

@@ -1,0 +1,157 @@
+package window
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+func TestSelectRecency(t *testing.T) {
+	p := PolicyFor("engineer")
+	p.KeepTurns = 1
+	msgs := []Message{
+		text(RoleSystem, "sys"), // 3 tokens each, by text length
+		text(RoleUser, "task"),
+		call("a"), result(RoleUser, "a"),
+		text(RoleAssistant, "ans"),
+		text(RoleUser, "next"),
+		text(RoleAssistant, "ok"),
+	}
+	for i := range msgs {
+		msgs[i].Tokens = 100
+	}
+	units, err := Units(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 700 of 1000: under 75 %, nothing goes.
+	if runs := SelectRecency(msgs, units, p, 1000, 700); runs != nil {
+		t.Fatalf("under the threshold: %v", runs)
+	}
+	// 800 of 1000: down to 500 at most, a marker counting 80. The system
+	// prompt stays; the task, the call with its result and the answer go
+	// as one run (400 tokens, under the cap); the last turn stays.
+	runs := SelectRecency(msgs, units, p, 1000, 800)
+	if fmt.Sprint(runs) != fmt.Sprint([]Run{{From: 1, To: 5, Tokens: 400}}) {
+		t.Errorf("runs %v", runs)
+	}
+	// A cap of 250 tokens: the task alone, the call with its result, the
+	// answer; three markers, so the window stays over its target, all that
+	// may go gone.
+	p.MaxRefTokens = 250
+	runs = SelectRecency(msgs, units, p, 1000, 800)
+	if fmt.Sprint(runs) != fmt.Sprint([]Run{{1, 2, 100}, {2, 4, 200}, {4, 5, 100}}) {
+		t.Errorf("capped runs %v", runs)
+	}
+	// Preserved user prompts and a pinned answer break runs.
+	p = PolicyFor("librarian")
+	p.KeepTurns = 1
+	msgs[2].Pinned = true
+	runs = SelectRecency(msgs, units, p, 1000, 800)
+	if fmt.Sprint(runs) != fmt.Sprint([]Run{{4, 5, 100}}) {
+		t.Errorf("with preserved prompts and a pinned call: %v", runs)
+	}
+}
+
+// TestSelectRecencyProperties: on random conversations, eviction takes
+// whole units only, never the system prompt, pinned or preserved messages,
+// the last turns or an open call; runs hold at most MaxRefTokens unless
+// one unit is larger; the window ends at or under its target when enough
+// may go; and the same input gives the same runs.
+func TestSelectRecencyProperties(t *testing.T) {
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		msgs := append([]Message{text(RoleSystem, "system")}, randomConversation(r, 1+r.IntN(60))...)
+		used := 0
+		for i := range msgs {
+			msgs[i].Tokens = 1 + r.IntN(3000)
+			msgs[i].Pinned = r.IntN(20) == 0
+			used += msgs[i].Tokens
+		}
+		p := PolicyFor([]string{"librarian", "academic", "architect", "claude"}[r.IntN(4)])
+		p.KeepTurns = r.IntN(4)
+		budget := max(1, used*(80+r.IntN(60))/100)
+		units, err := Units(msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := SelectRecency(msgs, units, p, budget, used)
+		if again := SelectRecency(msgs, units, p, budget, used); !slices.Equal(runs, again) {
+			t.Fatalf("seed %d: not deterministic", seed)
+		}
+		starts, ends := map[int]bool{}, map[int]bool{}
+		for _, u := range units {
+			starts[u.From], ends[u.To] = true, true
+		}
+		keepFrom := keptTurnsStart(msgs, p.KeepTurns)
+		evicted := map[int]bool{}
+		after := used
+		last := -1
+		for _, run := range runs {
+			if !starts[run.From] || !ends[run.To] || run.From < last || run.To <= run.From {
+				t.Fatalf("seed %d: run %v is not whole units in order", seed, run)
+			}
+			last = run.To
+			n := 0
+			for i := run.From; i < run.To; i++ {
+				m := msgs[i]
+				if m.Role == RoleSystem || m.Pinned || slices.Contains(p.Preserve, m.Type()) || i >= keepFrom {
+					t.Fatalf("seed %d: run %v evicts message %d (%s, pinned %v) that must stay", seed, run, i, m.Type(), m.Pinned)
+				}
+				evicted[i] = true
+				n += m.Tokens
+			}
+			if n != run.Tokens {
+				t.Fatalf("seed %d: run %v counts %d tokens", seed, run, n)
+			}
+			if n > p.MaxRefTokens && unitAt(units, run.From).To != run.To {
+				t.Fatalf("seed %d: run %v holds %d tokens over the cap and more than one unit", seed, run, n)
+			}
+			after += MarkerTokens - n
+		}
+		for _, u := range units {
+			if u.Open && evicted[u.From] {
+				t.Fatalf("seed %d: an open call was evicted", seed)
+			}
+		}
+		if len(runs) > 0 && after > int(p.Target*float64(budget)) {
+			// Only allowed when nothing more could go.
+			for _, u := range units {
+				if !evicted[u.From] && !u.Open && u.To <= keepFrom && evictable(msgs[u.From:u.To], p) {
+					t.Fatalf("seed %d: %d tokens left over a target of %.0f, and unit %v could still go", seed, after, p.Target*float64(budget), u)
+				}
+			}
+		}
+	}
+}
+
+func unitAt(units []Unit, from int) Unit {
+	for _, u := range units {
+		if u.From == from {
+			return u
+		}
+	}
+	return Unit{}
+}
+
+func TestPolicies(t *testing.T) {
+	for role := range Policies {
+		if err := PolicyFor(role).Validate(); err != nil {
+			t.Errorf("%s: %v", role, err)
+		}
+	}
+	if p := PolicyFor("Claude"); p.Strategy != Recency || p.Evict != 0.75 {
+		t.Errorf("an unknown role should get the default policy: %+v", p)
+	}
+	if p := PolicyFor("librarian"); !slices.Equal(p.Checkpoints, []float64{0.25, 0.5}) || !slices.Contains(p.Preserve, store.UserPrompt) {
+		t.Errorf("librarian: %+v", p)
+	}
+	bad := PolicyFor("academic")
+	bad.Target = 0.9
+	if err := bad.Validate(); err == nil {
+		t.Error("a target over the threshold should be refused")
+	}
+}

@@ -1,0 +1,131 @@
+package window
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Role is who a message is from.
+type Role string
+
+// The roles. A tool's result is a message of RoleTool in OpenAI's shape;
+// in Anthropic's it is a tool_result block of a user message. Both map
+// here without loss.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+		return true
+	}
+	return false
+}
+
+// BlockType is the kind of a content block.
+type BlockType string
+
+// The block types. Any other type a vendor sends (images, documents,
+// thinking) is kept as it came, in Block.Raw.
+const (
+	BlockText       BlockType = "text"
+	BlockToolUse    BlockType = "tool_use"
+	BlockToolResult BlockType = "tool_result"
+)
+
+// Block is one content block of a message.
+type Block struct {
+	Type BlockType `json:"type"`
+	// Text is a text block's text, or a tool result's output.
+	Text string `json:"text,omitempty"`
+	// ID is a tool call's id (tool_use), ToolUseID the id of the call a
+	// tool result answers.
+	ID        string `json:"id,omitempty"`
+	ToolUseID string `json:"tool_use_id,omitempty"`
+	// Name and Input are a tool call's tool and arguments.
+	Name    string          `json:"name,omitempty"`
+	Input   json.RawMessage `json:"input,omitempty"`
+	IsError bool            `json:"is_error,omitempty"`
+	// Raw is a block of another type, byte for byte as the vendor sent it.
+	Raw json.RawMessage `json:"raw,omitempty"`
+}
+
+// Message is one message of a window: its role and content blocks, its
+// size in tokens, and whether eviction must leave it alone.
+type Message struct {
+	Role   Role    `json:"role"`
+	Blocks []Block `json:"blocks"`
+	// Tokens is the message's size in the window's encoding.
+	Tokens int `json:"tokens"`
+	// Pinned messages are never evicted.
+	Pinned bool `json:"pinned,omitempty"`
+}
+
+// Calls returns the ids of the tool calls m makes.
+func (m *Message) Calls() []string {
+	var ids []string
+	for _, b := range m.Blocks {
+		if b.Type == BlockToolUse {
+			ids = append(ids, b.ID)
+		}
+	}
+	return ids
+}
+
+// Results returns the ids of the tool calls m answers.
+func (m *Message) Results() []string {
+	var ids []string
+	for _, b := range m.Blocks {
+		if b.Type == BlockToolResult {
+			ids = append(ids, b.ToolUseID)
+		}
+	}
+	return ids
+}
+
+// ErrInvalid marks a message or conversation that a window cannot take.
+var ErrInvalid = errors.New("invalid message")
+
+// Validate checks one message on its own: a known role, blocks that carry
+// what their type needs, calls only from the assistant, results only from
+// the user (Anthropic) or a tool (OpenAI), and a non-negative size.
+func (m *Message) Validate() error {
+	if !m.Role.Valid() {
+		return fmt.Errorf("%w: role %q is not system, user, assistant or tool", ErrInvalid, m.Role)
+	}
+	if m.Tokens < 0 {
+		return fmt.Errorf("%w: %d tokens", ErrInvalid, m.Tokens)
+	}
+	for i, b := range m.Blocks {
+		switch b.Type {
+		case BlockText:
+		case BlockToolUse:
+			if b.ID == "" || b.Name == "" {
+				return fmt.Errorf("%w: block %d: a tool call needs an id and a name", ErrInvalid, i)
+			}
+			if m.Role != RoleAssistant {
+				return fmt.Errorf("%w: block %d: a tool call in a %s message (only the assistant calls tools)", ErrInvalid, i, m.Role)
+			}
+		case BlockToolResult:
+			if b.ToolUseID == "" {
+				return fmt.Errorf("%w: block %d: a tool result needs the id of its call", ErrInvalid, i)
+			}
+			if m.Role != RoleUser && m.Role != RoleTool {
+				return fmt.Errorf("%w: block %d: a tool result in a %s message", ErrInvalid, i, m.Role)
+			}
+		case "":
+			return fmt.Errorf("%w: block %d has no type", ErrInvalid, i)
+		default:
+			if len(b.Raw) == 0 {
+				return fmt.Errorf("%w: block %d of type %q keeps nothing (Raw is empty)", ErrInvalid, i, b.Type)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package window
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+// Strategy names how a window chooses what to evict.
+type Strategy string
+
+// The eviction strategies of seed 000.
+const (
+	// Recency evicts the oldest messages first.
+	Recency Strategy = "recency"
+	// TopicCluster evicts whole topics, concluded and old ones first.
+	TopicCluster Strategy = "topic_cluster"
+	// TaskCompletion evicts the discussions of finished tasks first, then
+	// by recency.
+	TaskCompletion Strategy = "task_completion"
+)
+
+// Valid reports whether s is a known strategy.
+func (s Strategy) Valid() bool {
+	return s == Recency || s == TopicCluster || s == TaskCompletion
+}
+
+// Policy is how the window of an agent of one role is kept. Shares are of
+// the window's budget (Limits.Budget).
+type Policy struct {
+	Strategy Strategy
+	// Checkpoints are the shares at which the session's state is due to be
+	// saved (the archivalist's resume state), before anything is evicted.
+	Checkpoints []float64
+	// Evict is the share at which the window evicts; Target the share it
+	// evicts down to, in one step.
+	Evict, Target float64
+	// KeepTurns is how many of the latest turns stay whatever their size.
+	KeepTurns int
+	// Preserve are content types that are never evicted.
+	Preserve []store.ContentType
+	// MaxRefTokens caps the tokens one reference stands for, so that an
+	// expanded reference can be re-admitted whole.
+	MaxRefTokens int
+}
+
+// DefaultMaxRefTokens caps the size of one reference.
+const DefaultMaxRefTokens = 8000
+
+// Policies by agent role: seed 000's table. Knowledge roles evict at 75,
+// 80 and 85 %, the librarian and the archivalist checkpointing at 25 and
+// 50 % first; each evicts the share the seed gives (25 or 30 %) in one
+// step. The seed hands pipeline roles (engineer, tester, ...) to a new
+// instance at 75 % instead; until handoff is built, they and any other
+// role (a harness's agent, such as claude or codex) evict by recency at
+// 75 %.
+var Policies = map[string]Policy{
+	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Preserve: []store.ContentType{store.UserPrompt}},
+	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Preserve: []store.ContentType{store.UserPrompt}},
+	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Preserve: []store.ContentType{store.ResearchPaper}},
+	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Preserve: []store.ContentType{store.PlanWorkflow}},
+	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5},
+}
+
+// DefaultRole is the policy of a role the table does not name.
+const DefaultRole = "default"
+
+// PolicyFor returns the policy of a role, the default's for a role the
+// table does not name, with MaxRefTokens defaulted.
+func PolicyFor(role string) Policy {
+	p, ok := Policies[strings.ToLower(role)]
+	if !ok {
+		p = Policies[DefaultRole]
+	}
+	if p.MaxRefTokens == 0 {
+		p.MaxRefTokens = DefaultMaxRefTokens
+	}
+	return p
+}
+
+// Validate checks a policy: a known strategy, shares in order within
+// (0, 1], a cap on references that can hold something.
+func (p Policy) Validate() error {
+	if !p.Strategy.Valid() {
+		return fmt.Errorf("%w: strategy %q is not recency, topic_cluster or task_completion", ErrInvalid, p.Strategy)
+	}
+	if !(0 < p.Target && p.Target < p.Evict && p.Evict <= 1) {
+		return fmt.Errorf("%w: the target (%.2f) must be below the eviction threshold (%.2f), both within (0, 1]", ErrInvalid, p.Target, p.Evict)
+	}
+	for _, c := range p.Checkpoints {
+		if c <= 0 || c >= p.Evict {
+			return fmt.Errorf("%w: checkpoint %.2f must be within (0, %.2f)", ErrInvalid, c, p.Evict)
+		}
+	}
+	if p.KeepTurns < 0 || p.MaxRefTokens <= 0 {
+		return fmt.Errorf("%w: keep_turns must not be negative, max_ref_tokens must be positive", ErrInvalid)
+	}
+	return nil
+}
+
+// Limits are a window's size: the model's context window, less what is
+// reserved for the response and a safety buffer, less a margin where
+// engram's token count only approximates the model's tokenizer.
+type Limits struct {
+	Context int
+	// Output is reserved for the model's response, Safety for what the
+	// harness adds (tool definitions it does not show engram, framing).
+	Output, Safety int
+	// Margin is the share of the rest kept free because counts are
+	// approximate (Claude, Gemini: counted with o200k_base).
+	Margin float64
+}
+
+// Defaults for Limits.
+const (
+	// DefaultOutput is the response reservation, or the model's most
+	// output tokens when that is less.
+	DefaultOutput = 8192
+	// DefaultSafety is the safety buffer's share of the context window.
+	DefaultSafety = 0.02
+	// DefaultMargin is kept free for a model whose tokenizer engram only
+	// approximates.
+	DefaultMargin = 0.10
+)
+
+// LimitsFor returns the default limits for a model of the catalog.
+func LimitsFor(m tokens.Model) Limits {
+	l := Limits{Context: m.ContextWindow, Output: DefaultOutput, Safety: int(DefaultSafety * float64(m.ContextWindow))}
+	if m.MaxOutput > 0 {
+		l.Output = min(l.Output, m.MaxOutput)
+	}
+	if !m.Exact {
+		l.Margin = DefaultMargin
+	}
+	return l
+}
+
+// Budget is the most tokens the window may hold.
+func (l Limits) Budget() int {
+	return int(float64(l.Context-l.Output-l.Safety) * (1 - l.Margin))
+}
+
+// Validate checks that the limits leave room for a window.
+func (l Limits) Validate() error {
+	switch {
+	case l.Context <= 0 || l.Output < 0 || l.Safety < 0:
+		return fmt.Errorf("%w: context %d, output %d, safety %d tokens: the context must be positive, the rest not negative", ErrInvalid, l.Context, l.Output, l.Safety)
+	case l.Margin < 0 || l.Margin >= 1:
+		return fmt.Errorf("%w: margin %.2f must be within [0, 1)", ErrInvalid, l.Margin)
+	case l.Budget() <= 0:
+		return fmt.Errorf("%w: a %d-token context less %d for output and %d of safety leaves no room", ErrInvalid, l.Context, l.Output, l.Safety)
+	}
+	return nil
+}

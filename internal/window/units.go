@@ -1,0 +1,67 @@
+package window
+
+import "fmt"
+
+// Unit is a run of messages, msgs[From:To], that enters and leaves a
+// window whole: one message, or a tool call with every message up to its
+// last result (and whatever calls and results interleave with them).
+type Unit struct {
+	From, To int
+	// Open is true when a call in the unit has no result yet: the unit
+	// runs to the end of the conversation, and grows with it.
+	Open bool
+}
+
+// Units splits a conversation into units, in order, covering every
+// message. It is the one rule by which anything in engram that cuts a
+// conversation (eviction, compaction, trimming to a budget) keeps a tool
+// call with its result: a cut may fall only between units.
+//
+// A result whose call is not earlier in msgs, a call id used twice, and a
+// call answered twice are errors, naming the message.
+func Units(msgs []Message) ([]Unit, error) {
+	callAt := make(map[string]int)
+	answered := make(map[string]bool)
+	// reach[i] is the last message that must stay with message i.
+	reach := make([]int, len(msgs))
+	open := make([]bool, len(msgs))
+	for j := range msgs {
+		reach[j] = j
+		m := &msgs[j]
+		for _, b := range m.Blocks {
+			switch b.Type {
+			case BlockToolUse:
+				if _, dup := callAt[b.ID]; dup {
+					return nil, fmt.Errorf("%w: message %d: tool call id %q is used twice", ErrInvalid, j, b.ID)
+				}
+				callAt[b.ID] = j
+			case BlockToolResult:
+				i, ok := callAt[b.ToolUseID]
+				switch {
+				case !ok:
+					return nil, fmt.Errorf("%w: message %d: a result for tool call %q, which no earlier message makes", ErrInvalid, j, b.ToolUseID)
+				case answered[b.ToolUseID]:
+					return nil, fmt.Errorf("%w: message %d: tool call %q is answered twice", ErrInvalid, j, b.ToolUseID)
+				}
+				answered[b.ToolUseID] = true
+				reach[i] = max(reach[i], j)
+			}
+		}
+	}
+	for id, i := range callAt {
+		if !answered[id] {
+			reach[i], open[i] = len(msgs)-1, true
+		}
+	}
+	var units []Unit
+	for from := 0; from < len(msgs); {
+		u := Unit{From: from, To: from + 1}
+		for k := from; k < u.To; k++ {
+			u.To = max(u.To, reach[k]+1)
+			u.Open = u.Open || open[k]
+		}
+		units = append(units, u)
+		from = u.To
+	}
+	return units, nil
+}
