@@ -137,11 +137,12 @@ func parse(s string) (Marker, int, *SyntaxError) {
 	var m Marker
 	// The call first, so that every other error can say the id.
 	last := len(fields) - 1
-	call := fields[last]
-	if !strings.HasPrefix(call, `retrieve_context(ref_id="`) || !strings.HasSuffix(call, `")`) {
+	call, open := fields[last], `retrieve_context(ref_id="`
+	// The call's two ends must not overlap: retrieve_context(ref_id=")
+	if len(call) < len(open)+2 || !strings.HasPrefix(call, open) || !strings.HasSuffix(call, `")`) {
 		return fail(offs[last], `the last field %s is not retrieve_context(ref_id="…")`, quote(call))
 	}
-	m.ID = call[len(`retrieve_context(ref_id="`) : len(call)-2]
+	m.ID = call[len(open) : len(call)-2]
 	if !store.ValidRefID(m.ID) {
 		return fail(offs[last], "%s is not a ref id (1 to %d letters, digits, '-', '_' or '.')",
 			quote(m.ID), store.MaxRefIDBytes)
