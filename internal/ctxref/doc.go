@@ -22,16 +22,16 @@
 //	type     = lower { lower | digit | "_" } ;           (* at most 32 bytes *)
 //	span     = [ turns " " ] "(" grouped " token" [ "s" ] ")" [ " @ " time ] ;
 //	turns    = "1 turn " turn | count " turns " turn "-" turn ;
-//	turn     = nonzero { digit } ;                       (* from 1 *)
+//	turn     = nonzero { digit } ;
 //	count    = nonzero { digit } ;
-//	grouped  = digit { digit } { "," digit digit digit } ; (* 4,200; 0; 12,000,000 *)
+//	grouped  = digit [ digit [ digit ] ] { "," digit digit digit } ; (* 0; 4,200 *)
 //	time     = year "-" mm "-" dd " " hh ":" mi ;        (* UTC, to the minute *)
 //	field    = "Summary: " text
 //	         | "Topics: " list | "Entities: " list | "Ask: " list
 //	         | label ": " text ;                         (* not one of the four *)
 //	label    = upper { letter | "-" } ;
 //	list     = item { ", " item } ;
-//	call     = "retrieve_context(ref_id=\"" id "\")" ;
+//	call     = 'retrieve_context(ref_id="' id '")' ;
 //	id       = 1*64 ( letter | digit | "-" | "_" | "." ) ; (* store.ValidRefID *)
 //
 // A text is valid UTF-8 without control characters, line or paragraph
@@ -54,9 +54,10 @@
 //     most MaxTopics, MaxEntities or MaxHints items, and an item or the
 //     summary at most MaxTopicBytes, MaxEntityBytes, MaxHintBytes or
 //     MaxSummaryBytes bytes.
-//   - Unknown fields ("label: text", anywhere among the four) are skipped,
-//     so a marker a newer engram writes with a field this one does not
-//     know still expands. Everything else is strict: Parse accepts a
+//   - Unknown fields (a label other than the four, which are matched
+//     exactly, case included), anywhere between the span and the call,
+//     are skipped, so a marker a newer engram writes with a field this
+//     one does not know still expands. Everything else is strict: Parse accepts a
 //     known field only as Render writes it, so that a parsed marker
 //     renders back to the same bytes.
 //
