@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
@@ -18,7 +19,7 @@ import (
 // is named by ref_id or content_ids, or found by query; how much of it,
 // by query (the chunks that match) or a line range (one entry).
 type RetrieveIn struct {
-	RefID      string   `json:"ref_id,omitempty" jsonschema:"the id in a [CTX-REF:id] marker"`
+	RefID      string   `json:"ref_id,omitempty" jsonschema:"a [CTX-REF] marker, whole, or its ref id"`
 	ContentIDs []string `json:"content_ids,omitempty" jsonschema:"entry ids (or prefixes)"`
 	Query      string   `json:"query,omitempty" jsonschema:"words to match"`
 	StartLine  int      `json:"start_line,omitempty" jsonschema:"first line to read, of one entry (1-based)"`
@@ -164,9 +165,13 @@ func (o *Ops) retrieveIDs(ctx context.Context, in RetrieveIn) ([]string, error) 
 	case in.RefID != "" && len(in.ContentIDs) > 0:
 		return nil, bad("give ref_id or content_ids, not both")
 	case in.RefID != "":
-		ref, err := o.Eng.Store().Reference(ctx, strings.TrimSuffix(strings.TrimPrefix(in.RefID, "[CTX-REF:"), "]"))
+		m, err := ctxref.Parse(in.RefID)
+		if err != nil {
+			return nil, bad("ref_id: %v", err)
+		}
+		ref, err := o.Eng.Store().Reference(ctx, m.ID)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("no reference %s: %w", in.RefID, store.ErrNotFound)
+			return nil, fmt.Errorf("no reference %s: %w", m.ID, store.ErrNotFound)
 		}
 		return ref.ContentIDs, err
 	}

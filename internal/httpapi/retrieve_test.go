@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 )
@@ -70,6 +71,22 @@ func TestRetrieve(t *testing.T) {
 	if out := decode(body); out.Message == "" {
 		t.Errorf("nothing found without a message: %s", body)
 	}
+
+	// A reference's marker, pasted whole as ref_id, names its entry, for
+	// a line range or a query; one that is not a marker is the caller's
+	// mistake.
+	ref := store.Reference{ID: "ref1", Type: store.RefToolResults, SessionID: "s0", AgentID: "x", ContentIDs: []string{id},
+		TokensSaved: 2000, TurnFrom: 1, TurnTo: 1, Topics: []string{"upload blocks"}}
+	if err := eng.Store().PutReference(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := json.Marshal(api.RetrieveIn{RefID: ctxref.Render(ctxref.FromReference(ref)), StartLine: 151, EndLine: 151})
+	c.want(200, "POST", "/v1/retrieve", string(req), `"content":"FAIL: context deadline exceeded waiting for the quokka server\n"`)
+	req, _ = json.Marshal(api.RetrieveIn{RefID: ctxref.Render(ctxref.FromReference(ref)), Query: "deadline exceeded"})
+	if _, body = c.want(200, "POST", "/v1/retrieve", string(req), `"items":`); !strings.Contains(decode(body).Items[0].Content, "FAIL: context deadline") {
+		t.Errorf("the marker with a query: %s", body)
+	}
+	c.want(400, "POST", "/v1/retrieve", `{"ref_id":"[CTX-REF:tool_results | retrieve_context(ref_id=\"ref1\")]"}`, "a marker is its type, span")
 
 	_, doc := c.want(200, "GET", "/v1/openapi.json", "", `"openapi":"3.1.0"`)
 	var d struct {

@@ -8,12 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/store"
 )
 
 // retrieveFile is a Go file whose head (a licence and imports) matches
@@ -206,4 +209,58 @@ func TestRetrieveContext_Exact(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRetrieveContext_Reference: a reference's marker expands to its
+// entries byte for byte whether the agent passes it whole, in its short
+// form or as the bare id; with a query, to its chunks that match; and a
+// ref_id that is no marker gets an error that says what is wrong.
+func TestRetrieveContext_Reference(t *testing.T) {
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1"})
+	ctx := context.Background()
+	contents := []string{"why does the quokka token refresh fail?\n", "the refresh races the expiry check:\nlock it | and retry\n"}
+	res, err := eng.Add(ctx, []engine.Record{
+		{Session: "s1", Agent: "a1", Type: "user_prompt", Content: []byte(contents[0])},
+		{Session: "s1", Agent: "a1", Type: "agent_response", Content: []byte(contents[1])},
+		{Session: "s1", Agent: "a1", Type: "user_prompt", Content: []byte("an unrelated quokka turn\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := store.Reference{ID: "ref_7f3a", Type: store.RefConversation, SessionID: "s1", AgentID: "a1",
+		ContentIDs: []string{res[0].ID, res[1].ID}, TokensSaved: 24, TurnFrom: 1, TurnTo: 1,
+		CreatedAt: time.Date(2026, 11, 25, 14, 23, 0, 0, time.UTC), Topics: []string{"token refresh", "expiry"},
+		Entities: []string{"refreshToken"}, QueryHints: []string{"why does the token refresh fail"}}
+	if err := eng.Store().PutReference(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	marker := ctxref.Render(ctxref.FromReference(ref))
+	for _, refID := range []string{marker, "\n  " + marker + "\n", "[CTX-REF:ref_7f3a]", "ref_7f3a"} {
+		out, text := retrieve(t, cs, map[string]any{"ref_id": refID})
+		if len(out.Items) != 2 {
+			t.Fatalf("ref_id %q: items %+v (%s)", refID, out.Items, text)
+		}
+		for i, it := range out.Items {
+			if it.ID != res[i].ID[:12] || it.Content != contents[i] || it.StartByte != 0 || it.EndByte != len(contents[i]) {
+				t.Errorf("ref_id %q: item %d %+v, want entry %s whole", refID, i, it, res[i].ID[:12])
+			}
+		}
+	}
+	out, _ := retrieve(t, cs, map[string]any{"ref_id": marker, "query": "expiry check"})
+	if len(out.Items) != 1 || out.Items[0].Content != contents[1] {
+		t.Errorf("the marker with a query: %+v", out.Items)
+	}
+
+	for _, c := range []struct{ refID, want string }{
+		{"[CTX-REF:ref_none]", "no reference ref_none"},
+		{"ref 7f3a", `ref_id: "ref 7f3a" is neither a [CTX-REF] marker nor a ref id`},
+		{strings.Replace(marker, "Topics: ", "topics: ", 1), `field "topics: token refresh, expiry" is not "Label: text"`},
+		{strings.Replace(marker, "Topics: ", "topics: ", 1), `its ref id is "ref_7f3a"`},
+		{strings.TrimSuffix(marker, "]"), "the marker has no closing ]"},
+	} {
+		text, r := call(t, cs, "retrieve_context", map[string]any{"ref_id": c.refID})
+		if !r.IsError || !strings.Contains(text, c.want) {
+			t.Errorf("retrieve_context(ref_id %q) = %q (error %v), want an error with %q", c.refID, text, r.IsError, c.want)
+		}
+	}
 }

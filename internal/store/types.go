@@ -393,6 +393,27 @@ func ValidID(s string) bool {
 // MaxIdentifierBytes bounds session, agent, message and other identifiers.
 const MaxIdentifierBytes = 256
 
+// MaxRefIDBytes bounds a reference's ID.
+const MaxRefIDBytes = 64
+
+// ValidRefID reports whether s can be a reference's ID: 1 to
+// MaxRefIDBytes ASCII letters, digits, '-', '_' and '.'. These are the
+// characters a [CTX-REF] marker can carry and an agent can type back
+// without quoting (package ctxref holds the marker's grammar).
+func ValidRefID(s string) bool {
+	if len(s) == 0 || len(s) > MaxRefIDBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Prepare validates e for PutEntries and fills in its ID and the EntryID of
 // its chunks. Backends call it on every entry they are given, so every
 // backend accepts and refuses the same input. Errors are *ValidationError.
@@ -478,8 +499,8 @@ func (r Reference) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
-	if r.ID == "" || len(r.ID) > MaxIdentifierBytes {
-		bad("id", "must be 1 to %d bytes", MaxIdentifierBytes)
+	if !ValidRefID(r.ID) {
+		bad("id", "%q is not 1 to %d ASCII letters, digits, '-', '_' or '.'", r.ID, MaxRefIDBytes)
 	}
 	if !r.Type.Valid() {
 		bad("type", "unknown reference type %q", r.Type)

@@ -844,6 +844,14 @@ func testReferences(t *testing.T, s store.Store) {
 	if err := s.PutReference(ctx, bad); err == nil {
 		t.Error("reference of unknown type accepted")
 	}
+	// A marker carries the ID between quotes and brackets: an ID that
+	// would break it is refused.
+	for _, id := range []string{"ref 1", `ref"1`, "ref]1", "ref|1", strings.Repeat("r", store.MaxRefIDBytes+1)} {
+		bad.ID, bad.Type = id, store.RefConversation
+		if err := s.PutReference(ctx, bad); err == nil {
+			t.Errorf("reference with ID %q accepted", id)
+		}
+	}
 }
 
 func testSessionsAgents(t *testing.T, s store.Store) {
