@@ -1,12 +1,14 @@
 package window
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
 )
 
 func TestSelectRecency(t *testing.T) {
@@ -153,5 +155,43 @@ func TestPolicies(t *testing.T) {
 	bad.Target = 0.9
 	if err := bad.Validate(); err == nil {
 		t.Error("a target over the threshold should be refused")
+	}
+}
+
+// TestLimits: a window's budget from the model catalog: the context less
+// the output reservation and the safety buffer, less a 10 % margin for a
+// model engram counts only approximately; and limits that leave no room
+// are refused.
+func TestLimits(t *testing.T) {
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		model  string
+		margin float64
+		budget int
+	}{
+		// 200,000 - 8,192 - 4,000, less 10 %: Claude is counted with o200k_base.
+		{"claude-sonnet-4-5-20250929", 0.10, 169_027},
+		// 128,000 - 8,192 - 2,560, exact.
+		{"gpt-4o", 0, 128_000 - 8_192 - 2_560},
+	} {
+		m, ok := cat.Lookup(tc.model)
+		if !ok {
+			t.Fatalf("%s is not in the catalog", tc.model)
+		}
+		l := LimitsFor(m)
+		if l.Margin != tc.margin || l.Budget() != tc.budget {
+			t.Errorf("%s: %+v, budget %d, want margin %.2f and budget %d", tc.model, l, l.Budget(), tc.margin, tc.budget)
+		}
+		if err := l.Validate(); err != nil {
+			t.Errorf("%s: %v", tc.model, err)
+		}
+	}
+	for _, l := range []Limits{{Context: 0}, {Context: 8000, Output: 8000}, {Context: 8000, Margin: 1}, {Context: 8000, Safety: -1}} {
+		if err := l.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", l, err)
+		}
 	}
 }
