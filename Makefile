@@ -30,7 +30,7 @@ bench:
 # Short fuzzing of every fuzz target. -fuzzminimizetime 0: minimisation
 # stalls the fuzzer on some machines.
 fuzz:
-	@for t in "./internal/tokens FuzzPieces" "./internal/terms FuzzAppend" "./internal/chunk FuzzText" "./internal/retrieve FuzzHybridSearch" "./internal/engine FuzzAdd" "./internal/engine FuzzReadJSONL" "./internal/trajectory FuzzReadRuns" "./internal/trajectory FuzzPyDumps"; do \
+	@for t in "./internal/tokens FuzzPieces" "./internal/terms FuzzAppend" "./internal/chunk FuzzText" "./internal/retrieve FuzzHybridSearch" "./internal/engine FuzzAdd" "./internal/engine FuzzReadJSONL" "./internal/trajectory FuzzReadRuns" "./internal/trajectory FuzzPyDumps" "./internal/trajectory FuzzNeedles"; do \
 		set -- $$t; $(GO) test $$1 -run '^$$' -fuzz "^$$2$$" -fuzztime 30s -fuzzminimizetime 0 || exit 1; \
 	done
 
