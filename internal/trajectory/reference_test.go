@@ -2,6 +2,7 @@ package trajectory_test
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,7 +53,7 @@ func TestReplay_Reference(t *testing.T) {
 	// baselines.py's output.
 	wantHead := "runs 401; full history: 228,719,328 tokens sent, 30,430,304 effective with a prompt cache"
 	head := fmt.Sprintf("runs %d; full history: %s tokens sent, %s effective with a prompt cache",
-		rep.Runs, commas(rep.Full.TokensSent), commas(int64(rep.Full.EffectiveTokens()+0.5)))
+		rep.Runs, commas(rep.Full.TokensSent), commas(int64(math.RoundToEven(rep.Full.EffectiveTokens()))))
 	if head != wantHead {
 		t.Errorf("got  %s\nwant %s", head, wantHead)
 	}
