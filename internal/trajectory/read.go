@@ -129,9 +129,9 @@ func ReadCounts(r io.Reader, name string) (*Counts, error) {
 	return c, nil
 }
 
-// maxTokens bounds a message's count, so that sums over a whole replay
-// cannot overflow.
-const maxTokens = 1 << 40
+// maxTokens bounds a message's count (a thousand times the largest context
+// window), so that sums over a replay stay far from overflowing.
+const maxTokens = 1 << 32
 
 // ReadRuns reads trajectories (gzip or plain JSON Lines) from r, one run a
 // line: {"instance_id": ..., "messages": [{"role": ..., "content": ...}]}
