@@ -31,9 +31,10 @@ func (a *app) benchCmd() *cobra.Command {
 realistic message sizes and word frequencies), each figure beside a baseline
 measured in the same run. Stores are created under --dir (default: a new
 temporary directory, removed afterwards); the project's own store is not
-touched. BENCHMARKS.md records the figures and the commands.`,
+touched. bench trajectories replays real agent runs from the shared bench
+folder instead. BENCHMARKS.md records the figures and the commands.`,
 	}
-	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd(), a.benchIndexCmd(), a.benchHybridCmd(), a.benchArchiveCmd(), a.benchToolsCmd(), a.benchServeCmd(), a.benchShedCmd())
+	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd(), a.benchIndexCmd(), a.benchHybridCmd(), a.benchArchiveCmd(), a.benchToolsCmd(), a.benchServeCmd(), a.benchShedCmd(), a.benchTrajectoriesCmd())
 	return cmd
 }
 
