@@ -69,6 +69,28 @@ type Store interface {
 	// Reference returns the reference with the given ID, or ErrNotFound.
 	Reference(ctx context.Context, id string) (Reference, error)
 
+	// PutWindow creates the context window of an agent of a session, or
+	// replaces the settings of one that exists, keeping its items: a model
+	// switch keeps the window. It returns the window's head.
+	PutWindow(ctx context.Context, key WindowKey, settings []byte) (Window, error)
+	// Window returns a window's head, or ErrNotFound.
+	Window(ctx context.Context, key WindowKey) (Window, error)
+	// Windows returns the windows of a session, or of all sessions if
+	// sessionID is empty, the most recently changed first.
+	Windows(ctx context.Context, sessionID string) ([]Window, error)
+	// WindowItems returns the items of a window with Pos >= from, in
+	// order; ErrNotFound if there is no such window.
+	WindowItems(ctx context.Context, key WindowKey, from int) ([]WindowItem, error)
+	// AppendWindow appends messages to a window in one transaction: it
+	// stores a.Entries as PutEntries does, appends a.Items after the
+	// window's last item, then, if evict is not nil, calls it with the
+	// window and the items in it and writes the references it returns,
+	// marking their items evicted. The items of one append are contiguous
+	// whatever other processes append at once. It returns the window's
+	// head after, the items appended and the evictions made; on any error
+	// (evict's included) nothing is written.
+	AppendWindow(ctx context.Context, key WindowKey, a WindowAppend, evict Evictor) (Window, []WindowItem, []Eviction, error)
+
 	// PutSession registers a session or updates its name and metadata.
 	PutSession(ctx context.Context, s Session) error
 	// Session returns a session, or ErrNotFound.

@@ -307,6 +307,8 @@ func (p *purge) forgetSession(id string, records bool) error {
 		n   *int64
 	}{
 		{`DELETE FROM refs WHERE session_id = ?`, &p.counts.References},
+		{`DELETE FROM window_items WHERE session_id = ?`, nil},
+		{`DELETE FROM windows WHERE session_id = ?`, nil},
 		{`DELETE FROM agents WHERE session_id = ?`, &p.counts.Agents},
 		{`DELETE FROM sessions WHERE id = ?`, nil},
 	} {
@@ -745,7 +747,66 @@ func (p *purge) finish() error {
 	if err := p.dropReferences(); err != nil {
 		return err
 	}
+	if err := p.dropWindowItems(); err != nil {
+		return err
+	}
 	return p.commitCounters()
+}
+
+// dropWindowItems deletes from windows' ledgers the messages whose content
+// was removed, and those evicted under a reference that was dropped (no
+// marker could bring them back), and advances those windows' versions.
+func (p *purge) dropWindowItems() error {
+	if len(p.dead) == 0 {
+		return nil
+	}
+	type item struct {
+		session, agent string
+		pos            int
+		ids, ref       string
+	}
+	var all []item
+	rows, err := p.query(`SELECT session_id, agent_id, pos, entry_ids, ref_id FROM window_items`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var it item
+		if err := rows.Scan(&it.session, &it.agent, &it.pos, &it.ids, &it.ref); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+		all = append(all, it)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	var doomed []item
+	for _, it := range all {
+		var ids []string
+		if err := json.Unmarshal([]byte(it.ids), &ids); err != nil {
+			return fmt.Errorf("window %s/%s item %d: %w", it.session, it.agent, it.pos, err)
+		}
+		gone := slices.ContainsFunc(ids, func(id string) bool { return p.dead[id] })
+		if !gone && it.ref != "" {
+			var n int
+			if err := p.row(`SELECT count(*) FROM refs WHERE id = ?`, it.ref).Scan(&n); err != nil {
+				return err
+			}
+			gone = n == 0
+		}
+		if gone {
+			doomed = append(doomed, it)
+		}
+	}
+	for _, it := range doomed {
+		if _, err := p.exec(`DELETE FROM window_items WHERE session_id = ? AND agent_id = ? AND pos = ?`, it.session, it.agent, it.pos); err != nil {
+			return err
+		}
+		if _, err := p.exec(`UPDATE windows SET version = version + 1 WHERE session_id = ? AND agent_id = ?`, it.session, it.agent); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dropReferences deletes the references that name a removed entry: their

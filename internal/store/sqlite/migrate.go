@@ -45,6 +45,7 @@ var migrations = []migration{
 	{10, "the term sets of files of several chunks", schemaV10, buildEntryTerms},
 	{11, "agent keys and credentials", "", agentCredentials},
 	{12, "forgetting: the audit, redacted entries", schemaV12, addRedacted},
+	{13, "context windows", schemaV13, nil},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -640,4 +641,34 @@ CREATE VIRTUAL TABLE arch_fts USING fts5(
 	content = '', contentless_delete = 1,
 	tokenize = 'unicode61 remove_diacritics 2'
 );
+`
+
+// schemaV13: context windows. A window's head holds its settings (opaque
+// to the store) and a version bumped by every change; its items are its
+// messages in append order, each the form of the message (its content is
+// the entries named) and, once evicted, the reference it went under.
+const schemaV13 = `
+CREATE TABLE IF NOT EXISTS windows (
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	settings   BLOB NOT NULL,
+	version    INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (session_id, agent_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS window_items (
+	session_id     TEXT NOT NULL,
+	agent_id       TEXT NOT NULL,
+	pos            INTEGER NOT NULL,
+	append_version INTEGER NOT NULL,
+	form           BLOB NOT NULL,
+	entry_ids      TEXT NOT NULL,
+	tokens         INTEGER NOT NULL,
+	pinned         INTEGER NOT NULL,
+	ref_id         TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (session_id, agent_id, pos)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS window_items_ref ON window_items(ref_id) WHERE ref_id != '';
 `

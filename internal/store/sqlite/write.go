@@ -63,30 +63,33 @@ func (s *Store) PutReference(ctx context.Context, r store.Reference) error {
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = time.Now()
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		for _, id := range r.ContentIDs {
-			if err := mustExist(ctx, tx, id); err != nil {
-				return err
-			}
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO refs(id, type, session_id, agent_id, content_ids, summary,
-			tokens_saved, turn_from, turn_to, created_at, topics, entities, query_hints)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-			r.ID, string(r.Type), r.SessionID, r.AgentID, jsonList(r.ContentIDs).String, r.Summary,
-			r.TokensSaved, r.TurnFrom, r.TurnTo, unixNano(r.CreatedAt),
-			jsonList(r.Topics), jsonList(r.Entities), jsonList(r.QueryHints))
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return &store.ConflictError{What: "reference " + r.ID, Msg: "already exists"}
-		}
-		return nil
-	})
+	err := s.write(ctx, func(tx *sql.Tx) error { return insertRef(ctx, tx, r) })
 	if err != nil {
 		return fmt.Errorf("put reference %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// insertRef writes a valid reference whose content must be stored.
+func insertRef(ctx context.Context, tx *sql.Tx, r store.Reference) error {
+	for _, id := range r.ContentIDs {
+		if err := mustExist(ctx, tx, id); err != nil {
+			return err
+		}
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO refs(id, type, session_id, agent_id, content_ids, summary,
+		tokens_saved, turn_from, turn_to, created_at, topics, entities, query_hints)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		r.ID, string(r.Type), r.SessionID, r.AgentID, jsonList(r.ContentIDs).String, r.Summary,
+		r.TokensSaved, r.TurnFrom, r.TurnTo, unixNano(r.CreatedAt),
+		jsonList(r.Topics), jsonList(r.Entities), jsonList(r.QueryHints))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return &store.ConflictError{What: "reference " + r.ID, Msg: "already exists"}
 	}
 	return nil
 }

@@ -139,6 +139,8 @@ func Run(t *testing.T, open Opener) {
 		{"ForgetThenStore", testForgetThenStore},
 		{"Redact", testRedact},
 		{"Retain", testRetain},
+		{"Windows", testWindows},
+		{"WindowConcurrentAppends", testWindowConcurrentAppends},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

@@ -1,0 +1,301 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// PutWindow implements store.Store.
+func (s *Store) PutWindow(ctx context.Context, key store.WindowKey, settings []byte) (store.Window, error) {
+	if err := key.Validate(); err != nil {
+		return store.Window{}, fmt.Errorf("put window: %w", err)
+	}
+	if len(settings) == 0 {
+		return store.Window{}, fmt.Errorf("put window %s: %w", key, &store.ValidationError{Field: "settings", Msg: "none given"})
+	}
+	var w store.Window
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		now := unixNano(time.Now())
+		if _, err := tx.ExecContext(ctx, `INSERT INTO windows(session_id, agent_id, settings, version, created_at, updated_at)
+			VALUES (?, ?, ?, 1, ?, ?)
+			ON CONFLICT(session_id, agent_id) DO UPDATE SET settings = excluded.settings, version = version + 1, updated_at = excluded.updated_at`,
+			key.SessionID, key.AgentID, settings, now, now); err != nil {
+			return err
+		}
+		var err error
+		w, err = windowHead(ctx, tx, key)
+		return err
+	})
+	if err != nil {
+		return store.Window{}, fmt.Errorf("put window %s: %w", key, err)
+	}
+	return w, nil
+}
+
+// Window implements store.Store.
+func (s *Store) Window(ctx context.Context, key store.WindowKey) (store.Window, error) {
+	var w store.Window
+	err := s.read(ctx, func(db *sql.DB) error {
+		var err error
+		w, err = windowHead(ctx, db, key)
+		return err
+	})
+	if err != nil {
+		return store.Window{}, fmt.Errorf("window %s: %w", key, err)
+	}
+	return w, nil
+}
+
+// querier is what a transaction and the read pool share.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+const windowCols = `session_id, agent_id, settings, version, created_at, updated_at`
+
+func scanWindow(sc scanner) (store.Window, error) {
+	var (
+		w    store.Window
+		c, u int64
+	)
+	if err := sc.Scan(&w.SessionID, &w.AgentID, &w.Settings, &w.Version, &c, &u); err != nil {
+		return w, err
+	}
+	w.CreatedAt, w.UpdatedAt = fromUnixNano(c), fromUnixNano(u)
+	return w, nil
+}
+
+func windowHead(ctx context.Context, q querier, key store.WindowKey) (store.Window, error) {
+	w, err := scanWindow(q.QueryRowContext(ctx, `SELECT `+windowCols+` FROM windows WHERE session_id = ? AND agent_id = ?`,
+		key.SessionID, key.AgentID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return w, store.ErrNotFound
+	}
+	return w, err
+}
+
+// Windows implements store.Store.
+func (s *Store) Windows(ctx context.Context, sessionID string) ([]store.Window, error) {
+	q := `SELECT ` + windowCols + ` FROM windows WHERE ?1 = '' OR session_id = ?1 ORDER BY updated_at DESC, session_id, agent_id`
+	out := []store.Window{}
+	err := s.query(ctx, q, []any{sessionID}, func(rows *sql.Rows) error {
+		w, err := scanWindow(rows)
+		out = append(out, w)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("windows: %w", err)
+	}
+	return out, nil
+}
+
+const itemCols = `pos, append_version, form, entry_ids, tokens, pinned, ref_id`
+
+func scanItem(sc scanner) (store.WindowItem, error) {
+	var (
+		it  store.WindowItem
+		ids string
+	)
+	if err := sc.Scan(&it.Pos, &it.Append, &it.Form, &ids, &it.Tokens, &it.Pinned, &it.RefID); err != nil {
+		return it, err
+	}
+	if err := json.Unmarshal([]byte(ids), &it.EntryIDs); err != nil {
+		return it, fmt.Errorf("item %d: entry ids: %w", it.Pos, err)
+	}
+	return it, nil
+}
+
+// WindowItems implements store.Store.
+func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) ([]store.WindowItem, error) {
+	var out []store.WindowItem
+	err := s.read(ctx, func(db *sql.DB) error {
+		// One read transaction, so that the head and the items agree.
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := windowHead(ctx, tx, key); err != nil {
+			return err
+		}
+		out, err = windowItems(ctx, tx, key, from, false)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("window %s: items: %w", key, err)
+	}
+	return out, nil
+}
+
+func windowItems(ctx context.Context, tx *sql.Tx, key store.WindowKey, from int, live bool) ([]store.WindowItem, error) {
+	q := `SELECT ` + itemCols + ` FROM window_items WHERE session_id = ? AND agent_id = ? AND pos >= ?`
+	if live {
+		q += ` AND ref_id = ''`
+	}
+	rows, err := tx.QueryContext(ctx, q+` ORDER BY pos`, key.SessionID, key.AgentID, from)
+	if err != nil {
+		return nil, err
+	}
+	out := []store.WindowItem{}
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		out = append(out, it)
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// AppendWindow implements store.Store.
+func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.WindowAppend, evict store.Evictor) (store.Window, []store.WindowItem, []store.Eviction, error) {
+	fail := func(err error) (store.Window, []store.WindowItem, []store.Eviction, error) {
+		return store.Window{}, nil, nil, fmt.Errorf("append to window %s: %w", key, err)
+	}
+	if err := key.Validate(); err != nil {
+		return fail(err)
+	}
+	for i, it := range a.Items {
+		if len(it.Form) == 0 || it.Tokens < 0 {
+			return fail(&store.ItemError{Index: i, Err: &store.ValidationError{Field: "item", Msg: "needs its form and a token count that is not negative"}})
+		}
+		for _, id := range it.EntryIDs {
+			if !store.ValidID(id) {
+				return fail(&store.ItemError{Index: i, Err: &store.ValidationError{Field: "entry_ids", Msg: fmt.Sprintf("%q is not an entry ID", id)}})
+			}
+		}
+	}
+	ps, err := s.prepare(ctx, a.Entries)
+	if err != nil {
+		return fail(err)
+	}
+	var (
+		w     store.Window
+		items []store.WindowItem
+		evs   []store.Eviction
+	)
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		items, evs = nil, nil
+		var err error
+		if w, err = windowHead(ctx, tx, key); err != nil {
+			return err
+		}
+		if len(ps) > 0 {
+			b := newBatch(ctx, tx)
+			defer b.close()
+			for i := range ps {
+				if _, err := b.put(&ps[i]); err != nil {
+					return &store.ItemError{Index: i, Err: err}
+				}
+			}
+			if err := b.finish(); err != nil {
+				return err
+			}
+		}
+		var next int
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(pos) + 1, 0) FROM window_items WHERE session_id = ? AND agent_id = ?`,
+			key.SessionID, key.AgentID).Scan(&next); err != nil {
+			return err
+		}
+		w.Version++
+		w.UpdatedAt = time.Now().UTC()
+		for i, it := range a.Items {
+			for _, id := range it.EntryIDs {
+				if err := mustExist(ctx, tx, id); err != nil {
+					return &store.ItemError{Index: i, Err: err}
+				}
+			}
+			it.Pos, it.Append, it.RefID = next+i, w.Version, ""
+			if _, err := tx.ExecContext(ctx, `INSERT INTO window_items(session_id, agent_id, pos, append_version, form, entry_ids, tokens, pinned)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, key.SessionID, key.AgentID, it.Pos, it.Append, it.Form,
+				jsonIDs(it.EntryIDs), it.Tokens, it.Pinned); err != nil {
+				return err
+			}
+			items = append(items, it)
+		}
+		if evict != nil {
+			live, err := windowItems(ctx, tx, key, 0, true)
+			if err != nil {
+				return err
+			}
+			if evs, err = evict(w, live); err != nil {
+				return err
+			}
+			if err := applyEvictions(ctx, tx, key, live, evs); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE windows SET version = ?, updated_at = ? WHERE session_id = ? AND agent_id = ?`,
+			w.Version, unixNano(w.UpdatedAt), key.SessionID, key.AgentID)
+		return err
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return w, items, evs, nil
+}
+
+// jsonIDs encodes entry IDs as a JSON list, [] for none.
+func jsonIDs(ids []string) string {
+	if len(ids) == 0 {
+		return "[]"
+	}
+	return jsonList(ids).String
+}
+
+// applyEvictions writes each eviction's reference and marks its items
+// evicted; an eviction must name a run of items in the window, of this
+// window's session and agent.
+func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, live []store.WindowItem, evs []store.Eviction) error {
+	in := make(map[int]bool, len(live))
+	for _, it := range live {
+		in[it.Pos] = true
+	}
+	for i, ev := range evs {
+		r := ev.Ref
+		if r.CreatedAt.IsZero() {
+			r.CreatedAt = time.Now()
+		}
+		if r.SessionID != key.SessionID || r.AgentID != key.AgentID {
+			return fmt.Errorf("eviction %d: reference %s is of %s/%s, not of this window", i, r.ID, r.SessionID, r.AgentID)
+		}
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("eviction %d: %w", i, err)
+		}
+		n := 0
+		for pos := ev.From; pos < ev.To; pos++ {
+			if in[pos] {
+				n++
+				delete(in, pos) // one eviction per item
+			}
+		}
+		var out int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM window_items WHERE session_id = ? AND agent_id = ? AND pos >= ? AND pos < ? AND ref_id != ''`,
+			key.SessionID, key.AgentID, ev.From, ev.To).Scan(&out); err != nil {
+			return err
+		}
+		if n == 0 || out > 0 {
+			return fmt.Errorf("eviction %d: items %d-%d are not all in the window", i, ev.From, ev.To)
+		}
+		if err := insertRef(ctx, tx, r); err != nil {
+			return fmt.Errorf("eviction %d: %w", i, err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = ? WHERE session_id = ? AND agent_id = ? AND pos >= ? AND pos < ? AND ref_id = ''`,
+			r.ID, key.SessionID, key.AgentID, ev.From, ev.To)
+		if err != nil {
+			return err
+		}
+		if m, err := res.RowsAffected(); err != nil {
+			return err
+		} else if int(m) != n {
+			return fmt.Errorf("eviction %d: items %d-%d: %d of them were in the window, %d marked", i, ev.From, ev.To, n, m)
+		}
+	}
+	return nil
+}

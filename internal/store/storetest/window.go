@@ -1,0 +1,188 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// windowMessage makes the entry and item of one message of a window.
+func windowMessage(key store.WindowKey, typ store.ContentType, text string) (store.Entry, store.WindowItem) {
+	e := Entry(key.SessionID, key.AgentID, typ, text)
+	id := store.ID(e.Content)
+	return e, store.WindowItem{Form: []byte(`{"role":"` + string(typ) + `"}`), EntryIDs: []string{id}, Tokens: e.TokenCount}
+}
+
+func appendMessages(t testing.TB, s store.Store, key store.WindowKey, evict store.Evictor, texts ...string) ([]store.WindowItem, []store.Eviction) {
+	t.Helper()
+	var a store.WindowAppend
+	for _, text := range texts {
+		e, it := windowMessage(key, store.UserPrompt, text)
+		a.Entries, a.Items = append(a.Entries, e), append(a.Items, it)
+	}
+	_, items, evs, err := s.AppendWindow(context.Background(), key, a, evict)
+	if err != nil {
+		t.Fatalf("AppendWindow: %v", err)
+	}
+	return items, evs
+}
+
+// testWindows: a window is made, its settings replaced without losing
+// its items, appended to in order with versions that grow, evicted from
+// under references that expand to the evicted entries, and refused what
+// would break it, all or nothing.
+func testWindows(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
+	if _, err := s.Window(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Window before PutWindow: %v, want ErrNotFound", err)
+	}
+	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{}, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("AppendWindow to no window: %v, want ErrNotFound", err)
+	}
+	if _, err := s.PutWindow(ctx, store.WindowKey{SessionID: "s1"}, []byte("{}")); err == nil {
+		t.Fatal("a window without an agent should be refused")
+	}
+	w, err := s.PutWindow(ctx, key, []byte(`{"model":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, _ := appendMessages(t, s, key, nil, "first message about the parser", "second message about the lexer")
+	if len(items) != 2 || items[0].Pos != 0 || items[1].Pos != 1 || items[0].Append != w.Version+1 {
+		t.Fatalf("appended items %+v after version %d", items, w.Version)
+	}
+	// A model switch keeps the items.
+	w2, err := s.PutWindow(ctx, key, []byte(`{"model":"b"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(w2.Settings) != `{"model":"b"}` || w2.Version <= items[0].Append {
+		t.Errorf("after a settings change: %+v", w2)
+	}
+	got, err := s.WindowItems(ctx, key, 0)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("WindowItems after a model switch: %v, %v", got, err)
+	}
+	// Evict the first two under one reference, in the append of a third.
+	var seen []store.WindowItem
+	evict := func(w store.Window, live []store.WindowItem) ([]store.Eviction, error) {
+		seen = live
+		var ids []string
+		for _, it := range live[:2] {
+			ids = append(ids, it.EntryIDs...)
+		}
+		return []store.Eviction{{From: live[0].Pos, To: live[1].Pos + 1, Ref: store.Reference{ID: "ref-1", Type: store.RefConversation,
+			SessionID: key.SessionID, AgentID: key.AgentID, ContentIDs: ids, TurnFrom: 1, TurnTo: 2}}}, nil
+	}
+	_, evs := appendMessages(t, s, key, evict, "third message")
+	if len(seen) != 3 || len(evs) != 1 {
+		t.Fatalf("the evictor saw %d items, made %d evictions", len(seen), len(evs))
+	}
+	got, err = s.WindowItems(ctx, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := []string{got[0].RefID, got[1].RefID, got[2].RefID}; !slices.Equal(refs, []string{"ref-1", "ref-1", ""}) {
+		t.Errorf("refs after eviction: %q", refs)
+	}
+	ref, err := s.Reference(ctx, "ref-1")
+	if err != nil || !slices.Equal(ref.ContentIDs, append(slices.Clone(got[0].EntryIDs), got[1].EntryIDs...)) {
+		t.Errorf("reference: %+v, %v", ref, err)
+	}
+	if from2, err := s.WindowItems(ctx, key, 2); err != nil || len(from2) != 1 || from2[0].Pos != 2 {
+		t.Errorf("WindowItems from 2: %+v, %v", from2, err)
+	}
+	// Refused, all or nothing: an evictor's error, an eviction of items
+	// no longer in the window, an item naming content that is not stored.
+	before := stats(t, s)
+	head, _ := s.Window(ctx, key)
+	for name, ev := range map[string]store.Evictor{
+		"evictor error": func(store.Window, []store.WindowItem) ([]store.Eviction, error) { return nil, errors.New("no") },
+		"evicted twice": func(_ store.Window, live []store.WindowItem) ([]store.Eviction, error) {
+			return []store.Eviction{{From: 0, To: 2, Ref: store.Reference{ID: "ref-2", Type: store.RefConversation,
+				SessionID: key.SessionID, AgentID: key.AgentID, ContentIDs: got[0].EntryIDs}}}, nil
+		},
+		"another window's ref": func(_ store.Window, live []store.WindowItem) ([]store.Eviction, error) {
+			return []store.Eviction{{From: live[0].Pos, To: live[0].Pos + 1, Ref: store.Reference{ID: "ref-3", Type: store.RefConversation,
+				SessionID: "other", AgentID: key.AgentID, ContentIDs: live[0].EntryIDs}}}, nil
+		},
+	} {
+		e, it := windowMessage(key, store.UserPrompt, "a message that must not stay: "+name)
+		if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{Entries: []store.Entry{e}, Items: []store.WindowItem{it}}, ev); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	_, it := windowMessage(key, store.UserPrompt, "content never stored")
+	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{Items: []store.WindowItem{it}}, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an item naming unstored content: %v, want ErrNotFound", err)
+	}
+	after := stats(t, s)
+	head2, _ := s.Window(ctx, key)
+	if after.Entries != before.Entries || head2.Version != head.Version {
+		t.Errorf("refused appends wrote something: entries %d -> %d, version %d -> %d", before.Entries, after.Entries, head.Version, head2.Version)
+	}
+	if ws, err := s.Windows(ctx, ""); err != nil || len(ws) != 1 || ws[0].WindowKey != key {
+		t.Errorf("Windows: %+v, %v", ws, err)
+	}
+	// Forgetting a message's content takes it out of the ledger; forgetting
+	// content under a reference takes the reference's run with it.
+	forget(t, s, store.ForgetRequest{Entries: got[2].EntryIDs})
+	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 2 {
+		t.Errorf("after forgetting the third message: %+v, %v", left, err)
+	}
+	forget(t, s, store.ForgetRequest{Entries: got[0].EntryIDs})
+	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 0 {
+		t.Errorf("after forgetting content under ref-1: %+v, %v", left, err)
+	}
+	if head3, _ := s.Window(ctx, key); head3.Version <= head2.Version {
+		t.Errorf("forgetting did not advance the window's version: %d", head3.Version)
+	}
+	// Forgetting the session removes its windows.
+	forget(t, s, store.ForgetRequest{Sessions: []string{"s1"}})
+	if _, err := s.Window(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the window outlived its session: %v", err)
+	}
+}
+
+// testWindowConcurrentAppends: writers appending to one window at once
+// lose nothing, and the messages of each append stay together, in order.
+func testWindowConcurrentAppends(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := s.PutWindow(ctx, key, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	const writers, appends, per = 4, 10, 3
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for a := range appends {
+				var texts []string
+				for i := range per {
+					texts = append(texts, fmt.Sprintf("writer %d append %d message %d", w, a, i))
+				}
+				appendMessages(t, s, key, nil, texts...)
+			}
+		})
+	}
+	wg.Wait()
+	items, err := s.WindowItems(ctx, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != writers*appends*per {
+		t.Fatalf("%d items, want %d", len(items), writers*appends*per)
+	}
+	for i := 0; i < len(items); i += per {
+		for j := range per {
+			if items[i+j].Pos != i+j || items[i+j].Append != items[i].Append {
+				t.Fatalf("item %d: pos %d, append %d: an append was interleaved (its first: %d)", i+j, items[i+j].Pos, items[i+j].Append, items[i].Append)
+			}
+		}
+	}
+}

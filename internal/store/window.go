@@ -1,0 +1,74 @@
+package store
+
+import (
+	"fmt"
+	"time"
+)
+
+// WindowKey names a context window: each agent of a session has one.
+type WindowKey struct {
+	SessionID, AgentID string
+}
+
+func (k WindowKey) String() string { return k.SessionID + "/" + k.AgentID }
+
+// Validate checks that a key names both a session and an agent.
+func (k WindowKey) Validate() error {
+	if k.SessionID == "" || k.AgentID == "" {
+		return &ValidationError{Field: "window", Msg: fmt.Sprintf("a window needs a session and an agent, got %q and %q", k.SessionID, k.AgentID)}
+	}
+	return nil
+}
+
+// Window is the head of a window's ledger. The store keeps its settings
+// opaque: the window package encodes them (role, model, limits, policy).
+type Window struct {
+	WindowKey
+	Settings []byte
+	// Version increases with every change to the window: its settings,
+	// an append, an eviction.
+	Version              int64
+	CreatedAt, UpdatedAt time.Time
+}
+
+// WindowItem is one message of a window's ledger, in the window or
+// evicted from it.
+type WindowItem struct {
+	// Pos is the message's place in the ledger, from 0, in append order.
+	Pos int
+	// Append is the version of the window that the message's append
+	// made: the messages of one append are one turn, never interleaved
+	// with another's.
+	Append int64
+	// Form is the message without its content (role, block types, tool
+	// ids), as the window package encodes it; EntryIDs are the stored
+	// content of its blocks, in order.
+	Form     []byte
+	EntryIDs []string
+	Tokens   int
+	Pinned   bool
+	// RefID is the reference the message was evicted under; empty while
+	// the message is in the window.
+	RefID string
+}
+
+// WindowAppend is what AppendWindow writes: the content of the messages'
+// blocks, stored as PutEntries stores entries, and one item per message,
+// whose EntryIDs name entries of Entries or entries stored before. Pos,
+// Append and RefID of the items are set by the store.
+type WindowAppend struct {
+	Entries []Entry
+	Items   []WindowItem
+}
+
+// Eviction is a reference an Evictor decided to write, and the run of
+// items it stands for: those with From <= Pos < To, all in the window.
+type Eviction struct {
+	Ref      Reference
+	From, To int
+}
+
+// An Evictor decides, inside AppendWindow's transaction, what leaves a
+// window once an append is in: given the window and the items in it (not
+// those evicted before), in order, it returns the evictions to make.
+type Evictor func(w Window, live []WindowItem) ([]Eviction, error)
