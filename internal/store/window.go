@@ -69,6 +69,8 @@ type Eviction struct {
 }
 
 // An Evictor decides, inside AppendWindow's transaction, what leaves a
-// window once an append is in: given the window and the items in it (not
-// those evicted before), in order, it returns the evictions to make.
-type Evictor func(w Window, live []WindowItem) ([]Eviction, error)
+// window once an append is in: given the window and all its items, in
+// order (those evicted before with their RefID), it returns the evictions
+// to make. It may be called more than once for one append (a busy store
+// retries the transaction), so it must not keep state between calls.
+type Evictor func(w Window, items []WindowItem) ([]Eviction, error)

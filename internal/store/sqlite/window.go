@@ -124,7 +124,7 @@ func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) 
 		if _, err := windowHead(ctx, tx, key); err != nil {
 			return err
 		}
-		out, err = windowItems(ctx, tx, key, from, false)
+		out, err = windowItems(ctx, tx, key, from)
 		return err
 	})
 	if err != nil {
@@ -133,12 +133,9 @@ func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) 
 	return out, nil
 }
 
-func windowItems(ctx context.Context, tx *sql.Tx, key store.WindowKey, from int, live bool) ([]store.WindowItem, error) {
-	q := `SELECT ` + itemCols + ` FROM window_items WHERE session_id = ? AND agent_id = ? AND pos >= ?`
-	if live {
-		q += ` AND ref_id = ''`
-	}
-	rows, err := tx.QueryContext(ctx, q+` ORDER BY pos`, key.SessionID, key.AgentID, from)
+func windowItems(ctx context.Context, tx *sql.Tx, key store.WindowKey, from int) ([]store.WindowItem, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+` FROM window_items WHERE session_id = ? AND agent_id = ? AND pos >= ? ORDER BY pos`,
+		key.SessionID, key.AgentID, from)
 	if err != nil {
 		return nil, err
 	}
@@ -220,14 +217,14 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			items = append(items, it)
 		}
 		if evict != nil {
-			live, err := windowItems(ctx, tx, key, 0, true)
+			all, err := windowItems(ctx, tx, key, 0)
 			if err != nil {
 				return err
 			}
-			if evs, err = evict(w, live); err != nil {
+			if evs, err = evict(w, all); err != nil {
 				return err
 			}
-			if err := applyEvictions(ctx, tx, key, live, evs); err != nil {
+			if err := applyEvictions(ctx, tx, key, all, evs); err != nil {
 				return err
 			}
 		}
@@ -252,10 +249,12 @@ func jsonIDs(ids []string) string {
 // applyEvictions writes each eviction's reference and marks its items
 // evicted; an eviction must name a run of items in the window, of this
 // window's session and agent.
-func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, live []store.WindowItem, evs []store.Eviction) error {
-	in := make(map[int]bool, len(live))
-	for _, it := range live {
-		in[it.Pos] = true
+func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, items []store.WindowItem, evs []store.Eviction) error {
+	in := make(map[int]bool, len(items))
+	for _, it := range items {
+		if it.RefID == "" {
+			in[it.Pos] = true
+		}
 	}
 	for i, ev := range evs {
 		r := ev.Ref

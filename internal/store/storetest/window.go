@@ -103,13 +103,14 @@ func testWindows(t *testing.T, s store.Store) {
 	head, _ := s.Window(ctx, key)
 	for name, ev := range map[string]store.Evictor{
 		"evictor error": func(store.Window, []store.WindowItem) ([]store.Eviction, error) { return nil, errors.New("no") },
-		"evicted twice": func(_ store.Window, live []store.WindowItem) ([]store.Eviction, error) {
+		"evicted twice": func(store.Window, []store.WindowItem) ([]store.Eviction, error) {
 			return []store.Eviction{{From: 0, To: 2, Ref: store.Reference{ID: "ref-2", Type: store.RefConversation,
 				SessionID: key.SessionID, AgentID: key.AgentID, ContentIDs: got[0].EntryIDs}}}, nil
 		},
-		"another window's ref": func(_ store.Window, live []store.WindowItem) ([]store.Eviction, error) {
-			return []store.Eviction{{From: live[0].Pos, To: live[0].Pos + 1, Ref: store.Reference{ID: "ref-3", Type: store.RefConversation,
-				SessionID: "other", AgentID: key.AgentID, ContentIDs: live[0].EntryIDs}}}, nil
+		"another window's ref": func(_ store.Window, items []store.WindowItem) ([]store.Eviction, error) {
+			last := items[len(items)-1]
+			return []store.Eviction{{From: last.Pos, To: last.Pos + 1, Ref: store.Reference{ID: "ref-3", Type: store.RefConversation,
+				SessionID: "other", AgentID: key.AgentID, ContentIDs: last.EntryIDs}}}, nil
 		},
 	} {
 		e, it := windowMessage(key, store.UserPrompt, "a message that must not stay: "+name)
