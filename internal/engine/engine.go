@@ -188,6 +188,15 @@ func (e *Engine) Prepare(ctx context.Context, recs []Record) (*Batch, error) {
 	return b, nil
 }
 
+// Entries returns the entries of a prepared batch, in the order of its
+// records: what Commit would store, parents unresolved. A caller that
+// stores them its own way (a window's append) takes them from here.
+func (b *Batch) Entries() []store.Entry { return slices.Clone(b.entries) }
+
+// Redacted returns, by record, the kinds of secrets removed from its
+// content.
+func (b *Batch) Redacted() [][]string { return slices.Clone(b.redacted) }
+
 // Commit stores a prepared batch in one transaction.
 func (e *Engine) Commit(ctx context.Context, b *Batch) ([]AddResult, error) {
 	if len(b.recs) == 0 {

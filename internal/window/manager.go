@@ -1,0 +1,646 @@
+package window
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+// Settings are what a window's ledger head keeps: who the window is for,
+// how its tokens are counted, its size and its policy.
+type Settings struct {
+	Role     string `json:"role"`
+	Model    string `json:"model,omitempty"`
+	Encoding string `json:"encoding"`
+	Limits   Limits `json:"limits"`
+	Policy   Policy `json:"policy"`
+}
+
+// Manager keeps the windows of a store: their ledgers live in the store,
+// so that a window survives a restart and several processes share it.
+// Content goes through the engine (secrets redacted, tokens counted,
+// chunked) into the content store before a window holds it.
+type Manager struct {
+	eng *engine.Engine
+	cat *tokens.Catalog
+	now func() time.Time
+}
+
+// NewManager returns a Manager over the engine's store, with the model
+// catalog that gives windows their limits and encodings.
+func NewManager(eng *engine.Engine, cat *tokens.Catalog) *Manager {
+	return &Manager{eng: eng, cat: cat, now: time.Now}
+}
+
+// OpenOptions say how to open a window. Zero fields keep what an existing
+// window has, or take the defaults.
+type OpenOptions struct {
+	// Role is the agent's role (see Policies); default DefaultRole.
+	Role string
+	// Model names a model of the catalog: its context window and encoding.
+	Model string
+	// Limit is the context window in tokens, instead of the model's.
+	Limit int
+	// Output and Safety override the reservations (see Limits).
+	Output, Safety int
+}
+
+// ErrNoSize is returned by Open for a new window with neither a model
+// nor a limit.
+var ErrNoSize = errors.New("a window needs a model or a context limit")
+
+// Open opens the window of an agent of a session, creating it or changing
+// its settings; a model switch keeps the window's messages.
+func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) (Status, error) {
+	if err := key.Validate(); err != nil {
+		return Status{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	st := m.eng.Store()
+	var s Settings
+	w, err := st.Window(ctx, key)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(w.Settings, &s); err != nil {
+			return Status{}, fmt.Errorf("window %s: settings: %w", key, err)
+		}
+	case errors.Is(err, store.ErrNotFound):
+		if o.Model == "" && o.Limit <= 0 {
+			return Status{}, fmt.Errorf("window %s: %w", key, ErrNoSize)
+		}
+		s = Settings{Role: DefaultRole, Encoding: tokens.O200kBase}
+	default:
+		return Status{}, err
+	}
+	if o.Role != "" || s.Policy.Strategy == "" {
+		s.Role = cmp.Or(strings.ToLower(o.Role), s.Role)
+		s.Policy = PolicyFor(s.Role)
+	}
+	if o.Model != "" {
+		model, ok := m.cat.Lookup(o.Model)
+		if !ok {
+			return Status{}, fmt.Errorf("%w: unknown model %q (engram models lists those engram knows; or give a context limit)", ErrInvalid, o.Model)
+		}
+		s.Model, s.Encoding, s.Limits = model.Name, model.Encoding, LimitsFor(model)
+	}
+	if o.Limit > 0 {
+		s.Limits.Context = o.Limit
+		if s.Model == "" {
+			// Without a model engram cannot know the tokenizer.
+			s.Limits.Output = min(DefaultOutput, o.Limit/4)
+			s.Limits.Safety = int(DefaultSafety * float64(o.Limit))
+			s.Limits.Margin = DefaultMargin
+		}
+	}
+	if o.Output > 0 {
+		s.Limits.Output = o.Output
+	}
+	if o.Safety > 0 {
+		s.Limits.Safety = o.Safety
+	}
+	if err := s.Limits.Validate(); err != nil {
+		return Status{}, err
+	}
+	if err := s.Policy.Validate(); err != nil {
+		return Status{}, err
+	}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return Status{}, err
+	}
+	if _, err := st.PutWindow(ctx, key, raw); err != nil {
+		return Status{}, err
+	}
+	return m.Status(ctx, key)
+}
+
+// settings reads a window's head and settings.
+func (m *Manager) settings(ctx context.Context, key store.WindowKey) (store.Window, Settings, error) {
+	var s Settings
+	w, err := m.eng.Store().Window(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return w, s, fmt.Errorf("no window for agent %q of session %q (open it first): %w", key.AgentID, key.SessionID, store.ErrNotFound)
+	}
+	if err != nil {
+		return w, s, err
+	}
+	if err := json.Unmarshal(w.Settings, &s); err != nil {
+		return w, s, fmt.Errorf("window %s: settings: %w", key, err)
+	}
+	return w, s, nil
+}
+
+// form is what a window's ledger keeps of a message besides its content:
+// its role, its blocks' types and tool ids, which block holds which
+// entry, and the entities its content names (for markers).
+type form struct {
+	Role     Role        `json:"role"`
+	Blocks   []formBlock `json:"blocks"`
+	Pinned   bool        `json:"pinned,omitempty"`
+	Entities []string    `json:"entities,omitempty"`
+}
+
+type formBlock struct {
+	Type      BlockType `json:"type"`
+	ID        string    `json:"id,omitempty"`
+	ToolUseID string    `json:"tool_use_id,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	IsError   bool      `json:"is_error,omitempty"`
+	// Entry is the index in the item's EntryIDs of the block's content,
+	// -1 for a block with none.
+	Entry int `json:"entry"`
+}
+
+// content returns a block's bytes, as stored.
+func (b *Block) content() []byte {
+	switch {
+	case b.Type == BlockToolUse:
+		return b.Input
+	case len(b.Raw) > 0:
+		return b.Raw
+	}
+	return []byte(b.Text)
+}
+
+// setContent puts stored bytes back where content took them from.
+func (b *Block) setContent(c []byte) {
+	switch {
+	case b.Type == BlockToolUse:
+		b.Input = json.RawMessage(c)
+	case b.Type != BlockText && b.Type != BlockToolResult:
+		b.Raw = json.RawMessage(c)
+	default:
+		b.Text = string(c)
+	}
+}
+
+// blockType is the content type a block's entry is stored as.
+func blockType(m *Message, b *Block) store.ContentType {
+	switch b.Type {
+	case BlockToolUse:
+		return store.ToolCall
+	case BlockToolResult:
+		return store.ToolResult
+	}
+	return m.Type()
+}
+
+// messageOverhead is what a message costs beyond its content: the
+// framing of its role and blocks in a vendor's request.
+const messageOverhead = 4
+
+// count returns a message's tokens in enc: its blocks' content, a tool
+// call's name, and the framing.
+func count(enc *tokens.Encoding, m *Message) int {
+	n := messageOverhead
+	for i := range m.Blocks {
+		b := &m.Blocks[i]
+		n += enc.Count(string(b.content())) + enc.Count(b.Name)
+	}
+	return n
+}
+
+// AppendResult reports an append: the window after it and what it
+// evicted.
+type AppendResult struct {
+	Status
+	// Positions are the appended messages' places in the ledger.
+	Positions []int `json:"positions"`
+	// Evicted are the references the append's eviction made.
+	Evicted []Ref `json:"evicted"`
+	// Redacted names, by message, the kinds of secrets removed from its
+	// content before it was stored.
+	Redacted [][]string `json:"redacted,omitempty"`
+}
+
+// Ref is a reference a window made: its marker and what it stands for.
+type Ref struct {
+	ID       string `json:"id"`
+	Marker   string `json:"marker"`
+	From     int    `json:"from"`
+	To       int    `json:"to"`
+	Messages int    `json:"messages"`
+	Tokens   int    `json:"tokens"`
+}
+
+// Append adds messages to a window, in order, as one turn: their content
+// is stored first, then the window evicts what its policy says, all in
+// one transaction. A tool result must follow its call (in this append or
+// an earlier one); a message's tokens are counted here, in the window's
+// encoding, whatever Tokens says.
+func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Message) (AppendResult, error) {
+	_, s, err := m.settings(ctx, key)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if len(msgs) == 0 {
+		st, err := m.Status(ctx, key)
+		return AppendResult{Status: st, Positions: []int{}, Evicted: []Ref{}}, err
+	}
+	enc, err := tokens.Get(s.Encoding)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	msgs = slices.Clone(msgs)
+	var recs []engine.Record
+	type placed struct{ msg, block int }
+	var where []placed
+	for i := range msgs {
+		msg := &msgs[i]
+		if err := msg.Validate(); err != nil {
+			return AppendResult{}, fmt.Errorf("message %d: %w", i, err)
+		}
+		msg.Tokens = count(enc, msg)
+		for j := range msg.Blocks {
+			b := &msg.Blocks[j]
+			c := b.content()
+			if len(c) == 0 {
+				continue
+			}
+			meta := map[string]any{"window_role": string(msg.Role), "block": string(b.Type)}
+			if b.Name != "" {
+				meta["tool"] = b.Name
+			}
+			recs = append(recs, engine.Record{Session: key.SessionID, Agent: key.AgentID, AgentType: s.Role,
+				Type: blockType(msg, b), Content: c, Time: m.now(), Metadata: meta})
+			where = append(where, placed{i, j})
+		}
+	}
+	batch, err := m.eng.Prepare(ctx, recs)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	entries := batch.Entries()
+	redacted := make([][]string, len(msgs))
+	a := store.WindowAppend{Entries: entries, Items: make([]store.WindowItem, len(msgs))}
+	forms := make([]form, len(msgs))
+	for i := range msgs {
+		forms[i] = form{Role: msgs[i].Role, Pinned: msgs[i].Pinned, Blocks: make([]formBlock, len(msgs[i].Blocks))}
+		for j, b := range msgs[i].Blocks {
+			forms[i].Blocks[j] = formBlock{Type: b.Type, ID: b.ID, ToolUseID: b.ToolUseID, Name: b.Name, IsError: b.IsError, Entry: -1}
+		}
+		forms[i].Entities = entitiesOf(&msgs[i])
+	}
+	for k, p := range where {
+		it := &a.Items[p.msg]
+		forms[p.msg].Blocks[p.block].Entry = len(it.EntryIDs)
+		it.EntryIDs = append(it.EntryIDs, store.ID(entries[k].Content))
+		redacted[p.msg] = append(redacted[p.msg], batch.Redacted()[k]...)
+	}
+	for i := range msgs {
+		raw, err := json.Marshal(forms[i])
+		if err != nil {
+			return AppendResult{}, err
+		}
+		a.Items[i].Form, a.Items[i].Tokens, a.Items[i].Pinned = raw, msgs[i].Tokens, msgs[i].Pinned
+	}
+	if !slices.ContainsFunc(redacted, func(r []string) bool { return len(r) > 0 }) {
+		redacted = nil
+	}
+	_, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s))
+	if err != nil {
+		return AppendResult{}, err
+	}
+	st, err := m.Status(ctx, key)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	res := AppendResult{Status: st, Positions: make([]int, len(items)), Evicted: []Ref{}, Redacted: redacted}
+	for i, it := range items {
+		res.Positions[i] = it.Pos
+	}
+	for _, ev := range evs {
+		res.Evicted = append(res.Evicted, Ref{ID: ev.Ref.ID, Marker: ctxref.Render(ctxref.FromReference(ev.Ref)),
+			From: ev.From, To: ev.To, Messages: ev.Ref.TurnTo - ev.Ref.TurnFrom + 1, Tokens: ev.Ref.TokensSaved})
+	}
+	return res, nil
+}
+
+// decoded is a window's ledger read back: each item's message (without
+// content) and form.
+type decoded struct {
+	items []store.WindowItem
+	forms []form
+	msgs  []Message
+}
+
+func decode(items []store.WindowItem) (*decoded, error) {
+	d := &decoded{items: items, forms: make([]form, len(items)), msgs: make([]Message, len(items))}
+	for i, it := range items {
+		if err := json.Unmarshal(it.Form, &d.forms[i]); err != nil {
+			return nil, fmt.Errorf("item %d: form: %w", it.Pos, err)
+		}
+		f := &d.forms[i]
+		msg := Message{Role: f.Role, Tokens: it.Tokens, Pinned: it.Pinned, Blocks: make([]Block, len(f.Blocks))}
+		for j, b := range f.Blocks {
+			msg.Blocks[j] = Block{Type: b.Type, ID: b.ID, ToolUseID: b.ToolUseID, Name: b.Name, IsError: b.IsError}
+		}
+		d.msgs[i] = msg
+	}
+	return d, nil
+}
+
+// evictor returns the store.Evictor of a window: it checks that the
+// ledger still pairs every tool result with an earlier call, then evicts
+// as the policy says.
+func (m *Manager) evictor(key store.WindowKey, s Settings) store.Evictor {
+	return func(_ store.Window, items []store.WindowItem) ([]store.Eviction, error) {
+		d, err := decode(items)
+		if err != nil {
+			return nil, err
+		}
+		// The tool pairing of the whole ledger: an append may answer a call
+		// of an earlier one, never a call that no message made.
+		if _, err := Units(d.msgs); err != nil {
+			return nil, err
+		}
+		var live []int
+		refs := map[string]bool{}
+		used := 0
+		for i, it := range items {
+			if it.RefID != "" {
+				if !refs[it.RefID] {
+					refs[it.RefID] = true
+					used += MarkerTokens
+				}
+				continue
+			}
+			live = append(live, i)
+			used += it.Tokens
+		}
+		msgs := make([]Message, len(live))
+		for k, i := range live {
+			msgs[k] = d.msgs[i]
+		}
+		units, err := Units(msgs)
+		if err != nil {
+			return nil, err
+		}
+		runs := SelectRecency(msgs, units, s.Policy, s.Limits.Budget(), used)
+		evs := make([]store.Eviction, 0, len(runs))
+		for _, r := range runs {
+			first, last := items[live[r.From]], items[live[r.To-1]]
+			ref := store.Reference{Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
+				TokensSaved: r.Tokens, TurnFrom: first.Pos + 1, TurnTo: last.Pos + 1, CreatedAt: m.now()}
+			allTools := true
+			counts := map[string]int{}
+			for k := r.From; k < r.To; k++ {
+				it := items[live[k]]
+				ref.ContentIDs = append(ref.ContentIDs, it.EntryIDs...)
+				t := msgs[k].Type()
+				allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
+				for _, e := range d.forms[live[k]].Entities {
+					counts[e]++
+				}
+			}
+			if allTools {
+				ref.Type = store.RefToolResults
+			}
+			ref.Entities = topEntities(counts, 3)
+			if len(ref.ContentIDs) == 0 {
+				continue // nothing stored to expand: messages without content
+			}
+			ref.ID = refID(key, first.Pos, last.Pos, ref.ContentIDs)
+			evs = append(evs, store.Eviction{Ref: ref, From: first.Pos, To: last.Pos + 1})
+		}
+		return evs, nil
+	}
+}
+
+// refID names a reference by what it stands for: the same run of the
+// same window always gets the same ID.
+func refID(key store.WindowKey, from, to int, ids []string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d", key.SessionID, key.AgentID, from, to)
+	for _, id := range ids {
+		h.Write([]byte(id))
+	}
+	return "r" + hex.EncodeToString(h.Sum(nil))[:15]
+}
+
+// entityPattern matches what a reference's Entities name: paths, dotted
+// names and long identifiers.
+var entityPattern = regexp.MustCompile(`[A-Za-z0-9_.\-]*[/.][A-Za-z0-9_./\-]*[A-Za-z0-9_]|[A-Za-z_][A-Za-z0-9_]{7,}`)
+
+// entitiesOf returns the paths and identifiers a message names most, at
+// most eight, for the markers of the references it goes under.
+func entitiesOf(m *Message) []string {
+	counts := map[string]int{}
+	for _, b := range m.Blocks {
+		text := string(b.content())
+		if len(text) > 64<<10 {
+			text = text[:64<<10]
+		}
+		for _, e := range entityPattern.FindAllString(text, -1) {
+			if len(e) >= 4 && !strings.HasPrefix(e, ".") {
+				counts[e]++
+			}
+		}
+		if b.Name != "" {
+			counts[b.Name]++
+		}
+	}
+	return topEntities(counts, 8)
+}
+
+// topEntities returns the n most counted, ties by name.
+func topEntities(counts map[string]int, n int) []string {
+	out := make([]string, 0, len(counts))
+	for e := range counts {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return out[:min(n, len(out))]
+}
+
+// Status is where a window stands.
+type Status struct {
+	SessionID string   `json:"session_id"`
+	AgentID   string   `json:"agent_id"`
+	Settings  Settings `json:"settings"`
+	Version   int64    `json:"version"`
+	// Budget is the most tokens the window may hold; Used what it holds:
+	// its messages and the markers of what it evicted.
+	Budget int `json:"budget"`
+	Used   int `json:"used"`
+	// EvictAt and Target are the tokens at which it evicts and down to
+	// which; Checkpoints those at which a checkpoint is due.
+	EvictAt     int   `json:"evict_at"`
+	Target      int   `json:"target"`
+	Checkpoints []int `json:"checkpoints"`
+	// Messages are the messages in the window, Evicted those out of it,
+	// under Refs references.
+	Messages int `json:"messages"`
+	Evicted  int `json:"evicted"`
+	Refs     int `json:"refs"`
+}
+
+// Status reports where a window stands.
+func (m *Manager) Status(ctx context.Context, key store.WindowKey) (Status, error) {
+	w, s, err := m.settings(ctx, key)
+	if err != nil {
+		return Status{}, err
+	}
+	items, err := m.eng.Store().WindowItems(ctx, key, 0)
+	if err != nil {
+		return Status{}, err
+	}
+	b := s.Limits.Budget()
+	st := Status{SessionID: key.SessionID, AgentID: key.AgentID, Settings: s, Version: w.Version, Budget: b,
+		EvictAt: int(s.Policy.Evict * float64(b)), Target: int(s.Policy.Target * float64(b)), Checkpoints: []int{}}
+	for _, c := range s.Policy.Checkpoints {
+		st.Checkpoints = append(st.Checkpoints, int(c*float64(b)))
+	}
+	refs := map[string]bool{}
+	for _, it := range items {
+		if it.RefID == "" {
+			st.Messages++
+			st.Used += it.Tokens
+			continue
+		}
+		st.Evicted++
+		if !refs[it.RefID] {
+			refs[it.RefID] = true
+			st.Used += MarkerTokens
+		}
+	}
+	st.Refs = len(refs)
+	return st, nil
+}
+
+// Item is one piece of a window's context: a message, or the marker of a
+// reference standing for evicted messages.
+type Item struct {
+	// Pos is the message's place in the ledger, or the first place of the
+	// messages a marker stands for.
+	Pos     int      `json:"pos"`
+	Message *Message `json:"message,omitempty"`
+	RefID   string   `json:"ref_id,omitempty"`
+	Marker  string   `json:"marker,omitempty"`
+}
+
+// Context returns a window's context, in order: the messages in it, with
+// their content, and a marker where each evicted run stood.
+func (m *Manager) Context(ctx context.Context, key store.WindowKey) ([]Item, error) {
+	if _, _, err := m.settings(ctx, key); err != nil {
+		return nil, err
+	}
+	items, err := m.eng.Store().WindowItems(ctx, key, 0)
+	if err != nil {
+		return nil, err
+	}
+	d, err := decode(items)
+	if err != nil {
+		return nil, err
+	}
+	var live []int
+	for i, it := range items {
+		if it.RefID == "" {
+			live = append(live, i)
+		}
+	}
+	if err := m.fill(ctx, d, live); err != nil {
+		return nil, err
+	}
+	out := []Item{}
+	seen := map[string]bool{}
+	for i, it := range items {
+		if it.RefID == "" {
+			out = append(out, Item{Pos: it.Pos, Message: &d.msgs[i]})
+			continue
+		}
+		if seen[it.RefID] {
+			continue
+		}
+		seen[it.RefID] = true
+		ref, err := m.eng.Store().Reference(ctx, it.RefID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Item{Pos: it.Pos, RefID: ref.ID, Marker: ctxref.Render(ctxref.FromReference(ref))})
+	}
+	return out, nil
+}
+
+// fill reads the content of the items at idx into their messages.
+func (m *Manager) fill(ctx context.Context, d *decoded, idx []int) error {
+	var ids []string
+	for _, i := range idx {
+		ids = append(ids, d.items[i].EntryIDs...)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	entries, err := m.eng.Store().Entries(ctx, ids)
+	if err != nil {
+		return err
+	}
+	content := make(map[string][]byte, len(entries))
+	for _, e := range entries {
+		content[e.ID] = e.Content
+	}
+	for _, i := range idx {
+		for j, fb := range d.forms[i].Blocks {
+			if fb.Entry >= 0 {
+				d.msgs[i].Blocks[j].setContent(content[d.items[i].EntryIDs[fb.Entry]])
+			}
+		}
+	}
+	return nil
+}
+
+// Expand returns the messages a reference of a window stands for, byte
+// for byte as they were appended (but for secrets, which never enter the
+// store), tool calls with their results.
+func (m *Manager) Expand(ctx context.Context, refID string) ([]Message, error) {
+	ref, err := m.eng.Store().Reference(ctx, refID)
+	if err != nil {
+		return nil, err
+	}
+	key := store.WindowKey{SessionID: ref.SessionID, AgentID: ref.AgentID}
+	items, err := m.eng.Store().WindowItems(ctx, key, ref.TurnFrom-1)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("reference %s is not a window's: %w", refID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var mine []store.WindowItem
+	for _, it := range items {
+		if it.RefID == refID {
+			mine = append(mine, it)
+		}
+	}
+	if len(mine) == 0 {
+		return nil, fmt.Errorf("reference %s is not a window's: %w", refID, store.ErrNotFound)
+	}
+	d, err := decode(mine)
+	if err != nil {
+		return nil, err
+	}
+	all := make([]int, len(mine))
+	for i := range all {
+		all[i] = i
+	}
+	if err := m.fill(ctx, d, all); err != nil {
+		return nil, err
+	}
+	return d.msgs, nil
+}

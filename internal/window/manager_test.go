@@ -1,0 +1,239 @@
+package window_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// manager opens a Manager over a store at path, as one process would.
+func manager(t *testing.T, path string) *window.Manager {
+	t.Helper()
+	eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return window.NewManager(eng, cat)
+}
+
+func textMsg(role window.Role, s string) window.Message {
+	return window.Message{Role: role, Blocks: []window.Block{{Type: window.BlockText, Text: s}}}
+}
+
+// exchange is a turn of a coding agent: a prompt, a tool call, its result
+// (Anthropic's shape) and an answer.
+func exchange(i int) []window.Message {
+	return []window.Message{
+		textMsg(window.RoleUser, fmt.Sprintf("Step %d: look at internal/pkg%d/file%d.go and explain handler%d.", i, i, i, i)),
+		{Role: window.RoleAssistant, Blocks: []window.Block{
+			{Type: window.BlockText, Text: "Reading it."},
+			{Type: window.BlockToolUse, ID: fmt.Sprintf("call-%d", i), Name: "read_file", Input: json.RawMessage(fmt.Sprintf(`{"path": "internal/pkg%d/file%d.go"}`, i, i))},
+		}},
+		{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: fmt.Sprintf("call-%d", i),
+			Text: fmt.Sprintf("package pkg%d\n\n// handler%d serves requests.\nfunc handler%d() {\n%s}\n", i, i, i, strings.Repeat("\t// a line of the body, ünïcödé ✓\n", 40))}}},
+		textMsg(window.RoleAssistant, fmt.Sprintf("handler%d serves requests; it has a long body.", i)),
+	}
+}
+
+// TestManager: a window evicts past its threshold, leaves one marker per
+// evicted run, expands each back byte for byte with tool pairs whole,
+// survives a restart, and refuses bad input without storing anything.
+func TestManager(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	m := manager(t, path)
+	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
+	if _, err := m.Append(ctx, key, exchange(0)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("append to an unopened window: %v, want ErrNotFound", err)
+	}
+	if _, err := m.Open(ctx, key, window.OpenOptions{}); !errors.Is(err, window.ErrNoSize) {
+		t.Fatalf("open without a size: %v", err)
+	}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Model: "no-such-model"}); err == nil || !strings.Contains(err.Error(), "unknown model") {
+		t.Fatalf("open with an unknown model: %v", err)
+	}
+	st, err := m.Open(ctx, key, window.OpenOptions{Limit: 6000, Output: 500, Safety: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 6000 - 500 - 100, less the 10 % margin of an unknown tokenizer.
+	if st.Budget != 4860 || st.EvictAt != 3645 || st.Target != 2430 || st.Settings.Role != window.DefaultRole {
+		t.Fatalf("status: %+v", st)
+	}
+	system := textMsg(window.RoleSystem, "You are a careful engineer.")
+	if _, err := m.Append(ctx, key, []window.Message{system}); err != nil {
+		t.Fatal(err)
+	}
+	var appended [][]window.Message
+	var evicted []window.Ref
+	for i := range 12 {
+		turn := exchange(i)
+		res, err := m.Append(ctx, key, turn)
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		appended = append(appended, turn)
+		evicted = append(evicted, res.Evicted...)
+		if res.Used > res.Budget {
+			t.Fatalf("append %d: %d tokens over a budget of %d", i, res.Used, res.Budget)
+		}
+	}
+	if len(evicted) == 0 {
+		t.Fatal("twelve turns of about 600 tokens in a 4,860-token window evicted nothing")
+	}
+	// The context: the system prompt first, then markers where runs were
+	// evicted, each parseable and naming its reference, then messages.
+	items, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items[0].Message == nil || items[0].Message.Blocks[0].Text != system.Blocks[0].Text {
+		t.Fatalf("the system prompt is not first: %+v", items[0])
+	}
+	markers := 0
+	for _, it := range items {
+		if it.Marker == "" {
+			continue
+		}
+		markers++
+		mk, err := ctxref.Parse(it.Marker)
+		if err != nil || mk.ID != it.RefID {
+			t.Fatalf("marker %q: %v (id %q, want %q)", it.Marker, err, mk.ID, it.RefID)
+		}
+	}
+	if markers != len(evicted) {
+		t.Errorf("%d markers in the context, %d references made", markers, len(evicted))
+	}
+	// Every evicted message comes back byte for byte, in order: the
+	// expansions of all references and the messages still in the window
+	// are, together, everything appended.
+	var got []window.Message
+	for _, it := range items {
+		if it.Message != nil {
+			got = append(got, *it.Message)
+			continue
+		}
+		back, err := m.Expand(ctx, it.RefID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := window.Units(back); err != nil {
+			t.Errorf("reference %s separates a tool call from its result: %v", it.RefID, err)
+		}
+		got = append(got, back...)
+	}
+	want := []window.Message{system}
+	for _, turn := range appended {
+		want = append(want, turn...)
+	}
+	strip := func(msgs []window.Message) []window.Message {
+		out := slices.Clone(msgs)
+		for i := range out {
+			out[i].Tokens = 0
+		}
+		return out
+	}
+	if diff := cmp.Diff(strip(want), strip(got)); diff != "" {
+		t.Fatalf("context and expansions differ from what was appended (-want +got):\n%s", diff)
+	}
+	// A restart: another process opens the store and sees the same window.
+	again := manager(t, path)
+	st2, err := again.Status(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st1, _ := m.Status(ctx, key)
+	if diff := cmp.Diff(st1, st2); diff != "" {
+		t.Errorf("status after reopening (-before +after):\n%s", diff)
+	}
+	// A model switch keeps the messages and takes the model's limits.
+	st3, err := again.Open(ctx, key, window.OpenOptions{Model: "claude-sonnet-4-5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st3.Messages != st2.Messages || st3.Evicted != st2.Evicted || st3.Settings.Limits.Margin != 0.10 || st3.Budget <= st2.Budget {
+		t.Errorf("after a model switch: %+v", st3)
+	}
+	// A tool result whose call no message made: refused, nothing stored.
+	before, _ := m.Status(ctx, key)
+	orphan := window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: "nope", Text: "output of nothing"}}}
+	if _, err := m.Append(ctx, key, []window.Message{textMsg(window.RoleUser, "fine"), orphan}); !errors.Is(err, window.ErrInvalid) {
+		t.Errorf("an orphan tool result: %v, want ErrInvalid", err)
+	}
+	after, _ := m.Status(ctx, key)
+	if after.Version != before.Version || after.Messages != before.Messages {
+		t.Errorf("a refused append changed the window: %+v -> %+v", before, after)
+	}
+}
+
+// TestManagerConcurrentAppends: processes appending to one window at once
+// lose nothing and never interleave a turn.
+func TestManagerConcurrentAppends(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := manager(t, path).Open(ctx, key, window.OpenOptions{Limit: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	const procs, turns = 3, 8
+	var wg sync.WaitGroup
+	for p := range procs {
+		m := manager(t, path)
+		wg.Go(func() {
+			for i := range turns {
+				if _, err := m.Append(ctx, key, exchange(100*p+i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	items, err := manager(t, path).Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != procs*turns*4 {
+		t.Fatalf("%d messages, want %d", len(items), procs*turns*4)
+	}
+	for i := 0; i < len(items); i += 4 {
+		first := items[i].Message.Blocks[0].Text
+		var n int
+		if _, err := fmt.Sscanf(first, "Step %d:", &n); err != nil {
+			t.Fatalf("message %d does not open a turn: %q", i, first)
+		}
+		if diff := cmp.Diff(exchange(n), tokensOff(items[i:i+4])); diff != "" {
+			t.Fatalf("turn at %d is interleaved (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+func tokensOff(items []window.Item) []window.Message {
+	var out []window.Message
+	for _, it := range items {
+		m := *it.Message
+		m.Tokens = 0
+		out = append(out, m)
+	}
+	return out
+}
