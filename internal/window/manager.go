@@ -56,6 +56,8 @@ type OpenOptions struct {
 	Limit int
 	// Output and Safety override the reservations (see Limits).
 	Output, Safety int
+	// Policy, if set, replaces the role's policy (PolicyFor).
+	Policy *Policy
 }
 
 // ErrNoSize is returned by Open for a new window with neither a model
@@ -87,6 +89,12 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 	if o.Role != "" || s.Policy.Strategy == "" {
 		s.Role = cmp.Or(strings.ToLower(o.Role), s.Role)
 		s.Policy = PolicyFor(s.Role)
+	}
+	if o.Policy != nil {
+		s.Policy = *o.Policy
+		if s.Policy.MaxRefTokens == 0 {
+			s.Policy.MaxRefTokens = DefaultMaxRefTokens
+		}
 	}
 	if o.Model != "" {
 		model, ok := m.cat.Lookup(o.Model)
@@ -149,6 +157,7 @@ type form struct {
 	Role     Role        `json:"role"`
 	Blocks   []formBlock `json:"blocks"`
 	Pinned   bool        `json:"pinned,omitempty"`
+	Shape    *Shape      `json:"shape,omitempty"`
 	Entities []string    `json:"entities,omitempty"`
 }
 
@@ -158,29 +167,32 @@ type formBlock struct {
 	ToolUseID string    `json:"tool_use_id,omitempty"`
 	Name      string    `json:"name,omitempty"`
 	IsError   bool      `json:"is_error,omitempty"`
+	// Raw: the block's content is its Raw form.
+	Raw bool `json:"raw,omitempty"`
 	// Entry is the index in the item's EntryIDs of the block's content,
 	// -1 for a block with none.
 	Entry int `json:"entry"`
 }
 
-// content returns a block's bytes, as stored.
+// content returns a block's bytes, as stored: its raw form if it has
+// one, else a call's input or the text.
 func (b *Block) content() []byte {
 	switch {
-	case b.Type == BlockToolUse:
-		return b.Input
 	case len(b.Raw) > 0:
 		return b.Raw
+	case b.Type == BlockToolUse:
+		return b.Input
 	}
 	return []byte(b.Text)
 }
 
 // setContent puts stored bytes back where content took them from.
-func (b *Block) setContent(c []byte) {
+func (b *Block) setContent(c []byte, raw bool) {
 	switch {
+	case raw:
+		b.Raw = json.RawMessage(c)
 	case b.Type == BlockToolUse:
 		b.Input = json.RawMessage(c)
-	case b.Type != BlockText && b.Type != BlockToolResult:
-		b.Raw = json.RawMessage(c)
 	default:
 		b.Text = string(c)
 	}
@@ -287,9 +299,10 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 	a := store.WindowAppend{Entries: entries, Items: make([]store.WindowItem, len(msgs))}
 	forms := make([]form, len(msgs))
 	for i := range msgs {
-		forms[i] = form{Role: msgs[i].Role, Pinned: msgs[i].Pinned, Blocks: make([]formBlock, len(msgs[i].Blocks))}
+		forms[i] = form{Role: msgs[i].Role, Pinned: msgs[i].Pinned, Shape: msgs[i].Shape, Blocks: make([]formBlock, len(msgs[i].Blocks))}
 		for j, b := range msgs[i].Blocks {
-			forms[i].Blocks[j] = formBlock{Type: b.Type, ID: b.ID, ToolUseID: b.ToolUseID, Name: b.Name, IsError: b.IsError, Entry: -1}
+			forms[i].Blocks[j] = formBlock{Type: b.Type, ID: b.ID, ToolUseID: b.ToolUseID, Name: b.Name, IsError: b.IsError,
+				Raw: len(b.Raw) > 0, Entry: -1}
 		}
 		forms[i].Entities = entitiesOf(&msgs[i])
 	}
@@ -343,7 +356,7 @@ func decode(items []store.WindowItem) (*decoded, error) {
 			return nil, fmt.Errorf("item %d: form: %w", it.Pos, err)
 		}
 		f := &d.forms[i]
-		msg := Message{Role: f.Role, Tokens: it.Tokens, Pinned: it.Pinned, Blocks: make([]Block, len(f.Blocks))}
+		msg := Message{Role: f.Role, Tokens: it.Tokens, Pinned: it.Pinned, Shape: f.Shape, Blocks: make([]Block, len(f.Blocks))}
 		for j, b := range f.Blocks {
 			msg.Blocks[j] = Block{Type: b.Type, ID: b.ID, ToolUseID: b.ToolUseID, Name: b.Name, IsError: b.IsError}
 		}
@@ -599,7 +612,7 @@ func (m *Manager) fill(ctx context.Context, d *decoded, idx []int) error {
 	for _, i := range idx {
 		for j, fb := range d.forms[i].Blocks {
 			if fb.Entry >= 0 {
-				d.msgs[i].Blocks[j].setContent(content[d.items[i].EntryIDs[fb.Entry]])
+				d.msgs[i].Blocks[j].setContent(content[d.items[i].EntryIDs[fb.Entry]], fb.Raw)
 			}
 		}
 	}

@@ -65,6 +65,9 @@ type Message struct {
 	Tokens int `json:"tokens"`
 	// Pinned messages are never evicted.
 	Pinned bool `json:"pinned,omitempty"`
+	// Shape says how a vendor wrote the message (see wire.go), so that it
+	// is written back the same way; nil for a message made here.
+	Shape *Shape `json:"shape,omitempty"`
 }
 
 // Calls returns the ids of the tool calls m makes.

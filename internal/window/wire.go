@@ -1,0 +1,369 @@
+package window
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// The vendors' message shapes, mapped onto Message and back without
+// loss: what a harness sends a model, a window can hold, and give back
+// as the same JSON (equal as JSON values: key order and spacing are the
+// encoder's).
+//
+// Anthropic (Messages API): {"role": "user"|"assistant", "content":
+// string or blocks}, blocks of type text, tool_use (id, name, input),
+// tool_result (tool_use_id, content as a string or blocks, is_error) and
+// any other (image, document, thinking, ...), kept raw. The system prompt
+// is the request's "system", a message of RoleSystem here.
+//
+// OpenAI (Chat Completions): {"role": "system"|"developer"|"user"|
+// "assistant"|"tool", "content": string, parts or null, "tool_calls":
+// [{"id", "type": "function", "function": {"name", "arguments"}}],
+// "tool_call_id"}. A tool message is RoleTool with one tool_result.
+
+// Shape says how a message's content was written, so that it is written
+// back the same way.
+type Shape struct {
+	// Vendor is "anthropic" or "openai".
+	Vendor string `json:"vendor,omitempty"`
+	// Plain: the content was a string, not a list of blocks.
+	Plain bool `json:"plain,omitempty"`
+	// Null: OpenAI content was null (an assistant message of tool calls).
+	Null bool `json:"null,omitempty"`
+	// Developer: OpenAI's developer role, held as RoleSystem.
+	Developer bool `json:"developer,omitempty"`
+	// Extra holds the message's other fields, verbatim (OpenAI "name",
+	// "refusal", "audio"; anything a vendor adds).
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// Vendors.
+const (
+	Anthropic = "anthropic"
+	OpenAI    = "openai"
+)
+
+func wireError(vendor string, format string, args ...any) error {
+	return fmt.Errorf("%w: %s message: %s", ErrInvalid, vendor, fmt.Sprintf(format, args...))
+}
+
+// rawFields splits a JSON object into its fields.
+func rawFields(vendor string, raw []byte) (map[string]json.RawMessage, error) {
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &f); err != nil || f == nil {
+		return nil, wireError(vendor, "not a JSON object: %s", clip(raw))
+	}
+	return f, nil
+}
+
+func clip(b []byte) string {
+	if len(b) > 80 {
+		return string(b[:80]) + "…"
+	}
+	return string(b)
+}
+
+func isNull(r json.RawMessage) bool { return len(r) == 0 || bytes.Equal(bytes.TrimSpace(r), []byte("null")) }
+
+// FromAnthropic maps an Anthropic message onto a Message.
+func FromAnthropic(raw []byte) (Message, error) {
+	f, err := rawFields(Anthropic, raw)
+	if err != nil {
+		return Message{}, err
+	}
+	m := Message{Shape: &Shape{Vendor: Anthropic}}
+	var role string
+	if err := json.Unmarshal(f["role"], &role); err != nil {
+		return m, wireError(Anthropic, "role is not a string")
+	}
+	switch role {
+	case "user", "assistant", "system":
+		m.Role = Role(role)
+	default:
+		return m, wireError(Anthropic, "role %q is not user or assistant", role)
+	}
+	content := f["content"]
+	delete(f, "role")
+	delete(f, "content")
+	if len(f) > 0 {
+		m.Shape.Extra = f
+	}
+	var s string
+	if err := json.Unmarshal(content, &s); err == nil {
+		m.Shape.Plain = true
+		m.Blocks = []Block{{Type: BlockText, Text: s}}
+		return m, m.Validate()
+	}
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(content, &blocks); err != nil {
+		return m, wireError(Anthropic, "content is neither a string nor a list of blocks")
+	}
+	for i, rb := range blocks {
+		b, err := anthropicBlock(rb)
+		if err != nil {
+			return m, fmt.Errorf("block %d: %w", i, err)
+		}
+		m.Blocks = append(m.Blocks, b)
+	}
+	return m, m.Validate()
+}
+
+// anthropicBlock maps one content block. A block with fields the typed
+// form does not hold (cache_control, citations) is kept raw whole, its
+// tool ids still read so that calls pair with results.
+func anthropicBlock(raw json.RawMessage) (Block, error) {
+	f, err := rawFields(Anthropic, raw)
+	if err != nil {
+		return Block{}, err
+	}
+	var typ string
+	if err := json.Unmarshal(f["type"], &typ); err != nil || typ == "" {
+		return Block{}, wireError(Anthropic, "a block without a type: %s", clip(raw))
+	}
+	str := func(k string) (string, bool) {
+		var s string
+		err := json.Unmarshal(f[k], &s)
+		return s, err == nil
+	}
+	known := func(keys ...string) bool {
+		for k := range f {
+			found := false
+			for _, want := range keys {
+				found = found || k == want
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	}
+	switch typ {
+	case "text":
+		if t, ok := str("text"); ok && known("type", "text") {
+			return Block{Type: BlockText, Text: t}, nil
+		}
+	case "tool_use":
+		id, _ := str("id")
+		name, _ := str("name")
+		if known("type", "id", "name", "input") && !isNull(f["input"]) {
+			return Block{Type: BlockToolUse, ID: id, Name: name, Input: f["input"]}, nil
+		}
+		return Block{Type: BlockToolUse, ID: id, Name: name, Raw: raw}, nil
+	case "tool_result":
+		id, _ := str("tool_use_id")
+		var isErr bool
+		if e, ok := f["is_error"]; ok && json.Unmarshal(e, &isErr) != nil {
+			return Block{}, wireError(Anthropic, "is_error is not a boolean")
+		}
+		if t, ok := str("content"); ok && known("type", "tool_use_id", "content", "is_error") {
+			_, hasErr := f["is_error"]
+			if !hasErr || isErr {
+				return Block{Type: BlockToolResult, ToolUseID: id, Text: t, IsError: isErr}, nil
+			}
+		}
+		return Block{Type: BlockToolResult, ToolUseID: id, IsError: isErr, Raw: raw}, nil
+	}
+	return Block{Type: BlockType(typ), Raw: raw}, nil
+}
+
+// ToAnthropic writes a Message as an Anthropic message.
+func ToAnthropic(m Message) ([]byte, error) {
+	out := map[string]any{"role": string(m.Role)}
+	if m.Shape != nil {
+		for k, v := range m.Shape.Extra {
+			out[k] = v
+		}
+	}
+	if m.Shape != nil && m.Shape.Plain && len(m.Blocks) == 1 && m.Blocks[0].Type == BlockText {
+		out["content"] = m.Blocks[0].Text
+		return json.Marshal(out)
+	}
+	blocks := make([]any, 0, len(m.Blocks))
+	for _, b := range m.Blocks {
+		switch {
+		case len(b.Raw) > 0:
+			blocks = append(blocks, b.Raw)
+		case b.Type == BlockText:
+			blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
+		case b.Type == BlockToolUse:
+			blocks = append(blocks, map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": b.Input})
+		case b.Type == BlockToolResult:
+			r := map[string]any{"type": "tool_result", "tool_use_id": b.ToolUseID, "content": b.Text}
+			if b.IsError {
+				r["is_error"] = true
+			}
+			blocks = append(blocks, r)
+		default:
+			return nil, fmt.Errorf("%w: a %s block with nothing to write", ErrInvalid, b.Type)
+		}
+	}
+	out["content"] = blocks
+	return json.Marshal(out)
+}
+
+// FromOpenAI maps an OpenAI chat message onto a Message.
+func FromOpenAI(raw []byte) (Message, error) {
+	f, err := rawFields(OpenAI, raw)
+	if err != nil {
+		return Message{}, err
+	}
+	m := Message{Shape: &Shape{Vendor: OpenAI}}
+	var role string
+	if err := json.Unmarshal(f["role"], &role); err != nil {
+		return m, wireError(OpenAI, "role is not a string")
+	}
+	content, calls, callID := f["content"], f["tool_calls"], f["tool_call_id"]
+	for _, k := range []string{"role", "content", "tool_calls", "tool_call_id"} {
+		delete(f, k)
+	}
+	if len(f) > 0 {
+		m.Shape.Extra = f
+	}
+	switch role {
+	case "developer":
+		m.Role, m.Shape.Developer = RoleSystem, true
+	case "system", "user", "assistant", "tool":
+		m.Role = Role(role)
+	default:
+		return m, wireError(OpenAI, "role %q is not system, developer, user, assistant or tool", role)
+	}
+	var text string
+	var parts []json.RawMessage
+	switch {
+	case isNull(content):
+		m.Shape.Null = content != nil
+	case json.Unmarshal(content, &text) == nil:
+		m.Shape.Plain = true
+	case json.Unmarshal(content, &parts) == nil:
+	default:
+		return m, wireError(OpenAI, "content is neither a string, a list of parts nor null")
+	}
+	if m.Role == RoleTool {
+		var id string
+		if err := json.Unmarshal(callID, &id); err != nil || id == "" {
+			return m, wireError(OpenAI, "a tool message needs its tool_call_id")
+		}
+		b := Block{Type: BlockToolResult, ToolUseID: id, Text: text}
+		if !m.Shape.Plain {
+			b.Raw = content // parts, kept as they came
+			if b.Raw == nil {
+				b.Raw = json.RawMessage("null")
+			}
+		}
+		m.Blocks = []Block{b}
+		return m, m.Validate()
+	}
+	if callID != nil {
+		return m, wireError(OpenAI, "tool_call_id on a %s message", role)
+	}
+	if m.Shape.Plain {
+		m.Blocks = append(m.Blocks, Block{Type: BlockText, Text: text})
+	}
+	for _, p := range parts {
+		var part struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(p, &part); err != nil || part.Type == "" {
+			return m, wireError(OpenAI, "a content part without a type: %s", clip(p))
+		}
+		if pf, _ := rawFields(OpenAI, p); part.Type == "text" && len(pf) == 2 {
+			m.Blocks = append(m.Blocks, Block{Type: BlockText, Text: part.Text})
+		} else {
+			m.Blocks = append(m.Blocks, Block{Type: BlockType("part:" + part.Type), Raw: p})
+		}
+	}
+	if !isNull(calls) {
+		var tcs []json.RawMessage
+		if err := json.Unmarshal(calls, &tcs); err != nil {
+			return m, wireError(OpenAI, "tool_calls is not a list")
+		}
+		for _, tc := range tcs {
+			var c struct {
+				ID       string `json:"id"`
+				Type     string `json:"type"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			}
+			if err := json.Unmarshal(tc, &c); err != nil || c.ID == "" {
+				return m, wireError(OpenAI, "a tool call without an id: %s", clip(tc))
+			}
+			m.Blocks = append(m.Blocks, Block{Type: BlockToolUse, ID: c.ID, Name: c.Function.Name, Raw: tc})
+		}
+	} else if calls != nil {
+		m.Shape.Extra = withField(m.Shape.Extra, "tool_calls", calls)
+	}
+	return m, m.Validate()
+}
+
+func withField(f map[string]json.RawMessage, k string, v json.RawMessage) map[string]json.RawMessage {
+	if f == nil {
+		f = map[string]json.RawMessage{}
+	}
+	f[k] = v
+	return f
+}
+
+// ToOpenAI writes a Message as an OpenAI chat message.
+func ToOpenAI(m Message) ([]byte, error) {
+	out := map[string]any{}
+	sh := m.Shape
+	if sh == nil {
+		sh = &Shape{}
+	}
+	for k, v := range sh.Extra {
+		out[k] = v
+	}
+	role := string(m.Role)
+	if sh.Developer {
+		role = "developer"
+	}
+	out["role"] = role
+	if m.Role == RoleTool {
+		if len(m.Blocks) != 1 || m.Blocks[0].Type != BlockToolResult {
+			return nil, fmt.Errorf("%w: a tool message holds one tool result", ErrInvalid)
+		}
+		b := m.Blocks[0]
+		out["tool_call_id"] = b.ToolUseID
+		if len(b.Raw) > 0 {
+			out["content"] = b.Raw
+		} else {
+			out["content"] = b.Text
+		}
+		return json.Marshal(out)
+	}
+	var parts []any
+	var calls []any
+	for _, b := range m.Blocks {
+		switch {
+		case b.Type == BlockToolUse:
+			if len(b.Raw) > 0 {
+				calls = append(calls, b.Raw)
+			} else {
+				calls = append(calls, map[string]any{"id": b.ID, "type": "function",
+					"function": map[string]any{"name": b.Name, "arguments": string(b.Input)}})
+			}
+		case len(b.Raw) > 0:
+			parts = append(parts, b.Raw)
+		case b.Type == BlockText:
+			parts = append(parts, map[string]any{"type": "text", "text": b.Text})
+		default:
+			return nil, fmt.Errorf("%w: a %s block has no OpenAI form", ErrInvalid, b.Type)
+		}
+	}
+	switch {
+	case sh.Plain && len(parts) == 1:
+		out["content"] = m.Blocks[0].Text
+	case sh.Null:
+		out["content"] = nil
+	case len(parts) > 0:
+		out["content"] = parts
+	}
+	if len(calls) > 0 {
+		out["tool_calls"] = calls
+	}
+	return json.Marshal(out)
+}
