@@ -64,7 +64,9 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-func isNull(r json.RawMessage) bool { return len(r) == 0 || bytes.Equal(bytes.TrimSpace(r), []byte("null")) }
+func isNull(r json.RawMessage) bool {
+	return len(r) == 0 || bytes.Equal(bytes.TrimSpace(r), []byte("null"))
+}
 
 // FromAnthropic maps an Anthropic message onto a Message.
 func FromAnthropic(raw []byte) (Message, error) {
