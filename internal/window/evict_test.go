@@ -58,12 +58,13 @@ func TestSelectRecency(t *testing.T) {
 	}
 }
 
-// TestSelectRecencyProperties: on random conversations, eviction takes
+// TestSelectProperties: on random conversations, eviction by every
+// strategy takes
 // whole units only, never the system prompt, pinned or preserved messages,
 // the last turns or an open call; runs hold at most MaxRefTokens unless
 // one unit is larger; the window ends at or under its target when enough
 // may go; and the same input gives the same runs.
-func TestSelectRecencyProperties(t *testing.T) {
+func TestSelectProperties(t *testing.T) {
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed, 2))
 		msgs := append([]Message{text(RoleSystem, "system")}, randomConversation(r, 1+r.IntN(60))...)
@@ -80,8 +81,9 @@ func TestSelectRecencyProperties(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs := SelectRecency(msgs, units, p, budget, used)
-		if again := SelectRecency(msgs, units, p, budget, used); !slices.Equal(runs, again) {
+		p.Strategy = []Strategy{Recency, TopicCluster, TaskCompletion}[r.IntN(3)]
+		runs := Select(msgs, units, p, budget, used)
+		if again := Select(msgs, units, p, budget, used); !slices.Equal(runs, again) {
 			t.Fatalf("seed %d: not deterministic", seed)
 		}
 		starts, ends := map[int]bool{}, map[int]bool{}
@@ -193,5 +195,60 @@ func TestLimits(t *testing.T) {
 		if err := l.Validate(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v, want ErrInvalid", l, err)
 		}
+	}
+}
+
+// topic makes a turn about one file: a prompt, a call reading it, its
+// result, and an answer that may conclude.
+func topic(id, file string, concluded bool) []Message {
+	answer := "Still looking at " + file + "."
+	if concluded {
+		answer = "In conclusion, " + file + " is fine."
+	}
+	c := call(id)
+	c.Blocks[0].Input = []byte(`{"path": "` + file + `"}`)
+	res := result(RoleUser, id)
+	res.Blocks[0].Text = "contents of " + file
+	return []Message{text(RoleUser, "Look at "+file), c, res, text(RoleAssistant, answer)}
+}
+
+// TestSelectByTopicAndTask: by topic, a concluded topic goes before an
+// older one still open; by task, a completed task goes before an older
+// one; the topic or task in hand stays.
+func TestSelectByTopicAndTask(t *testing.T) {
+	var msgs []Message
+	msgs = append(msgs, text(RoleSystem, "system"))
+	msgs = append(msgs, topic("a", "internal/alpha/alpha.go", false)...) // 1-4
+	msgs = append(msgs, topic("b", "internal/beta/beta.go", true)...)    // 5-8
+	msgs = append(msgs, topic("c", "internal/gamma/gamma.go", false)...) // 9-12
+	used := 0
+	for i := range msgs {
+		msgs[i].Tokens = 100
+		used += 100
+	}
+	units, err := Units(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := PolicyFor("academic")
+	p.KeepTurns = 0
+	// 1300 tokens of a 1600 budget: over 80 %, down to 50 % (800): 500
+	// must go, and one topic (400, less a marker) is not enough.
+	if got := Select(msgs, units, p, 1600, used); fmt.Sprint(got) != fmt.Sprint([]Run{{1, 9, 800}}) {
+		t.Errorf("by topic: %v", got)
+	}
+	// 1300 of 1500: down to 750; the concluded topic first, then the
+	// oldest, the one in hand never.
+	p.Target = 0.7
+	if got := Select(msgs, units, p, 1500, used); fmt.Sprint(got) != fmt.Sprint([]Run{{5, 9, 400}}) {
+		t.Errorf("by topic, the concluded one alone: %v", got)
+	}
+	// By task: "done." completes task b.
+	msgs[8] = text(RoleAssistant, "Done. beta.go is fixed.")
+	msgs[8].Tokens = 100
+	p = PolicyFor("architect")
+	p.KeepTurns, p.Target = 0, 0.7
+	if got := Select(msgs, units, p, 1500, used); fmt.Sprint(got) != fmt.Sprint([]Run{{5, 9, 400}}) {
+		t.Errorf("by task: %v", got)
 	}
 }

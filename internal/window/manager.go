@@ -356,7 +356,10 @@ func decode(items []store.WindowItem) (*decoded, error) {
 			return nil, fmt.Errorf("item %d: form: %w", it.Pos, err)
 		}
 		f := &d.forms[i]
-		msg := Message{Role: f.Role, Tokens: it.Tokens, Pinned: it.Pinned, Shape: f.Shape, Blocks: make([]Block, len(f.Blocks))}
+		msg := Message{Role: f.Role, Tokens: it.Tokens, Pinned: it.Pinned, Shape: f.Shape, Entities: f.Entities, Blocks: make([]Block, len(f.Blocks))}
+		if msg.Entities == nil {
+			msg.Entities = []string{}
+		}
 		for j, b := range f.Blocks {
 			msg.Blocks[j] = Block{Type: b.Type, ID: b.ID, ToolUseID: b.ToolUseID, Name: b.Name, IsError: b.IsError}
 		}
@@ -401,7 +404,7 @@ func (m *Manager) evictor(key store.WindowKey, s Settings) store.Evictor {
 		if err != nil {
 			return nil, err
 		}
-		runs := SelectRecency(msgs, units, s.Policy, s.Limits.Budget(), used)
+		runs := Select(msgs, units, s.Policy, s.Limits.Budget(), used)
 		evs := make([]store.Eviction, 0, len(runs))
 		for _, r := range runs {
 			first, last := items[live[r.From]], items[live[r.To-1]]

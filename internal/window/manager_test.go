@@ -149,7 +149,7 @@ func TestManager(t *testing.T) {
 	strip := func(msgs []window.Message) []window.Message {
 		out := slices.Clone(msgs)
 		for i := range out {
-			out[i].Tokens = 0
+			out[i].Tokens, out[i].Entities = 0, nil
 		}
 		return out
 	}
@@ -232,7 +232,7 @@ func tokensOff(items []window.Item) []window.Message {
 	var out []window.Message
 	for _, it := range items {
 		m := *it.Message
-		m.Tokens = 0
+		m.Tokens, m.Entities = 0, nil
 		out = append(out, m)
 	}
 	return out

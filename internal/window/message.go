@@ -68,6 +68,10 @@ type Message struct {
 	// Shape says how a vendor wrote the message (see wire.go), so that it
 	// is written back the same way; nil for a message made here.
 	Shape *Shape `json:"shape,omitempty"`
+	// Entities are the names (paths, identifiers) the message mentions,
+	// as the window noted them when it was appended; strategies that
+	// group messages by subject read them.
+	Entities []string `json:"-"`
 }
 
 // Calls returns the ids of the tool calls m makes.
