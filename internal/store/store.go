@@ -90,6 +90,12 @@ type Store interface {
 	// head after, the items appended and the evictions made; on any error
 	// (evict's included) nothing is written.
 	AppendWindow(ctx context.Context, key WindowKey, a WindowAppend, evict Evictor) (Window, []WindowItem, []Eviction, error)
+	// ReadmitWindow brings the messages a reference of the window stands
+	// for back into it, in their places, in one transaction with evict,
+	// which makes room (the reference stays, so its markers still
+	// expand). It returns the window's head after and the evictions made;
+	// ErrNotFound if the window holds no message under the reference.
+	ReadmitWindow(ctx context.Context, key WindowKey, refID string, evict Evictor) (Window, []Eviction, error)
 
 	// PutSession registers a session or updates its name and metadata.
 	PutSession(ctx context.Context, s Session) error

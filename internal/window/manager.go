@@ -322,7 +322,7 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 	if !slices.ContainsFunc(redacted, func(r []string) bool { return len(r) > 0 }) {
 		redacted = nil
 	}
-	_, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s))
+	_, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s, nil, false))
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -370,8 +370,9 @@ func decode(items []store.WindowItem) (*decoded, error) {
 
 // evictor returns the store.Evictor of a window: it checks that the
 // ledger still pairs every tool result with an earlier call, then evicts
-// as the policy says.
-func (m *Manager) evictor(key store.WindowKey, s Settings) store.Evictor {
+// as the policy says, never the messages at the positions protected;
+// strict, it refuses (ErrNoRoom) a window left over its budget.
+func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool, strict bool) store.Evictor {
 	return func(_ store.Window, items []store.WindowItem) ([]store.Eviction, error) {
 		d, err := decode(items)
 		if err != nil {
@@ -399,40 +400,70 @@ func (m *Manager) evictor(key store.WindowKey, s Settings) store.Evictor {
 		msgs := make([]Message, len(live))
 		for k, i := range live {
 			msgs[k] = d.msgs[i]
+			msgs[k].Pinned = msgs[k].Pinned || protect[items[i].Pos]
 		}
 		units, err := Units(msgs)
 		if err != nil {
 			return nil, err
 		}
 		runs := Select(msgs, units, s.Policy, s.Limits.Budget(), used)
+		if strict {
+			after := used
+			for _, r := range runs {
+				after += MarkerTokens - r.Tokens
+			}
+			if after > s.Limits.Budget() {
+				return nil, fmt.Errorf("%w: the window would hold %d tokens, over its budget of %d, with nothing more it may evict", ErrNoRoom, after, s.Limits.Budget())
+			}
+		}
 		evs := make([]store.Eviction, 0, len(runs))
 		for _, r := range runs {
-			first, last := items[live[r.From]], items[live[r.To-1]]
-			ref := store.Reference{Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
-				TokensSaved: r.Tokens, TurnFrom: first.Pos + 1, TurnTo: last.Pos + 1, CreatedAt: m.now()}
-			allTools := true
-			counts := map[string]int{}
-			for k := r.From; k < r.To; k++ {
-				it := items[live[k]]
-				ref.ContentIDs = append(ref.ContentIDs, it.EntryIDs...)
-				t := msgs[k].Type()
-				allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
-				for _, e := range d.forms[live[k]].Entities {
-					counts[e]++
+			// A run of the messages in the window may straddle runs
+			// evicted before (a run re-admitted, then evicted with its
+			// neighbours): each stretch of adjacent messages is a
+			// reference of its own.
+			from := r.From
+			for k := r.From + 1; k <= r.To; k++ {
+				if k < r.To && live[k] == live[k-1]+1 {
+					continue
 				}
+				if ev, ok := m.eviction(key, items, d, msgs, live, from, k); ok {
+					evs = append(evs, ev)
+				}
+				from = k
 			}
-			if allTools {
-				ref.Type = store.RefToolResults
-			}
-			ref.Entities = topEntities(counts, 3)
-			if len(ref.ContentIDs) == 0 {
-				continue // nothing stored to expand: messages without content
-			}
-			ref.ID = refID(key, first.Pos, last.Pos, ref.ContentIDs)
-			evs = append(evs, store.Eviction{Ref: ref, From: first.Pos, To: last.Pos + 1})
 		}
 		return evs, nil
 	}
+}
+
+// eviction makes the eviction of the window's messages live[from:to],
+// adjacent in the ledger; false if none of them holds content.
+func (m *Manager) eviction(key store.WindowKey, items []store.WindowItem, d *decoded, msgs []Message, live []int, from, to int) (store.Eviction, bool) {
+	first, last := items[live[from]], items[live[to-1]]
+	ref := store.Reference{Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
+		TurnFrom: first.Pos + 1, TurnTo: last.Pos + 1, CreatedAt: m.now()}
+	allTools := true
+	counts := map[string]int{}
+	for k := from; k < to; k++ {
+		it := items[live[k]]
+		ref.ContentIDs = append(ref.ContentIDs, it.EntryIDs...)
+		ref.TokensSaved += it.Tokens
+		t := msgs[k].Type()
+		allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
+		for _, e := range d.forms[live[k]].Entities {
+			counts[e]++
+		}
+	}
+	if len(ref.ContentIDs) == 0 {
+		return store.Eviction{}, false // nothing stored to expand: messages without content
+	}
+	if allTools {
+		ref.Type = store.RefToolResults
+	}
+	ref.Entities = topEntities(counts, 3)
+	ref.ID = refID(key, first.Pos, last.Pos, ref.ContentIDs)
+	return store.Eviction{Ref: ref, From: first.Pos, To: last.Pos + 1}, true
 }
 
 // refID names a reference by what it stands for: the same run of the
@@ -659,4 +690,54 @@ func (m *Manager) Expand(ctx context.Context, refID string) ([]Message, error) {
 		return nil, err
 	}
 	return d.msgs, nil
+}
+
+// ErrNoRoom is returned by Readmit when a reference's messages cannot
+// fit in the window's budget.
+var ErrNoRoom = errors.New("no room in the window")
+
+// Readmit brings the messages a reference stands for back into their
+// window, in their places, and evicts what the policy says to make room
+// (never them). It is refused, with nothing changed, when they cannot
+// fit in the budget. The reference stays: its markers still expand, and
+// if the run is evicted again it goes back under it.
+func (m *Manager) Readmit(ctx context.Context, refID string) (AppendResult, error) {
+	ref, err := m.eng.Store().Reference(ctx, refID)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	key := store.WindowKey{SessionID: ref.SessionID, AgentID: ref.AgentID}
+	_, s, err := m.settings(ctx, key)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	items, err := m.eng.Store().WindowItems(ctx, key, 0)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	protect := map[int]bool{}
+	var positions []int
+	for _, it := range items {
+		if it.RefID == refID {
+			protect[it.Pos] = true
+			positions = append(positions, it.Pos)
+		}
+	}
+	if len(positions) == 0 {
+		return AppendResult{}, fmt.Errorf("reference %s: no message of its window is evicted under it (re-admitted already?): %w", refID, store.ErrNotFound)
+	}
+	_, evs, err := m.eng.Store().ReadmitWindow(ctx, key, refID, m.evictor(key, s, protect, true))
+	if err != nil {
+		return AppendResult{}, err
+	}
+	st, err := m.Status(ctx, key)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	res := AppendResult{Status: st, Positions: positions, Evicted: []Ref{}}
+	for _, ev := range evs {
+		res.Evicted = append(res.Evicted, Ref{ID: ev.Ref.ID, Marker: ctxref.Render(ctxref.FromReference(ev.Ref)),
+			From: ev.From, To: ev.To, Messages: ev.Ref.TurnTo - ev.Ref.TurnFrom + 1, Tokens: ev.Ref.TokensSaved})
+	}
+	return res, nil
 }

@@ -237,3 +237,80 @@ func tokensOff(items []window.Item) []window.Message {
 	}
 	return out
 }
+
+// TestManagerReadmit: an evicted run comes back into its place within
+// the budget, older runs leaving to make room; a run that cannot fit is
+// refused with nothing changed; evicted again, it goes back under the
+// same reference.
+func TestManagerReadmit(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	p := window.PolicyFor("claude")
+	p.KeepTurns = 1
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100, Policy: &p}); err != nil {
+		t.Fatal(err)
+	}
+	var refs []window.Ref
+	for i := range 10 {
+		res, err := m.Append(ctx, key, exchange(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, res.Evicted...)
+	}
+	if len(refs) < 2 {
+		t.Fatalf("expected at least two references, got %v", refs)
+	}
+	first := refs[0]
+	res, err := m.Readmit(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Used > res.Budget {
+		t.Errorf("after readmission the window holds %d tokens of %d", res.Used, res.Budget)
+	}
+	items, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items[0].Message == nil || items[0].Pos != first.From {
+		t.Errorf("the readmitted run should be back at %d, first item: %+v", first.From, items[0])
+	}
+	for _, it := range items {
+		if it.RefID == first.ID {
+			t.Errorf("the readmitted reference's marker is still in the context")
+		}
+	}
+	if _, err := m.Readmit(ctx, first.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("readmitting twice: %v, want ErrNotFound", err)
+	}
+	// Too big: a window too small for a run that was evicted from a
+	// larger one.
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 1000, Output: 100, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := m.Status(ctx, key)
+	big := refs[len(refs)-1]
+	if _, err := m.Readmit(ctx, big.ID); !errors.Is(err, window.ErrNoRoom) {
+		t.Errorf("readmitting %d tokens into a %d-token window: %v, want ErrNoRoom", big.Tokens, before.Budget, err)
+	}
+	if after, _ := m.Status(ctx, key); after.Version != before.Version {
+		t.Errorf("a refused readmission changed the window")
+	}
+	// Evicted again, the first run goes back under its reference.
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000}); err != nil {
+		t.Fatal(err)
+	}
+	again := []window.Ref{}
+	for i := 10; i < 14; i++ {
+		r, err := m.Append(ctx, key, exchange(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again = append(again, r.Evicted...)
+	}
+	if !slices.ContainsFunc(again, func(r window.Ref) bool { return r.ID == first.ID }) {
+		t.Errorf("the readmitted run was not evicted again under %s: %v", first.ID, again)
+	}
+}

@@ -283,7 +283,12 @@ func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, items 
 			return fmt.Errorf("eviction %d: items %d-%d are not all in the window", i, ev.From, ev.To)
 		}
 		if err := insertRef(ctx, tx, r); err != nil {
-			return fmt.Errorf("eviction %d: %w", i, err)
+			// A run re-admitted and evicted again goes back under its
+			// reference, whose markers are still about.
+			var ce *store.ConflictError
+			if !errors.As(err, &ce) || !sameRef(ctx, tx, r) {
+				return fmt.Errorf("eviction %d: %w", i, err)
+			}
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = ? WHERE session_id = ? AND agent_id = ? AND pos >= ? AND pos < ? AND ref_id = ''`,
 			r.ID, key.SessionID, key.AgentID, ev.From, ev.To)
@@ -297,4 +302,63 @@ func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, items 
 		}
 	}
 	return nil
+}
+
+// ReadmitWindow implements store.Store.
+func (s *Store) ReadmitWindow(ctx context.Context, key store.WindowKey, refID string, evict store.Evictor) (store.Window, []store.Eviction, error) {
+	if err := key.Validate(); err != nil {
+		return store.Window{}, nil, fmt.Errorf("readmit to window: %w", err)
+	}
+	var (
+		w   store.Window
+		evs []store.Eviction
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		evs = nil
+		var err error
+		if w, err = windowHead(ctx, tx, key); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = '' WHERE session_id = ? AND agent_id = ? AND ref_id = ?`,
+			key.SessionID, key.AgentID, refID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("no message of the window is under reference %q: %w", refID, store.ErrNotFound)
+		}
+		w.Version++
+		w.UpdatedAt = time.Now().UTC()
+		if evict != nil {
+			all, err := windowItems(ctx, tx, key, 0)
+			if err != nil {
+				return err
+			}
+			if evs, err = evict(w, all); err != nil {
+				return err
+			}
+			if err := applyEvictions(ctx, tx, key, all, evs); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE windows SET version = ?, updated_at = ? WHERE session_id = ? AND agent_id = ?`,
+			w.Version, unixNano(w.UpdatedAt), key.SessionID, key.AgentID)
+		return err
+	})
+	if err != nil {
+		return store.Window{}, nil, fmt.Errorf("readmit %s to window %s: %w", refID, key, err)
+	}
+	return w, evs, nil
+}
+
+// sameRef reports whether the stored reference r.ID stands for the same
+// content of the same window as r.
+func sameRef(ctx context.Context, tx *sql.Tx, r store.Reference) bool {
+	var session, agent, ids string
+	if err := tx.QueryRowContext(ctx, `SELECT session_id, agent_id, content_ids FROM refs WHERE id = ?`, r.ID).Scan(&session, &agent, &ids); err != nil {
+		return false
+	}
+	return session == r.SessionID && agent == r.AgentID && ids == jsonIDs(r.ContentIDs)
 }

@@ -97,6 +97,28 @@ func testWindows(t *testing.T, s store.Store) {
 	if from2, err := s.WindowItems(ctx, key, 2); err != nil || len(from2) != 1 || from2[0].Pos != 2 {
 		t.Errorf("WindowItems from 2: %+v, %v", from2, err)
 	}
+	// Re-admitted, the run is back in its place; evicted again, it goes
+	// back under the same reference.
+	if _, _, err := s.ReadmitWindow(ctx, key, "no-such-ref", nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("readmitting an unknown reference: %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.ReadmitWindow(ctx, key, "ref-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := s.WindowItems(ctx, key, 0); back[0].RefID != "" || back[1].RefID != "" {
+		t.Errorf("after readmission: %+v", back)
+	}
+	if _, evs, err := s.ReadmitWindow(ctx, key, "ref-1", nil); !errors.Is(err, store.ErrNotFound) || evs != nil {
+		t.Errorf("readmitting twice: %v", err)
+	}
+	e, it := windowMessage(key, store.UserPrompt, "fourth message")
+	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{Entries: []store.Entry{e}, Items: []store.WindowItem{it}}, evict); err != nil {
+		t.Fatalf("evicting a run again under its reference: %v", err)
+	}
+	got, err = s.WindowItems(ctx, key, 0)
+	if err != nil || got[0].RefID != "ref-1" || got[1].RefID != "ref-1" || len(got) != 4 {
+		t.Fatalf("after evicting again: %+v, %v", got, err)
+	}
 	// Refused, all or nothing: an evictor's error, an eviction of items
 	// no longer in the window, an item naming content that is not stored.
 	before := stats(t, s)
@@ -118,7 +140,7 @@ func testWindows(t *testing.T, s store.Store) {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	_, it := windowMessage(key, store.UserPrompt, "content never stored")
+	_, it = windowMessage(key, store.UserPrompt, "content never stored")
 	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{Items: []store.WindowItem{it}}, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("an item naming unstored content: %v, want ErrNotFound", err)
 	}
@@ -133,11 +155,11 @@ func testWindows(t *testing.T, s store.Store) {
 	// Forgetting a message's content takes it out of the ledger; forgetting
 	// content under a reference takes the reference's run with it.
 	forget(t, s, store.ForgetRequest{Entries: got[2].EntryIDs})
-	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 2 {
+	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 3 {
 		t.Errorf("after forgetting the third message: %+v, %v", left, err)
 	}
 	forget(t, s, store.ForgetRequest{Entries: got[0].EntryIDs})
-	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 0 {
+	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 1 || left[0].Pos != 3 {
 		t.Errorf("after forgetting content under ref-1: %+v, %v", left, err)
 	}
 	if head3, _ := s.Window(ctx, key); head3.Version <= head2.Version {
