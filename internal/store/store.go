@@ -84,7 +84,7 @@ type Store interface {
 	// AppendWindow appends messages to a window in one transaction: it
 	// stores a.Entries as PutEntries does, appends a.Items after the
 	// window's last item, then, if evict is not nil, calls it with the
-	// window and its items and writes the references it returns,
+	// window's state and writes the references it returns,
 	// marking their items evicted. The items of one append are contiguous
 	// whatever other processes append at once. It returns the window's
 	// head after, the items appended and the evictions made; on any error

@@ -68,9 +68,20 @@ type Eviction struct {
 	From, To int
 }
 
-// An Evictor decides, inside AppendWindow's transaction, what leaves a
-// window once an append is in: given the window and all its items, in
-// order (those evicted before with their RefID), it returns the evictions
-// to make. It may be called more than once for one append (a busy store
-// retries the transaction), so it must not keep state between calls.
-type Evictor func(w Window, items []WindowItem) ([]Eviction, error)
+// WindowState is what an Evictor sees of a window inside a write: its
+// head, the items in it, and what stands for the items it evicted.
+type WindowState struct {
+	Window
+	// Live are the items in the window, in order.
+	Live []WindowItem
+	// Evicted counts the items out of it, under Refs references (by the
+	// first place they stand for).
+	Evicted int
+	Refs    []string
+}
+
+// An Evictor decides, inside AppendWindow's or ReadmitWindow's
+// transaction, what leaves a window once the change is in. It may be
+// called more than once for one change (a busy store retries the
+// transaction), so it must not keep state between calls.
+type Evictor func(st WindowState) ([]Eviction, error)

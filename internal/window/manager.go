@@ -1,6 +1,7 @@
 package window
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -8,9 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/engramhq/engram/internal/ctxref"
@@ -37,12 +38,15 @@ type Manager struct {
 	eng *engine.Engine
 	cat *tokens.Catalog
 	now func() time.Time
+
+	mu    sync.Mutex
+	forms map[formKey]cachedForm
 }
 
 // NewManager returns a Manager over the engine's store, with the model
 // catalog that gives windows their limits and encodings.
 func NewManager(eng *engine.Engine, cat *tokens.Catalog) *Manager {
-	return &Manager{eng: eng, cat: cat, now: time.Now}
+	return &Manager{eng: eng, cat: cat, now: time.Now, forms: map[formKey]cachedForm{}}
 }
 
 // OpenOptions say how to open a window. Zero fields keep what an existing
@@ -213,17 +217,6 @@ func blockType(m *Message, b *Block) store.ContentType {
 // framing of its role and blocks in a vendor's request.
 const messageOverhead = 4
 
-// count returns a message's tokens in enc: its blocks' content, a tool
-// call's name, and the framing.
-func count(enc *tokens.Encoding, m *Message) int {
-	n := messageOverhead
-	for i := range m.Blocks {
-		b := &m.Blocks[i]
-		n += enc.Count(string(b.content())) + enc.Count(b.Name)
-	}
-	return n
-}
-
 // AppendResult reports an append: the window after it and what it
 // evicted.
 type AppendResult struct {
@@ -274,7 +267,6 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		if err := msg.Validate(); err != nil {
 			return AppendResult{}, fmt.Errorf("message %d: %w", i, err)
 		}
-		msg.Tokens = count(enc, msg)
 		for j := range msg.Blocks {
 			b := &msg.Blocks[j]
 			c := b.content()
@@ -295,6 +287,23 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		return AppendResult{}, err
 	}
 	entries := batch.Entries()
+	// A message's tokens in the window's encoding: the engine counted its
+	// blocks' content already if it counts in the same one.
+	same := m.eng.EncodingName() == s.Encoding
+	for i := range msgs {
+		msgs[i].Tokens = messageOverhead
+		for _, b := range msgs[i].Blocks {
+			msgs[i].Tokens += enc.Count(b.Name)
+			if !same {
+				msgs[i].Tokens += enc.Count(string(b.content()))
+			}
+		}
+	}
+	if same {
+		for k, p := range where {
+			msgs[p.msg].Tokens += entries[k].TokenCount
+		}
+	}
 	redacted := make([][]string, len(msgs))
 	a := store.WindowAppend{Entries: entries, Items: make([]store.WindowItem, len(msgs))}
 	forms := make([]form, len(msgs))
@@ -322,11 +331,8 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 	if !slices.ContainsFunc(redacted, func(r []string) bool { return len(r) > 0 }) {
 		redacted = nil
 	}
-	_, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s, nil, false))
-	if err != nil {
-		return AppendResult{}, err
-	}
-	st, err := m.Status(ctx, key)
+	var st Status
+	_, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s, nil, false, &st))
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -368,54 +374,75 @@ func decode(items []store.WindowItem) (*decoded, error) {
 	return d, nil
 }
 
+// formKey names an item's form for the cache: its window, place and
+// append, which no later write reuses.
+type formKey struct {
+	store.WindowKey
+	pos    int
+	append int64
+}
+
+// maxCachedForms bounds the forms a Manager keeps decoded.
+const maxCachedForms = 1 << 16
+
+// decodeLive decodes the items in a window, the forms of those decoded
+// before taken from the cache: an append decodes its own messages only.
+func (m *Manager) decodeLive(key store.WindowKey, live []store.WindowItem) (*decoded, error) {
+	d := &decoded{items: live, forms: make([]form, len(live)), msgs: make([]Message, len(live))}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.forms) > maxCachedForms {
+		clear(m.forms)
+	}
+	for i, it := range live {
+		k := formKey{key, it.Pos, it.Append}
+		c, ok := m.forms[k]
+		if !ok {
+			one, err := decode(live[i : i+1])
+			if err != nil {
+				return nil, err
+			}
+			c = cachedForm{one.forms[0], one.msgs[0]}
+			m.forms[k] = c
+		}
+		d.forms[i] = c.form
+		d.msgs[i] = c.msg
+		d.msgs[i].Blocks = slices.Clone(c.msg.Blocks)
+	}
+	return d, nil
+}
+
+type cachedForm struct {
+	form form
+	msg  Message
+}
+
 // evictor returns the store.Evictor of a window: it checks that the
-// ledger still pairs every tool result with an earlier call, then evicts
+// window still pairs every tool result with an earlier call, then evicts
 // as the policy says, never the messages at the positions protected;
-// strict, it refuses (ErrNoRoom) a window left over its budget.
-func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool, strict bool) store.Evictor {
-	return func(_ store.Window, items []store.WindowItem) ([]store.Eviction, error) {
-		d, err := decode(items)
+// strict, it refuses (ErrNoRoom) a window left over its budget. It
+// leaves in *after the window's status once its evictions are made.
+func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool, strict bool, after *Status) store.Evictor {
+	return func(st store.WindowState) ([]store.Eviction, error) {
+		live := st.Live
+		d, err := m.decodeLive(key, live)
 		if err != nil {
 			return nil, err
 		}
-		// The tool pairing of the whole ledger: an append may answer a call
-		// of an earlier one, never a call that no message made.
-		if _, err := Units(d.msgs); err != nil {
-			return nil, err
-		}
-		var live []int
-		refs := map[string]bool{}
-		used := 0
-		for i, it := range items {
-			if it.RefID != "" {
-				if !refs[it.RefID] {
-					refs[it.RefID] = true
-					used += MarkerTokens
-				}
-				continue
-			}
-			live = append(live, i)
+		msgs := d.msgs
+		used := MarkerTokens * len(st.Refs)
+		for k, it := range live {
+			msgs[k].Pinned = msgs[k].Pinned || protect[it.Pos]
 			used += it.Tokens
 		}
-		msgs := make([]Message, len(live))
-		for k, i := range live {
-			msgs[k] = d.msgs[i]
-			msgs[k].Pinned = msgs[k].Pinned || protect[items[i].Pos]
-		}
+		// Evicted runs are whole units, so the pairing of the messages in
+		// the window is the pairing of the whole ledger: an append may
+		// answer a call of an earlier one, never a call no message made.
 		units, err := Units(msgs)
 		if err != nil {
 			return nil, err
 		}
 		runs := Select(msgs, units, s.Policy, s.Limits.Budget(), used)
-		if strict {
-			after := used
-			for _, r := range runs {
-				after += MarkerTokens - r.Tokens
-			}
-			if after > s.Limits.Budget() {
-				return nil, fmt.Errorf("%w: the window would hold %d tokens, over its budget of %d, with nothing more it may evict", ErrNoRoom, after, s.Limits.Budget())
-			}
-		}
 		evs := make([]store.Eviction, 0, len(runs))
 		for _, r := range runs {
 			// A run of the messages in the window may straddle runs
@@ -424,34 +451,52 @@ func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool,
 			// reference of its own.
 			from := r.From
 			for k := r.From + 1; k <= r.To; k++ {
-				if k < r.To && live[k] == live[k-1]+1 {
+				if k < r.To && live[k].Pos == live[k-1].Pos+1 {
 					continue
 				}
-				if ev, ok := m.eviction(key, items, d, msgs, live, from, k); ok {
+				if ev, ok := m.eviction(key, d, msgs, from, k); ok {
 					evs = append(evs, ev)
 				}
 				from = k
 			}
 		}
+		*after = m.status(key, s, st.Window, len(live), st.Evicted, used, len(st.Refs))
+		refs := map[string]bool{}
+		for _, r := range st.Refs {
+			refs[r] = true
+		}
+		for _, ev := range evs {
+			n := ev.Ref.TurnTo - ev.Ref.TurnFrom + 1
+			after.Messages -= n
+			after.Evicted += n
+			after.Used -= ev.Ref.TokensSaved
+			if !refs[ev.Ref.ID] {
+				refs[ev.Ref.ID] = true
+				after.Refs++
+				after.Used += MarkerTokens
+			}
+		}
+		if strict && after.Used > after.Budget {
+			return nil, fmt.Errorf("%w: the window would hold %d tokens, over its budget of %d, with nothing more it may evict", ErrNoRoom, after.Used, after.Budget)
+		}
 		return evs, nil
 	}
 }
 
-// eviction makes the eviction of the window's messages live[from:to],
+// eviction makes the eviction of the window's messages d.items[from:to],
 // adjacent in the ledger; false if none of them holds content.
-func (m *Manager) eviction(key store.WindowKey, items []store.WindowItem, d *decoded, msgs []Message, live []int, from, to int) (store.Eviction, bool) {
-	first, last := items[live[from]], items[live[to-1]]
+func (m *Manager) eviction(key store.WindowKey, d *decoded, msgs []Message, from, to int) (store.Eviction, bool) {
+	first, last := d.items[from], d.items[to-1]
 	ref := store.Reference{Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
 		TurnFrom: first.Pos + 1, TurnTo: last.Pos + 1, CreatedAt: m.now()}
 	allTools := true
 	counts := map[string]int{}
 	for k := from; k < to; k++ {
-		it := items[live[k]]
-		ref.ContentIDs = append(ref.ContentIDs, it.EntryIDs...)
-		ref.TokensSaved += it.Tokens
+		ref.ContentIDs = append(ref.ContentIDs, d.items[k].EntryIDs...)
+		ref.TokensSaved += d.items[k].Tokens
 		t := msgs[k].Type()
 		allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
-		for _, e := range d.forms[live[k]].Entities {
+		for _, e := range d.forms[k].Entities {
 			counts[e]++
 		}
 	}
@@ -477,29 +522,62 @@ func refID(key store.WindowKey, from, to int, ids []string) string {
 	return "r" + hex.EncodeToString(h.Sum(nil))[:15]
 }
 
-// entityPattern matches what a reference's Entities name: paths, dotted
-// names and long identifiers.
-var entityPattern = regexp.MustCompile(`[A-Za-z0-9_.\-]*[/.][A-Za-z0-9_./\-]*[A-Za-z0-9_]|[A-Za-z_][A-Za-z0-9_]{7,}`)
-
-// entitiesOf returns the paths and identifiers a message names most, at
-// most eight, for the markers of the references it goes under.
+// entitiesOf returns the names a message mentions most, at most eight,
+// for the markers of the references it goes under: paths and dotted
+// names (a word of letters, digits and _ . / - holding a / or an inner
+// .) and long identifiers (eight characters or more).
 func entitiesOf(m *Message) []string {
 	counts := map[string]int{}
 	for _, b := range m.Blocks {
-		text := string(b.content())
+		text := b.content()
 		if len(text) > 64<<10 {
 			text = text[:64<<10]
 		}
-		for _, e := range entityPattern.FindAllString(text, -1) {
-			if len(e) >= 4 && !strings.HasPrefix(e, ".") {
-				counts[e]++
+		for i := 0; i < len(text); {
+			if !nameByte(text[i]) {
+				i++
+				continue
 			}
+			j := i
+			for j < len(text) && nameByte(text[j]) {
+				j++
+			}
+			if w := trimName(text[i:j]); isEntity(w) {
+				counts[string(w)]++
+			}
+			i = j
 		}
 		if b.Name != "" {
 			counts[b.Name]++
 		}
 	}
 	return topEntities(counts, 8)
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '/' || c == '-'
+}
+
+// trimName drops the punctuation a name does not end with (a sentence's
+// full stop, a trailing slash).
+func trimName(w []byte) []byte {
+	for len(w) > 0 && (w[len(w)-1] == '.' || w[len(w)-1] == '/' || w[len(w)-1] == '-') {
+		w = w[:len(w)-1]
+	}
+	return w
+}
+
+func isEntity(w []byte) bool {
+	if len(w) < 4 || w[0] == '.' || w[0] == '-' {
+		return false
+	}
+	if bytes.ContainsAny(w, "/.") {
+		return true
+	}
+	if len(w) < 8 || w[0] >= '0' && w[0] <= '9' || bytes.ContainsRune(w, '-') {
+		return false
+	}
+	return true
 }
 
 // topEntities returns the n most counted, ties by name.
@@ -549,27 +627,30 @@ func (m *Manager) Status(ctx context.Context, key store.WindowKey) (Status, erro
 	if err != nil {
 		return Status{}, err
 	}
-	b := s.Limits.Budget()
-	st := Status{SessionID: key.SessionID, AgentID: key.AgentID, Settings: s, Version: w.Version, Budget: b,
-		EvictAt: int(s.Policy.Evict * float64(b)), Target: int(s.Policy.Target * float64(b)), Checkpoints: []int{}}
-	for _, c := range s.Policy.Checkpoints {
-		st.Checkpoints = append(st.Checkpoints, int(c*float64(b)))
-	}
+	live, evicted, used := 0, 0, 0
 	refs := map[string]bool{}
 	for _, it := range items {
 		if it.RefID == "" {
-			st.Messages++
-			st.Used += it.Tokens
+			live++
+			used += it.Tokens
 			continue
 		}
-		st.Evicted++
-		if !refs[it.RefID] {
-			refs[it.RefID] = true
-			st.Used += MarkerTokens
-		}
+		evicted++
+		refs[it.RefID] = true
 	}
-	st.Refs = len(refs)
-	return st, nil
+	return m.status(key, s, w, live, evicted, used+MarkerTokens*len(refs), len(refs)), nil
+}
+
+// status makes a window's Status from its counts.
+func (m *Manager) status(key store.WindowKey, s Settings, w store.Window, live, evicted, used, refs int) Status {
+	b := s.Limits.Budget()
+	st := Status{SessionID: key.SessionID, AgentID: key.AgentID, Settings: s, Version: w.Version, Budget: b, Used: used,
+		EvictAt: int(s.Policy.Evict * float64(b)), Target: int(s.Policy.Target * float64(b)), Checkpoints: []int{},
+		Messages: live, Evicted: evicted, Refs: refs}
+	for _, c := range s.Policy.Checkpoints {
+		st.Checkpoints = append(st.Checkpoints, int(c*float64(b)))
+	}
+	return st
 }
 
 // Item is one piece of a window's context: a message, or the marker of a
@@ -726,11 +807,8 @@ func (m *Manager) Readmit(ctx context.Context, refID string) (AppendResult, erro
 	if len(positions) == 0 {
 		return AppendResult{}, fmt.Errorf("reference %s: no message of its window is evicted under it (re-admitted already?): %w", refID, store.ErrNotFound)
 	}
-	_, evs, err := m.eng.Store().ReadmitWindow(ctx, key, refID, m.evictor(key, s, protect, true))
-	if err != nil {
-		return AppendResult{}, err
-	}
-	st, err := m.Status(ctx, key)
+	var st Status
+	_, evs, err := m.eng.Store().ReadmitWindow(ctx, key, refID, m.evictor(key, s, protect, true, &st))
 	if err != nil {
 		return AppendResult{}, err
 	}

@@ -23,7 +23,7 @@ import (
 )
 
 // manager opens a Manager over a store at path, as one process would.
-func manager(t *testing.T, path string) *window.Manager {
+func manager(t testing.TB, path string) *window.Manager {
 	t.Helper()
 	eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
 	if err != nil {

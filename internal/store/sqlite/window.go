@@ -124,7 +124,7 @@ func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) 
 		if _, err := windowHead(ctx, tx, key); err != nil {
 			return err
 		}
-		out, err = windowItems(ctx, tx, key, from)
+		out, err = windowItems(ctx, tx, key, from, "")
 		return err
 	})
 	if err != nil {
@@ -133,8 +133,33 @@ func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) 
 	return out, nil
 }
 
-func windowItems(ctx context.Context, tx *sql.Tx, key store.WindowKey, from int) ([]store.WindowItem, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+` FROM window_items WHERE session_id = ? AND agent_id = ? AND pos >= ? ORDER BY pos`,
+// windowState reads what an evictor sees of a window.
+func windowState(ctx context.Context, tx *sql.Tx, w store.Window) (store.WindowState, error) {
+	st := store.WindowState{Window: w, Refs: []string{}}
+	var err error
+	if st.Live, err = windowItems(ctx, tx, w.WindowKey, 0, "AND ref_id = ''"); err != nil {
+		return st, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT ref_id, count(*) FROM window_items WHERE session_id = ? AND agent_id = ? AND ref_id != ''
+		GROUP BY ref_id ORDER BY min(pos)`, w.SessionID, w.AgentID)
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		var (
+			ref string
+			n   int
+		)
+		if err := rows.Scan(&ref, &n); err != nil {
+			return st, errors.Join(err, rows.Close())
+		}
+		st.Refs, st.Evicted = append(st.Refs, ref), st.Evicted+n
+	}
+	return st, errors.Join(rows.Err(), rows.Close())
+}
+
+func windowItems(ctx context.Context, tx *sql.Tx, key store.WindowKey, from int, cond string) ([]store.WindowItem, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+` FROM window_items WHERE session_id = ? AND agent_id = ? AND pos >= ? `+cond+` ORDER BY pos`,
 		key.SessionID, key.AgentID, from)
 	if err != nil {
 		return nil, err
@@ -183,13 +208,16 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 		if w, err = windowHead(ctx, tx, key); err != nil {
 			return err
 		}
+		written := map[string]bool{}
 		if len(ps) > 0 {
 			b := newBatch(ctx, tx)
 			defer b.close()
 			for i := range ps {
-				if _, err := b.put(&ps[i]); err != nil {
+				res, err := b.put(&ps[i])
+				if err != nil {
 					return &store.ItemError{Index: i, Err: err}
 				}
+				written[res.ID] = true
 			}
 			if err := b.finish(); err != nil {
 				return err
@@ -202,29 +230,37 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 		}
 		w.Version++
 		w.UpdatedAt = time.Now().UTC()
+		insert, err := tx.PrepareContext(ctx, `INSERT INTO window_items(session_id, agent_id, pos, append_version, form, entry_ids, tokens, pinned)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer insert.Close()
 		for i, it := range a.Items {
 			for _, id := range it.EntryIDs {
+				if written[id] {
+					continue
+				}
 				if err := mustExist(ctx, tx, id); err != nil {
 					return &store.ItemError{Index: i, Err: err}
 				}
 			}
 			it.Pos, it.Append, it.RefID = next+i, w.Version, ""
-			if _, err := tx.ExecContext(ctx, `INSERT INTO window_items(session_id, agent_id, pos, append_version, form, entry_ids, tokens, pinned)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, key.SessionID, key.AgentID, it.Pos, it.Append, it.Form,
+			if _, err := insert.ExecContext(ctx, key.SessionID, key.AgentID, it.Pos, it.Append, it.Form,
 				jsonIDs(it.EntryIDs), it.Tokens, it.Pinned); err != nil {
 				return err
 			}
 			items = append(items, it)
 		}
 		if evict != nil {
-			all, err := windowItems(ctx, tx, key, 0)
+			state, err := windowState(ctx, tx, w)
 			if err != nil {
 				return err
 			}
-			if evs, err = evict(w, all); err != nil {
+			if evs, err = evict(state); err != nil {
 				return err
 			}
-			if err := applyEvictions(ctx, tx, key, all, evs); err != nil {
+			if err := applyEvictions(ctx, tx, key, state.Live, evs); err != nil {
 				return err
 			}
 		}
@@ -249,12 +285,10 @@ func jsonIDs(ids []string) string {
 // applyEvictions writes each eviction's reference and marks its items
 // evicted; an eviction must name a run of items in the window, of this
 // window's session and agent.
-func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, items []store.WindowItem, evs []store.Eviction) error {
-	in := make(map[int]bool, len(items))
-	for _, it := range items {
-		if it.RefID == "" {
-			in[it.Pos] = true
-		}
+func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, live []store.WindowItem, evs []store.Eviction) error {
+	in := make(map[int]bool, len(live))
+	for _, it := range live {
+		in[it.Pos] = true
 	}
 	for i, ev := range evs {
 		r := ev.Ref
@@ -332,14 +366,14 @@ func (s *Store) ReadmitWindow(ctx context.Context, key store.WindowKey, refID st
 		w.Version++
 		w.UpdatedAt = time.Now().UTC()
 		if evict != nil {
-			all, err := windowItems(ctx, tx, key, 0)
+			state, err := windowState(ctx, tx, w)
 			if err != nil {
 				return err
 			}
-			if evs, err = evict(w, all); err != nil {
+			if evs, err = evict(state); err != nil {
 				return err
 			}
-			if err := applyEvictions(ctx, tx, key, all, evs); err != nil {
+			if err := applyEvictions(ctx, tx, key, state.Live, evs); err != nil {
 				return err
 			}
 		}

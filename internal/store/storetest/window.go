@@ -70,7 +70,8 @@ func testWindows(t *testing.T, s store.Store) {
 	}
 	// Evict the first two under one reference, in the append of a third.
 	var seen []store.WindowItem
-	evict := func(w store.Window, live []store.WindowItem) ([]store.Eviction, error) {
+	evict := func(st store.WindowState) ([]store.Eviction, error) {
+		live := st.Live
 		seen = live
 		var ids []string
 		for _, it := range live[:2] {
@@ -83,6 +84,11 @@ func testWindows(t *testing.T, s store.Store) {
 	if len(seen) != 3 || len(evs) != 1 {
 		t.Fatalf("the evictor saw %d items, made %d evictions", len(seen), len(evs))
 	}
+	var state store.WindowState
+	appendMessages(t, s, key, func(st store.WindowState) ([]store.Eviction, error) { state = st; return nil, nil }, "a message the evictor sees")
+	if len(state.Live) != 2 || state.Evicted != 2 || !slices.Equal(state.Refs, []string{"ref-1"}) {
+		t.Errorf("the evictor's state after one eviction: %d live, %d evicted, refs %v", len(state.Live), state.Evicted, state.Refs)
+	}
 	got, err = s.WindowItems(ctx, key, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +100,7 @@ func testWindows(t *testing.T, s store.Store) {
 	if err != nil || !slices.Equal(ref.ContentIDs, append(slices.Clone(got[0].EntryIDs), got[1].EntryIDs...)) {
 		t.Errorf("reference: %+v, %v", ref, err)
 	}
-	if from2, err := s.WindowItems(ctx, key, 2); err != nil || len(from2) != 1 || from2[0].Pos != 2 {
+	if from2, err := s.WindowItems(ctx, key, 2); err != nil || len(from2) != 2 || from2[0].Pos != 2 {
 		t.Errorf("WindowItems from 2: %+v, %v", from2, err)
 	}
 	// Re-admitted, the run is back in its place; evicted again, it goes
@@ -116,7 +122,7 @@ func testWindows(t *testing.T, s store.Store) {
 		t.Fatalf("evicting a run again under its reference: %v", err)
 	}
 	got, err = s.WindowItems(ctx, key, 0)
-	if err != nil || got[0].RefID != "ref-1" || got[1].RefID != "ref-1" || len(got) != 4 {
+	if err != nil || got[0].RefID != "ref-1" || got[1].RefID != "ref-1" || len(got) != 5 {
 		t.Fatalf("after evicting again: %+v, %v", got, err)
 	}
 	// Refused, all or nothing: an evictor's error, an eviction of items
@@ -124,13 +130,13 @@ func testWindows(t *testing.T, s store.Store) {
 	before := stats(t, s)
 	head, _ := s.Window(ctx, key)
 	for name, ev := range map[string]store.Evictor{
-		"evictor error": func(store.Window, []store.WindowItem) ([]store.Eviction, error) { return nil, errors.New("no") },
-		"evicted twice": func(store.Window, []store.WindowItem) ([]store.Eviction, error) {
+		"evictor error": func(store.WindowState) ([]store.Eviction, error) { return nil, errors.New("no") },
+		"evicted twice": func(store.WindowState) ([]store.Eviction, error) {
 			return []store.Eviction{{From: 0, To: 2, Ref: store.Reference{ID: "ref-2", Type: store.RefConversation,
 				SessionID: key.SessionID, AgentID: key.AgentID, ContentIDs: got[0].EntryIDs}}}, nil
 		},
-		"another window's ref": func(_ store.Window, items []store.WindowItem) ([]store.Eviction, error) {
-			last := items[len(items)-1]
+		"another window's ref": func(st store.WindowState) ([]store.Eviction, error) {
+			last := st.Live[len(st.Live)-1]
 			return []store.Eviction{{From: last.Pos, To: last.Pos + 1, Ref: store.Reference{ID: "ref-3", Type: store.RefConversation,
 				SessionID: "other", AgentID: key.AgentID, ContentIDs: last.EntryIDs}}}, nil
 		},
@@ -155,11 +161,11 @@ func testWindows(t *testing.T, s store.Store) {
 	// Forgetting a message's content takes it out of the ledger; forgetting
 	// content under a reference takes the reference's run with it.
 	forget(t, s, store.ForgetRequest{Entries: got[2].EntryIDs})
-	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 3 {
+	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 4 {
 		t.Errorf("after forgetting the third message: %+v, %v", left, err)
 	}
 	forget(t, s, store.ForgetRequest{Entries: got[0].EntryIDs})
-	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 1 || left[0].Pos != 3 {
+	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 2 || left[0].Pos != 3 {
 		t.Errorf("after forgetting content under ref-1: %+v, %v", left, err)
 	}
 	if head3, _ := s.Window(ctx, key); head3.Version <= head2.Version {
