@@ -62,11 +62,49 @@ type Config struct {
 	Serve    Serve    `toml:"serve"`
 	// Retention bounds what the store keeps (retention.go).
 	Retention Retention `toml:"retention"`
+	// Window configures agents' context windows.
+	Window Window `toml:"window"`
 	// Models override and extend the built-in model catalog.
 	Models []tokens.Model `toml:"models"`
 	// Sources lists the files and variables the config was read from, for
 	// display.
 	Sources []string `toml:"-"`
+}
+
+// Window configures context windows: the defaults of their limits and
+// references, and policies by agent role that replace or add to seed
+// 000's table. Zero values keep engram's defaults.
+type Window struct {
+	// Output is the tokens kept for the model's response (default 8192,
+	// or the model's most output if less).
+	Output int `toml:"output"`
+	// Safety is the share of the context window kept as a safety buffer
+	// (default 0.02); Margin the share kept free for a model whose
+	// tokenizer engram only approximates (default 0.10).
+	Safety float64 `toml:"safety"`
+	Margin float64 `toml:"margin"`
+	// MaxRefTokens caps what one reference stands for (default 8000).
+	MaxRefTokens int `toml:"max_ref_tokens"`
+	// Roles are policies by role name.
+	Roles map[string]WindowRole `toml:"roles"`
+}
+
+// WindowRole is the policy of a role's windows. A role named here
+// replaces the built-in one whole: give every field you want.
+type WindowRole struct {
+	// Strategy is recency, topic_cluster or task_completion.
+	Strategy string `toml:"strategy"`
+	// Evict is the share of the budget at which the window evicts, Target
+	// the share it evicts down to.
+	Evict  float64 `toml:"evict"`
+	Target float64 `toml:"target"`
+	// KeepTurns is how many of the latest turns always stay.
+	KeepTurns int `toml:"keep_turns"`
+	// Checkpoints are shares at which a checkpoint is due.
+	Checkpoints []float64 `toml:"checkpoints"`
+	// Preserve are content types never evicted (user_prompt, ...).
+	Preserve     []string `toml:"preserve"`
+	MaxRefTokens int      `toml:"max_ref_tokens"`
 }
 
 // Store configures where the store lives.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -39,14 +40,100 @@ type Manager struct {
 	cat *tokens.Catalog
 	now func() time.Time
 
+	// policies are the policies by role, defaults the limits' defaults:
+	// seed 000's and engram's unless Configure says otherwise.
+	policies map[string]Policy
+	defaults Defaults
+
 	mu    sync.Mutex
 	forms map[formKey]cachedForm
+}
+
+// Defaults are what a window's limits and references take when nothing
+// else is said.
+type Defaults struct {
+	// Output is the response reservation (or the model's most output, if
+	// less); Safety the safety buffer's share of the context window;
+	// Margin the share kept free for a model counted only approximately.
+	Output int
+	Safety float64
+	Margin float64
+	// MaxRefTokens caps the tokens one reference stands for.
+	MaxRefTokens int
+}
+
+// Config configures a Manager: the defaults, and policies by role that
+// replace or add to seed 000's (a role named here replaces the table's).
+type Config struct {
+	Defaults
+	Policies map[string]Policy
+}
+
+// Configure sets the Manager's defaults and policies, checked: a policy
+// that is not valid is refused, naming its role. Zero defaults keep
+// engram's.
+func (m *Manager) Configure(c Config) error {
+	d := m.defaults
+	if c.Output > 0 {
+		d.Output = c.Output
+	}
+	if c.Safety > 0 {
+		d.Safety = c.Safety
+	}
+	if c.Margin > 0 {
+		d.Margin = c.Margin
+	}
+	if c.MaxRefTokens > 0 {
+		d.MaxRefTokens = c.MaxRefTokens
+	}
+	if d.Safety >= 1 || d.Margin >= 1 {
+		return fmt.Errorf("%w: window safety (%.2f) and margin (%.2f) are shares below 1", ErrInvalid, d.Safety, d.Margin)
+	}
+	ps := maps.Clone(m.policies)
+	for role, p := range c.Policies {
+		if p.MaxRefTokens == 0 {
+			p.MaxRefTokens = d.MaxRefTokens
+		}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("window role %q: %w", role, err)
+		}
+		ps[strings.ToLower(role)] = p
+	}
+	m.defaults, m.policies = d, ps
+	return nil
+}
+
+// policyFor returns the policy of a role, the default role's for one the
+// policies do not name.
+func (m *Manager) policyFor(role string) Policy {
+	p, ok := m.policies[strings.ToLower(role)]
+	if !ok {
+		p = m.policies[DefaultRole]
+	}
+	if p.MaxRefTokens == 0 {
+		p.MaxRefTokens = m.defaults.MaxRefTokens
+	}
+	return p
+}
+
+// limitsFor returns the limits of a model of the catalog, with the
+// Manager's defaults.
+func (m *Manager) limitsFor(model tokens.Model) Limits {
+	l := Limits{Context: model.ContextWindow, Output: m.defaults.Output, Safety: int(m.defaults.Safety * float64(model.ContextWindow))}
+	if model.MaxOutput > 0 {
+		l.Output = min(l.Output, model.MaxOutput)
+	}
+	if !model.Exact {
+		l.Margin = m.defaults.Margin
+	}
+	return l
 }
 
 // NewManager returns a Manager over the engine's store, with the model
 // catalog that gives windows their limits and encodings.
 func NewManager(eng *engine.Engine, cat *tokens.Catalog) *Manager {
-	return &Manager{eng: eng, cat: cat, now: time.Now, forms: map[formKey]cachedForm{}}
+	return &Manager{eng: eng, cat: cat, now: time.Now, forms: map[formKey]cachedForm{}, policies: maps.Clone(Policies),
+		defaults: Defaults{Output: DefaultOutput, Safety: DefaultSafety, Margin: DefaultMargin, MaxRefTokens: DefaultMaxRefTokens}}
 }
 
 // OpenOptions say how to open a window. Zero fields keep what an existing
@@ -92,12 +179,12 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 	}
 	if o.Role != "" || s.Policy.Strategy == "" {
 		s.Role = cmp.Or(strings.ToLower(o.Role), s.Role)
-		s.Policy = PolicyFor(s.Role)
+		s.Policy = m.policyFor(s.Role)
 	}
 	if o.Policy != nil {
 		s.Policy = *o.Policy
 		if s.Policy.MaxRefTokens == 0 {
-			s.Policy.MaxRefTokens = DefaultMaxRefTokens
+			s.Policy.MaxRefTokens = m.defaults.MaxRefTokens
 		}
 	}
 	if o.Model != "" {
@@ -105,15 +192,15 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 		if !ok {
 			return Status{}, fmt.Errorf("%w: unknown model %q (engram models lists those engram knows; or give a context limit)", ErrInvalid, o.Model)
 		}
-		s.Model, s.Encoding, s.Limits = model.Name, model.Encoding, LimitsFor(model)
+		s.Model, s.Encoding, s.Limits = model.Name, model.Encoding, m.limitsFor(model)
 	}
 	if o.Limit > 0 {
 		s.Limits.Context = o.Limit
 		if s.Model == "" {
 			// Without a model engram cannot know the tokenizer.
-			s.Limits.Output = min(DefaultOutput, o.Limit/4)
-			s.Limits.Safety = int(DefaultSafety * float64(o.Limit))
-			s.Limits.Margin = DefaultMargin
+			s.Limits.Output = min(m.defaults.Output, o.Limit/4)
+			s.Limits.Safety = int(m.defaults.Safety * float64(o.Limit))
+			s.Limits.Margin = m.defaults.Margin
 		}
 	}
 	if o.Output > 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/engramhq/engram/internal/config"
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
@@ -312,5 +313,30 @@ func TestManagerReadmit(t *testing.T) {
 	}
 	if !slices.ContainsFunc(again, func(r window.Ref) bool { return r.ID == first.ID }) {
 		t.Errorf("the readmitted run was not evicted again under %s: %v", first.ID, again)
+	}
+}
+
+// TestConfigure: a role's policy and the defaults come from the [window]
+// configuration; a policy that is not valid is refused, naming its role.
+func TestConfigure(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	err := m.Configure(window.ConfigFrom(config.Window{Margin: 0.2, Roles: map[string]config.WindowRole{
+		"reviewer": {Strategy: "task_completion", Evict: 0.6, Target: 0.3, KeepTurns: 2, Preserve: []string{"user_prompt"}},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.Open(ctx, store.WindowKey{SessionID: "s", AgentID: "r"}, window.OpenOptions{Role: "Reviewer", Model: "claude-sonnet-4-5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := st.Settings.Policy
+	if p.Strategy != window.TaskCompletion || p.Evict != 0.6 || p.KeepTurns != 2 || p.MaxRefTokens != window.DefaultMaxRefTokens || st.Settings.Limits.Margin != 0.2 {
+		t.Errorf("configured policy and margin: %+v %+v", p, st.Settings.Limits)
+	}
+	err = m.Configure(window.ConfigFrom(config.Window{Roles: map[string]config.WindowRole{"bad": {Strategy: "lru", Evict: 0.8, Target: 0.5}}}))
+	if err == nil || !strings.Contains(err.Error(), `window role "bad"`) {
+		t.Errorf("a bad strategy: %v", err)
 	}
 }
