@@ -315,6 +315,10 @@ type AppendResult struct {
 	// Redacted names, by message, the kinds of secrets removed from its
 	// content before it was stored.
 	Redacted [][]string `json:"redacted,omitempty"`
+	// Checkpoint is set when the append took the window past one of its
+	// policy's checkpoints: the time to save the session's state (its
+	// resume point) with the archivalist, before anything is evicted.
+	Checkpoint bool `json:"checkpoint,omitempty"`
 }
 
 // Ref is a reference a window made: its marker and what it stands for.
@@ -418,12 +422,15 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 	if !slices.ContainsFunc(redacted, func(r []string) bool { return len(r) > 0 }) {
 		redacted = nil
 	}
-	var st Status
-	_, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s, nil, false, &st))
+	var (
+		st  Status
+		due bool
+	)
+	_, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s, nil, false, &st, &due))
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res := AppendResult{Status: st, Positions: make([]int, len(items)), Evicted: []Ref{}, Redacted: redacted}
+	res := AppendResult{Status: st, Positions: make([]int, len(items)), Evicted: []Ref{}, Redacted: redacted, Checkpoint: due}
 	for i, it := range items {
 		res.Positions[i] = it.Pos
 	}
@@ -509,7 +516,7 @@ type cachedForm struct {
 // as the policy says, never the messages at the positions protected;
 // strict, it refuses (ErrNoRoom) a window left over its budget. It
 // leaves in *after the window's status once its evictions are made.
-func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool, strict bool, after *Status) store.Evictor {
+func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool, strict bool, after *Status, due *bool) store.Evictor {
 	return func(st store.WindowState) ([]store.Eviction, error) {
 		live := st.Live
 		d, err := m.decodeLive(key, live)
@@ -548,6 +555,16 @@ func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool,
 			}
 		}
 		*after = m.status(key, s, st.Window, len(live), st.Evicted, used, len(st.Refs))
+		added := 0
+		for _, it := range live {
+			if it.Append == st.Version {
+				added += it.Tokens
+			}
+		}
+		*due = false
+		for _, c := range after.Checkpoints {
+			*due = *due || (used-added < c && used >= c)
+		}
 		refs := map[string]bool{}
 		for _, r := range st.Refs {
 			refs[r] = true
@@ -894,8 +911,11 @@ func (m *Manager) Readmit(ctx context.Context, refID string) (AppendResult, erro
 	if len(positions) == 0 {
 		return AppendResult{}, fmt.Errorf("reference %s: no message of its window is evicted under it (re-admitted already?): %w", refID, store.ErrNotFound)
 	}
-	var st Status
-	_, evs, err := m.eng.Store().ReadmitWindow(ctx, key, refID, m.evictor(key, s, protect, true, &st))
+	var (
+		st  Status
+		due bool
+	)
+	_, evs, err := m.eng.Store().ReadmitWindow(ctx, key, refID, m.evictor(key, s, protect, true, &st, &due))
 	if err != nil {
 		return AppendResult{}, err
 	}

@@ -249,16 +249,27 @@ func TestManagerReadmit(t *testing.T) {
 	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
 	p := window.PolicyFor("claude")
 	p.KeepTurns = 1
+	p.Checkpoints = []float64{0.25, 0.5}
 	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100, Policy: &p}); err != nil {
 		t.Fatal(err)
 	}
 	var refs []window.Ref
+	var checkpoints []int
 	for i := range 10 {
 		res, err := m.Append(ctx, key, exchange(i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		refs = append(refs, res.Evicted...)
+		if res.Checkpoint {
+			checkpoints = append(checkpoints, i)
+		}
+	}
+	// 636 tokens a turn in a 3,420-token budget: past 855 at the second
+	// turn, past 1,710 at the third; again whenever an eviction took the
+	// window back under one.
+	if len(checkpoints) < 2 || !slices.Equal(checkpoints[:2], []int{1, 2}) {
+		t.Errorf("checkpoints due at turns %v, want 1 and 2 first", checkpoints)
 	}
 	if len(refs) < 2 {
 		t.Fatalf("expected at least two references, got %v", refs)
