@@ -62,10 +62,16 @@ type WindowAppend struct {
 }
 
 // Eviction is a reference an Evictor decided to write, and the run of
-// items it stands for: those with From <= Pos < To, all in the window.
+// items it stands for: those with From <= Pos < To, each in the window or
+// under one of the references it absorbs.
 type Eviction struct {
 	Ref      Reference
 	From, To int
+	// Absorb are references of the window whose items the new one takes
+	// over (its ContentIDs hold theirs): a run evicted next to an earlier
+	// one joins it, so that markers do not pile up. The absorbed
+	// references stay, and their markers still expand.
+	Absorb []string
 }
 
 // WindowState is what an Evictor sees of a window inside a write: its
@@ -74,10 +80,22 @@ type WindowState struct {
 	Window
 	// Live are the items in the window, in order.
 	Live []WindowItem
-	// Evicted counts the items out of it, under Refs references (by the
-	// first place they stand for).
+	// Evicted counts the items out of it, under Refs, in order of the
+	// first place each stands for.
 	Evicted int
-	Refs    []string
+	Refs    []WindowRef
+}
+
+// WindowRef is a reference of a window, and the items under it.
+type WindowRef struct {
+	ID string
+	// From and To are the places of its first item and one past its last.
+	From, To int
+	Items    int
+	Tokens   int
+	// ContentIDs and Entities are the reference's.
+	ContentIDs []string
+	Entities   []string
 }
 
 // An Evictor decides, inside AppendWindow's or ReadmitWindow's

@@ -537,7 +537,8 @@ func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool,
 			return nil, err
 		}
 		runs := Select(msgs, units, s.Policy, s.Limits.Budget(), used)
-		evs := make([]store.Eviction, 0, len(runs))
+		refs := slices.Clone(st.Refs)
+		var evs []store.Eviction
 		for _, r := range runs {
 			// A run of the messages in the window may straddle runs
 			// evicted before (a run re-admitted, then evicted with its
@@ -549,42 +550,92 @@ func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool,
 					continue
 				}
 				if ev, ok := m.eviction(key, d, msgs, from, k); ok {
+					ev, refs, evs = m.absorb(key, ev, refs, evs, s.Policy.MaxRefTokens)
 					evs = append(evs, ev)
 				}
 				from = k
 			}
 		}
-		*after = m.status(key, s, st.Window, len(live), st.Evicted, used, len(st.Refs))
+		// What the window holds after: its messages less those evicted,
+		// and a marker for each reference.
+		*after = m.status(key, s, st.Window, len(live), st.Evicted, 0, len(refs))
+		after.Used = MarkerTokens * len(refs)
+		evicted := map[int]bool{}
+		for _, ev := range evs {
+			for p := ev.From; p < ev.To; p++ {
+				evicted[p] = true
+			}
+		}
 		added := 0
 		for _, it := range live {
 			if it.Append == st.Version {
 				added += it.Tokens
+			}
+			if evicted[it.Pos] {
+				after.Messages--
+				after.Evicted++
+			} else {
+				after.Used += it.Tokens
 			}
 		}
 		*due = false
 		for _, c := range after.Checkpoints {
 			*due = *due || (used-added < c && used >= c)
 		}
-		refs := map[string]bool{}
-		for _, r := range st.Refs {
-			refs[r] = true
-		}
-		for _, ev := range evs {
-			n := ev.Ref.TurnTo - ev.Ref.TurnFrom + 1
-			after.Messages -= n
-			after.Evicted += n
-			after.Used -= ev.Ref.TokensSaved
-			if !refs[ev.Ref.ID] {
-				refs[ev.Ref.ID] = true
-				after.Refs++
-				after.Used += MarkerTokens
-			}
-		}
 		if strict && after.Used > after.Budget {
 			return nil, fmt.Errorf("%w: the window would hold %d tokens, over its budget of %d, with nothing more it may evict", ErrNoRoom, after.Used, after.Budget)
 		}
 		return evs, nil
 	}
+}
+
+// absorb joins an eviction to the references of the window next to it,
+// before and after, while what it stands for stays within maxTokens, so
+// that a window evicting a little at a time does not pile up markers.
+// refs are the window's references, those of evs (the evictions made
+// before in the same change) among them; an eviction of evs that is
+// joined leaves evs, its own absorptions passing to ev. It returns ev,
+// and refs and evs after it.
+func (m *Manager) absorb(key store.WindowKey, ev store.Eviction, refs []store.WindowRef, evs []store.Eviction, maxTokens int) (store.Eviction, []store.WindowRef, []store.Eviction) {
+	counts := map[string]int{}
+	for _, e := range ev.Ref.Entities {
+		counts[e]++
+	}
+	for {
+		i := slices.IndexFunc(refs, func(r store.WindowRef) bool {
+			return (r.To == ev.From || r.From == ev.To) && r.Tokens+ev.Ref.TokensSaved <= maxTokens
+		})
+		if i < 0 {
+			break
+		}
+		r := refs[i]
+		if r.To == ev.From {
+			ev.From = r.From
+			ev.Ref.ContentIDs = append(slices.Clone(r.ContentIDs), ev.Ref.ContentIDs...)
+		} else {
+			ev.To = r.To
+			ev.Ref.ContentIDs = append(slices.Clone(ev.Ref.ContentIDs), r.ContentIDs...)
+		}
+		ev.Ref.TokensSaved += r.Tokens
+		if j := slices.IndexFunc(evs, func(e store.Eviction) bool { return e.Ref.ID == r.ID }); j >= 0 {
+			// Made in this change: its messages are still in the window.
+			ev.Absorb = append(ev.Absorb, evs[j].Absorb...)
+			evs = slices.Delete(evs, j, j+1)
+		} else {
+			ev.Absorb = append(ev.Absorb, r.ID)
+		}
+		for _, e := range r.Entities {
+			counts[e]++
+		}
+		refs = slices.Delete(refs, i, i+1)
+	}
+	ev.Ref.TurnFrom, ev.Ref.TurnTo = ev.From+1, ev.To
+	ev.Ref.Entities = topEntities(counts, 3)
+	ev.Ref.ID = refID(key, ev.From, ev.To-1, ev.Ref.ContentIDs)
+	refs = append(refs, store.WindowRef{ID: ev.Ref.ID, From: ev.From, To: ev.To, Tokens: ev.Ref.TokensSaved,
+		ContentIDs: ev.Ref.ContentIDs, Entities: ev.Ref.Entities})
+	slices.SortFunc(refs, func(a, b store.WindowRef) int { return cmp.Compare(a.From, b.From) })
+	return ev, refs, evs
 }
 
 // eviction makes the eviction of the window's messages d.items[from:to],
@@ -854,9 +905,11 @@ func (m *Manager) Expand(ctx context.Context, refID string) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The messages a reference stands for are those of its places, under
+	// it, under a reference that took it over, or back in the window.
 	var mine []store.WindowItem
 	for _, it := range items {
-		if it.RefID == refID {
+		if it.Pos >= ref.TurnFrom-1 && it.Pos < ref.TurnTo {
 			mine = append(mine, it)
 		}
 	}
@@ -909,7 +962,16 @@ func (m *Manager) Readmit(ctx context.Context, refID string) (AppendResult, erro
 		}
 	}
 	if len(positions) == 0 {
-		return AppendResult{}, fmt.Errorf("reference %s: no message of its window is evicted under it (re-admitted already?): %w", refID, store.ErrNotFound)
+		// Absorbed into a later reference, or back in the window.
+		for _, it := range items {
+			if it.Pos >= ref.TurnFrom-1 && it.Pos < ref.TurnTo {
+				if it.RefID != "" {
+					return AppendResult{}, fmt.Errorf("reference %s: its messages are now under reference %s, which took it over: readmit that: %w", refID, it.RefID, store.ErrNotFound)
+				}
+				return AppendResult{}, fmt.Errorf("reference %s: its messages are in the window already: %w", refID, store.ErrNotFound)
+			}
+		}
+		return AppendResult{}, fmt.Errorf("reference %s: no message of its window is under it: %w", refID, store.ErrNotFound)
 	}
 	var (
 		st  Status

@@ -122,8 +122,17 @@ func TestManager(t *testing.T) {
 			t.Fatalf("marker %q: %v (id %q, want %q)", it.Marker, err, mk.ID, it.RefID)
 		}
 	}
-	if markers != len(evicted) {
-		t.Errorf("%d markers in the context, %d references made", markers, len(evicted))
+	// Runs evicted one after another join one reference while it stands
+	// for at most MaxRefTokens: fewer markers than evictions.
+	if markers == 0 || markers >= len(evicted) {
+		t.Errorf("%d markers in the context after %d evictions", markers, len(evicted))
+	}
+	// Every reference made still expands, those taken over included.
+	for _, r := range evicted {
+		back, err := m.Expand(ctx, r.ID)
+		if err != nil || len(back) == 0 {
+			t.Errorf("reference %s: %d messages, %v", r.ID, len(back), err)
+		}
 	}
 	// Every evicted message comes back byte for byte, in order: the
 	// expansions of all references and the messages still in the window
@@ -250,6 +259,7 @@ func TestManagerReadmit(t *testing.T) {
 	p := window.PolicyFor("claude")
 	p.KeepTurns = 1
 	p.Checkpoints = []float64{0.25, 0.5}
+	p.MaxRefTokens = 4000 // about six turns a reference at most
 	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100, Policy: &p}); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +284,38 @@ func TestManagerReadmit(t *testing.T) {
 	if len(refs) < 2 {
 		t.Fatalf("expected at least two references, got %v", refs)
 	}
-	first := refs[0]
+	// Runs evicted one after another join while the reference stays
+	// under 4,000 tokens: a reference taken over is not in the context,
+	// and readmitting it says which one to readmit.
+	ctxItems, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inContext := map[string]bool{}
+	var first window.Ref
+	for _, it := range ctxItems {
+		if it.RefID != "" {
+			inContext[it.RefID] = true
+			if first.ID == "" {
+				first = window.Ref{ID: it.RefID, From: it.Pos}
+			}
+		}
+	}
+	taken := slices.IndexFunc(refs, func(r window.Ref) bool { return !inContext[r.ID] })
+	if taken < 0 {
+		t.Fatalf("no reference was taken over: %v", refs)
+	}
+	if _, err := m.Readmit(ctx, refs[taken].ID); err == nil || !strings.Contains(err.Error(), "readmit that") {
+		t.Errorf("readmitting a reference taken over: %v", err)
+	}
+	firstMsgs, err := m.Expand(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reference of up to 4,000 tokens needs a larger window to come back.
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 9000, Output: 100, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
 	res, err := m.Readmit(ctx, first.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -310,20 +351,26 @@ func TestManagerReadmit(t *testing.T) {
 	if after, _ := m.Status(ctx, key); after.Version != before.Version {
 		t.Errorf("a refused readmission changed the window")
 	}
-	// Evicted again, the first run goes back under its reference.
+	// Evicted again, its messages leave the window, and its reference
+	// still expands to them.
 	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000}); err != nil {
 		t.Fatal(err)
 	}
-	again := []window.Ref{}
 	for i := 10; i < 14; i++ {
-		r, err := m.Append(ctx, key, exchange(i))
-		if err != nil {
+		if _, err := m.Append(ctx, key, exchange(i)); err != nil {
 			t.Fatal(err)
 		}
-		again = append(again, r.Evicted...)
 	}
-	if !slices.ContainsFunc(again, func(r window.Ref) bool { return r.ID == first.ID }) {
-		t.Errorf("the readmitted run was not evicted again under %s: %v", first.ID, again)
+	items, err = m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items[0].Message != nil {
+		t.Errorf("the readmitted run was not evicted again: %+v", items[0])
+	}
+	again, err := m.Expand(ctx, first.ID)
+	if err != nil || len(again) != len(firstMsgs) {
+		t.Errorf("reference %s after a second eviction: %d messages (was %d), %v", first.ID, len(again), len(firstMsgs), err)
 	}
 }
 

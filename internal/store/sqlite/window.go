@@ -135,25 +135,34 @@ func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) 
 
 // windowState reads what an evictor sees of a window.
 func windowState(ctx context.Context, tx *sql.Tx, w store.Window) (store.WindowState, error) {
-	st := store.WindowState{Window: w, Refs: []string{}}
+	st := store.WindowState{Window: w, Refs: []store.WindowRef{}}
 	var err error
 	if st.Live, err = windowItems(ctx, tx, w.WindowKey, 0, "AND ref_id = ''"); err != nil {
 		return st, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT ref_id, count(*) FROM window_items WHERE session_id = ? AND agent_id = ? AND ref_id != ''
-		GROUP BY ref_id ORDER BY min(pos)`, w.SessionID, w.AgentID)
+	rows, err := tx.QueryContext(ctx, `SELECT i.ref_id, min(i.pos), max(i.pos) + 1, count(*), sum(i.tokens), r.content_ids, r.entities
+		FROM window_items i JOIN refs r ON r.id = i.ref_id
+		WHERE i.session_id = ? AND i.agent_id = ? AND i.ref_id != ''
+		GROUP BY i.ref_id ORDER BY min(i.pos)`, w.SessionID, w.AgentID)
 	if err != nil {
 		return st, err
 	}
 	for rows.Next() {
 		var (
-			ref string
-			n   int
+			r        store.WindowRef
+			ids      string
+			entities sql.NullString
 		)
-		if err := rows.Scan(&ref, &n); err != nil {
+		if err := rows.Scan(&r.ID, &r.From, &r.To, &r.Items, &r.Tokens, &ids, &entities); err != nil {
 			return st, errors.Join(err, rows.Close())
 		}
-		st.Refs, st.Evicted = append(st.Refs, ref), st.Evicted+n
+		if err := json.Unmarshal([]byte(ids), &r.ContentIDs); err != nil {
+			return st, errors.Join(fmt.Errorf("reference %s: %w", r.ID, err), rows.Close())
+		}
+		if r.Entities, err = decodeList(entities); err != nil {
+			return st, errors.Join(fmt.Errorf("reference %s: %w", r.ID, err), rows.Close())
+		}
+		st.Refs, st.Evicted = append(st.Refs, r), st.Evicted+r.Items
 	}
 	return st, errors.Join(rows.Err(), rows.Close())
 }
@@ -260,7 +269,7 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			if evs, err = evict(state); err != nil {
 				return err
 			}
-			if err := applyEvictions(ctx, tx, key, state.Live, evs); err != nil {
+			if err := applyEvictions(ctx, tx, key, state, evs); err != nil {
 				return err
 			}
 		}
@@ -283,12 +292,16 @@ func jsonIDs(ids []string) string {
 }
 
 // applyEvictions writes each eviction's reference and marks its items
-// evicted; an eviction must name a run of items in the window, of this
-// window's session and agent.
-func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, live []store.WindowItem, evs []store.Eviction) error {
-	in := make(map[int]bool, len(live))
-	for _, it := range live {
+// evicted: every item of its run must be in the window or under a
+// reference it absorbs, of this window's session and agent.
+func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, st store.WindowState, evs []store.Eviction) error {
+	in := make(map[int]bool, len(st.Live))
+	for _, it := range st.Live {
 		in[it.Pos] = true
+	}
+	refs := map[string]store.WindowRef{}
+	for _, r := range st.Refs {
+		refs[r.ID] = r
 	}
 	for i, ev := range evs {
 		r := ev.Ref
@@ -301,6 +314,15 @@ func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, live [
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("eviction %d: %w", i, err)
 		}
+		covered := 0
+		for _, a := range ev.Absorb {
+			old, ok := refs[a]
+			if !ok || old.From < ev.From || old.To > ev.To {
+				return fmt.Errorf("eviction %d: reference %s to absorb is not of this window's run %d-%d", i, a, ev.From, ev.To)
+			}
+			covered += old.Items
+			delete(refs, a)
+		}
 		n := 0
 		for pos := ev.From; pos < ev.To; pos++ {
 			if in[pos] {
@@ -308,13 +330,13 @@ func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, live [
 				delete(in, pos) // one eviction per item
 			}
 		}
-		var out int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM window_items WHERE session_id = ? AND agent_id = ? AND pos >= ? AND pos < ? AND ref_id != ''`,
-			key.SessionID, key.AgentID, ev.From, ev.To).Scan(&out); err != nil {
+		var total int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM window_items WHERE session_id = ? AND agent_id = ? AND pos >= ? AND pos < ?`,
+			key.SessionID, key.AgentID, ev.From, ev.To).Scan(&total); err != nil {
 			return err
 		}
-		if n == 0 || out > 0 {
-			return fmt.Errorf("eviction %d: items %d-%d are not all in the window", i, ev.From, ev.To)
+		if n == 0 || total != n+covered {
+			return fmt.Errorf("eviction %d: items %d-%d are not all in the window or under the references it absorbs", i, ev.From, ev.To)
 		}
 		if err := insertRef(ctx, tx, r); err != nil {
 			// A run re-admitted and evicted again goes back under its
@@ -333,6 +355,12 @@ func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, live [
 			return err
 		} else if int(m) != n {
 			return fmt.Errorf("eviction %d: items %d-%d: %d of them were in the window, %d marked", i, ev.From, ev.To, n, m)
+		}
+		for _, a := range ev.Absorb {
+			if _, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = ? WHERE session_id = ? AND agent_id = ? AND ref_id = ?`,
+				r.ID, key.SessionID, key.AgentID, a); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -373,7 +401,7 @@ func (s *Store) ReadmitWindow(ctx context.Context, key store.WindowKey, refID st
 			if evs, err = evict(state); err != nil {
 				return err
 			}
-			if err := applyEvictions(ctx, tx, key, state.Live, evs); err != nil {
+			if err := applyEvictions(ctx, tx, key, state, evs); err != nil {
 				return err
 			}
 		}

@@ -141,6 +141,7 @@ func Run(t *testing.T, open Opener) {
 		{"Retain", testRetain},
 		{"Windows", testWindows},
 		{"WindowConcurrentAppends", testWindowConcurrentAppends},
+		{"WindowAbsorb", testWindowAbsorb},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

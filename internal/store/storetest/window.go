@@ -86,8 +86,9 @@ func testWindows(t *testing.T, s store.Store) {
 	}
 	var state store.WindowState
 	appendMessages(t, s, key, func(st store.WindowState) ([]store.Eviction, error) { state = st; return nil, nil }, "a message the evictor sees")
-	if len(state.Live) != 2 || state.Evicted != 2 || !slices.Equal(state.Refs, []string{"ref-1"}) {
-		t.Errorf("the evictor's state after one eviction: %d live, %d evicted, refs %v", len(state.Live), state.Evicted, state.Refs)
+	if len(state.Live) != 2 || state.Evicted != 2 || len(state.Refs) != 1 || state.Refs[0].ID != "ref-1" ||
+		state.Refs[0].From != 0 || state.Refs[0].To != 2 || state.Refs[0].Items != 2 || len(state.Refs[0].ContentIDs) != 2 {
+		t.Errorf("the evictor's state after one eviction: %d live, %d evicted, refs %+v", len(state.Live), state.Evicted, state.Refs)
 	}
 	got, err = s.WindowItems(ctx, key, 0)
 	if err != nil {
@@ -213,5 +214,50 @@ func testWindowConcurrentAppends(t *testing.T, s store.Store) {
 				t.Fatalf("item %d: pos %d, append %d: an append was interleaved (its first: %d)", i+j, items[i+j].Pos, items[i+j].Append, items[i].Append)
 			}
 		}
+	}
+}
+
+// testWindowAbsorb: a run evicted next to an earlier reference can take
+// it over, so that one marker stands for both; the earlier reference
+// still expands; a reference to absorb outside the run is refused.
+func testWindowAbsorb(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := s.PutWindow(ctx, key, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	ref := func(id string, ids ...string) store.Reference {
+		return store.Reference{ID: id, Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID, ContentIDs: ids}
+	}
+	items, _ := appendMessages(t, s, key, nil, "one", "two", "three", "four")
+	first := func(st store.WindowState) ([]store.Eviction, error) {
+		return []store.Eviction{{From: 0, To: 2, Ref: ref("r1", append(slices.Clone(items[0].EntryIDs), items[1].EntryIDs...)...)}}, nil
+	}
+	appendMessages(t, s, key, first, "five")
+	bad := func(st store.WindowState) ([]store.Eviction, error) {
+		return []store.Eviction{{From: 2, To: 3, Absorb: []string{"r1"}, Ref: ref("r2", items[2].EntryIDs...)}}, nil
+	}
+	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{}, bad); err == nil {
+		t.Error("absorbing a reference outside the run should be refused")
+	}
+	var all []string
+	for _, it := range items[:3] {
+		all = append(all, it.EntryIDs...)
+	}
+	merge := func(st store.WindowState) ([]store.Eviction, error) {
+		return []store.Eviction{{From: 0, To: 3, Absorb: []string{st.Refs[0].ID}, Ref: ref("r2", all...)}}, nil
+	}
+	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{}, merge); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.WindowItems(ctx, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := []string{got[0].RefID, got[1].RefID, got[2].RefID, got[3].RefID}; !slices.Equal(refs, []string{"r2", "r2", "r2", ""}) {
+		t.Errorf("after absorbing: %q", refs)
+	}
+	if r1, err := s.Reference(ctx, "r1"); err != nil || len(r1.ContentIDs) != 2 {
+		t.Errorf("the absorbed reference: %+v, %v", r1, err)
 	}
 }
