@@ -85,7 +85,7 @@ is an error naming the file and line.`,
 			// a few seconds.
 			progress := newProgress(a.stderr, "replaying", int64(len(runs)))
 			shown := false
-			rep, err := trajectory.ReplayAll(cmd.Context(), runs, trajectory.Baselines(budgets...), func(n int) {
+			rep, err := trajectory.ReplayAll(cmd.Context(), runs, append(trajectory.Baselines(budgets...), trajectory.Windows(budgets...)...), func(n int) {
 				if time.Since(start) > 3*time.Second {
 					progress.update(int64(n))
 					shown = true

@@ -44,6 +44,12 @@ type Policy struct {
 	// MaxRefTokens caps the tokens one reference stands for, so that an
 	// expanded reference can be re-admitted whole.
 	MaxRefTokens int
+	// Digest is the share of the room (the budget less what may not be
+	// evicted) that the digest may take: lines of evicted tool results
+	// kept verbatim. Zero keeps none.
+	Digest float64
+	// MarkerEntities is how many entities a marker names.
+	MarkerEntities int
 }
 
 // DefaultMaxRefTokens caps the size of one reference.
@@ -96,6 +102,9 @@ func (p Policy) Validate() error {
 	}
 	if p.KeepTurns < 0 || p.MaxRefTokens <= 0 {
 		return fmt.Errorf("%w: keep_turns must not be negative, max_ref_tokens must be positive", ErrInvalid)
+	}
+	if p.Digest < 0 || p.Digest >= p.Target || p.MarkerEntities < 0 {
+		return fmt.Errorf("%w: the digest's share (%.2f) must be within [0, the target %.2f), marker entities not negative", ErrInvalid, p.Digest, p.Target)
 	}
 	return nil
 }

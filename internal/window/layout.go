@@ -1,0 +1,560 @@
+package window
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// A SegmentKind says how a window shows a segment's messages.
+type SegmentKind uint8
+
+// Segment kinds.
+const (
+	// Kept messages are shown whole.
+	Kept SegmentKind = iota + 1
+	// Evicted messages are shown as one reference marker.
+	Evicted
+	// Clipped messages, too large for the window, are shown as a marker
+	// and an excerpt of their head and tail.
+	Clipped
+)
+
+// A Segment is a run of messages, msgs[From:To], that a window shows one
+// way: whole units (see Units) kept, or evicted behind one reference.
+type Segment struct {
+	Kind     SegmentKind
+	From, To int
+	// Tokens is what the messages take whole.
+	Tokens int
+	// Marker is the reference marker shown for Evicted and Clipped
+	// segments, and MarkerTokens its size.
+	Marker       string
+	MarkerTokens int
+	// Excerpt is what a Clipped segment shows of its messages.
+	Excerpt Excerpt
+}
+
+// shown is what the segment takes in the window.
+func (s *Segment) shown() int {
+	if s.Kind == Kept {
+		return s.Tokens
+	}
+	return s.MarkerTokens + s.Excerpt.Tokens
+}
+
+// An Excerpt is text a window keeps verbatim from messages it does not
+// show whole: each line of Text is part of one of the messages Sources.
+type Excerpt struct {
+	Text   string
+	Tokens int
+	// Sources are the messages quoted, in order.
+	Sources []int
+}
+
+// Options are what Layout needs beside the policy.
+type Options struct {
+	// Policy is the window's policy; its zero fields are PolicyFor's
+	// default's.
+	Policy Policy
+	// Budget is the most tokens the window shows (Limits.Budget).
+	Budget int
+	// Count counts the tokens of a text in the window's encoding: markers
+	// and excerpts are counted with it. Required.
+	Count func(string) int
+	// RefID names the reference standing for msgs[from:to]. Nil names it
+	// "ref-<from>-<to>"; the decisions depend on it only through the
+	// marker's size.
+	RefID func(from, to int) string
+}
+
+// A Layout is a window over one conversation: its messages, and how it
+// shows them under its budget. Append adds a message and evicts when the
+// window crosses its threshold; Items is what the window shows. A Layout
+// is a pure function of its options and the messages appended: the same
+// messages give the same layout, byte for byte, so that a store-backed
+// window that appends the same messages makes the same decisions. It is
+// not safe for concurrent use.
+type Layout struct {
+	o      Options
+	msgs   []Message
+	units  []Unit
+	segs   []Segment
+	digest Excerpt
+	ix     *index
+	// evictions counts the times the window evicted.
+	evictions int
+}
+
+// NewLayout returns an empty window with options o.
+func NewLayout(o Options) (*Layout, error) {
+	def := PolicyFor(DefaultRole)
+	p := &o.Policy
+	if p.Strategy == "" {
+		p.Strategy = def.Strategy
+	}
+	if p.Evict == 0 && p.Target == 0 {
+		p.Evict, p.Target = def.Evict, def.Target
+	}
+	if p.MaxRefTokens == 0 {
+		p.MaxRefTokens = DefaultMaxRefTokens
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Budget <= 0 {
+		return nil, fmt.Errorf("%w: a budget of %d tokens", ErrInvalid, o.Budget)
+	}
+	if o.Count == nil {
+		return nil, fmt.Errorf("%w: no token counter", ErrInvalid)
+	}
+	if o.RefID == nil {
+		o.RefID = func(from, to int) string { return fmt.Sprintf("ref-%d-%d", from, to) }
+	}
+	return &Layout{o: o, ix: newIndex()}, nil
+}
+
+// Append adds the conversation's next message and lays the window out
+// again: past its threshold, the window evicts (see Evict). A message that
+// breaks the conversation (a result without its call, a call id used
+// twice) is refused and the window left as it was.
+func (l *Layout) Append(m Message) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	msgs := append(l.msgs, m)
+	units, err := Units(msgs)
+	if err != nil {
+		l.msgs = msgs[:len(msgs)-1]
+		return err
+	}
+	l.msgs, l.units = msgs, units
+	l.ix.add(len(msgs)-1, &msgs[len(msgs)-1])
+	l.resegment()
+	if l.Tokens() > l.high() {
+		l.evict()
+	}
+	return nil
+}
+
+// Messages returns the conversation appended so far. The caller must not
+// change it.
+func (l *Layout) Messages() []Message { return l.msgs }
+
+// Segments returns how the window shows the conversation, in order. The
+// caller must not change it.
+func (l *Layout) Segments() []Segment { return l.segs }
+
+// Evictions reports how many times the window has evicted.
+func (l *Layout) Evictions() int { return l.evictions }
+
+// Tokens is what the window shows, in tokens: kept messages, markers,
+// excerpts and the digest.
+func (l *Layout) Tokens() int {
+	n := l.digest.Tokens
+	for i := range l.segs {
+		n += l.segs[i].shown()
+	}
+	return n
+}
+
+// resegment lays out the messages that came since the last eviction:
+// trailing segments that are kept, or that no longer end on a unit (an
+// open call has grown), are made again, one kept segment a unit.
+func (l *Layout) resegment() {
+	ends := make(map[int]bool, len(l.units))
+	for _, u := range l.units {
+		ends[u.To] = true
+	}
+	for len(l.segs) > 0 {
+		s := &l.segs[len(l.segs)-1]
+		if s.Kind != Kept && ends[s.To] {
+			break
+		}
+		l.segs = l.segs[:len(l.segs)-1]
+	}
+	from := 0
+	if len(l.segs) > 0 {
+		from = l.segs[len(l.segs)-1].To
+	}
+	for _, u := range l.units {
+		if u.From >= from {
+			l.segs = append(l.segs, Segment{Kind: Kept, From: u.From, To: u.To, Tokens: l.sum(u.From, u.To)})
+		}
+	}
+}
+
+func (l *Layout) sum(from, to int) int {
+	n := 0
+	for i := from; i < to; i++ {
+		n += l.msgs[i].Tokens
+	}
+	return n
+}
+
+// fixed is what the window can never evict: the system prompt, pinned and
+// preserved messages, as they are shown.
+func (l *Layout) fixed() int {
+	n := 0
+	for i := range l.segs {
+		s := &l.segs[i]
+		if !l.evictable(s) {
+			n += s.shown()
+		}
+	}
+	return n
+}
+
+// room is the budget less what the window can never evict; the
+// thresholds are shares of it, above the fixed part (see Evict).
+func (l *Layout) room() (fixed, room int) {
+	fixed = l.fixed()
+	return fixed, max(0, l.o.Budget-fixed)
+}
+
+func (l *Layout) high() int {
+	fixed, room := l.room()
+	return fixed + int(l.o.Policy.Evict*float64(room))
+}
+
+// evictable reports whether a segment's messages may leave the window:
+// none is the system prompt, pinned or of a preserved type, and no call
+// waits for its result.
+func (l *Layout) evictable(s *Segment) bool {
+	if s.To == len(l.msgs) && len(l.units) > 0 && l.units[len(l.units)-1].Open {
+		return false
+	}
+	return evictable(l.msgs[s.From:s.To], l.o.Policy)
+}
+
+// evict lays the window out anew past its threshold, in four steps:
+//
+//  1. The oldest kept units that may go leave, until the window would
+//     hold at most the target with its digest: all but the newest
+//     KeepTurns units (steps of the agent), and the newest only when
+//     nothing else can make room. An evicted unit joins the reference
+//     before it when the two are adjacent and hold at most MaxRefTokens
+//     together; a reference is one marker, so the markers stay few.
+//  2. The digest is chosen again: lines of evicted tool results that
+//     name what the agent has used since (see digest), within the
+//     policy's Digest share of the room.
+//  3. A unit the window cannot show whole (the newest, or a task larger
+//     than the budget) is clipped: a marker and its head and tail.
+//  4. Nothing is over the budget.
+//
+// Segments before the first one it changes stay as they were, byte for
+// byte: the markers of earlier evictions are a stable prefix for a
+// provider's prompt cache.
+func (l *Layout) evict() {
+	l.evictions++
+	p := l.o.Policy
+	fixed, room := l.room()
+	target := fixed + int(p.Target*float64(room))
+	digestShare := int(p.Digest * float64(room))
+
+	// Candidates, oldest first: kept and clipped segments that may go.
+	ncand := 0
+	for i := range l.segs {
+		if s := &l.segs[i]; s.Kind != Evicted && l.evictable(s) {
+			ncand++
+		}
+	}
+	protect := max(1, p.KeepTurns)
+	shown := l.Tokens() - l.digest.Tokens
+	goal := target - digestShare
+	// Step 1: by recency, to the target, then to the budget taking the
+	// protected units but the newest. The evicted candidates are a
+	// prefix of them.
+	out := make([]Segment, 0, len(l.segs))
+	k := 0
+	for i := range l.segs {
+		s := l.segs[i]
+		if s.Kind == Evicted || !l.evictable(&s) {
+			out = append(out, s)
+			continue
+		}
+		go1 := k < ncand-protect && shown > goal || k < ncand-1 && shown > l.o.Budget
+		k++
+		if !go1 {
+			out = append(out, s)
+			continue
+		}
+		shown -= s.shown()
+		s.Excerpt = Excerpt{}
+		if n := len(out); n > 0 && out[n-1].Kind == Evicted && out[n-1].To == s.From && out[n-1].Tokens+s.Tokens <= p.MaxRefTokens {
+			prev := &out[n-1]
+			shown -= prev.MarkerTokens
+			prev.To, prev.Tokens = s.To, prev.Tokens+s.Tokens
+			l.mark(prev)
+			shown += prev.MarkerTokens
+			continue
+		}
+		s.Kind = Evicted
+		l.mark(&s)
+		shown += s.MarkerTokens
+		out = append(out, s)
+	}
+	l.segs = out
+
+	// Step 3 before 2: what must be clipped takes its room first, the
+	// digest what is left of its share.
+	l.digest = Excerpt{}
+	l.clip()
+	if free := l.o.Budget - l.Tokens(); free > 0 {
+		l.digest = l.chooseDigest(min(free, digestShare))
+	}
+}
+
+// mark renders the marker of an evicted or clipped segment.
+func (l *Layout) mark(s *Segment) {
+	s.Marker = ctxref.Render(l.markerOf(s))
+	s.MarkerTokens = l.o.Count(s.Marker)
+}
+
+// markerOf is the marker of a segment: its span, in messages counted
+// from 1, its tokens, and the entities its assistant messages name most.
+func (l *Layout) markerOf(s *Segment) ctxref.Marker {
+	m := ctxref.Marker{ID: l.o.RefID(s.From, s.To), Type: store.RefConversation,
+		TurnFrom: s.From + 1, TurnTo: s.To, Tokens: s.Tokens}
+	m.Entities = l.topEntities(s.From, s.To, l.o.Policy.MarkerEntities)
+	return m
+}
+
+// topEntities returns the n entities the assistant named most in
+// msgs[from:to], the first named first among equals.
+func (l *Layout) topEntities(from, to, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	count := map[string]int{}
+	var order []string
+	for i := from; i < to; i++ {
+		if l.msgs[i].Role != RoleAssistant {
+			continue
+		}
+		for _, e := range l.ix.ents[i] {
+			if count[e] == 0 {
+				order = append(order, e)
+			}
+			count[e]++
+		}
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(count[b], count[a]) })
+	return order[:min(n, len(order))]
+}
+
+// clip makes the window fit its budget when evicting could not: the
+// newest unit, then pinned messages, then the system prompt, each shown
+// as a marker with as much of its head and tail as fits.
+func (l *Layout) clip() {
+	over := l.Tokens() - l.o.Budget
+	if over <= 0 {
+		return
+	}
+	// The newest kept segments first, then the fixed ones, newest first.
+	var order []int
+	for i := len(l.segs) - 1; i >= 0; i-- {
+		if l.segs[i].Kind == Kept && l.evictable(&l.segs[i]) {
+			order = append(order, i)
+		}
+	}
+	for i := len(l.segs) - 1; i >= 0; i-- {
+		if l.segs[i].Kind == Kept && !l.evictable(&l.segs[i]) && l.msgs[l.segs[i].From].Role != RoleSystem {
+			order = append(order, i)
+		}
+	}
+	for i := len(l.segs) - 1; i >= 0; i-- {
+		if l.segs[i].Kind == Kept && l.msgs[l.segs[i].From].Role == RoleSystem {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		if over = l.Tokens() - l.o.Budget; over <= 0 {
+			return
+		}
+		s := &l.segs[i]
+		before := s.shown()
+		s.Kind = Clipped
+		l.mark(s)
+		allow := before - over - s.MarkerTokens
+		s.Excerpt = l.headTail(s.From, s.To, allow)
+	}
+}
+
+// headTail is an excerpt of msgs[from:to] of at most allow tokens: whole
+// lines from the start, up to half of it, and from the end; a line longer
+// than what is left is cut.
+func (l *Layout) headTail(from, to, allow int) Excerpt {
+	if allow <= 0 {
+		return Excerpt{}
+	}
+	type piece struct {
+		msg  int
+		text string
+	}
+	var lines []piece
+	for i := from; i < to; i++ {
+		for _, b := range l.msgs[i].Blocks {
+			if b.Text == "" {
+				continue
+			}
+			for line := range strings.SplitSeq(b.Text, "\n") {
+				lines = append(lines, piece{i, line})
+			}
+		}
+	}
+	var head, tail []piece
+	used := 0
+	take := func(pc piece, budget int) (piece, bool) {
+		n := l.o.Count(pc.text) + 1
+		if used+n <= budget {
+			used += n
+			return pc, true
+		}
+		left := budget - used - 1
+		if left <= 0 {
+			return piece{}, false
+		}
+		cut := cutTokens(pc.text, left, l.o.Count)
+		if cut == "" {
+			return piece{}, false
+		}
+		used += l.o.Count(cut) + 1
+		return piece{pc.msg, cut}, true
+	}
+	lo, hi := 0, len(lines)-1
+	for ; lo <= hi; lo++ {
+		pc, ok := take(lines[lo], allow/2)
+		if !ok {
+			break
+		}
+		head = append(head, pc)
+		if pc.text != lines[lo].text {
+			lo++
+			break
+		}
+	}
+	for ; hi >= lo; hi-- {
+		pc, ok := take(lines[hi], allow)
+		if !ok {
+			break
+		}
+		tail = append(tail, pc)
+		if pc.text != lines[hi].text {
+			break
+		}
+	}
+	slices.Reverse(tail)
+	var b strings.Builder
+	var src []int
+	for _, pc := range append(head, tail...) {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(pc.text)
+		if len(src) == 0 || src[len(src)-1] != pc.msg {
+			src = append(src, pc.msg)
+		}
+	}
+	ex := Excerpt{Text: b.String(), Sources: src}
+	ex.Tokens = l.o.Count(ex.Text)
+	for ex.Tokens > allow && len(ex.Text) > 0 { // pieces counted apart can differ at their edges
+		ex.Text = cutTokens(ex.Text, allow-(ex.Tokens-allow)-1, l.o.Count)
+		ex.Tokens = l.o.Count(ex.Text)
+	}
+	if ex.Text == "" {
+		return Excerpt{}
+	}
+	return ex
+}
+
+// cutTokens returns the longest prefix of s, cut at a character, of at
+// most n tokens.
+func cutTokens(s string, n int, count func(string) int) string {
+	if n <= 0 {
+		return ""
+	}
+	lo, hi := 0, min(len(s), 16*n) // a token is rarely over 16 bytes
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if count(validPrefix(s, mid)) <= n {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return validPrefix(s, lo)
+}
+
+// validPrefix returns s[:n] less a character cut in two at its end.
+func validPrefix(s string, n int) string {
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// An ItemKind is what an Item of a window is.
+type ItemKind uint8
+
+// Item kinds.
+const (
+	// ItemMessage is a message shown whole.
+	ItemMessage ItemKind = iota + 1
+	// ItemMarker is a reference marker standing for msgs[From:To].
+	ItemMarker
+	// ItemExcerpt is text kept verbatim from messages not shown whole.
+	ItemExcerpt
+)
+
+// An Item is one piece of what a window shows.
+type Item struct {
+	Kind ItemKind
+	// From and To are the messages shown (one, for ItemMessage) or stood
+	// for.
+	From, To int
+	Text     string
+	// Tokens is the item's size: the message's, or its text's.
+	Tokens int
+	// Sources are the messages an excerpt quotes.
+	Sources []int
+}
+
+// Items returns what the window shows, in order: each segment (a message
+// kept, a marker, a clipped segment's marker and excerpt), and the digest
+// after the last marker.
+func (l *Layout) Items() []Item {
+	last := -1
+	for i := range l.segs {
+		if l.segs[i].Kind != Kept {
+			last = i
+		}
+	}
+	var items []Item
+	for i := range l.segs {
+		s := &l.segs[i]
+		switch s.Kind {
+		case Kept:
+			for j := s.From; j < s.To; j++ {
+				items = append(items, Item{Kind: ItemMessage, From: j, To: j + 1, Tokens: l.msgs[j].Tokens})
+			}
+		default:
+			items = append(items, Item{Kind: ItemMarker, From: s.From, To: s.To, Text: s.Marker, Tokens: s.MarkerTokens})
+			if s.Excerpt.Text != "" {
+				items = append(items, excerptItem(s.Excerpt))
+			}
+		}
+		if i == last && l.digest.Text != "" {
+			items = append(items, excerptItem(l.digest))
+		}
+	}
+	return items
+}
+
+func excerptItem(e Excerpt) Item {
+	return Item{Kind: ItemExcerpt, From: e.Sources[0], To: e.Sources[len(e.Sources)-1] + 1, Text: e.Text, Tokens: e.Tokens, Sources: e.Sources}
+}
