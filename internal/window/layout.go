@@ -37,6 +37,10 @@ type Segment struct {
 	MarkerTokens int
 	// Excerpt is what a Clipped segment shows of its messages.
 	Excerpt Excerpt
+	// Digest holds the parts of the window's digest shown before an
+	// Evicted segment's marker: lines of evicted tool results, each part
+	// chosen by one eviction (see Layout.evict).
+	Digest []Excerpt
 }
 
 // shown is what the segment takes in the window.
@@ -44,7 +48,16 @@ func (s *Segment) shown() int {
 	if s.Kind == Kept {
 		return s.Tokens
 	}
-	return s.MarkerTokens + s.Excerpt.Tokens
+	return s.MarkerTokens + s.Excerpt.Tokens + s.digest()
+}
+
+// digest is what the segment's digest parts take.
+func (s *Segment) digest() int {
+	n := 0
+	for _, e := range s.Digest {
+		n += e.Tokens
+	}
+	return n
 }
 
 // An Excerpt is text a window keeps verbatim from messages it does not
@@ -80,12 +93,11 @@ type Options struct {
 // window that appends the same messages makes the same decisions. It is
 // not safe for concurrent use.
 type Layout struct {
-	o      Options
-	msgs   []Message
-	units  []Unit
-	segs   []Segment
-	digest Excerpt
-	ix     *index
+	o     Options
+	msgs  []Message
+	units []Unit
+	segs  []Segment
+	ix    *index
 	// evictions counts the times the window evicted.
 	evictions int
 }
@@ -135,10 +147,29 @@ func (l *Layout) Append(m Message) error {
 	l.msgs, l.units = msgs, units
 	l.ix.add(len(msgs)-1, &msgs[len(msgs)-1])
 	l.resegment()
+	l.clipNewest()
 	if l.Tokens() > l.high() {
 		l.evict()
 	}
 	return nil
+}
+
+// clipNewest clips the newest unit when it is larger than the policy's
+// Clip share of the room: the window shows a marker and its head and tail,
+// within that share, from the start.
+func (l *Layout) clipNewest() {
+	if l.o.Policy.Clip <= 0 || len(l.segs) == 0 {
+		return
+	}
+	s := &l.segs[len(l.segs)-1]
+	_, room := l.room()
+	limit := int(l.o.Policy.Clip * float64(room))
+	if s.Kind != Kept || !l.evictable(s) || s.Tokens <= limit {
+		return
+	}
+	s.Kind = Clipped
+	l.mark(s)
+	s.Excerpt = l.headTail(s.From, s.To, limit-s.MarkerTokens)
 }
 
 // Messages returns the conversation appended so far. The caller must not
@@ -155,7 +186,7 @@ func (l *Layout) Evictions() int { return l.evictions }
 // Tokens is what the window shows, in tokens: kept messages, markers,
 // excerpts and the digest.
 func (l *Layout) Tokens() int {
-	n := l.digest.Tokens
+	n := 0
 	for i := range l.segs {
 		n += l.segs[i].shown()
 	}
@@ -234,14 +265,15 @@ func (l *Layout) evictable(s *Segment) bool {
 // evict lays the window out anew past its threshold, in four steps:
 //
 //  1. The oldest kept units that may go leave, until the window would
-//     hold at most the target with its digest: all but the newest
-//     KeepTurns units (steps of the agent), and the newest only when
-//     nothing else can make room. An evicted unit joins the reference
+//     hold at most the target with its digest's share: all but the newest
+//     KeepUnits units (steps of the agent), and those too but the newest
+//     when the window is still over its budget. An evicted unit joins the reference
 //     before it when the two are adjacent and hold at most MaxRefTokens
 //     together; a reference is one marker, so the markers stay few.
-//  2. The digest is chosen again: lines of evicted tool results that
-//     name what the agent has used since (see digest), within the
-//     policy's Digest share of the room.
+//  2. The digest gains a part, shown before the newest reference's
+//     marker: lines of tool results no longer shown whole that hold what
+//     the agent learned from them (see chooseDigest), within the policy's
+//     Digest share of the room; past it, the digest is chosen again.
 //  3. A unit the window cannot show whole (the newest, or a task larger
 //     than the budget) is clipped: a marker and its head and tail.
 //  4. Nothing is over the budget.
@@ -263,14 +295,19 @@ func (l *Layout) evict() {
 			ncand++
 		}
 	}
-	protect := max(1, p.KeepTurns)
-	shown := l.Tokens() - l.digest.Tokens
+	protect := max(1, p.KeepUnits)
+	digest := 0
+	for i := range l.segs {
+		digest += l.segs[i].digest()
+	}
+	shown := l.Tokens() - digest
 	goal := target - digestShare
 	// Step 1: by recency, to the target, then to the budget taking the
 	// protected units but the newest. The evicted candidates are a
 	// prefix of them.
 	out := make([]Segment, 0, len(l.segs))
 	k := 0
+	evicted := false
 	for i := range l.segs {
 		s := l.segs[i]
 		if s.Kind == Evicted || !l.evictable(&s) {
@@ -283,8 +320,10 @@ func (l *Layout) evict() {
 			out = append(out, s)
 			continue
 		}
+		evicted = true
 		shown -= s.shown()
 		s.Excerpt = Excerpt{}
+		s.Digest = nil
 		if n := len(out); n > 0 && out[n-1].Kind == Evicted && out[n-1].To == s.From && out[n-1].Tokens+s.Tokens <= p.MaxRefTokens {
 			prev := &out[n-1]
 			shown -= prev.MarkerTokens
@@ -302,12 +341,44 @@ func (l *Layout) evict() {
 
 	// Step 3 before 2: what must be clipped takes its room first, the
 	// digest what is left of its share.
-	l.digest = Excerpt{}
 	l.clip()
-	if free := l.o.Budget - l.Tokens(); free > 0 {
-		l.digest = l.chooseDigest(min(free, digestShare))
+	last := -1
+	for i := range l.segs {
+		if l.segs[i].Kind == Evicted {
+			last = i
+		}
+	}
+	if last < 0 || !evicted {
+		return
+	}
+	free := l.o.Budget - l.Tokens()
+	part := min(free, digestShare-digest, int(PartMax*float64(digestShare)))
+	if part < int(CompactAt*float64(digestShare)) {
+		// The parts have filled the share: the digest is chosen again,
+		// whole, as one part, to CompactTo of it.
+		for i := range l.segs {
+			l.segs[i].Digest = nil
+		}
+		free = l.o.Budget - l.Tokens()
+		part = min(free, int(CompactTo*float64(digestShare)))
+	}
+	if ex := l.chooseDigest(part); ex.Text != "" {
+		l.segs[last].Digest = append(l.segs[last].Digest, ex)
 	}
 }
+
+// The digest grows by a part at each eviction, of at most PartMax of the
+// policy's Digest share, until the share left for a new part is under
+// CompactAt of it; then the digest is chosen again, whole, as one part of
+// CompactTo of the share, so that parts can be added again for a while
+// without rewriting it. (Compacting to most of the share rewrites much
+// and soon again; measured on the shared trajectories, these rewrite
+// least for the recall they keep.)
+const (
+	CompactAt = 0.1
+	CompactTo = 0.4
+	PartMax   = 0.5
+)
 
 // mark renders the marker of an evicted or clipped segment.
 func (l *Layout) mark(s *Segment) {
@@ -355,21 +426,20 @@ func (l *Layout) clip() {
 	if over <= 0 {
 		return
 	}
-	// The newest kept segments first, then the fixed ones, newest first.
+	// The newest segments that may go first, then the fixed ones, newest
+	// first, the system prompt last; each kept or clipped already (a
+	// clipped one is clipped again, shorter).
 	var order []int
-	for i := len(l.segs) - 1; i >= 0; i-- {
-		if l.segs[i].Kind == Kept && l.evictable(&l.segs[i]) {
-			order = append(order, i)
-		}
-	}
-	for i := len(l.segs) - 1; i >= 0; i-- {
-		if l.segs[i].Kind == Kept && !l.evictable(&l.segs[i]) && l.msgs[l.segs[i].From].Role != RoleSystem {
-			order = append(order, i)
-		}
-	}
-	for i := len(l.segs) - 1; i >= 0; i-- {
-		if l.segs[i].Kind == Kept && l.msgs[l.segs[i].From].Role == RoleSystem {
-			order = append(order, i)
+	for pass := range 3 {
+		for i := len(l.segs) - 1; i >= 0; i-- {
+			s := &l.segs[i]
+			if s.Kind == Evicted {
+				continue
+			}
+			system := l.msgs[s.From].Role == RoleSystem
+			if pass == 0 && l.evictable(s) || pass == 1 && !l.evictable(s) && !system || pass == 2 && system {
+				order = append(order, i)
+			}
 		}
 	}
 	for _, i := range order {
@@ -385,82 +455,46 @@ func (l *Layout) clip() {
 	}
 }
 
-// headTail is an excerpt of msgs[from:to] of at most allow tokens: whole
-// lines from the start, up to half of it, and from the end; a line longer
-// than what is left is cut.
+// headTail is an excerpt of msgs[from:to] of at most allow tokens. The
+// allowance is shared among the messages, the smaller ones first, so that
+// a short call stays whole beside a huge result; each message then shows
+// whole lines from its start, up to half of its share, and from its end,
+// a line longer than what is left being cut.
 func (l *Layout) headTail(from, to, allow int) Excerpt {
 	if allow <= 0 {
 		return Excerpt{}
 	}
-	type piece struct {
-		msg  int
-		text string
-	}
-	var lines []piece
+	order := make([]int, 0, to-from)
 	for i := from; i < to; i++ {
-		for _, b := range l.msgs[i].Blocks {
-			if b.Text == "" {
-				continue
-			}
-			for line := range strings.SplitSeq(b.Text, "\n") {
-				lines = append(lines, piece{i, line})
-			}
-		}
+		order = append(order, i)
 	}
-	var head, tail []piece
-	used := 0
-	take := func(pc piece, budget int) (piece, bool) {
-		n := l.o.Count(pc.text) + 1
-		if used+n <= budget {
-			used += n
-			return pc, true
-		}
-		left := budget - used - 1
-		if left <= 0 {
-			return piece{}, false
-		}
-		cut := cutTokens(pc.text, left, l.o.Count)
-		if cut == "" {
-			return piece{}, false
-		}
-		used += l.o.Count(cut) + 1
-		return piece{pc.msg, cut}, true
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(l.msgs[a].Tokens, l.msgs[b].Tokens) })
+	share := make(map[int]int, len(order))
+	left := allow
+	for k, i := range order {
+		give := min(l.msgs[i].Tokens+1, left/(len(order)-k))
+		share[i] = give
+		left -= give
 	}
-	lo, hi := 0, len(lines)-1
-	for ; lo <= hi; lo++ {
-		pc, ok := take(lines[lo], allow/2)
-		if !ok {
-			break
-		}
-		head = append(head, pc)
-		if pc.text != lines[lo].text {
-			lo++
-			break
-		}
-	}
-	for ; hi >= lo; hi-- {
-		pc, ok := take(lines[hi], allow)
-		if !ok {
-			break
-		}
-		tail = append(tail, pc)
-		if pc.text != lines[hi].text {
-			break
-		}
-	}
-	slices.Reverse(tail)
-	var b strings.Builder
+	var pieces []string
 	var src []int
-	for _, pc := range append(head, tail...) {
-		if b.Len() > 0 {
-			b.WriteByte('\n')
+	for i := from; i < to; i++ {
+		n, texts := len(pieces), 0
+		for _, b := range l.msgs[i].Blocks {
+			if b.Text != "" {
+				texts++
+			}
 		}
-		b.WriteString(pc.text)
-		if len(src) == 0 || src[len(src)-1] != pc.msg {
-			src = append(src, pc.msg)
+		for _, b := range l.msgs[i].Blocks {
+			if b.Text != "" {
+				pieces = append(pieces, l.headTailText(b.Text, share[i]/texts)...)
+			}
+		}
+		if len(pieces) > n {
+			src = append(src, i)
 		}
 	}
-	ex := Excerpt{Text: b.String(), Sources: src}
+	ex := Excerpt{Text: strings.Join(pieces, "\n"), Sources: src}
 	ex.Tokens = l.o.Count(ex.Text)
 	for ex.Tokens > allow && len(ex.Text) > 0 { // pieces counted apart can differ at their edges
 		ex.Text = cutTokens(ex.Text, allow-(ex.Tokens-allow)-1, l.o.Count)
@@ -470,6 +504,67 @@ func (l *Layout) headTail(from, to, allow int) Excerpt {
 		return Excerpt{}
 	}
 	return ex
+}
+
+// headTailText returns lines of text, whole or cut, of at most allow
+// tokens counted apart with their line breaks: from the start up to half
+// of it, then from the end.
+func (l *Layout) headTailText(text string, allow int) []string {
+	if allow <= 0 {
+		return nil
+	}
+	if len(text) <= 16*allow && l.o.Count(text)+1 <= allow {
+		return []string{text}
+	}
+	used := 0
+	take := func(line string, budget int) (string, bool) {
+		if len(line) <= 16*(budget-used) { // else surely too long: cut it
+			if n := l.o.Count(line) + 1; used+n <= budget {
+				used += n
+				return line, true
+			}
+		}
+		cut := cutTokens(line, budget-used-1, l.o.Count)
+		if cut == "" {
+			return "", false
+		}
+		used += l.o.Count(cut) + 1
+		return cut, true
+	}
+	var head, tail []string
+	lo, hi := 0, len(text) // text[lo:hi] is what is not taken
+	for lo < hi {
+		end := strings.IndexByte(text[lo:hi], '\n')
+		if end < 0 {
+			end = hi
+		} else {
+			end += lo
+		}
+		line, ok := take(text[lo:end], allow/2)
+		if !ok {
+			break
+		}
+		head = append(head, line)
+		if len(line) < end-lo {
+			lo = end
+			break
+		}
+		lo = end + 1
+	}
+	for lo < hi {
+		start := strings.LastIndexByte(text[lo:hi], '\n') + 1 + lo
+		line, ok := take(text[start:hi], allow)
+		if !ok {
+			break
+		}
+		tail = append(tail, line)
+		if len(line) < hi-start {
+			break
+		}
+		hi = max(lo, start-1)
+	}
+	slices.Reverse(tail)
+	return append(head, tail...)
 }
 
 // cutTokens returns the longest prefix of s, cut at a character, of at
@@ -525,15 +620,9 @@ type Item struct {
 }
 
 // Items returns what the window shows, in order: each segment (a message
-// kept, a marker, a clipped segment's marker and excerpt), and the digest
-// after the last marker.
+// kept; the digest parts and marker of an evicted segment; the marker and
+// excerpt of a clipped one).
 func (l *Layout) Items() []Item {
-	last := -1
-	for i := range l.segs {
-		if l.segs[i].Kind != Kept {
-			last = i
-		}
-	}
 	var items []Item
 	for i := range l.segs {
 		s := &l.segs[i]
@@ -543,13 +632,13 @@ func (l *Layout) Items() []Item {
 				items = append(items, Item{Kind: ItemMessage, From: j, To: j + 1, Tokens: l.msgs[j].Tokens})
 			}
 		default:
+			for _, e := range s.Digest {
+				items = append(items, excerptItem(e))
+			}
 			items = append(items, Item{Kind: ItemMarker, From: s.From, To: s.To, Text: s.Marker, Tokens: s.MarkerTokens})
 			if s.Excerpt.Text != "" {
 				items = append(items, excerptItem(s.Excerpt))
 			}
-		}
-		if i == last && l.digest.Text != "" {
-			items = append(items, excerptItem(l.digest))
 		}
 	}
 	return items

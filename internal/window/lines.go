@@ -1,6 +1,7 @@
 package window
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -33,14 +34,25 @@ type index struct {
 	lastUse map[string]int
 	uses    map[string]int
 	used    []string
-	// best is the shortest line (MaxDigestLineBytes at most) of a tool
-	// result that holds the entity, the latest among equals.
-	best map[string]lineRef
+	// lines are the lines of tool results that hold an entity, at most
+	// MaxDigestLineBytes long; best is, for each entity, the shortest of
+	// them that holds it (the latest among equals), as an index into
+	// lines.
+	lines []indexedLine
+	best  map[string]int
+}
+
+// indexedLine is a line of a tool result, its distinct entities and its
+// tokens (0 until counted).
+type indexedLine struct {
+	ref    lineRef
+	ents   []string
+	tokens int
 }
 
 func newIndex() *index {
 	return &index{first: map[string]int{}, learned: map[string]bool{}, lastUse: map[string]int{},
-		uses: map[string]int{}, best: map[string]lineRef{}}
+		uses: map[string]int{}, best: map[string]int{}}
 }
 
 // isResult reports whether m carries tool results: what the agent's
@@ -107,15 +119,22 @@ func (x *index) addLines(i, block int, text string, note func(string)) {
 		}
 		s, e := stripSpan(text, off, end)
 		line := text[s:e]
+		var ents []string
 		entities(line, func(ent string) {
 			note(ent)
-			if len(line) > MaxDigestLineBytes {
-				return
-			}
-			if b, ok := x.best[ent]; !ok || len(line) <= b.End-b.Off {
-				x.best[ent] = lineRef{Msg: i, Block: block, Off: s, End: e}
+			if len(line) <= MaxDigestLineBytes && !slices.Contains(ents, ent) {
+				ents = append(ents, ent)
 			}
 		})
+		if len(ents) > 0 {
+			k := len(x.lines)
+			x.lines = append(x.lines, indexedLine{ref: lineRef{Msg: i, Block: block, Off: s, End: e}, ents: ents})
+			for _, ent := range ents {
+				if b, ok := x.best[ent]; !ok || e-s <= x.lines[b].ref.End-x.lines[b].ref.Off {
+					x.best[ent] = k
+				}
+			}
+		}
 		off = end + 1
 	}
 }
