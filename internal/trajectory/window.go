@@ -15,10 +15,14 @@ const WindowName = "engram window"
 // (a harness's agent), as the window package gives it.
 func WindowPolicy() window.Policy { return window.PolicyFor(window.DefaultRole) }
 
-// Windows returns engram's window at each budget.
+// Windows returns engram's window at each budget of window.MinBudget or
+// more (a window takes no less).
 func Windows(budgets ...int) []Spec {
 	var specs []Spec
 	for _, b := range budgets {
+		if b < window.MinBudget {
+			continue
+		}
 		specs = append(specs, Spec{Name: WindowName, Budget: b, New: func(budget int) Strategy { return NewWindow(budget, WindowPolicy()) }})
 	}
 	return specs

@@ -51,7 +51,7 @@ func isEntity(s string) bool {
 	if len(s) < MinEntityBytes {
 		return false
 	}
-	digits, ident := true, true
+	digits := true
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -66,6 +66,6 @@ func isEntity(s string) bool {
 		return len(s) >= 3
 	}
 	c := s[0]
-	ident = c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	ident := c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 	return ident && len(s) >= 6
 }

@@ -69,6 +69,10 @@ type Excerpt struct {
 	Sources []int
 }
 
+// MinBudget is the smallest budget a Layout takes: room for a few
+// markers, which a window of any conversation can be reduced to.
+const MinBudget = 256
+
 // Options are what Layout needs beside the policy.
 type Options struct {
 	// Policy is the window's policy; its zero fields are PolicyFor's
@@ -118,8 +122,8 @@ func NewLayout(o Options) (*Layout, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Budget <= 0 {
-		return nil, fmt.Errorf("%w: a budget of %d tokens", ErrInvalid, o.Budget)
+	if o.Budget < MinBudget {
+		return nil, fmt.Errorf("%w: a budget of %d tokens (the least is %d)", ErrInvalid, o.Budget, MinBudget)
 	}
 	if o.Count == nil {
 		return nil, fmt.Errorf("%w: no token counter", ErrInvalid)
@@ -148,7 +152,7 @@ func (l *Layout) Append(m Message) error {
 	l.ix.add(len(msgs)-1, &msgs[len(msgs)-1])
 	l.resegment()
 	l.clipNewest()
-	if l.Tokens() > l.high() {
+	if n := l.Tokens(); n > l.high() || n > l.o.Budget {
 		l.evict()
 	}
 	return nil
@@ -418,40 +422,72 @@ func (l *Layout) topEntities(from, to, n int) []string {
 	return order[:min(n, len(order))]
 }
 
-// clip makes the window fit its budget when evicting could not: the
-// newest unit, then pinned messages, then the system prompt, each shown
-// as a marker with as much of its head and tail as fits.
+// clip makes the window fit its budget when evicting could not, in this
+// order: the newest segments that may go, then adjacent references joined
+// past MaxRefTokens (when there are so many that their markers alone
+// overflow), then pinned and preserved messages, newest first, then the
+// system prompt, and at last any adjacent markers joined, clipped ones
+// included (when even the markers of what may not be evicted overflow a
+// budget that small). A segment is clipped (shown as a marker with as much of
+// its head and tail as fits; a clipped one again, shorter) only when that
+// makes it smaller.
 func (l *Layout) clip() {
-	over := l.Tokens() - l.o.Budget
-	if over <= 0 {
-		return
-	}
-	// The newest segments that may go first, then the fixed ones, newest
-	// first, the system prompt last; each kept or clipped already (a
-	// clipped one is clipped again, shorter).
-	var order []int
-	for pass := range 3 {
+	for pass := range 5 {
+		if pass == 1 || pass == 4 {
+			l.joinRefs(pass == 4)
+			continue
+		}
 		for i := len(l.segs) - 1; i >= 0; i-- {
+			over := l.Tokens() - l.o.Budget
+			if over <= 0 {
+				return
+			}
 			s := &l.segs[i]
-			if s.Kind == Evicted {
+			if s.Kind == Evicted || l.clipPass(s) != pass {
 				continue
 			}
-			system := l.msgs[s.From].Role == RoleSystem
-			if pass == 0 && l.evictable(s) || pass == 1 && !l.evictable(s) && !system || pass == 2 && system {
-				order = append(order, i)
+			c := *s
+			before := c.shown()
+			c.Kind = Clipped
+			l.mark(&c)
+			if c.MarkerTokens >= before {
+				continue
 			}
+			c.Excerpt = l.headTail(c.From, c.To, before-over-c.MarkerTokens)
+			*s = c
 		}
 	}
-	for _, i := range order {
-		if over = l.Tokens() - l.o.Budget; over <= 0 {
-			return
+}
+
+// clipPass is the pass of clip that may clip s: 0 when it may be
+// evicted, 2 when it is pinned or preserved, 3 for the system prompt.
+func (l *Layout) clipPass(s *Segment) int {
+	switch {
+	case l.evictable(s):
+		return 0
+	case l.msgs[s.From].Role == RoleSystem:
+		return 3
+	}
+	return 2
+}
+
+// joinRefs joins adjacent references, the oldest first, while the window
+// is over its budget: the last resort when their markers alone overflow
+// it. Their digest parts stay, in order. With clipped, clipped segments
+// join too, their excerpts dropped.
+func (l *Layout) joinRefs(clipped bool) {
+	joins := func(s *Segment) bool { return s.Kind == Evicted || clipped && s.Kind == Clipped }
+	for i := 0; i+1 < len(l.segs) && l.Tokens() > l.o.Budget; {
+		a, b := &l.segs[i], &l.segs[i+1]
+		if !joins(a) || !joins(b) || a.To != b.From {
+			i++
+			continue
 		}
-		s := &l.segs[i]
-		before := s.shown()
-		s.Kind = Clipped
-		l.mark(s)
-		allow := before - over - s.MarkerTokens
-		s.Excerpt = l.headTail(s.From, s.To, allow)
+		a.Kind, a.Excerpt = Evicted, Excerpt{}
+		a.To, a.Tokens = b.To, a.Tokens+b.Tokens
+		a.Digest = append(a.Digest, b.Digest...)
+		l.mark(a)
+		l.segs = slices.Delete(l.segs, i+1, i+2)
 	}
 }
 
