@@ -25,7 +25,9 @@
 // recomputes from what it was given. A [Spec] names a strategy at a budget
 // and makes a new one for each run. [Baselines] are the README's two:
 // recency truncation ([NewRecency]) and observation masking ([NewMasking]),
-// exactly as baselines.py builds them.
+// exactly as baselines.py builds them. [NewWindow] is engram's window
+// (window.Layout) over a run, each command a tool call and its observation
+// the call's result; [Windows] names it at each budget.
 //
 // # Scores
 //
