@@ -84,19 +84,19 @@ func (s *windowStrategy) Context() ([]Block, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	items := s.l.Items()
-	blocks := make([]Block, 0, len(items))
-	for _, it := range items {
+	pieces := s.l.Pieces()
+	blocks := make([]Block, 0, len(pieces))
+	for _, it := range pieces {
 		switch it.Kind {
-		case window.ItemMessage:
+		case window.PieceMessage:
 			blocks = append(blocks, Block{Kind: Kept, Index: it.From})
-		case window.ItemMarker:
+		case window.PieceMarker:
 			covers := make([]int, 0, it.To-it.From)
 			for i := it.From; i < it.To; i++ {
 				covers = append(covers, i)
 			}
 			blocks = append(blocks, Block{Kind: Marker, Text: it.Text, Tokens: it.Tokens, Covers: covers})
-		case window.ItemExcerpt:
+		case window.PieceExcerpt:
 			blocks = append(blocks, Block{Kind: Excerpt, Text: it.Text, Tokens: it.Tokens, Covers: it.Sources})
 		}
 	}

@@ -24,7 +24,7 @@ func entities(text string, yield func(string)) {
 		for q < len(text) && isEntityByte(text[q]) {
 			q++
 		}
-		if e := trimEntity(text[p:q]); isEntity(e) {
+		if e := trimEntity(text[p:q]); isEntityName(e) {
 			yield(e)
 		}
 		p = q
@@ -47,7 +47,7 @@ func trimEntity(s string) string {
 	return s
 }
 
-func isEntity(s string) bool {
+func isEntityName(s string) bool {
 	if len(s) < MinEntityBytes {
 		return false
 	}

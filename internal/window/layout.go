@@ -91,7 +91,7 @@ type Options struct {
 
 // A Layout is a window over one conversation: its messages, and how it
 // shows them under its budget. Append adds a message and evicts when the
-// window crosses its threshold; Items is what the window shows. A Layout
+// window crosses its threshold; Pieces is what the window shows. A Layout
 // is a pure function of its options and the messages appended: the same
 // messages give the same layout, byte for byte, so that a store-backed
 // window that appends the same messages makes the same decisions. It is
@@ -629,23 +629,23 @@ func validPrefix(s string, n int) string {
 	return s[:n]
 }
 
-// An ItemKind is what an Item of a window is.
-type ItemKind uint8
+// A PieceKind is what a Piece of a window is.
+type PieceKind uint8
 
-// Item kinds.
+// Piece kinds.
 const (
-	// ItemMessage is a message shown whole.
-	ItemMessage ItemKind = iota + 1
-	// ItemMarker is a reference marker standing for msgs[From:To].
-	ItemMarker
-	// ItemExcerpt is text kept verbatim from messages not shown whole.
-	ItemExcerpt
+	// PieceMessage is a message shown whole.
+	PieceMessage PieceKind = iota + 1
+	// PieceMarker is a reference marker standing for msgs[From:To].
+	PieceMarker
+	// PieceExcerpt is text kept verbatim from messages not shown whole.
+	PieceExcerpt
 )
 
-// An Item is one piece of what a window shows.
-type Item struct {
-	Kind ItemKind
-	// From and To are the messages shown (one, for ItemMessage) or stood
+// A Piece is one piece of what a window shows.
+type Piece struct {
+	Kind PieceKind
+	// From and To are the messages shown (one, for PieceMessage) or stood
 	// for.
 	From, To int
 	Text     string
@@ -655,31 +655,31 @@ type Item struct {
 	Sources []int
 }
 
-// Items returns what the window shows, in order: each segment (a message
+// Pieces returns what the window shows, in order: each segment (a message
 // kept; the digest parts and marker of an evicted segment; the marker and
 // excerpt of a clipped one).
-func (l *Layout) Items() []Item {
-	var items []Item
+func (l *Layout) Pieces() []Piece {
+	var pieces []Piece
 	for i := range l.segs {
 		s := &l.segs[i]
 		switch s.Kind {
 		case Kept:
 			for j := s.From; j < s.To; j++ {
-				items = append(items, Item{Kind: ItemMessage, From: j, To: j + 1, Tokens: l.msgs[j].Tokens})
+				pieces = append(pieces, Piece{Kind: PieceMessage, From: j, To: j + 1, Tokens: l.msgs[j].Tokens})
 			}
 		default:
 			for _, e := range s.Digest {
-				items = append(items, excerptItem(e))
+				pieces = append(pieces, excerptPiece(e))
 			}
-			items = append(items, Item{Kind: ItemMarker, From: s.From, To: s.To, Text: s.Marker, Tokens: s.MarkerTokens})
+			pieces = append(pieces, Piece{Kind: PieceMarker, From: s.From, To: s.To, Text: s.Marker, Tokens: s.MarkerTokens})
 			if s.Excerpt.Text != "" {
-				items = append(items, excerptItem(s.Excerpt))
+				pieces = append(pieces, excerptPiece(s.Excerpt))
 			}
 		}
 	}
-	return items
+	return pieces
 }
 
-func excerptItem(e Excerpt) Item {
-	return Item{Kind: ItemExcerpt, From: e.Sources[0], To: e.Sources[len(e.Sources)-1] + 1, Text: e.Text, Tokens: e.Tokens, Sources: e.Sources}
+func excerptPiece(e Excerpt) Piece {
+	return Piece{Kind: PieceExcerpt, From: e.Sources[0], To: e.Sources[len(e.Sources)-1] + 1, Text: e.Text, Tokens: e.Tokens, Sources: e.Sources}
 }

@@ -128,12 +128,12 @@ func TestLayout_Huge(t *testing.T) {
 	if l.Tokens() > 1000 {
 		t.Fatalf("%d tokens over 1000", l.Tokens())
 	}
-	items := l.Items()
+	items := l.Pieces()
 	last := items[len(items)-1]
-	if last.Kind != ItemExcerpt || !strings.HasPrefix(last.Text, "cat huge.log\nline 0 of") || !strings.HasSuffix(last.Text, "line 4999 of a very long log: naïve café ✓\n") {
+	if last.Kind != PieceExcerpt || !strings.HasPrefix(last.Text, "cat huge.log\nline 0 of") || !strings.HasSuffix(last.Text, "line 4999 of a very long log: naïve café ✓\n") {
 		t.Errorf("excerpt of the huge result: %.80q … %q", last.Text, last.Text[max(0, len(last.Text)-60):])
 	}
-	if items[len(items)-2].Kind != ItemMarker {
+	if items[len(items)-2].Kind != PieceMarker {
 		t.Errorf("no marker before the excerpt: %+v", items)
 	}
 
@@ -231,7 +231,7 @@ func TestLayout_Properties(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if diff := cmp.Diff(l.Items(), again.Items()); diff != "" {
+		if diff := cmp.Diff(l.Pieces(), again.Pieces()); diff != "" {
 			t.Fatalf("seed %d: the same messages gave another window (-first +second):\n%s", seed, diff)
 		}
 	}
@@ -249,16 +249,16 @@ func checkLayout(t *testing.T, name string, l *Layout) {
 	}
 	where := make([]string, len(msgs)) // "kept" or the marker's text
 	total := 0
-	var excerpts []Item
-	for _, it := range l.Items() {
+	var excerpts []Piece
+	for _, it := range l.Pieces() {
 		total += it.Tokens
 		switch it.Kind {
-		case ItemMessage:
+		case PieceMessage:
 			if where[it.From] != "" {
 				t.Fatalf("%s: message %d shown twice", name, it.From)
 			}
 			where[it.From] = "kept"
-		case ItemMarker:
+		case PieceMarker:
 			m, err := ctxref.Parse(it.Text)
 			if err != nil || m.ID != fmt.Sprintf("ref-%d-%d", it.From, it.To) || m.TurnFrom != it.From+1 || m.TurnTo != it.To {
 				t.Fatalf("%s: marker %q for %d-%d: %+v, %v", name, it.Text, it.From, it.To, m, err)
@@ -272,7 +272,7 @@ func checkLayout(t *testing.T, name string, l *Layout) {
 			if got := o200k.Count(it.Text); got != it.Tokens {
 				t.Fatalf("%s: marker of %d tokens counted %d", name, got, it.Tokens)
 			}
-		case ItemExcerpt:
+		case PieceExcerpt:
 			excerpts = append(excerpts, it)
 			if got := o200k.Count(it.Text); got != it.Tokens {
 				t.Fatalf("%s: excerpt of %d tokens counted %d", name, got, it.Tokens)
