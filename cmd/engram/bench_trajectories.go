@@ -45,8 +45,8 @@ scores are the README's of that folder, computed as its baselines.py does
 
 The strategies are recency truncation and observation masking (the last 5
 observations whole, older ones a placeholder of 12 tokens), the baselines,
-and engram's window (internal/window's Layout with the default role's
-policy, at budgets of 256 tokens or more): each command a tool call and
+and engram's window (internal/window's Layout with its policy for an
+agent's tool loop, at budgets of 256 tokens or more): each command a tool call and
 its observation the call's result, evicted runs replaced by reference
 markers, lines of evicted observations kept in a digest, a message too
 large shown as its head and tail. The window's limits are the budget

@@ -11,9 +11,9 @@ import (
 // WindowName names engram's window in reports.
 const WindowName = "engram window"
 
-// WindowPolicy is the policy of the replay's window: the default role's
-// (a harness's agent), as the window package gives it.
-func WindowPolicy() window.Policy { return window.PolicyFor(window.DefaultRole) }
+// WindowPolicy is the policy of the replay's window: the window
+// package's for an agent in a tool loop.
+func WindowPolicy() window.Policy { return window.ToolLoopPolicy() }
 
 // Windows returns engram's window at each budget of window.MinBudget or
 // more (a window takes no less).

@@ -34,7 +34,7 @@ func counted(m Message) Message {
 
 func newLayout(t testing.TB, budget int) *Layout {
 	t.Helper()
-	l, err := NewLayout(Options{Policy: PolicyFor("claude"), Budget: budget, Count: o200k.Count})
+	l, err := NewLayout(Options{Policy: ToolLoopPolicy(), Budget: budget, Count: o200k.Count})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestLayout_Properties(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 3))
 		msgs := randomWindowConversation(r, 5+r.IntN(80))
 		budget := []int{300, 800, 2000, 6000}[r.IntN(4)]
-		p := PolicyFor([]string{"claude", "librarian", "architect"}[r.IntN(3)])
+		p := []Policy{ToolLoopPolicy(), PolicyFor("claude"), PolicyFor("librarian"), PolicyFor("architect")}[r.IntN(4)]
 		p.Clip = []float64{0, 0.3}[r.IntN(2)]
 		l, err := NewLayout(Options{Policy: p, Budget: budget, Count: o200k.Count})
 		if err != nil {

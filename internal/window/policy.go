@@ -72,15 +72,24 @@ const DefaultMaxRefTokens = 8000
 // step. The seed hands pipeline roles (engineer, tester, ...) to a new
 // instance at 75 % instead; until handoff is built, they and any other
 // role (a harness's agent, such as claude or codex) evict by recency at
-// 75 %, down to 40 % of which a digest of evicted tool results may take
-// 30 %, keeping the newest step whole: the settings that met the
-// trajectory replay's goals (BENCHMARKS.md, "Trajectory replay").
+// 75 %. ToolLoopPolicy is the policy measured for an agent's tool loop.
 var Policies = map[string]Policy{
 	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Preserve: []store.ContentType{store.UserPrompt}},
 	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Preserve: []store.ContentType{store.UserPrompt}},
 	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Preserve: []store.ContentType{store.ResearchPaper}},
 	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Preserve: []store.ContentType{store.PlanWorkflow}},
-	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.40, KeepTurns: 5, KeepUnits: 1, Digest: 0.30},
+	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5},
+}
+
+// ToolLoopPolicy is the policy of a Layout for an agent in a tool loop (a
+// harness's agent: claude, codex, mini-swe-agent), measured on the
+// trajectory replay (BENCHMARKS.md, "Trajectory replay"): the default
+// role's, evicting at 75 % down to 40 % of the room, of which a digest of
+// evicted tool results may take 30 %, the newest step kept whole.
+func ToolLoopPolicy() Policy {
+	p := PolicyFor(DefaultRole)
+	p.Target, p.Digest, p.KeepUnits = 0.40, 0.30, 1
+	return p
 }
 
 // DefaultRole is the policy of a role the table does not name.
