@@ -44,8 +44,14 @@ scores are the README's of that folder, computed as its baselines.py does
                      or an observation without its action
 
 The strategies are recency truncation and observation masking (the last 5
-observations whole, older ones a placeholder of 12 tokens), the baselines
-engram's context windows are measured against.
+observations whole, older ones a placeholder of 12 tokens), the baselines,
+and engram's window (internal/window's Layout with its policy for an
+agent's tool loop, at budgets of 256 tokens or more): each command a tool call and
+its observation the call's result, evicted runs replaced by reference
+markers, lines of evicted observations kept in a digest, a message too
+large shown as its head and tail. The window's limits are the budget
+itself: the replay reserves nothing for the response, as the baselines
+do not.
 
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
 project; --file and --counts name other runs in the same format. Bad input
@@ -85,7 +91,7 @@ is an error naming the file and line.`,
 			// a few seconds.
 			progress := newProgress(a.stderr, "replaying", int64(len(runs)))
 			shown := false
-			rep, err := trajectory.ReplayAll(cmd.Context(), runs, trajectory.Baselines(budgets...), func(n int) {
+			rep, err := trajectory.ReplayAll(cmd.Context(), runs, append(trajectory.Baselines(budgets...), trajectory.Windows(budgets...)...), func(n int) {
 				if time.Since(start) > 3*time.Second {
 					progress.update(int64(n))
 					shown = true

@@ -51,6 +51,9 @@ func TestCLI_BenchTrajectories(t *testing.T) {
 		"recency truncation 70 0.667 0.667 0.667 0.771 0.927 0 1",
 		"recency truncation 1,000 1.000 1.000 1.000 1.000 1.000 0 0",
 		"observation masking (last 5 whole) 70 0.667",
+		// The window takes no budget under 256 tokens; at 1,000 it
+		// holds everything.
+		"engram window 1,000 1.000 1.000 1.000 1.000 1.000 0 0",
 		"full history - 1.000 1.000 1.000 1.000 1.000 0 0",
 		"read 1 runs in",
 	} {

@@ -18,12 +18,16 @@
 // (t ≥ 3), asks for the context that would be sent ([Strategy.Context]),
 // which therefore depends on messages[:t] only. A context is an ordered
 // list of blocks ([Block]): a message kept whole, a placeholder standing for a
-// masked message, or a reference marker standing for evicted messages. A
+// masked message, a reference marker standing for evicted messages, or an
+// excerpt: text kept verbatim from messages not sent whole (each of its
+// lines part of a message it names, which the replay checks). A
 // window that appends and evicts fits as it is; a stateless strategy
 // recomputes from what it was given. A [Spec] names a strategy at a budget
 // and makes a new one for each run. [Baselines] are the README's two:
 // recency truncation ([NewRecency]) and observation masking ([NewMasking]),
-// exactly as baselines.py builds them.
+// exactly as baselines.py builds them. [NewWindow] is engram's window
+// (window.Layout) over a run, each command a tool call and its observation
+// the call's result; [Windows] names it at each budget.
 //
 // # Scores
 //
@@ -43,9 +47,10 @@
 //     outside any reference marker. As in baselines.py, the lines are those
 //     of every observation of the run, and "in the context" is a substring
 //     test on the text of the messages kept; neither needles nor lines hold
-//     a line break, so the test is made message by message;
+//     a line break, so the test is made message by message, and excerpt by
+//     excerpt;
 //   - string recall: the needle is anywhere in the context: in a message
-//     kept or in a marker's text (a placeholder's text is not scored, as
+//     kept, an excerpt or a marker's text (a placeholder's text is not scored, as
 //     baselines.py leaves it out);
 //   - within one expansion: line recall counting also the lines of the
 //     messages a marker in the context stands for;
@@ -53,7 +58,7 @@
 //     the counts file, a placeholder or marker what the strategy says;
 //   - effective tokens with a prompt cache: the context is compared with the
 //     previous turn's block by block (a message or placeholder by its index,
-//     a marker by its text); the tokens of the common leading blocks cost
+//     a marker or an excerpt by its text); the tokens of the common leading blocks cost
 //     0.1, the rest 1.0. Summed in tenths of a token, so exactly;
 //   - validity: contexts over the budget, and contexts that keep an action
 //     (an assistant message at index ≥ 2) without its observation (the user

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -302,6 +303,37 @@ func (a *analysis) hasLine(n, i int) bool {
 	return f&hasLine != 0
 }
 
+// textHasLine reports whether text holds a line of an observation that
+// contains needle n: the test hasLine makes of a message, for an excerpt.
+func (a *analysis) textHasLine(n int, text string) bool {
+	for _, l := range a.lines[n] {
+		if strings.Contains(text, l) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkExcerpt checks that an excerpt sent before message t quotes only
+// messages given: each of its lines is part of a message it names.
+func (a *analysis) checkExcerpt(b Block, t int) error {
+	if len(b.Covers) == 0 && b.Text != "" {
+		return fmt.Errorf("an excerpt names no message it quotes")
+	}
+	for _, i := range b.Covers {
+		if i < 0 || i >= t {
+			return fmt.Errorf("excerpt quotes message %d, not among the %d messages given", i, t)
+		}
+	}
+	for line := range strings.SplitSeq(b.Text, "\n") {
+		if line == "" || slices.ContainsFunc(b.Covers, func(i int) bool { return strings.Contains(a.text[i], line) }) {
+			continue
+		}
+		return fmt.Errorf("excerpt line %q is in none of messages %v", line, b.Covers)
+	}
+	return nil
+}
+
 // replay feeds run to s and scores its context at every turn.
 func (a *analysis) replay(run Run, s Strategy, budget int) (Score, error) {
 	var sc Score
@@ -309,13 +341,16 @@ func (a *analysis) replay(run Run, s Strategy, budget int) (Score, error) {
 	// state says where each message is in the context: 0 absent, 1 in
 	// place (kept or placeholder), 2+k under the context's marker k.
 	state := make([]int, len(a.text))
+	// checked holds the excerpts checked already: a window sends the same
+	// ones turn after turn.
+	checked := map[string]bool{}
 	for t, m := range run.Messages {
 		if a.isTurn(t) {
 			blocks, err := s.Context()
 			if err != nil {
 				return sc, fmt.Errorf("context at message %d: %w", t, err)
 			}
-			if err := a.score(&sc, t, blocks, prev, state[:t], run.Tokens, budget); err != nil {
+			if err := a.score(&sc, t, blocks, prev, state[:t], run.Tokens, budget, checked); err != nil {
 				return sc, fmt.Errorf("context at message %d: %w", t, err)
 			}
 			prev = blocks
@@ -328,8 +363,9 @@ func (a *analysis) replay(run Run, s Strategy, budget int) (Score, error) {
 }
 
 // score adds to sc the figures of the context blocks sent before message
-// t, after prev. state is scratch space, one element per message before t.
-func (a *analysis) score(sc *Score, t int, blocks, prev []Block, state, tokens []int, budget int) error {
+// t, after prev. state is scratch space, one element per message before t;
+// checked holds the excerpts found good before (by text and messages).
+func (a *analysis) score(sc *Score, t int, blocks, prev []Block, state, tokens []int, budget int, checked map[string]bool) error {
 	clear(state)
 	var total, cached int64
 	common := true // blocks so far equal prev's
@@ -356,6 +392,15 @@ func (a *analysis) score(sc *Score, t int, blocks, prev []Block, state, tokens [
 				if state[i] == 0 {
 					state[i] = 2 + k
 				}
+			}
+			cost = b.Tokens
+		case Excerpt:
+			key := fmt.Sprint(b.Covers, b.Text)
+			if !checked[key] {
+				if err := a.checkExcerpt(b, t); err != nil {
+					return fmt.Errorf("block %d: %w", k, err)
+				}
+				checked[key] = true
 			}
 			cost = b.Tokens
 		default:
@@ -395,6 +440,11 @@ func (a *analysis) score(sc *Score, t int, blocks, prev []Block, state, tokens [
 				for _, i := range b.Covers {
 					exp = exp || a.hasLine(n, i)
 				}
+			case Excerpt:
+				if strings.Contains(b.Text, a.needles[n]) {
+					str = true
+					line = line || a.textHasLine(n, b.Text)
+				}
 			}
 			if line && str {
 				break
@@ -414,12 +464,13 @@ func (a *analysis) score(sc *Score, t int, blocks, prev []Block, state, tokens [
 }
 
 // sameBlock reports whether a provider's cache sees a and b as the same
-// bytes: the same message in the same form, or the same marker text.
+// bytes: the same message in the same form, or the same marker or excerpt
+// text.
 func sameBlock(a, b Block) bool {
 	if a.Kind != b.Kind {
 		return false
 	}
-	if a.Kind == Marker {
+	if a.Kind == Marker || a.Kind == Excerpt {
 		return a.Text == b.Text
 	}
 	return a.Index == b.Index

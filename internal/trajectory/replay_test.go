@@ -126,6 +126,65 @@ func TestReplay_Scores(t *testing.T) {
 	}
 }
 
+// TestReplay_Excerpt scores excerpts: text kept verbatim from messages
+// not sent whole. Their whole lines count for line recall, their text for
+// string recall, and the cache compares them by text.
+func TestReplay_Excerpt(t *testing.T) {
+	excerpt := func(text string, tokens int, covers ...int) trajectory.Block {
+		return trajectory.Block{Kind: trajectory.Excerpt, Text: text, Tokens: tokens, Covers: covers}
+	}
+	a := trajectory.Block{Kind: trajectory.Marker, Text: "[CTX-REF:a]", Tokens: 7, Covers: []int{2, 3}}
+	b := trajectory.Block{Kind: trajectory.Marker, Text: "[CTX-REF:b]", Tokens: 9, Covers: []int{2, 3, 4, 5}}
+	lines := excerpt("src/lexer.py\nparse_tokens(stream", 6, 3, 5)
+	contexts := map[int][]trajectory.Block{
+		// 41 tokens. src/parser.py: its line, in the excerpt.
+		4: {kept(0), kept(1), a, excerpt("src/parser.py", 4, 3)},
+		// 45 tokens, 30 cached. src/lexer.py: its line, in the excerpt.
+		// parse_tokens: in the excerpt, but not its whole line "def
+		// parse_tokens(stream):"; back within one expansion through b, as
+		// is stream.read.
+		6: {kept(0), kept(1), b, lines},
+		// 56 tokens, 45 cached (the excerpt is the same text). 12345: its
+		// line, in 7. parse_tokens: as at 6.
+		8: {kept(0), kept(1), b, lines, kept(6), kept(7)},
+	}
+	_, scores, err := trajectory.Replay(smallRun(), []trajectory.Spec{spec(50, contexts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := trajectory.Score{Turns: 3, Needles: 6,
+		LineHits:      1 + 1 + 1,
+		StringHits:    1 + 2 + 2,
+		ExpansionHits: 1 + 3 + 2,
+		TokensSent:    41 + 45 + 56,
+		CachedTokens:  0 + 30 + 45,
+		OverBudget:    1,
+	}
+	if diff := cmp.Diff(want, scores[0]); diff != "" {
+		t.Errorf("scores mismatch (-want +got):\n%s", diff)
+	}
+
+	for _, tt := range []struct {
+		name  string
+		block trajectory.Block
+		want  string
+	}{
+		{"NotVerbatim", excerpt("src/parser.py\nsrc/main.py", 4, 3), `excerpt line "src/main.py" is in none of messages [3]`},
+		{"NotItsMessage", excerpt("src/parser.py", 4, 2), `excerpt line "src/parser.py" is in none of messages [2]`},
+		{"Future", excerpt("ok", 1, 7), "excerpt quotes message 7, not among the 4 messages given"},
+		{"NoMessage", excerpt("src/parser.py", 4), "an excerpt names no message it quotes"},
+		{"NegativeTokens", excerpt("src", -1, 3), "block 2: -1 tokens"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			contexts := map[int][]trajectory.Block{4: {kept(0), kept(1), tt.block}}
+			_, _, err := trajectory.Replay(smallRun(), []trajectory.Spec{spec(0, contexts)})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got error %v, want one holding %q", err, tt.want)
+			}
+		})
+	}
+}
+
 // TestReplay_LineAnywhere checks a consequence of the README's definition
 // of line recall, as baselines.py computes it: a line counts wherever it
 // stands in the context, here in an assistant message that quotes it.

@@ -35,6 +35,12 @@ const (
 	// Marker is a reference marker ([CTX-REF:…]) standing for evicted
 	// messages, which expand back from it.
 	Marker
+	// Excerpt is text kept verbatim from messages that are not sent whole
+	// (lines of evicted observations, or the head and tail of a message
+	// too large for the budget). It keeps no message's place: the messages
+	// it quotes are in the context only through a marker, if one stands
+	// for them.
+	Excerpt
 )
 
 // A Block is one piece of a context.
@@ -42,12 +48,15 @@ type Block struct {
 	Kind Kind
 	// Index is the message kept or stood for (Kept, Placeholder).
 	Index int
-	// Tokens is what a placeholder or marker costs. A kept message costs
-	// its count from the counts file, whatever Tokens says.
+	// Tokens is what a placeholder, marker or excerpt costs. A kept
+	// message costs its count from the counts file, whatever Tokens says.
 	Tokens int
-	// Text is a marker's text, as sent. A placeholder's text is not scored.
+	// Text is a marker's or an excerpt's text, as sent. A placeholder's
+	// text is not scored.
 	Text string
-	// Covers are the messages a marker stands for.
+	// Covers are the messages a marker stands for, or those an excerpt's
+	// text is taken from: each line of an excerpt is part of one of them,
+	// verbatim.
 	Covers []int
 }
 

@@ -7,8 +7,11 @@
 // This file set is the window's pure core, with no store: messages as
 // content blocks (message.go), the one rule that keeps a tool call with
 // its result (units.go), the budget and thresholds by agent role
-// (policy.go), and which runs of messages leave the window when it crosses
-// its threshold (evict.go).
+// (policy.go), which runs of messages leave the window when it crosses
+// its threshold (evict.go), and the window itself as a pure value
+// (layout.go: Layout, where to start): its segments kept, evicted behind
+// markers or clipped, and its digest of lines of evicted tool results
+// (digest.go, lines.go, entities.go).
 //
 // The core follows seed 000 ("Memory Management Thresholds", "Eviction
 // Strategies") where it is sound, and departs from it where it is not:

@@ -37,13 +37,30 @@ type Policy struct {
 	// Evict is the share at which the window evicts; Target the share it
 	// evicts down to, in one step.
 	Evict, Target float64
-	// KeepTurns is how many of the latest turns stay whatever their size.
+	// KeepTurns is how many of the latest turns stay whatever their size
+	// (SelectRecency).
 	KeepTurns int
+	// KeepUnits is how many of the newest units a Layout keeps whole
+	// through an eviction (at least 1): in an agent's tool loop one user
+	// turn holds hundreds of steps, so the window counts steps. They go
+	// too, but the newest, when the window cannot fit its budget
+	// otherwise.
+	KeepUnits int
 	// Preserve are content types that are never evicted.
 	Preserve []store.ContentType
 	// MaxRefTokens caps the tokens one reference stands for, so that an
 	// expanded reference can be re-admitted whole.
 	MaxRefTokens int
+	// Digest is the share of the room (the budget less what may not be
+	// evicted) that the digest may take: lines of evicted tool results
+	// kept verbatim. Zero keeps none.
+	Digest float64
+	// MarkerEntities is how many entities a marker names.
+	MarkerEntities int
+	// Clip is the share of the room that one unit may take: a larger one
+	// is shown clipped (a marker, and its head and tail within the share)
+	// from the start. Zero shows every unit whole while it fits.
+	Clip float64
 }
 
 // DefaultMaxRefTokens caps the size of one reference.
@@ -55,13 +72,24 @@ const DefaultMaxRefTokens = 8000
 // step. The seed hands pipeline roles (engineer, tester, ...) to a new
 // instance at 75 % instead; until handoff is built, they and any other
 // role (a harness's agent, such as claude or codex) evict by recency at
-// 75 %.
+// 75 %. ToolLoopPolicy is the policy measured for an agent's tool loop.
 var Policies = map[string]Policy{
 	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Preserve: []store.ContentType{store.UserPrompt}},
 	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Preserve: []store.ContentType{store.UserPrompt}},
 	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Preserve: []store.ContentType{store.ResearchPaper}},
 	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Preserve: []store.ContentType{store.PlanWorkflow}},
 	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5},
+}
+
+// ToolLoopPolicy is the policy of a Layout for an agent in a tool loop (a
+// harness's agent: claude, codex, mini-swe-agent), measured on the
+// trajectory replay (BENCHMARKS.md, "Trajectory replay"): the default
+// role's, evicting at 75 % down to 40 % of the room, of which a digest of
+// evicted tool results may take 30 %, the newest step kept whole.
+func ToolLoopPolicy() Policy {
+	p := PolicyFor(DefaultRole)
+	p.Target, p.Digest, p.KeepUnits = 0.40, 0.30, 1
+	return p
 }
 
 // DefaultRole is the policy of a role the table does not name.
@@ -96,6 +124,12 @@ func (p Policy) Validate() error {
 	}
 	if p.KeepTurns < 0 || p.MaxRefTokens <= 0 {
 		return fmt.Errorf("%w: keep_turns must not be negative, max_ref_tokens must be positive", ErrInvalid)
+	}
+	if p.Clip < 0 || p.Clip > 1 {
+		return fmt.Errorf("%w: the clip share (%.2f) must be within [0, 1]", ErrInvalid, p.Clip)
+	}
+	if p.Digest < 0 || p.Digest >= p.Target || p.MarkerEntities < 0 {
+		return fmt.Errorf("%w: the digest's share (%.2f) must be within [0, the target %.2f), marker entities not negative", ErrInvalid, p.Digest, p.Target)
 	}
 	return nil
 }

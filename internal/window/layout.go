@@ -1,0 +1,685 @@
+package window
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// A SegmentKind says how a window shows a segment's messages.
+type SegmentKind uint8
+
+// Segment kinds.
+const (
+	// Kept messages are shown whole.
+	Kept SegmentKind = iota + 1
+	// Evicted messages are shown as one reference marker.
+	Evicted
+	// Clipped messages, too large for the window, are shown as a marker
+	// and an excerpt of their head and tail.
+	Clipped
+)
+
+// A Segment is a run of messages, msgs[From:To], that a window shows one
+// way: whole units (see Units) kept, or evicted behind one reference.
+type Segment struct {
+	Kind     SegmentKind
+	From, To int
+	// Tokens is what the messages take whole.
+	Tokens int
+	// Marker is the reference marker shown for Evicted and Clipped
+	// segments, and MarkerTokens its size.
+	Marker       string
+	MarkerTokens int
+	// Excerpt is what a Clipped segment shows of its messages.
+	Excerpt Excerpt
+	// Digest holds the parts of the window's digest shown before an
+	// Evicted segment's marker: lines of evicted tool results, each part
+	// chosen by one eviction (see Layout.evict).
+	Digest []Excerpt
+}
+
+// shown is what the segment takes in the window.
+func (s *Segment) shown() int {
+	if s.Kind == Kept {
+		return s.Tokens
+	}
+	return s.MarkerTokens + s.Excerpt.Tokens + s.digest()
+}
+
+// digest is what the segment's digest parts take.
+func (s *Segment) digest() int {
+	n := 0
+	for _, e := range s.Digest {
+		n += e.Tokens
+	}
+	return n
+}
+
+// An Excerpt is text a window keeps verbatim from messages it does not
+// show whole: each line of Text is part of one of the messages Sources.
+type Excerpt struct {
+	Text   string
+	Tokens int
+	// Sources are the messages quoted, in order.
+	Sources []int
+}
+
+// MinBudget is the smallest budget a Layout takes: room for a few
+// markers, which a window of any conversation can be reduced to.
+const MinBudget = 256
+
+// Options are what Layout needs beside the policy.
+type Options struct {
+	// Policy is the window's policy; its zero fields are PolicyFor's
+	// default's.
+	Policy Policy
+	// Budget is the most tokens the window shows (Limits.Budget).
+	Budget int
+	// Count counts the tokens of a text in the window's encoding: markers
+	// and excerpts are counted with it. Required.
+	Count func(string) int
+	// RefID names the reference standing for msgs[from:to]. Nil names it
+	// "ref-<from>-<to>"; the decisions depend on it only through the
+	// marker's size.
+	RefID func(from, to int) string
+}
+
+// A Layout is a window over one conversation: its messages, and how it
+// shows them under its budget. Append adds a message and evicts when the
+// window crosses its threshold; Pieces is what the window shows. A Layout
+// is a pure function of its options and the messages appended: the same
+// messages give the same layout, byte for byte, so that a store-backed
+// window that appends the same messages makes the same decisions. It is
+// not safe for concurrent use.
+type Layout struct {
+	o     Options
+	msgs  []Message
+	units []Unit
+	segs  []Segment
+	ix    *index
+	// evictions counts the times the window evicted.
+	evictions int
+}
+
+// NewLayout returns an empty window with options o.
+func NewLayout(o Options) (*Layout, error) {
+	def := PolicyFor(DefaultRole)
+	p := &o.Policy
+	if p.Strategy == "" {
+		p.Strategy = def.Strategy
+	}
+	if p.Evict == 0 && p.Target == 0 {
+		p.Evict, p.Target = def.Evict, def.Target
+	}
+	if p.MaxRefTokens == 0 {
+		p.MaxRefTokens = DefaultMaxRefTokens
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Budget < MinBudget {
+		return nil, fmt.Errorf("%w: a budget of %d tokens (the least is %d)", ErrInvalid, o.Budget, MinBudget)
+	}
+	if o.Count == nil {
+		return nil, fmt.Errorf("%w: no token counter", ErrInvalid)
+	}
+	if o.RefID == nil {
+		o.RefID = func(from, to int) string { return fmt.Sprintf("ref-%d-%d", from, to) }
+	}
+	return &Layout{o: o, ix: newIndex()}, nil
+}
+
+// Append adds the conversation's next message and lays the window out
+// again: past its threshold, the window evicts (see Evict). A message that
+// breaks the conversation (a result without its call, a call id used
+// twice) is refused and the window left as it was.
+func (l *Layout) Append(m Message) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	msgs := append(l.msgs, m)
+	units, err := Units(msgs)
+	if err != nil {
+		l.msgs = msgs[:len(msgs)-1]
+		return err
+	}
+	l.msgs, l.units = msgs, units
+	l.ix.add(len(msgs)-1, &msgs[len(msgs)-1])
+	l.resegment()
+	l.clipNewest()
+	if n := l.Tokens(); n > l.high() || n > l.o.Budget {
+		l.evict()
+	}
+	return nil
+}
+
+// clipNewest clips the newest unit when it is larger than the policy's
+// Clip share of the room: the window shows a marker and its head and tail,
+// within that share, from the start.
+func (l *Layout) clipNewest() {
+	if l.o.Policy.Clip <= 0 || len(l.segs) == 0 {
+		return
+	}
+	s := &l.segs[len(l.segs)-1]
+	_, room := l.room()
+	limit := int(l.o.Policy.Clip * float64(room))
+	if s.Kind != Kept || !l.evictable(s) || s.Tokens <= limit {
+		return
+	}
+	s.Kind = Clipped
+	l.mark(s)
+	s.Excerpt = l.headTail(s.From, s.To, limit-s.MarkerTokens)
+}
+
+// Messages returns the conversation appended so far. The caller must not
+// change it.
+func (l *Layout) Messages() []Message { return l.msgs }
+
+// Segments returns how the window shows the conversation, in order. The
+// caller must not change it.
+func (l *Layout) Segments() []Segment { return l.segs }
+
+// Evictions reports how many times the window has evicted.
+func (l *Layout) Evictions() int { return l.evictions }
+
+// Tokens is what the window shows, in tokens: kept messages, markers,
+// excerpts and the digest.
+func (l *Layout) Tokens() int {
+	n := 0
+	for i := range l.segs {
+		n += l.segs[i].shown()
+	}
+	return n
+}
+
+// resegment lays out the messages that came since the last eviction:
+// trailing segments that are kept, or that no longer end on a unit (an
+// open call has grown), are made again, one kept segment a unit.
+func (l *Layout) resegment() {
+	ends := make(map[int]bool, len(l.units))
+	for _, u := range l.units {
+		ends[u.To] = true
+	}
+	for len(l.segs) > 0 {
+		s := &l.segs[len(l.segs)-1]
+		if s.Kind != Kept && ends[s.To] {
+			break
+		}
+		l.segs = l.segs[:len(l.segs)-1]
+	}
+	from := 0
+	if len(l.segs) > 0 {
+		from = l.segs[len(l.segs)-1].To
+	}
+	for _, u := range l.units {
+		if u.From >= from {
+			l.segs = append(l.segs, Segment{Kind: Kept, From: u.From, To: u.To, Tokens: l.sum(u.From, u.To)})
+		}
+	}
+}
+
+func (l *Layout) sum(from, to int) int {
+	n := 0
+	for i := from; i < to; i++ {
+		n += l.msgs[i].Tokens
+	}
+	return n
+}
+
+// fixed is what the window can never evict: the system prompt, pinned and
+// preserved messages, as they are shown.
+func (l *Layout) fixed() int {
+	n := 0
+	for i := range l.segs {
+		s := &l.segs[i]
+		if !l.evictable(s) {
+			n += s.shown()
+		}
+	}
+	return n
+}
+
+// room is the budget less what the window can never evict; the
+// thresholds are shares of it, above the fixed part (see Evict).
+func (l *Layout) room() (fixed, room int) {
+	fixed = l.fixed()
+	return fixed, max(0, l.o.Budget-fixed)
+}
+
+func (l *Layout) high() int {
+	fixed, room := l.room()
+	return fixed + int(l.o.Policy.Evict*float64(room))
+}
+
+// evictable reports whether a segment's messages may leave the window:
+// none is the system prompt, pinned or of a preserved type, and no call
+// waits for its result.
+func (l *Layout) evictable(s *Segment) bool {
+	if s.To == len(l.msgs) && len(l.units) > 0 && l.units[len(l.units)-1].Open {
+		return false
+	}
+	return evictable(l.msgs[s.From:s.To], l.o.Policy)
+}
+
+// evict lays the window out anew past its threshold, in four steps:
+//
+//  1. The oldest kept units that may go leave, until the window would
+//     hold at most the target with its digest's share: all but the newest
+//     KeepUnits units (steps of the agent), and those too but the newest
+//     when the window is still over its budget. An evicted unit joins the reference
+//     before it when the two are adjacent and hold at most MaxRefTokens
+//     together; a reference is one marker, so the markers stay few.
+//  2. The digest gains a part, shown before the newest reference's
+//     marker: lines of tool results no longer shown whole that hold what
+//     the agent learned from them (see chooseDigest), within the policy's
+//     Digest share of the room; past it, the digest is chosen again.
+//  3. A unit the window cannot show whole (the newest, or a task larger
+//     than the budget) is clipped: a marker and its head and tail.
+//  4. Nothing is over the budget.
+//
+// Segments before the first one it changes stay as they were, byte for
+// byte: the markers of earlier evictions are a stable prefix for a
+// provider's prompt cache.
+func (l *Layout) evict() {
+	l.evictions++
+	p := l.o.Policy
+	fixed, room := l.room()
+	target := fixed + int(p.Target*float64(room))
+	digestShare := int(p.Digest * float64(room))
+
+	// Candidates, oldest first: kept and clipped segments that may go.
+	ncand := 0
+	for i := range l.segs {
+		if s := &l.segs[i]; s.Kind != Evicted && l.evictable(s) {
+			ncand++
+		}
+	}
+	protect := max(1, p.KeepUnits)
+	digest := 0
+	for i := range l.segs {
+		digest += l.segs[i].digest()
+	}
+	shown := l.Tokens() - digest
+	goal := target - digestShare
+	// Step 1: by recency, to the target, then to the budget taking the
+	// protected units but the newest. The evicted candidates are a
+	// prefix of them.
+	out := make([]Segment, 0, len(l.segs))
+	k := 0
+	evicted := false
+	for i := range l.segs {
+		s := l.segs[i]
+		if s.Kind == Evicted || !l.evictable(&s) {
+			out = append(out, s)
+			continue
+		}
+		go1 := k < ncand-protect && shown > goal || k < ncand-1 && shown > l.o.Budget
+		k++
+		if !go1 {
+			out = append(out, s)
+			continue
+		}
+		evicted = true
+		shown -= s.shown()
+		s.Excerpt = Excerpt{}
+		s.Digest = nil
+		if n := len(out); n > 0 && out[n-1].Kind == Evicted && out[n-1].To == s.From && out[n-1].Tokens+s.Tokens <= p.MaxRefTokens {
+			prev := &out[n-1]
+			shown -= prev.MarkerTokens
+			prev.To, prev.Tokens = s.To, prev.Tokens+s.Tokens
+			l.mark(prev)
+			shown += prev.MarkerTokens
+			continue
+		}
+		s.Kind = Evicted
+		l.mark(&s)
+		shown += s.MarkerTokens
+		out = append(out, s)
+	}
+	l.segs = out
+
+	// Step 3 before 2: what must be clipped takes its room first, the
+	// digest what is left of its share.
+	l.clip()
+	last := -1
+	for i := range l.segs {
+		if l.segs[i].Kind == Evicted {
+			last = i
+		}
+	}
+	if last < 0 || !evicted {
+		return
+	}
+	free := l.o.Budget - l.Tokens()
+	part := min(free, digestShare-digest, int(PartMax*float64(digestShare)))
+	if part < int(CompactAt*float64(digestShare)) {
+		// The parts have filled the share: the digest is chosen again,
+		// whole, as one part, to CompactTo of it.
+		for i := range l.segs {
+			l.segs[i].Digest = nil
+		}
+		free = l.o.Budget - l.Tokens()
+		part = min(free, int(CompactTo*float64(digestShare)))
+	}
+	if ex := l.chooseDigest(part); ex.Text != "" {
+		l.segs[last].Digest = append(l.segs[last].Digest, ex)
+	}
+}
+
+// The digest grows by a part at each eviction, of at most PartMax of the
+// policy's Digest share, until the share left for a new part is under
+// CompactAt of it; then the digest is chosen again, whole, as one part of
+// CompactTo of the share, so that parts can be added again for a while
+// without rewriting it. (Compacting to most of the share rewrites much
+// and soon again; measured on the shared trajectories, these rewrite
+// least for the recall they keep.)
+const (
+	CompactAt = 0.1
+	CompactTo = 0.4
+	PartMax   = 0.5
+)
+
+// mark renders the marker of an evicted or clipped segment.
+func (l *Layout) mark(s *Segment) {
+	s.Marker = ctxref.Render(l.markerOf(s))
+	s.MarkerTokens = l.o.Count(s.Marker)
+}
+
+// markerOf is the marker of a segment: its span, in messages counted
+// from 1, its tokens, and the entities its assistant messages name most.
+func (l *Layout) markerOf(s *Segment) ctxref.Marker {
+	m := ctxref.Marker{ID: l.o.RefID(s.From, s.To), Type: store.RefConversation,
+		TurnFrom: s.From + 1, TurnTo: s.To, Tokens: s.Tokens}
+	m.Entities = l.topEntities(s.From, s.To, l.o.Policy.MarkerEntities)
+	return m
+}
+
+// topEntities returns the n entities the assistant named most in
+// msgs[from:to], the first named first among equals.
+func (l *Layout) topEntities(from, to, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	count := map[string]int{}
+	var order []string
+	for i := from; i < to; i++ {
+		if l.msgs[i].Role != RoleAssistant {
+			continue
+		}
+		for _, e := range l.ix.ents[i] {
+			if count[e] == 0 {
+				order = append(order, e)
+			}
+			count[e]++
+		}
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(count[b], count[a]) })
+	return order[:min(n, len(order))]
+}
+
+// clip makes the window fit its budget when evicting could not, in this
+// order: the newest segments that may go, then adjacent references joined
+// past MaxRefTokens (when there are so many that their markers alone
+// overflow), then pinned and preserved messages, newest first, then the
+// system prompt, and at last any adjacent markers joined, clipped ones
+// included (when even the markers of what may not be evicted overflow a
+// budget that small). A segment is clipped (shown as a marker with as much of
+// its head and tail as fits; a clipped one again, shorter) only when that
+// makes it smaller.
+func (l *Layout) clip() {
+	for pass := range 5 {
+		if pass == 1 || pass == 4 {
+			l.joinRefs(pass == 4)
+			continue
+		}
+		for i := len(l.segs) - 1; i >= 0; i-- {
+			over := l.Tokens() - l.o.Budget
+			if over <= 0 {
+				return
+			}
+			s := &l.segs[i]
+			if s.Kind == Evicted || l.clipPass(s) != pass {
+				continue
+			}
+			c := *s
+			before := c.shown()
+			c.Kind = Clipped
+			l.mark(&c)
+			if c.MarkerTokens >= before {
+				continue
+			}
+			c.Excerpt = l.headTail(c.From, c.To, before-over-c.MarkerTokens)
+			*s = c
+		}
+	}
+}
+
+// clipPass is the pass of clip that may clip s: 0 when it may be
+// evicted, 2 when it is pinned or preserved, 3 for the system prompt.
+func (l *Layout) clipPass(s *Segment) int {
+	switch {
+	case l.evictable(s):
+		return 0
+	case l.msgs[s.From].Role == RoleSystem:
+		return 3
+	}
+	return 2
+}
+
+// joinRefs joins adjacent references, the oldest first, while the window
+// is over its budget: the last resort when their markers alone overflow
+// it. Their digest parts stay, in order. With clipped, clipped segments
+// join too, their excerpts dropped.
+func (l *Layout) joinRefs(clipped bool) {
+	joins := func(s *Segment) bool { return s.Kind == Evicted || clipped && s.Kind == Clipped }
+	for i := 0; i+1 < len(l.segs) && l.Tokens() > l.o.Budget; {
+		a, b := &l.segs[i], &l.segs[i+1]
+		if !joins(a) || !joins(b) || a.To != b.From {
+			i++
+			continue
+		}
+		a.Kind, a.Excerpt = Evicted, Excerpt{}
+		a.To, a.Tokens = b.To, a.Tokens+b.Tokens
+		a.Digest = append(a.Digest, b.Digest...)
+		l.mark(a)
+		l.segs = slices.Delete(l.segs, i+1, i+2)
+	}
+}
+
+// headTail is an excerpt of msgs[from:to] of at most allow tokens. The
+// allowance is shared among the messages, the smaller ones first, so that
+// a short call stays whole beside a huge result; each message then shows
+// whole lines from its start, up to half of its share, and from its end,
+// a line longer than what is left being cut.
+func (l *Layout) headTail(from, to, allow int) Excerpt {
+	if allow <= 0 {
+		return Excerpt{}
+	}
+	order := make([]int, 0, to-from)
+	for i := from; i < to; i++ {
+		order = append(order, i)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(l.msgs[a].Tokens, l.msgs[b].Tokens) })
+	share := make(map[int]int, len(order))
+	left := allow
+	for k, i := range order {
+		give := min(l.msgs[i].Tokens+1, left/(len(order)-k))
+		share[i] = give
+		left -= give
+	}
+	var pieces []string
+	var src []int
+	for i := from; i < to; i++ {
+		n, texts := len(pieces), 0
+		for _, b := range l.msgs[i].Blocks {
+			if b.Text != "" {
+				texts++
+			}
+		}
+		for _, b := range l.msgs[i].Blocks {
+			if b.Text != "" {
+				pieces = append(pieces, l.headTailText(b.Text, share[i]/texts)...)
+			}
+		}
+		if len(pieces) > n {
+			src = append(src, i)
+		}
+	}
+	ex := Excerpt{Text: strings.Join(pieces, "\n"), Sources: src}
+	ex.Tokens = l.o.Count(ex.Text)
+	for ex.Tokens > allow && len(ex.Text) > 0 { // pieces counted apart can differ at their edges
+		ex.Text = cutTokens(ex.Text, allow-(ex.Tokens-allow)-1, l.o.Count)
+		ex.Tokens = l.o.Count(ex.Text)
+	}
+	if ex.Text == "" {
+		return Excerpt{}
+	}
+	return ex
+}
+
+// headTailText returns lines of text, whole or cut, of at most allow
+// tokens counted apart with their line breaks: from the start up to half
+// of it, then from the end.
+func (l *Layout) headTailText(text string, allow int) []string {
+	if allow <= 0 {
+		return nil
+	}
+	if len(text) <= 16*allow && l.o.Count(text)+1 <= allow {
+		return []string{text}
+	}
+	used := 0
+	take := func(line string, budget int) (string, bool) {
+		if len(line) <= 16*(budget-used) { // else surely too long: cut it
+			if n := l.o.Count(line) + 1; used+n <= budget {
+				used += n
+				return line, true
+			}
+		}
+		cut := cutTokens(line, budget-used-1, l.o.Count)
+		if cut == "" {
+			return "", false
+		}
+		used += l.o.Count(cut) + 1
+		return cut, true
+	}
+	var head, tail []string
+	lo, hi := 0, len(text) // text[lo:hi] is what is not taken
+	for lo < hi {
+		end := strings.IndexByte(text[lo:hi], '\n')
+		if end < 0 {
+			end = hi
+		} else {
+			end += lo
+		}
+		line, ok := take(text[lo:end], allow/2)
+		if !ok {
+			break
+		}
+		head = append(head, line)
+		if len(line) < end-lo {
+			lo = end
+			break
+		}
+		lo = end + 1
+	}
+	for lo < hi {
+		start := strings.LastIndexByte(text[lo:hi], '\n') + 1 + lo
+		line, ok := take(text[start:hi], allow)
+		if !ok {
+			break
+		}
+		tail = append(tail, line)
+		if len(line) < hi-start {
+			break
+		}
+		hi = max(lo, start-1)
+	}
+	slices.Reverse(tail)
+	return append(head, tail...)
+}
+
+// cutTokens returns the longest prefix of s, cut at a character, of at
+// most n tokens.
+func cutTokens(s string, n int, count func(string) int) string {
+	if n <= 0 {
+		return ""
+	}
+	lo, hi := 0, min(len(s), 16*n) // a token is rarely over 16 bytes
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if count(validPrefix(s, mid)) <= n {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return validPrefix(s, lo)
+}
+
+// validPrefix returns s[:n] less a character cut in two at its end.
+func validPrefix(s string, n int) string {
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// A PieceKind is what a Piece of a window is.
+type PieceKind uint8
+
+// Piece kinds.
+const (
+	// PieceMessage is a message shown whole.
+	PieceMessage PieceKind = iota + 1
+	// PieceMarker is a reference marker standing for msgs[From:To].
+	PieceMarker
+	// PieceExcerpt is text kept verbatim from messages not shown whole.
+	PieceExcerpt
+)
+
+// A Piece is one piece of what a window shows.
+type Piece struct {
+	Kind PieceKind
+	// From and To are the messages shown (one, for PieceMessage) or stood
+	// for.
+	From, To int
+	Text     string
+	// Tokens is the item's size: the message's, or its text's.
+	Tokens int
+	// Sources are the messages an excerpt quotes.
+	Sources []int
+}
+
+// Pieces returns what the window shows, in order: each segment (a message
+// kept; the digest parts and marker of an evicted segment; the marker and
+// excerpt of a clipped one).
+func (l *Layout) Pieces() []Piece {
+	var pieces []Piece
+	for i := range l.segs {
+		s := &l.segs[i]
+		switch s.Kind {
+		case Kept:
+			for j := s.From; j < s.To; j++ {
+				pieces = append(pieces, Piece{Kind: PieceMessage, From: j, To: j + 1, Tokens: l.msgs[j].Tokens})
+			}
+		default:
+			for _, e := range s.Digest {
+				pieces = append(pieces, excerptPiece(e))
+			}
+			pieces = append(pieces, Piece{Kind: PieceMarker, From: s.From, To: s.To, Text: s.Marker, Tokens: s.MarkerTokens})
+			if s.Excerpt.Text != "" {
+				pieces = append(pieces, excerptPiece(s.Excerpt))
+			}
+		}
+	}
+	return pieces
+}
+
+func excerptPiece(e Excerpt) Piece {
+	return Piece{Kind: PieceExcerpt, From: e.Sources[0], To: e.Sources[len(e.Sources)-1] + 1, Text: e.Text, Tokens: e.Tokens, Sources: e.Sources}
+}

@@ -1,0 +1,348 @@
+package window
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+var o200k = tokens.MustGet(tokens.O200kBase)
+
+// step returns a call with its text and the result it gets.
+func step(id, command, output string) []Message {
+	c := Message{Role: RoleAssistant, Blocks: []Block{{Type: BlockText, Text: command}, {Type: BlockToolUse, ID: id, Name: "bash"}}}
+	r := Message{Role: RoleUser, Blocks: []Block{{Type: BlockToolResult, ToolUseID: id, Text: output}}}
+	return []Message{counted(c), counted(r)}
+}
+
+// counted sets m's tokens: its texts', counted with o200k_base.
+func counted(m Message) Message {
+	m.Tokens = 0
+	for _, b := range m.Blocks {
+		m.Tokens += o200k.Count(b.Text)
+	}
+	return m
+}
+
+func newLayout(t testing.TB, budget int) *Layout {
+	t.Helper()
+	l, err := NewLayout(Options{Policy: ToolLoopPolicy(), Budget: budget, Count: o200k.Count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestLayout_Evict walks a window through its first evictions: nothing
+// goes under the threshold; past it, the oldest steps leave as one
+// reference, the newest stays whole, and the digest keeps the line of the
+// path the agent went on to use; a later eviction extends that reference
+// and leaves the first digest part as it was.
+func TestLayout_Evict(t *testing.T) {
+	l := newLayout(t, 400)
+	conv := []Message{
+		counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "You are a coding agent."}}}),
+		counted(Message{Role: RoleUser, Pinned: true, Blocks: []Block{{Type: BlockText, Text: "Fix the failing parser test."}}}),
+	}
+	filler := strings.Repeat("unrelated output line\n", 25)
+	conv = append(conv, step("c1", "grep -rn parse_tokens src", "src/lexer/parser_impl.py:12: def parse_tokens(stream):\n"+filler)...)
+	conv = append(conv, step("c2", "cat src/lexer/parser_impl.py", filler+"return stream.read()")...)
+	conv = append(conv, step("c3", "sed -n 1,20p src/lexer/parser_impl.py", filler)...)
+	for i, m := range conv[:6] {
+		if err := l.Append(m); err != nil {
+			t.Fatal(err)
+		}
+		if i < 5 && l.Evictions() != 0 {
+			t.Fatalf("evicted at message %d, at %d of 400 tokens", i, l.Tokens())
+		}
+	}
+	if err := l.Append(conv[6]); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(conv[7]); err != nil {
+		t.Fatal(err)
+	}
+	if l.Evictions() == 0 {
+		t.Fatalf("no eviction at %d of 400 tokens", l.Tokens())
+	}
+	var kinds []string
+	for _, s := range l.Segments() {
+		kinds = append(kinds, fmt.Sprintf("%d:%d-%d", s.Kind, s.From, s.To))
+	}
+	// System and task kept, the first two steps one reference, the
+	// newest step kept.
+	if want := []string{"1:0-1", "1:1-2", "2:2-6", "1:6-8"}; !slices.Equal(kinds, want) {
+		t.Fatalf("segments %v, want %v", kinds, want)
+	}
+	ref := l.Segments()[2]
+	m, err := ctxref.Parse(ref.Marker)
+	if err != nil || m.ID != "ref-2-6" || m.TurnFrom != 3 || m.TurnTo != 6 || m.Tokens != ref.Tokens {
+		t.Errorf("marker %q: %+v, %v", ref.Marker, m, err)
+	}
+	if len(ref.Digest) == 0 || !strings.Contains(ref.Digest[0].Text, "src/lexer/parser_impl.py:12: def parse_tokens(stream):") {
+		t.Errorf("digest %+v: want the grep line of the path the agent used", ref.Digest)
+	}
+	if l.Tokens() > 400 {
+		t.Errorf("%d tokens over a budget of 400", l.Tokens())
+	}
+	first := ref.Digest[0]
+
+	// More steps: the reference grows, its first digest part stays.
+	n := l.Evictions()
+	for k := 4; l.Evictions() == n; k++ {
+		for _, m := range step(fmt.Sprintf("c%d", k), "ls", filler) {
+			if err := l.Append(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ref = l.Segments()[2]
+	if ref.Kind != Evicted || ref.From != 2 || ref.To <= 6 || len(ref.Digest) == 0 || !cmp.Equal(ref.Digest[0], first) {
+		t.Errorf("after a second eviction: %+v", ref)
+	}
+}
+
+// TestLayout_Huge: a tool result larger than the whole budget is shown as
+// a marker and its head and tail, within the budget, the call whole; so
+// is a task larger than the budget.
+func TestLayout_Huge(t *testing.T) {
+	var out strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&out, "line %d of a very long log: naïve café ✓\n", i)
+	}
+	l := newLayout(t, 1000)
+	for _, m := range append([]Message{counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "sys"}}})},
+		step("c1", "cat huge.log", out.String())...) {
+		if err := l.Append(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.Tokens() > 1000 {
+		t.Fatalf("%d tokens over 1000", l.Tokens())
+	}
+	items := l.Pieces()
+	last := items[len(items)-1]
+	if last.Kind != PieceExcerpt || !strings.HasPrefix(last.Text, "cat huge.log\nline 0 of") || !strings.HasSuffix(last.Text, "line 4999 of a very long log: naïve café ✓\n") {
+		t.Errorf("excerpt of the huge result: %.80q … %q", last.Text, last.Text[max(0, len(last.Text)-60):])
+	}
+	if items[len(items)-2].Kind != PieceMarker {
+		t.Errorf("no marker before the excerpt: %+v", items)
+	}
+
+	task := counted(Message{Role: RoleUser, Pinned: true, Blocks: []Block{{Type: BlockText, Text: out.String()}}})
+	l = newLayout(t, 500)
+	if err := l.Append(task); err != nil {
+		t.Fatal(err)
+	}
+	if l.Tokens() > 500 || l.Segments()[0].Kind != Clipped {
+		t.Errorf("a task over the budget: %d tokens, %+v", l.Tokens(), l.Segments()[0].Kind)
+	}
+}
+
+// randomText is lines of paths, identifiers, numbers, words and Unicode.
+func randomText(r *rand.Rand, lines int) string {
+	words := []string{"src/app/main.go", "parse_tokens", "12345", "error:", "Traceback", "naïve", "日本語のテキスト", "🙂", "x", "self.assertEqual",
+		"README.md", "line", "  ", "\t", "def", "return", "ValueError", "42", "./run.sh", "über-long-identifier_name"}
+	var b strings.Builder
+	for i := range lines {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		for range r.IntN(12) {
+			b.WriteString(words[r.IntN(len(words))])
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}
+
+// randomWindowConversation is a conversation of calls (some parallel,
+// some never answered), results of any size (some larger than any
+// budget), prompts and answers, with texts of paths, identifiers and
+// Unicode, counted with o200k_base.
+func randomWindowConversation(r *rand.Rand, n int) []Message {
+	msgs := []Message{{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "You are an agent. " + randomText(r, 3)}}}}
+	for _, m := range randomConversation(r, n) {
+		for i := range m.Blocks {
+			b := &m.Blocks[i]
+			switch b.Type {
+			case BlockToolResult:
+				size := 1 + r.IntN(30)
+				if r.IntN(12) == 0 {
+					size = 800 + r.IntN(1200) // over any budget here
+				}
+				b.Text = randomText(r, size)
+			case BlockText:
+				b.Text += " " + randomText(r, 1+r.IntN(4))
+			}
+		}
+		if m.Role == RoleAssistant && r.IntN(2) == 0 {
+			m.Blocks = append([]Block{{Type: BlockText, Text: randomText(r, 2)}}, m.Blocks...)
+		}
+		m.Pinned = r.IntN(25) == 0
+		msgs = append(msgs, m)
+	}
+	for i := range msgs {
+		msgs[i] = counted(msgs[i])
+	}
+	return msgs
+}
+
+// TestLayout_Properties: on random conversations, after every message,
+// the window is within its budget; what it shows adds up to its Tokens;
+// every message is shown whole or stood for by exactly one marker (so
+// everything evicted is one expansion away), never both; a unit is shown
+// whole or not at all (no call without its result, no result without its
+// call); markers parse and name their messages; every line of an excerpt
+// is part of a message it names, which is not shown whole; and the same
+// messages give the same window.
+func TestLayout_Properties(t *testing.T) {
+	seeds := uint64(60)
+	if testing.Short() {
+		seeds = 15
+	}
+	for seed := range seeds {
+		r := rand.New(rand.NewPCG(seed, 3))
+		msgs := randomWindowConversation(r, 5+r.IntN(80))
+		budget := []int{300, 800, 2000, 6000}[r.IntN(4)]
+		p := []Policy{ToolLoopPolicy(), PolicyFor("claude"), PolicyFor("librarian"), PolicyFor("architect")}[r.IntN(4)]
+		p.Clip = []float64{0, 0.3}[r.IntN(2)]
+		l, err := NewLayout(Options{Policy: p, Budget: budget, Count: o200k.Count})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, m := range msgs {
+			if err := l.Append(m); err != nil {
+				t.Fatalf("seed %d: append %d: %v", seed, n, err)
+			}
+			checkLayout(t, fmt.Sprintf("seed %d, %d messages, budget %d", seed, n+1, budget), l)
+		}
+		again, _ := NewLayout(Options{Policy: p, Budget: budget, Count: o200k.Count})
+		for _, m := range msgs {
+			if err := again.Append(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if diff := cmp.Diff(l.Pieces(), again.Pieces()); diff != "" {
+			t.Fatalf("seed %d: the same messages gave another window (-first +second):\n%s", seed, diff)
+		}
+	}
+}
+
+func checkLayout(t *testing.T, name string, l *Layout) {
+	t.Helper()
+	msgs := l.Messages()
+	if l.Tokens() > l.o.Budget {
+		t.Fatalf("%s: %d tokens over the budget", name, l.Tokens())
+	}
+	units, err := Units(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := make([]string, len(msgs)) // "kept" or the marker's text
+	total := 0
+	var excerpts []Piece
+	for _, it := range l.Pieces() {
+		total += it.Tokens
+		switch it.Kind {
+		case PieceMessage:
+			if where[it.From] != "" {
+				t.Fatalf("%s: message %d shown twice", name, it.From)
+			}
+			where[it.From] = "kept"
+		case PieceMarker:
+			m, err := ctxref.Parse(it.Text)
+			if err != nil || m.ID != fmt.Sprintf("ref-%d-%d", it.From, it.To) || m.TurnFrom != it.From+1 || m.TurnTo != it.To {
+				t.Fatalf("%s: marker %q for %d-%d: %+v, %v", name, it.Text, it.From, it.To, m, err)
+			}
+			for i := it.From; i < it.To; i++ {
+				if where[i] != "" {
+					t.Fatalf("%s: message %d is %s and under %q", name, i, where[i], it.Text)
+				}
+				where[i] = it.Text
+			}
+			if got := o200k.Count(it.Text); got != it.Tokens {
+				t.Fatalf("%s: marker of %d tokens counted %d", name, got, it.Tokens)
+			}
+		case PieceExcerpt:
+			excerpts = append(excerpts, it)
+			if got := o200k.Count(it.Text); got != it.Tokens {
+				t.Fatalf("%s: excerpt of %d tokens counted %d", name, got, it.Tokens)
+			}
+		}
+	}
+	if total != l.Tokens() {
+		t.Fatalf("%s: items add up to %d tokens, the window says %d", name, total, l.Tokens())
+	}
+	for i, w := range where {
+		if w == "" {
+			t.Fatalf("%s: message %d is neither shown nor stood for", name, i)
+		}
+	}
+	for _, u := range units {
+		for i := u.From; i < u.To; i++ {
+			if (where[i] == "kept") != (where[u.From] == "kept") {
+				t.Fatalf("%s: unit %v is cut: message %d is %q, %d is %q", name, u, u.From, where[u.From], i, where[i])
+			}
+		}
+	}
+	for _, ex := range excerpts {
+		for line := range strings.SplitSeq(ex.Text, "\n") {
+			if line == "" {
+				continue
+			}
+			if !slices.ContainsFunc(ex.Sources, func(i int) bool {
+				return slices.ContainsFunc(msgs[i].Blocks, func(b Block) bool { return strings.Contains(b.Text, line) })
+			}) {
+				t.Fatalf("%s: excerpt line %q is in none of messages %v", name, line, ex.Sources)
+			}
+		}
+		for _, i := range ex.Sources {
+			if where[i] == "kept" {
+				t.Fatalf("%s: an excerpt quotes message %d, which is shown whole", name, i)
+			}
+		}
+	}
+}
+
+// BenchmarkLayout_Evict measures an eviction of a window of 200 messages
+// (100 steps of a coding agent with results of 20 to 200 lines): the
+// decision, the markers rendered and counted, and the digest chosen. It
+// reports the median and the 95th percentile of the appends that evicted.
+func BenchmarkLayout_Evict(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	msgs := []Message{counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "You are a coding agent."}}}),
+		counted(Message{Role: RoleUser, Pinned: true, Blocks: []Block{{Type: BlockText, Text: "Fix the bug. " + randomText(r, 20)}}})}
+	for k := range 99 {
+		msgs = append(msgs, step(fmt.Sprintf("c%d", k), randomText(r, 3), randomText(r, 20+r.IntN(180)))...)
+	}
+	var took []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		l := newLayout(b, 8000)
+		for _, m := range msgs {
+			n := l.Evictions()
+			start := time.Now()
+			if err := l.Append(m); err != nil {
+				b.Fatal(err)
+			}
+			if l.Evictions() > n {
+				took = append(took, time.Since(start))
+			}
+		}
+	}
+	slices.Sort(took)
+	if len(took) > 0 {
+		b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs/evict")
+		b.ReportMetric(float64(took[len(took)*95/100].Microseconds()), "p95-µs/evict")
+		b.ReportMetric(float64(len(took))/float64(b.N), "evictions/op")
+	}
+}

@@ -1,0 +1,159 @@
+package window
+
+import (
+	"slices"
+	"strings"
+)
+
+// MaxDigestLineBytes bounds a line the digest may keep: longer lines
+// (minified data, long logs) cost more than they tell.
+const MaxDigestLineBytes = 240
+
+// lineRef is a stripped line of a tool result: the text of block Block of
+// message Msg, bytes [Off, End).
+type lineRef struct {
+	Msg, Block, Off, End int
+}
+
+// index is what the digest needs to know of a conversation, kept up to
+// date as messages arrive (add), so that choosing a digest does not read
+// the conversation again: which entities the tool results taught the
+// agent, which of them the agent then named itself, and the shortest line
+// of a tool result that holds each.
+type index struct {
+	// ents holds the distinct entities of each message.
+	ents [][]string
+	// learned holds the entities that first appear in a tool result; an
+	// entity first seen elsewhere (the task, the agent's own words) is
+	// known without its line.
+	first   map[string]int
+	learned map[string]bool
+	// lastUse and uses say when and how often the assistant named a
+	// learned entity after learning it; used lists such entities in the
+	// order of their first use.
+	lastUse map[string]int
+	uses    map[string]int
+	used    []string
+	// lines are the lines of tool results that hold an entity, at most
+	// MaxDigestLineBytes long; best is, for each entity, the shortest of
+	// them that holds it (the latest among equals), as an index into
+	// lines.
+	lines []indexedLine
+	best  map[string]int
+}
+
+// indexedLine is a line of a tool result, its distinct entities and its
+// tokens (0 until counted).
+type indexedLine struct {
+	ref    lineRef
+	ents   []string
+	tokens int
+}
+
+func newIndex() *index {
+	return &index{first: map[string]int{}, learned: map[string]bool{}, lastUse: map[string]int{},
+		uses: map[string]int{}, best: map[string]int{}}
+}
+
+// isResult reports whether m carries tool results: what the agent's
+// environment told it.
+func isResult(m *Message) bool {
+	if m.Role == RoleTool {
+		return true
+	}
+	for _, b := range m.Blocks {
+		if b.Type == BlockToolResult {
+			return true
+		}
+	}
+	return false
+}
+
+// add indexes message i, the conversation's next.
+func (x *index) add(i int, m *Message) {
+	result := isResult(m)
+	seen := map[string]bool{}
+	var ents []string
+	note := func(e string) {
+		if seen[e] {
+			return
+		}
+		seen[e] = true
+		ents = append(ents, e)
+		f, ok := x.first[e]
+		if !ok {
+			x.first[e] = i
+			x.learned[e] = result
+			return
+		}
+		if m.Role == RoleAssistant && x.learned[e] && f < i {
+			if x.uses[e] == 0 {
+				x.used = append(x.used, e)
+			}
+			x.uses[e]++
+			x.lastUse[e] = i
+		}
+	}
+	for bi, b := range m.Blocks {
+		switch {
+		case result && (b.Type == BlockToolResult || b.Type == BlockText):
+			x.addLines(i, bi, b.Text, note)
+		case b.Type == BlockText:
+			entities(b.Text, note)
+		case b.Type == BlockToolUse:
+			entities(string(b.Input), note)
+		}
+	}
+	x.ents = append(x.ents, ents)
+}
+
+// addLines indexes the lines of a tool result's text, calling note with
+// each entity.
+func (x *index) addLines(i, block int, text string, note func(string)) {
+	for off := 0; off < len(text); {
+		end := strings.IndexByte(text[off:], '\n')
+		if end < 0 {
+			end = len(text)
+		} else {
+			end += off
+		}
+		s, e := stripSpan(text, off, end)
+		line := text[s:e]
+		var ents []string
+		entities(line, func(ent string) {
+			note(ent)
+			if len(line) <= MaxDigestLineBytes && !slices.Contains(ents, ent) {
+				ents = append(ents, ent)
+			}
+		})
+		if len(ents) > 0 {
+			k := len(x.lines)
+			x.lines = append(x.lines, indexedLine{ref: lineRef{Msg: i, Block: block, Off: s, End: e}, ents: ents})
+			for _, ent := range ents {
+				if b, ok := x.best[ent]; !ok || e-s <= x.lines[b].ref.End-x.lines[b].ref.Off {
+					x.best[ent] = k
+				}
+			}
+		}
+		off = end + 1
+	}
+}
+
+// stripSpan returns text[off:end] less white space at both ends, as byte
+// offsets into text.
+func stripSpan(text string, off, end int) (int, int) {
+	for off < end && isSpace(text[off]) {
+		off++
+	}
+	for end > off && isSpace(text[end-1]) {
+		end--
+	}
+	return off, end
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
+}
+
+// text returns the line r names.
+func (r lineRef) text(msgs []Message) string { return msgs[r.Msg].Blocks[r.Block].Text[r.Off:r.End] }
