@@ -91,6 +91,24 @@ func TestSelectProperties(t *testing.T) {
 			starts[u.From], ends[u.To] = true, true
 		}
 		keepFrom := keptTurnsStart(msgs, p.KeepTurns)
+		// The latest turns may go only when the strategy alone would leave
+		// the window over its budget; then the window must end within it,
+		// or have nothing more it may evict.
+		base := byStrategy(msgs, units, p, budget, used)
+		afterBase := used
+		for _, r := range base {
+			afterBase += MarkerTokens - r.Tokens
+		}
+		overBudget := afterBase > budget
+		inBase := map[int]bool{}
+		for _, r := range base {
+			for i := r.From; i < r.To; i++ {
+				inBase[i] = true
+			}
+		}
+		if !overBudget && !slices.Equal(base, runs) {
+			t.Fatalf("seed %d: within the budget, Select differs from its strategy: %v, %v", seed, runs, base)
+		}
 		evicted := map[int]bool{}
 		after := used
 		last := -1
@@ -102,7 +120,7 @@ func TestSelectProperties(t *testing.T) {
 			n := 0
 			for i := run.From; i < run.To; i++ {
 				m := msgs[i]
-				if m.Role == RoleSystem || m.Pinned || slices.Contains(p.Preserve, m.Type()) || i >= keepFrom {
+				if m.Role == RoleSystem || m.Pinned || slices.Contains(p.Preserve, m.Type()) || i >= keepFrom && !overBudget || overBudget && i >= units[len(units)-1].From && !inBase[i] {
 					t.Fatalf("seed %d: run %v evicts message %d (%s, pinned %v) that must stay", seed, run, i, m.Type(), m.Pinned)
 				}
 				evicted[i] = true
@@ -121,7 +139,14 @@ func TestSelectProperties(t *testing.T) {
 				t.Fatalf("seed %d: an open call was evicted", seed)
 			}
 		}
-		if len(runs) > 0 && after > int(p.Target*float64(budget)) {
+		if overBudget && after > budget {
+			for k, u := range units[:len(units)-1] {
+				if !evicted[u.From] && !u.Open && evictable(msgs[u.From:u.To], p) {
+					t.Fatalf("seed %d: %d tokens over a budget of %d, and unit %d %v could still go", seed, after, budget, k, u)
+				}
+			}
+		}
+		if !overBudget && len(runs) > 0 && after > int(p.Target*float64(budget)) {
 			// Only allowed when nothing more could go.
 			for _, u := range units {
 				if !evicted[u.From] && !u.Open && u.To <= keepFrom && evictable(msgs[u.From:u.To], p) {

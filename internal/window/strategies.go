@@ -9,8 +9,46 @@ import (
 // Select returns the runs a window over msgs evicts, by its policy's
 // strategy (see SelectRecency for the rules every strategy keeps: whole
 // units, what must stay, runs capped at MaxRefTokens, down to the
-// target).
+// target). If the window would still be over its budget, the latest
+// turns the policy keeps go too, oldest first, all but the newest unit:
+// a window never holds more than its budget unless what may never go
+// (the system prompt, pinned and preserved messages, the newest unit) is
+// more than that.
 func Select(msgs []Message, units []Unit, p Policy, budget, used int) []Run {
+	runs := byStrategy(msgs, units, p, budget, used)
+	after := used
+	evict := make([]bool, len(units))
+	for _, r := range runs {
+		after += MarkerTokens - r.Tokens
+		for i, u := range units {
+			if u.From >= r.From && u.To <= r.To {
+				evict[i] = true
+			}
+		}
+	}
+	if after <= budget || len(units) < 2 {
+		return runs
+	}
+	for i, u := range units[:len(units)-1] {
+		if after <= budget {
+			break
+		}
+		if evict[i] || u.Open || !evictable(msgs[u.From:u.To], p) {
+			continue
+		}
+		evict[i] = true
+		for _, m := range msgs[u.From:u.To] {
+			after -= m.Tokens
+		}
+		before := len(runs)
+		runs = runsOf(msgs, units, evict, p.MaxRefTokens)
+		after += MarkerTokens * (len(runs) - before)
+	}
+	return runs
+}
+
+// byStrategy returns the runs the policy's strategy evicts.
+func byStrategy(msgs []Message, units []Unit, p Policy, budget, used int) []Run {
 	switch p.Strategy {
 	case TopicCluster:
 		return selectSegments(msgs, units, p, budget, used, topicSegments(msgs, units))
