@@ -84,6 +84,9 @@ type WindowState struct {
 	// first place each stands for.
 	Evicted int
 	Refs    []WindowRef
+	// Ref reads a reference within the transaction, for an evictor that
+	// joins a run to one (its content IDs are not read until then).
+	Ref func(id string) (Reference, error)
 }
 
 // WindowRef is a reference of a window, and the items under it.
@@ -93,9 +96,6 @@ type WindowRef struct {
 	From, To int
 	Items    int
 	Tokens   int
-	// ContentIDs and Entities are the reference's.
-	ContentIDs []string
-	Entities   []string
 }
 
 // An Evictor decides, inside AppendWindow's or ReadmitWindow's

@@ -550,7 +550,9 @@ func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool,
 					continue
 				}
 				if ev, ok := m.eviction(key, d, msgs, from, k); ok {
-					ev, refs, evs = m.absorb(key, ev, refs, evs, s.Policy.MaxRefTokens)
+					if ev, refs, evs, err = m.absorb(st, key, ev, refs, evs, s.Policy.MaxRefTokens); err != nil {
+						return nil, err
+					}
 					evs = append(evs, ev)
 				}
 				from = k
@@ -596,7 +598,7 @@ func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool,
 // before in the same change) among them; an eviction of evs that is
 // joined leaves evs, its own absorptions passing to ev. It returns ev,
 // and refs and evs after it.
-func (m *Manager) absorb(key store.WindowKey, ev store.Eviction, refs []store.WindowRef, evs []store.Eviction, maxTokens int) (store.Eviction, []store.WindowRef, []store.Eviction) {
+func (m *Manager) absorb(st store.WindowState, key store.WindowKey, ev store.Eviction, refs []store.WindowRef, evs []store.Eviction, maxTokens int) (store.Eviction, []store.WindowRef, []store.Eviction, error) {
 	counts := map[string]int{}
 	for _, e := range ev.Ref.Entities {
 		counts[e]++
@@ -609,22 +611,35 @@ func (m *Manager) absorb(key store.WindowKey, ev store.Eviction, refs []store.Wi
 			break
 		}
 		r := refs[i]
+		// The content of a reference made in this change is at hand;
+		// that of an older one is read.
+		var ids, entities []string
+		j := slices.IndexFunc(evs, func(e store.Eviction) bool { return e.Ref.ID == r.ID })
+		if j >= 0 {
+			ids, entities = evs[j].Ref.ContentIDs, evs[j].Ref.Entities
+		} else {
+			old, err := st.Ref(r.ID)
+			if err != nil {
+				return ev, refs, evs, err
+			}
+			ids, entities = old.ContentIDs, old.Entities
+		}
 		if r.To == ev.From {
 			ev.From = r.From
-			ev.Ref.ContentIDs = append(slices.Clone(r.ContentIDs), ev.Ref.ContentIDs...)
+			ev.Ref.ContentIDs = append(slices.Clone(ids), ev.Ref.ContentIDs...)
 		} else {
 			ev.To = r.To
-			ev.Ref.ContentIDs = append(slices.Clone(ev.Ref.ContentIDs), r.ContentIDs...)
+			ev.Ref.ContentIDs = append(slices.Clone(ev.Ref.ContentIDs), ids...)
 		}
 		ev.Ref.TokensSaved += r.Tokens
-		if j := slices.IndexFunc(evs, func(e store.Eviction) bool { return e.Ref.ID == r.ID }); j >= 0 {
+		if j >= 0 {
 			// Made in this change: its messages are still in the window.
 			ev.Absorb = append(ev.Absorb, evs[j].Absorb...)
 			evs = slices.Delete(evs, j, j+1)
 		} else {
 			ev.Absorb = append(ev.Absorb, r.ID)
 		}
-		for _, e := range r.Entities {
+		for _, e := range entities {
 			counts[e]++
 		}
 		refs = slices.Delete(refs, i, i+1)
@@ -632,10 +647,9 @@ func (m *Manager) absorb(key store.WindowKey, ev store.Eviction, refs []store.Wi
 	ev.Ref.TurnFrom, ev.Ref.TurnTo = ev.From+1, ev.To
 	ev.Ref.Entities = topEntities(counts, 3)
 	ev.Ref.ID = refID(key, ev.From, ev.To-1, ev.Ref.ContentIDs)
-	refs = append(refs, store.WindowRef{ID: ev.Ref.ID, From: ev.From, To: ev.To, Tokens: ev.Ref.TokensSaved,
-		ContentIDs: ev.Ref.ContentIDs, Entities: ev.Ref.Entities})
+	refs = append(refs, store.WindowRef{ID: ev.Ref.ID, From: ev.From, To: ev.To, Tokens: ev.Ref.TokensSaved})
 	slices.SortFunc(refs, func(a, b store.WindowRef) int { return cmp.Compare(a.From, b.From) })
-	return ev, refs, evs
+	return ev, refs, evs, nil
 }
 
 // eviction makes the eviction of the window's messages d.items[from:to],

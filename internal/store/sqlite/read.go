@@ -255,18 +255,27 @@ func (s *Store) Links(ctx context.Context, id string) ([]store.Link, error) {
 
 // Reference implements store.Store.
 func (s *Store) Reference(ctx context.Context, id string) (store.Reference, error) {
+	var r store.Reference
+	err := s.read(ctx, func(db *sql.DB) error {
+		var err error
+		r, err = reference(ctx, db, id)
+		return err
+	})
+	return r, err
+}
+
+// reference reads a reference with q, a transaction or the read pool.
+func reference(ctx context.Context, q querier, id string) (store.Reference, error) {
 	var (
 		r                       store.Reference
 		typ, contentIDs         string
 		t                       int64
 		topics, entities, hints sql.NullString
 	)
-	err := s.read(ctx, func(db *sql.DB) error {
-		return db.QueryRowContext(ctx, `SELECT id, type, session_id, agent_id, content_ids, summary, tokens_saved,
-			turn_from, turn_to, created_at, topics, entities, query_hints FROM refs WHERE id = ?`, id).Scan(
-			&r.ID, &typ, &r.SessionID, &r.AgentID, &contentIDs, &r.Summary, &r.TokensSaved,
-			&r.TurnFrom, &r.TurnTo, &t, &topics, &entities, &hints)
-	})
+	err := q.QueryRowContext(ctx, `SELECT id, type, session_id, agent_id, content_ids, summary, tokens_saved,
+		turn_from, turn_to, created_at, topics, entities, query_hints FROM refs WHERE id = ?`, id).Scan(
+		&r.ID, &typ, &r.SessionID, &r.AgentID, &contentIDs, &r.Summary, &r.TokensSaved,
+		&r.TurnFrom, &r.TurnTo, &t, &topics, &entities, &hints)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("reference %s: %w", id, store.ErrNotFound)
 	}

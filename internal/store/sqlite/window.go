@@ -140,27 +140,17 @@ func windowState(ctx context.Context, tx *sql.Tx, w store.Window) (store.WindowS
 	if st.Live, err = windowItems(ctx, tx, w.WindowKey, 0, "AND ref_id = ''"); err != nil {
 		return st, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT i.ref_id, min(i.pos), max(i.pos) + 1, count(*), sum(i.tokens), r.content_ids, r.entities
-		FROM window_items i JOIN refs r ON r.id = i.ref_id
-		WHERE i.session_id = ? AND i.agent_id = ? AND i.ref_id != ''
-		GROUP BY i.ref_id ORDER BY min(i.pos)`, w.SessionID, w.AgentID)
+	st.Ref = func(id string) (store.Reference, error) { return reference(ctx, tx, id) }
+	rows, err := tx.QueryContext(ctx, `SELECT ref_id, min(pos), max(pos) + 1, count(*), sum(tokens) FROM window_items
+		WHERE session_id = ? AND agent_id = ? AND ref_id != ''
+		GROUP BY ref_id ORDER BY min(pos)`, w.SessionID, w.AgentID)
 	if err != nil {
 		return st, err
 	}
 	for rows.Next() {
-		var (
-			r        store.WindowRef
-			ids      string
-			entities sql.NullString
-		)
-		if err := rows.Scan(&r.ID, &r.From, &r.To, &r.Items, &r.Tokens, &ids, &entities); err != nil {
+		var r store.WindowRef
+		if err := rows.Scan(&r.ID, &r.From, &r.To, &r.Items, &r.Tokens); err != nil {
 			return st, errors.Join(err, rows.Close())
-		}
-		if err := json.Unmarshal([]byte(ids), &r.ContentIDs); err != nil {
-			return st, errors.Join(fmt.Errorf("reference %s: %w", r.ID, err), rows.Close())
-		}
-		if r.Entities, err = decodeList(entities); err != nil {
-			return st, errors.Join(fmt.Errorf("reference %s: %w", r.ID, err), rows.Close())
 		}
 		st.Refs, st.Evicted = append(st.Refs, r), st.Evicted+r.Items
 	}

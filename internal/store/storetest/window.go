@@ -84,10 +84,18 @@ func testWindows(t *testing.T, s store.Store) {
 	if len(seen) != 3 || len(evs) != 1 {
 		t.Fatalf("the evictor saw %d items, made %d evictions", len(seen), len(evs))
 	}
-	var state store.WindowState
-	appendMessages(t, s, key, func(st store.WindowState) ([]store.Eviction, error) { state = st; return nil, nil }, "a message the evictor sees")
+	var (
+		state   store.WindowState
+		content []string
+	)
+	appendMessages(t, s, key, func(st store.WindowState) ([]store.Eviction, error) {
+		state = st
+		r, err := st.Ref("ref-1")
+		content = r.ContentIDs
+		return nil, err
+	}, "a message the evictor sees")
 	if len(state.Live) != 2 || state.Evicted != 2 || len(state.Refs) != 1 || state.Refs[0].ID != "ref-1" ||
-		state.Refs[0].From != 0 || state.Refs[0].To != 2 || state.Refs[0].Items != 2 || len(state.Refs[0].ContentIDs) != 2 {
+		state.Refs[0].From != 0 || state.Refs[0].To != 2 || state.Refs[0].Items != 2 || len(content) != 2 {
 		t.Errorf("the evictor's state after one eviction: %d live, %d evicted, refs %+v", len(state.Live), state.Evicted, state.Refs)
 	}
 	got, err = s.WindowItems(ctx, key, 0)
