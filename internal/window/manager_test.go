@@ -398,3 +398,45 @@ func TestConfigure(t *testing.T) {
 		t.Errorf("a bad strategy: %v", err)
 	}
 }
+
+// TestManagerHugeMessage: a tool result larger than the whole budget is
+// stored whole, never refused; the window stays within its budget, and
+// the result comes back byte for byte.
+func TestManagerHugeMessage(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("line of a very long build log, ünïcödé ✓ 12345\n", 4000) // ~60k tokens
+	msgs := []window.Message{
+		textMsg(window.RoleUser, "build it"),
+		{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: "c1", Name: "bash", Input: json.RawMessage(`{"cmd":"make"}`)}}},
+		{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: "c1", Text: huge}}},
+	}
+	res, err := m.Append(ctx, key, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Used > res.Budget || len(res.Evicted) == 0 {
+		t.Fatalf("after a result of ~60k tokens: %d of %d tokens, %d references", res.Used, res.Budget, len(res.Evicted))
+	}
+	var got string
+	for _, r := range res.Evicted {
+		back, err := m.Expand(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, msg := range back {
+			for _, b := range msg.Blocks {
+				if b.Type == window.BlockToolResult {
+					got = b.Text
+				}
+			}
+		}
+	}
+	if got != huge {
+		t.Errorf("the huge result came back as %d bytes, want %d", len(got), len(huge))
+	}
+}

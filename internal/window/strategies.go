@@ -10,10 +10,10 @@ import (
 // strategy (see SelectRecency for the rules every strategy keeps: whole
 // units, what must stay, runs capped at MaxRefTokens, down to the
 // target). If the window would still be over its budget, the latest
-// turns the policy keeps go too, oldest first, all but the newest unit:
-// a window never holds more than its budget unless what may never go
-// (the system prompt, pinned and preserved messages, the newest unit) is
-// more than that.
+// turns the policy keeps go too, oldest first, the newest unit last (a
+// message larger than the whole budget): a window never holds more than
+// its budget unless what may never go (the system prompt, pinned and
+// preserved messages, a call waiting for its result) is more than that.
 func Select(msgs []Message, units []Unit, p Policy, budget, used int) []Run {
 	runs := byStrategy(msgs, units, p, budget, used)
 	after := used
@@ -26,10 +26,12 @@ func Select(msgs []Message, units []Unit, p Policy, budget, used int) []Run {
 			}
 		}
 	}
-	if after <= budget || len(units) < 2 {
+	if after <= budget || len(units) == 0 {
 		return runs
 	}
-	for i, u := range units[:len(units)-1] {
+	// The newest unit goes last, and only when all else that may go has
+	// not made room: a message larger than the whole budget.
+	for i, u := range units {
 		if after <= budget {
 			break
 		}
