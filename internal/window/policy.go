@@ -91,10 +91,12 @@ var Policies = map[string]Policy{
 // harness's agent: claude, codex, mini-swe-agent), measured on the
 // trajectory replay (BENCHMARKS.md, "Trajectory replay"): the default
 // role's, evicting at 75 % down to 40 % of the room, of which a digest of
-// evicted tool results may take 30 %, the newest step kept whole.
+// evicted tool results may take 37 %, the newest step kept whole, and a
+// command of the agent's over 300 tokens (a heredoc that writes a file)
+// shown as its head and tail from the start.
 func ToolLoopPolicy() Policy {
 	p := PolicyFor(DefaultRole)
-	p.Target, p.Digest, p.KeepUnits = 0.40, 0.30, 1
+	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens = 0.40, 0.37, 1, 300
 	return p
 }
 
