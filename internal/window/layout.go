@@ -159,21 +159,61 @@ func (l *Layout) Append(m Message) error {
 }
 
 // clipNewest clips the newest unit when it is larger than the policy's
-// Clip share of the room: the window shows a marker and its head and tail,
-// within that share, from the start.
+// Clip share of the room, or when a call of the agent's in it is larger
+// than ClipCallTokens: the window shows a marker and its head and tail
+// from the start, within that share (a large call: its head and tail
+// within ClipCallTokens, its results whole beside it).
 func (l *Layout) clipNewest() {
-	if l.o.Policy.Clip <= 0 || len(l.segs) == 0 {
+	p := l.o.Policy
+	if p.Clip <= 0 && p.ClipCallTokens <= 0 || len(l.segs) == 0 {
 		return
 	}
 	s := &l.segs[len(l.segs)-1]
-	_, room := l.room()
-	limit := int(l.o.Policy.Clip * float64(room))
-	if s.Kind != Kept || !l.evictable(s) || s.Tokens <= limit {
+	if s.Kind != Kept || !l.evictable(s) {
 		return
 	}
-	s.Kind = Clipped
-	l.mark(s)
-	s.Excerpt = l.headTail(s.From, s.To, limit-s.MarkerTokens)
+	_, room := l.room()
+	limit := int(p.Clip * float64(room))
+	if p.Clip > 0 && s.Tokens > limit {
+		s.Kind = Clipped
+		l.mark(s)
+		s.Excerpt = l.headTail(s.From, s.To, limit-s.MarkerTokens)
+		return
+	}
+	if p.ClipCallTokens <= 0 {
+		return
+	}
+	share := make(map[int]int, s.To-s.From)
+	allow, clip := 0, false
+	for i := s.From; i < s.To; i++ {
+		m := &l.msgs[i]
+		share[i] = m.Tokens + 1
+		if m.Role == RoleAssistant && m.Tokens > p.ClipCallTokens && hasCall(m) {
+			share[i], clip = p.ClipCallTokens, true
+		}
+		allow += share[i]
+	}
+	if !clip {
+		return
+	}
+	c := *s
+	c.Kind = Clipped
+	l.mark(&c)
+	if c.MarkerTokens+allow >= s.Tokens {
+		return
+	}
+	c.Excerpt = l.excerpt(c.From, c.To, share, allow)
+	*s = c
+}
+
+// hasCall reports whether m calls a tool.
+func hasCall(m *Message) bool {
+	for _, b := range m.Blocks {
+		if b.Type == BlockToolUse {
+			return true
+		}
+	}
+	return false
 }
 
 // Messages returns the conversation appended so far. The caller must not
@@ -512,6 +552,12 @@ func (l *Layout) headTail(from, to, allow int) Excerpt {
 		share[i] = give
 		left -= give
 	}
+	return l.excerpt(from, to, share, allow)
+}
+
+// excerpt is an excerpt of msgs[from:to] of at most allow tokens, each
+// message showing lines of its head and tail within its share.
+func (l *Layout) excerpt(from, to int, share map[int]int, allow int) Excerpt {
 	var pieces []string
 	var src []int
 	for i := from; i < to; i++ {

@@ -147,6 +147,54 @@ func TestLayout_Huge(t *testing.T) {
 	}
 }
 
+// TestLayout_ClipCall: a command of the agent's larger than
+// ClipCallTokens (a heredoc that writes a file) is shown from the start as
+// a marker and its head and tail, and its result whole beside it.
+func TestLayout_ClipCall(t *testing.T) {
+	var heredoc strings.Builder
+	heredoc.WriteString("cat <<'EOF' > src/app/main.go\n")
+	for i := range 400 {
+		fmt.Fprintf(&heredoc, "\tx%d := parse_tokens(%d) // naïve ✓\n", i, i)
+	}
+	heredoc.WriteString("EOF")
+	p := ToolLoopPolicy()
+	p.ClipCallTokens = 300
+	l, err := NewLayout(Options{Policy: p, Budget: 8000, Count: o200k.Count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "sys"}}})
+	result := "wrote src/app/main.go: 402 lines"
+	for _, m := range append([]Message{sys}, step("c1", heredoc.String(), result)...) {
+		if err := l.Append(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := l.Segments()
+	last := segs[len(segs)-1]
+	if last.Kind != Clipped || last.From != 1 || last.To != 3 {
+		t.Fatalf("the step with a huge command: %+v", last)
+	}
+	if most := p.ClipCallTokens + o200k.Count(result) + 1; last.Excerpt.Tokens > most {
+		t.Errorf("excerpt of %d tokens, more than %d", last.Excerpt.Tokens, most)
+	}
+	ex := last.Excerpt.Text
+	if !strings.HasPrefix(ex, "cat <<'EOF' > src/app/main.go\n") || !strings.HasSuffix(ex, "EOF\n"+result) {
+		t.Errorf("excerpt: %.60q … %q", ex, ex[max(0, len(ex)-60):])
+	}
+
+	// A small command stays whole.
+	l, _ = NewLayout(Options{Policy: p, Budget: 8000, Count: o200k.Count})
+	for _, m := range append([]Message{sys}, step("c1", "cat src/app/main.go", result)...) {
+		if err := l.Append(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := l.Segments()[1].Kind; k != Kept {
+		t.Errorf("a small step shown as %d, not kept", k)
+	}
+}
+
 // randomText is lines of paths, identifiers, numbers, words and Unicode.
 func randomText(r *rand.Rand, lines int) string {
 	words := []string{"src/app/main.go", "parse_tokens", "12345", "error:", "Traceback", "naïve", "日本語のテキスト", "🙂", "x", "self.assertEqual",
@@ -215,6 +263,7 @@ func TestLayout_Properties(t *testing.T) {
 		budget := []int{300, 800, 2000, 6000}[r.IntN(4)]
 		p := []Policy{ToolLoopPolicy(), PolicyFor("claude"), PolicyFor("librarian"), PolicyFor("architect")}[r.IntN(4)]
 		p.Clip = []float64{0, 0.3}[r.IntN(2)]
+		p.ClipCallTokens = []int{0, 40}[r.IntN(2)]
 		l, err := NewLayout(Options{Policy: p, Budget: budget, Count: o200k.Count})
 		if err != nil {
 			t.Fatal(err)

@@ -61,6 +61,12 @@ type Policy struct {
 	// is shown clipped (a marker, and its head and tail within the share)
 	// from the start. Zero shows every unit whole while it fits.
 	Clip float64
+	// ClipCallTokens is the most tokens one call of the agent's (an
+	// assistant message calling a tool) is shown with: a larger one (a
+	// command that writes a file) is shown clipped from the start, a
+	// marker and its head and tail, its results whole beside it. Zero
+	// clips no call but by Clip.
+	ClipCallTokens int
 }
 
 // DefaultMaxRefTokens caps the size of one reference.
@@ -85,10 +91,12 @@ var Policies = map[string]Policy{
 // harness's agent: claude, codex, mini-swe-agent), measured on the
 // trajectory replay (BENCHMARKS.md, "Trajectory replay"): the default
 // role's, evicting at 75 % down to 40 % of the room, of which a digest of
-// evicted tool results may take 30 %, the newest step kept whole.
+// evicted tool results may take 37 %, the newest step kept whole, and a
+// command of the agent's over 300 tokens (a heredoc that writes a file)
+// shown as its head and tail from the start.
 func ToolLoopPolicy() Policy {
 	p := PolicyFor(DefaultRole)
-	p.Target, p.Digest, p.KeepUnits = 0.40, 0.30, 1
+	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens = 0.40, 0.37, 1, 300
 	return p
 }
 
@@ -125,8 +133,8 @@ func (p Policy) Validate() error {
 	if p.KeepTurns < 0 || p.MaxRefTokens <= 0 {
 		return fmt.Errorf("%w: keep_turns must not be negative, max_ref_tokens must be positive", ErrInvalid)
 	}
-	if p.Clip < 0 || p.Clip > 1 {
-		return fmt.Errorf("%w: the clip share (%.2f) must be within [0, 1]", ErrInvalid, p.Clip)
+	if p.Clip < 0 || p.Clip > 1 || p.ClipCallTokens < 0 {
+		return fmt.Errorf("%w: the clip share (%.2f) must be within [0, 1], clip_call_tokens (%d) not negative", ErrInvalid, p.Clip, p.ClipCallTokens)
 	}
 	if p.Digest < 0 || p.Digest >= p.Target || p.MarkerEntities < 0 {
 		return fmt.Errorf("%w: the digest's share (%.2f) must be within [0, the target %.2f), marker entities not negative", ErrInvalid, p.Digest, p.Target)
