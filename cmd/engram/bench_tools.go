@@ -26,8 +26,8 @@ func (a *app) benchToolsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tools",
 		Short: "Tokens of engram's MCP tool list, against other MCP servers' lists",
-		Long: `Count the tokens (o200k_base) of the tool list engram's MCP server sends a
-client, as compact JSON, tool by tool; with --compare, start each given
+		Long: `Count the bytes and tokens (o200k_base) of the tool list engram's MCP server
+sends a client, as compact JSON, tool by tool; with --compare, start each given
 command as an MCP server over stdio and count its list the same way, so the
 cost of engram's tools stands beside another server's measured in the same
 run. A --compare value is a command and its arguments, split at spaces.
@@ -72,7 +72,7 @@ clients show the model, and the structured content beside it.`,
 				}{c, &mcp.CommandTransport{Command: exec.CommandContext(ctx, f[0], f[1:]...)}})
 			}
 			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "SERVER\tTOOLS\tTOKENS\tPER TOOL\tLARGEST")
+			fmt.Fprintln(w, "SERVER\tTOOLS\tBYTES\tTOKENS\tPER TOOL\tLARGEST")
 			for _, l := range lists {
 				client := mcp.NewClient(&mcp.Implementation{Name: "engram-bench", Version: version}, nil)
 				cs, err := client.Connect(ctx, l.t, nil)
@@ -103,7 +103,7 @@ clients show the model, and the structured content beside it.`,
 				if len(res.Tools) > 0 {
 					per = total / len(res.Tools)
 				}
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s (%d)\n", l.name, len(res.Tools), total, per, largest, largestN)
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s (%d)\n", l.name, len(res.Tools), len(all), total, per, largest, largestN)
 			}
 			if results {
 				if repo == "" {

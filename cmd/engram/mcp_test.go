@@ -226,13 +226,15 @@ func TestBenchTools(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("output:\n%s", out)
 	}
+	// SERVER TOOLS BYTES TOKENS PER-TOOL LARGEST, where SERVER and
+	// LARGEST may hold spaces: count from the end.
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
-		if len(f) < 4 || f[len(f)-5] != "17" {
+		if len(f) < 7 || f[len(f)-6] != "17" {
 			t.Errorf("row %q: want 17 tools", l)
 		}
 	}
-	if strings.Fields(lines[1])[2] != strings.Fields(lines[2])[len(strings.Fields(lines[2]))-4] {
+	if strings.Fields(lines[1])[3] != strings.Fields(lines[2])[len(strings.Fields(lines[2]))-4] {
 		t.Errorf("in-process and stdio lists differ in tokens:\n%s", out)
 	}
 }
