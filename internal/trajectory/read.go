@@ -135,8 +135,9 @@ const maxTokens = 1 << 32
 
 // ReadRuns reads trajectories (gzip or plain JSON Lines) from r, one run a
 // line: {"instance_id": ..., "messages": [{"role": ..., "content": ...}]}
-// (other fields are ignored), with each run's tokens from counts. name
-// names the file in errors. Blank lines are skipped. A line that is not
+// (other fields are ignored), with each run's tokens from counts; with nil
+// counts the runs have no Tokens (for a reader that counts them itself).
+// name names the file in errors. Blank lines are skipped. A line that is not
 // such an object, a role other than system, user and assistant, a message
 // without content, and a run that counts has no counts for, or counts of
 // another length, are errors (*LineError).
@@ -168,6 +169,10 @@ func ReadRuns(r io.Reader, name string, counts *Counts) ([]Run, error) {
 				return fmt.Errorf("run %q: message %d: %w", id, i, err)
 			}
 			run.Messages[i] = m
+		}
+		if counts == nil {
+			runs = append(runs, run)
+			return nil
 		}
 		c, ok := counts.runs[id]
 		if !ok {

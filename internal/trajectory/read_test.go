@@ -92,6 +92,17 @@ func TestReadRuns(t *testing.T) {
 			t.Errorf("%s: ReadRuns mismatch (-want +got):\n%s", name, diff)
 		}
 	}
+	// Without counts: the same runs, with no Tokens.
+	got, err := ReadRuns(strings.NewReader(goodRuns), "runs.jsonl", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		want[i].Tokens = nil
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ReadRuns without counts mismatch (-want +got):\n%s", diff)
+	}
 }
 
 func TestLoad(t *testing.T) {
