@@ -1,0 +1,115 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
+	"github.com/engramhq/engram/internal/window"
+)
+
+func raws(msgs ...string) []json.RawMessage {
+	out := make([]json.RawMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = json.RawMessage(m)
+	}
+	return out
+}
+
+// TestDecodeMessages: the three formats decode to the same messages; a
+// refused message is a *MessageError with its index, an *InputError.
+func TestDecodeMessages(t *testing.T) {
+	text := func(role window.Role, s string, shape *window.Shape) window.Message {
+		return window.Message{Role: role, Blocks: []window.Block{{Type: window.BlockText, Text: s}}, Shape: shape}
+	}
+	for _, c := range []struct {
+		format string
+		in     []string
+		want   []window.Message
+	}{
+		{"", []string{`{"role":"user","content":"hi"}`}, []window.Message{text(window.RoleUser, "hi", &window.Shape{Plain: true})}},
+		{"engram", []string{`{"role":"assistant","blocks":[{"type":"text","text":"hi"}],"pinned":true,"tokens":99}`},
+			[]window.Message{{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockText, Text: "hi"}}, Pinned: true}}},
+		{"anthropic", []string{`{"role":"user","content":"hi"}`}, []window.Message{text(window.RoleUser, "hi", &window.Shape{Vendor: "anthropic", Plain: true})}},
+		{"openai", []string{`{"role":"developer","content":"be brief"}`},
+			[]window.Message{text(window.RoleSystem, "be brief", &window.Shape{Vendor: "openai", Plain: true, Developer: true})}},
+	} {
+		got, err := api.DecodeMessages(c.format, raws(c.in...))
+		if err != nil {
+			t.Fatalf("%s: %v", c.format, err)
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%s: mismatch (-want +got):\n%s", c.format, diff)
+		}
+	}
+	many := make([]string, api.MaxAppendMessages+1)
+	for i := range many {
+		many[i] = `{"role":"user","content":"x"}`
+	}
+	for _, c := range []struct {
+		format string
+		in     []string
+		index  int // -1: not about one message
+		want   string
+	}{
+		{"xml", []string{`{}`}, -1, `format "xml": want engram (the default), anthropic or openai`},
+		{"engram", many, -1, "1001 messages in one append; at most 1000"},
+		{"engram", []string{`{"role":"user","content":"ok"}`, `{"role":"user"}`}, 1, "message 1: no content and no blocks"},
+		{"engram", []string{`{"role":"user","content":"x","blocks":[{"type":"text","text":"y"}]}`}, 0, "give content or blocks, not both"},
+		{"engram", []string{`{"role":"user","content":"x"} {}`}, 0, "more than one JSON value"},
+		{"engram", []string{`{"role":"user","blocks":[{"type":"tool_result","text":"x"}]}`}, 0, "a tool result needs the id of its call"},
+		{"anthropic", []string{`"hi"`}, 0, "anthropic message: not a JSON object"},
+		{"openai", []string{`{"role":"assistant","content":null,"tool_calls":[{"type":"function"}]}`}, 0, "a tool call without an id"},
+		{"engram", []string{`{"role":"user","content":"` + strings.Repeat("x", api.MaxMessageBytes) + `"}`}, 0, "a message may take at most 8388608 (8 MiB)"},
+	} {
+		_, err := api.DecodeMessages(c.format, raws(c.in...))
+		var ie *api.InputError
+		var me *api.MessageError
+		switch {
+		case err == nil || !strings.Contains(err.Error(), c.want):
+			t.Errorf("%s %.60s: %v, want %q", c.format, c.in, err, c.want)
+		case !errors.As(err, &ie):
+			t.Errorf("%s %.60s: %T is not an InputError", c.format, c.in, err)
+		case c.index >= 0 && (!errors.As(err, &me) || me.Index != c.index):
+			t.Errorf("%s %.60s: %v, want a MessageError of message %d", c.format, c.in, err, c.index)
+		}
+	}
+}
+
+// TestWindowOps_Isolation: a caller opens and appends to windows of its
+// own session only; it reads any.
+func TestWindowOps_Isolation(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.New(sqlitetest.Open(t, sqlite.Options{}), engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := &api.Ops{Eng: eng, Agent: "a1", Session: func() string { return "alice" }}
+	bob := &api.Ops{Eng: eng, Agent: "b1", Session: func() string { return "bob" }}
+	if _, _, err := alice.WindowOpen(ctx, api.WindowOpenIn{Limit: 8000}); err != nil {
+		t.Fatal(err)
+	}
+	var ie *api.IsolationError
+	if _, _, err := bob.WindowOpen(ctx, api.WindowOpenIn{Session: "alice", Limit: 8000}); !errors.As(err, &ie) {
+		t.Errorf("bob opens a window in alice's session: %v", err)
+	}
+	msg := raws(`{"role":"user","content":"hi"}`)
+	if _, _, err := bob.WindowAppend(ctx, api.WindowAppendIn{Session: "alice", Agent: "a1", Messages: msg}); !errors.As(err, &ie) {
+		t.Errorf("bob appends to alice's window: %v", err)
+	}
+	if _, _, err := alice.WindowAppend(ctx, api.WindowAppendIn{Messages: msg}); err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := bob.WindowStatus(ctx, api.WindowIn{Session: "alice"})
+	if err != nil || w.Agent != "a1" || w.Messages != 1 {
+		t.Errorf("bob reads alice's window: %+v, %v", w, err)
+	}
+}
