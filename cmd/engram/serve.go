@@ -104,6 +104,9 @@ listing them and one token for all.`,
 				}
 				popts := opts
 				popts.Metrics = metrics.New(eng)
+				if popts.Catalog, err = p.cfg.Catalog(); err != nil {
+					return fmt.Errorf("%s: %w", p.cfg.Project, err)
+				}
 				pmetrics[i] = popts.Metrics
 				handler = httpapi.Handler(eng, popts)
 				mounts[filepath.Base(p.cfg.Project)] = handler

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -28,8 +30,34 @@ func (v *v1) openapi(w http.ResponseWriter, r *http.Request) {
 // responses are the answers documented with a schema: a zero value of
 // the type each route answers with.
 var responses = map[string]any{
-	"POST /v1/retrieve": api.RetrieveOut{},
-	"GET /v1/history":   api.SearchOut{},
+	"POST /v1/retrieve":                           api.RetrieveOut{},
+	"GET /v1/history":                             api.SearchOut{},
+	"GET /v1/windows":                             api.WindowsOut{},
+	"PUT /v1/windows/{session}/{agent}":           api.WindowOut{},
+	"GET /v1/windows/{session}/{agent}":           api.WindowOut{},
+	"POST /v1/windows/{session}/{agent}/messages": api.AppendOut{},
+	"GET /v1/windows/{session}/{agent}/context":   api.ContextOut{},
+	"GET /v1/refs/{id}":                           api.ExpandOut{},
+}
+
+// operationIDs name the operations whose paths alone would not: a
+// window's routes share their words with the list of windows.
+var operationIDs = map[string]string{
+	"GET /v1/windows":                             "list_windows",
+	"PUT /v1/windows/{session}/{agent}":           "open_window",
+	"GET /v1/windows/{session}/{agent}":           "get_window",
+	"POST /v1/windows/{session}/{agent}/messages": "append_window_messages",
+	"GET /v1/windows/{session}/{agent}/context":   "get_window_context",
+	"GET /v1/refs/{id}":                           "expand_ref",
+}
+
+// schemaFor infers a type's schema; json.RawMessage, which holds a
+// vendor's or a tool's JSON as it came, is any JSON value (the default
+// would be a list of bytes).
+func schemaFor(t reflect.Type) (*jsonschema.Schema, error) {
+	return jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): {Description: "any JSON value, kept as it came"},
+	}})
 }
 
 var pathParam = regexp.MustCompile(`\{(\w+)(\.\.\.)?\}`)
@@ -51,7 +79,7 @@ func (v *v1) document() map[string]any {
 		}
 		op := map[string]any{
 			"summary":     rt.summary,
-			"operationId": operationID(method, path),
+			"operationId": cmp.Or(operationIDs[rt.pattern], operationID(method, path)),
 			"responses": map[string]any{
 				fmt.Sprint(rt.status): map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{}}},
 				"default":             map[string]any{"description": "an error", "content": map[string]any{"application/json": map[string]any{"schema": errSchema}}},
@@ -62,7 +90,7 @@ func (v *v1) document() map[string]any {
 			op["parameters"] = params
 		}
 		if out, ok := responses[rt.pattern]; ok {
-			schema, err := jsonschema.ForType(reflect.TypeOf(out), nil)
+			schema, err := schemaFor(reflect.TypeOf(out))
 			if err != nil {
 				panic(fmt.Sprintf("openapi: %s: %v", rt.pattern, err)) // the types are ours: a test catches it
 			}
@@ -70,7 +98,7 @@ func (v *v1) document() map[string]any {
 				"content": map[string]any{"application/json": map[string]any{"schema": schema}}}
 		}
 		if rt.body != nil {
-			schema, err := jsonschema.ForType(reflect.TypeOf(rt.body), nil)
+			schema, err := schemaFor(reflect.TypeOf(rt.body))
 			if err != nil {
 				panic(fmt.Sprintf("openapi: %s: %v", rt.pattern, err)) // the types are ours: a test catches it
 			}
@@ -84,7 +112,7 @@ func (v *v1) document() map[string]any {
 	return map[string]any{
 		"openapi": "3.1.0",
 		"info": map[string]any{"title": "engram", "version": "v1",
-			"description": "engram's JSON API: search, files, context, session state and the shared memory of agents. The caller's session and agent go in the X-Engram-Session and X-Engram-Agent headers."},
+			"description": "engram's JSON API: search, files, context, agents' context windows, session state and the shared memory of agents. The caller's session and agent go in the X-Engram-Session and X-Engram-Agent headers."},
 		"paths":      paths,
 		"components": map[string]any{"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}}},
 	}

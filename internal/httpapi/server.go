@@ -27,6 +27,7 @@ import (
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/mcpserver"
 	"github.com/engramhq/engram/internal/metrics"
+	"github.com/engramhq/engram/internal/tokens"
 )
 
 // Options configure the handler.
@@ -61,6 +62,9 @@ type Options struct {
 	// Metrics, if set, records requests and tool calls and is served at
 	// /metrics.
 	Metrics *metrics.Metrics
+	// Catalog is the model catalog windows take their sizes from; nil
+	// means the built-in one.
+	Catalog *tokens.Catalog
 	Version string
 	Logger  *slog.Logger
 }
@@ -105,7 +109,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	mux.Handle("/mcp", g.wrap(limitBody(g.mcp(mcpHandler, sessions), opts.MaxBodyBytes), func(r *http.Request) bool {
 		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
 	}))
-	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics}
+	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, catalog: opts.Catalog}
 	always := func(*http.Request) bool { return true }
 	v.routes(mux, func(h http.Handler) http.Handler { return g.wrap(h, always) })
 	mux.Handle("/v1/", g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -19,6 +19,7 @@ import (
 	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
 )
 
 // MaxBodyBytes bounds a request body by default.
@@ -32,6 +33,7 @@ type v1 struct {
 	log     *slog.Logger
 	maxBody int64
 	metrics *metrics.Metrics
+	catalog *tokens.Catalog
 }
 
 // route is one route of the API: what serves it and what the OpenAPI
@@ -75,6 +77,16 @@ func (v *v1) table() []route {
 		{"GET /v1/agents", "Registered agents", v.agents, nil, []string{"session: only this session's"}, 200},
 		{"POST /v1/agents", "Register an agent and issue its key (shown once)", v.registerAgent, archive.AgentSpec{}, nil, 201},
 		{"POST /v1/agents/{id}/key", "Issue an agent a new key, replacing its old one", v.agentKey, nil, nil, 201},
+		{"GET /v1/windows", "Context windows, of one session or all", v.windows, nil, []string{"session: only this session's"}, 200},
+		{"PUT /v1/windows/{session}/{agent}", "Open an agent's context window (a model or a limit), or change its settings; a model switch keeps its messages",
+			v.openWindow, api.WindowOpenIn{}, nil, 200},
+		{"GET /v1/windows/{session}/{agent}", "Where a window stands: its budget, use, thresholds and references", v.window, nil, nil, 200},
+		{"POST /v1/windows/{session}/{agent}/messages", "Append messages to a window as one turn (engram, Anthropic or OpenAI shapes); past its threshold it evicts, leaving reference markers",
+			v.appendWindow, api.WindowAppendIn{}, nil, 201},
+		{"GET /v1/windows/{session}/{agent}/context", "A window's context, in order: its messages and a marker for each evicted run", v.windowContext, nil,
+			[]string{"format: engram (default), anthropic or openai"}, 200},
+		{"GET /v1/refs/{id}", "The messages a reference marker stands for, byte for byte (POST /v1/retrieve takes a marker whole)", v.expandRef, nil,
+			[]string{"format: engram (default), anthropic or openai"}, 200},
 	}
 	for _, kind := range []store.RecordKind{store.KindPattern, store.KindFailure, store.KindInsight, store.KindDecision, store.KindIntent} {
 		rs = append(rs, route{"GET /v1/" + string(kind) + "s", "Active " + string(kind) + "s, newest first (ETag: the global version)",
@@ -115,16 +127,21 @@ func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 		if session != "" && session != me.SessionID && isWrite(r) {
 			return nil, v.refuse(r, me, session, r.Method+" "+r.URL.Path)
 		}
+		// A window's content is stored as its agent's: a key writes its
+		// own agent's window only.
+		if wa := r.PathValue("agent"); wa != "" && wa != me.ID && isWrite(r) {
+			return nil, v.refuse(r, me, session, "to write agent "+wa+"'s window")
+		}
 		if session == "" || isWrite(r) {
 			session = me.SessionID
 		}
-		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Session: func() string { return session },
+		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Catalog: v.catalog, Session: func() string { return session },
 			Handle: func(context.Context) (*archive.Handle, error) { return p.agent, nil }}, nil
 	}
 	if agent == "" && session != "" {
 		agent = "http@" + session
 	}
-	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Session: func() string { return session }}
+	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Catalog: v.catalog, Session: func() string { return session }}
 	o.Handle = func(ctx context.Context) (*archive.Handle, error) {
 		if session == "" {
 			return nil, &httpError{http.StatusBadRequest, "validation", "name the session: X-Engram-Session"}
@@ -284,6 +301,73 @@ func (v *v1) putFile(w http.ResponseWriter, r *http.Request) {
 	}
 	in.Path = r.PathValue("path")
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.UpdateFile(r.Context(), in); return out, err })
+}
+
+func (v *v1) windows(w http.ResponseWriter, r *http.Request) {
+	in := api.WindowListIn{Session: r.URL.Query().Get("session")}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowList(r.Context(), in); return out, err })
+}
+
+// pathWindow names the window of the path in a body's session and agent:
+// a body may leave them out, or repeat them, not name another window.
+func pathWindow(r *http.Request, session, agent *string) error {
+	ps, pa := r.PathValue("session"), r.PathValue("agent")
+	if (*session != "" && *session != ps) || (*agent != "" && *agent != pa) {
+		return &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("the body names window %s/%s, the path %s/%s", *session, *agent, ps, pa)}
+	}
+	*session, *agent = ps, pa
+	return nil
+}
+
+func (v *v1) openWindow(w http.ResponseWriter, r *http.Request) {
+	var in api.WindowOpenIn
+	if err := v.decode(w, r, &in); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	if err := pathWindow(r, &in.Session, &in.Agent); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowOpen(r.Context(), in); return out, err })
+}
+
+func (v *v1) window(w http.ResponseWriter, r *http.Request) {
+	in := api.WindowIn{Session: r.PathValue("session"), Agent: r.PathValue("agent")}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowStatus(r.Context(), in); return out, err })
+}
+
+func (v *v1) appendWindow(w http.ResponseWriter, r *http.Request) {
+	var in api.WindowAppendIn
+	if err := v.decode(w, r, &in); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	if err := pathWindow(r, &in.Session, &in.Agent); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	o, err := v.ops(r)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	out, _, err := o.WindowAppend(r.Context(), in)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (v *v1) windowContext(w http.ResponseWriter, r *http.Request) {
+	in := api.WindowContextIn{Session: r.PathValue("session"), Agent: r.PathValue("agent"), Format: r.URL.Query().Get("format")}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowContext(r.Context(), in); return out, err })
+}
+
+func (v *v1) expandRef(w http.ResponseWriter, r *http.Request) {
+	in := api.ExpandIn{RefID: r.PathValue("id"), Format: r.URL.Query().Get("format")}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowExpand(r.Context(), in); return out, err })
 }
 
 func (v *v1) completeIntent(w http.ResponseWriter, r *http.Request) {
