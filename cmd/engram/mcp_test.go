@@ -32,7 +32,7 @@ func TestMCP_Stdio(t *testing.T) {
 		t.Fatalf("connect: %v\n%s", err, stderr.String())
 	}
 	tools, err := cs.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != 17 {
+	if err != nil || len(tools.Tools) != 18 {
 		t.Fatalf("tools: %d, %v", len(tools.Tools), err)
 	}
 	callText := func(name string, args map[string]any) string {
@@ -218,7 +218,7 @@ func TestMCP_StdioBadInput(t *testing.T) {
 }
 
 // TestBenchTools counts engram's tool list in-process and, through
-// --compare, that of the built binary's stdio server: the same 17 tools.
+// --compare, that of the built binary's stdio server: the same 18 tools.
 func TestBenchTools(t *testing.T) {
 	e := newEnv(t)
 	out := e.ok("", "bench", "tools", "--compare", binary(t)+" mcp --session bench")
@@ -230,8 +230,8 @@ func TestBenchTools(t *testing.T) {
 	// LARGEST may hold spaces: count from the end.
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
-		if len(f) < 7 || f[len(f)-6] != "17" {
-			t.Errorf("row %q: want 17 tools", l)
+		if len(f) < 7 || f[len(f)-6] != "18" {
+			t.Errorf("row %q: want 18 tools", l)
 		}
 	}
 	if strings.Fields(lines[1])[3] != strings.Fields(lines[2])[len(strings.Fields(lines[2]))-4] {

@@ -21,6 +21,7 @@ func TestStructuredContentJSON(t *testing.T) {
 		{"retrieve_context", map[string]any{"query": "nothing matches quokka"}},
 		{"search_history", map[string]any{"query": "nothing matches quokka"}},
 		{"get_turn_range", map[string]any{"from": 1, "to": 3}},
+		{"window", map[string]any{"action": "list"}},
 		{"briefing", map[string]any{"tier": "full"}},
 		{"record_pattern", map[string]any{"category": "testing.unit", "pattern": "never sleep in tests; use a fake clock"}},
 		{"record_failure", map[string]any{"approach": "raising timeouts", "reason": "still flaky", "resolution": "inject a clock", "outcome": "success"}},

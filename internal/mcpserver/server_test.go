@@ -94,7 +94,7 @@ func TestToolsSchemas(t *testing.T) {
 	if strings.TrimSpace(string(want)) != strings.TrimSpace(string(got)) {
 		t.Errorf("the tool list changed; if that is deliberate, run go test -run TestToolsSchemas -update ./internal/mcpserver/")
 	}
-	if len(res.Tools) != 17 {
+	if len(res.Tools) != 18 {
 		t.Errorf("%d tools", len(res.Tools))
 	}
 }

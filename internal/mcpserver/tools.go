@@ -36,6 +36,8 @@ func (s *Server) addTools() {
 		Description: "Search past messages and tool results only, by type and session."}), tool(s, (*api.Ops).SearchHistory))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "get_turn_range", Annotations: ro,
 		Description: "Read a session's turns from one number to another, in order."}), tool(s, (*api.Ops).TurnRange))
+	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "window", Annotations: ro,
+		Description: "Your context window: tokens used of its budget, where it evicts, what it evicted under [CTX-REF] markers (expand one with retrieve_context). action list: the session's windows."}), tool(s, (*api.Ops).Window))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "record",
 		Description: "Store a message, tool call or tool result in your session so it is kept and searchable."}), tool(s, (*api.Ops).Record))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "briefing", Annotations: ro,
