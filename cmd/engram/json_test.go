@@ -76,4 +76,18 @@ func TestCLI_JSON(t *testing.T) {
 	check("briefing", "--session", "s1", "--tier", "full", "--json")
 	check("session", "show", "--session", "s1", "--json")
 	check("arch", "what patterns do we have for error handling?", "--json")
+	turns := filepath.Join(e.project, "turns.jsonl")
+	var b strings.Builder
+	for i := range 8 {
+		b.WriteString(anthropicTurn(i))
+	}
+	if err := os.WriteFile(turns, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("window", "list", "--json")
+	check("window", "open", "--session", "s1", "--agent", "claude", "--limit", "3000", "--json")
+	check("window", "append", "--session", "s1", "--agent", "claude", "--format", "anthropic", "--file", turns, "--json")
+	check("window", "status", "--session", "s1", "--agent", "claude", "--json")
+	check("window", "list", "--json")
+	check("window", "context", "--session", "s1", "--agent", "claude", "--format", "anthropic", "--json")
 }

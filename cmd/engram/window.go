@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/engine"
+)
+
+func (a *app) windowCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "window",
+		Short: "Agents' context windows: open, append, status, list, context, expand",
+		Long: `A context window per agent of a session: the messages the agent's model
+sees, within a budget of tokens. Past its threshold a window evicts its
+oldest messages (never a tool call without its result, never the system
+prompt or the latest turns) and leaves a reference marker in their place,
+[CTX-REF:...], which expands back to them byte for byte. Everything a window
+is given is stored first, so that search and the session's turns find it.
+
+The window is named by --session (default $ENGRAM_SESSION) and --agent
+(default $ENGRAM_AGENT).`,
+		Example: `  engram window open --session s1 --agent claude --model claude-sonnet-4-5
+  engram window append --session s1 --agent claude --format anthropic < turn.jsonl
+  engram window status --session s1 --agent claude
+  engram window context --session s1 --agent claude
+  engram window expand r3f9a2c1d0b4e5f6`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(a.windowOpenCmd(), a.windowAppendCmd(), a.windowStatusCmd(), a.windowListCmd(), a.windowContextCmd(),
+		a.windowExpandCmd())
+	return cmd
+}
+
+// windowFlags name a window: --session and --agent, from the environment
+// by default.
+type windowFlags struct{ session, agent string }
+
+func (w *windowFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&w.session, "session", "", "the window's session (default $ENGRAM_SESSION)")
+	cmd.Flags().StringVar(&w.agent, "agent", "", "the window's agent (default $ENGRAM_AGENT)")
+}
+
+// ops returns the operations for the window the flags name; need says
+// which of session and agent must be given.
+func (a *app) windowOps(cmd *cobra.Command, w windowFlags, needSession, needAgent bool, mustExist bool) (*api.Ops, error) {
+	if w.session == "" {
+		w.session = a.getenv("ENGRAM_SESSION")
+	}
+	if w.agent == "" {
+		w.agent = a.getenv("ENGRAM_AGENT")
+	}
+	switch {
+	case needSession && w.session == "":
+		return nil, usagef("%s needs --session (or ENGRAM_SESSION)", cmd.CommandPath())
+	case needAgent && w.agent == "":
+		return nil, usagef("%s needs --agent (or ENGRAM_AGENT)", cmd.CommandPath())
+	}
+	eng, err := a.engine(cmd.Context(), mustExist)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := a.cfg.Catalog()
+	if err != nil {
+		return nil, err
+	}
+	session := w.session
+	return &api.Ops{Eng: eng, Agent: w.agent, Catalog: cat, Session: func() string { return session }}, nil
+}
+
+// printOp prints an operation's result: its JSON with --json, else its
+// text.
+func (a *app) printOp(jsonOut bool, out any, text string) error {
+	if jsonOut {
+		return writeJSON(a.stdout, out)
+	}
+	_, err := fmt.Fprintln(a.stdout, text)
+	return err
+}
+
+func (a *app) windowOpenCmd() *cobra.Command {
+	var (
+		w       windowFlags
+		in      api.WindowOpenIn
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "open",
+		Short: "Open an agent's window, or change its settings",
+		Long: `Open the context window of an agent of a session, sized by a model engram
+knows (engram models lists them) or by --limit, the context window in tokens.
+Opening an open window changes its settings: a model switch keeps its
+messages. --role picks the eviction policy: librarian and archivalist evict
+at 75 % with checkpoints at 25 and 50 %, academic at 80 % by topic, architect
+at 85 % by task; any other role by recency at 75 %.`,
+		Example: `  engram window open --session s1 --agent claude --model claude-sonnet-4-5
+  engram window open --session s1 --agent bot --limit 32000 --role librarian`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := a.windowOps(cmd, w, true, true, false)
+			if err != nil {
+				return err
+			}
+			out, text, err := ops.WindowOpen(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	w.add(cmd)
+	f := cmd.Flags()
+	f.StringVar(&in.Model, "model", "", "a model engram knows: its context window and tokenizer")
+	f.IntVar(&in.Limit, "limit", 0, "the context window in tokens, instead of the model's")
+	f.StringVar(&in.Role, "role", "", "the agent's role, which picks the eviction policy")
+	f.IntVar(&in.Output, "output", 0, "tokens reserved for the response (default 8192, or the model's most)")
+	f.IntVar(&in.Safety, "safety", 0, "tokens kept free for what the harness adds (default 2 % of the context)")
+	f.BoolVar(&jsonOut, "json", false, "print the window as JSON")
+	return cmd
+}
+
+func (a *app) windowAppendCmd() *cobra.Command {
+	var (
+		w       windowFlags
+		file    string
+		format  string
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "append",
+		Short: "Append messages, read as JSON Lines, to a window as one turn",
+		Long: `Append messages to a window as one turn, read as JSON Lines from --file or
+standard input, one message a line, in --format:
+
+  engram     {"role": "user", "content": "Fix the flaky test"}, or with
+             "blocks": [{"type": "text", "text": ...}, {"type": "tool_use",
+             "id", "name", "input"}, {"type": "tool_result", "tool_use_id",
+             "text"}], as engram window context --json prints them
+  anthropic  Anthropic's Messages API: {"role", "content": text or blocks}
+  openai     OpenAI's Chat Completions: {"role", "content", "tool_calls",
+             "tool_call_id"}
+
+Each message is stored first (secrets redacted), then the window evicts
+what its policy says. The whole input is read and checked before anything
+is stored: a bad line (not JSON, a message a window cannot take, a tool
+result whose call no earlier message made) stores nothing, and is named by
+its number. A message larger than the window's budget is stored whole.`,
+		Example: `  echo '{"role":"user","content":"Why does TestUploadRetry time out?"}' | engram window append --session s1 --agent claude
+  engram window append --session s1 --agent claude --format openai --file turn.jsonl --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := api.ParseFormat(format); err != nil {
+				return &usageError{err}
+			}
+			in, name, err := a.input(fileArgs(file))
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			lines, raws, err := readMessageLines(in, format)
+			if err != nil {
+				return fmt.Errorf("%s: nothing was stored:\n%w", name, err)
+			}
+			if len(raws) == 0 {
+				return fmt.Errorf("%s: no messages", name)
+			}
+			ops, err := a.windowOps(cmd, w, true, true, false)
+			if err != nil {
+				return err
+			}
+			out, text, err := ops.WindowAppend(cmd.Context(), api.WindowAppendIn{Format: format, Messages: raws})
+			var me *api.MessageError
+			if errors.As(err, &me) && me.Index < len(lines) {
+				return fmt.Errorf("%s: nothing was stored: line %d: %w", name, lines[me.Index], me.Err)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: nothing was stored: %w", name, err)
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	w.add(cmd)
+	f := cmd.Flags()
+	f.StringVar(&file, "file", "", "read the messages from this file (default standard input)")
+	f.StringVar(&format, "format", "engram", "how the messages are written: engram, anthropic or openai")
+	f.BoolVar(&jsonOut, "json", false, "print the result as JSON: the window, the messages' positions, what was evicted")
+	return cmd
+}
+
+func fileArgs(file string) []string {
+	if file == "" {
+		return nil
+	}
+	return []string{file}
+}
+
+// maxLineErrors bounds the bad lines reported before reading stops.
+const maxLineErrors = engine.MaxLineErrors
+
+// readMessageLines reads the messages of an append, one a line, and
+// checks each as the append will, so that every bad line is reported by
+// its number before anything is stored. It returns each message's line
+// number and its JSON.
+func readMessageLines(r io.Reader, format string) ([]int, []json.RawMessage, error) {
+	var (
+		nums []int
+		raws []json.RawMessage
+		errs []error
+	)
+	err := eachJSONLine(r, api.MaxMessageBytes, func(n int, line []byte, lerr error) bool {
+		if lerr == nil {
+			if _, lerr = api.DecodeMessage(format, line); lerr == nil {
+				nums, raws = append(nums, n), append(raws, json.RawMessage(line))
+			}
+		}
+		if lerr != nil {
+			errs = append(errs, fmt.Errorf("line %d: %w", n, lerr))
+		}
+		if len(errs) >= maxLineErrors {
+			errs = append(errs, fmt.Errorf("stopped after %d errors", len(errs)))
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return nums, raws, nil
+}
+
+// eachJSONLine calls fn with each non-blank line of r, numbered from 1,
+// without its line break; a line over max bytes is not read into memory
+// but given as an error. fn returns false to stop.
+func eachJSONLine(r io.Reader, max int, fn func(n int, line []byte, err error) bool) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	for n := 1; ; n++ {
+		var (
+			line []byte
+			long bool
+		)
+		for {
+			chunk, err := br.ReadSlice('\n')
+			if !long {
+				if len(line)+len(chunk) > max+2 { // the line break may be \r\n
+					long, line = true, nil
+				} else {
+					line = append(line, chunk...)
+				}
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read line %d: %w", n, err)
+			}
+			if errors.Is(err, io.EOF) && len(chunk) == 0 && len(line) == 0 && !long {
+				return nil
+			}
+			break
+		}
+		var lerr error
+		if long {
+			lerr = fmt.Errorf("longer than %d bytes (8 MiB), the most a message may take", max)
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if long || len(bytes.TrimSpace(line)) > 0 {
+			if !fn(n, line, lerr) {
+				return nil
+			}
+		}
+	}
+}
+
+func (a *app) windowStatusCmd() *cobra.Command {
+	var (
+		w       windowFlags
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Where a window stands: its budget, use, thresholds and references",
+		Long: `Where a window stands: the tokens it holds of its budget, where it evicts
+and down to where, the messages in it and those evicted under reference
+markers. Without --agent, the session's only window.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := a.windowOps(cmd, w, true, false, true)
+			if err != nil {
+				return err
+			}
+			out, text, err := ops.WindowStatus(cmd.Context(), api.WindowIn{})
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	w.add(cmd)
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the window as JSON")
+	return cmd
+}
+
+func (a *app) windowListCmd() *cobra.Command {
+	var (
+		session string
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "The windows of a session, or of every session",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := a.windowOps(cmd, windowFlags{}, false, false, true)
+			if err != nil {
+				return err
+			}
+			out, text, err := ops.WindowList(cmd.Context(), api.WindowListIn{Session: session})
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	cmd.Flags().StringVar(&session, "session", "", "only this session's windows")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the windows as JSON")
+	return cmd
+}
+
+func (a *app) windowContextCmd() *cobra.Command {
+	var (
+		w       windowFlags
+		format  string
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "context",
+		Short: "A window's context: its messages, and a marker for each evicted run",
+		Long: `Print a window's context, in order: the messages in it, whole, and the
+reference marker standing where each evicted run of messages stood. With
+--json, the messages are written in --format (engram, anthropic or openai),
+as a harness would send them.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := a.windowOps(cmd, w, true, false, true)
+			if err != nil {
+				return err
+			}
+			out, text, err := ops.WindowContext(cmd.Context(), api.WindowContextIn{Format: format})
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	w.add(cmd)
+	cmd.Flags().StringVar(&format, "format", "engram", "with --json, how messages are written: engram, anthropic or openai")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the context as JSON")
+	return cmd
+}
+
+func (a *app) windowExpandCmd() *cobra.Command {
+	var (
+		format  string
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "expand REF",
+		Short: "The messages a reference marker stands for, byte for byte",
+		Long: `Print the messages a window's reference stands for, byte for byte as they
+were appended (secrets aside, which never enter the store), tool calls with
+their results. REF is the marker, whole ([CTX-REF:...], quoted), its short
+form [CTX-REF:id], or the id.`,
+		Example: `  engram window expand r3f9a2c1d0b4e5f6
+  engram window expand '[CTX-REF:conversation | 8 turns 2-9 (1,204 tokens) @ ... | retrieve_context(ref_id="r3f9a2c1d0b4e5f6")]' --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("window expand takes one reference: a marker or its id")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := a.windowOps(cmd, windowFlags{}, false, false, true)
+			if err != nil {
+				return err
+			}
+			out, text, err := ops.WindowExpand(cmd.Context(), api.ExpandIn{RefID: args[0], Format: format})
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "engram", "with --json, how messages are written: engram, anthropic or openai")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the messages as JSON")
+	return cmd
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// anthropicTurn is a turn of a coding agent in Anthropic's shape, one
+// message a line: a prompt, a tool call, its result and an answer; about
+// 470 tokens.
+func anthropicTurn(i int) string {
+	result, _ := json.Marshal(toolOutput(i))
+	return fmt.Sprintf(`{"role":"user","content":"Step %d: read internal/pkg%d/file.go"}
+{"role":"assistant","content":[{"type":"text","text":"Reading it."},{"type":"tool_use","id":"call-%d","name":"read_file","input":{"path": "internal/pkg%d/file.go"}}]}
+{"role":"user","content":[{"type":"tool_result","tool_use_id":"call-%d","content":%s}]}
+{"role":"assistant","content":"handler%d serves requests."}
+`, i, i, i, i, i, result, i)
+}
+
+func toolOutput(i int) string {
+	return fmt.Sprintf("package pkg%d\n\n// handler%d serves requests.\n%s", i, i, strings.Repeat("\t// a line of the body, ünïcödé ✓\n", 40))
+}
+
+func (e *env) fail(stdin string, code int, stderr string, args ...string) {
+	e.t.Helper()
+	got, _, errOut := e.run(stdin, args...)
+	if got != code || !strings.Contains(errOut, stderr) {
+		e.t.Errorf("engram %s: exit %d, stderr %q; want exit %d with %q", strings.Join(args, " "), got, errOut, code, stderr)
+	}
+}
+
+// TestCLI_Window: open a window, append turns in Anthropic's shape until
+// it evicts, see its status, list and context with the markers, and expand
+// a marker back to the very messages.
+func TestCLI_Window(t *testing.T) {
+	e := newEnv(t)
+	win := []string{"--session", "s1", "--agent", "claude"}
+	args := func(a ...string) []string { return append(a, win...) }
+
+	var st struct {
+		Budget, Used, Messages, Refs int
+		Strategy                     string
+	}
+	if err := json.Unmarshal([]byte(e.ok("", args("window", "open", "--limit", "3000", "--output", "200", "--safety", "100", "--json")...)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Budget != 2430 || st.Strategy != "recency" {
+		t.Fatalf("open: %+v", st)
+	}
+	if got := e.ok(`{"role":"system","content":"You are a careful engineer."}`+"\n", args("window", "append")...); !strings.HasPrefix(got, "appended 1 message at 0-0\n") {
+		t.Errorf("append: %q", got)
+	}
+	var sent []string
+	var markers []string
+	for i := range 8 {
+		f := filepath.Join(t.TempDir(), "turn.jsonl")
+		turn := anthropicTurn(i)
+		sent = append(sent, strings.Split(strings.TrimSpace(turn), "\n")...)
+		if err := os.WriteFile(f, []byte(turn), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Evicted []struct{ ID, Marker string }
+		}
+		if err := json.Unmarshal([]byte(e.ok("", args("window", "append", "--format", "anthropic", "--file", f, "--json")...)), &out); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range out.Evicted {
+			markers = append(markers, r.Marker)
+		}
+	}
+	if len(markers) == 0 {
+		t.Fatal("eight turns in a 2,430-token window evicted nothing")
+	}
+	status := e.ok("", args("window", "status")...)
+	if !strings.HasPrefix(status, "window s1/claude (default, recency, 3000-token context): ") || !strings.Contains(status, " evicted under ") {
+		t.Errorf("status: %q", status)
+	}
+	if got := e.ok("", "window", "status", "--session", "s1"); got != status {
+		t.Errorf("status of the session's only window: %q, want %q", got, status)
+	}
+	if got := e.ok("", "window", "list"); got != status {
+		t.Errorf("list: %q, want %q", got, status)
+	}
+	text := e.ok("", args("window", "context")...)
+	if !strings.HasPrefix(text, "--- 0 system (") || !strings.Contains(text, "\n[CTX-REF:") || !strings.Contains(text, toolOutput(7)) {
+		t.Errorf("context: %s", text)
+	}
+	// The context, each marker expanded, is the conversation as it was
+	// sent.
+	whole := e.expanded(args, "anthropic")
+	want := append([]string{`{"role":"system","content":"You are a careful engineer."}`}, sent...)
+	if len(whole) != len(want) {
+		t.Fatalf("the context, expanded, holds %d messages; %d were sent", len(whole), len(want))
+	}
+	for i := range want {
+		var got, w any
+		_ = json.Unmarshal(whole[i], &got)
+		_ = json.Unmarshal([]byte(want[i]), &w)
+		if !reflect.DeepEqual(got, w) {
+			t.Errorf("message %d: %s, want %s", i, whole[i], want[i])
+		}
+	}
+	if got := e.ok("", "window", "expand", markers[0]); !strings.Contains(got, toolOutput(0)) {
+		t.Errorf("expand as text: %s", got)
+	}
+	// What went through the window is searchable.
+	if got := e.ok("", "search", "handler2", "serves", "--session", "s1"); !strings.Contains(got, "handler2 serves requests") {
+		t.Errorf("search: %s", got)
+	}
+}
+
+// TestCLI_WindowBadInput: bad input is a clear error, named by line, and
+// stores nothing; a message larger than the whole budget is taken.
+func TestCLI_WindowBadInput(t *testing.T) {
+	e := newEnv(t)
+	win := []string{"--session", "s1", "--agent", "claude"}
+	args := func(a ...string) []string { return append(a, win...) }
+
+	e.fail("", 1, "no store yet", args("window", "status")...)
+	e.fail("", 2, "window open needs --session", "window", "open", "--limit", "3000")
+	e.fail("", 2, "window open needs --agent", "window", "open", "--limit", "3000", "--session", "s1")
+	e.fail("", 1, `unknown model "gpt-9"`, args("window", "open", "--model", "gpt-9")...)
+	e.fail("", 1, "limit is 12; it must be from 256", args("window", "open", "--limit", "12")...)
+	e.fail("", 1, "a window needs a model or a context limit", args("window", "open")...)
+	e.fail(`{"role":"user","content":"hi"}`+"\n", 1, "no window for agent", args("window", "append")...)
+	e.ok("", args("window", "open", "--limit", "3000", "--output", "200", "--safety", "100")...)
+	e.ok(anthropicTurn(0), args("window", "append", "--format", "anthropic")...)
+	before := e.ok("", args("window", "status", "--json")...)
+
+	orphan := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"call-x","content":"orphan output"}]}`
+	for _, c := range []struct {
+		in, format, want string
+	}{
+		{"{\"role\":\"user\",\"content\":\"ok\"}\n\n{\"role\":\"user\",\"content\":\"orphan output\"\n", "engram", "line 3: not an engram message"},
+		{"{\"role\":\"user\",\"content\":\"ok\"}\n{\"role\":\"robot\",\"content\":\"orphan output\"}\n[1]\n", "engram", "line 2: role \"robot\" is not system, user, assistant or tool"},
+		{"{\"role\":\"user\",\"content\":\"ok\"}\n{\"role\":\"robot\",\"content\":\"orphan output\"}\n[1]\n", "engram", "line 3: not an engram message"},
+		{`{"role":"user","content":"ok"}` + "\n" + orphan + "\n", "anthropic", `line 2: a result for tool call "call-x", which no earlier message makes`},
+		{`{"role":"tool","content":"orphan output"}` + "\n", "openai", "line 1: openai message: a tool message needs its tool_call_id"},
+		{`{"role":"user","content":"orphan output","tokens":-1,"colour":1}` + "\n", "engram", `line 1: not an engram message (role, and content or blocks): json: unknown field "colour"`},
+	} {
+		code, _, errOut := e.run(c.in, args("window", "append", "--format", c.format)...)
+		if code != 1 || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "nothing was stored") {
+			t.Errorf("append %q: exit %d, stderr %q; want %q", c.in, code, errOut, c.want)
+		}
+	}
+	e.fail(`{"role":"user","content":"hi"}`+"\n", 2, `format "xml": want engram`, args("window", "append", "--format", "xml")...)
+	e.fail("\n\n", 1, "no messages", args("window", "append")...)
+	long := `{"role":"user","content":"` + strings.Repeat("orphan output ", 700_000) + `"}` + "\n"
+	e.fail(long, 1, "line 1: longer than 8388608 bytes", args("window", "append")...)
+	e.fail("", 1, "no reference r0000000000000000", "window", "expand", "r0000000000000000")
+	e.fail("", 1, `ref_id: "not a ref" is neither a [CTX-REF] marker nor a ref id`, "window", "expand", "not a ref")
+	e.fail("", 2, "window expand takes one reference", "window", "expand")
+	if after := e.ok("", args("window", "status", "--json")...); after != before {
+		t.Errorf("refused appends changed the window:\n%s\nwas\n%s", after, before)
+	}
+	if got := e.ok("", "search", "orphan", "output"); strings.Contains(got, "orphan") {
+		t.Errorf("refused appends stored content: %s", got)
+	}
+
+	// A message larger than the whole budget: stored, not refused.
+	huge := strings.Repeat("FAIL TestUploadRetry (2.00s): context deadline exceeded, attempt 7 of 9\n", 3000)
+	b, _ := json.Marshal(huge)
+	out := e.ok(fmt.Sprintf("{\"role\":\"user\",\"content\":\"Run the tests.\"}\n{\"role\":\"user\",\"content\":%s}\n", b), args("window", "append", "--json")...)
+	var res struct {
+		Window struct{ Used, Budget int }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a %d-byte message in a %d-token window: %d tokens used", len(huge), res.Window.Budget, res.Window.Used)
+	if res.Window.Used > res.Window.Budget {
+		t.Errorf("the window holds %d tokens of its %d", res.Window.Used, res.Window.Budget)
+	}
+	whole := e.expanded(args, "engram")
+	var last struct{ Blocks []struct{ Text string } }
+	if err := json.Unmarshal(whole[len(whole)-1], &last); err != nil || len(last.Blocks) != 1 || last.Blocks[0].Text != huge {
+		t.Errorf("the large message is not one expansion away, whole (%v)", err)
+	}
+}
+
+// expanded returns a window's context, as window context --json gives it
+// in format, each marker replaced by the messages window expand gives.
+func (e *env) expanded(args func(...string) []string, format string) []json.RawMessage {
+	e.t.Helper()
+	var ctxOut struct {
+		Items []struct {
+			Message json.RawMessage
+			RefID   string `json:"ref_id"`
+		}
+	}
+	if err := json.Unmarshal([]byte(e.ok("", args("window", "context", "--format", format, "--json")...)), &ctxOut); err != nil {
+		e.t.Fatal(err)
+	}
+	var out []json.RawMessage
+	for _, it := range ctxOut.Items {
+		if it.RefID == "" {
+			out = append(out, it.Message)
+			continue
+		}
+		var exp struct{ Messages []json.RawMessage }
+		if err := json.Unmarshal([]byte(e.ok("", "window", "expand", it.RefID, "--format", format, "--json")), &exp); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, exp.Messages...)
+	}
+	return out
+}
