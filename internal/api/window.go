@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/store"
@@ -426,12 +427,24 @@ func DecodeMessage(format string, raw []byte) (window.Message, error) {
 	if len(raw) > MaxMessageBytes {
 		return window.Message{}, bad("%d bytes; a message may take at most %d (8 MiB)", len(raw), MaxMessageBytes)
 	}
+	if !utf8.Valid(raw) {
+		// encoding/json would replace the bytes that are not, silently.
+		return window.Message{}, bad("not UTF-8: JSON text must be")
+	}
 	var m window.Message
 	switch f {
 	case FormatAnthropic:
 		m, err = window.FromAnthropic(raw)
 	case FormatOpenAI:
 		m, err = window.FromOpenAI(raw)
+		if err == nil && m.Role == window.RoleTool {
+			// OpenAI requires it; without it, the message would be
+			// written back with "content": null.
+			var f map[string]json.RawMessage
+			if json.Unmarshal(raw, &f) == nil && f["content"] == nil {
+				err = errors.New("a tool message needs its content")
+			}
+		}
 	default:
 		m, err = decodeEngram(raw)
 	}
@@ -482,7 +495,11 @@ func EncodeMessage(format string, m window.Message) (json.RawMessage, error) {
 	case FormatOpenAI:
 		b, err = window.ToOpenAI(m)
 	default:
-		b, err = json.Marshal(m)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // a message's "<" and "&" stay as they were
+		err = enc.Encode(m)
+		b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	if err != nil {
 		return nil, windowErr(err)

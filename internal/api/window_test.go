@@ -1,9 +1,11 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,4 +114,70 @@ func TestWindowOps_Isolation(t *testing.T) {
 	if err != nil || w.Agent != "a1" || w.Messages != 1 {
 		t.Errorf("bob reads alice's window: %+v, %v", w, err)
 	}
+}
+
+// FuzzDecodeMessage: any input is refused with an *InputError, or decodes
+// to a message a window takes, which written back in its format decodes
+// to the same message. JSON inside a message (a call's input, a block
+// kept raw, a vendor's other fields) comes back as the same JSON value:
+// encoding/json compacts what it embeds (the content store keeps the
+// bytes, which retrieve_context and the text forms give).
+func FuzzDecodeMessage(f *testing.F) {
+	f.Add(`{"role":"user","content":"hi"}`, "engram")
+	f.Add(`{"role":"assistant","blocks":[{"type":"tool_use","id":"c1","name":"read","input":{"path": "x.go"}}]}`, "engram")
+	f.Add(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"out","is_error":true},{"type":"image","source":{}}]}`, "anthropic")
+	f.Add(`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}],"refusal":null}`, "openai")
+	f.Add(`{"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"x"}]}`, "openai")
+	f.Fuzz(func(t *testing.T, raw, format string) {
+		m, err := api.DecodeMessage(format, []byte(raw))
+		if err != nil {
+			var ie *api.InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("%q (%s): %T %v is not an InputError", raw, format, err, err)
+			}
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("%q (%s) decoded to a message a window refuses: %v", raw, format, err)
+		}
+		out, err := api.EncodeMessage(format, m)
+		if err != nil {
+			t.Fatalf("%q (%s) does not write back: %v", raw, format, err)
+		}
+		again, err := api.DecodeMessage(format, out)
+		if err != nil {
+			t.Fatalf("%q (%s) written back as %s does not decode: %v", raw, format, out, err)
+		}
+		if diff := cmp.Diff(sameJSON(m), sameJSON(again)); diff != "" {
+			t.Fatalf("%q (%s) written back as %s decodes to another message (-first +again):\n%s", raw, format, out, diff)
+		}
+	})
+}
+
+// sameJSON returns m with the JSON it embeds written one way: the same
+// value, whatever its spacing and escapes.
+func sameJSON(m window.Message) window.Message {
+	c := func(r json.RawMessage) json.RawMessage {
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.UseNumber()
+		var v any
+		if len(r) == 0 || dec.Decode(&v) != nil {
+			return r
+		}
+		b, _ := json.Marshal(v)
+		return b
+	}
+	m.Blocks = slices.Clone(m.Blocks)
+	for i := range m.Blocks {
+		m.Blocks[i].Input, m.Blocks[i].Raw = c(m.Blocks[i].Input), c(m.Blocks[i].Raw)
+	}
+	if m.Shape != nil && m.Shape.Extra != nil {
+		sh := *m.Shape
+		sh.Extra = map[string]json.RawMessage{}
+		for k, v := range m.Shape.Extra {
+			sh.Extra[k] = c(v)
+		}
+		m.Shape = &sh
+	}
+	return m
 }
