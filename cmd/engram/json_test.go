@@ -90,4 +90,5 @@ func TestCLI_JSON(t *testing.T) {
 	check("window", "status", "--session", "s1", "--agent", "claude", "--json")
 	check("window", "list", "--json")
 	check("window", "context", "--session", "s1", "--agent", "claude", "--format", "anthropic", "--json")
+	check("window", "replay", turns, "--format", "anthropic", "--budget", "2000", "--json")
 }

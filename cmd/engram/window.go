@@ -17,7 +17,7 @@ import (
 func (a *app) windowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "window",
-		Short: "Agents' context windows: open, append, status, list, context, expand",
+		Short: "Agents' context windows: open, append, status, list, context, expand, replay",
 		Long: `A context window per agent of a session: the messages the agent's model
 sees, within a budget of tokens. Past its threshold a window evicts its
 oldest messages (never a tool call without its result, never the system
@@ -31,11 +31,12 @@ The window is named by --session (default $ENGRAM_SESSION) and --agent
   engram window append --session s1 --agent claude --format anthropic < turn.jsonl
   engram window status --session s1 --agent claude
   engram window context --session s1 --agent claude
-  engram window expand r3f9a2c1d0b4e5f6`,
+  engram window expand r3f9a2c1d0b4e5f6
+  engram window replay examples/session.jsonl --budget 2000`,
 		Args: noArgs,
 	}
 	cmd.AddCommand(a.windowOpenCmd(), a.windowAppendCmd(), a.windowStatusCmd(), a.windowListCmd(), a.windowContextCmd(),
-		a.windowExpandCmd())
+		a.windowExpandCmd(), a.windowReplayCmd())
 	return cmd
 }
 

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/engramhq/engram/internal/window"
 )
 
 // anthropicTurn is a turn of a coding agent in Anthropic's shape, one
@@ -210,4 +215,193 @@ func (e *env) expanded(args func(...string) []string, format string) []json.RawM
 		out = append(out, exp.Messages...)
 	}
 	return out
+}
+
+// writeGzip writes s gzipped to a new file and returns its path.
+func writeGzip(t *testing.T, name, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write([]byte(s)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// addSession is a conversation in engram add's format: each turn a
+// prompt, a tool call and its result.
+func addSession(turns int) string {
+	var b strings.Builder
+	for i := range turns {
+		result, _ := json.Marshal(toolOutput(i))
+		fmt.Fprintf(&b, `{"session":"s1","agent":"claude","role":"user","content":"Step %d: read internal/pkg%d/file.go"}
+{"session":"s1","agent":"claude","type":"tool_call","msg_id":"call-%d","content":{"tool":"Read","path":"internal/pkg%d/file.go"}}
+{"session":"s1","agent":"claude","type":"tool_result","parent":"call-%d","content":%s}
+`, i, i, i, i, i, result)
+	}
+	return b.String()
+}
+
+// TestCLI_WindowReplay: a replay feeds a conversation through a window
+// turn by turn, prints what each turn did, and checks that every marker
+// expands back byte for byte; in engram add's format, the trajectories'
+// (told apart from the first line), and one message a line.
+func TestCLI_WindowReplay(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	add := filepath.Join(dir, "session.jsonl")
+	if err := os.WriteFile(add, []byte(addSession(9)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := e.ok("", "window", "replay", add, "--budget", "2000")
+	for _, want := range []string{"replay of " + add + " (add): 1 windows, budget 2,000 tokens (o200k_base)",
+		"window s1/claude: strategy recency, evicts at 1,500 tokens down to 1,000",
+		"markers:\n  [CTX-REF:", "references expand back byte for byte: ", "1 windows, 9 turns: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay: no %q in\n%s", want, out)
+		}
+	}
+	var rep struct {
+		Format  string
+		Budget  int
+		OK      bool
+		Refs    int
+		Windows []struct {
+			Turns []struct {
+				Turn, Used, Budget int
+				Evicted            []struct{ ID string }
+			}
+			Check struct {
+				Messages, Bytes int
+				Mismatches      []string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(e.ok("", "window", "replay", add, "--budget", "2000", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.Refs == 0 || rep.Format != "add" || len(rep.Windows) != 1 || len(rep.Windows[0].Turns) != 9 ||
+		rep.Windows[0].Check.Messages == 0 || len(rep.Windows[0].Check.Mismatches) != 0 {
+		t.Errorf("replay --json: %+v", rep)
+	}
+
+	// The trajectories' format, gzipped: one window a run; --run picks.
+	var runs strings.Builder
+	for r := range 2 {
+		msgs := []map[string]string{{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Fix the bug."}}
+		for i := range 8 {
+			msgs = append(msgs, map[string]string{"role": "assistant", "content": fmt.Sprintf("```bash\ncat internal/pkg%d/file.go\n```", i)},
+				map[string]string{"role": "user", "content": "<returncode>0</returncode>\n<output>\n" + toolOutput(i) + "</output>"})
+		}
+		line, _ := json.Marshal(map[string]any{"instance_id": fmt.Sprintf("repo__repo-%d", r), "messages": msgs, "model": "x"})
+		runs.Write(line)
+		runs.WriteString("\n")
+	}
+	traj := writeGzip(t, "trajectories.jsonl.gz", runs.String())
+	out = e.ok("", "window", "replay", traj, "--budget", "3000", "--run", "repo__repo-1")
+	if !strings.Contains(out, "(trajectories): 1 windows") || !strings.Contains(out, "window repo__repo-1/agent: strategy recency") ||
+		strings.Contains(out, "repo__repo-0") || !strings.Contains(out, "references expand back byte for byte") {
+		t.Errorf("replay of trajectories:\n%s", out)
+	}
+	e.fail("", 1, `no run "repo__repo-7"`, "window", "replay", traj, "--budget", "3000", "--run", "repo__repo-7")
+
+	// One message a line, in a vendor's shape.
+	var anth strings.Builder
+	for i := range 8 {
+		anth.WriteString(anthropicTurn(i))
+	}
+	msgs := filepath.Join(dir, "chat.jsonl")
+	if err := os.WriteFile(msgs, []byte(anth.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = e.ok("", "window", "replay", msgs, "--format", "anthropic", "--budget", "2400", "--model", "gpt-4o")
+	if !strings.Contains(out, "window replay-chat/replay: ") || !strings.Contains(out, "references expand back byte for byte") {
+		t.Errorf("replay of anthropic messages:\n%s", out)
+	}
+
+	// Into a store that is kept: the windows stay, a second replay of the
+	// same conversation is refused.
+	kept := filepath.Join(dir, "kept.db")
+	e.ok("", "window", "replay", add, "--budget", "2000", "--store", kept)
+	if got := e.ok("", "window", "list", "--store", kept); !strings.HasPrefix(got, "window s1/claude ") {
+		t.Errorf("the kept store's windows: %q", got)
+	}
+	e.fail("", 1, "window s1/claude is in the store already", "window", "replay", add, "--budget", "2000", "--store", kept)
+
+	// Bad input: named by line, nothing replayed.
+	e.fail("", 2, "window replay needs --budget", "window", "replay", add)
+	e.fail("", 2, `--format "csv"`, "window", "replay", add, "--budget", "2000", "--format", "csv")
+	e.fail("", 2, `--model "gpt-9"`, "window", "replay", add, "--budget", "2000", "--model", "gpt-9")
+	bad := filepath.Join(dir, "bad.jsonl")
+	lines := strings.Split(addSession(2), "\n")
+	lines[2] = strings.Replace(lines[2], `"parent":"call-0"`, `"parent":"call-9"`, 1)
+	lines[4] = `{"session":"s1","role":"user"`
+	if err := os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.fail("", 1, "line 5: ", "window", "replay", bad, "--budget", "2000")
+	lines[4] = `{"session":"s1","agent":"claude","role":"user","content":"fine"}`
+	if err := os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.fail("", 1, `line 3: a tool_result whose parent "call-9" is no earlier tool_call's msg_id in session s1`, "window", "replay", bad, "--budget", "2000")
+	lines[2] = strings.Replace(lines[2], `"parent":"call-9"`, `"parent":"call-0"`, 1)
+	lines[4] = strings.Replace(lines[5], `"parent":"call-1"`, `"parent":"call-0"`, 1)
+	if err := os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.fail("", 1, `line 5: a second tool_result for the tool_call "call-0"`, "window", "replay", bad, "--budget", "2000")
+	e.fail("", 1, "no such file", "window", "replay", filepath.Join(dir, "missing.jsonl"), "--budget", "2000")
+}
+
+// FuzzReplayRead reads any input as window replay reads engram add's
+// records: refused, or windows of messages a window takes, their tool
+// calls paired with their results, in turns that each open with a user's
+// prompt (the first may open with the system prompt).
+func FuzzReplayRead(f *testing.F) {
+	f.Add([]byte(addSession(2)))
+	f.Add([]byte(`{"session":"s1","type":"tool_call","content":"ls -la"}` + "\n" + `{"session":"s1","type":"tool_result","content":"x"}` + "\n" +
+		`{"session":"s2","agent":"b","role":"system","content":"be brief"}` + "\n" + `{"session":"s2","agent":"b","type":"code_file","content":"package x"}`))
+	f.Add([]byte(`{"session":"s1","type":"tool_result","parent":"nope","content":"x"}`))
+	f.Add([]byte(`{"session":"s1","type":"tool_call","msg_id":"c1","content":{}}` + "\n" + `{"session":"s1","type":"tool_result","parent":"c1","content":"1"}` + "\n" +
+		`{"session":"s1","type":"tool_result","parent":"c1","content":"2"}` + "\n" + `{"session":"s1","type":"tool_call","msg_id":"c1","content":{}}`))
+	_, eng, done, err := scratchStore(context.Background(), f.TempDir(), "fuzz.db")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(done)
+	f.Fuzz(func(t *testing.T, input []byte) {
+		convs, err := readAddRecords(eng, bytes.NewReader(input), "in.jsonl")
+		if err != nil {
+			return
+		}
+		for _, c := range convs {
+			var msgs []window.Message
+			for i, turn := range c.turns {
+				if len(turn) == 0 {
+					t.Fatalf("%s: turn %d is empty", c.key, i)
+				}
+				first := turn[0].msg
+				if i > 0 && (first.Role != window.RoleUser || len(first.Results()) > 0) {
+					t.Fatalf("%s: turn %d opens with a %s message", c.key, i, first.Role)
+				}
+				for _, m := range turn {
+					if err := m.msg.Validate(); err != nil {
+						t.Fatalf("%s: line %d: %v", c.key, m.line, err)
+					}
+					msgs = append(msgs, m.msg)
+				}
+			}
+			if _, err := window.Units(msgs); err != nil {
+				t.Fatalf("%s: %v", c.key, err)
+			}
+		}
+	})
 }
