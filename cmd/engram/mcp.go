@@ -59,6 +59,9 @@ with --token-env VAR a reference to the variable that holds it.`,
 			}
 			opts.Version, _ = versionInfo()
 			opts.Logger = a.log
+			if opts.Windows, err = a.windowManager(eng); err != nil {
+				return err
+			}
 			srv := mcpserver.New(eng, opts)
 			a.log.Info("engram mcp serving on stdio", "project", a.cfg.Project, "store", a.cfg.Store.Path)
 			return srv.Run(ctx, mcpserver.StdioTransport(a.stdin, a.stdout, a.log))

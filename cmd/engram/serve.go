@@ -104,7 +104,7 @@ listing them and one token for all.`,
 				}
 				popts := opts
 				popts.Metrics = metrics.New(eng)
-				if popts.Catalog, err = p.cfg.Catalog(); err != nil {
+				if popts.Windows, err = p.windowManager(eng); err != nil {
 					return fmt.Errorf("%s: %w", p.cfg.Project, err)
 				}
 				pmetrics[i] = popts.Metrics

@@ -12,6 +12,7 @@ import (
 
 	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/window"
 )
 
 func (a *app) windowCmd() *cobra.Command {
@@ -68,12 +69,26 @@ func (a *app) windowOps(cmd *cobra.Command, w windowFlags, needSession, needAgen
 	if err != nil {
 		return nil, err
 	}
-	cat, err := a.cfg.Catalog()
+	m, err := a.windowManager(eng)
 	if err != nil {
 		return nil, err
 	}
 	session := w.session
-	return &api.Ops{Eng: eng, Agent: w.agent, Catalog: cat, Session: func() string { return session }}, nil
+	return &api.Ops{Eng: eng, Agent: w.agent, Windows: m, Session: func() string { return session }}, nil
+}
+
+// windowManager returns the window manager of eng's store, configured:
+// the models of [[models]], the defaults and role policies of [window].
+func (a *app) windowManager(eng *engine.Engine) (*window.Manager, error) {
+	cat, err := a.cfg.Catalog()
+	if err != nil {
+		return nil, err
+	}
+	m := window.NewManager(eng, cat)
+	if err := m.Configure(window.ConfigFrom(a.cfg.Window)); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // printOp prints an operation's result: its JSON with --json, else its

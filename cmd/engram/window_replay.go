@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -172,14 +173,19 @@ func (a *app) replay(ctx context.Context, file string, o replayOptions) error {
 	if err != nil {
 		return err
 	}
-	margin := window.DefaultMargin
+	// The margin the window will keep: the configured one, but for a
+	// model whose tokenizer engram counts exactly.
+	margin := cmp.Or(a.cfg.Window.Margin, window.DefaultMargin)
 	encoding := tokens.O200kBase
 	if o.model != "" {
 		m, ok := cat.Lookup(o.model)
 		if !ok {
 			return usagef("--model %q: engram does not know it (engram models lists those it knows)", o.model)
 		}
-		margin, encoding = window.LimitsFor(m).Margin, m.Encoding
+		encoding = m.Encoding
+		if m.Exact {
+			margin = 0
+		}
 	}
 	eng, done, err := a.replayEngine(ctx)
 	if err != nil {
@@ -198,7 +204,10 @@ func (a *app) replay(ctx context.Context, file string, o replayOptions) error {
 	if len(convs) == 0 {
 		return fmt.Errorf("%s: no messages", file)
 	}
-	m := window.NewManager(eng, cat)
+	m, err := a.windowManager(eng)
+	if err != nil {
+		return err
+	}
 	rep := replayReport{File: file, Format: o.format, Budget: o.budget, Model: o.model, Encoding: encoding, Role: o.role, Windows: []replayWindow{}}
 	start := time.Now()
 	progress := newProgress(a.stderr, "replaying", int64(len(convs)))
@@ -206,7 +215,7 @@ func (a *app) replay(ctx context.Context, file string, o replayOptions) error {
 	var w *tabwriter.Writer
 	if !o.jsonOut {
 		w = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(a.stdout, "replay of %s (%s): %d windows, budget %s tokens (%s)\n", file, o.format, len(convs), commas(int64(o.budget)), encoding)
+		fmt.Fprintf(a.stdout, "replay of %s (%s): %s, budget %s tokens (%s)\n", file, o.format, plural(len(convs), "window"), commas(int64(o.budget)), encoding)
 	}
 	for i, c := range convs {
 		if err := ctx.Err(); err != nil {
@@ -613,7 +622,7 @@ func printReplayWindow(out io.Writer, w *tabwriter.Writer, rw replayWindow) {
 		}
 		var ev []string
 		for _, r := range t.Evicted {
-			ev = append(ev, fmt.Sprintf("%d messages (%d-%d, %s tokens) as %s", r.Messages, r.From, r.To-1, commas(int64(r.Tokens)), r.ID))
+			ev = append(ev, fmt.Sprintf("%s (%d-%d, %s tokens) as %s", plural(r.Messages, "message"), r.From, r.To-1, commas(int64(r.Tokens)), r.ID))
 			markers = append(markers, r.Marker)
 		}
 		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%d%%%s\t%d\t%d\t  %s\n", t.Turn, t.Line, t.Messages, commas(int64(t.Used)),
@@ -630,7 +639,7 @@ func printReplayWindow(out io.Writer, w *tabwriter.Writer, rw replayWindow) {
 	case c.Refs == 0:
 		fmt.Fprintln(out, "nothing was evicted")
 	default:
-		fmt.Fprintf(out, "all %d references expand back byte for byte: %d messages, %s bytes%s\n", c.Refs, c.Messages, commas(int64(c.Bytes)), redactedNote(c.Redacted))
+		fmt.Fprintf(out, "%s, each expands back byte for byte: %s, %s bytes%s\n", plural(c.Refs, "reference"), plural(c.Messages, "message"), commas(int64(c.Bytes)), redactedNote(c.Redacted))
 	}
 }
 
@@ -642,13 +651,21 @@ func redactedNote(n int) string {
 }
 
 func printReplaySummary(out io.Writer, rep replayReport) {
-	fmt.Fprintf(out, "\n%d windows, %d turns: ", len(rep.Windows), rep.Turns)
+	fmt.Fprintf(out, "\n%s, %s: ", plural(len(rep.Windows), "window"), plural(rep.Turns, "turn"))
 	if rep.OK {
-		fmt.Fprintf(out, "%d references, every one expands back byte for byte (%d messages, %s bytes)\n", rep.Refs, rep.Messages, commas(int64(rep.Bytes)))
+		fmt.Fprintf(out, "%s, each expands back byte for byte (%s, %s bytes)\n", plural(rep.Refs, "reference"), plural(rep.Messages, "message"), commas(int64(rep.Bytes)))
 	} else {
 		fmt.Fprintf(out, "%d of %d references did NOT expand back byte for byte\n", rep.Mismatches, rep.Refs)
 	}
 	if rep.OverBudget > 0 {
 		fmt.Fprintf(out, "%d turns left a window over its budget of %s tokens\n", rep.OverBudget, commas(int64(rep.Budget)))
 	}
+}
+
+// plural says n things, in the plural unless there is one.
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return commas(int64(n)) + " " + thing + "s"
 }

@@ -261,9 +261,9 @@ func TestCLI_WindowReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := e.ok("", "window", "replay", add, "--budget", "2000")
-	for _, want := range []string{"replay of " + add + " (add): 1 windows, budget 2,000 tokens (o200k_base)",
+	for _, want := range []string{"replay of " + add + " (add): 1 window, budget 2,000 tokens (o200k_base)",
 		"window s1/claude: strategy recency, evicts at 1,500 tokens down to 1,000",
-		"markers:\n  [CTX-REF:", "references expand back byte for byte: ", "1 windows, 9 turns: "} {
+		"markers:\n  [CTX-REF:", "expands back byte for byte: ", "1 window, 9 turns: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("replay: no %q in\n%s", want, out)
 		}
@@ -306,8 +306,8 @@ func TestCLI_WindowReplay(t *testing.T) {
 	}
 	traj := writeGzip(t, "trajectories.jsonl.gz", runs.String())
 	out = e.ok("", "window", "replay", traj, "--budget", "3000", "--run", "repo__repo-1")
-	if !strings.Contains(out, "(trajectories): 1 windows") || !strings.Contains(out, "window repo__repo-1/agent: strategy recency") ||
-		strings.Contains(out, "repo__repo-0") || !strings.Contains(out, "references expand back byte for byte") {
+	if !strings.Contains(out, "(trajectories): 1 window,") || !strings.Contains(out, "window repo__repo-1/agent: strategy recency") ||
+		strings.Contains(out, "repo__repo-0") || !strings.Contains(out, "expands back byte for byte") {
 		t.Errorf("replay of trajectories:\n%s", out)
 	}
 	e.fail("", 1, `no run "repo__repo-7"`, "window", "replay", traj, "--budget", "3000", "--run", "repo__repo-7")
@@ -322,7 +322,7 @@ func TestCLI_WindowReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = e.ok("", "window", "replay", msgs, "--format", "anthropic", "--budget", "2400", "--model", "gpt-4o")
-	if !strings.Contains(out, "window replay-chat/replay: ") || !strings.Contains(out, "references expand back byte for byte") {
+	if !strings.Contains(out, "window replay-chat/replay: ") || !strings.Contains(out, "expands back byte for byte") {
 		t.Errorf("replay of anthropic messages:\n%s", out)
 	}
 

@@ -20,7 +20,7 @@ import (
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // Ops runs the operations for one caller: an identity (a session, and an
@@ -35,9 +35,9 @@ type Ops struct {
 	Agent string
 	// Metrics, if set, records searches and briefings.
 	Metrics *metrics.Metrics
-	// Catalog is the model catalog windows take their sizes from; nil
-	// means the built-in one.
-	Catalog *tokens.Catalog
+	// Windows keeps the context windows of Eng's store, configured; nil
+	// means a Manager with the built-in models and defaults.
+	Windows *window.Manager
 }
 
 // IsolationError refuses a write that names another session than the

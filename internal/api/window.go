@@ -63,17 +63,18 @@ func ParseFormat(f string) (string, error) {
 	return "", bad("format %q: want engram (the default), anthropic or openai", f)
 }
 
-// builtinCatalog is the model catalog of windows whose Ops name none.
+// builtinCatalog is the model catalog of windows whose Ops name no
+// Manager.
 var builtinCatalog = sync.OnceValues(func() (*tokens.Catalog, error) { return tokens.NewCatalog() })
 
 // windows returns the window manager of the caller's store.
 func (o *Ops) windows() (*window.Manager, error) {
-	cat := o.Catalog
-	if cat == nil {
-		var err error
-		if cat, err = builtinCatalog(); err != nil {
-			return nil, err
-		}
+	if o.Windows != nil {
+		return o.Windows, nil
+	}
+	cat, err := builtinCatalog()
+	if err != nil {
+		return nil, err
 	}
 	return window.NewManager(o.Eng, cat), nil
 }

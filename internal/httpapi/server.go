@@ -27,7 +27,7 @@ import (
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/mcpserver"
 	"github.com/engramhq/engram/internal/metrics"
-	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // Options configure the handler.
@@ -62,9 +62,10 @@ type Options struct {
 	// Metrics, if set, records requests and tool calls and is served at
 	// /metrics.
 	Metrics *metrics.Metrics
-	// Catalog is the model catalog windows take their sizes from; nil
-	// means the built-in one.
-	Catalog *tokens.Catalog
+	// Windows keeps the context windows of the engine's store, configured
+	// (its models and policies); nil means the built-in models and
+	// defaults.
+	Windows *window.Manager
 	Version string
 	Logger  *slog.Logger
 }
@@ -103,13 +104,13 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 			session, agent = p.agent.Session(), p.agent.Agent().ID
 		}
 		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent,
-			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log,
+			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log, Windows: opts.Windows,
 			OnInitialize: sessions.track}).MCP()
 	}, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: opts.MCPSessionIdle, MaxRequestBodyBytes: opts.MaxBodyBytes})
 	mux.Handle("/mcp", g.wrap(limitBody(g.mcp(mcpHandler, sessions), opts.MaxBodyBytes), func(r *http.Request) bool {
 		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
 	}))
-	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, catalog: opts.Catalog}
+	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, windows: opts.Windows}
 	always := func(*http.Request) bool { return true }
 	v.routes(mux, func(h http.Handler) http.Handler { return g.wrap(h, always) })
 	mux.Handle("/v1/", g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

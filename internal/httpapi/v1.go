@@ -19,7 +19,7 @@ import (
 	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // MaxBodyBytes bounds a request body by default.
@@ -33,7 +33,7 @@ type v1 struct {
 	log     *slog.Logger
 	maxBody int64
 	metrics *metrics.Metrics
-	catalog *tokens.Catalog
+	windows *window.Manager
 }
 
 // route is one route of the API: what serves it and what the OpenAPI
@@ -77,7 +77,7 @@ func (v *v1) table() []route {
 		{"GET /v1/agents", "Registered agents", v.agents, nil, []string{"session: only this session's"}, 200},
 		{"POST /v1/agents", "Register an agent and issue its key (shown once)", v.registerAgent, archive.AgentSpec{}, nil, 201},
 		{"POST /v1/agents/{id}/key", "Issue an agent a new key, replacing its old one", v.agentKey, nil, nil, 201},
-		{"GET /v1/windows", "Context windows, of one session or all", v.windows, nil, []string{"session: only this session's"}, 200},
+		{"GET /v1/windows", "Context windows, of one session or all", v.listWindows, nil, []string{"session: only this session's"}, 200},
 		{"PUT /v1/windows/{session}/{agent}", "Open an agent's context window (a model or a limit), or change its settings; a model switch keeps its messages",
 			v.openWindow, api.WindowOpenIn{}, nil, 200},
 		{"GET /v1/windows/{session}/{agent}", "Where a window stands: its budget, use, thresholds and references", v.window, nil, nil, 200},
@@ -135,13 +135,13 @@ func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 		if session == "" || isWrite(r) {
 			session = me.SessionID
 		}
-		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Catalog: v.catalog, Session: func() string { return session },
+		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Windows: v.windows, Session: func() string { return session },
 			Handle: func(context.Context) (*archive.Handle, error) { return p.agent, nil }}, nil
 	}
 	if agent == "" && session != "" {
 		agent = "http@" + session
 	}
-	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Catalog: v.catalog, Session: func() string { return session }}
+	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Windows: v.windows, Session: func() string { return session }}
 	o.Handle = func(ctx context.Context) (*archive.Handle, error) {
 		if session == "" {
 			return nil, &httpError{http.StatusBadRequest, "validation", "name the session: X-Engram-Session"}
@@ -303,7 +303,7 @@ func (v *v1) putFile(w http.ResponseWriter, r *http.Request) {
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.UpdateFile(r.Context(), in); return out, err })
 }
 
-func (v *v1) windows(w http.ResponseWriter, r *http.Request) {
+func (v *v1) listWindows(w http.ResponseWriter, r *http.Request) {
 	in := api.WindowListIn{Session: r.URL.Query().Get("session")}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowList(r.Context(), in); return out, err })
 }

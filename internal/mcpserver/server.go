@@ -23,6 +23,7 @@ import (
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/metrics"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // Options say who the server's client is.
@@ -39,6 +40,9 @@ type Options struct {
 	Version string
 	// Metrics, if set, records tool calls, searches, briefings and tokens.
 	Metrics *metrics.Metrics
+	// Windows keeps the context windows of the engine's store; nil means
+	// the built-in models and defaults.
+	Windows *window.Manager
 	Logger  *slog.Logger
 	// OnInitialize, if set, is called with the session of each initialize
 	// request the server answers: a front end that caps open sessions
@@ -183,7 +187,7 @@ func (s *Server) ops(req *mcp.CallToolRequest) *api.Ops {
 	if agent == "" {
 		agent = "mcp@" + s.session(req)
 	}
-	return &api.Ops{Eng: s.eng, Agent: agent, Metrics: s.opts.Metrics, Session: func() string { return s.session(req) },
+	return &api.Ops{Eng: s.eng, Agent: agent, Metrics: s.opts.Metrics, Windows: s.opts.Windows, Session: func() string { return s.session(req) },
 		Handle: func(ctx context.Context) (*archive.Handle, error) { return s.archiveHandle(ctx, req) }}
 }
 
