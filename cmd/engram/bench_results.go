@@ -14,6 +14,7 @@ import (
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // toolCall is one typical call of an MCP tool, as an agent would make it.
@@ -113,9 +114,20 @@ func (a *app) benchResults(ctx context.Context, w io.Writer, eng *engine.Engine,
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\n", c.what, enc.Count(text(res)), structuredTokens(enc, res))
 	}
+	// The session's window, as its harness would have kept it: an 8,000
+	// token window with the conversation appended turn by turn (after the
+	// calls above, whose turns it would add to).
+	if err := a.benchWindow(ctx, eng, filepath.Join(root, "examples", "session.jsonl")); err != nil {
+		return err
+	}
+	res, err := call(toolCall{name: "window", args: map[string]any{"session": session}})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s\t%d\t%d\n", "window, status", enc.Count(text(res)), structuredTokens(enc, res))
 	// A briefing the agent already holds (the versions moved since the
 	// standard one: ask again, then ask with what came back).
-	res, err := call(toolCall{name: "briefing", args: map[string]any{}})
+	res, err = call(toolCall{name: "briefing", args: map[string]any{}})
 	if err != nil {
 		return err
 	}
@@ -127,6 +139,39 @@ func (a *app) benchResults(ctx context.Context, w io.Writer, eng *engine.Engine,
 		return err
 	}
 	fmt.Fprintf(w, "%s\t%d\t%d\n", "briefing, unchanged", enc.Count(text(res)), structuredTokens(enc, res))
+	return nil
+}
+
+// benchWindow opens a window for each session and agent of the records in
+// file, and appends their conversation to it turn by turn.
+func (a *app) benchWindow(ctx context.Context, eng *engine.Engine, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	convs, err := readAddRecords(eng, f, file)
+	if err != nil {
+		return err
+	}
+	m, err := a.windowManager(eng)
+	if err != nil {
+		return err
+	}
+	for _, c := range convs {
+		if _, err := m.Open(ctx, c.key, window.OpenOptions{Limit: 8000}); err != nil {
+			return err
+		}
+		for _, turn := range c.turns {
+			msgs := make([]window.Message, len(turn))
+			for i, t := range turn {
+				msgs[i] = t.msg
+			}
+			if _, err := m.Append(ctx, c.key, msgs); err != nil {
+				return fmt.Errorf("%s: %w", c.key, err)
+			}
+		}
+	}
 	return nil
 }
 

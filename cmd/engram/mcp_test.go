@@ -266,8 +266,8 @@ func TestBenchToolResults(t *testing.T) {
 			t.Errorf("row %q: no text tokens", l)
 		}
 	}
-	if rows != 17 {
-		t.Errorf("%d result rows, want 17:\n%s", rows, out)
+	if rows != 18 {
+		t.Errorf("%d result rows, want 18:\n%s", rows, out)
 	}
 }
 
