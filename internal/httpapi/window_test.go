@@ -8,7 +8,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // anthropicTurn is a turn of a coding agent in Anthropic's shape: a
@@ -331,5 +335,54 @@ func TestWindowsAgentKeys(t *testing.T) {
 	}
 	if refused != 3 {
 		t.Errorf("%d refusals audited, want 3", refused)
+	}
+}
+
+// TestWindowsConcurrent: clients appending to one window at once, through
+// one server and its one window Manager, lose nothing and never interleave
+// a turn.
+func TestWindowsConcurrent(t *testing.T) {
+	eng := newEngine(t)
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", Windows: window.NewManager(eng, cat)}))
+	defer srv.Close()
+	c := client{t, srv.URL}
+	const w = "/v1/windows/s1/claude"
+	c.want(200, "PUT", w, `{"limit":3000,"output":200,"safety":100}`, "")
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 3 {
+				turn := anthropicTurn(10*g + i)
+				if st, _, b := c.do("POST", w+"/messages", appendBody("anthropic", turn...)); st != 201 {
+					t.Errorf("client %d, turn %d: HTTP %d %s", g, i, st, b)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	whole := c.expanded(t, w, "anthropic")
+	if len(whole) != 4*3*4 {
+		t.Fatalf("%d messages in the window and its references, want %d", len(whole), 4*3*4)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(whole); i += 4 {
+		var first struct{ Content string }
+		if err := json.Unmarshal([]byte(whole[i]), &first); err != nil || !strings.HasPrefix(first.Content, "Step ") {
+			t.Fatalf("message %d does not open a turn: %s", i, whole[i])
+		}
+		var n int
+		if _, err := fmt.Sscanf(first.Content, "Step %d:", &n); err != nil || seen[first.Content] {
+			t.Fatalf("message %d: %q", i, first.Content)
+		}
+		seen[first.Content] = true
+		for j, m := range anthropicTurn(n) {
+			if !sameJSON(t, whole[i+j], m) {
+				t.Errorf("turn %d is not whole at message %d: %s", n, i+j, whole[i+j])
+			}
+		}
 	}
 }
