@@ -700,7 +700,12 @@ func entitiesOf(m *Message) []string {
 	for _, b := range m.Blocks {
 		text := b.content()
 		if len(text) > 64<<10 {
-			text = text[:64<<10]
+			// Read the first 64 KiB, not cutting a name in two.
+			cut := 64 << 10
+			for cut > 0 && nameByte(text[cut]) {
+				cut--
+			}
+			text = text[:cut]
 		}
 		for i := 0; i < len(text); {
 			if !nameByte(text[i]) {

@@ -439,4 +439,12 @@ func TestManagerHugeMessage(t *testing.T) {
 	if got != huge {
 		t.Errorf("the huge result came back as %d bytes, want %d", len(got), len(huge))
 	}
+	// The prompt before it, which fits, stays: the huge unit went first.
+	items, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items[0].Message == nil || items[0].Message.Blocks[0].Text != "build it" {
+		t.Errorf("the prompt left with the huge result: %+v", items[0])
+	}
 }

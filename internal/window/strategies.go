@@ -9,9 +9,10 @@ import (
 // Select returns the runs a window over msgs evicts, by its policy's
 // strategy (see SelectRecency for the rules every strategy keeps: whole
 // units, what must stay, runs capped at MaxRefTokens, down to the
-// target). If the window would still be over its budget, the latest
-// turns the policy keeps go too, oldest first, the newest unit last (a
-// message larger than the whole budget): a window never holds more than
+// target). If the window would still be over its budget, a unit larger
+// than half the budget goes first (a huge tool result, even the newest),
+// then the latest turns the policy keeps, oldest first, the newest unit
+// last: a window never holds more than
 // its budget unless what may never go (the system prompt, pinned and
 // preserved messages, a call waiting for its result) is more than that.
 func Select(msgs []Message, units []Unit, p Policy, budget, used int) []Run {
@@ -29,8 +30,29 @@ func Select(msgs []Message, units []Unit, p Policy, budget, used int) []Run {
 	if after <= budget || len(units) == 0 {
 		return runs
 	}
-	// The newest unit goes last, and only when all else that may go has
-	// not made room: a message larger than the whole budget.
+	tokens := func(u Unit) int {
+		n := 0
+		for _, m := range msgs[u.From:u.To] {
+			n += m.Tokens
+		}
+		return n
+	}
+	take := func(i int) {
+		evict[i] = true
+		after -= tokens(units[i])
+		before := len(runs)
+		runs = runsOf(msgs, units, evict, p.MaxRefTokens)
+		after += MarkerTokens * (len(runs) - before)
+	}
+	// First a unit larger than half the budget on its own (a huge tool
+	// result, the newest one too): it is what overflows, and evicting
+	// everything older would not make room.
+	for i, u := range units {
+		if after > budget && !evict[i] && !u.Open && tokens(u) > budget/2 && evictable(msgs[u.From:u.To], p) {
+			take(i)
+		}
+	}
+	// Then the oldest first, the newest unit last.
 	for i, u := range units {
 		if after <= budget {
 			break
@@ -38,13 +60,7 @@ func Select(msgs []Message, units []Unit, p Policy, budget, used int) []Run {
 		if evict[i] || u.Open || !evictable(msgs[u.From:u.To], p) {
 			continue
 		}
-		evict[i] = true
-		for _, m := range msgs[u.From:u.To] {
-			after -= m.Tokens
-		}
-		before := len(runs)
-		runs = runsOf(msgs, units, evict, p.MaxRefTokens)
-		after += MarkerTokens * (len(runs) - before)
+		take(i)
 	}
 	return runs
 }
