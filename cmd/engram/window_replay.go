@@ -359,7 +359,7 @@ func readReplay(ctx context.Context, eng *engine.Engine, file string, o replayOp
 }
 
 // readTrajectories reads the runs of the shared bench's trajectories:
-// each a window, its observations (user messages) opening turns.
+// each a window, appended a step at a time (see splitSteps).
 func readTrajectories(r io.Reader, file string, only []string) ([]replayConv, error) {
 	runs, err := trajectory.ReadRuns(r, file, nil)
 	if err != nil {
@@ -372,11 +372,17 @@ func readTrajectories(r io.Reader, file string, only []string) ([]replayConv, er
 			continue
 		}
 		found[run.ID] = true
-		msgs := make([]replayMsg, len(run.Messages))
-		for i, m := range run.Messages {
-			msgs[i] = replayMsg{line: i, msg: window.Message{Role: window.Role(m.Role), Blocks: []window.Block{{Type: window.BlockText, Text: m.Content}}}}
+		// As the bench's replay maps them: each action a tool call, its
+		// observation the call's result, the task pinned.
+		wms, err := trajectory.WindowMessages(run.Messages)
+		if err != nil {
+			return nil, fmt.Errorf("%s: run %s: %w", file, run.ID, err)
 		}
-		convs = append(convs, replayConv{key: store.WindowKey{SessionID: run.ID, AgentID: "agent"}, turns: splitTurns(msgs)})
+		msgs := make([]replayMsg, len(wms))
+		for i, m := range wms {
+			msgs[i] = replayMsg{line: i, msg: m}
+		}
+		convs = append(convs, replayConv{key: store.WindowKey{SessionID: run.ID, AgentID: "agent"}, turns: splitSteps(msgs)})
 	}
 	for _, id := range only {
 		if !found[id] {
@@ -486,6 +492,21 @@ func recordMessage(l engine.Line, calls map[string]callState) (window.Message, e
 
 // splitTurns cuts a conversation into turns: a user's prompt opens one
 // (a system prompt before it joins it).
+// splitSteps splits an agent's run into the appends its harness makes:
+// the system prompt and the task, then each step (an action and its
+// observation) on its own. A run is one user turn of many steps, so
+// splitTurns would append it whole.
+func splitSteps(msgs []replayMsg) [][]replayMsg {
+	var steps [][]replayMsg
+	for i, m := range msgs {
+		if i == 0 || m.msg.Role == window.RoleAssistant && i > 1 {
+			steps = append(steps, nil)
+		}
+		steps[len(steps)-1] = append(steps[len(steps)-1], m)
+	}
+	return steps
+}
+
 func splitTurns(msgs []replayMsg) [][]replayMsg {
 	var turns [][]replayMsg
 	var cur []replayMsg

@@ -209,13 +209,16 @@ type AppendOut struct {
 }
 
 // ContextItemOut is one piece of a window's context: a message in the
-// format asked for, or the marker of evicted messages.
+// format asked for, the marker of evicted messages, or an excerpt kept
+// verbatim from messages no longer shown whole (a digest's lines, a
+// clipped message's head and tail).
 type ContextItemOut struct {
 	Pos     int             `json:"pos"`
 	Tokens  int             `json:"tokens,omitempty"`
 	Message json.RawMessage `json:"message,omitempty"`
 	RefID   string          `json:"ref_id,omitempty"`
 	Marker  string          `json:"marker,omitempty"`
+	Excerpt string          `json:"excerpt,omitempty"`
 }
 
 // ContextOut is a window's context, in order.
@@ -634,6 +637,11 @@ func (o *Ops) WindowContext(ctx context.Context, in WindowContextIn) (ContextOut
 	out := ContextOut{Window: windowOut(st), Format: f, Items: make([]ContextItemOut, 0, len(items))}
 	var b strings.Builder
 	for _, it := range items {
+		if it.Excerpt != "" {
+			out.Items = append(out.Items, ContextItemOut{Pos: it.Pos, Excerpt: it.Excerpt})
+			fmt.Fprintf(&b, "%s\n", strings.TrimSuffix(it.Excerpt, "\n"))
+			continue
+		}
 		if it.Message == nil {
 			out.Items = append(out.Items, ContextItemOut{Pos: it.Pos, RefID: it.RefID, Marker: it.Marker})
 			fmt.Fprintf(&b, "%s\n", it.Marker)

@@ -47,37 +47,67 @@ func NewWindow(budget int, p window.Policy) Strategy {
 type windowStrategy struct {
 	l   *window.Layout
 	err error
-	// call is the id of the call waiting for its result, "" for none.
-	call string
+	mapper
 }
 
 func (s *windowStrategy) Add(m Message, tokens int) error {
 	if s.err != nil {
 		return s.err
 	}
-	i := len(s.l.Messages())
-	wm := window.Message{Tokens: tokens}
+	wm, err := s.next(len(s.l.Messages()), m)
+	if err != nil {
+		return err
+	}
+	wm.Tokens = tokens
+	return s.l.Append(wm)
+}
+
+// mapper maps a run's messages onto a window's, in order (see NewWindow).
+type mapper struct {
+	// call is the id of the call waiting for its result, "" for none.
+	call string
+}
+
+// next maps message i of a run.
+func (mp *mapper) next(i int, m Message) (window.Message, error) {
+	var wm window.Message
 	switch {
 	case m.Role == System:
 		wm.Role = window.RoleSystem
 		wm.Blocks = []window.Block{{Type: window.BlockText, Text: m.Content}}
 	case m.Role == Assistant:
-		if s.call != "" {
-			return fmt.Errorf("message %d: an assistant message before the result of %s", i, s.call)
+		if mp.call != "" {
+			return wm, fmt.Errorf("message %d: an assistant message before the result of %s", i, mp.call)
 		}
-		s.call = "call-" + strconv.Itoa(i)
+		mp.call = "call-" + strconv.Itoa(i)
 		wm.Role = window.RoleAssistant
-		wm.Blocks = []window.Block{{Type: window.BlockText, Text: m.Content}, {Type: window.BlockToolUse, ID: s.call, Name: "bash"}}
-	case s.call != "":
+		wm.Blocks = []window.Block{{Type: window.BlockText, Text: m.Content}, {Type: window.BlockToolUse, ID: mp.call, Name: "bash"}}
+	case mp.call != "":
 		wm.Role = window.RoleUser
-		wm.Blocks = []window.Block{{Type: window.BlockToolResult, ToolUseID: s.call, Text: m.Content}}
-		s.call = ""
+		wm.Blocks = []window.Block{{Type: window.BlockToolResult, ToolUseID: mp.call, Text: m.Content}}
+		mp.call = ""
 	default:
 		wm.Role = window.RoleUser
 		wm.Blocks = []window.Block{{Type: window.BlockText, Text: m.Content}}
 		wm.Pinned = i == 1
 	}
-	return s.l.Append(wm)
+	return wm, nil
+}
+
+// WindowMessages maps a run's messages onto a window's as the replay's
+// window takes them (see NewWindow), for a store-backed window fed the
+// same run: each action a tool call, its observation the call's result,
+// the task pinned.
+func WindowMessages(ms []Message) ([]window.Message, error) {
+	var mp mapper
+	out := make([]window.Message, len(ms))
+	for i, m := range ms {
+		var err error
+		if out[i], err = mp.next(i, m); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func (s *windowStrategy) Context() ([]Block, error) {

@@ -47,6 +47,9 @@ type Manager struct {
 
 	mu    sync.Mutex
 	forms map[formKey]cachedForm
+	// layouts are the laid-out windows of layout policies (UsesLayout),
+	// by window, each as of a version of its ledger.
+	layouts map[store.WindowKey]*laidOut
 }
 
 // Defaults are what a window's limits and references take when nothing
@@ -132,7 +135,7 @@ func (m *Manager) limitsFor(model tokens.Model) Limits {
 // NewManager returns a Manager over the engine's store, with the model
 // catalog that gives windows their limits and encodings.
 func NewManager(eng *engine.Engine, cat *tokens.Catalog) *Manager {
-	return &Manager{eng: eng, cat: cat, now: time.Now, forms: map[formKey]cachedForm{}, policies: maps.Clone(Policies),
+	return &Manager{eng: eng, cat: cat, now: time.Now, forms: map[formKey]cachedForm{}, layouts: map[store.WindowKey]*laidOut{}, policies: maps.Clone(Policies),
 		defaults: Defaults{Output: DefaultOutput, Safety: DefaultSafety, Margin: DefaultMargin, MaxRefTokens: DefaultMaxRefTokens}}
 }
 
@@ -378,6 +381,12 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		return AppendResult{}, err
 	}
 	entries := batch.Entries()
+	// What the window holds of each message is what the store holds: its
+	// content with any secret redacted (its names, noted in the ledger,
+	// are read from that too).
+	for k, p := range where {
+		msgs[p.msg].Blocks[p.block].setContent(entries[k].Content, len(msgs[p.msg].Blocks[p.block].Raw) > 0)
+	}
 	// A message's tokens in the window's encoding: the engine counted its
 	// blocks' content already if it counts in the same one.
 	same := m.eng.EncodingName() == s.Encoding
@@ -405,6 +414,7 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 				Raw: len(b.Raw) > 0, Entry: -1}
 		}
 		forms[i].Entities = entitiesOf(&msgs[i])
+		msgs[i].Entities = forms[i].Entities
 	}
 	for k, p := range where {
 		it := &a.Items[p.msg]
@@ -426,7 +436,15 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		st  Status
 		due bool
 	)
-	_, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s, nil, false, &st, &due))
+	var (
+		items []store.WindowItem
+		evs   []store.Eviction
+	)
+	if UsesLayout(s.Policy) {
+		items, evs, err = m.appendLaidOut(ctx, key, s, a, msgs, &st)
+	} else {
+		_, items, evs, err = m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s, nil, false, &st, &due))
+	}
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -797,6 +815,9 @@ func (m *Manager) Status(ctx context.Context, key store.WindowKey) (Status, erro
 	if err != nil {
 		return Status{}, err
 	}
+	if UsesLayout(s.Policy) {
+		return m.laidOutStatus(ctx, key, s)
+	}
 	items, err := m.eng.Store().WindowItems(ctx, key, 0)
 	if err != nil {
 		return Status{}, err
@@ -836,13 +857,20 @@ type Item struct {
 	Message *Message `json:"message,omitempty"`
 	RefID   string   `json:"ref_id,omitempty"`
 	Marker  string   `json:"marker,omitempty"`
+	// Excerpt is text a window keeps verbatim from messages it no longer
+	// shows whole (a digest's lines, a clipped message's head and tail).
+	Excerpt string `json:"excerpt,omitempty"`
 }
 
 // Context returns a window's context, in order: the messages in it, with
 // their content, and a marker where each evicted run stood.
 func (m *Manager) Context(ctx context.Context, key store.WindowKey) ([]Item, error) {
-	if _, _, err := m.settings(ctx, key); err != nil {
+	_, s, err := m.settings(ctx, key)
+	if err != nil {
 		return nil, err
+	}
+	if UsesLayout(s.Policy) {
+		return m.laidOutContext(ctx, key, s)
 	}
 	items, err := m.eng.Store().WindowItems(ctx, key, 0)
 	if err != nil {
@@ -967,6 +995,9 @@ func (m *Manager) Readmit(ctx context.Context, refID string) (AppendResult, erro
 	_, s, err := m.settings(ctx, key)
 	if err != nil {
 		return AppendResult{}, err
+	}
+	if UsesLayout(s.Policy) {
+		return AppendResult{}, fmt.Errorf("%w: a window of role %q is laid out with a digest, which cannot take a reference back yet: read it with retrieve_context", ErrInvalid, s.Role)
 	}
 	items, err := m.eng.Store().WindowItems(ctx, key, 0)
 	if err != nil {

@@ -94,6 +94,9 @@ var Policies = map[string]Policy{
 // evicted tool results may take 37 %, the newest step kept whole, and a
 // command of the agent's over 300 tokens (a heredoc that writes a file)
 // shown as its head and tail from the start.
+//
+// Windows of the role ToolLoopRole take it, and are laid out by the
+// Layout (see UsesLayout).
 func ToolLoopPolicy() Policy {
 	p := PolicyFor(DefaultRole)
 	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens = 0.40, 0.37, 1, 300
@@ -102,6 +105,12 @@ func ToolLoopPolicy() Policy {
 
 // DefaultRole is the policy of a role the table does not name.
 const DefaultRole = "default"
+
+// ToolLoopRole is the role of an agent's tool loop (a coding agent in a
+// harness): its windows take ToolLoopPolicy.
+const ToolLoopRole = "tool_loop"
+
+func init() { Policies[ToolLoopRole] = ToolLoopPolicy() }
 
 // PolicyFor returns the policy of a role, the default's for a role the
 // table does not name, with MaxRefTokens defaulted.

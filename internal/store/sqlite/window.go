@@ -325,7 +325,7 @@ func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, st sto
 			key.SessionID, key.AgentID, ev.From, ev.To).Scan(&total); err != nil {
 			return err
 		}
-		if n == 0 || total != n+covered {
+		if n+covered == 0 || total != n+covered {
 			return fmt.Errorf("eviction %d: items %d-%d are not all in the window or under the references it absorbs", i, ev.From, ev.To)
 		}
 		if err := insertRef(ctx, tx, r); err != nil {
@@ -346,6 +346,8 @@ func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, st sto
 		} else if int(m) != n {
 			return fmt.Errorf("eviction %d: items %d-%d: %d of them were in the window, %d marked", i, ev.From, ev.To, n, m)
 		}
+		// (A run may be only references joined, none of its items in the
+		// window: a layout that merges markers.)
 		for _, a := range ev.Absorb {
 			if _, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = ? WHERE session_id = ? AND agent_id = ? AND ref_id = ?`,
 				r.ID, key.SessionID, key.AgentID, a); err != nil {

@@ -268,4 +268,21 @@ func testWindowAbsorb(t *testing.T, s store.Store) {
 	if r1, err := s.Reference(ctx, "r1"); err != nil || len(r1.ContentIDs) != 2 {
 		t.Errorf("the absorbed reference: %+v, %v", r1, err)
 	}
+	// A run of references only, joined: none of its items is in the
+	// window.
+	evict2 := func(st store.WindowState) ([]store.Eviction, error) {
+		return []store.Eviction{{From: 3, To: 4, Ref: ref("r3", items[3].EntryIDs...)}}, nil
+	}
+	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{}, evict2); err != nil {
+		t.Fatal(err)
+	}
+	joined := func(st store.WindowState) ([]store.Eviction, error) {
+		return []store.Eviction{{From: 0, To: 4, Absorb: []string{"r2", "r3"}, Ref: ref("r4", append(slices.Clone(all), items[3].EntryIDs...)...)}}, nil
+	}
+	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{}, joined); err != nil {
+		t.Fatalf("joining two references: %v", err)
+	}
+	if got, _ := s.WindowItems(ctx, key, 0); got[0].RefID != "r4" || got[3].RefID != "r4" {
+		t.Errorf("after joining: %+v", got)
+	}
 }

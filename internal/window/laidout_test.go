@@ -1,0 +1,148 @@
+package window_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// toolLoop makes an agent's tool loop of n steps: a task, then commands
+// and their outputs, each output naming files and functions.
+func toolLoop(n int) []window.Message {
+	msgs := []window.Message{
+		textMsg(window.RoleSystem, "You are a coding agent. Run one command a step."),
+		textMsg(window.RoleUser, "Fix the failing test in internal/upload."),
+	}
+	for i := range n {
+		id := fmt.Sprintf("call-%d", i)
+		var out strings.Builder
+		for j := range 30 {
+			fmt.Fprintf(&out, "internal/upload/file%d.go:%d: func handler%d_%d() error\n", i, 100+j, i, j)
+		}
+		msgs = append(msgs,
+			window.Message{Role: window.RoleAssistant, Blocks: []window.Block{
+				{Type: window.BlockText, Text: fmt.Sprintf("Step %d: look at handler%d_0.", i, max(0, i-1))},
+				{Type: window.BlockToolUse, ID: id, Name: "bash", Input: json.RawMessage(fmt.Sprintf(`{"command":"grep -n handler internal/upload/file%d.go"}`, i))}}},
+			window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: id, Text: out.String()}}})
+	}
+	return msgs
+}
+
+// TestLaidOutWindows: a window of the tool-loop role is laid out by the
+// Layout: it holds a digest, never goes over its budget, every reference
+// in it expands, and another process (or a restart) that reads the
+// ledger lays it out byte for byte the same, appending in turn with the
+// first.
+func TestLaidOutWindows(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	a, b := manager(t, path), manager(t, path)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	st, err := a.Open(ctx, key, window.OpenOptions{Role: window.ToolLoopRole, Limit: 4000, Output: 1, Safety: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !window.UsesLayout(st.Settings.Policy) {
+		t.Fatalf("the tool-loop role's policy is not laid out: %+v", st.Settings.Policy)
+	}
+	msgs := toolLoop(40)
+	// The system prompt and the task, then each step from one process or
+	// the other, in turn.
+	if _, err := a.Append(ctx, key, msgs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	evictions := 0
+	for i := 2; i < len(msgs); i += 2 {
+		m := a
+		if i%4 == 0 {
+			m = b
+		}
+		res, err := m.Append(ctx, key, msgs[i:i+2])
+		if err != nil {
+			t.Fatalf("step %d: %v", i/2, err)
+		}
+		if res.Used > res.Budget {
+			t.Fatalf("step %d: %d tokens over a budget of %d", i/2, res.Used, res.Budget)
+		}
+		evictions += len(res.Evicted)
+	}
+	if evictions == 0 {
+		t.Fatal("forty steps of ~600 tokens in a 4,000-token window evicted nothing")
+	}
+	ctxA, err := a.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxB, err := b.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxC, err := manager(t, path).Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ctxA, ctxB); diff != "" {
+		t.Errorf("two processes lay the window out differently (-a +b):\n%s", diff)
+	}
+	if diff := cmp.Diff(ctxA, ctxC); diff != "" {
+		t.Errorf("a restart lays the window out differently (-before +after):\n%s", diff)
+	}
+	excerpts, markers := 0, 0
+	for _, it := range ctxA {
+		switch {
+		case it.Excerpt != "":
+			excerpts++
+		case it.Marker != "":
+			markers++
+			back, err := a.Expand(ctx, it.RefID)
+			if err != nil || len(back) == 0 {
+				t.Errorf("marker %s: %d messages, %v", it.RefID, len(back), err)
+			}
+		}
+	}
+	if markers == 0 || excerpts == 0 {
+		t.Errorf("the context holds %d markers and %d excerpts; a laid-out window keeps a digest", markers, excerpts)
+	}
+	if _, err := a.Readmit(ctx, ctxA[2].RefID); err == nil {
+		t.Error("re-admission into a laid-out window should be refused, for now")
+	}
+}
+
+// TestWindowRedacts: a secret in a message never reaches the store, not
+// even in the names a window notes for its markers, and the window holds
+// the message as stored.
+func TestWindowRedacts(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000}); err != nil {
+		t.Fatal(err)
+	}
+	secret := "ghp_" + strings.Repeat("aB3", 12)
+	res, err := m.Append(ctx, key, []window.Message{textMsg(window.RoleUser, "the token is "+secret+" for internal/auth/token.go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Redacted) != 1 || len(res.Redacted[0]) == 0 {
+		t.Fatalf("redacted: %v", res.Redacted)
+	}
+	items, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := items[0].Message.Blocks[0].Text; strings.Contains(got, secret) {
+		t.Errorf("the window holds the secret: %q", got)
+	}
+	if slices.Contains(items[0].Message.Entities, secret) {
+		t.Errorf("the window noted the secret as a name: %v", items[0].Message.Entities)
+	}
+}
