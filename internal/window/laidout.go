@@ -100,19 +100,23 @@ func (lo *laidOut) refID(key store.WindowKey, from, to int) string {
 // transaction, the Layout takes the new messages and the references of
 // its evicted and clipped segments are written. It retries when another
 // process appended meanwhile.
-func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Settings, a store.WindowAppend, msgs []Message, after *Status) ([]store.WindowItem, []store.Eviction, error) {
+func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Settings, a store.WindowAppend, msgs []Message, after *Status, due *bool) ([]store.WindowItem, []store.Eviction, error) {
 	for attempt := 0; ; attempt++ {
 		lo, err := m.laidOutFor(ctx, key, s)
 		if err != nil {
 			return nil, nil, err
 		}
 		before := len(lo.items)
-		applied := false
+		// touched: the layout took some of the messages; done: all.
+		touched, done := false, false
 		evict := func(st store.WindowState) ([]store.Eviction, error) {
 			if st.Version-1 != lo.version {
 				return nil, errStale
 			}
-			if !applied {
+			if !done {
+				touched = true
+				shown := lo.layout.Tokens()
+				added := 0
 				// The new items are the last of those in the window.
 				news := st.Live[len(st.Live)-len(msgs):]
 				for i := range msgs {
@@ -120,8 +124,16 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 					if err := lo.layout.Append(msgs[i]); err != nil {
 						return nil, fmt.Errorf("message %d: %w", i, err)
 					}
+					added += msgs[i].Tokens
 				}
-				applied = true
+				done = true
+				// A checkpoint is due when the messages take the window past
+				// one, before it evicts.
+				*due = false
+				for _, c := range s.Policy.Checkpoints {
+					at := int(c * float64(s.Limits.Budget()))
+					*due = *due || shown < at && shown+added >= at
+				}
 			}
 			return m.layoutEvictions(key, s, lo, st, after), nil
 		}
@@ -130,7 +142,7 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 		if err == nil {
 			lo.version = w.Version
 			m.layouts[key] = lo
-		} else if applied || errors.Is(err, errStale) {
+		} else if touched || errors.Is(err, errStale) {
 			// The layout took messages the store did not keep, or is old.
 			delete(m.layouts, key)
 		}

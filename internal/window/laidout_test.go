@@ -146,3 +146,55 @@ func TestWindowRedacts(t *testing.T) {
 		t.Errorf("the window noted the secret as a name: %v", items[0].Message.Entities)
 	}
 }
+
+// TestLaidOutRefusal: a message a laid-out window cannot take (a tool
+// result whose call no message made) is refused with nothing stored, and
+// the window goes on as it was, in this process and in a new one.
+func TestLaidOutRefusal(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	m := manager(t, path)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	p := window.ToolLoopPolicy()
+	p.Checkpoints = []float64{0.25}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Role: window.ToolLoopRole, Limit: 4000, Output: 1, Safety: 1, Policy: &p}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := toolLoop(6)
+	if _, err := m.Append(ctx, key, msgs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	checkpoints := 0
+	for i := 2; i < 8; i += 2 {
+		res, err := m.Append(ctx, key, msgs[i:i+2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Checkpoint {
+			checkpoints++
+		}
+	}
+	if checkpoints == 0 {
+		t.Error("no checkpoint was due past 25 % of the budget")
+	}
+	before, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: "nope", Text: "output"}}}
+	if _, err := m.Append(ctx, key, []window.Message{msgs[8], msgs[9], orphan}); err == nil {
+		t.Fatal("an orphan tool result was taken")
+	}
+	for name, mm := range map[string]*window.Manager{"this process": m, "a new one": manager(t, path)} {
+		after, err := mm.Context(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(before, after); diff != "" {
+			t.Errorf("%s: a refused append changed the window (-before +after):\n%s", name, diff)
+		}
+	}
+	if _, err := m.Append(ctx, key, msgs[8:10]); err != nil {
+		t.Fatalf("the window does not go on after a refusal: %v", err)
+	}
+}

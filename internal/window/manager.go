@@ -441,7 +441,7 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		evs   []store.Eviction
 	)
 	if UsesLayout(s.Policy) {
-		items, evs, err = m.appendLaidOut(ctx, key, s, a, msgs, &st)
+		items, evs, err = m.appendLaidOut(ctx, key, s, a, msgs, &st, &due)
 	} else {
 		_, items, evs, err = m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s, nil, false, &st, &due))
 	}
