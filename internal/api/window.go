@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -361,30 +360,25 @@ func (o *Ops) WindowAppend(ctx context.Context, in WindowAppendIn) (AppendOut, s
 // whole ledger, so the message of the append with a block for that call
 // is the one to name. Any other error passes as it is.
 func WindowError(err error, msgs []window.Message) error {
-	err = windowErr(err)
-	var ie *InputError
-	if !errors.As(err, &ie) {
-		return err
-	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		for _, b := range msgs[i].Blocks {
-			id := b.ToolUseID
-			if b.Type == window.BlockToolUse {
-				id = b.ID
-			}
-			if id != "" && strings.Contains(ie.Msg, strconv.Quote(id)) {
-				// The window's place of the message means nothing to the
-				// caller: say the problem alone.
-				return &MessageError{Index: i, Err: &InputError{Msg: ledgerPrefix.ReplaceAllString(ie.Msg, "")}}
+	// A pairing error names the call at fault: find the appended message
+	// that holds it (the window's place of the message means nothing to
+	// the caller), the last one, where the fault shows.
+	var pe *window.PairingError
+	if errors.As(err, &pe) {
+		for i := len(msgs) - 1; i >= 0; i-- {
+			for _, b := range msgs[i].Blocks {
+				id := b.ToolUseID
+				if b.Type == window.BlockToolUse {
+					id = b.ID
+				}
+				if id == pe.CallID {
+					return &MessageError{Index: i, Err: &InputError{Msg: pe.Problem}}
+				}
 			}
 		}
 	}
-	return err
+	return windowErr(err)
 }
-
-// ledgerPrefix is what precedes a window's refusal of a message: the
-// window, and the message's place in its ledger.
-var ledgerPrefix = regexp.MustCompile(`^.*\bmessage \d+: `)
 
 // engramMessage is a message in engram's own form: window.Message's
 // fields, or content as the text of one text block. Tokens are counted

@@ -2,6 +2,24 @@ package window
 
 import "fmt"
 
+// PairingError is a conversation that breaks the pairing of tool calls
+// and results: a result whose call no earlier message makes, a call id
+// used twice, a call answered twice. It is an ErrInvalid.
+type PairingError struct {
+	// Message is the index of the message at fault, in what was paired.
+	Message int
+	CallID  string
+	// Problem says what is wrong, naming the call.
+	Problem string
+}
+
+func (e *PairingError) Error() string {
+	return fmt.Sprintf("%v: message %d: %s", ErrInvalid, e.Message, e.Problem)
+}
+
+// Unwrap makes a PairingError an ErrInvalid.
+func (e *PairingError) Unwrap() error { return ErrInvalid }
+
 // Unit is a run of messages, msgs[From:To], that enters and leaves a
 // window whole: one message, or a tool call with every message up to its
 // last result (and whatever calls and results interleave with them).
@@ -32,16 +50,16 @@ func Units(msgs []Message) ([]Unit, error) {
 			switch b.Type {
 			case BlockToolUse:
 				if _, dup := callAt[b.ID]; dup {
-					return nil, fmt.Errorf("%w: message %d: tool call id %q is used twice", ErrInvalid, j, b.ID)
+					return nil, &PairingError{Message: j, CallID: b.ID, Problem: fmt.Sprintf("tool call id %q is used twice", b.ID)}
 				}
 				callAt[b.ID] = j
 			case BlockToolResult:
 				i, ok := callAt[b.ToolUseID]
 				switch {
 				case !ok:
-					return nil, fmt.Errorf("%w: message %d: a result for tool call %q, which no earlier message makes", ErrInvalid, j, b.ToolUseID)
+					return nil, &PairingError{Message: j, CallID: b.ToolUseID, Problem: fmt.Sprintf("a result for tool call %q, which no earlier message makes", b.ToolUseID)}
 				case answered[b.ToolUseID]:
-					return nil, fmt.Errorf("%w: message %d: tool call %q is answered twice", ErrInvalid, j, b.ToolUseID)
+					return nil, &PairingError{Message: j, CallID: b.ToolUseID, Problem: fmt.Sprintf("tool call %q is answered twice", b.ToolUseID)}
 				}
 				answered[b.ToolUseID] = true
 				reach[i] = max(reach[i], j)

@@ -70,6 +70,10 @@ func TestUnitsBadInput(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want an ErrInvalid naming %q", tc.msgs, err, tc.want)
 		}
+		var pe *PairingError
+		if !errors.As(err, &pe) || pe.CallID != "a" || !strings.Contains(tc.want, pe.Problem[:10]) {
+			t.Errorf("%v: %#v, want a PairingError naming call a", tc.msgs, pe)
+		}
 	}
 }
 
