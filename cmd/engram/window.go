@@ -115,8 +115,11 @@ knows (engram models lists them) or by --limit, the context window in tokens.
 Opening an open window changes its settings: a model switch keeps its
 messages. --role picks the eviction policy: librarian and archivalist evict
 at 75 % with checkpoints at 25 and 50 %, academic at 80 % by topic, architect
-at 85 % by task; any other role by recency at 75 %.`,
-		Example: `  engram window open --session s1 --agent claude --model claude-sonnet-4-5
+at 85 % by task; tool_loop, for an agent in a harness, is the layout measured
+on real agent runs (the newest step kept whole, down to 40 % in one step, a
+digest of evicted tool output, huge messages as head, tail and marker); any
+other role by recency at 75 %.`,
+		Example: `  engram window open --session s1 --agent claude --model claude-sonnet-4-5 --role tool_loop
   engram window open --session s1 --agent bot --limit 32000 --role librarian`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
