@@ -16,9 +16,9 @@ import (
 
 func (a *app) benchTrajectoriesCmd() *cobra.Command {
 	var (
-		budgets                 []int
-		benchPath, file, counts string
-		jsonOut                 bool
+		budgets                        []int
+		benchPath, file, counts, split string
+		jsonOut                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "trajectories",
@@ -53,6 +53,10 @@ large shown as its head and tail. The window's limits are the budget
 itself: the replay reserves nothing for the response, as the baselines
 do not.
 
+--split even or odd replays half the runs (by their place in the file,
+from 0): tune on one half, report the other, so that a setting chosen on
+these runs is checked on runs it was not chosen on.
+
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
 project; --file and --counts name other runs in the same format. Bad input
 is an error naming the file and line.`,
@@ -62,6 +66,9 @@ is an error naming the file and line.`,
 				if b <= 0 {
 					return usagef("--budget %d: budgets are tokens, more than 0", b)
 				}
+			}
+			if split != "" && split != "even" && split != "odd" {
+				return usagef("--split %q: want even or odd", split)
 			}
 			if benchPath == "" {
 				benchPath = a.getenv("ENGRAM_BENCH_DIR")
@@ -82,6 +89,15 @@ is an error naming the file and line.`,
 			}
 			if err != nil {
 				return err
+			}
+			if split != "" {
+				half := runs[:0:0]
+				for i, r := range runs {
+					if (i%2 == 0) == (split == "even") {
+						half = append(half, r)
+					}
+				}
+				runs = half
 			}
 			if len(runs) == 0 {
 				return fmt.Errorf("%s: no runs", file)
@@ -116,6 +132,7 @@ is an error naming the file and line.`,
 	f.StringVar(&file, "file", "", "the runs (default trajectories/trajectories.jsonl.gz under the bench folder)")
 	f.StringVar(&counts, "counts", "", "their token counts (default trajectories/counts.o200k.jsonl under the bench folder)")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
+	f.StringVar(&split, "split", "", "replay half the runs: even or odd (by place in the file, from 0)")
 	return cmd
 }
 

@@ -96,4 +96,14 @@ func TestCLI_BenchTrajectoriesBadInput(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "--budget 0") {
 		t.Errorf("exit %d, %q: want 2 and a usage error", code, errOut)
 	}
+	code, _, errOut = e.run("", "bench", "trajectories", "--split", "third")
+	if code != 2 || !strings.Contains(errOut, `--split "third"`) {
+		t.Errorf("exit %d, %q: want 2 and a usage error", code, errOut)
+	}
+	// One run: the odd half is empty.
+	file, counts = writeTrajectory(t, smallTrajectory, smallCounts)
+	code, _, errOut = e.run("", "bench", "trajectories", "--file", file, "--counts", counts, "--split", "odd")
+	if code != 1 || !strings.Contains(errOut, "no runs") {
+		t.Errorf("exit %d, %q: want 1 and no runs", code, errOut)
+	}
 }
