@@ -47,23 +47,16 @@ func (m *Manager) laidOutFor(ctx context.Context, key store.WindowKey, s Setting
 	if err != nil {
 		return nil, err
 	}
-	d, err := decode(items)
+	msgs, err := m.messages(ctx, items)
 	if err != nil {
-		return nil, err
-	}
-	all := make([]int, len(items))
-	for i := range all {
-		all[i] = i
-	}
-	if err := m.fill(ctx, d, all); err != nil {
 		return nil, err
 	}
 	lo = &laidOut{items: items}
 	if lo.layout, err = m.newLayout(key, s, lo); err != nil {
 		return nil, err
 	}
-	for i := range d.msgs {
-		if err := lo.layout.Append(d.msgs[i]); err != nil {
+	for i := range msgs {
+		if err := lo.layout.Append(msgs[i]); err != nil {
 			return nil, fmt.Errorf("window %s: lay out message %d: %w", key, items[i].Pos, err)
 		}
 	}

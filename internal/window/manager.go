@@ -452,11 +452,18 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 	for i, it := range items {
 		res.Positions[i] = it.Pos
 	}
+	res.Evicted = refsOf(evs)
+	return res, nil
+}
+
+// refsOf reports the references evictions made.
+func refsOf(evs []store.Eviction) []Ref {
+	out := make([]Ref, 0, len(evs))
 	for _, ev := range evs {
-		res.Evicted = append(res.Evicted, Ref{ID: ev.Ref.ID, Marker: ctxref.Render(ctxref.FromReference(ev.Ref)),
+		out = append(out, Ref{ID: ev.Ref.ID, Marker: ctxref.Render(ctxref.FromReference(ev.Ref)),
 			From: ev.From, To: ev.To, Messages: ev.Ref.TurnTo - ev.Ref.TurnFrom + 1, Tokens: ev.Ref.TokensSaved})
 	}
-	return res, nil
+	return out
 }
 
 // decoded is a window's ledger read back: each item's message (without
@@ -963,11 +970,16 @@ func (m *Manager) Expand(ctx context.Context, refID string) ([]Message, error) {
 	if len(mine) == 0 {
 		return nil, fmt.Errorf("reference %s is not a window's: %w", refID, store.ErrNotFound)
 	}
-	d, err := decode(mine)
+	return m.messages(ctx, mine)
+}
+
+// messages reads items back as the messages they are, with content.
+func (m *Manager) messages(ctx context.Context, items []store.WindowItem) ([]Message, error) {
+	d, err := decode(items)
 	if err != nil {
 		return nil, err
 	}
-	all := make([]int, len(mine))
+	all := make([]int, len(items))
 	for i := range all {
 		all[i] = i
 	}
@@ -1032,9 +1044,6 @@ func (m *Manager) Readmit(ctx context.Context, refID string) (AppendResult, erro
 		return AppendResult{}, err
 	}
 	res := AppendResult{Status: st, Positions: positions, Evicted: []Ref{}}
-	for _, ev := range evs {
-		res.Evicted = append(res.Evicted, Ref{ID: ev.Ref.ID, Marker: ctxref.Render(ctxref.FromReference(ev.Ref)),
-			From: ev.From, To: ev.To, Messages: ev.Ref.TurnTo - ev.Ref.TurnFrom + 1, Tokens: ev.Ref.TokensSaved})
-	}
+	res.Evicted = refsOf(evs)
 	return res, nil
 }

@@ -251,20 +251,7 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			}
 			items = append(items, it)
 		}
-		if evict != nil {
-			state, err := windowState(ctx, tx, w)
-			if err != nil {
-				return err
-			}
-			if evs, err = evict(state); err != nil {
-				return err
-			}
-			if err := applyEvictions(ctx, tx, key, state, evs); err != nil {
-				return err
-			}
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE windows SET version = ?, updated_at = ? WHERE session_id = ? AND agent_id = ?`,
-			w.Version, unixNano(w.UpdatedAt), key.SessionID, key.AgentID)
+		evs, err = finishWindow(ctx, tx, w, evict)
 		return err
 	})
 	if err != nil {
@@ -385,26 +372,35 @@ func (s *Store) ReadmitWindow(ctx context.Context, key store.WindowKey, refID st
 		}
 		w.Version++
 		w.UpdatedAt = time.Now().UTC()
-		if evict != nil {
-			state, err := windowState(ctx, tx, w)
-			if err != nil {
-				return err
-			}
-			if evs, err = evict(state); err != nil {
-				return err
-			}
-			if err := applyEvictions(ctx, tx, key, state, evs); err != nil {
-				return err
-			}
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE windows SET version = ?, updated_at = ? WHERE session_id = ? AND agent_id = ?`,
-			w.Version, unixNano(w.UpdatedAt), key.SessionID, key.AgentID)
+		evs, err = finishWindow(ctx, tx, w, evict)
 		return err
 	})
 	if err != nil {
 		return store.Window{}, nil, fmt.Errorf("readmit %s to window %s: %w", refID, key, err)
 	}
 	return w, evs, nil
+}
+
+// finishWindow ends a change to a window in its transaction: the
+// evictor's evictions, if there is an evictor, and the window's new
+// version (w's).
+func finishWindow(ctx context.Context, tx *sql.Tx, w store.Window, evict store.Evictor) ([]store.Eviction, error) {
+	var evs []store.Eviction
+	if evict != nil {
+		state, err := windowState(ctx, tx, w)
+		if err != nil {
+			return nil, err
+		}
+		if evs, err = evict(state); err != nil {
+			return nil, err
+		}
+		if err := applyEvictions(ctx, tx, w.WindowKey, state, evs); err != nil {
+			return nil, err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE windows SET version = ?, updated_at = ? WHERE session_id = ? AND agent_id = ?`,
+		w.Version, unixNano(w.UpdatedAt), w.SessionID, w.AgentID)
+	return evs, err
 }
 
 // sameRef reports whether the stored reference r.ID stands for the same
