@@ -90,10 +90,19 @@ type Store interface {
 	// head after, the items appended and the evictions made; on any error
 	// (evict's included) nothing is written.
 	AppendWindow(ctx context.Context, key WindowKey, a WindowAppend, evict Evictor) (Window, []WindowItem, []Eviction, error)
+	// RelayWindow lays a window out anew, in one transaction: every item
+	// back in it (the references stay, so their markers still expand),
+	// then evict's evictions. It returns the window's head after and the
+	// evictions made.
+	RelayWindow(ctx context.Context, key WindowKey, evict Evictor) (Window, []Eviction, error)
+	// WindowLedger returns a window's head, items and re-admissions, as
+	// of one moment; ErrNotFound if there is no such window.
+	WindowLedger(ctx context.Context, key WindowKey) (Window, []WindowItem, []WindowReadmit, error)
 	// ReadmitWindow brings the messages a reference of the window stands
 	// for back into it, in their places, in one transaction with evict,
 	// which makes room (the reference stays, so its markers still
-	// expand). It returns the window's head after and the evictions made;
+	// expand), and records the re-admission in the window's ledger. It
+	// returns the window's head after and the evictions made;
 	// ErrNotFound if the window holds no message under the reference.
 	ReadmitWindow(ctx context.Context, key WindowKey, refID string, evict Evictor) (Window, []Eviction, error)
 

@@ -52,6 +52,13 @@ type WindowItem struct {
 	RefID string
 }
 
+// WindowReadmit is a re-admission in a window's ledger: the items with
+// From <= Pos < To came back into the window when the next item appended
+// would have taken place At.
+type WindowReadmit struct {
+	At, From, To int
+}
+
 // WindowAppend is what AppendWindow writes: the content of the messages'
 // blocks, stored as PutEntries stores entries, and one item per message,
 // whose EntryIDs name entries of Entries or entries stored before. Pos,

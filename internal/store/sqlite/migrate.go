@@ -46,6 +46,7 @@ var migrations = []migration{
 	{11, "agent keys and credentials", "", agentCredentials},
 	{12, "forgetting: the audit, redacted entries", schemaV12, addRedacted},
 	{13, "context windows", schemaV13, nil},
+	{14, "context windows' re-admissions", schemaV14, nil},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -671,4 +672,20 @@ CREATE TABLE IF NOT EXISTS window_items (
 	PRIMARY KEY (session_id, agent_id, pos)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS window_items_ref ON window_items(ref_id) WHERE ref_id != '';
+`
+
+// schemaV14: the re-admissions of windows, in order: at is the place the
+// window's next item would take when the items [from_pos, to_pos) came
+// back, so that a window laid out again from its ledger (the window
+// package's Layout) takes them back where it did.
+const schemaV14 = `
+CREATE TABLE IF NOT EXISTS window_readmits (
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	seq        INTEGER NOT NULL,
+	at_pos     INTEGER NOT NULL,
+	from_pos   INTEGER NOT NULL,
+	to_pos     INTEGER NOT NULL,
+	PRIMARY KEY (session_id, agent_id, seq)
+) STRICT, WITHOUT ROWID;
 `

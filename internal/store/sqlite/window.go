@@ -111,6 +111,47 @@ func scanItem(sc scanner) (store.WindowItem, error) {
 	return it, nil
 }
 
+// WindowLedger implements store.Store.
+func (s *Store) WindowLedger(ctx context.Context, key store.WindowKey) (store.Window, []store.WindowItem, []store.WindowReadmit, error) {
+	var (
+		w     store.Window
+		items []store.WindowItem
+		rs    []store.WindowReadmit
+	)
+	err := s.read(ctx, func(db *sql.DB) error {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if w, err = windowHead(ctx, tx, key); err != nil {
+			return err
+		}
+		if items, err = windowItems(ctx, tx, key, 0, ""); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT at_pos, from_pos, to_pos FROM window_readmits WHERE session_id = ? AND agent_id = ? ORDER BY seq`,
+			key.SessionID, key.AgentID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		rs = nil
+		for rows.Next() {
+			var r store.WindowReadmit
+			if err := rows.Scan(&r.At, &r.From, &r.To); err != nil {
+				return err
+			}
+			rs = append(rs, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return store.Window{}, nil, nil, fmt.Errorf("window %s: ledger: %w", key, err)
+	}
+	return w, items, rs, nil
+}
+
 // WindowItems implements store.Store.
 func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) ([]store.WindowItem, error) {
 	var out []store.WindowItem
@@ -360,15 +401,26 @@ func (s *Store) ReadmitWindow(ctx context.Context, key store.WindowKey, refID st
 		if w, err = windowHead(ctx, tx, key); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = '' WHERE session_id = ? AND agent_id = ? AND ref_id = ?`,
-			key.SessionID, key.AgentID, refID)
+		var r store.WindowReadmit
+		var n int
+		err = tx.QueryRowContext(ctx, `SELECT coalesce(min(pos), 0), coalesce(max(pos) + 1, 0), count(*),
+			(SELECT coalesce(max(pos) + 1, 0) FROM window_items WHERE session_id = ?1 AND agent_id = ?2)
+			FROM window_items WHERE session_id = ?1 AND agent_id = ?2 AND ref_id = ?3`,
+			key.SessionID, key.AgentID, refID).Scan(&r.From, &r.To, &n, &r.At)
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
+		if n == 0 {
 			return fmt.Errorf("no message of the window is under reference %q: %w", refID, store.ErrNotFound)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = '' WHERE session_id = ? AND agent_id = ? AND ref_id = ?`,
+			key.SessionID, key.AgentID, refID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO window_readmits(session_id, agent_id, seq, at_pos, from_pos, to_pos)
+			SELECT ?1, ?2, coalesce(max(seq) + 1, 0), ?3, ?4, ?5 FROM window_readmits WHERE session_id = ?1 AND agent_id = ?2`,
+			key.SessionID, key.AgentID, r.At, r.From, r.To); err != nil {
+			return err
 		}
 		w.Version++
 		w.UpdatedAt = time.Now().UTC()
@@ -377,6 +429,36 @@ func (s *Store) ReadmitWindow(ctx context.Context, key store.WindowKey, refID st
 	})
 	if err != nil {
 		return store.Window{}, nil, fmt.Errorf("readmit %s to window %s: %w", refID, key, err)
+	}
+	return w, evs, nil
+}
+
+// RelayWindow implements store.Store.
+func (s *Store) RelayWindow(ctx context.Context, key store.WindowKey, evict store.Evictor) (store.Window, []store.Eviction, error) {
+	if err := key.Validate(); err != nil {
+		return store.Window{}, nil, fmt.Errorf("lay out window: %w", err)
+	}
+	var (
+		w   store.Window
+		evs []store.Eviction
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		evs = nil
+		var err error
+		if w, err = windowHead(ctx, tx, key); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = '' WHERE session_id = ? AND agent_id = ? AND ref_id != ''`,
+			key.SessionID, key.AgentID); err != nil {
+			return err
+		}
+		w.Version++
+		w.UpdatedAt = time.Now().UTC()
+		evs, err = finishWindow(ctx, tx, w, evict)
+		return err
+	})
+	if err != nil {
+		return store.Window{}, nil, fmt.Errorf("lay out window %s: %w", key, err)
 	}
 	return w, evs, nil
 }

@@ -126,6 +126,11 @@ func testWindows(t *testing.T, s store.Store) {
 	if _, evs, err := s.ReadmitWindow(ctx, key, "ref-1", nil); !errors.Is(err, store.ErrNotFound) || evs != nil {
 		t.Errorf("readmitting twice: %v", err)
 	}
+	// The ledger keeps the re-admission: which places came back, and
+	// where the next item would have gone.
+	if _, items, rs, err := s.WindowLedger(ctx, key); err != nil || len(items) != 4 || !slices.Equal(rs, []store.WindowReadmit{{At: 4, From: 0, To: 2}}) {
+		t.Errorf("ledger after a re-admission: %d items, %+v, %v", len(items), rs, err)
+	}
 	e, it := windowMessage(key, store.UserPrompt, "fourth message")
 	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{Entries: []store.Entry{e}, Items: []store.WindowItem{it}}, evict); err != nil {
 		t.Fatalf("evicting a run again under its reference: %v", err)
@@ -133,6 +138,30 @@ func testWindows(t *testing.T, s store.Store) {
 	got, err = s.WindowItems(ctx, key, 0)
 	if err != nil || got[0].RefID != "ref-1" || got[1].RefID != "ref-1" || len(got) != 5 {
 		t.Fatalf("after evicting again: %+v, %v", got, err)
+	}
+	// Laid out anew: every item back in the window, then the evictor's
+	// evictions; the reference stays.
+	w0, _ := s.Window(ctx, key)
+	w1, evs, err := s.RelayWindow(ctx, key, func(st store.WindowState) ([]store.Eviction, error) {
+		if len(st.Live) != 5 || len(st.Refs) != 0 {
+			return nil, fmt.Errorf("relay sees %d items in the window and %d references", len(st.Live), len(st.Refs))
+		}
+		return nil, nil
+	})
+	if err != nil || len(evs) != 0 || w1.Version != w0.Version+1 {
+		t.Fatalf("relay: %+v, %v", evs, err)
+	}
+	if _, err := s.Reference(ctx, "ref-1"); err != nil {
+		t.Errorf("the reference after a relay: %v", err)
+	}
+	if _, _, err := s.RelayWindow(ctx, key, evict); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.WindowItems(ctx, key, 0); err != nil || got[0].RefID != "ref-1" || got[1].RefID != "ref-1" {
+		t.Fatalf("after a relay evicting the run again: %+v, %v", got, err)
+	}
+	if _, _, err := s.RelayWindow(ctx, store.WindowKey{SessionID: "s1", AgentID: "nobody"}, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("relaying an unknown window: %v, want ErrNotFound", err)
 	}
 	// Refused, all or nothing: an evictor's error, an eviction of items
 	// no longer in the window, an item naming content that is not stored.
