@@ -182,6 +182,11 @@ func TestCLI_WindowBadInput(t *testing.T) {
 	if res.Window.Used > res.Window.Budget {
 		t.Errorf("the window holds %d tokens of its %d", res.Window.Used, res.Window.Budget)
 	}
+	// It is shown as its head and tail beside its marker.
+	if shown := e.ok("", args("window", "context")...); !strings.Contains(shown, "[CTX-REF:") ||
+		!strings.Contains(shown, "FAIL TestUploadRetry (2.00s): context deadline exceeded, attempt 7 of 9\n") {
+		t.Errorf("the large message is not shown as a marker with its head and tail:\n%s", shown)
+	}
 	whole := e.expanded(args, "engram")
 	var last struct{ Blocks []struct{ Text string } }
 	if err := json.Unmarshal(whole[len(whole)-1], &last); err != nil || len(last.Blocks) != 1 || last.Blocks[0].Text != huge {
@@ -205,7 +210,9 @@ func (e *env) expanded(args func(...string) []string, format string) []json.RawM
 	var out []json.RawMessage
 	for _, it := range ctxOut.Items {
 		if it.RefID == "" {
-			out = append(out, it.Message)
+			if len(it.Message) > 0 { // else an excerpt of messages under a marker
+				out = append(out, it.Message)
+			}
 			continue
 		}
 		var exp struct{ Messages []json.RawMessage }

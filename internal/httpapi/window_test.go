@@ -62,7 +62,9 @@ func (c client) expanded(t *testing.T, w, format string) []string {
 	var out []string
 	for _, it := range ctxOut.Items {
 		if it.RefID == "" {
-			out = append(out, string(it.Message))
+			if len(it.Message) > 0 { // else an excerpt of messages under a marker
+				out = append(out, string(it.Message))
+			}
 			continue
 		}
 		_, b := c.want(200, "GET", "/v1/refs/"+it.RefID+"?format="+format, "", `"ref_id":"`+it.RefID)

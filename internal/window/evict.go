@@ -25,59 +25,10 @@ func (m *Message) Type() store.ContentType {
 // result.
 func (m *Message) opensTurn() bool { return m.Role == RoleUser && len(m.Results()) == 0 }
 
-// Run is a run of consecutive messages, msgs[From:To], that leaves the
-// window as one reference standing for Tokens tokens.
-type Run struct {
-	From, To int
-	Tokens   int
-}
-
-// MarkerTokens is what a reference marker is assumed to cost when
-// eviction plans how much it frees; the window counts the real marker.
+// MarkerTokens is what a reference marker is assumed to cost where a
+// window plans before it renders one (choosing whole topics or tasks to
+// evict); the window counts the real marker.
 const MarkerTokens = 80
-
-// SelectRecency returns the runs a window over msgs (its messages, oldest
-// first, those evicted before already gone) evicts by recency: nothing
-// while used, the tokens the window holds, is at most the policy's
-// eviction threshold of budget; past it, the oldest units that may go,
-// until the window would hold at most the policy's target. Units never
-// split (see Units); the system prompt, pinned messages, preserved types,
-// the last KeepTurns turns and a call still waiting for its result stay.
-// Consecutive units join one run up to MaxRefTokens; a unit larger than
-// that is a run of its own.
-func SelectRecency(msgs []Message, units []Unit, p Policy, budget, used int) []Run {
-	if float64(used) <= p.Evict*float64(budget) {
-		return nil
-	}
-	target := int(p.Target * float64(budget))
-	keepFrom := keptTurnsStart(msgs, p.KeepTurns)
-	var runs []Run
-	var cur *Run
-	for _, u := range units {
-		if used <= target {
-			break
-		}
-		if u.Open || u.To > keepFrom || !evictable(msgs[u.From:u.To], p) {
-			cur = nil // a unit that stays ends the run
-			continue
-		}
-		n := 0
-		for _, m := range msgs[u.From:u.To] {
-			n += m.Tokens
-		}
-		if cur != nil && cur.Tokens+n > p.MaxRefTokens {
-			cur = nil
-		}
-		if cur == nil {
-			runs = append(runs, Run{From: u.From, To: u.From})
-			cur = &runs[len(runs)-1]
-			used += MarkerTokens
-		}
-		cur.To, cur.Tokens = u.To, cur.Tokens+n
-		used -= n
-	}
-	return runs
-}
 
 // keptTurnsStart returns the index of the first message of the last n
 // turns, len(msgs) for none.

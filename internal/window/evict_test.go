@@ -3,161 +3,80 @@ package window
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 )
 
-func TestSelectRecency(t *testing.T) {
+// hundreds sets every message's tokens to n.
+func hundreds(msgs []Message, n int) []Message {
+	for i := range msgs {
+		msgs[i].Tokens = n
+	}
+	return msgs
+}
+
+// layoutOf lays msgs out with policy p and budget.
+func layoutOf(t *testing.T, p Policy, budget int, msgs []Message) *Layout {
+	t.Helper()
+	l, err := NewLayout(Options{Policy: p, Budget: budget, Count: o200k.Count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range msgs {
+		if err := l.Append(m); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	return l
+}
+
+// spans renders a layout's segments: "k0-1" kept, "e1-4" evicted, "c4-5"
+// clipped.
+func spans(l *Layout) string {
+	var b strings.Builder
+	for _, s := range l.Segments() {
+		fmt.Fprintf(&b, "%c%d-%d ", " kec"[s.Kind], s.From, s.To)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// TestLayout_Recency: a role that counts turns keeps its last KeepTurns
+// turns through an eviction; the oldest units go, in one reference, down
+// to the target over the room the system prompt leaves.
+func TestLayout_Recency(t *testing.T) {
 	p := PolicyFor("engineer")
-	p.KeepTurns = 1
-	msgs := []Message{
-		text(RoleSystem, "sys"), // 3 tokens each, by text length
+	p.KeepTurns, p.Clip = 1, 0
+	msgs := hundreds([]Message{
+		text(RoleSystem, "sys"),
 		text(RoleUser, "task"),
 		call("a"), result(RoleUser, "a"),
 		text(RoleAssistant, "ans"),
 		text(RoleUser, "next"),
 		text(RoleAssistant, "ok"),
+	}, 200)
+	// 1,400 of 2,000: the room is 1,800 over the system prompt, the
+	// threshold 200 + 75 % of it (1,550): nothing goes.
+	if got := spans(layoutOf(t, p, 2000, msgs)); got != "k0-1 k1-2 k2-4 k4-5 k5-6 k6-7" {
+		t.Fatalf("under the threshold: %s", got)
 	}
-	for i := range msgs {
-		msgs[i].Tokens = 100
+	// 1,600: down to 200 + 50 % (1,100) with a marker: the task and the
+	// call with its result go as one reference; the answer, the last turn
+	// and the newest message stay.
+	msgs = append(msgs, hundreds([]Message{text(RoleAssistant, "more")}, 200)...)
+	if got := spans(layoutOf(t, p, 2000, msgs)); got != "k0-1 e1-4 k4-5 k5-6 k6-7 k7-8" {
+		t.Fatalf("by recency: %s", got)
 	}
-	units, err := Units(msgs)
-	if err != nil {
-		t.Fatal(err)
+	// Over the budget, the kept turn goes too, oldest first: in 700 tokens
+	// the threshold is 575 and the target 450 with the system prompt, and
+	// the last turn (600) is more than the budget leaves.
+	l := layoutOf(t, p, 700, msgs)
+	if got := spans(l); got != "k0-1 e1-6 k6-7 k7-8" || l.Tokens() > 700 {
+		t.Fatalf("over the budget: %s (%d tokens)", got, l.Tokens())
 	}
-	// 700 of 1000: under 75 %, nothing goes.
-	if runs := SelectRecency(msgs, units, p, 1000, 700); runs != nil {
-		t.Fatalf("under the threshold: %v", runs)
-	}
-	// 800 of 1000: down to 500 at most, a marker counting 80. The system
-	// prompt stays; the task, the call with its result and the answer go
-	// as one run (400 tokens, under the cap); the last turn stays.
-	runs := SelectRecency(msgs, units, p, 1000, 800)
-	if fmt.Sprint(runs) != fmt.Sprint([]Run{{From: 1, To: 5, Tokens: 400}}) {
-		t.Errorf("runs %v", runs)
-	}
-	// A cap of 250 tokens: the task alone, the call with its result, the
-	// answer; three markers, so the window stays over its target, all that
-	// may go gone.
-	p.MaxRefTokens = 250
-	runs = SelectRecency(msgs, units, p, 1000, 800)
-	if fmt.Sprint(runs) != fmt.Sprint([]Run{{1, 2, 100}, {2, 4, 200}, {4, 5, 100}}) {
-		t.Errorf("capped runs %v", runs)
-	}
-	// Preserved user prompts and a pinned answer break runs.
-	p = PolicyFor("librarian")
-	p.KeepTurns = 1
-	msgs[2].Pinned = true
-	runs = SelectRecency(msgs, units, p, 1000, 800)
-	if fmt.Sprint(runs) != fmt.Sprint([]Run{{4, 5, 100}}) {
-		t.Errorf("with preserved prompts and a pinned call: %v", runs)
-	}
-}
-
-// TestSelectProperties: on random conversations, eviction by every
-// strategy takes
-// whole units only, never the system prompt, pinned or preserved messages,
-// the last turns or an open call; runs hold at most MaxRefTokens unless
-// one unit is larger; the window ends at or under its target when enough
-// may go; and the same input gives the same runs.
-func TestSelectProperties(t *testing.T) {
-	for seed := range uint64(300) {
-		r := rand.New(rand.NewPCG(seed, 2))
-		msgs := append([]Message{text(RoleSystem, "system")}, randomConversation(r, 1+r.IntN(60))...)
-		used := 0
-		for i := range msgs {
-			msgs[i].Tokens = 1 + r.IntN(3000)
-			msgs[i].Pinned = r.IntN(20) == 0
-			used += msgs[i].Tokens
-		}
-		p := PolicyFor([]string{"librarian", "academic", "architect", "claude"}[r.IntN(4)])
-		p.KeepTurns = r.IntN(4)
-		budget := max(1, used*(80+r.IntN(60))/100)
-		units, err := Units(msgs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Strategy = []Strategy{Recency, TopicCluster, TaskCompletion}[r.IntN(3)]
-		runs := Select(msgs, units, p, budget, used)
-		if again := Select(msgs, units, p, budget, used); !slices.Equal(runs, again) {
-			t.Fatalf("seed %d: not deterministic", seed)
-		}
-		starts, ends := map[int]bool{}, map[int]bool{}
-		for _, u := range units {
-			starts[u.From], ends[u.To] = true, true
-		}
-		keepFrom := keptTurnsStart(msgs, p.KeepTurns)
-		// The latest turns may go only when the strategy alone would leave
-		// the window over its budget; then the window must end within it,
-		// or have nothing more it may evict.
-		base := byStrategy(msgs, units, p, budget, used)
-		afterBase := used
-		for _, r := range base {
-			afterBase += MarkerTokens - r.Tokens
-		}
-		overBudget := afterBase > budget
-		if !overBudget && !slices.Equal(base, runs) {
-			t.Fatalf("seed %d: within the budget, Select differs from its strategy: %v, %v", seed, runs, base)
-		}
-		evicted := map[int]bool{}
-		after := used
-		last := -1
-		for _, run := range runs {
-			if !starts[run.From] || !ends[run.To] || run.From < last || run.To <= run.From {
-				t.Fatalf("seed %d: run %v is not whole units in order", seed, run)
-			}
-			last = run.To
-			n := 0
-			for i := run.From; i < run.To; i++ {
-				m := msgs[i]
-				if m.Role == RoleSystem || m.Pinned || slices.Contains(p.Preserve, m.Type()) || i >= keepFrom && !overBudget {
-					t.Fatalf("seed %d: run %v evicts message %d (%s, pinned %v) that must stay", seed, run, i, m.Type(), m.Pinned)
-				}
-				evicted[i] = true
-				n += m.Tokens
-			}
-			if n != run.Tokens {
-				t.Fatalf("seed %d: run %v counts %d tokens", seed, run, n)
-			}
-			if n > p.MaxRefTokens && unitAt(units, run.From).To != run.To {
-				t.Fatalf("seed %d: run %v holds %d tokens over the cap and more than one unit", seed, run, n)
-			}
-			after += MarkerTokens - n
-		}
-		for _, u := range units {
-			if u.Open && evicted[u.From] {
-				t.Fatalf("seed %d: an open call was evicted", seed)
-			}
-		}
-		if overBudget && after > budget {
-			for k, u := range units {
-				if !evicted[u.From] && !u.Open && evictable(msgs[u.From:u.To], p) {
-					t.Fatalf("seed %d: %d tokens over a budget of %d, and unit %d %v could still go", seed, after, budget, k, u)
-				}
-			}
-		}
-		if !overBudget && len(runs) > 0 && after > int(p.Target*float64(budget)) {
-			// Only allowed when nothing more could go.
-			for _, u := range units {
-				if !evicted[u.From] && !u.Open && u.To <= keepFrom && evictable(msgs[u.From:u.To], p) {
-					t.Fatalf("seed %d: %d tokens left over a target of %.0f, and unit %v could still go", seed, after, p.Target*float64(budget), u)
-				}
-			}
-		}
-	}
-}
-
-func unitAt(units []Unit, from int) Unit {
-	for _, u := range units {
-		if u.From == from {
-			return u
-		}
-	}
-	return Unit{}
 }
 
 func TestPolicies(t *testing.T) {
@@ -231,43 +150,84 @@ func topic(id, file string, concluded bool) []Message {
 	return []Message{text(RoleUser, "Look at "+file), c, res, text(RoleAssistant, answer)}
 }
 
-// TestSelectByTopicAndTask: by topic, a concluded topic goes before an
-// older one still open; by task, a completed task goes before an older
-// one; the topic or task in hand stays.
-func TestSelectByTopicAndTask(t *testing.T) {
+// TestLayout_TopicAndTask: by topic, a concluded topic goes before an
+// older one still open, whole topics at a time; by task, a completed task
+// goes before an older one; the topic or task in hand stays.
+func TestLayout_TopicAndTask(t *testing.T) {
 	var msgs []Message
 	msgs = append(msgs, text(RoleSystem, "system"))
 	msgs = append(msgs, topic("a", "internal/alpha/alpha.go", false)...) // 1-4
 	msgs = append(msgs, topic("b", "internal/beta/beta.go", true)...)    // 5-8
 	msgs = append(msgs, topic("c", "internal/gamma/gamma.go", false)...) // 9-12
-	used := 0
-	for i := range msgs {
-		msgs[i].Tokens = 100
-		used += 100
-	}
-	units, err := Units(msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	msgs = hundreds(msgs, 100)
 	p := PolicyFor("academic")
 	p.KeepTurns = 0
-	// 1300 tokens of a 1600 budget: over 80 %, down to 50 % (800): 500
-	// must go, and one topic (400, less a marker) is not enough.
-	if got := Select(msgs, units, p, 1600, used); fmt.Sprint(got) != fmt.Sprint([]Run{{1, 9, 800}}) {
-		t.Errorf("by topic: %v", got)
+	// 1,300 tokens of 1,500: the room is 1,400, the threshold 100 + 80 %
+	// (1,220), the target 100 + 50 % (800): 500 must go, and the concluded
+	// topic (400, less a marker) is not enough, so the older one goes too,
+	// the two as one reference.
+	if got := spans(layoutOf(t, p, 1500, msgs)); got != "k0-1 e1-9 k9-10 k10-12 k12-13" {
+		t.Errorf("by topic: %s", got)
 	}
-	// 1300 of 1500: down to 750; the concluded topic first, then the
-	// oldest, the one in hand never.
+	// Down to 100 + 70 % (1,080): the concluded topic alone.
 	p.Target = 0.7
-	if got := Select(msgs, units, p, 1500, used); fmt.Sprint(got) != fmt.Sprint([]Run{{5, 9, 400}}) {
-		t.Errorf("by topic, the concluded one alone: %v", got)
+	if got := spans(layoutOf(t, p, 1500, msgs)); got != "k0-1 k1-2 k2-4 k4-5 e5-9 k9-10 k10-12 k12-13" {
+		t.Errorf("by topic, the concluded one alone: %s", got)
 	}
-	// By task: "done." completes task b.
+	// By task: "done." completes task b, which goes before a.
 	msgs[8] = text(RoleAssistant, "Done. beta.go is fixed.")
 	msgs[8].Tokens = 100
 	p = PolicyFor("architect")
 	p.KeepTurns, p.Target = 0, 0.7
-	if got := Select(msgs, units, p, 1500, used); fmt.Sprint(got) != fmt.Sprint([]Run{{5, 9, 400}}) {
-		t.Errorf("by task: %v", got)
+	if got := spans(layoutOf(t, p, 1500, msgs)); got != "k0-1 k1-2 k2-4 k4-5 e5-9 k9-10 k10-12 k12-13" {
+		t.Errorf("by task: %s", got)
+	}
+}
+
+// TestLayout_Readmit: a reference's messages come back whole, in their
+// places, the oldest of the rest leaving to make room; what cannot fit is
+// refused, the window unchanged; a later eviction may take them again.
+func TestLayout_Readmit(t *testing.T) {
+	p := PolicyFor("engineer")
+	p.KeepTurns, p.Clip = 1, 0
+	msgs := hundreds([]Message{
+		text(RoleSystem, "sys"),
+		text(RoleUser, "task"),
+		call("a"), result(RoleUser, "a"),
+		text(RoleAssistant, "ans"),
+		text(RoleUser, "next"),
+		text(RoleAssistant, "ok"),
+		text(RoleAssistant, "more"),
+	}, 200)
+	l := layoutOf(t, p, 2000, msgs)
+	if err := l.Readmit(4, 5); !errors.Is(err, ErrInvalid) {
+		t.Errorf("readmitting messages shown whole: %v", err)
+	}
+	if err := l.Readmit(1, 4); err != nil {
+		t.Fatal(err)
+	}
+	// Back: 1,600 tokens again, over the threshold; what may go to make
+	// room is the answer (the last turn stays), and then the window is at
+	// its target.
+	if got := spans(l); got != "k0-1 k1-2 k2-4 e4-5 k5-6 k6-7 k7-8" || l.Tokens() > 2000 {
+		t.Errorf("re-admitted: %s (%d tokens)", got, l.Tokens())
+	}
+	// A window too small to take it back refuses, unchanged.
+	small := layoutOf(t, p, 700, msgs)
+	before := spans(small)
+	if err := small.Readmit(1, 6); !errors.Is(err, ErrNoRoom) || before != "k0-1 e1-6 k6-7 k7-8" {
+		t.Errorf("readmitting 1,000 tokens into 700 (%s): %v", before, err)
+	}
+	if spans(small) != before {
+		t.Errorf("a refused re-admission changed the window: %s, was %s", spans(small), before)
+	}
+	// The next eviction takes the re-admitted messages as any.
+	for i := range 3 {
+		if err := l.Append(hundreds([]Message{text(RoleAssistant, fmt.Sprint("step ", i))}, 200)[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := spans(l); !strings.HasPrefix(got, "k0-1 e1-") {
+		t.Errorf("after later appends: %s", got)
 	}
 }

@@ -1,24 +1,24 @@
 package window
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
 
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 )
 
-// UsesLayout reports whether a policy's windows are laid out by the
-// Layout (a digest, clipping, steps kept rather than turns: the policy of
-// an agent's tool loop, measured on real runs) rather than by Select.
-func UsesLayout(p Policy) bool { return p.Digest > 0 || p.KeepUnits > 0 || p.ClipCallTokens > 0 }
-
 // laidOut is a window laid out by a Layout, as of a version of its
-// ledger: the Layout is a pure function of the messages, so any process
-// rebuilds the same one from the ledger, and the references it makes are
-// written to the store with the append that makes them.
+// ledger: the Layout is a pure function of the messages and the
+// re-admissions, so any process rebuilds the same one from the ledger,
+// and the references it makes are written to the store with the append
+// (or re-admission) that makes them.
 type laidOut struct {
 	version int64
 	layout  *Layout
@@ -30,8 +30,23 @@ type laidOut struct {
 // its layout and writing: the append reads it again and retries.
 var errStale = errors.New("window changed meanwhile")
 
+// lock holds the window's lock until the function it returns is called:
+// the changes to a window and the reads of its layout that one Manager
+// makes are one at a time (other processes' changes are found by the
+// window's version). Windows share 64 locks.
+func (m *Manager) lock(key store.WindowKey) func() {
+	h := fnv.New32a()
+	h.Write([]byte(key.SessionID))
+	h.Write([]byte{0})
+	h.Write([]byte(key.AgentID))
+	mu := &m.locks[h.Sum32()%uint32(len(m.locks))]
+	mu.Lock()
+	return mu.Unlock
+}
+
 // laidOutFor returns the window's layout as of its current version, from
-// the cache or rebuilt from the ledger.
+// the cache or rebuilt from the ledger: its messages appended in order,
+// each re-admission taken where it was made.
 func (m *Manager) laidOutFor(ctx context.Context, key store.WindowKey, s Settings) (*laidOut, error) {
 	w, err := m.eng.Store().Window(ctx, key)
 	if err != nil {
@@ -43,7 +58,7 @@ func (m *Manager) laidOutFor(ctx context.Context, key store.WindowKey, s Setting
 	if lo != nil && lo.version == w.Version {
 		return lo, nil
 	}
-	items, err := m.eng.Store().WindowItems(ctx, key, 0)
+	w, items, readmits, err := m.eng.Store().WindowLedger(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -51,18 +66,31 @@ func (m *Manager) laidOutFor(ctx context.Context, key store.WindowKey, s Setting
 	if err != nil {
 		return nil, err
 	}
-	lo = &laidOut{items: items}
+	lo = &laidOut{items: items, version: w.Version}
 	if lo.layout, err = m.newLayout(key, s, lo); err != nil {
 		return nil, err
 	}
+	// readmit takes back the re-admissions made before the item at
+	// place next was appended. One that no longer matches the layout (a
+	// message under it forgotten since) is passed over: the layout stays
+	// a function of the ledger.
+	r := 0
+	readmit := func(n, next int) {
+		for ; r < len(readmits) && readmits[r].At <= next; r++ {
+			from, _ := slices.BinarySearchFunc(items[:n], readmits[r].From, func(it store.WindowItem, pos int) int { return cmp.Compare(it.Pos, pos) })
+			to, _ := slices.BinarySearchFunc(items[:n], readmits[r].To, func(it store.WindowItem, pos int) int { return cmp.Compare(it.Pos, pos) })
+			if from < to {
+				_ = lo.layout.Readmit(from, to)
+			}
+		}
+	}
 	for i := range msgs {
+		readmit(i, items[i].Pos)
 		if err := lo.layout.Append(msgs[i]); err != nil {
 			return nil, fmt.Errorf("window %s: lay out message %d: %w", key, items[i].Pos, err)
 		}
 	}
-	// The version read before the items may be older than they are; a
-	// stale version only makes the next append rebuild.
-	lo.version = w.Version
+	readmit(len(items), math.MaxInt)
 	m.mu.Lock()
 	m.layouts[key] = lo
 	m.mu.Unlock()
@@ -94,6 +122,7 @@ func (lo *laidOut) refID(key store.WindowKey, from, to int) string {
 // its evicted and clipped segments are written. It retries when another
 // process appended meanwhile.
 func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Settings, a store.WindowAppend, msgs []Message, after *Status, due *bool) ([]store.WindowItem, []store.Eviction, error) {
+	defer m.lock(key)()
 	for attempt := 0; ; attempt++ {
 		lo, err := m.laidOutFor(ctx, key, s)
 		if err != nil {
@@ -128,20 +157,14 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 					*due = *due || shown < at && shown+added >= at
 				}
 			}
-			return m.layoutEvictions(key, s, lo, st, after), nil
+			return m.layoutEvictions(key, s, lo, st, after)
 		}
 		w, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, evict)
-		m.mu.Lock()
-		if err == nil {
-			lo.version = w.Version
-			m.layouts[key] = lo
-		} else if touched || errors.Is(err, errStale) {
-			// The layout took messages the store did not keep, or is old.
-			delete(m.layouts, key)
-		}
-		m.mu.Unlock()
-		if errors.Is(err, errStale) && attempt < 4 {
+		m.settle(key, lo, w, touched, err)
+		if retry, err := m.retry(ctx, key, s, err, attempt); retry {
 			continue
+		} else if err != nil {
+			return nil, nil, err
 		}
 		if err == nil && len(items) > 0 && before+len(items) != len(lo.items) {
 			return nil, nil, fmt.Errorf("window %s: laid out %d messages, the ledger holds %d", key, len(lo.items), before+len(items))
@@ -150,19 +173,166 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 	}
 }
 
+// errRelay says that the references of a window's ledger are not those
+// of its layout (its settings changed, or content under them was
+// forgotten): the window is laid out anew (relay), and the change tried
+// again.
+var errRelay = errors.New("the window's references are not its layout's")
+
+// retry reports whether a change to a laid-out window that failed with
+// err is to be tried again: when the window changed meanwhile, or its
+// ledger had to be laid out anew first (which it does). Otherwise it
+// returns err.
+func (m *Manager) retry(ctx context.Context, key store.WindowKey, s Settings, err error, attempt int) (bool, error) {
+	if attempt >= 8 {
+		return false, err
+	}
+	switch {
+	case errors.Is(err, errStale):
+		return true, nil
+	case errors.Is(err, errRelay):
+		if err := m.relay(ctx, key, s); err != nil && !errors.Is(err, errStale) {
+			return false, err
+		}
+		return true, nil
+	}
+	return false, err
+}
+
+// relay writes a window's layout to its ledger anew: every item back in
+// the window, then the references of the layout's evicted and clipped
+// segments.
+func (m *Manager) relay(ctx context.Context, key store.WindowKey, s Settings) error {
+	lo, err := m.laidOutFor(ctx, key, s)
+	if err != nil {
+		return err
+	}
+	evict := func(st store.WindowState) ([]store.Eviction, error) {
+		if st.Version-1 != lo.version {
+			return nil, errStale
+		}
+		var after Status
+		return m.layoutEvictions(key, s, lo, st, &after)
+	}
+	w, _, err := m.eng.Store().RelayWindow(ctx, key, evict)
+	m.settle(key, lo, w, false, err)
+	return err
+}
+
+// settle keeps a layout changed by a write in the cache as of the
+// window's version after it, or drops the cached layout when the write
+// failed after the layout took part of it (touched) or found it old.
+func (m *Manager) settle(key store.WindowKey, lo *laidOut, w store.Window, touched bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil {
+		lo.version = w.Version
+		m.layouts[key] = lo
+	} else if touched || errors.Is(err, errStale) {
+		delete(m.layouts, key)
+	}
+}
+
+// readmitLaidOut brings a reference's messages back into a laid-out
+// window: in the store's transaction, the Layout takes them back and the
+// references of what it evicts to make room are written. It retries when
+// another process changed the window meanwhile.
+func (m *Manager) readmitLaidOut(ctx context.Context, key store.WindowKey, s Settings, ref store.Reference) (AppendResult, error) {
+	defer m.lock(key)()
+	for attempt := 0; ; attempt++ {
+		lo, err := m.laidOutFor(ctx, key, s)
+		if err != nil {
+			return AppendResult{}, err
+		}
+		from, to := -1, -1
+		for _, seg := range lo.layout.Segments() {
+			if seg.Kind != Kept && lo.refID(key, seg.From, seg.To) == ref.ID {
+				from, to = seg.From, seg.To
+			}
+		}
+		if from < 0 {
+			// The layout's items are as of its rebuild: read what the
+			// ledger says of them now.
+			items, err := m.eng.Store().WindowItems(ctx, key, ref.TurnFrom-1)
+			if err != nil {
+				return AppendResult{}, err
+			}
+			return AppendResult{}, notUnder(items, ref)
+		}
+		var (
+			st      Status
+			touched bool
+		)
+		evict := func(ws store.WindowState) ([]store.Eviction, error) {
+			if ws.Version-1 != lo.version {
+				return nil, errStale
+			}
+			if !touched {
+				touched = true
+				if err := lo.layout.Readmit(from, to); err != nil {
+					return nil, err
+				}
+			}
+			return m.layoutEvictions(key, s, lo, ws, &st)
+		}
+		w, evs, err := m.eng.Store().ReadmitWindow(ctx, key, ref.ID, evict)
+		m.settle(key, lo, w, touched, err)
+		if retry, err := m.retry(ctx, key, s, err, attempt); retry {
+			continue
+		} else if err != nil {
+			return AppendResult{}, err
+		}
+		res := AppendResult{Status: st, Positions: []int{}, Evicted: refsOf(evs)}
+		for _, it := range lo.items[from:to] {
+			res.Positions = append(res.Positions, it.Pos)
+		}
+		return res, nil
+	}
+}
+
+// notUnder is the error of a re-admission of a reference that no
+// segment of the window stands for: it was taken over by a later one, or
+// its messages are back in the window.
+func notUnder(items []store.WindowItem, ref store.Reference) error {
+	for _, it := range items {
+		if it.Pos >= ref.TurnFrom-1 && it.Pos < ref.TurnTo {
+			if it.RefID != "" && it.RefID != ref.ID {
+				return fmt.Errorf("reference %s: its messages are now under reference %s, which took it over: readmit that: %w", ref.ID, it.RefID, store.ErrNotFound)
+			}
+			return fmt.Errorf("reference %s: its messages are in the window already: %w", ref.ID, store.ErrNotFound)
+		}
+	}
+	return fmt.Errorf("reference %s: no message of its window is under it: %w", ref.ID, store.ErrNotFound)
+}
+
 // layoutEvictions returns the references the Layout's evicted and
 // clipped segments stand for that the store does not hold yet, each
 // taking over those it holds within its run, and leaves in *after the
 // window's status as the Layout shows it.
-func (m *Manager) layoutEvictions(key store.WindowKey, s Settings, lo *laidOut, st store.WindowState, after *Status) []store.Eviction {
+func (m *Manager) layoutEvictions(key store.WindowKey, s Settings, lo *laidOut, st store.WindowState, after *Status) ([]store.Eviction, error) {
 	have := map[string]bool{}
 	for _, r := range st.Refs {
 		have[r.ID] = true
 	}
+	// Each reference of the ledger must be one the layout shows, or be
+	// within one it shows (which takes it over).
+	segs := lo.layout.Segments()
+	for _, r := range st.Refs {
+		ok := false
+		for _, seg := range segs {
+			if seg.Kind != Kept && lo.items[seg.From].Pos <= r.From && r.To <= lo.items[seg.To-1].Pos+1 {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: reference %s of places %d-%d", errRelay, r.ID, r.From, r.To)
+		}
+	}
 	var evs []store.Eviction
 	msgs := lo.layout.Messages()
 	live, refs := 0, 0
-	for _, seg := range lo.layout.Segments() {
+	for _, seg := range segs {
 		if seg.Kind == Kept {
 			live += seg.To - seg.From
 			continue
@@ -196,12 +366,13 @@ func (m *Manager) layoutEvictions(key store.WindowKey, s Settings, lo *laidOut, 
 		evs = append(evs, ev)
 	}
 	*after = m.status(key, s, st.Window, live, len(lo.items)-live, lo.layout.Tokens(), refs)
-	return evs
+	return evs, nil
 }
 
 // laidOutStatus is Status for a window of a layout policy: what its
 // Layout shows.
 func (m *Manager) laidOutStatus(ctx context.Context, key store.WindowKey, s Settings) (Status, error) {
+	defer m.lock(key)()
 	lo, err := m.laidOutFor(ctx, key, s)
 	if err != nil {
 		return Status{}, err
@@ -225,6 +396,7 @@ func (m *Manager) laidOutStatus(ctx context.Context, key store.WindowKey, s Sett
 // laidOutContext is Context for a window of a layout policy: the pieces
 // its Layout shows, its digest's excerpts among them.
 func (m *Manager) laidOutContext(ctx context.Context, key store.WindowKey, s Settings) ([]Item, error) {
+	defer m.lock(key)()
 	lo, err := m.laidOutFor(ctx, key, s)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package window_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -47,12 +48,15 @@ func TestLaidOutWindows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "engram.db")
 	a, b := manager(t, path), manager(t, path)
 	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	st, err := a.Open(ctx, key, window.OpenOptions{Role: window.ToolLoopRole, Limit: 4000, Output: 1, Safety: 1})
+	// References of two steps at most, so that one can come back.
+	p := window.ToolLoopPolicy()
+	p.MaxRefTokens = 1200
+	st, err := a.Open(ctx, key, window.OpenOptions{Role: window.ToolLoopRole, Limit: 4000, Output: 1, Safety: 1, Policy: &p})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !window.UsesLayout(st.Settings.Policy) {
-		t.Fatalf("the tool-loop role's policy is not laid out: %+v", st.Settings.Policy)
+	if st.Settings.Policy.Digest == 0 {
+		t.Fatalf("the tool-loop role's policy keeps no digest: %+v", st.Settings.Policy)
 	}
 	msgs := toolLoop(40)
 	// The system prompt and the task, then each step from one process or
@@ -112,8 +116,56 @@ func TestLaidOutWindows(t *testing.T) {
 	if markers == 0 || excerpts == 0 {
 		t.Errorf("the context holds %d markers and %d excerpts; a laid-out window keeps a digest", markers, excerpts)
 	}
-	if _, err := a.Readmit(ctx, ctxA[2].RefID); err == nil {
-		t.Error("re-admission into a laid-out window should be refused, for now")
+	// A reference comes back into the window; the other process and a
+	// restart lay it out the same, the re-admission taken from the ledger.
+	readmitted := ""
+	for _, it := range slices.Backward(ctxA) {
+		if it.RefID == "" {
+			continue
+		}
+		res, err := a.Readmit(ctx, it.RefID)
+		if errors.Is(err, window.ErrNoRoom) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("readmit %s: %v", it.RefID, err)
+		}
+		if res.Used > res.Budget || len(res.Positions) == 0 {
+			t.Fatalf("readmitted %s: %+v", it.RefID, res)
+		}
+		readmitted = it.RefID
+		break
+	}
+	if readmitted == "" {
+		t.Fatal("no reference of the window could be re-admitted")
+	}
+	ctxA, err = a.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(ctxA, func(it window.Item) bool { return it.RefID == readmitted }) {
+		t.Errorf("reference %s is still shown as a marker after its re-admission", readmitted)
+	}
+	for _, m := range []*window.Manager{b, manager(t, path)} {
+		got, err := m.Context(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(ctxA, got); diff != "" {
+			t.Errorf("another process lays the re-admitted window out differently (-a +other):\n%s", diff)
+		}
+	}
+	// And the window goes on: the next steps append from the other
+	// process, within the budget.
+	more := toolLoop(44)[len(msgs):]
+	for i := 0; i < len(more); i += 2 {
+		res, err := b.Append(ctx, key, more[i:i+2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Used > res.Budget {
+			t.Fatalf("after the re-admission: %d tokens over a budget of %d", res.Used, res.Budget)
+		}
 	}
 }
 

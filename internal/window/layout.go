@@ -104,6 +104,9 @@ type Layout struct {
 	ix    *index
 	// evictions counts the times the window evicted.
 	evictions int
+	// hold are messages a re-admission brings back, which its eviction
+	// may not take (msgs[hold[0]:hold[1]]; none when empty).
+	hold [2]int
 }
 
 // NewLayout returns an empty window with options o.
@@ -272,12 +275,13 @@ func (l *Layout) sum(from, to int) int {
 }
 
 // fixed is what the window can never evict: the system prompt, pinned and
-// preserved messages, as they are shown.
+// preserved messages, as they are shown. (Messages a re-admission brings
+// back are not: the window makes room for them as for any.)
 func (l *Layout) fixed() int {
 	n := 0
 	for i := range l.segs {
 		s := &l.segs[i]
-		if !l.evictable(s) {
+		if !l.held(s) && !l.evictable(s) {
 			n += s.shown()
 		}
 	}
@@ -297,10 +301,10 @@ func (l *Layout) high() int {
 }
 
 // evictable reports whether a segment's messages may leave the window:
-// none is the system prompt, pinned or of a preserved type, and no call
-// waits for its result.
+// none is the system prompt, pinned or of a preserved type, no call waits
+// for its result, and a re-admission does not bring them back.
 func (l *Layout) evictable(s *Segment) bool {
-	if s.To == len(l.msgs) && len(l.units) > 0 && l.units[len(l.units)-1].Open {
+	if s.To == len(l.msgs) && len(l.units) > 0 && l.units[len(l.units)-1].Open || l.held(s) {
 		return false
 	}
 	return evictable(l.msgs[s.From:s.To], l.o.Policy)
@@ -333,22 +337,25 @@ func (l *Layout) evict() {
 	digestShare := int(p.Digest * float64(room))
 
 	// Candidates, oldest first: kept and clipped segments that may go.
-	ncand := 0
+	var cand []int
 	for i := range l.segs {
 		if s := &l.segs[i]; s.Kind != Evicted && l.evictable(s) {
-			ncand++
+			cand = append(cand, i)
 		}
 	}
-	protect := max(1, p.KeepUnits)
+	keep := l.keep(cand)
 	digest := 0
 	for i := range l.segs {
 		digest += l.segs[i].digest()
 	}
 	shown := l.Tokens() - digest
 	goal := target - digestShare
-	// Step 1: by recency, to the target, then to the budget taking the
-	// protected units but the newest. The evicted candidates are a
-	// prefix of them.
+	// Step 1: by the strategy, to the target, then to the budget taking
+	// the kept units but the newest, oldest first. By recency, what goes
+	// to the target is the oldest candidates, decided in order with the
+	// markers' real sizes; by topic or task, whole topics or tasks, chosen
+	// before with the markers' sizes estimated.
+	chosen := l.byStrategy(cand, keep, shown-goal)
 	out := make([]Segment, 0, len(l.segs))
 	k := 0
 	evicted := false
@@ -358,7 +365,11 @@ func (l *Layout) evict() {
 			out = append(out, s)
 			continue
 		}
-		go1 := k < ncand-protect && shown > goal || k < ncand-1 && shown > l.o.Budget
+		toGoal := !keep[i] && shown > goal
+		if chosen != nil {
+			toGoal = chosen[i]
+		}
+		go1 := toGoal || k < len(cand)-1 && shown > l.o.Budget
 		k++
 		if !go1 {
 			out = append(out, s)
@@ -483,7 +494,7 @@ func (l *Layout) clip() {
 				return
 			}
 			s := &l.segs[i]
-			if s.Kind == Evicted || l.clipPass(s) != pass {
+			if s.Kind == Evicted || l.held(s) || l.clipPass(s) != pass {
 				continue
 			}
 			c := *s
@@ -497,6 +508,80 @@ func (l *Layout) clip() {
 			*s = c
 		}
 	}
+}
+
+// held reports whether a segment holds messages a re-admission brings
+// back.
+func (l *Layout) held(s *Segment) bool { return s.From < l.hold[1] && l.hold[0] < s.To }
+
+// Readmit brings the messages of an evicted or clipped segment,
+// msgs[from:to], back into the window whole, in their places, and evicts
+// what the policy says to make room, never them; the digest parts shown
+// before its marker move to the reference before it (or after). It is
+// refused with ErrNoRoom, the window unchanged, when they cannot fit in
+// the budget, or only by clipping what may never go. They may be evicted again by later evictions, as any
+// message.
+func (l *Layout) Readmit(from, to int) error {
+	i := slices.IndexFunc(l.segs, func(s Segment) bool { return s.Kind != Kept && s.From == from && s.To == to })
+	if i < 0 {
+		return fmt.Errorf("%w: messages %d to %d are not under one reference of the window", ErrInvalid, from+1, to)
+	}
+	saved, evictions, squeezed := slices.Clone(l.segs), l.evictions, l.squeezed()
+	for k := range saved {
+		saved[k].Digest = slices.Clip(saved[k].Digest)
+	}
+	digest := l.segs[i].Digest
+	var back []Segment
+	for _, u := range l.units {
+		if u.From >= from && u.To <= to {
+			back = append(back, Segment{Kind: Kept, From: u.From, To: u.To, Tokens: l.sum(u.From, u.To)})
+		}
+	}
+	l.segs = slices.Replace(l.segs, i, i+1, back...)
+	if len(digest) > 0 {
+		j := slices.IndexFunc(l.segs[i+len(back):], func(s Segment) bool { return s.Kind == Evicted })
+		if j >= 0 {
+			j += i + len(back)
+		}
+		for k := i - 1; k >= 0; k-- {
+			if l.segs[k].Kind == Evicted {
+				j = k
+				break
+			}
+		}
+		if j >= 0 {
+			l.segs[j].Digest = append(slices.Clip(l.segs[j].Digest), digest...)
+		}
+	}
+	l.hold = [2]int{from, to}
+	defer func() { l.hold = [2]int{} }()
+	if n := l.Tokens(); n > l.high() || n > l.o.Budget {
+		l.evict()
+	}
+	if n := l.Tokens(); n > l.o.Budget || l.squeezed() > squeezed {
+		l.segs, l.evictions = saved, evictions
+		return fmt.Errorf("%w: messages %d to %d take %d tokens, and the window would hold %d with nothing more it may evict, over its budget of %d",
+			ErrNoRoom, from+1, to, l.sum(from, to), n, l.o.Budget)
+	}
+	return nil
+}
+
+// squeezed counts the messages that may never go (the system prompt,
+// pinned and preserved messages) that the window does not show whole.
+func (l *Layout) squeezed() int {
+	n := 0
+	for i := range l.segs {
+		s := &l.segs[i]
+		if s.Kind == Kept {
+			continue
+		}
+		for j := s.From; j < s.To; j++ {
+			if !evictable(l.msgs[j:j+1], l.o.Policy) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // clipPass is the pass of clip that may clip s: 0 when it may be

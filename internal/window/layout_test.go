@@ -1,6 +1,7 @@
 package window
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -253,31 +254,75 @@ func randomWindowConversation(r *rand.Rand, n int) []Message {
 // is part of a message it names, which is not shown whole; and the same
 // messages give the same window.
 func TestLayout_Properties(t *testing.T) {
-	seeds := uint64(60)
+	seeds := uint64(80)
 	if testing.Short() {
-		seeds = 15
+		seeds = 20
 	}
 	for seed := range seeds {
 		r := rand.New(rand.NewPCG(seed, 3))
 		msgs := randomWindowConversation(r, 5+r.IntN(80))
 		budget := []int{300, 800, 2000, 6000}[r.IntN(4)]
-		p := []Policy{ToolLoopPolicy(), PolicyFor("claude"), PolicyFor("librarian"), PolicyFor("architect")}[r.IntN(4)]
-		p.Clip = []float64{0, 0.3}[r.IntN(2)]
+		p := []Policy{ToolLoopPolicy(), PolicyFor("claude"), PolicyFor("librarian"), PolicyFor("architect"), PolicyFor("academic")}[r.IntN(5)]
+		p.Clip = []float64{0, 0.3, SeedClip}[r.IntN(3)]
 		p.ClipCallTokens = []int{0, 40}[r.IntN(2)]
+		p.KeepTurns = r.IntN(4)
+		p.MaxRefTokens = []int{DefaultMaxRefTokens, 400}[r.IntN(2)]
 		l, err := NewLayout(Options{Policy: p, Budget: budget, Count: o200k.Count})
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Appends, and now and then the re-admission of a reference:
+		// taken back whole, or refused with the window unchanged.
+		type readmit struct{ at, from, to int }
+		var readmits []readmit
 		for n, m := range msgs {
 			if err := l.Append(m); err != nil {
 				t.Fatalf("seed %d: append %d: %v", seed, n, err)
 			}
-			checkLayout(t, fmt.Sprintf("seed %d, %d messages, budget %d", seed, n+1, budget), l)
+			name := fmt.Sprintf("seed %d, %d messages, budget %d", seed, n+1, budget)
+			checkLayout(t, name, l)
+			if r.IntN(6) != 0 {
+				continue
+			}
+			var refs []Segment
+			for _, s := range l.Segments() {
+				if s.Kind != Kept {
+					refs = append(refs, s)
+				}
+			}
+			if len(refs) == 0 {
+				continue
+			}
+			s := refs[r.IntN(len(refs))]
+			before := l.Pieces()
+			err := l.Readmit(s.From, s.To)
+			switch {
+			case errors.Is(err, ErrNoRoom):
+				if diff := cmp.Diff(before, l.Pieces()); diff != "" {
+					t.Fatalf("%s: a refused re-admission changed the window:\n%s", name, diff)
+				}
+			case err != nil:
+				t.Fatalf("%s: readmit %d-%d: %v", name, s.From, s.To, err)
+			default:
+				readmits = append(readmits, readmit{n + 1, s.From, s.To})
+				for _, p := range l.Pieces() {
+					if p.Kind == PieceMarker && p.From < s.To && s.From < p.To {
+						t.Fatalf("%s: messages %d-%d re-admitted, and under marker %q", name, s.From, s.To, p.Text)
+					}
+				}
+				checkLayout(t, name+", re-admitted", l)
+			}
 		}
 		again, _ := NewLayout(Options{Policy: p, Budget: budget, Count: o200k.Count})
-		for _, m := range msgs {
+		k := 0
+		for n, m := range msgs {
 			if err := again.Append(m); err != nil {
 				t.Fatal(err)
+			}
+			for ; k < len(readmits) && readmits[k].at == n+1; k++ {
+				if err := again.Readmit(readmits[k].from, readmits[k].to); err != nil {
+					t.Fatalf("seed %d: the same re-admission again: %v", seed, err)
+				}
 			}
 		}
 		if diff := cmp.Diff(l.Pieces(), again.Pieces()); diff != "" {
@@ -334,6 +379,24 @@ func checkLayout(t *testing.T, name string, l *Layout) {
 	for i, w := range where {
 		if w == "" {
 			t.Fatalf("%s: message %d is neither shown nor stood for", name, i)
+		}
+	}
+	// What may never go (the system prompt, pinned and preserved
+	// messages) is shown whole when it takes at most a quarter of a
+	// budget that is not tiny (a tiny one clips and joins anything), and
+	// no call waits for its result.
+	fixed := 0 // units holding such a message stay whole
+	for _, u := range units {
+		if !evictable(msgs[u.From:u.To], l.o.Policy) {
+			fixed += l.sum(u.From, u.To)
+		}
+	}
+	open := len(units) > 0 && units[len(units)-1].Open // a call waiting, which may not go either
+	if l.o.Budget >= 2000 && fixed <= l.o.Budget/4 && !open {
+		for _, s := range l.segs {
+			if s.Kind != Kept && !evictable(msgs[s.From:s.To], l.o.Policy) && s.Tokens <= l.o.Budget/4 {
+				t.Fatalf("%s: messages %d-%d, which may not go, are not shown whole", name, s.From, s.To)
+			}
 		}
 	}
 	for _, u := range units {

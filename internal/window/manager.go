@@ -45,11 +45,12 @@ type Manager struct {
 	policies map[string]Policy
 	defaults Defaults
 
-	mu    sync.Mutex
-	forms map[formKey]cachedForm
-	// layouts are the laid-out windows of layout policies (UsesLayout),
-	// by window, each as of a version of its ledger.
+	mu sync.Mutex
+	// layouts are the windows laid out (see laidOut), each as of a
+	// version of its ledger.
 	layouts map[store.WindowKey]*laidOut
+	// locks serialize what the Manager does to one window (see lock).
+	locks [64]sync.Mutex
 }
 
 // Defaults are what a window's limits and references take when nothing
@@ -135,7 +136,7 @@ func (m *Manager) limitsFor(model tokens.Model) Limits {
 // NewManager returns a Manager over the engine's store, with the model
 // catalog that gives windows their limits and encodings.
 func NewManager(eng *engine.Engine, cat *tokens.Catalog) *Manager {
-	return &Manager{eng: eng, cat: cat, now: time.Now, forms: map[formKey]cachedForm{}, layouts: map[store.WindowKey]*laidOut{}, policies: maps.Clone(Policies),
+	return &Manager{eng: eng, cat: cat, now: time.Now, layouts: map[store.WindowKey]*laidOut{}, policies: maps.Clone(Policies),
 		defaults: Defaults{Output: DefaultOutput, Safety: DefaultSafety, Margin: DefaultMargin, MaxRefTokens: DefaultMaxRefTokens}}
 }
 
@@ -218,12 +219,30 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 	if err := s.Policy.Validate(); err != nil {
 		return Status{}, err
 	}
+	if b := s.Limits.Budget(); b < MinBudget {
+		return Status{}, fmt.Errorf("%w: a %d-token context less %d for output, %d of safety and a %.0f %% margin leaves %d tokens, under the %d a window needs",
+			ErrInvalid, s.Limits.Context, s.Limits.Output, s.Limits.Safety, 100*s.Limits.Margin, b, MinBudget)
+	}
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return Status{}, err
 	}
 	if _, err := st.PutWindow(ctx, key, raw); err != nil {
 		return Status{}, err
+	}
+	if w.Version > 0 {
+		// A window that was open is laid out anew, as of its new settings.
+		unlock := m.lock(key)
+		var err error
+		for attempt := 0; ; attempt++ {
+			if err = m.relay(ctx, key, s); !errors.Is(err, errStale) || attempt >= 8 {
+				break
+			}
+		}
+		unlock()
+		if err != nil {
+			return Status{}, err
+		}
 	}
 	return m.Status(ctx, key)
 }
@@ -440,11 +459,7 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		items []store.WindowItem
 		evs   []store.Eviction
 	)
-	if UsesLayout(s.Policy) {
-		items, evs, err = m.appendLaidOut(ctx, key, s, a, msgs, &st, &due)
-	} else {
-		_, items, evs, err = m.eng.Store().AppendWindow(ctx, key, a, m.evictor(key, s, nil, false, &st, &due))
-	}
+	items, evs, err = m.appendLaidOut(ctx, key, s, a, msgs, &st, &due)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -491,218 +506,6 @@ func decode(items []store.WindowItem) (*decoded, error) {
 		d.msgs[i] = msg
 	}
 	return d, nil
-}
-
-// formKey names an item's form for the cache: its window, place and
-// append, which no later write reuses.
-type formKey struct {
-	store.WindowKey
-	pos    int
-	append int64
-}
-
-// maxCachedForms bounds the forms a Manager keeps decoded.
-const maxCachedForms = 1 << 16
-
-// decodeLive decodes the items in a window, the forms of those decoded
-// before taken from the cache: an append decodes its own messages only.
-func (m *Manager) decodeLive(key store.WindowKey, live []store.WindowItem) (*decoded, error) {
-	d := &decoded{items: live, forms: make([]form, len(live)), msgs: make([]Message, len(live))}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.forms) > maxCachedForms {
-		clear(m.forms)
-	}
-	for i, it := range live {
-		k := formKey{key, it.Pos, it.Append}
-		c, ok := m.forms[k]
-		if !ok {
-			one, err := decode(live[i : i+1])
-			if err != nil {
-				return nil, err
-			}
-			c = cachedForm{one.forms[0], one.msgs[0]}
-			m.forms[k] = c
-		}
-		d.forms[i] = c.form
-		d.msgs[i] = c.msg
-		d.msgs[i].Blocks = slices.Clone(c.msg.Blocks)
-	}
-	return d, nil
-}
-
-type cachedForm struct {
-	form form
-	msg  Message
-}
-
-// evictor returns the store.Evictor of a window: it checks that the
-// window still pairs every tool result with an earlier call, then evicts
-// as the policy says, never the messages at the positions protected;
-// strict, it refuses (ErrNoRoom) a window left over its budget. It
-// leaves in *after the window's status once its evictions are made.
-func (m *Manager) evictor(key store.WindowKey, s Settings, protect map[int]bool, strict bool, after *Status, due *bool) store.Evictor {
-	return func(st store.WindowState) ([]store.Eviction, error) {
-		live := st.Live
-		d, err := m.decodeLive(key, live)
-		if err != nil {
-			return nil, err
-		}
-		msgs := d.msgs
-		used := MarkerTokens * len(st.Refs)
-		for k, it := range live {
-			msgs[k].Pinned = msgs[k].Pinned || protect[it.Pos]
-			used += it.Tokens
-		}
-		// Evicted runs are whole units, so the pairing of the messages in
-		// the window is the pairing of the whole ledger: an append may
-		// answer a call of an earlier one, never a call no message made.
-		units, err := Units(msgs)
-		if err != nil {
-			return nil, err
-		}
-		runs := Select(msgs, units, s.Policy, s.Limits.Budget(), used)
-		refs := slices.Clone(st.Refs)
-		var evs []store.Eviction
-		for _, r := range runs {
-			// A run of the messages in the window may straddle runs
-			// evicted before (a run re-admitted, then evicted with its
-			// neighbours): each stretch of adjacent messages is a
-			// reference of its own.
-			from := r.From
-			for k := r.From + 1; k <= r.To; k++ {
-				if k < r.To && live[k].Pos == live[k-1].Pos+1 {
-					continue
-				}
-				if ev, ok := m.eviction(key, d, msgs, from, k); ok {
-					if ev, refs, evs, err = m.absorb(st, key, ev, refs, evs, s.Policy.MaxRefTokens); err != nil {
-						return nil, err
-					}
-					evs = append(evs, ev)
-				}
-				from = k
-			}
-		}
-		// What the window holds after: its messages less those evicted,
-		// and a marker for each reference.
-		*after = m.status(key, s, st.Window, len(live), st.Evicted, 0, len(refs))
-		after.Used = MarkerTokens * len(refs)
-		evicted := map[int]bool{}
-		for _, ev := range evs {
-			for p := ev.From; p < ev.To; p++ {
-				evicted[p] = true
-			}
-		}
-		added := 0
-		for _, it := range live {
-			if it.Append == st.Version {
-				added += it.Tokens
-			}
-			if evicted[it.Pos] {
-				after.Messages--
-				after.Evicted++
-			} else {
-				after.Used += it.Tokens
-			}
-		}
-		*due = false
-		for _, c := range after.Checkpoints {
-			*due = *due || (used-added < c && used >= c)
-		}
-		if strict && after.Used > after.Budget {
-			return nil, fmt.Errorf("%w: the window would hold %d tokens, over its budget of %d, with nothing more it may evict", ErrNoRoom, after.Used, after.Budget)
-		}
-		return evs, nil
-	}
-}
-
-// absorb joins an eviction to the references of the window next to it,
-// before and after, while what it stands for stays within maxTokens, so
-// that a window evicting a little at a time does not pile up markers.
-// refs are the window's references, those of evs (the evictions made
-// before in the same change) among them; an eviction of evs that is
-// joined leaves evs, its own absorptions passing to ev. It returns ev,
-// and refs and evs after it.
-func (m *Manager) absorb(st store.WindowState, key store.WindowKey, ev store.Eviction, refs []store.WindowRef, evs []store.Eviction, maxTokens int) (store.Eviction, []store.WindowRef, []store.Eviction, error) {
-	counts := map[string]int{}
-	for _, e := range ev.Ref.Entities {
-		counts[e]++
-	}
-	for {
-		i := slices.IndexFunc(refs, func(r store.WindowRef) bool {
-			return (r.To == ev.From || r.From == ev.To) && r.Tokens+ev.Ref.TokensSaved <= maxTokens
-		})
-		if i < 0 {
-			break
-		}
-		r := refs[i]
-		// The content of a reference made in this change is at hand;
-		// that of an older one is read.
-		var ids, entities []string
-		j := slices.IndexFunc(evs, func(e store.Eviction) bool { return e.Ref.ID == r.ID })
-		if j >= 0 {
-			ids, entities = evs[j].Ref.ContentIDs, evs[j].Ref.Entities
-		} else {
-			old, err := st.Ref(r.ID)
-			if err != nil {
-				return ev, refs, evs, err
-			}
-			ids, entities = old.ContentIDs, old.Entities
-		}
-		if r.To == ev.From {
-			ev.From = r.From
-			ev.Ref.ContentIDs = append(slices.Clone(ids), ev.Ref.ContentIDs...)
-		} else {
-			ev.To = r.To
-			ev.Ref.ContentIDs = append(slices.Clone(ev.Ref.ContentIDs), ids...)
-		}
-		ev.Ref.TokensSaved += r.Tokens
-		if j >= 0 {
-			// Made in this change: its messages are still in the window.
-			ev.Absorb = append(ev.Absorb, evs[j].Absorb...)
-			evs = slices.Delete(evs, j, j+1)
-		} else {
-			ev.Absorb = append(ev.Absorb, r.ID)
-		}
-		for _, e := range entities {
-			counts[e]++
-		}
-		refs = slices.Delete(refs, i, i+1)
-	}
-	ev.Ref.TurnFrom, ev.Ref.TurnTo = ev.From+1, ev.To
-	ev.Ref.Entities = topEntities(counts, 3)
-	ev.Ref.ID = refID(key, ev.From, ev.To-1, ev.Ref.ContentIDs)
-	refs = append(refs, store.WindowRef{ID: ev.Ref.ID, From: ev.From, To: ev.To, Tokens: ev.Ref.TokensSaved})
-	slices.SortFunc(refs, func(a, b store.WindowRef) int { return cmp.Compare(a.From, b.From) })
-	return ev, refs, evs, nil
-}
-
-// eviction makes the eviction of the window's messages d.items[from:to],
-// adjacent in the ledger; false if none of them holds content.
-func (m *Manager) eviction(key store.WindowKey, d *decoded, msgs []Message, from, to int) (store.Eviction, bool) {
-	first, last := d.items[from], d.items[to-1]
-	ref := store.Reference{Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
-		TurnFrom: first.Pos + 1, TurnTo: last.Pos + 1, CreatedAt: m.now()}
-	allTools := true
-	counts := map[string]int{}
-	for k := from; k < to; k++ {
-		ref.ContentIDs = append(ref.ContentIDs, d.items[k].EntryIDs...)
-		ref.TokensSaved += d.items[k].Tokens
-		t := msgs[k].Type()
-		allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
-		for _, e := range d.forms[k].Entities {
-			counts[e]++
-		}
-	}
-	if len(ref.ContentIDs) == 0 {
-		return store.Eviction{}, false // nothing stored to expand: messages without content
-	}
-	if allTools {
-		ref.Type = store.RefToolResults
-	}
-	ref.Entities = topEntities(counts, 3)
-	ref.ID = refID(key, first.Pos, last.Pos, ref.ContentIDs)
-	return store.Eviction{Ref: ref, From: first.Pos, To: last.Pos + 1}, true
 }
 
 // refID names a reference by what it stands for: the same run of the
@@ -818,29 +621,11 @@ type Status struct {
 
 // Status reports where a window stands.
 func (m *Manager) Status(ctx context.Context, key store.WindowKey) (Status, error) {
-	w, s, err := m.settings(ctx, key)
+	_, s, err := m.settings(ctx, key)
 	if err != nil {
 		return Status{}, err
 	}
-	if UsesLayout(s.Policy) {
-		return m.laidOutStatus(ctx, key, s)
-	}
-	items, err := m.eng.Store().WindowItems(ctx, key, 0)
-	if err != nil {
-		return Status{}, err
-	}
-	live, evicted, used := 0, 0, 0
-	refs := map[string]bool{}
-	for _, it := range items {
-		if it.RefID == "" {
-			live++
-			used += it.Tokens
-			continue
-		}
-		evicted++
-		refs[it.RefID] = true
-	}
-	return m.status(key, s, w, live, evicted, used+MarkerTokens*len(refs), len(refs)), nil
+	return m.laidOutStatus(ctx, key, s)
 }
 
 // status makes a window's Status from its counts.
@@ -869,51 +654,16 @@ type Item struct {
 	Excerpt string `json:"excerpt,omitempty"`
 }
 
-// Context returns a window's context, in order: the messages in it, with
-// their content, and a marker where each evicted run stood.
+// Context returns a window's context, in order: the messages it shows
+// whole, with their content, a marker where each evicted run stood, and
+// the excerpts it keeps of messages it does not show whole (a digest's
+// lines, a clipped message's head and tail).
 func (m *Manager) Context(ctx context.Context, key store.WindowKey) ([]Item, error) {
 	_, s, err := m.settings(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	if UsesLayout(s.Policy) {
-		return m.laidOutContext(ctx, key, s)
-	}
-	items, err := m.eng.Store().WindowItems(ctx, key, 0)
-	if err != nil {
-		return nil, err
-	}
-	d, err := decode(items)
-	if err != nil {
-		return nil, err
-	}
-	var live []int
-	for i, it := range items {
-		if it.RefID == "" {
-			live = append(live, i)
-		}
-	}
-	if err := m.fill(ctx, d, live); err != nil {
-		return nil, err
-	}
-	out := []Item{}
-	seen := map[string]bool{}
-	for i, it := range items {
-		if it.RefID == "" {
-			out = append(out, Item{Pos: it.Pos, Message: &d.msgs[i]})
-			continue
-		}
-		if seen[it.RefID] {
-			continue
-		}
-		seen[it.RefID] = true
-		ref, err := m.eng.Store().Reference(ctx, it.RefID)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Item{Pos: it.Pos, RefID: ref.ID, Marker: ctxref.Render(ctxref.FromReference(ref))})
-	}
-	return out, nil
+	return m.laidOutContext(ctx, key, s)
 }
 
 // fill reads the content of the items at idx into their messages.
@@ -994,10 +744,12 @@ func (m *Manager) messages(ctx context.Context, items []store.WindowItem) ([]Mes
 var ErrNoRoom = errors.New("no room in the window")
 
 // Readmit brings the messages a reference stands for back into their
-// window, in their places, and evicts what the policy says to make room
-// (never them). It is refused, with nothing changed, when they cannot
-// fit in the budget. The reference stays: its markers still expand, and
-// if the run is evicted again it goes back under it.
+// window whole, in their places, and evicts what the policy says to make
+// room (never them). It is refused, with nothing changed, when they
+// cannot fit in the budget (ErrNoRoom). The reference stays: its markers
+// still expand, and if the run is evicted again alone it goes back under
+// it. The re-admission is kept in the window's ledger, so that the window
+// laid out again takes them back at the same point.
 func (m *Manager) Readmit(ctx context.Context, refID string) (AppendResult, error) {
 	ref, err := m.eng.Store().Reference(ctx, refID)
 	if err != nil {
@@ -1008,42 +760,5 @@ func (m *Manager) Readmit(ctx context.Context, refID string) (AppendResult, erro
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if UsesLayout(s.Policy) {
-		return AppendResult{}, fmt.Errorf("%w: a window of role %q is laid out with a digest, which cannot take a reference back yet: read it with retrieve_context", ErrInvalid, s.Role)
-	}
-	items, err := m.eng.Store().WindowItems(ctx, key, 0)
-	if err != nil {
-		return AppendResult{}, err
-	}
-	protect := map[int]bool{}
-	var positions []int
-	for _, it := range items {
-		if it.RefID == refID {
-			protect[it.Pos] = true
-			positions = append(positions, it.Pos)
-		}
-	}
-	if len(positions) == 0 {
-		// Absorbed into a later reference, or back in the window.
-		for _, it := range items {
-			if it.Pos >= ref.TurnFrom-1 && it.Pos < ref.TurnTo {
-				if it.RefID != "" {
-					return AppendResult{}, fmt.Errorf("reference %s: its messages are now under reference %s, which took it over: readmit that: %w", refID, it.RefID, store.ErrNotFound)
-				}
-				return AppendResult{}, fmt.Errorf("reference %s: its messages are in the window already: %w", refID, store.ErrNotFound)
-			}
-		}
-		return AppendResult{}, fmt.Errorf("reference %s: no message of its window is under it: %w", refID, store.ErrNotFound)
-	}
-	var (
-		st  Status
-		due bool
-	)
-	_, evs, err := m.eng.Store().ReadmitWindow(ctx, key, refID, m.evictor(key, s, protect, true, &st, &due))
-	if err != nil {
-		return AppendResult{}, err
-	}
-	res := AppendResult{Status: st, Positions: positions, Evicted: []Ref{}}
-	res.Evicted = refsOf(evs)
-	return res, nil
+	return m.readmitLaidOut(ctx, key, s, ref)
 }

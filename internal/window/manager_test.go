@@ -176,13 +176,32 @@ func TestManager(t *testing.T) {
 	if diff := cmp.Diff(st1, st2); diff != "" {
 		t.Errorf("status after reopening (-before +after):\n%s", diff)
 	}
-	// A model switch keeps the messages and takes the model's limits.
+	// A model switch keeps the messages and takes the model's limits:
+	// the window is laid out anew, and in 169,000 tokens every message is
+	// back in it.
 	st3, err := again.Open(ctx, key, window.OpenOptions{Model: "claude-sonnet-4-5"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st3.Messages != st2.Messages || st3.Evicted != st2.Evicted || st3.Settings.Limits.Margin != 0.10 || st3.Budget <= st2.Budget {
+	if st3.Messages != st2.Messages+st2.Evicted || st3.Evicted != 0 || st3.Refs != 0 || st3.Settings.Limits.Margin != 0.10 || st3.Budget <= st2.Budget {
 		t.Errorf("after a model switch: %+v", st3)
+	}
+	// And back: the small window evicts again, appends go on, and every
+	// reference made before still expands.
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 6000, Output: 500, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := again.Append(ctx, key, exchange(12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Evicted = nil; res.Refs == 0 || res.Used > res.Budget {
+		t.Errorf("back in the small window: %+v", res.Status)
+	}
+	for _, r := range evicted {
+		if back, err := m.Expand(ctx, r.ID); err != nil || len(back) == 0 {
+			t.Errorf("reference %s after two model switches: %d messages, %v", r.ID, len(back), err)
+		}
 	}
 	// A tool result whose call no message made: refused, nothing stored.
 	before, _ := m.Status(ctx, key)
@@ -254,7 +273,8 @@ func tokensOff(items []window.Item) []window.Message {
 // same reference.
 func TestManagerReadmit(t *testing.T) {
 	ctx := context.Background()
-	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	path := filepath.Join(t.TempDir(), "engram.db")
+	m := manager(t, path)
 	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
 	p := window.PolicyFor("claude")
 	p.KeepTurns = 1
@@ -308,20 +328,23 @@ func TestManagerReadmit(t *testing.T) {
 	if _, err := m.Readmit(ctx, refs[taken].ID); err == nil || !strings.Contains(err.Error(), "readmit that") {
 		t.Errorf("readmitting a reference taken over: %v", err)
 	}
-	firstMsgs, err := m.Expand(ctx, first.ID)
-	if err != nil {
+	// A reference of up to 4,000 tokens needs a larger window to come
+	// back. The larger window is laid out anew: its first marker is what
+	// it evicted of the 10 turns.
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 9000, Output: 100, Safety: 100}); err != nil {
 		t.Fatal(err)
 	}
-	// A reference of up to 4,000 tokens needs a larger window to come back.
-	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 9000, Output: 100, Safety: 100}); err != nil {
+	first = firstRef(t, m, key)
+	firstMsgs, err := m.Expand(ctx, first.ID)
+	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := m.Readmit(ctx, first.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Used > res.Budget {
-		t.Errorf("after readmission the window holds %d tokens of %d", res.Used, res.Budget)
+	if res.Used > res.Budget || len(res.Positions) != len(firstMsgs) {
+		t.Errorf("after readmission the window holds %d tokens of %d; %d messages back of %d", res.Used, res.Budget, len(res.Positions), len(firstMsgs))
 	}
 	items, err := m.Context(ctx, key)
 	if err != nil {
@@ -338,15 +361,20 @@ func TestManagerReadmit(t *testing.T) {
 	if _, err := m.Readmit(ctx, first.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("readmitting twice: %v, want ErrNotFound", err)
 	}
+	// A restart lays the window out with the re-admission where it was
+	// made.
+	if diff := cmp.Diff(items, contextOf(t, manager(t, path), key)); diff != "" {
+		t.Errorf("after a restart (-before +after):\n%s", diff)
+	}
 	// Too big: a window too small for a run that was evicted from a
 	// larger one.
 	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 1000, Output: 100, Safety: 100}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := m.Status(ctx, key)
-	big := refs[len(refs)-1]
+	big := firstRef(t, m, key)
 	if _, err := m.Readmit(ctx, big.ID); !errors.Is(err, window.ErrNoRoom) {
-		t.Errorf("readmitting %d tokens into a %d-token window: %v, want ErrNoRoom", big.Tokens, before.Budget, err)
+		t.Errorf("readmitting %d messages into a %d-token window: %v, want ErrNoRoom", big.Messages, before.Budget, err)
 	}
 	if after, _ := m.Status(ctx, key); after.Version != before.Version {
 		t.Errorf("a refused readmission changed the window")
@@ -372,6 +400,31 @@ func TestManagerReadmit(t *testing.T) {
 	if err != nil || len(again) != len(firstMsgs) {
 		t.Errorf("reference %s after a second eviction: %d messages (was %d), %v", first.ID, len(again), len(firstMsgs), err)
 	}
+}
+
+// firstRef returns the first marker's reference in a window's context.
+func firstRef(t *testing.T, m *window.Manager, key store.WindowKey) window.Ref {
+	t.Helper()
+	for _, it := range contextOf(t, m, key) {
+		if it.RefID != "" {
+			back, err := m.Expand(context.Background(), it.RefID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return window.Ref{ID: it.RefID, From: it.Pos, Messages: len(back)}
+		}
+	}
+	t.Fatal("the window shows no marker")
+	return window.Ref{}
+}
+
+func contextOf(t *testing.T, m *window.Manager, key store.WindowKey) []window.Item {
+	t.Helper()
+	items, err := m.Context(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
 }
 
 // TestConfigure: a role's policy and the defaults come from the [window]

@@ -37,14 +37,15 @@ type Policy struct {
 	// Evict is the share at which the window evicts; Target the share it
 	// evicts down to, in one step.
 	Evict, Target float64
-	// KeepTurns is how many of the latest turns stay whatever their size
-	// (SelectRecency).
+	// KeepTurns is how many of the latest turns stay through an eviction
+	// to the target, for a policy that counts turns (KeepUnits 0); they go
+	// too, oldest first, when the window cannot fit its budget otherwise.
 	KeepTurns int
-	// KeepUnits is how many of the newest units a Layout keeps whole
-	// through an eviction (at least 1): in an agent's tool loop one user
-	// turn holds hundreds of steps, so the window counts steps. They go
-	// too, but the newest, when the window cannot fit its budget
-	// otherwise.
+	// KeepUnits is how many of the newest units a window keeps whole
+	// through an eviction (at least 1); when it is set, KeepTurns is not
+	// used: in an agent's tool loop one user turn holds hundreds of steps,
+	// so the window counts steps. They go too, but the newest, when the
+	// window cannot fit its budget otherwise.
 	KeepUnits int
 	// Preserve are content types that are never evicted.
 	Preserve []store.ContentType
@@ -78,14 +79,21 @@ const DefaultMaxRefTokens = 8000
 // step. The seed hands pipeline roles (engineer, tester, ...) to a new
 // instance at 75 % instead; until handoff is built, they and any other
 // role (a harness's agent, such as claude or codex) evict by recency at
-// 75 %. ToolLoopPolicy is the policy measured for an agent's tool loop.
+// 75 %. Beyond the seed, a message (a call with its results) larger than
+// half the room is shown as its head and tail within that half from the
+// start (Clip), rather than evicting the whole window to show it.
+// ToolLoopPolicy is the policy measured for an agent's tool loop.
 var Policies = map[string]Policy{
-	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Preserve: []store.ContentType{store.UserPrompt}},
-	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Preserve: []store.ContentType{store.UserPrompt}},
-	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Preserve: []store.ContentType{store.ResearchPaper}},
-	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Preserve: []store.ContentType{store.PlanWorkflow}},
-	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5},
+	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, Preserve: []store.ContentType{store.UserPrompt}},
+	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, Preserve: []store.ContentType{store.UserPrompt}},
+	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Clip: SeedClip, Preserve: []store.ContentType{store.ResearchPaper}},
+	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Clip: SeedClip, Preserve: []store.ContentType{store.PlanWorkflow}},
+	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip},
 }
+
+// SeedClip is the share of the room one unit of the seed's roles may
+// take before it is shown clipped.
+const SeedClip = 0.5
 
 // ToolLoopPolicy is the policy of a Layout for an agent in a tool loop (a
 // harness's agent: claude, codex, mini-swe-agent), measured on the
@@ -93,13 +101,13 @@ var Policies = map[string]Policy{
 // role's, evicting at 75 % down to 40 % of the room, of which a digest of
 // evicted tool results may take 37 %, the newest step kept whole, and a
 // command of the agent's over 300 tokens (a heredoc that writes a file)
-// shown as its head and tail from the start.
+// shown as its head and tail from the start; a result is clipped only
+// when it overflows the budget (no Clip share: the policy as measured).
 //
-// Windows of the role ToolLoopRole take it, and are laid out by the
-// Layout (see UsesLayout).
+// Windows of the role ToolLoopRole take it.
 func ToolLoopPolicy() Policy {
 	p := PolicyFor(DefaultRole)
-	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens = 0.40, 0.37, 1, 300
+	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens, p.Clip = 0.40, 0.37, 1, 300, 0
 	return p
 }
 

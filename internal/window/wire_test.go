@@ -73,14 +73,14 @@ func TestWireRoundTrip(t *testing.T) {
 		if _, err := window.Units(msgs); err != nil {
 			t.Errorf("%s: tool pairs: %v", tc.vendor, err)
 		}
-		// Through a window: a tiny one, so that everything but the last
+		// Through a window: a tiny one evicting early, so that everything but the last
 		// turn is evicted, then expanded.
 		ctx := context.Background()
 		m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
 		key := store.WindowKey{SessionID: "s-" + tc.vendor, AgentID: "a"}
 		p := window.PolicyFor("")
-		p.KeepTurns = 0
-		if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 150, Output: 10, Safety: 10, Policy: &p}); err != nil {
+		p.KeepTurns, p.Evict, p.Target = 0, 0.2, 0.1
+		if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 320, Output: 10, Safety: 10, Policy: &p}); err != nil {
 			t.Fatal(err)
 		}
 		evicted := 0
@@ -92,7 +92,7 @@ func TestWireRoundTrip(t *testing.T) {
 			evicted += len(res.Evicted)
 		}
 		if evicted == 0 {
-			t.Fatalf("%s: nothing was evicted from a 150-token window", tc.vendor)
+			t.Fatalf("%s: nothing was evicted from a 320-token window", tc.vendor)
 		}
 		items, err := m.Context(ctx, key)
 		if err != nil {
