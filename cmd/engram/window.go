@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/window"
 )
@@ -18,13 +19,16 @@ import (
 func (a *app) windowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "window",
-		Short: "Agents' context windows: open, append, status, list, context, expand, replay",
+		Short: "Agents' context windows: open, append, status, list, context, expand, readmit, replay",
 		Long: `A context window per agent of a session: the messages the agent's model
 sees, within a budget of tokens. Past its threshold a window evicts its
-oldest messages (never a tool call without its result, never the system
-prompt or the latest turns) and leaves a reference marker in their place,
-[CTX-REF:...], which expands back to them byte for byte. Everything a window
-is given is stored first, so that search and the session's turns find it.
+oldest messages, by its role's strategy (never a tool call without its
+result, never the system prompt, the latest turns only when nothing else
+makes room) and leaves a reference marker in their place, [CTX-REF:...],
+which expands back to them byte for byte and can be readmitted. A message
+larger than the budget is shown as its head, tail and marker. Everything a
+window is given is stored first, so that search and the session's turns
+find it.
 
 The window is named by --session (default $ENGRAM_SESSION) and --agent
 (default $ENGRAM_AGENT).`,
@@ -33,10 +37,11 @@ The window is named by --session (default $ENGRAM_SESSION) and --agent
   engram window status --session s1 --agent claude
   engram window context --session s1 --agent claude
   engram window expand r3f9a2c1d0b4e5f6
+  engram window readmit r3f9a2c1d0b4e5f6
   engram window replay examples/session.jsonl --budget 2000`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(a.windowOpenCmd(), a.windowAppendCmd(), a.windowStatusCmd(), a.windowListCmd(), a.windowContextCmd(),
+	cmd.AddCommand(a.windowOpenCmd(), a.windowAppendCmd(), a.windowStatusCmd(), a.windowListCmd(), a.windowContextCmd(), a.windowReadmitCmd(),
 		a.windowExpandCmd(), a.windowReplayCmd())
 	return cmd
 }
@@ -117,8 +122,10 @@ messages. --role picks the eviction policy: librarian and archivalist evict
 at 75 % with checkpoints at 25 and 50 %, academic at 80 % by topic, architect
 at 85 % by task; tool_loop, for an agent in a harness, is the layout measured
 on real agent runs (the newest step kept whole, down to 40 % in one step, a
-digest of evicted tool output, huge messages as head, tail and marker); any
-other role by recency at 75 %.`,
+digest of evicted tool output, commands over 300 tokens as head, tail and
+marker); any other role by recency at 75 %. Every role shows a message
+larger than its budget as its head, tail and marker. New settings lay the
+window out anew: a larger window shows again what it can.`,
 		Example: `  engram window open --session s1 --agent claude --model claude-sonnet-4-5 --role tool_loop
   engram window open --session s1 --agent bot --limit 32000 --role librarian`,
 		Args: noArgs,
@@ -384,6 +391,56 @@ as a harness would send them.`,
 	w.add(cmd)
 	cmd.Flags().StringVar(&format, "format", "engram", "with --json, how messages are written: engram, anthropic or openai")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the context as JSON")
+	return cmd
+}
+
+func (a *app) windowReadmitCmd() *cobra.Command {
+	var (
+		w       windowFlags
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "readmit REF",
+		Short: "Bring the messages a reference marker stands for back into its window",
+		Long: `Bring the messages a window's reference stands for back into the window,
+whole, in their places: the window evicts what its policy says to make room
+(never them), and refuses, changing nothing, when they cannot fit in its
+budget. The reference stays: its markers still expand, and a later eviction
+may take the messages again. REF is the marker, whole ([CTX-REF:...],
+quoted), its short form [CTX-REF:id], or the id; the window is the
+reference's.`,
+		Example: `  engram window readmit r3f9a2c1d0b4e5f6
+  engram window readmit '[CTX-REF:r3f9a2c1d0b4e5f6]' --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("window readmit takes one reference: a marker or its id")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := a.windowOps(cmd, w, false, false, true)
+			if err != nil {
+				return err
+			}
+			if w.session == "" && a.getenv("ENGRAM_SESSION") == "" {
+				// The operator at a terminal readmits into the
+				// reference's own window.
+				if mk, err := ctxref.Parse(args[0]); err == nil {
+					if ref, err := ops.Eng.Store().Reference(cmd.Context(), mk.ID); err == nil {
+						ops.Session = func() string { return ref.SessionID }
+					}
+				}
+			}
+			out, text, err := ops.WindowReadmit(cmd.Context(), api.WindowReadmitIn{Session: w.session, Agent: w.agent, RefID: args[0]})
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	cmd.Flags().StringVar(&w.session, "session", "", "the window's session (default the reference's; ENGRAM_SESSION)")
+	cmd.Flags().StringVar(&w.agent, "agent", "", "the window's agent (default the reference's)")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	return cmd
 }
 

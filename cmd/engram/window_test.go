@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/window"
 )
 
@@ -114,6 +115,29 @@ func TestCLI_Window(t *testing.T) {
 	if got := e.ok("", "window", "expand", markers[0]); !strings.Contains(got, toolOutput(0)) {
 		t.Errorf("expand as text: %s", got)
 	}
+	// Re-admission: in this window, what a marker stands for is more
+	// than the budget; in a larger one, laid out anew, it comes back.
+	readmit := func() (string, string) {
+		for _, line := range strings.Split(e.ok("", args("window", "context")...), "\n") {
+			if mk, err := ctxref.Parse(line); err == nil {
+				return mk.ID, fmt.Sprintf("%d tokens", mk.Tokens)
+			}
+		}
+		t.Fatal("no marker in the context")
+		return "", ""
+	}
+	ref, size := readmit()
+	e.fail("", 1, "no room in the window", "window", "readmit", ref)
+	e.ok("", args("window", "open", "--limit", "5000")...)
+	ref, size = readmit()
+	if got := e.ok("", "window", "readmit", ref); !strings.HasPrefix(got, "readmitted ") || !strings.Contains(got, "window s1/claude") {
+		t.Errorf("readmit %s (%s): %s", ref, size, got)
+	}
+	if got := e.ok("", args("window", "context")...); strings.Contains(got, ref) || !strings.Contains(got, toolOutput(0)) {
+		t.Errorf("the context after readmitting %s:\n%s", ref, got)
+	}
+	e.fail("", 1, "in the window already", "window", "readmit", ref)
+	e.fail("", 2, "window readmit takes one reference", "window", "readmit")
 	// What went through the window is searchable.
 	if got := e.ok("", "search", "handler2", "serves", "--session", "s1"); !strings.Contains(got, "handler2 serves requests") {
 		t.Errorf("search: %s", got)

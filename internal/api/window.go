@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,6 +122,14 @@ type WindowListIn struct {
 type ExpandIn struct {
 	RefID  string `json:"ref_id" jsonschema:"a [CTX-REF] marker, whole, or its ref id"`
 	Format string `json:"format,omitempty" jsonschema:"engram (default), anthropic or openai"`
+}
+
+// WindowReadmitIn brings the messages a reference stands for back into
+// their window.
+type WindowReadmitIn struct {
+	Session string `json:"session,omitempty" jsonschema:"must be your session if given"`
+	Agent   string `json:"agent,omitempty" jsonschema:"the agent whose window it is (default the reference's)"`
+	RefID   string `json:"ref_id" jsonschema:"a [CTX-REF] marker, whole, or its ref id"`
 }
 
 // WindowToolIn is what the MCP window tool takes.
@@ -694,6 +703,60 @@ func (o *Ops) WindowExpand(ctx context.Context, in ExpandIn) (ExpandOut, string,
 		writeMessage(&b, ref.TurnFrom-1+i, msg)
 	}
 	fmt.Fprintf(&b, "(%s, %d tokens, of window %s/%s)", plural(len(msgs), "message"), out.Tokens, ref.SessionID, ref.AgentID)
+	return out, b.String(), nil
+}
+
+// WindowReadmit brings the messages a reference stands for back into
+// their window, in their places, whole: the window evicts what its policy
+// says to make room, never them. A window of another session than the
+// caller's is refused; one that cannot make room answers a conflict,
+// changing nothing.
+func (o *Ops) WindowReadmit(ctx context.Context, in WindowReadmitIn) (AppendOut, string, error) {
+	if strings.TrimSpace(in.RefID) == "" {
+		return AppendOut{}, "", bad("ref_id is required: a [CTX-REF] marker or its id")
+	}
+	mk, err := ctxref.Parse(in.RefID)
+	if err != nil {
+		return AppendOut{}, "", bad("ref_id: %v", err)
+	}
+	ref, err := o.Eng.Store().Reference(ctx, mk.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return AppendOut{}, "", fmt.Errorf("no reference %s: %w", mk.ID, store.ErrNotFound)
+	}
+	if err != nil {
+		return AppendOut{}, "", err
+	}
+	k, err := o.writeKey(cmp.Or(in.Session, ref.SessionID), cmp.Or(in.Agent, ref.AgentID))
+	if err != nil {
+		return AppendOut{}, "", err
+	}
+	if k.SessionID != ref.SessionID || k.AgentID != ref.AgentID {
+		return AppendOut{}, "", bad("reference %s is of window %s/%s, not %s", ref.ID, ref.SessionID, ref.AgentID, k)
+	}
+	m, err := o.windows()
+	if err != nil {
+		return AppendOut{}, "", err
+	}
+	res, err := m.Readmit(ctx, ref.ID)
+	if errors.Is(err, window.ErrNoRoom) {
+		return AppendOut{}, "", &store.ConflictError{What: "reference " + ref.ID, Msg: err.Error()}
+	}
+	if err != nil {
+		return AppendOut{}, "", windowErr(err)
+	}
+	out := AppendOut{Window: windowOut(res.Status), Positions: res.Positions, Evicted: res.Evicted}
+	if out.Evicted == nil {
+		out.Evicted = []window.Ref{}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "readmitted %s", plural(len(res.Positions), "message"))
+	if n := len(res.Positions); n > 0 {
+		fmt.Fprintf(&b, " at %d-%d", res.Positions[0], res.Positions[n-1])
+	}
+	for _, r := range res.Evicted {
+		fmt.Fprintf(&b, "\nevicted %s (%d-%d, %d tokens): %s", plural(r.Messages, "message"), r.From, r.To-1, r.Tokens, r.Marker)
+	}
+	b.WriteString("\n" + out.Window.Text())
 	return out, b.String(), nil
 }
 

@@ -36,6 +36,7 @@ var responses = map[string]any{
 	"PUT /v1/windows/{session}/{agent}":           api.WindowOut{},
 	"GET /v1/windows/{session}/{agent}":           api.WindowOut{},
 	"POST /v1/windows/{session}/{agent}/messages": api.AppendOut{},
+	"POST /v1/windows/{session}/{agent}/readmit":  api.AppendOut{},
 	"GET /v1/windows/{session}/{agent}/context":   api.ContextOut{},
 	"GET /v1/refs/{id}":                           api.ExpandOut{},
 }
@@ -47,6 +48,7 @@ var operationIDs = map[string]string{
 	"PUT /v1/windows/{session}/{agent}":           "open_window",
 	"GET /v1/windows/{session}/{agent}":           "get_window",
 	"POST /v1/windows/{session}/{agent}/messages": "append_window_messages",
+	"POST /v1/windows/{session}/{agent}/readmit":  "readmit_window_ref",
 	"GET /v1/windows/{session}/{agent}/context":   "get_window_context",
 	"GET /v1/refs/{id}":                           "expand_ref",
 }

@@ -88,7 +88,17 @@ func (c client) expanded(t *testing.T, w, format string) []string {
 // turns.
 func TestWindows(t *testing.T) {
 	eng := newEngine(t)
-	srv := httptest.NewServer(Handler(eng, Options{Token: "tok"}))
+	// References of at most 1,000 tokens ([window] max_ref_tokens), so
+	// that one fits back into this small window.
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := window.NewManager(eng, cat)
+	if err := m.Configure(window.Config{Defaults: window.Defaults{MaxRefTokens: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", Windows: m}))
 	defer srv.Close()
 	c := client{t, srv.URL}
 	const w = "/v1/windows/s1/claude"
@@ -175,6 +185,70 @@ func TestWindows(t *testing.T) {
 	c.want(404, "GET", "/v1/refs/r0000000000000000", "", "no reference r0000000000000000")
 	c.want(400, "GET", "/v1/refs/"+first.ID+"?format=xml", "", `format \"xml\"`)
 	c.want(400, "GET", w+"/context?format=xml", "", `format \"xml\"`)
+
+	// Re-admission: a marker of the context comes back into the window,
+	// in its place; the marker no longer stands in the context, and the
+	// context expanded is still the conversation sent. Wrong references
+	// get clear errors; one too large for the window is a conflict.
+	c.want(400, "POST", w+"/readmit", `{}`, "ref_id is required")
+	c.want(404, "POST", w+"/readmit", `{"ref_id":"r0000000000000000"}`, "no reference r0000000000000000")
+	c.want(400, "POST", w+"/readmit", `{"ref_id":"[CTX-REF:"}`, "ref_id:")
+	c.want(400, "POST", w+"/readmit", `{"ref_id":"x","agent":"other"}`, "the body names window")
+	_, b = c.want(200, "GET", w+"/context", "", `"ref_id":"`)
+	var ctxOut struct {
+		Items []struct {
+			RefID string `json:"ref_id"`
+		}
+	}
+	if err := json.Unmarshal([]byte(b), &ctxOut); err != nil {
+		t.Fatal(err)
+	}
+	var ref string
+	for _, it := range slices.Backward(ctxOut.Items) {
+		if it.RefID != "" {
+			ref = it.RefID
+			break
+		}
+	}
+	st, _, b := c.do("POST", w+"/readmit", `{"ref_id":"`+ref+`"}`)
+	switch st {
+	case 200:
+		checkJSON(t, "readmit", b)
+		if _, ctxNow := c.want(200, "GET", w+"/context", "", ""); strings.Contains(ctxNow, `"ref_id":"`+ref+`"`) {
+			t.Errorf("the re-admitted reference %s still stands in the context", ref)
+		}
+		if whole := c.expanded(t, w, "anthropic"); len(whole) != len(want) {
+			t.Errorf("after the re-admission, the context expanded holds %d messages; %d were sent", len(whole), len(want))
+		}
+		c.want(404, "POST", w+"/readmit", `{"ref_id":"`+ref+`"}`, "in the window already")
+	case 409:
+		t.Errorf("the newest reference (%s, of at most 1,000 tokens) does not fit a 2,430-token window: %s", ref, b)
+	default:
+		t.Errorf("readmit %s: HTTP %d %s", ref, st, b)
+	}
+	c.want(200, "PUT", w, `{"limit":500,"output":10,"safety":10}`, `"budget":432`)
+	_, b = c.want(200, "GET", w+"/context", "", "")
+	if err := json.Unmarshal([]byte(b), &ctxOut); err != nil {
+		t.Fatal(err)
+	}
+	big, most := "", 0
+	for _, it := range ctxOut.Items {
+		if it.RefID == "" {
+			continue
+		}
+		_, b := c.want(200, "GET", "/v1/refs/"+it.RefID, "", "")
+		var exp struct{ Tokens int }
+		if err := json.Unmarshal([]byte(b), &exp); err != nil {
+			t.Fatal(err)
+		}
+		if exp.Tokens > most {
+			big, most = it.RefID, exp.Tokens
+		}
+	}
+	if most <= 432 {
+		t.Fatalf("no reference of the 432-token window is larger than it (the largest: %d tokens)", most)
+	}
+	c.want(409, "POST", w+"/readmit", `{"ref_id":"`+big+`"}`, "no room in the window")
 }
 
 // TestWindowsBadInput: every refusal is a 4xx with a JSON body that names
@@ -316,6 +390,7 @@ func TestWindowsAgentKeys(t *testing.T) {
 		{"read another's context", "GET", "/v1/windows/alice/a1/context", "", as(bob), 200},
 		{"list", "GET", "/v1/windows", "", as(bob), 200},
 		{"operator anywhere", "PUT", "/v1/windows/alice/claude", `{"limit":8000}`, withToken("Content-Type", "application/json"), 200},
+		{"readmit into another's", "POST", "/v1/windows/alice/a1/readmit", `{"ref_id":"r0000000000000000"}`, as(bob), 403},
 	} {
 		if st, _, b := raw(t, tc.method, srv.URL+tc.path, tc.body, tc.hdr...); st != tc.status {
 			t.Errorf("%s: HTTP %d %s, want %d", tc.name, st, strings.TrimSpace(b), tc.status)
@@ -335,8 +410,8 @@ func TestWindowsAgentKeys(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 3 {
-		t.Errorf("%d refusals audited, want 3", refused)
+	if refused != 4 {
+		t.Errorf("%d refusals audited, want 4", refused)
 	}
 }
 
