@@ -4,14 +4,16 @@
 // in the content store, and a reference marker ([CTX-REF:…]) in the window
 // expands back to it byte for byte.
 //
-// This file set is the window's pure core, with no store: messages as
-// content blocks (message.go), the one rule that keeps a tool call with
-// its result (units.go), the budget and thresholds by agent role
-// (policy.go), which runs of messages leave the window when it crosses
-// its threshold (evict.go), and the window itself as a pure value
+// The window's pure core, with no store: messages as content blocks
+// (message.go), the one rule that keeps a tool call with its result
+// (units.go), the budget and thresholds by agent role (policy.go), and the
+// window itself as a pure value, the one eviction engine of every role
 // (layout.go: Layout, where to start): its segments kept, evicted behind
-// markers or clipped, and its digest of lines of evicted tool results
-// (digest.go, lines.go, entities.go).
+// markers or clipped, the strategies that choose what goes (strategies.go,
+// evict.go), re-admission, and its digest of lines of evicted tool results
+// (digest.go, lines.go, entities.go). The Manager (manager.go, laidout.go)
+// keeps windows in the store: a window's Layout is rebuilt from its ledger
+// in any process, byte for byte the same.
 //
 // The core follows seed 000 ("Memory Management Thresholds", "Eviction
 // Strategies") where it is sound, and departs from it where it is not:

@@ -70,11 +70,12 @@ func TestLayout_Recency(t *testing.T) {
 	if got := spans(layoutOf(t, p, 2000, msgs)); got != "k0-1 e1-4 k4-5 k5-6 k6-7 k7-8" {
 		t.Fatalf("by recency: %s", got)
 	}
-	// Over the budget, the kept turn goes too, oldest first: in 700 tokens
-	// the threshold is 575 and the target 450 with the system prompt, and
-	// the last turn (600) is more than the budget leaves.
+	// Over the budget, the kept turn goes too, oldest first, down to the
+	// target, all but the newest unit: in 700 tokens the threshold is 575
+	// and the target 450 with the system prompt, and the last turn (600)
+	// is more than the budget leaves.
 	l := layoutOf(t, p, 700, msgs)
-	if got := spans(l); got != "k0-1 e1-6 k6-7 k7-8" || l.Tokens() > 700 {
+	if got := spans(l); got != "k0-1 e1-7 k7-8" || l.Tokens() > 450 {
 		t.Fatalf("over the budget: %s (%d tokens)", got, l.Tokens())
 	}
 }
@@ -215,8 +216,8 @@ func TestLayout_Readmit(t *testing.T) {
 	// A window too small to take it back refuses, unchanged.
 	small := layoutOf(t, p, 700, msgs)
 	before := spans(small)
-	if err := small.Readmit(1, 6); !errors.Is(err, ErrNoRoom) || before != "k0-1 e1-6 k6-7 k7-8" {
-		t.Errorf("readmitting 1,000 tokens into 700 (%s): %v", before, err)
+	if err := small.Readmit(1, 7); !errors.Is(err, ErrNoRoom) || before != "k0-1 e1-7 k7-8" {
+		t.Errorf("readmitting 1,200 tokens into 700 (%s): %v", before, err)
 	}
 	if spans(small) != before {
 		t.Errorf("a refused re-admission changed the window: %s, was %s", spans(small), before)

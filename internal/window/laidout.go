@@ -24,6 +24,9 @@ type laidOut struct {
 	layout  *Layout
 	// items are the ledger's items, in the Layout's order.
 	items []store.WindowItem
+	// markers are the markers of the references it made, by ID, as the
+	// window shows them.
+	markers map[string]string
 }
 
 // errStale says that another process changed the window between reading
@@ -66,7 +69,7 @@ func (m *Manager) laidOutFor(ctx context.Context, key store.WindowKey, s Setting
 	if err != nil {
 		return nil, err
 	}
-	lo = &laidOut{items: items, version: w.Version}
+	lo = &laidOut{items: items, version: w.Version, markers: map[string]string{}}
 	if lo.layout, err = m.newLayout(key, s, lo); err != nil {
 		return nil, err
 	}
@@ -121,7 +124,7 @@ func (lo *laidOut) refID(key store.WindowKey, from, to int) string {
 // transaction, the Layout takes the new messages and the references of
 // its evicted and clipped segments are written. It retries when another
 // process appended meanwhile.
-func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Settings, a store.WindowAppend, msgs []Message, after *Status, due *bool) ([]store.WindowItem, []store.Eviction, error) {
+func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Settings, a store.WindowAppend, msgs []Message, after *Status, due *bool) ([]store.WindowItem, []Ref, error) {
 	defer m.lock(key)()
 	for attempt := 0; ; attempt++ {
 		lo, err := m.laidOutFor(ctx, key, s)
@@ -166,10 +169,10 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 		} else if err != nil {
 			return nil, nil, err
 		}
-		if err == nil && len(items) > 0 && before+len(items) != len(lo.items) {
+		if len(items) > 0 && before+len(items) != len(lo.items) {
 			return nil, nil, fmt.Errorf("window %s: laid out %d messages, the ledger holds %d", key, len(lo.items), before+len(items))
 		}
-		return items, evs, err
+		return items, lo.refs(evs), nil
 	}
 }
 
@@ -282,12 +285,27 @@ func (m *Manager) readmitLaidOut(ctx context.Context, key store.WindowKey, s Set
 		} else if err != nil {
 			return AppendResult{}, err
 		}
-		res := AppendResult{Status: st, Positions: []int{}, Evicted: refsOf(evs)}
+		res := AppendResult{Status: st, Positions: []int{}, Evicted: lo.refs(evs)}
 		for _, it := range lo.items[from:to] {
 			res.Positions = append(res.Positions, it.Pos)
 		}
 		return res, nil
 	}
+}
+
+// refs reports the references evictions made, with the markers the
+// window shows for them.
+func (lo *laidOut) refs(evs []store.Eviction) []Ref {
+	out := make([]Ref, 0, len(evs))
+	for _, ev := range evs {
+		r := Ref{ID: ev.Ref.ID, Marker: lo.markers[ev.Ref.ID], From: ev.From, To: ev.To,
+			Messages: ev.Ref.TurnTo - ev.Ref.TurnFrom + 1, Tokens: ev.Ref.TokensSaved}
+		if r.Marker == "" {
+			r.Marker = ctxref.Render(ctxref.FromReference(ev.Ref))
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // notUnder is the error of a re-admission of a reference that no
@@ -357,6 +375,11 @@ func (m *Manager) layoutEvictions(key store.WindowKey, s Settings, lo *laidOut, 
 		if allTools {
 			ref.Type = store.RefToolResults
 		}
+		// The reference's marker is the one the window shows.
+		if mk, err := ctxref.Parse(seg.Marker); err == nil {
+			ref.Entities = mk.Entities
+		}
+		lo.markers[id] = seg.Marker
 		ev := store.Eviction{Ref: ref, From: from, To: to}
 		for _, r := range st.Refs {
 			if r.From >= from && r.To <= to {

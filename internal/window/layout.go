@@ -312,10 +312,12 @@ func (l *Layout) evictable(s *Segment) bool {
 
 // evict lays the window out anew past its threshold, in four steps:
 //
-//  1. The oldest kept units that may go leave, until the window would
-//     hold at most the target with its digest's share: all but the newest
-//     KeepUnits units (steps of the agent), and those too but the newest
-//     when the window is still over its budget. An evicted unit joins the reference
+//  1. What may go leaves, until the window would hold at most the target
+//     with its digest's share: by the strategy (the oldest units; whole
+//     topics or tasks), all but what the policy keeps (the newest KeepUnits
+//     units, steps of the agent, or the last KeepTurns turns); and when
+//     the window is still over its budget, those too, oldest first, down
+//     to the target, all but the newest unit. An evicted unit joins the reference
 //     before it when the two are adjacent and hold at most MaxRefTokens
 //     together; a reference is one marker, so the markers stay few.
 //  2. The digest gains a part, shown before the newest reference's
@@ -358,7 +360,7 @@ func (l *Layout) evict() {
 	chosen := l.byStrategy(cand, keep, shown-goal)
 	out := make([]Segment, 0, len(l.segs))
 	k := 0
-	evicted := false
+	evicted, squeeze := false, false
 	for i := range l.segs {
 		s := l.segs[i]
 		if s.Kind == Evicted || !l.evictable(&s) {
@@ -369,7 +371,10 @@ func (l *Layout) evict() {
 		if chosen != nil {
 			toGoal = chosen[i]
 		}
-		go1 := toGoal || k < len(cand)-1 && shown > l.o.Budget
+		// Over the budget, the kept units go too, oldest first, down to
+		// the target (one large step, as any eviction), all but the newest.
+		squeeze = squeeze || k < len(cand)-1 && shown > l.o.Budget
+		go1 := toGoal || squeeze && k < len(cand)-1 && shown > goal
 		k++
 		if !go1 {
 			out = append(out, s)

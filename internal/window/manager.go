@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
@@ -455,30 +454,15 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		st  Status
 		due bool
 	)
-	var (
-		items []store.WindowItem
-		evs   []store.Eviction
-	)
-	items, evs, err = m.appendLaidOut(ctx, key, s, a, msgs, &st, &due)
+	items, refs, err := m.appendLaidOut(ctx, key, s, a, msgs, &st, &due)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res := AppendResult{Status: st, Positions: make([]int, len(items)), Evicted: []Ref{}, Redacted: redacted, Checkpoint: due}
+	res := AppendResult{Status: st, Positions: make([]int, len(items)), Evicted: refs, Redacted: redacted, Checkpoint: due}
 	for i, it := range items {
 		res.Positions[i] = it.Pos
 	}
-	res.Evicted = refsOf(evs)
 	return res, nil
-}
-
-// refsOf reports the references evictions made.
-func refsOf(evs []store.Eviction) []Ref {
-	out := make([]Ref, 0, len(evs))
-	for _, ev := range evs {
-		out = append(out, Ref{ID: ev.Ref.ID, Marker: ctxref.Render(ctxref.FromReference(ev.Ref)),
-			From: ev.From, To: ev.To, Messages: ev.Ref.TurnTo - ev.Ref.TurnFrom + 1, Tokens: ev.Ref.TokensSaved})
-	}
-	return out
 }
 
 // decoded is a window's ledger read back: each item's message (without

@@ -81,14 +81,15 @@ const DefaultMaxRefTokens = 8000
 // role (a harness's agent, such as claude or codex) evict by recency at
 // 75 %. Beyond the seed, a message (a call with its results) larger than
 // half the room is shown as its head and tail within that half from the
-// start (Clip), rather than evicting the whole window to show it.
+// start (Clip), rather than evicting the whole window to show it; markers
+// name the three entities the evicted messages name most.
 // ToolLoopPolicy is the policy measured for an agent's tool loop.
 var Policies = map[string]Policy{
-	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, Preserve: []store.ContentType{store.UserPrompt}},
-	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, Preserve: []store.ContentType{store.UserPrompt}},
-	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Clip: SeedClip, Preserve: []store.ContentType{store.ResearchPaper}},
-	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Clip: SeedClip, Preserve: []store.ContentType{store.PlanWorkflow}},
-	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip},
+	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, Preserve: []store.ContentType{store.UserPrompt}},
+	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, Preserve: []store.ContentType{store.UserPrompt}},
+	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Clip: SeedClip, MarkerEntities: 3, Preserve: []store.ContentType{store.ResearchPaper}},
+	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, Preserve: []store.ContentType{store.PlanWorkflow}},
+	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3},
 }
 
 // SeedClip is the share of the room one unit of the seed's roles may
@@ -107,7 +108,7 @@ const SeedClip = 0.5
 // Windows of the role ToolLoopRole take it.
 func ToolLoopPolicy() Policy {
 	p := PolicyFor(DefaultRole)
-	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens, p.Clip = 0.40, 0.37, 1, 300, 0
+	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens, p.Clip, p.MarkerEntities = 0.40, 0.37, 1, 300, 0, 0
 	return p
 }
 
