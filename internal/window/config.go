@@ -6,15 +6,19 @@ import (
 )
 
 // ConfigFrom turns the [window] section of engram's configuration into a
-// Manager's Config; Configure checks it.
+// Manager's Config; Configure checks it. A role's section replaces what it
+// names of the role's policy (PolicyFor: the table's, or the default
+// role's); what it cannot name (the clip share, the markers' entities, a
+// tool loop's digest and steps kept) stays the table's.
 func ConfigFrom(c config.Window) Config {
 	out := Config{
 		Defaults: Defaults{Output: c.Output, Safety: c.Safety, Margin: c.Margin, MaxRefTokens: c.MaxRefTokens},
 		Policies: map[string]Policy{},
 	}
 	for role, r := range c.Roles {
-		p := Policy{Strategy: Strategy(r.Strategy), Checkpoints: r.Checkpoints, Evict: r.Evict, Target: r.Target,
-			KeepTurns: r.KeepTurns, MaxRefTokens: r.MaxRefTokens}
+		p := PolicyFor(role)
+		p.Strategy, p.Checkpoints, p.Evict, p.Target = Strategy(r.Strategy), r.Checkpoints, r.Evict, r.Target
+		p.KeepTurns, p.MaxRefTokens, p.Preserve = r.KeepTurns, r.MaxRefTokens, nil
 		for _, t := range r.Preserve {
 			p.Preserve = append(p.Preserve, store.ContentType(t))
 		}
