@@ -126,10 +126,10 @@ func TestCLI_Window(t *testing.T) {
 		t.Fatal("no marker in the context")
 		return "", ""
 	}
-	ref, size := readmit()
+	ref, _ := readmit()
 	e.fail("", 1, "no room in the window", "window", "readmit", ref)
 	e.ok("", args("window", "open", "--limit", "5000")...)
-	ref, size = readmit()
+	ref, size := readmit()
 	if got := e.ok("", "window", "readmit", ref); !strings.HasPrefix(got, "readmitted ") || !strings.Contains(got, "window s1/claude") {
 		t.Errorf("readmit %s (%s): %s", ref, size, got)
 	}

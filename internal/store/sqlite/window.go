@@ -135,16 +135,15 @@ func (s *Store) WindowLedger(ctx context.Context, key store.WindowKey) (store.Wi
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
 		rs = nil
 		for rows.Next() {
 			var r store.WindowReadmit
 			if err := rows.Scan(&r.At, &r.From, &r.To); err != nil {
-				return err
+				return errors.Join(err, rows.Close())
 			}
 			rs = append(rs, r)
 		}
-		return rows.Err()
+		return errors.Join(rows.Err(), rows.Close())
 	})
 	if err != nil {
 		return store.Window{}, nil, nil, fmt.Errorf("window %s: ledger: %w", key, err)
