@@ -67,14 +67,19 @@ func TestLayout_Recency(t *testing.T) {
 	// call with its result go as one reference; the answer, the last turn
 	// and the newest message stay.
 	msgs = append(msgs, hundreds([]Message{text(RoleAssistant, "more")}, 200)...)
-	if got := spans(layoutOf(t, p, 2000, msgs)); got != "k0-1 e1-4 k4-5 k5-6 k6-7 k7-8" {
+	l := layoutOf(t, p, 2000, msgs)
+	if got := spans(l); got != "k0-1 e1-4 k4-5 k5-6 k6-7 k7-8" {
 		t.Fatalf("by recency: %s", got)
+	}
+	// Its marker gives the prompt it stands for as a query hint.
+	if mk := l.Segments()[1].Marker; !strings.Contains(mk, " | Ask: task | ") {
+		t.Errorf("marker %q gives no hint", mk)
 	}
 	// Over the budget, the kept turn goes too, oldest first, down to the
 	// target, all but the newest unit: in 700 tokens the threshold is 575
 	// and the target 450 with the system prompt, and the last turn (600)
 	// is more than the budget leaves.
-	l := layoutOf(t, p, 700, msgs)
+	l = layoutOf(t, p, 700, msgs)
 	if got := spans(l); got != "k0-1 e1-7 k7-8" || l.Tokens() > 450 {
 		t.Fatalf("over the budget: %s (%d tokens)", got, l.Tokens())
 	}

@@ -377,7 +377,7 @@ func (m *Manager) layoutEvictions(key store.WindowKey, s Settings, lo *laidOut, 
 		}
 		// The reference's marker is the one the window shows.
 		if mk, err := ctxref.Parse(seg.Marker); err == nil {
-			ref.Entities = mk.Entities
+			ref.Entities, ref.QueryHints = mk.Entities, mk.Hints
 		}
 		lo.markers[id] = seg.Marker
 		ev := store.Eviction{Ref: ref, From: from, To: to}

@@ -447,12 +447,32 @@ func (l *Layout) mark(s *Segment) {
 }
 
 // markerOf is the marker of a segment: its span, in messages counted
-// from 1, its tokens, and the entities its assistant messages name most.
+// from 1, its tokens, the entities its assistant messages name most, and
+// the first line of its user prompts as query hints.
 func (l *Layout) markerOf(s *Segment) ctxref.Marker {
 	m := ctxref.Marker{ID: l.o.RefID(s.From, s.To), Type: store.RefConversation,
 		TurnFrom: s.From + 1, TurnTo: s.To, Tokens: s.Tokens}
 	m.Entities = l.topEntities(s.From, s.To, l.o.Policy.MarkerEntities)
+	for i := s.From; i < s.To && len(m.Hints) < l.o.Policy.MarkerHints; i++ {
+		if l.msgs[i].opensTurn() {
+			if h := firstLine(&l.msgs[i]); h != "" {
+				m.Hints = append(m.Hints, h)
+			}
+		}
+	}
 	return m
+}
+
+// firstLine is the first line of a message's text that is not blank.
+func firstLine(m *Message) string {
+	for _, b := range m.Blocks {
+		for line := range strings.SplitSeq(b.Text, "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				return line // Render caps it, marking the cut
+			}
+		}
+	}
+	return ""
 }
 
 // topEntities returns the n entities the assistant named most in

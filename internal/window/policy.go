@@ -56,8 +56,10 @@ type Policy struct {
 	// evicted) that the digest may take: lines of evicted tool results
 	// kept verbatim. Zero keeps none.
 	Digest float64
-	// MarkerEntities is how many entities a marker names.
-	MarkerEntities int
+	// MarkerEntities is how many entities a marker names; MarkerHints how
+	// many query hints it gives (the first line of each user prompt it
+	// stands for: what the agent was asked then).
+	MarkerEntities, MarkerHints int
 	// Clip is the share of the room that one unit may take: a larger one
 	// is shown clipped (a marker, and its head and tail within the share)
 	// from the start. Zero shows every unit whole while it fits.
@@ -82,14 +84,15 @@ const DefaultMaxRefTokens = 8000
 // 75 %. Beyond the seed, a message (a call with its results) larger than
 // half the room is shown as its head and tail within that half from the
 // start (Clip), rather than evicting the whole window to show it; markers
-// name the three entities the evicted messages name most.
+// name the three entities the evicted messages name most and the prompt
+// that asked for them.
 // ToolLoopPolicy is the policy measured for an agent's tool loop.
 var Policies = map[string]Policy{
-	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, Preserve: []store.ContentType{store.UserPrompt}},
-	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, Preserve: []store.ContentType{store.UserPrompt}},
-	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Clip: SeedClip, MarkerEntities: 3, Preserve: []store.ContentType{store.ResearchPaper}},
-	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, Preserve: []store.ContentType{store.PlanWorkflow}},
-	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3},
+	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, Preserve: []store.ContentType{store.UserPrompt}},
+	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, Preserve: []store.ContentType{store.UserPrompt}},
+	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, Preserve: []store.ContentType{store.ResearchPaper}},
+	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, Preserve: []store.ContentType{store.PlanWorkflow}},
+	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1},
 }
 
 // SeedClip is the share of the room one unit of the seed's roles may
@@ -108,7 +111,7 @@ const SeedClip = 0.5
 // Windows of the role ToolLoopRole take it.
 func ToolLoopPolicy() Policy {
 	p := PolicyFor(DefaultRole)
-	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens, p.Clip, p.MarkerEntities = 0.40, 0.37, 1, 300, 0, 0
+	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens, p.Clip, p.MarkerEntities, p.MarkerHints = 0.40, 0.37, 1, 300, 0, 0, 0
 	return p
 }
 
@@ -154,7 +157,7 @@ func (p Policy) Validate() error {
 	if p.Clip < 0 || p.Clip > 1 || p.ClipCallTokens < 0 {
 		return fmt.Errorf("%w: the clip share (%.2f) must be within [0, 1], clip_call_tokens (%d) not negative", ErrInvalid, p.Clip, p.ClipCallTokens)
 	}
-	if p.Digest < 0 || p.Digest >= p.Target || p.MarkerEntities < 0 {
+	if p.Digest < 0 || p.Digest >= p.Target || p.MarkerEntities < 0 || p.MarkerHints < 0 {
 		return fmt.Errorf("%w: the digest's share (%.2f) must be within [0, the target %.2f), marker entities not negative", ErrInvalid, p.Digest, p.Target)
 	}
 	return nil
