@@ -102,6 +102,11 @@ type Layout struct {
 	units []Unit
 	segs  []Segment
 	ix    *index
+	// calls and answered are the tool calls made and answered so far.
+	calls, answered map[string]bool
+	// stay counts the messages that may never go (see evictable) before
+	// each place: stay[i] of msgs[:i].
+	stay []int
 	// evictions counts the times the window evicted.
 	evictions int
 	// hold are messages a re-admission brings back, which its eviction
@@ -134,7 +139,7 @@ func NewLayout(o Options) (*Layout, error) {
 	if o.RefID == nil {
 		o.RefID = func(from, to int) string { return fmt.Sprintf("ref-%d-%d", from, to) }
 	}
-	return &Layout{o: o, ix: newIndex()}, nil
+	return &Layout{o: o, ix: newIndex(), calls: map[string]bool{}, answered: map[string]bool{}, stay: []int{0}}, nil
 }
 
 // Append adds the conversation's next message and lays the window out
@@ -145,18 +150,66 @@ func (l *Layout) Append(m Message) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	msgs := append(l.msgs, m)
-	units, err := Units(msgs)
-	if err != nil {
-		l.msgs = msgs[:len(msgs)-1]
+	if err := l.pair(&m, len(l.msgs)); err != nil {
 		return err
 	}
-	l.msgs, l.units = msgs, units
+	msgs := append(l.msgs, m)
+	// Only the last unit, if a call in it waits, can take the new
+	// message; the units before it stay as they are.
+	from, k := len(msgs)-1, len(l.units)
+	if k > 0 && l.units[k-1].Open {
+		from, k = l.units[k-1].From, k-1
+	}
+	tail, err := Units(msgs[from:])
+	if err != nil {
+		return err // pair let through what Units refuses: a bug
+	}
+	for i := range tail {
+		tail[i].From, tail[i].To = tail[i].From+from, tail[i].To+from
+	}
+	l.msgs, l.units = msgs, append(l.units[:k], tail...)
+	n := l.stay[len(l.stay)-1]
+	if !evictable(msgs[len(msgs)-1:], l.o.Policy) {
+		n++
+	}
+	l.stay = append(l.stay, n)
+	for _, b := range m.Blocks {
+		switch b.Type {
+		case BlockToolUse:
+			l.calls[b.ID] = true
+		case BlockToolResult:
+			l.answered[b.ToolUseID] = true
+		}
+	}
 	l.ix.add(len(msgs)-1, &msgs[len(msgs)-1])
 	l.resegment()
 	l.clipNewest()
 	if n := l.Tokens(); n > l.high() || n > l.o.Budget {
 		l.evict()
+	}
+	return nil
+}
+
+// pair checks that message i, the conversation's next, keeps the pairing
+// of tool calls and results as Units requires of the whole conversation.
+func (l *Layout) pair(m *Message, i int) error {
+	seen := map[string]bool{}
+	for _, b := range m.Blocks {
+		switch b.Type {
+		case BlockToolUse:
+			if l.calls[b.ID] || seen[b.ID] {
+				return &PairingError{Message: i, CallID: b.ID, Problem: fmt.Sprintf("tool call id %q is used twice", b.ID)}
+			}
+			seen[b.ID] = true
+		case BlockToolResult:
+			switch {
+			case !l.calls[b.ToolUseID] && !seen[b.ToolUseID]:
+				return &PairingError{Message: i, CallID: b.ToolUseID, Problem: fmt.Sprintf("a result for tool call %q, which no earlier message makes", b.ToolUseID)}
+			case l.answered[b.ToolUseID] || seen["answer "+b.ToolUseID]:
+				return &PairingError{Message: i, CallID: b.ToolUseID, Problem: fmt.Sprintf("tool call %q is answered twice", b.ToolUseID)}
+			}
+			seen["answer "+b.ToolUseID] = true
+		}
 	}
 	return nil
 }
@@ -244,13 +297,13 @@ func (l *Layout) Tokens() int {
 // trailing segments that are kept, or that no longer end on a unit (an
 // open call has grown), are made again, one kept segment a unit.
 func (l *Layout) resegment() {
-	ends := make(map[int]bool, len(l.units))
-	for _, u := range l.units {
-		ends[u.To] = true
+	endsUnit := func(to int) bool {
+		_, ok := slices.BinarySearchFunc(l.units, to, func(u Unit, to int) int { return cmp.Compare(u.To, to) })
+		return ok
 	}
 	for len(l.segs) > 0 {
 		s := &l.segs[len(l.segs)-1]
-		if s.Kind != Kept && ends[s.To] {
+		if s.Kind != Kept && endsUnit(s.To) {
 			break
 		}
 		l.segs = l.segs[:len(l.segs)-1]
@@ -259,10 +312,9 @@ func (l *Layout) resegment() {
 	if len(l.segs) > 0 {
 		from = l.segs[len(l.segs)-1].To
 	}
-	for _, u := range l.units {
-		if u.From >= from {
-			l.segs = append(l.segs, Segment{Kind: Kept, From: u.From, To: u.To, Tokens: l.sum(u.From, u.To)})
-		}
+	k, _ := slices.BinarySearchFunc(l.units, from, func(u Unit, from int) int { return cmp.Compare(u.From, from) })
+	for _, u := range l.units[k:] {
+		l.segs = append(l.segs, Segment{Kind: Kept, From: u.From, To: u.To, Tokens: l.sum(u.From, u.To)})
 	}
 }
 
@@ -307,7 +359,7 @@ func (l *Layout) evictable(s *Segment) bool {
 	if s.To == len(l.msgs) && len(l.units) > 0 && l.units[len(l.units)-1].Open || l.held(s) {
 		return false
 	}
-	return evictable(l.msgs[s.From:s.To], l.o.Policy)
+	return l.stay[s.To]-l.stay[s.From] == 0
 }
 
 // evict lays the window out anew past its threshold, in four steps:
@@ -601,7 +653,7 @@ func (l *Layout) squeezed() int {
 			continue
 		}
 		for j := s.From; j < s.To; j++ {
-			if !evictable(l.msgs[j:j+1], l.o.Policy) {
+			if l.stay[j+1] > l.stay[j] {
 				n++
 			}
 		}

@@ -458,3 +458,31 @@ func BenchmarkLayout_Evict(b *testing.B) {
 		b.ReportMetric(float64(len(took))/float64(b.N), "evictions/op")
 	}
 }
+
+// BenchmarkLayout_Rebuild lays out a window of 2,000 messages from the
+// start, as a process that opens a window's ledger does: appends that
+// each cost what is new, not the whole conversation again.
+func BenchmarkLayout_Rebuild(b *testing.B) {
+	var msgs []Message
+	for i := range 2000 {
+		role := RoleUser
+		if i%2 == 1 {
+			role = RoleAssistant
+		}
+		msgs = append(msgs, counted(Message{Role: role, Blocks: []Block{{Type: BlockText,
+			Text: fmt.Sprintf("step %d internal/pkg%d/file.go ", i, i) + strings.Repeat("word ", 100)}}}))
+	}
+	p := PolicyFor(DefaultRole)
+	for b.Loop() {
+		l, err := NewLayout(Options{Policy: p, Budget: 21000, Count: o200k.Count})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := l.Append(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/2000, "µs/msg")
+}
