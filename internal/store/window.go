@@ -50,6 +50,9 @@ type WindowItem struct {
 	// RefID is the reference the message was evicted under; empty while
 	// the message is in the window.
 	RefID string
+	// Time is when the message was appended (AppendWindow sets it when
+	// zero); zero for a message appended before engram kept it.
+	Time time.Time
 }
 
 // WindowReadmit is a re-admission in a window's ledger: the items with

@@ -499,12 +499,16 @@ func (l *Layout) mark(s *Segment) {
 }
 
 // markerOf is the marker of a segment: its span, in messages counted
-// from 1, its tokens, the entities its assistant messages name most, and
-// the first line of its user prompts as query hints.
+// from 1, its tokens, when its latest message came, the entities its
+// assistant messages name most, and the first line of its user prompts as
+// query hints (each as the policy says).
 func (l *Layout) markerOf(s *Segment) ctxref.Marker {
 	m := ctxref.Marker{ID: l.o.RefID(s.From, s.To), Type: store.RefConversation,
 		TurnFrom: s.From + 1, TurnTo: s.To, Tokens: s.Tokens}
 	m.Entities = l.topEntities(s.From, s.To, l.o.Policy.MarkerEntities)
+	if l.o.Policy.MarkerTime {
+		m.Time = l.msgs[s.To-1].Time
+	}
 	for i := s.From; i < s.To && len(m.Hints) < l.o.Policy.MarkerHints; i++ {
 		if l.msgs[i].opensTurn() {
 			if h := firstLine(&l.msgs[i]); h != "" {

@@ -423,6 +423,7 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		}
 	}
 	redacted := make([][]string, len(msgs))
+	now := m.now()
 	a := store.WindowAppend{Entries: entries, Items: make([]store.WindowItem, len(msgs))}
 	forms := make([]form, len(msgs))
 	for i := range msgs {
@@ -446,6 +447,9 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 			return AppendResult{}, err
 		}
 		a.Items[i].Form, a.Items[i].Tokens, a.Items[i].Pinned = raw, msgs[i].Tokens, msgs[i].Pinned
+		// When it was appended, as the store will give it back.
+		a.Items[i].Time = time.Unix(0, now.UnixNano()).UTC()
+		msgs[i].Time = a.Items[i].Time
 	}
 	if !slices.ContainsFunc(redacted, func(r []string) bool { return len(r) > 0 }) {
 		redacted = nil
@@ -480,7 +484,7 @@ func decode(items []store.WindowItem) (*decoded, error) {
 			return nil, fmt.Errorf("item %d: form: %w", it.Pos, err)
 		}
 		f := &d.forms[i]
-		msg := Message{Role: f.Role, Tokens: it.Tokens, Pinned: it.Pinned, Shape: f.Shape, Entities: f.Entities, Blocks: make([]Block, len(f.Blocks))}
+		msg := Message{Role: f.Role, Tokens: it.Tokens, Pinned: it.Pinned, Shape: f.Shape, Entities: f.Entities, Time: it.Time, Blocks: make([]Block, len(f.Blocks))}
 		if msg.Entities == nil {
 			msg.Entities = []string{}
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -159,7 +160,7 @@ func TestManager(t *testing.T) {
 	strip := func(msgs []window.Message) []window.Message {
 		out := slices.Clone(msgs)
 		for i := range out {
-			out[i].Tokens, out[i].Entities = 0, nil
+			out[i].Tokens, out[i].Entities, out[i].Time = 0, nil, time.Time{}
 		}
 		return out
 	}
@@ -261,7 +262,7 @@ func tokensOff(items []window.Item) []window.Message {
 	var out []window.Message
 	for _, it := range items {
 		m := *it.Message
-		m.Tokens, m.Entities = 0, nil
+		m.Tokens, m.Entities, m.Time = 0, nil, time.Time{}
 		out = append(out, m)
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Role is who a message is from.
@@ -72,6 +73,9 @@ type Message struct {
 	// as the window noted them when it was appended; strategies that
 	// group messages by subject read them.
 	Entities []string `json:"-"`
+	// Time is when the message was appended to its window (zero when not
+	// known); markers of policies that show it give the latest of theirs.
+	Time time.Time `json:"-"`
 }
 
 // Calls returns the ids of the tool calls m makes.

@@ -60,6 +60,8 @@ type Policy struct {
 	// many query hints it gives (the first line of each user prompt it
 	// stands for: what the agent was asked then).
 	MarkerEntities, MarkerHints int
+	// MarkerTime: markers show when their latest message was appended.
+	MarkerTime bool
 	// Clip is the share of the room that one unit may take: a larger one
 	// is shown clipped (a marker, and its head and tail within the share)
 	// from the start. Zero shows every unit whole while it fits.
@@ -88,11 +90,11 @@ const DefaultMaxRefTokens = 8000
 // that asked for them.
 // ToolLoopPolicy is the policy measured for an agent's tool loop.
 var Policies = map[string]Policy{
-	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, Preserve: []store.ContentType{store.UserPrompt}},
-	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, Preserve: []store.ContentType{store.UserPrompt}},
-	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, Preserve: []store.ContentType{store.ResearchPaper}},
-	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, Preserve: []store.ContentType{store.PlanWorkflow}},
-	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1},
+	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, MarkerTime: true, Preserve: []store.ContentType{store.UserPrompt}},
+	"archivalist": {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, MarkerTime: true, Preserve: []store.ContentType{store.UserPrompt}},
+	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, MarkerTime: true, Preserve: []store.ContentType{store.ResearchPaper}},
+	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, MarkerTime: true, Preserve: []store.ContentType{store.PlanWorkflow}},
+	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, MarkerTime: true},
 }
 
 // SeedClip is the share of the room one unit of the seed's roles may

@@ -46,7 +46,7 @@ var migrations = []migration{
 	{11, "agent keys and credentials", "", agentCredentials},
 	{12, "forgetting: the audit, redacted entries", schemaV12, addRedacted},
 	{13, "context windows", schemaV13, nil},
-	{14, "context windows' re-admissions", schemaV14, nil},
+	{14, "context windows' re-admissions and append times", schemaV14, addAppendedAt},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -555,6 +555,16 @@ INSERT INTO counters(name, value) VALUES ('purges', 0) ON CONFLICT(name) DO NOTH
 // redacted: they keep their ID, but their content is no longer what the
 // ID is the SHA-256 of. (ALTER TABLE has no IF NOT EXISTS; the migration
 // tests take stores back to older versions without removing it.)
+// addAppendedAt adds the time of each window item's append (migration 14).
+func addAppendedAt(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('window_items') WHERE name = 'appended_at'`).Scan(&n); err != nil || n > 0 {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `ALTER TABLE window_items ADD COLUMN appended_at INTEGER NOT NULL DEFAULT 0`)
+	return err
+}
+
 func addRedacted(ctx context.Context, tx *sql.Tx) error {
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('entries') WHERE name = 'redacted'`).Scan(&n); err != nil || n > 0 {
@@ -677,8 +687,10 @@ CREATE INDEX IF NOT EXISTS window_items_ref ON window_items(ref_id) WHERE ref_id
 // schemaV14: the re-admissions of windows, in order: at is the place the
 // window's next item would take when the items [from_pos, to_pos) came
 // back, so that a window laid out again from its ledger (the window
-// package's Layout) takes them back where it did.
+// package's Layout) takes them back where it did; and when each item was
+// appended (0 for those appended before), which markers show.
 const schemaV14 = `
+
 CREATE TABLE IF NOT EXISTS window_readmits (
 	session_id TEXT NOT NULL,
 	agent_id   TEXT NOT NULL,

@@ -95,16 +95,18 @@ func (s *Store) Windows(ctx context.Context, sessionID string) ([]store.Window, 
 	return out, nil
 }
 
-const itemCols = `pos, append_version, form, entry_ids, tokens, pinned, ref_id`
+const itemCols = `pos, append_version, form, entry_ids, tokens, pinned, ref_id, appended_at`
 
 func scanItem(sc scanner) (store.WindowItem, error) {
 	var (
 		it  store.WindowItem
 		ids string
 	)
-	if err := sc.Scan(&it.Pos, &it.Append, &it.Form, &ids, &it.Tokens, &it.Pinned, &it.RefID); err != nil {
+	var at int64
+	if err := sc.Scan(&it.Pos, &it.Append, &it.Form, &ids, &it.Tokens, &it.Pinned, &it.RefID, &at); err != nil {
 		return it, err
 	}
+	it.Time = fromUnixNano(at)
 	if err := json.Unmarshal([]byte(ids), &it.EntryIDs); err != nil {
 		return it, fmt.Errorf("item %d: entry ids: %w", it.Pos, err)
 	}
@@ -262,6 +264,7 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 				return err
 			}
 		}
+		now := time.Now()
 		var next int
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(pos) + 1, 0) FROM window_items WHERE session_id = ? AND agent_id = ?`,
 			key.SessionID, key.AgentID).Scan(&next); err != nil {
@@ -269,8 +272,8 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 		}
 		w.Version++
 		w.UpdatedAt = time.Now().UTC()
-		insert, err := tx.PrepareContext(ctx, `INSERT INTO window_items(session_id, agent_id, pos, append_version, form, entry_ids, tokens, pinned)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+		insert, err := tx.PrepareContext(ctx, `INSERT INTO window_items(session_id, agent_id, pos, append_version, form, entry_ids, tokens, pinned, appended_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
@@ -285,8 +288,12 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 				}
 			}
 			it.Pos, it.Append, it.RefID = next+i, w.Version, ""
+			if it.Time.IsZero() {
+				it.Time = now
+			}
+			it.Time = fromUnixNano(unixNano(it.Time)) // as it is read back
 			if _, err := insert.ExecContext(ctx, key.SessionID, key.AgentID, it.Pos, it.Append, it.Form,
-				jsonIDs(it.EntryIDs), it.Tokens, it.Pinned); err != nil {
+				jsonIDs(it.EntryIDs), it.Tokens, it.Pinned, unixNano(it.Time)); err != nil {
 				return err
 			}
 			items = append(items, it)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/engramhq/engram/internal/store"
 )
@@ -67,6 +68,10 @@ func testWindows(t *testing.T, s store.Store) {
 	got, err := s.WindowItems(ctx, key, 0)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("WindowItems after a model switch: %v, %v", got, err)
+	}
+	// Each item keeps when it was appended, as the append reported it.
+	if got[0].Time.IsZero() || !got[0].Time.Equal(items[0].Time) || time.Since(got[0].Time) > time.Hour {
+		t.Errorf("item time %v, appended at %v", got[0].Time, items[0].Time)
 	}
 	// Evict the first two under one reference, in the append of a third.
 	var seen []store.WindowItem
