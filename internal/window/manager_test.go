@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -501,4 +502,104 @@ func TestManagerHugeMessage(t *testing.T) {
 	if items[0].Message == nil || items[0].Message.Blocks[0].Text != "build it" {
 		t.Errorf("the prompt left with the huge result: %+v", items[0])
 	}
+}
+
+// TestManagerRelay: the ledger's references stay those the window shows
+// when its settings change (a model switch lays it out anew) and when an
+// operator forgets content under a reference (the next append finds the
+// ledger's references stale and lays the window out anew first); appends
+// go on, and every marker still expands.
+func TestManagerRelay(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := window.NewManager(eng, cat)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	p := window.PolicyFor("claude")
+	p.MaxRefTokens = 1500 // several references
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100, Policy: &p}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		if _, err := m.Append(ctx, key, exchange(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// consistent checks that each item of the ledger is under the
+	// reference whose marker the context shows for it, or under none when
+	// the context shows it whole, and that every marker expands.
+	consistent := func(when string) {
+		t.Helper()
+		items, err := eng.Store().WindowItems(ctx, key, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctxItems := contextOf(t, m, key)
+		under := map[int]string{}
+		for i, it := range ctxItems {
+			switch {
+			case it.Message != nil:
+				under[it.Pos] = ""
+			case it.RefID != "":
+				end := math.MaxInt
+				for _, next := range ctxItems[i+1:] {
+					if next.Excerpt == "" {
+						end = next.Pos
+						break
+					}
+				}
+				for _, item := range items {
+					if item.Pos >= it.Pos && item.Pos < end {
+						under[item.Pos] = it.RefID
+					}
+				}
+				if back, err := m.Expand(ctx, it.RefID); err != nil || len(back) == 0 {
+					t.Errorf("%s: marker %s: %d messages, %v", when, it.RefID, len(back), err)
+				}
+			}
+		}
+		for _, it := range items {
+			if want, ok := under[it.Pos]; !ok || it.RefID != want {
+				t.Errorf("%s: item %d is under %q in the ledger, the context shows it under %q (%v)", when, it.Pos, it.RefID, want, ok)
+			}
+		}
+	}
+	consistent("after the appends")
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 6000}); err != nil {
+		t.Fatal(err)
+	}
+	consistent("after a model switch")
+	// Forget a message evicted in the middle of the window's history.
+	items, err := eng.Store().WindowItems(ctx, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim []string
+	for _, it := range items[len(items)/3:] {
+		if it.RefID != "" && len(it.EntryIDs) > 0 {
+			victim = it.EntryIDs
+			break
+		}
+	}
+	if victim == nil {
+		t.Fatal("nothing evicted to forget")
+	}
+	if _, err := eng.Forget(ctx, engine.ForgetRequest{Entries: victim, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Append(ctx, key, exchange(12))
+	if err != nil {
+		t.Fatalf("an append after forgetting: %v", err)
+	}
+	if res.Used > res.Budget {
+		t.Errorf("after forgetting: %d tokens of %d", res.Used, res.Budget)
+	}
+	consistent("after forgetting and an append")
 }
