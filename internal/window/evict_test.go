@@ -86,6 +86,10 @@ func TestLayout_Recency(t *testing.T) {
 }
 
 func TestPolicies(t *testing.T) {
+	// The tool loop's markers are as measured: no entities, hints or time.
+	if p := ToolLoopPolicy(); p.MarkerEntities != 0 || p.MarkerHints != 0 || p.MarkerTime || p.Clip != 0 {
+		t.Errorf("ToolLoopPolicy: %+v", p)
+	}
 	for role := range Policies {
 		if err := PolicyFor(role).Validate(); err != nil {
 			t.Errorf("%s: %v", role, err)

@@ -113,7 +113,7 @@ const SeedClip = 0.5
 // Windows of the role ToolLoopRole take it.
 func ToolLoopPolicy() Policy {
 	p := PolicyFor(DefaultRole)
-	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens, p.Clip, p.MarkerEntities, p.MarkerHints = 0.40, 0.37, 1, 300, 0, 0, 0
+	p.Target, p.Digest, p.KeepUnits, p.ClipCallTokens, p.Clip, p.MarkerEntities, p.MarkerHints, p.MarkerTime = 0.40, 0.37, 1, 300, 0, 0, 0, false
 	return p
 }
 
