@@ -1,0 +1,328 @@
+package assemble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// An Assembler builds turns' contexts over the windows of a store: each
+// layer filled from its source (the window's system prompt and messages,
+// the caller's standing instructions and briefing, engram's pre-fetch for
+// the turn's message) within what the negotiation gave it.
+type Assembler struct {
+	Engine  *engine.Engine
+	Windows *window.Manager
+}
+
+// A Request asks for a turn's context.
+type Request struct {
+	Key store.WindowKey
+	// Message is the turn's user message, not in the window yet. Empty:
+	// the window's newest message is the turn's, when it is a user's
+	// prompt.
+	Message string
+	// Tools is what the harness sends beside the messages that engram does
+	// not see (tool definitions), in tokens: it leaves the budget.
+	Tools int
+	// Preferences are standing instructions (L1), Briefing what the
+	// archivalist knows of the session's subjects (L2); either may be
+	// empty.
+	Preferences, Briefing string
+	// Retrieve runs engram's pre-fetch for the message (L5).
+	Retrieve bool
+	Depth    Depth
+}
+
+// A Turn is an assembled context: the messages to send, in order, and how
+// the budget went.
+type Turn struct {
+	Messages []window.Message
+	// Budget is what the messages may take; Tokens what they take.
+	Budget, Tokens int
+	Plan           Plan
+	// Layers says what each layer holds, in tokens (within its
+	// allocation).
+	Layers map[string]int
+	// History is how the conversation was laid out to its allocation.
+	History window.View
+}
+
+// ErrNoHistoryRoom is returned when the budget leaves the history layer
+// less than its minimum: its markers are the way back to everything that
+// is not shown, so it is never dropped.
+var ErrNoHistoryRoom = errors.New("the budget leaves no room for the conversation's history")
+
+// Assemble builds the context of a turn. Nothing is lost: what the
+// history layer cannot show whole stands under markers that expand, and a
+// context never exceeds the budget (the window's, less the tools).
+func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
+	st, err := a.Windows.Status(ctx, req.Key)
+	if err != nil {
+		return Turn{}, err
+	}
+	enc, err := tokens.Get(st.Settings.Encoding)
+	if err != nil {
+		return Turn{}, err
+	}
+	if req.Tools < 0 || req.Tools >= st.Budget {
+		return Turn{}, fmt.Errorf("%w: %d tokens of tools in a budget of %d", ErrInvalid, req.Tools, st.Budget)
+	}
+	budget := st.Budget - req.Tools
+	msgs, pos, err := a.Windows.Messages(ctx, req.Key)
+	if err != nil {
+		return Turn{}, err
+	}
+	// The system prompt leads the window; the turn's message ends it, or
+	// comes with the request.
+	from := 0
+	for from < len(msgs) && msgs[from].Role == window.RoleSystem {
+		from++
+	}
+	to := len(msgs)
+	var last window.Message
+	switch {
+	case req.Message != "":
+		last = window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockText, Text: req.Message}}}
+		last.Tokens = messageTokens(enc, &last)
+	case to > from && msgs[to-1].Role == window.RoleUser && len(msgs[to-1].Results()) == 0:
+		to--
+		last = msgs[to]
+	default:
+		return Turn{}, fmt.Errorf("%w: no message for the turn: the window's newest message is not a user's prompt, and the request gives none", ErrInvalid)
+	}
+	s := Situation{Budget: budget, Messages: to - from, MessageTokens: last.Tokens, Depth: req.Depth, Continuing: to > from,
+		Available: map[string]int{Entities: 0}}
+	for _, m := range msgs[:from] {
+		s.IdentityTokens += m.Tokens
+	}
+	for _, m := range msgs[from:to] {
+		s.HistoryTokens += m.Tokens
+	}
+	prefs := textBlock(enc, req.Preferences)
+	s.PreferenceTokens = prefs.tokens
+	brief := textBlock(enc, req.Briefing)
+	s.Available[Topics] = brief.tokens
+	if brief.tokens > 0 {
+		s.TopicCount = 1
+	}
+	// The pre-fetch runs before the negotiation, up to its layer's
+	// maximum, so that the layer asks for no more than it found.
+	var found textPart
+	if req.Retrieve {
+		query := textOf(&last)
+		blk, err := a.Engine.Prefetch(ctx, query, budget, retrieve.PrefetchOptions{Budget: max(1, budget*18/100)})
+		if err != nil {
+			return Turn{}, fmt.Errorf("pre-fetch: %w", err)
+		}
+		found = textBlock(enc, blk.Text)
+	}
+	s.Available[Retrieval] = found.tokens
+	// The arc can hold at most the prompts' first lines.
+	s.Available[Arc] = enc.Count(arcOf(msgs[from:to], pos[from:to], window.View{}))
+	plan, err := Negotiate(budget, Layers(s))
+	if err != nil {
+		return Turn{}, err
+	}
+	t := Turn{Budget: budget, Plan: plan, Layers: map[string]int{}}
+	if to > from && plan.Tokens(History) < window.MinBudget {
+		return Turn{}, fmt.Errorf("%w: %d tokens for it, a window needs %d (budget %d, its fixed layers %d)",
+			ErrNoHistoryRoom, plan.Tokens(History), window.MinBudget, budget, s.IdentityTokens+s.MessageTokens)
+	}
+	// L6 first: the arc names what the history does not show. The view
+	// counts its markers and excerpts as text; as messages they cost a
+	// little framing more, so a view over its allocation so counted is
+	// laid out again to less.
+	if to > from {
+		for n := plan.Tokens(History); ; {
+			v, err := a.Windows.View(ctx, req.Key, from, to, n)
+			if err != nil {
+				return Turn{}, err
+			}
+			t.History = v
+			used := 0
+			for _, m := range historyMessages(enc, v) {
+				used += m.Tokens
+			}
+			over := used - plan.Tokens(History)
+			if over <= 0 || n-over < window.MinBudget {
+				break
+			}
+			n -= over
+		}
+	}
+	// The system message: the window's, then the preferences and the
+	// briefing as blocks of their own, each within its allocation.
+	var out []window.Message
+	sys := window.Message{Role: window.RoleSystem}
+	if from > 0 {
+		out = append(out, msgs[:from-1]...)
+		sys = msgs[from-1]
+		sys.Blocks = append([]window.Block(nil), sys.Blocks...)
+	}
+	t.Layers[Identity] = s.IdentityTokens
+	for _, part := range []struct {
+		layer string
+		text  textPart
+	}{{Preferences, prefs}, {Topics, brief}} {
+		if txt := fit(enc, part.text, plan.Tokens(part.layer)); txt.text != "" {
+			sys.Blocks = append(sys.Blocks, window.Block{Type: window.BlockText, Text: txt.text})
+			sys.Tokens += txt.tokens
+			t.Layers[part.layer] = txt.tokens
+		}
+	}
+	if len(sys.Blocks) > 0 {
+		out = append(out, sys)
+	}
+	hist := historyMessages(enc, t.History)
+	for _, m := range hist {
+		t.Layers[History] += m.Tokens
+	}
+	out = append(out, hist...)
+	// The turn's message, its context first: the arc of what the history
+	// does not show, and what the pre-fetch found.
+	final := last
+	final.Blocks = append([]window.Block(nil), last.Blocks...)
+	var lead []window.Block
+	if arc := fit(enc, textBlock(enc, arcOf(msgs[from:to], pos[from:to], t.History)), plan.Tokens(Arc)); arc.text != "" {
+		lead = append(lead, window.Block{Type: window.BlockText, Text: arc.text})
+		t.Layers[Arc] = arc.tokens
+		final.Tokens += arc.tokens
+	}
+	if r := fit(enc, found, plan.Tokens(Retrieval)); r.text != "" {
+		lead = append(lead, window.Block{Type: window.BlockText, Text: r.text})
+		t.Layers[Retrieval] = r.tokens
+		final.Tokens += r.tokens
+	}
+	final.Blocks = append(lead, final.Blocks...)
+	t.Layers[Message] = last.Tokens
+	out = append(out, final)
+	t.Messages = out
+	for _, m := range out {
+		t.Tokens += m.Tokens
+	}
+	if t.Tokens > budget {
+		return Turn{}, fmt.Errorf("assembled %d tokens over a budget of %d: a bug", t.Tokens, budget)
+	}
+	return t, nil
+}
+
+// historyMessages are the messages of a view: its messages, and each run
+// of its markers and excerpts as one user message.
+func historyMessages(enc *tokens.Encoding, v window.View) []window.Message {
+	var out []window.Message
+	var run []string
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		m := window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockText, Text: strings.Join(run, "\n")}}}
+		m.Tokens = messageTokens(enc, &m)
+		out = append(out, m)
+		run = nil
+	}
+	for _, it := range v.Items {
+		if it.Message != nil {
+			flush()
+			out = append(out, *it.Message)
+			continue
+		}
+		run = append(run, it.Marker+it.Excerpt)
+	}
+	flush()
+	return out
+}
+
+// textPart is a text and its tokens.
+type textPart struct {
+	text   string
+	tokens int
+}
+
+func textBlock(enc *tokens.Encoding, s string) textPart {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return textPart{}
+	}
+	return textPart{s, enc.Count(s)}
+}
+
+// fit cuts a text to at most n tokens at a line, whole lines kept; a text
+// whose first line does not fit gives nothing.
+func fit(enc *tokens.Encoding, p textPart, n int) textPart {
+	if p.tokens <= n {
+		return p
+	}
+	lines := strings.Split(p.text, "\n")
+	for k := len(lines) - 1; k > 0; k-- {
+		t := strings.Join(lines[:k], "\n")
+		if c := enc.Count(t); c <= n {
+			return textPart{t, c}
+		}
+	}
+	return textPart{}
+}
+
+// messageTokens counts a message as a window does: its texts and a small
+// framing overhead.
+func messageTokens(enc *tokens.Encoding, m *window.Message) int {
+	n := 4
+	for _, b := range m.Blocks {
+		n += enc.Count(b.Text) + enc.Count(string(b.Input)) + enc.Count(b.Name)
+	}
+	return n
+}
+
+// arcOf is the conversation's arc, extractive: the first line of each user
+// prompt the history does not show whole, oldest first (fit keeps the
+// oldest when cutting: the task).
+func arcOf(msgs []window.Message, pos []int, v window.View) string {
+	shown := map[int]bool{}
+	for _, it := range v.Items {
+		if it.Message != nil {
+			shown[it.Pos] = true
+		}
+	}
+	var lines []string
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role != window.RoleUser || len(m.Results()) > 0 || shown[pos[i]] {
+			continue
+		}
+		if first := firstLine(textOf(m)); first != "" {
+			lines = append(lines, "- "+first)
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "The conversation so far, what the user asked that is no longer shown (oldest first):\n" + strings.Join(lines, "\n")
+}
+
+// textOf joins a message's text blocks.
+func textOf(m *window.Message) string {
+	var b strings.Builder
+	for _, bl := range m.Blocks {
+		if bl.Type == window.BlockText {
+			b.WriteString(bl.Text)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+func firstLine(s string) string {
+	for line := range strings.SplitSeq(s, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			return line
+		}
+	}
+	return ""
+}

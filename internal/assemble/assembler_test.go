@@ -1,0 +1,168 @@
+package assemble_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/engramhq/engram/internal/assemble"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
+)
+
+func assembler(t *testing.T) *assemble.Assembler {
+	t.Helper()
+	eng, err := engine.New(sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{}), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &assemble.Assembler{Engine: eng, Windows: window.NewManager(eng, cat)}
+}
+
+func text(role window.Role, s string) window.Message {
+	return window.Message{Role: role, Blocks: []window.Block{{Type: window.BlockText, Text: s}}}
+}
+
+// conversation is n turns of a coding session: a prompt, a tool call and
+// its ~300-token result, an answer.
+func conversation(n int) []window.Message {
+	msgs := []window.Message{text(window.RoleSystem, "You are a careful Go engineer.")}
+	for i := range n {
+		id := fmt.Sprintf("call-%d", i)
+		msgs = append(msgs,
+			text(window.RoleUser, fmt.Sprintf("Step %d: why does handler%d in internal/pkg%d/server.go time out?", i, i, i)),
+			window.Message{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: id, Name: "read",
+				Input: []byte(fmt.Sprintf(`{"path":"internal/pkg%d/server.go"}`, i))}}},
+			window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: id,
+				Text: fmt.Sprintf("package pkg%d\n\n// handler%d serves requests.\n%s", i, i, strings.Repeat("\tdeadline := time.Second // the timeout\n", 30))}}},
+			text(window.RoleAssistant, fmt.Sprintf("handler%d waits on a one-second deadline; raising it fixes the timeout.", i)))
+	}
+	return msgs
+}
+
+// TestAssemble: a turn's context over a long window fits the budget, keeps
+// every tool call with its result, shows what it cannot show whole as
+// markers that expand, leads the turn's message with the arc and the
+// pre-fetch, and is the same when asked again.
+func TestAssemble(t *testing.T) {
+	ctx := context.Background()
+	a := assembler(t)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 8000, Output: 500, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	conv := conversation(20)
+	if _, err := a.Windows.Append(ctx, key, conv); err != nil {
+		t.Fatal(err)
+	}
+	req := assemble.Request{Key: key, Message: "Why does handler3 time out again?", Tools: 300, Retrieve: true,
+		Briefing: "Decision: every handler takes its deadline from the request context."}
+	turn, err := a.Assemble(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.Tokens > turn.Budget || turn.Budget != 6660-300 {
+		t.Errorf("%d tokens in a budget of %d", turn.Tokens, turn.Budget)
+	}
+	if _, err := window.Units(turn.Messages); err != nil {
+		t.Errorf("the assembled context breaks a tool pair: %v", err)
+	}
+	if turn.Messages[0].Role != window.RoleSystem || !strings.Contains(turn.Messages[0].Blocks[len(turn.Messages[0].Blocks)-1].Text, "Decision: every handler") {
+		t.Errorf("the system message lacks the briefing: %+v", turn.Messages[0])
+	}
+	last := turn.Messages[len(turn.Messages)-1]
+	if got := last.Blocks[len(last.Blocks)-1].Text; got != req.Message {
+		t.Errorf("the turn ends with %q", got)
+	}
+	all := ""
+	for _, b := range last.Blocks {
+		all += b.Text + "\n"
+	}
+	if !strings.Contains(all, "Step 0: why does handler0") {
+		t.Errorf("the arc does not give the first request, no longer shown:\n%s", all)
+	}
+	if !strings.Contains(all, "handler3") || turn.Layers[assemble.Retrieval] == 0 {
+		t.Errorf("the pre-fetch found nothing about handler3 (%d tokens):\n%s", turn.Layers[assemble.Retrieval], all)
+	}
+	// Every message of the conversation is shown whole or stands under a
+	// marker of the history that expands to it.
+	if turn.History.Refs == 0 || turn.History.Shown == turn.History.Messages {
+		t.Fatalf("a 20-turn conversation in %d tokens showed everything: %+v", turn.Plan.Tokens(assemble.History), turn.History)
+	}
+	covered := 0
+	for _, it := range turn.History.Items {
+		switch {
+		case it.Message != nil:
+			covered++
+		case it.RefID != "":
+			back, err := a.Windows.Expand(ctx, it.RefID)
+			if err != nil {
+				t.Fatalf("marker %s: %v", it.RefID, err)
+			}
+			covered += len(back)
+		}
+	}
+	if covered != len(conv)-1 {
+		t.Errorf("the history covers %d messages of %d", covered, len(conv)-1)
+	}
+	again, err := a.Assemble(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(turn.Messages, again.Messages); diff != "" {
+		t.Errorf("the same request gave another context (-first +second):\n%s", diff)
+	}
+}
+
+// TestAssembleBadInput: a budget the fixed layers overflow, tools larger
+// than the budget, a turn without a message, an unknown window: clear
+// errors.
+func TestAssembleBadInput(t *testing.T) {
+	ctx := context.Background()
+	a := assembler(t)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "hi"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an unknown window: %v", err)
+	}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Windows.Append(ctx, key, conversation(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Assemble(ctx, assemble.Request{Key: key}); !errors.Is(err, assemble.ErrInvalid) {
+		t.Errorf("no message: %v", err)
+	}
+	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "hi", Tools: 1 << 20}); !errors.Is(err, assemble.ErrInvalid) {
+		t.Errorf("tools over the budget: %v", err)
+	}
+	huge := strings.Repeat("a long message about the deadline. ", 800)
+	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: huge}); !errors.Is(err, assemble.ErrOverBudget) && !errors.Is(err, assemble.ErrNoHistoryRoom) {
+		t.Errorf("a message filling the budget: %v", err)
+	}
+	// The window's newest message is the turn's when it is a prompt.
+	if _, err := a.Windows.Append(ctx, key, []window.Message{text(window.RoleUser, "And handler1?")}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := turn.Messages[len(turn.Messages)-1]
+	if last.Blocks[len(last.Blocks)-1].Text != "And handler1?" || turn.Tokens > turn.Budget {
+		t.Errorf("the window's prompt as the turn's: %+v (%d of %d)", last, turn.Tokens, turn.Budget)
+	}
+}

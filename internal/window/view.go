@@ -1,0 +1,145 @@
+package window
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+// A View is part of a window's conversation laid out to a budget other
+// than the window's own: what a turn's assembly gives its history layer.
+type View struct {
+	// Items are what it shows, in order, as Context's.
+	Items []Item
+	// Tokens is what they take; Whole what the messages take whole.
+	Tokens, Whole int
+	// Messages is how many messages it covers, Shown how many of them it
+	// shows whole, Refs how many markers stand for the others.
+	Messages, Shown, Refs int
+}
+
+// Messages returns a window's messages, in order, with their content and
+// their places in the ledger. The caller must not change them.
+func (m *Manager) Messages(ctx context.Context, key store.WindowKey) ([]Message, []int, error) {
+	_, s, err := m.settings(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer m.lock(key)()
+	lo, err := m.laidOutFor(ctx, key, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	pos := make([]int, len(lo.items))
+	for i, it := range lo.items {
+		pos[i] = it.Pos
+	}
+	return lo.layout.Messages(), pos, nil
+}
+
+// View lays out the window's messages [from, to) (indexes in Messages'
+// order) to budget tokens, by the window's policy: the same engine as the
+// window's, so tool calls stay with their results, nothing is over the
+// budget and every message not shown whole stands under a marker. The
+// references of its markers are stored, so that they expand as any
+// window's (their IDs name the window, the places and the content, so the
+// same run always gets the same one). A budget under MinBudget is raised to
+// it; when the messages fit whole they are shown whole.
+func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budget int) (View, error) {
+	_, s, err := m.settings(ctx, key)
+	if err != nil {
+		return View{}, err
+	}
+	defer m.lock(key)()
+	lo, err := m.laidOutFor(ctx, key, s)
+	if err != nil {
+		return View{}, err
+	}
+	msgs := lo.layout.Messages()
+	if from < 0 || to > len(msgs) || from > to {
+		return View{}, fmt.Errorf("%w: messages %d to %d of a window of %d", ErrInvalid, from, to, len(msgs))
+	}
+	enc, err := tokens.Get(s.Encoding)
+	if err != nil {
+		return View{}, err
+	}
+	part := &laidOut{items: lo.items[from:to], markers: map[string]string{}}
+	l, err := NewLayout(Options{Policy: s.Policy, Budget: max(budget, MinBudget), Count: enc.Count,
+		RefID: func(a, b int) string { return part.refID(key, a, b) }})
+	if err != nil {
+		return View{}, err
+	}
+	for i := from; i < to; i++ {
+		if err := l.Append(msgs[i]); err != nil {
+			return View{}, fmt.Errorf("window %s: lay out message %d: %w", key, lo.items[i].Pos, err)
+		}
+	}
+	v := View{Items: []Item{}, Tokens: l.Tokens(), Messages: to - from}
+	for i := from; i < to; i++ {
+		v.Whole += msgs[i].Tokens
+	}
+	for _, seg := range l.Segments() {
+		if seg.Kind == Kept {
+			continue
+		}
+		if err := m.putViewRef(ctx, key, part, l, seg); err != nil {
+			return View{}, err
+		}
+	}
+	sub := l.Messages()
+	for _, p := range l.Pieces() {
+		switch p.Kind {
+		case PieceMessage:
+			msg := sub[p.From]
+			v.Items = append(v.Items, Item{Pos: part.items[p.From].Pos, Message: &msg})
+			v.Shown++
+		case PieceMarker:
+			mk, err := ctxref.Parse(p.Text)
+			if err != nil {
+				return View{}, fmt.Errorf("window %s: the view's marker %q: %w", key, p.Text, err)
+			}
+			v.Items = append(v.Items, Item{Pos: part.items[p.From].Pos, RefID: mk.ID, Marker: p.Text})
+			v.Refs++
+		case PieceExcerpt:
+			v.Items = append(v.Items, Item{Pos: part.items[p.From].Pos, Excerpt: p.Text})
+		}
+	}
+	return v, nil
+}
+
+// putViewRef stores the reference of a segment of a view, unless the
+// store holds it.
+func (m *Manager) putViewRef(ctx context.Context, key store.WindowKey, part *laidOut, l *Layout, seg Segment) error {
+	id := part.refID(key, seg.From, seg.To)
+	if _, err := m.eng.Store().Reference(ctx, id); err == nil {
+		return nil
+	}
+	ref := store.Reference{ID: id, Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
+		TokensSaved: seg.Tokens, TurnFrom: part.items[seg.From].Pos + 1, TurnTo: part.items[seg.To-1].Pos + 1, CreatedAt: m.now()}
+	allTools := true
+	for i := seg.From; i < seg.To; i++ {
+		ref.ContentIDs = append(ref.ContentIDs, part.items[i].EntryIDs...)
+		t := l.Messages()[i].Type()
+		allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
+	}
+	if len(ref.ContentIDs) == 0 {
+		return nil
+	}
+	if allTools {
+		ref.Type = store.RefToolResults
+	}
+	if mk, err := ctxref.Parse(seg.Marker); err == nil {
+		ref.Entities, ref.QueryHints = mk.Entities, mk.Hints
+	}
+	// Another view may have stored it meanwhile: the same ID is the same
+	// run of the same content.
+	var ce *store.ConflictError
+	if err := m.eng.Store().PutReference(ctx, ref); err != nil && !errors.As(err, &ce) {
+		return fmt.Errorf("window %s: store the view's reference %s: %w", key, id, err)
+	}
+	return nil
+}
