@@ -217,6 +217,9 @@ func (a *app) losslessReplay(ctx context.Context, set *eval.Set, limit int, path
 				got = append(got, *it.Message)
 				continue
 			}
+			if it.RefID == "" {
+				continue // an excerpt of messages under the marker beside it
+			}
 			back, err := m.Expand(ctx, it.RefID)
 			if err != nil {
 				return row, fmt.Errorf("%s: expand %s: %w", s.key, it.RefID, err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +20,7 @@ import (
 func (a *app) windowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "window",
-		Short: "Agents' context windows: open, append, status, list, context, expand, readmit, replay",
+		Short: "Agents' context windows: open, append, status, list, context, assemble, expand, readmit, replay",
 		Long: `A context window per agent of a session: the messages the agent's model
 sees, within a budget of tokens. Past its threshold a window evicts its
 oldest messages, by its role's strategy (never a tool call without its
@@ -41,7 +42,7 @@ The window is named by --session (default $ENGRAM_SESSION) and --agent
   engram window replay examples/session.jsonl --budget 2000`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(a.windowOpenCmd(), a.windowAppendCmd(), a.windowStatusCmd(), a.windowListCmd(), a.windowContextCmd(), a.windowReadmitCmd(),
+	cmd.AddCommand(a.windowOpenCmd(), a.windowAppendCmd(), a.windowStatusCmd(), a.windowListCmd(), a.windowContextCmd(), a.windowAssembleCmd(), a.windowReadmitCmd(),
 		a.windowExpandCmd(), a.windowReplayCmd())
 	return cmd
 }
@@ -359,6 +360,68 @@ func (a *app) windowListCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&session, "session", "", "only this session's windows")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the windows as JSON")
+	return cmd
+}
+
+func (a *app) windowAssembleCmd() *cobra.Command {
+	var (
+		w                                     windowFlags
+		message, prefsFile, briefFile, format string
+		tools                                 int
+		noRetrieval, jsonOut                  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "assemble",
+		Short: "A turn's context assembled to the window's budget, layer by layer",
+		Long: `Assemble the context of a turn over a window: the messages to send, within
+the window's budget less --tools (what the harness's tool definitions
+take). The budget is negotiated among layers (seed 004's L0-L7): the
+window's system prompt, standing instructions (--preferences-file), a
+briefing (--briefing-file), the conversation laid out to its share by the
+window's own engine (markers that expand for what it does not show), an
+arc of the requests it no longer shows, engram's pre-fetch for the
+message (unless --no-retrieval), and the message itself, which ends the
+context. --message is the turn's message; without it, the window's newest
+message when it is a user's prompt. Prints the messages and how each
+layer's share went; --json writes the messages in --format.`,
+		Example: `  engram window assemble --session s1 --agent claude --message "why does the upload time out?"
+  engram window assemble --session s1 --agent claude --tools 2500 --json --format anthropic`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := api.WindowAssembleIn{Message: message, Tools: tools, NoRetrieval: noRetrieval, Format: format}
+			for _, f := range []struct {
+				path string
+				to   *string
+			}{{prefsFile, &in.Preferences}, {briefFile, &in.Briefing}} {
+				if f.path == "" {
+					continue
+				}
+				b, err := os.ReadFile(f.path)
+				if err != nil {
+					return err
+				}
+				*f.to = string(b)
+			}
+			ops, err := a.windowOps(cmd, w, true, false, true)
+			if err != nil {
+				return err
+			}
+			out, text, err := ops.WindowAssemble(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	w.add(cmd)
+	f := cmd.Flags()
+	f.StringVar(&message, "message", "", "the turn's user message (default: the window's newest, a user's prompt)")
+	f.IntVar(&tools, "tools", 0, "tokens the harness's tool definitions take beside the messages")
+	f.StringVar(&prefsFile, "preferences-file", "", "standing instructions, from a file")
+	f.StringVar(&briefFile, "briefing-file", "", "what is known of the session's subjects (engram briefing), from a file")
+	f.BoolVar(&noRetrieval, "no-retrieval", false, "leave engram's pre-fetch out")
+	f.StringVar(&format, "format", "engram", "with --json, how messages are written: engram, anthropic or openai")
+	f.BoolVar(&jsonOut, "json", false, "print the messages and the report as JSON")
 	return cmd
 }
 

@@ -436,3 +436,35 @@ func FuzzReplayRead(f *testing.F) {
 		}
 	})
 }
+
+// TestCLI_WindowAssemble: engram window assemble prints the turn's
+// messages and how each layer's share went, within the budget; bad input
+// is a clear error.
+func TestCLI_WindowAssemble(t *testing.T) {
+	e := newEnv(t)
+	args := func(extra ...string) []string {
+		return append([]string{extra[0], extra[1], "--session", "s1", "--agent", "claude"}, extra[2:]...)
+	}
+	e.ok("", args("window", "open", "--limit", "3000", "--output", "200", "--safety", "100")...)
+	e.ok(`{"role":"system","content":"You are a careful engineer."}`+"\n", args("window", "append")...)
+	for i := range 8 {
+		f := filepath.Join(t.TempDir(), "turn.jsonl")
+		if err := os.WriteFile(f, []byte(anthropicTurn(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.ok("", args("window", "append", "--format", "anthropic", "--file", f)...)
+	}
+	brief := filepath.Join(t.TempDir(), "brief.md")
+	if err := os.WriteFile(brief, []byte("Decision: handlers take their deadline from the request."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := e.ok("", args("window", "assemble", "--message", "Why is handler1 slow?", "--tools", "200", "--briefing-file", brief)...)
+	for _, want := range []string{"Decision: handlers take their deadline", "Why is handler1 slow?", "L6_history", "L5_retrieval", "of 2230 tokens)", "history: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("assemble lacks %q:\n%s", want, out)
+		}
+	}
+	e.fail("", 1, "no message for the turn", args("window", "assemble")...)
+	e.fail("", 1, "tools is 99999999", args("window", "assemble", "--message", "x", "--tools", "99999999")...)
+	e.fail("", 1, "no such file", args("window", "assemble", "--message", "x", "--briefing-file", "/nonexistent")...)
+}

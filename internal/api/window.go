@@ -42,6 +42,7 @@ var (
 	WindowLimitRange  = Range{Name: "limit", Min: 256, Max: 100_000_000}
 	WindowOutputRange = Range{Name: "output", Min: 1, Max: 10_000_000}
 	WindowSafetyRange = Range{Name: "safety", Min: 1, Max: 10_000_000}
+	WindowToolsRange  = Range{Name: "tools", Min: 1, Max: 10_000_000}
 )
 
 // The message formats an append takes and a context or an expansion

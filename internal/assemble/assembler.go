@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/engramhq/engram/internal/engine"
-	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
@@ -36,8 +35,10 @@ type Request struct {
 	// archivalist knows of the session's subjects (L2); either may be
 	// empty.
 	Preferences, Briefing string
-	// Retrieve runs engram's pre-fetch for the message (L5).
+	// Retrieve runs engram's pre-fetch for the message (L5), within
+	// Scope (zero: the whole store, every session's memory).
 	Retrieve bool
+	Scope    store.Filter
 	Depth    Depth
 }
 
@@ -76,9 +77,13 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		return Turn{}, fmt.Errorf("%w: %d tokens of tools in a budget of %d", ErrInvalid, req.Tools, st.Budget)
 	}
 	budget := st.Budget - req.Tools
-	msgs, pos, err := a.Windows.Messages(ctx, req.Key)
+	msgs, items, err := a.Windows.Messages(ctx, req.Key)
 	if err != nil {
 		return Turn{}, err
+	}
+	pos := make([]int, len(items))
+	for i, it := range items {
+		pos[i] = it.Pos
 	}
 	// The system prompt leads the window; the turn's message ends it, or
 	// comes with the request.
@@ -113,18 +118,9 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	if brief.tokens > 0 {
 		s.TopicCount = 1
 	}
-	// The pre-fetch runs before the negotiation, up to its layer's
-	// maximum, so that the layer asks for no more than it found.
-	var found textPart
-	if req.Retrieve {
-		query := textOf(&last)
-		blk, err := a.Engine.Prefetch(ctx, query, budget, retrieve.PrefetchOptions{Budget: max(1, budget*18/100)})
-		if err != nil {
-			return Turn{}, fmt.Errorf("pre-fetch: %w", err)
-		}
-		found = textBlock(enc, blk.Text)
+	if !req.Retrieve {
+		s.Available[Retrieval] = 0
 	}
-	s.Available[Retrieval] = found.tokens
 	// The arc can hold at most the prompts' first lines.
 	s.Available[Arc] = enc.Count(arcOf(msgs[from:to], pos[from:to], window.View{}))
 	plan, err := Negotiate(budget, Layers(s))
@@ -196,10 +192,47 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		t.Layers[Arc] = arc.tokens
 		final.Tokens += arc.tokens
 	}
-	if r := fit(enc, found, plan.Tokens(Retrieval)); r.text != "" {
-		lead = append(lead, window.Block{Type: window.BlockText, Text: r.text})
-		t.Layers[Retrieval] = r.tokens
-		final.Tokens += r.tokens
+	// The pre-fetch runs last, within its allocation and whatever the
+	// layers before it left of theirs (a history laid out to its target
+	// leaves some): retrieval is what reaches back past the history, so it
+	// never repeats what the context shows whole.
+	if req.Retrieve {
+		shownEntries := map[string]bool{}
+		shownPos := map[int]bool{}
+		for _, it := range t.History.Items {
+			if it.Message != nil {
+				shownPos[it.Pos] = true
+			}
+		}
+		for i, it := range items {
+			if i < from || shownPos[it.Pos] || (req.Message == "" && i == to) {
+				for _, id := range it.EntryIDs {
+					shownEntries[id] = true
+				}
+			}
+		}
+		used := final.Tokens
+		for _, m := range out {
+			used += m.Tokens
+		}
+		if room := budget - used; room > 0 {
+			// The plan says what the layer was given in the end.
+			for i := range t.Plan.Layers {
+				if t.Plan.Layers[i].Name == Retrieval {
+					t.Plan.Allocated += room - t.Plan.Layers[i].Tokens
+					t.Plan.Layers[i].Tokens, t.Plan.Layers[i].Dropped = room, false
+				}
+			}
+			blk, err := a.Engine.Pack(ctx, textOf(&last), room, req.Scope, shownEntries)
+			if err != nil {
+				return Turn{}, fmt.Errorf("pre-fetch: %w", err)
+			}
+			if r := fit(enc, textBlock(enc, blk.Text), room); r.text != "" {
+				lead = append(lead, window.Block{Type: window.BlockText, Text: r.text})
+				t.Layers[Retrieval] = r.tokens
+				final.Tokens += r.tokens
+			}
+		}
 	}
 	final.Blocks = append(lead, final.Blocks...)
 	t.Layers[Message] = last.Tokens

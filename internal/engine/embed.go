@@ -282,6 +282,24 @@ func (e *Engine) Prefetch(ctx context.Context, query string, remaining int, opts
 	return h.Prefetch(ctx, query, remaining, p, e.enc().Count)
 }
 
+// Pack packs the best excerpts for a query into budget tokens, none of
+// the entries excluded: the retrieval layer of an assembled context, which
+// fills its share with what ranks best, where the pre-fetch injects only
+// what it is confident of and holds back below its relevance floor.
+func (e *Engine) Pack(ctx context.Context, query string, budget int, filter store.Filter, exclude map[string]bool) (retrieve.Block, error) {
+	h, err := e.Hybrid(ctx)
+	if err != nil {
+		return retrieve.Block{}, err
+	}
+	p := e.opts.Prefetch
+	p.Budget, p.Filter, p.Exclude = budget, filter, exclude
+	p.ExcerptThreshold, p.ConfidenceThreshold, p.MinSignal = 1e-9, 1e-9, -1
+	p.MaxExcerpts, p.MaxHints, p.ExcerptShare, p.HintShare = 1000, -1, 1, 0
+	p.Candidates = max(p.Candidates, 50)
+	p.MinCoverage = -1
+	return h.Prefetch(ctx, query, budget, p, e.enc().Count)
+}
+
 // EmbedStatus describes the embeddings of the store.
 type EmbedStatus struct {
 	Provider string `json:"provider"`

@@ -37,6 +37,7 @@ var responses = map[string]any{
 	"GET /v1/windows/{session}/{agent}":           api.WindowOut{},
 	"POST /v1/windows/{session}/{agent}/messages": api.AppendOut{},
 	"POST /v1/windows/{session}/{agent}/readmit":  api.AppendOut{},
+	"POST /v1/windows/{session}/{agent}/assemble": api.AssembleOut{},
 	"GET /v1/windows/{session}/{agent}/context":   api.ContextOut{},
 	"GET /v1/refs/{id}":                           api.ExpandOut{},
 }
@@ -49,6 +50,7 @@ var operationIDs = map[string]string{
 	"GET /v1/windows/{session}/{agent}":           "get_window",
 	"POST /v1/windows/{session}/{agent}/messages": "append_window_messages",
 	"POST /v1/windows/{session}/{agent}/readmit":  "readmit_window_ref",
+	"POST /v1/windows/{session}/{agent}/assemble": "assemble_window_turn",
 	"GET /v1/windows/{session}/{agent}/context":   "get_window_context",
 	"GET /v1/refs/{id}":                           "expand_ref",
 }

@@ -85,6 +85,8 @@ func (v *v1) table() []route {
 			v.appendWindow, api.WindowAppendIn{}, nil, 201},
 		{"POST /v1/windows/{session}/{agent}/readmit", "Bring the messages a reference marker of the window stands for back into it, whole, in their places (409 when they cannot fit)",
 			v.readmitWindow, api.WindowReadmitIn{}, nil, 200},
+		{"POST /v1/windows/{session}/{agent}/assemble", "A turn's context assembled to the window's budget: the messages to send, layer by layer (history, arc, retrieval, the message), and the report",
+			v.assembleWindow, api.WindowAssembleIn{}, nil, 200},
 		{"GET /v1/windows/{session}/{agent}/context", "A window's context, in order: its messages and a marker for each evicted run", v.windowContext, nil,
 			[]string{"format: engram (default), anthropic or openai"}, 200},
 		{"GET /v1/refs/{id}", "The messages a reference marker stands for, byte for byte (POST /v1/retrieve takes a marker whole)", v.expandRef, nil,
@@ -373,6 +375,19 @@ func (v *v1) readmitWindow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowReadmit(r.Context(), in); return out, err })
+}
+
+func (v *v1) assembleWindow(w http.ResponseWriter, r *http.Request) {
+	var in api.WindowAssembleIn
+	if err := v.decode(w, r, &in); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	if err := pathWindow(r, &in.Session, &in.Agent); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowAssemble(r.Context(), in); return out, err })
 }
 
 func (v *v1) windowContext(w http.ResponseWriter, r *http.Request) {

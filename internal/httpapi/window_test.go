@@ -463,3 +463,49 @@ func TestWindowsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowsAssemble: a turn's context through the JSON API, in
+// Anthropic's shape, within the budget less the tools; bad input is a
+// 4xx naming the problem.
+func TestWindowsAssemble(t *testing.T) {
+	eng := newEngine(t)
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok"}))
+	defer srv.Close()
+	c := client{t, srv.URL}
+	const w = "/v1/windows/s1/claude"
+	c.want(404, "POST", w+"/assemble", `{"message":"hi"}`, "no window for agent")
+	c.want(200, "PUT", w, `{"limit":3000,"output":200,"safety":100}`, `"budget":2430`)
+	c.want(201, "POST", w+"/messages", `{"messages":[{"role":"system","content":"You are a careful engineer."}]}`, "")
+	for i := range 8 {
+		c.want(201, "POST", w+"/messages", appendBody("anthropic", anthropicTurn(i)...), "")
+	}
+	_, b := c.want(200, "POST", w+"/assemble", `{"message":"Why does handler2 serve requests slowly?","tools":300,"format":"anthropic"}`, `"format":"anthropic"`)
+	checkJSON(t, "assemble", b)
+	var out struct {
+		Messages []json.RawMessage
+		Budget   int
+		Tokens   int
+		Layers   []struct {
+			Name            string
+			Allocated, Used int
+		}
+		History struct{ Messages, Shown, Refs int }
+	}
+	if err := json.Unmarshal([]byte(b), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Budget != 2430-300 || out.Tokens > out.Budget || len(out.Layers) == 0 || out.History.Refs == 0 {
+		t.Errorf("assembled: budget %d, %d tokens, layers %+v, history %+v", out.Budget, out.Tokens, out.Layers, out.History)
+	}
+	for _, l := range out.Layers {
+		if l.Used > l.Allocated {
+			t.Errorf("layer %s used %d of %d", l.Name, l.Used, l.Allocated)
+		}
+	}
+	if last := string(out.Messages[len(out.Messages)-1]); !strings.Contains(last, "Why does handler2 serve requests slowly?") || !strings.Contains(last, `"role":"user"`) {
+		t.Errorf("the last message: %s", last)
+	}
+	c.want(400, "POST", w+"/assemble", `{"message":"hi","tools":5000}`, "tools")
+	c.want(400, "POST", w+"/assemble", `{"message":"hi","format":"xml"}`, `format \"xml\"`)
+	c.want(400, "POST", w+"/assemble", `{}`, "no message for the turn")
+}

@@ -80,6 +80,8 @@ type PrefetchOptions struct {
 	// NoRecord leaves the access record alone: the injected excerpts do
 	// not join the hot tier (for measuring, not for agents).
 	NoRecord bool
+	// Exclude are entries never injected: what the context shows already.
+	Exclude map[string]bool
 }
 
 // PrefetchDefaults returns o with its zero fields set to the defaults,
@@ -235,6 +237,9 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 	var injected []int64
 	best := BestOf(res.Hits)
 	for _, hit := range res.Hits {
+		if opts.Exclude[hit.Chunk.EntryID] {
+			continue
+		}
 		conf, ok := Confidence(hit, best, res.Lexical, res.Vector, opts.MinSignal)
 		if !ok || conf < hintT || !aboveFloor(hit, res, floor, opts.MinSignal*opts.SingleSignalFactor) {
 			continue

@@ -22,9 +22,10 @@ type View struct {
 	Messages, Shown, Refs int
 }
 
-// Messages returns a window's messages, in order, with their content and
-// their places in the ledger. The caller must not change them.
-func (m *Manager) Messages(ctx context.Context, key store.WindowKey) ([]Message, []int, error) {
+// Messages returns a window's messages, in order, with their content, and
+// their items in the ledger (places, stored entries). The caller must not
+// change them.
+func (m *Manager) Messages(ctx context.Context, key store.WindowKey) ([]Message, []store.WindowItem, error) {
 	_, s, err := m.settings(ctx, key)
 	if err != nil {
 		return nil, nil, err
@@ -34,11 +35,7 @@ func (m *Manager) Messages(ctx context.Context, key store.WindowKey) ([]Message,
 	if err != nil {
 		return nil, nil, err
 	}
-	pos := make([]int, len(lo.items))
-	for i, it := range lo.items {
-		pos[i] = it.Pos
-	}
-	return lo.layout.Messages(), pos, nil
+	return lo.layout.Messages(), lo.items, nil
 }
 
 // View lays out the window's messages [from, to) (indexes in Messages'

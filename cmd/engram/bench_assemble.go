@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/assemble"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/eval"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// assembleRow is what bench assemble measured of one set at one budget.
+type assembleRow struct {
+	Set       string `json:"set"`
+	Budget    int    `json:"budget"`
+	Questions int    `json:"questions"`
+	// Engram and Recency are the shares of questions whose evidence turns
+	// are all in the context verbatim: engram's assembly, and the most
+	// recent turns that fit the same budget.
+	Engram  float64 `json:"engram"`
+	Recency float64 `json:"recency"`
+	// Fit counts the questions whose whole history fits the budget.
+	Fit int `json:"fit_whole"`
+	// HistoryTokens is the full histories' tokens, on average a question;
+	// ContextTokens what engram's contexts took, on average.
+	HistoryTokens float64 `json:"history_tokens"`
+	ContextTokens float64 `json:"context_tokens"`
+	Seconds       float64 `json:"seconds"`
+}
+
+func (a *app) benchAssembleCmd() *cobra.Command {
+	var (
+		budgets   []int
+		benchPath string
+		dir       string
+		jsonOut   bool
+		limitQ    int
+		lexical   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "assemble",
+		Short: "Assemble a context for each LoCoMo question and count the evidence in it",
+		Long: `Feed each LoCoMo conversation through a window (the default role), then
+assemble the context of each of its questions (categories 1-4) at each
+--budget: the window's history laid out to its share, the arc of what it
+no longer shows, and engram's pre-fetch for the question within the
+conversation. A question counts when every one of its evidence turns is in
+the context verbatim. Beside it, in the same run, recency truncation: the
+most recent turns that fit the same budget with the question.
+
+Retrieval is lexical here (no embedder), so that the figure does not
+depend on a model. --bench-dir defaults to $ENGRAM_BENCH_DIR, else
+../shared/bench from the project.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			for _, b := range budgets {
+				if b < window.MinBudget {
+					return usagef("--budget %d: a window needs at least %d tokens", b, window.MinBudget)
+				}
+			}
+			if benchPath == "" {
+				benchPath = a.getenv("ENGRAM_BENCH_DIR")
+			}
+			if benchPath == "" {
+				benchPath = filepath.Join(a.cfg.Project, "..", "shared", "bench")
+			}
+			set, err := eval.Load(eval.LoCoMo, benchPath, "")
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%w (set --bench-dir or ENGRAM_BENCH_DIR)", err)
+			}
+			if err != nil {
+				return err
+			}
+			d, cleanup, err := benchDir(dir)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			var rows []assembleRow
+			for _, b := range budgets {
+				row, err := a.assembleEvidence(ctx, set, b, limitQ, lexical, filepath.Join(d, fmt.Sprintf("assemble-%d.db", b)))
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stderr, "locomo at %d: %d questions in %.1fs\n", b, row.Questions, row.Seconds)
+				rows = append(rows, row)
+			}
+			if jsonOut {
+				return json.NewEncoder(a.stdout).Encode(rows)
+			}
+			w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "set\tbudget\tquestions\tengram\trecency\tfit whole\thistory tokens\tcontext tokens\tseconds")
+			for _, r := range rows {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%.3f\t%.3f\t%d\t%.0f\t%.0f\t%.1f\n", r.Set, r.Budget, r.Questions, r.Engram, r.Recency, r.Fit,
+					r.HistoryTokens, r.ContextTokens, r.Seconds)
+			}
+			return w.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&budgets, "budget", []int{2000, 4000, 8000}, "the contexts' budgets, in tokens")
+	f.IntVar(&limitQ, "questions", 0, "at most this many questions a conversation (0: all)")
+	f.BoolVar(&lexical, "lexical", false, "retrieve without an embedder")
+	f.StringVar(&benchPath, "bench-dir", "", "the bench folder (default $ENGRAM_BENCH_DIR, else ../shared/bench)")
+	f.StringVar(&dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
+	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
+	return cmd
+}
+
+// assembleEvidence feeds each conversation of set through a window whose
+// budget is budget, in a new store at path, and assembles each of its
+// questions' contexts.
+func (a *app) assembleEvidence(ctx context.Context, set *eval.Set, budget, limitQ int, lexical bool, path string) (row assembleRow, err error) {
+	row = assembleRow{Set: set.Name, Budget: budget}
+	start := time.Now()
+	st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: a.log})
+	if err != nil {
+		return row, err
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+	opts := a.engineOptions()
+	opts.Encoding, opts.KeepSecrets = tokens.O200kBase, true
+	if lexical {
+		opts.Embed = engine.EmbedOptions{Provider: "none"}
+	}
+	eng, err := engine.New(st, opts)
+	if err != nil {
+		return row, err
+	}
+	cat, err := tokens.NewCatalog(a.cfg.Models...)
+	if err != nil {
+		return row, err
+	}
+	m := window.NewManager(eng, cat)
+	if err := m.Configure(window.ConfigFrom(a.cfg.Window)); err != nil {
+		return row, err
+	}
+	asm := &assemble.Assembler{Engine: eng, Windows: m}
+	enc := tokens.MustGet(tokens.O200kBase)
+	questions := map[string][]eval.Question{}
+	for _, q := range set.Questions {
+		questions[q.Corpus] = append(questions[q.Corpus], q)
+	}
+	var hit, recent, histTokens, ctxTokens float64
+	limit := limitFor(budget, window.DefaultMargin)
+	type conv struct {
+		key   store.WindowKey
+		items []eval.Item
+		text  map[string]string
+		tok   []int
+		total int
+	}
+	var convs []conv
+	for _, corpus := range slices.Sorted(func(yield func(string) bool) {
+		for c := range set.Corpora {
+			if !yield(c) {
+				return
+			}
+		}
+	}) {
+		c := conv{key: store.WindowKey{SessionID: corpus, AgentID: "assistant"}, items: set.Corpora[corpus], text: map[string]string{}}
+		if _, err := m.Open(ctx, c.key, window.OpenOptions{Limit: limit, Output: 1, Safety: 1}); err != nil {
+			return row, err
+		}
+		var msgs []window.Message
+		c.tok = make([]int, len(c.items))
+		for i, it := range c.items {
+			role := window.RoleUser
+			if it.Role == "assistant" {
+				role = window.RoleAssistant
+			}
+			msgs = append(msgs, window.Message{Role: role, Blocks: []window.Block{{Type: window.BlockText, Text: it.Text}}})
+			c.text[it.ID] = it.Text
+			c.tok[i] = enc.Count(it.Text) + 4
+			c.total += c.tok[i]
+		}
+		// A turn at a time is how a harness appends; the window's
+		// decisions are the same appended in batches.
+		for from := 0; from < len(msgs); from += 200 {
+			if _, err := m.Append(ctx, c.key, msgs[from:min(from+200, len(msgs))]); err != nil {
+				return row, fmt.Errorf("%s: %w", c.key, err)
+			}
+		}
+		convs = append(convs, c)
+	}
+	if !lexical {
+		if _, err := eng.Embed(ctx, nil); err != nil {
+			return row, err
+		}
+	}
+	for _, c := range convs {
+		qs := questions[c.key.SessionID]
+		if limitQ > 0 && len(qs) > limitQ {
+			qs = qs[:limitQ]
+		}
+		for _, q := range qs {
+			row.Questions++
+			histTokens += float64(c.total)
+			if c.total+enc.Count(q.Text) <= budget {
+				row.Fit++
+			}
+			turn, err := asm.Assemble(ctx, assemble.Request{Key: c.key, Message: q.Text, Retrieve: true, Scope: store.Filter{SessionID: c.key.SessionID}})
+			if err != nil {
+				return row, fmt.Errorf("%s: %w", q.ID, err)
+			}
+			ctxTokens += float64(turn.Tokens)
+			var all strings.Builder
+			for _, msg := range turn.Messages {
+				for _, b := range msg.Blocks {
+					all.WriteString(b.Text)
+					all.WriteByte('\n')
+				}
+			}
+			in := true
+			for _, id := range q.Relevant {
+				in = in && strings.Contains(all.String(), c.text[id])
+			}
+			if in {
+				hit++
+			}
+			// Recency truncation: the newest turns that fit with the
+			// question.
+			room := budget - enc.Count(q.Text) - 4
+			keep := map[string]bool{}
+			for i := len(c.items) - 1; i >= 0 && room >= c.tok[i]; i-- {
+				room -= c.tok[i]
+				keep[c.items[i].ID] = true
+			}
+			in = true
+			for _, id := range q.Relevant {
+				in = in && keep[id]
+			}
+			if in {
+				recent++
+			}
+		}
+	}
+	n := float64(max(1, row.Questions))
+	row.Engram, row.Recency = hit/n, recent/n
+	row.HistoryTokens, row.ContextTokens = histTokens/n, ctxTokens/n
+	row.Seconds = time.Since(start).Seconds()
+	return row, nil
+}

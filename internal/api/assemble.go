@@ -1,0 +1,127 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/engramhq/engram/internal/assemble"
+)
+
+// WindowAssembleIn asks for a turn's context, assembled to the window's
+// budget.
+type WindowAssembleIn struct {
+	Session string `json:"session,omitempty" jsonschema:"the session (default yours)"`
+	Agent   string `json:"agent,omitempty" jsonschema:"the agent (default you, or the session's only window)"`
+	// Message is the turn's user message; empty, the window's newest
+	// message when it is a user's prompt.
+	Message string `json:"message,omitempty" jsonschema:"the turn's user message (default: the window's newest, a user's prompt)"`
+	// Tools is what the harness's tool definitions take, in tokens.
+	Tools int `json:"tools,omitempty" jsonschema:"tokens of the tool definitions sent beside the messages"`
+	// Preferences and Briefing fill the standing-instructions and topic
+	// layers.
+	Preferences string `json:"preferences,omitempty"`
+	Briefing    string `json:"briefing,omitempty"`
+	// NoRetrieval leaves engram's pre-fetch out.
+	NoRetrieval bool   `json:"no_retrieval,omitempty"`
+	Format      string `json:"format,omitempty" jsonschema:"engram (default), anthropic or openai"`
+}
+
+// LayerOut is what one layer of an assembled context asked for and got.
+type LayerOut struct {
+	Name      string `json:"name"`
+	Min       int    `json:"min"`
+	Ideal     int    `json:"ideal"`
+	Max       int    `json:"max"`
+	Priority  int    `json:"priority"`
+	Allocated int    `json:"allocated"`
+	Used      int    `json:"used"`
+	Dropped   bool   `json:"dropped,omitempty"`
+}
+
+// AssembleOut is a turn's context: the messages to send, in order, and
+// how the budget went.
+type AssembleOut struct {
+	Window   WindowOut         `json:"window"`
+	Format   string            `json:"format"`
+	Messages []json.RawMessage `json:"messages"`
+	Budget   int               `json:"budget"`
+	Tokens   int               `json:"tokens"`
+	Layers   []LayerOut        `json:"layers"`
+	// History is how the conversation was laid out: messages covered,
+	// shown whole, markers for the rest, tokens shown and whole.
+	History struct {
+		Messages int `json:"messages"`
+		Shown    int `json:"shown"`
+		Refs     int `json:"refs"`
+		Tokens   int `json:"tokens"`
+		Whole    int `json:"whole"`
+	} `json:"history"`
+}
+
+// WindowAssemble assembles a turn's context over a window: the messages
+// to send within the window's budget (less the tools), layer by layer.
+func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (AssembleOut, string, error) {
+	f, err := ParseFormat(in.Format)
+	if err != nil {
+		return AssembleOut{}, "", err
+	}
+	if _, err := WindowToolsRange.Check(in.Tools); err != nil {
+		return AssembleOut{}, "", err
+	}
+	for name, v := range map[string]string{"message": in.Message, "preferences": in.Preferences, "briefing": in.Briefing} {
+		if len(v) > MaxMessageBytes {
+			return AssembleOut{}, "", bad("%s: %d bytes, over the %d a message may hold", name, len(v), MaxMessageBytes)
+		}
+		if !utf8.ValidString(v) {
+			return AssembleOut{}, "", bad("%s is not UTF-8", name)
+		}
+	}
+	m, err := o.windows()
+	if err != nil {
+		return AssembleOut{}, "", err
+	}
+	k, err := o.findKey(ctx, in.Session, in.Agent)
+	if err != nil {
+		return AssembleOut{}, "", err
+	}
+	a := &assemble.Assembler{Engine: o.Eng, Windows: m}
+	turn, err := a.Assemble(ctx, assemble.Request{Key: k, Message: in.Message, Tools: in.Tools, Preferences: in.Preferences,
+		Briefing: in.Briefing, Retrieve: !in.NoRetrieval})
+	switch {
+	case errors.Is(err, assemble.ErrInvalid), errors.Is(err, assemble.ErrOverBudget), errors.Is(err, assemble.ErrNoHistoryRoom):
+		return AssembleOut{}, "", &InputError{Msg: err.Error()}
+	case err != nil:
+		return AssembleOut{}, "", windowErr(err)
+	}
+	st, err := m.Status(ctx, k)
+	if err != nil {
+		return AssembleOut{}, "", err
+	}
+	out := AssembleOut{Window: windowOut(st), Format: f, Budget: turn.Budget, Tokens: turn.Tokens,
+		Messages: make([]json.RawMessage, 0, len(turn.Messages)), Layers: []LayerOut{}}
+	h := turn.History
+	out.History.Messages, out.History.Shown, out.History.Refs, out.History.Tokens, out.History.Whole = h.Messages, h.Shown, h.Refs, h.Tokens, h.Whole
+	var b strings.Builder
+	for i, msg := range turn.Messages {
+		raw, err := EncodeMessage(f, msg)
+		if err != nil {
+			return AssembleOut{}, "", fmt.Errorf("message %d: %w", i, err)
+		}
+		out.Messages = append(out.Messages, raw)
+		writeMessage(&b, i, msg)
+	}
+	fmt.Fprintf(&b, "(%s, %d of %d tokens)\n", plural(len(turn.Messages), "message"), turn.Tokens, turn.Budget)
+	for _, l := range turn.Plan.Layers {
+		lo := LayerOut{Name: l.Name, Min: l.Min, Ideal: l.Ideal, Max: l.Max, Priority: l.Priority, Allocated: l.Tokens,
+			Used: turn.Layers[l.Name], Dropped: l.Dropped}
+		out.Layers = append(out.Layers, lo)
+		fmt.Fprintf(&b, "%-16s %6d of %6d allocated (min %d, ideal %d, max %d)\n", l.Name, lo.Used, lo.Allocated, l.Min, l.Ideal, l.Max)
+	}
+	fmt.Fprintf(&b, "history: %s, %d shown whole, %s for the rest; %d tokens shown of %d whole",
+		plural(h.Messages, "message"), h.Shown, plural(h.Refs, "marker"), h.Tokens, h.Whole)
+	return out, b.String(), nil
+}
