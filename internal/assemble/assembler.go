@@ -65,7 +65,7 @@ var ErrNoHistoryRoom = errors.New("the budget leaves no room for the conversatio
 // history layer cannot show whole stands under markers that expand, and a
 // context never exceeds the budget (the window's, less the tools).
 func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
-	st, err := a.Windows.Status(ctx, req.Key)
+	st, msgs, items, err := a.Windows.Messages(ctx, req.Key)
 	if err != nil {
 		return Turn{}, err
 	}
@@ -77,10 +77,6 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		return Turn{}, fmt.Errorf("%w: %d tokens of tools in a budget of %d", ErrInvalid, req.Tools, st.Budget)
 	}
 	budget := st.Budget - req.Tools
-	msgs, items, err := a.Windows.Messages(ctx, req.Key)
-	if err != nil {
-		return Turn{}, err
-	}
 	pos := make([]int, len(items))
 	for i, it := range items {
 		pos[i] = it.Pos
@@ -288,13 +284,25 @@ func textBlock(enc *tokens.Encoding, s string) textPart {
 }
 
 // fit cuts a text to at most n tokens at a line, whole lines kept; a text
-// whose first line does not fit gives nothing.
+// whose first line does not fit gives nothing. Lines are counted once
+// each, their sum bounding the count of the lines joined (a line break
+// does not merge with its neighbours' tokens in the encodings engram
+// counts with, and the result is counted again to be sure).
 func fit(enc *tokens.Encoding, p textPart, n int) textPart {
 	if p.tokens <= n {
 		return p
 	}
 	lines := strings.Split(p.text, "\n")
-	for k := len(lines) - 1; k > 0; k-- {
+	used, k := 0, 0
+	for k < len(lines) {
+		c := enc.Count(lines[k]) + 1
+		if used+c > n {
+			break
+		}
+		used += c
+		k++
+	}
+	for ; k > 0; k-- {
 		t := strings.Join(lines[:k], "\n")
 		if c := enc.Count(t); c <= n {
 			return textPart{t, c}

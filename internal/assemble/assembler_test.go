@@ -19,7 +19,7 @@ import (
 	"github.com/engramhq/engram/internal/window"
 )
 
-func assembler(t *testing.T) *assemble.Assembler {
+func assembler(t testing.TB) *assemble.Assembler {
 	t.Helper()
 	eng, err := engine.New(sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{}), engine.Options{})
 	if err != nil {

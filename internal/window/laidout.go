@@ -405,6 +405,11 @@ func (m *Manager) laidOutStatus(ctx context.Context, key store.WindowKey, s Sett
 		return Status{}, err
 	}
 	w.Version = lo.version
+	return m.laidOutStatusOf(key, s, w, lo), nil
+}
+
+// laidOutStatusOf is the status of a window as its layout lo shows it.
+func (m *Manager) laidOutStatusOf(key store.WindowKey, s Settings, w store.Window, lo *laidOut) Status {
 	live, refs := 0, 0
 	for _, seg := range lo.layout.Segments() {
 		if seg.Kind == Kept {
@@ -413,7 +418,7 @@ func (m *Manager) laidOutStatus(ctx context.Context, key store.WindowKey, s Sett
 			refs++
 		}
 	}
-	return m.status(key, s, w, live, len(lo.items)-live, lo.layout.Tokens(), refs), nil
+	return m.status(key, s, w, live, len(lo.items)-live, lo.layout.Tokens(), refs)
 }
 
 // laidOutContext is Context for a window of a layout policy: the pieces

@@ -22,20 +22,21 @@ type View struct {
 	Messages, Shown, Refs int
 }
 
-// Messages returns a window's messages, in order, with their content, and
-// their items in the ledger (places, stored entries). The caller must not
-// change them.
-func (m *Manager) Messages(ctx context.Context, key store.WindowKey) ([]Message, []store.WindowItem, error) {
-	_, s, err := m.settings(ctx, key)
+// Messages returns a window's status and messages, in order, with their
+// content, and their items in the ledger (places, stored entries), as of
+// one version. The caller must not change them.
+func (m *Manager) Messages(ctx context.Context, key store.WindowKey) (Status, []Message, []store.WindowItem, error) {
+	w, s, err := m.settings(ctx, key)
 	if err != nil {
-		return nil, nil, err
+		return Status{}, nil, nil, err
 	}
 	defer m.lock(key)()
 	lo, err := m.laidOutFor(ctx, key, s)
 	if err != nil {
-		return nil, nil, err
+		return Status{}, nil, nil, err
 	}
-	return lo.layout.Messages(), lo.items, nil
+	w.Version = lo.version
+	return m.laidOutStatusOf(key, s, w, lo), lo.layout.Messages(), lo.items, nil
 }
 
 // View lays out the window's messages [from, to) (indexes in Messages'
@@ -64,28 +65,49 @@ func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budge
 	if err != nil {
 		return View{}, err
 	}
-	part := &laidOut{items: lo.items[from:to], markers: map[string]string{}}
-	l, err := NewLayout(Options{Policy: s.Policy, Budget: max(budget, MinBudget), Count: enc.Count,
-		RefID: func(a, b int) string { return part.refID(key, a, b) }})
-	if err != nil {
-		return View{}, err
+	// The window's last view, if it was of the same start and budget, over
+	// the same layout of the window, takes only the messages since: a
+	// turn's view costs what the turn added.
+	m.mu.Lock()
+	vc := m.views[key]
+	m.mu.Unlock()
+	// (A layout rebuilt from the ledger, after another process's change,
+	// a restart or a forget, makes the view again.)
+	if vc == nil || vc.lo != lo || vc.from != from || vc.budget != budget || vc.to > to || vc.policy != fmt.Sprint(s.Policy) {
+		vc = &viewCache{lo: lo, from: from, to: from, budget: budget, policy: fmt.Sprint(s.Policy), stored: map[string]bool{},
+			part: &laidOut{markers: map[string]string{}}}
+		part := vc.part
+		if vc.layout, err = NewLayout(Options{Policy: s.Policy, Budget: max(budget, MinBudget), Count: enc.Count,
+			RefID: func(a, b int) string { return part.refID(key, a, b) }}); err != nil {
+			return View{}, err
+		}
 	}
-	for i := from; i < to; i++ {
-		if err := l.Append(msgs[i]); err != nil {
+	for i := vc.to; i < to; i++ {
+		vc.part.items = append(vc.part.items, lo.items[i])
+		if err := vc.layout.Append(msgs[i]); err != nil {
+			m.mu.Lock()
+			delete(m.views, key)
+			m.mu.Unlock()
 			return View{}, fmt.Errorf("window %s: lay out message %d: %w", key, lo.items[i].Pos, err)
 		}
 	}
+	vc.to = to
+	m.mu.Lock()
+	m.views[key] = vc
+	m.mu.Unlock()
+	part, l := vc.part, vc.layout
 	v := View{Items: []Item{}, Tokens: l.Tokens(), Messages: to - from}
 	for i := from; i < to; i++ {
 		v.Whole += msgs[i].Tokens
 	}
 	for _, seg := range l.Segments() {
-		if seg.Kind == Kept {
+		if seg.Kind == Kept || vc.stored[seg.Marker] {
 			continue
 		}
 		if err := m.putViewRef(ctx, key, part, l, seg); err != nil {
 			return View{}, err
 		}
+		vc.stored[seg.Marker] = true
 	}
 	sub := l.Messages()
 	for _, p := range l.Pieces() {
@@ -106,6 +128,18 @@ func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budge
 		}
 	}
 	return v, nil
+}
+
+// viewCache is a window's last view: the Layout of its messages
+// [from, to) at budget, and the markers whose references are stored.
+type viewCache struct {
+	// lo is the window's layout the view was made from.
+	lo               *laidOut
+	from, to, budget int
+	policy           string
+	part             *laidOut
+	layout           *Layout
+	stored           map[string]bool
 }
 
 // putViewRef stores the reference of a segment of a view, unless the

@@ -1,0 +1,53 @@
+package assemble_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/internal/assemble"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// BenchmarkAssemble assembles a turn over a window of 200 messages (50
+// exchanges with tool calls, 16,000 tokens, in a 8,000-token window), with
+// no retrieval, as turns go: each iteration appends an exchange, then
+// assembles. It reports the p50 and p95 of one assembly.
+func BenchmarkAssemble(b *testing.B) {
+	ctx := context.Background()
+	a := assembler(b)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 8000, Output: 500, Safety: 100}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := a.Windows.Append(ctx, key, conversation(50)); err != nil {
+		b.Fatal(err)
+	}
+	req := assemble.Request{Key: key, Message: "Why does handler3 time out again?"}
+	more := conversation(50 + 1000)
+	var took []time.Duration
+	i := 0
+	for b.Loop() {
+		// A turn: the last exchange appended, then the next assembled.
+		b.StopTimer()
+		if i >= 1000 {
+			b.Fatal("run it for 1,000 iterations at most (-benchtime 200x)")
+		}
+		ex := more[1+4*(50+i) : 1+4*(51+i)]
+		if _, err := a.Windows.Append(ctx, key, ex); err != nil {
+			b.Fatal(err)
+		}
+		i++
+		b.StartTimer()
+		start := time.Now()
+		if _, err := a.Assemble(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(took[len(took)*95/100].Microseconds()), "p95-µs")
+}
