@@ -124,7 +124,9 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		return Turn{}, err
 	}
 	t := Turn{Budget: budget, Plan: plan, Layers: map[string]int{}}
-	if to > from && plan.Tokens(History) < window.MinBudget {
+	// A history that fits whole is shown whole; else the view needs the
+	// room of a window.
+	if h := plan.Tokens(History); to > from && h < s.HistoryTokens && h < window.MinBudget {
 		return Turn{}, fmt.Errorf("%w: %d tokens for it, a window needs %d (budget %d, its fixed layers %d)",
 			ErrNoHistoryRoom, plan.Tokens(History), window.MinBudget, budget, s.IdentityTokens+s.MessageTokens)
 	}

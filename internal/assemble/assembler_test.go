@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,6 +154,17 @@ func TestAssembleBadInput(t *testing.T) {
 	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: huge}); !errors.Is(err, assemble.ErrOverBudget) && !errors.Is(err, assemble.ErrNoHistoryRoom) {
 		t.Errorf("a message filling the budget: %v", err)
 	}
+	// A short conversation is shown whole, however small its share.
+	short := store.WindowKey{SessionID: "s", AgentID: "short"}
+	if _, err := a.Windows.Open(ctx, short, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Windows.Append(ctx, short, []window.Message{text(window.RoleUser, "hello"), text(window.RoleAssistant, "hi")}); err != nil {
+		t.Fatal(err)
+	}
+	if turn, err := a.Assemble(ctx, assemble.Request{Key: short, Message: "and now?"}); err != nil || turn.History.Shown != 2 || len(turn.Messages) != 3 {
+		t.Errorf("a two-message conversation: %+v, %v", turn.History, err)
+	}
 	// The window's newest message is the turn's when it is a prompt.
 	if _, err := a.Windows.Append(ctx, key, []window.Message{text(window.RoleUser, "And handler1?")}); err != nil {
 		t.Fatal(err)
@@ -164,5 +176,75 @@ func TestAssembleBadInput(t *testing.T) {
 	last := turn.Messages[len(turn.Messages)-1]
 	if last.Blocks[len(last.Blocks)-1].Text != "And handler1?" || turn.Tokens > turn.Budget {
 		t.Errorf("the window's prompt as the turn's: %+v (%d of %d)", last, turn.Tokens, turn.Budget)
+	}
+}
+
+// TestAssemble_Properties: over random conversations (tool calls, results
+// of any size) and budgets, an assembled context is within its budget or
+// refused with a budget error, keeps every tool call with its result, and
+// covers every message of the history: shown whole, or under a marker
+// that expands to it.
+func TestAssemble_Properties(t *testing.T) {
+	ctx := context.Background()
+	a := assembler(t)
+	assembled := 0
+	for seed := range uint64(25) {
+		r := rand.New(rand.NewPCG(seed, 9))
+		key := store.WindowKey{SessionID: "s", AgentID: fmt.Sprint("a", seed)}
+		limit := 600 + r.IntN(8000)
+		if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: limit, Output: 50, Safety: 10}); err != nil {
+			t.Fatal(err)
+		}
+		msgs := []window.Message{text(window.RoleSystem, "You are an agent.")}
+		for i := range 5 + r.IntN(60) {
+			switch r.IntN(3) {
+			case 0:
+				msgs = append(msgs, text(window.RoleUser, fmt.Sprintf("request %d about file%d.go", i, r.IntN(9))))
+			case 1:
+				msgs = append(msgs, text(window.RoleAssistant, strings.Repeat(fmt.Sprintf("answer %d. ", i), 1+r.IntN(40))))
+			default:
+				id := fmt.Sprint("c", i)
+				msgs = append(msgs,
+					window.Message{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: id, Name: "bash", Input: []byte(`{"cmd":"ls"}`)}}},
+					window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: id,
+						Text: strings.Repeat(fmt.Sprintf("line %d of output\n", i), 1+r.IntN(300))}}})
+			}
+		}
+		if _, err := a.Windows.Append(ctx, key, msgs); err != nil {
+			t.Fatal(err)
+		}
+		turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "what next?", Retrieve: r.IntN(2) == 0, Tools: r.IntN(200)})
+		if errors.Is(err, assemble.ErrOverBudget) || errors.Is(err, assemble.ErrNoHistoryRoom) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if turn.Tokens > turn.Budget {
+			t.Fatalf("seed %d: %d tokens of %d", seed, turn.Tokens, turn.Budget)
+		}
+		if _, err := window.Units(turn.Messages); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		covered := 0
+		for _, it := range turn.History.Items {
+			switch {
+			case it.Message != nil:
+				covered++
+			case it.RefID != "":
+				back, err := a.Windows.Expand(ctx, it.RefID)
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				covered += len(back)
+			}
+		}
+		if covered != len(msgs)-1 {
+			t.Fatalf("seed %d: the history covers %d messages of %d", seed, covered, len(msgs)-1)
+		}
+		assembled++
+	}
+	if assembled < 20 {
+		t.Errorf("only %d of 25 contexts assembled; the rest were refused for their budget", assembled)
 	}
 }
