@@ -292,10 +292,10 @@ func (e *Engine) Pack(ctx context.Context, query string, budget int, filter stor
 		return retrieve.Block{}, err
 	}
 	p := e.opts.Prefetch
-	p.Budget, p.Filter, p.Exclude = budget, filter, exclude
+	p.Budget, p.Filter, p.Exclude, p.Compact = budget, filter, exclude, true
 	p.ExcerptThreshold, p.ConfidenceThreshold, p.MinSignal = 1e-9, 1e-9, -1
 	p.MaxExcerpts, p.MaxHints, p.ExcerptShare, p.HintShare = 1000, -1, 1, 0
-	p.Candidates = max(p.Candidates, 50)
+	p.Candidates = max(p.Candidates, 200)
 	p.MinCoverage = -1
 	return h.Prefetch(ctx, query, budget, p, e.enc().Count)
 }

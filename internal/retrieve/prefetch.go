@@ -82,6 +82,10 @@ type PrefetchOptions struct {
 	NoRecord bool
 	// Exclude are entries never injected: what the context shows already.
 	Exclude map[string]bool
+	// Compact writes an excerpt of what was said (not code) as one line
+	// of its source and its words, without the fence and the confidence:
+	// for packing many short turns.
+	Compact bool
 }
 
 // PrefetchDefaults returns o with its zero fields set to the defaults,
@@ -245,7 +249,7 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 			continue
 		}
 		if conf >= excerptT && len(b.Excerpts) < opts.MaxExcerpts && opts.MaxExcerpts > 0 {
-			text, in, fits := excerpt(hit, conf, opts.MaxExcerptLines, excerptBudget-usedExcerpt-joint, count)
+			text, in, fits := excerpt(hit, conf, opts.MaxExcerptLines, excerptBudget-usedExcerpt-joint, opts.Compact, count)
 			if fits {
 				parts = append(parts, text)
 				b.Excerpts = append(b.Excerpts, in)
@@ -312,7 +316,7 @@ func source(h Hit) string {
 // excerpt renders a tier-A excerpt of at most maxLines lines that fits in
 // budget tokens, cut at a line end; fits is false if not even one line
 // fits.
-func excerpt(h Hit, conf float64, maxLines, budget int, count func(string) int) (string, Injected, bool) {
+func excerpt(h Hit, conf float64, maxLines, budget int, compact bool, count func(string) int) (string, Injected, bool) {
 	lang := ""
 	if len(h.Occurrence.Files) > 0 {
 		lang = chunk.Language(h.Occurrence.Files[0], nil)
@@ -329,6 +333,10 @@ func excerpt(h Hit, conf float64, maxLines, budget int, count func(string) int) 
 		in.Source = src
 		body := strings.TrimRight(strings.Join(lines[:n], ""), "\n")
 		text := fmt.Sprintf("[AUTO-RETRIEVED: %s | confidence: %.2f]\n```%s\n%s\n```", src, conf, lang, body)
+		if compact && lang == "" {
+			// Said, not code: the source and the words, no fence.
+			text = fmt.Sprintf("[%s] %s", src, body)
+		}
 		if n < len(lines) || h.Chunk.EndLine > start+n-1 {
 			if len(h.Occurrence.Files) > 0 {
 				text += fmt.Sprintf("\n[more: engram show %s]", path.Clean(h.Occurrence.Files[0]))
