@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
@@ -19,6 +20,53 @@ import (
 type Assembler struct {
 	Engine  *engine.Engine
 	Windows *window.Manager
+
+	// lines caches the tokens of the arc's lines, which stay the same
+	// from turn to turn.
+	mu    sync.Mutex
+	lines map[string]int
+}
+
+// maxCachedLines bounds the lines an Assembler keeps counted.
+const maxCachedLines = 1 << 16
+
+// countLine counts a line of the arc, with its line break.
+func (a *Assembler) countLine(enc *tokens.Encoding, line string) int {
+	a.mu.Lock()
+	n, ok := a.lines[line]
+	a.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = enc.Count(line) + 1
+	a.mu.Lock()
+	if a.lines == nil || len(a.lines) >= maxCachedLines {
+		a.lines = map[string]int{}
+	}
+	a.lines[line] = n
+	a.mu.Unlock()
+	return n
+}
+
+// arc is the arc's text within n tokens: its header, then as many of its
+// lines as fit, oldest first, each counted once (and the whole counted
+// again, to be sure).
+func (a *Assembler) arc(enc *tokens.Encoding, lines []string, n int) textPart {
+	if len(lines) == 0 {
+		return textPart{}
+	}
+	used, k := a.countLine(enc, arcHeader), 0
+	for k < len(lines) && used+a.countLine(enc, lines[k]) <= n {
+		used += a.countLine(enc, lines[k])
+		k++
+	}
+	for ; k > 0; k-- {
+		t := arcHeader + "\n" + strings.Join(lines[:k], "\n")
+		if c := enc.Count(t); c <= n {
+			return textPart{t, c}
+		}
+	}
+	return textPart{}
 }
 
 // A Request asks for a turn's context.
@@ -118,7 +166,14 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		s.Available[Retrieval] = 0
 	}
 	// The arc can hold at most the prompts' first lines.
-	s.Available[Arc] = enc.Count(arcOf(msgs[from:to], pos[from:to], window.View{}))
+	if lines := arcLines(msgs[from:to], pos[from:to], window.View{}); len(lines) > 0 {
+		s.Available[Arc] = a.countLine(enc, arcHeader)
+		for _, l := range lines {
+			s.Available[Arc] += a.countLine(enc, l)
+		}
+	} else {
+		s.Available[Arc] = 0
+	}
 	plan, err := Negotiate(budget, Layers(s))
 	if err != nil {
 		return Turn{}, err
@@ -185,7 +240,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	final := last
 	final.Blocks = append([]window.Block(nil), last.Blocks...)
 	var lead []window.Block
-	if arc := fit(enc, textBlock(enc, arcOf(msgs[from:to], pos[from:to], t.History)), plan.Tokens(Arc)); arc.text != "" {
+	if arc := a.arc(enc, arcLines(msgs[from:to], pos[from:to], t.History), plan.Tokens(Arc)); arc.text != "" {
 		lead = append(lead, window.Block{Type: window.BlockText, Text: arc.text})
 		t.Layers[Arc] = arc.tokens
 		final.Tokens += arc.tokens
@@ -323,10 +378,13 @@ func messageTokens(enc *tokens.Encoding, m *window.Message) int {
 	return n
 }
 
-// arcOf is the conversation's arc, extractive: the first line of each user
-// prompt the history does not show whole, oldest first (fit keeps the
-// oldest when cutting: the task).
-func arcOf(msgs []window.Message, pos []int, v window.View) string {
+// arcHeader leads the arc.
+const arcHeader = "The conversation so far, what the user asked that is no longer shown (oldest first):"
+
+// arcLines are the lines of the conversation's arc, extractive: the first
+// line of each user prompt the history does not show whole, oldest first
+// (a cut keeps the oldest: the task).
+func arcLines(msgs []window.Message, pos []int, v window.View) []string {
 	shown := map[int]bool{}
 	for _, it := range v.Items {
 		if it.Message != nil {
@@ -343,10 +401,7 @@ func arcOf(msgs []window.Message, pos []int, v window.View) string {
 			lines = append(lines, "- "+first)
 		}
 	}
-	if len(lines) == 0 {
-		return ""
-	}
-	return "The conversation so far, what the user asked that is no longer shown (oldest first):\n" + strings.Join(lines, "\n")
+	return lines
 }
 
 // textOf joins a message's text blocks.

@@ -55,6 +55,12 @@ func (m *Manager) laidOutFor(ctx context.Context, key store.WindowKey, s Setting
 	if err != nil {
 		return nil, err
 	}
+	return m.laidOutAt(ctx, key, s, w)
+}
+
+// laidOutAt is laidOutFor with the window's head as just read: a reader
+// that read the settings need not read the head again.
+func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings, w store.Window) (*laidOut, error) {
 	m.mu.Lock()
 	lo := m.layouts[key]
 	m.mu.Unlock()
@@ -394,13 +400,9 @@ func (m *Manager) layoutEvictions(key store.WindowKey, s Settings, lo *laidOut, 
 
 // laidOutStatus is Status for a window of a layout policy: what its
 // Layout shows.
-func (m *Manager) laidOutStatus(ctx context.Context, key store.WindowKey, s Settings) (Status, error) {
+func (m *Manager) laidOutStatus(ctx context.Context, key store.WindowKey, s Settings, w store.Window) (Status, error) {
 	defer m.lock(key)()
-	lo, err := m.laidOutFor(ctx, key, s)
-	if err != nil {
-		return Status{}, err
-	}
-	w, err := m.eng.Store().Window(ctx, key)
+	lo, err := m.laidOutAt(ctx, key, s, w)
 	if err != nil {
 		return Status{}, err
 	}
@@ -423,9 +425,9 @@ func (m *Manager) laidOutStatusOf(key store.WindowKey, s Settings, w store.Windo
 
 // laidOutContext is Context for a window of a layout policy: the pieces
 // its Layout shows, its digest's excerpts among them.
-func (m *Manager) laidOutContext(ctx context.Context, key store.WindowKey, s Settings) ([]Item, error) {
+func (m *Manager) laidOutContext(ctx context.Context, key store.WindowKey, s Settings, w store.Window) ([]Item, error) {
 	defer m.lock(key)()
-	lo, err := m.laidOutFor(ctx, key, s)
+	lo, err := m.laidOutAt(ctx, key, s, w)
 	if err != nil {
 		return nil, err
 	}

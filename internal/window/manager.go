@@ -611,11 +611,11 @@ type Status struct {
 
 // Status reports where a window stands.
 func (m *Manager) Status(ctx context.Context, key store.WindowKey) (Status, error) {
-	_, s, err := m.settings(ctx, key)
+	w, s, err := m.settings(ctx, key)
 	if err != nil {
 		return Status{}, err
 	}
-	return m.laidOutStatus(ctx, key, s)
+	return m.laidOutStatus(ctx, key, s, w)
 }
 
 // status makes a window's Status from its counts.
@@ -649,11 +649,11 @@ type Item struct {
 // the excerpts it keeps of messages it does not show whole (a digest's
 // lines, a clipped message's head and tail).
 func (m *Manager) Context(ctx context.Context, key store.WindowKey) ([]Item, error) {
-	_, s, err := m.settings(ctx, key)
+	w, s, err := m.settings(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return m.laidOutContext(ctx, key, s)
+	return m.laidOutContext(ctx, key, s, w)
 }
 
 // fill reads the content of the items at idx into their messages.

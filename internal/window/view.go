@@ -31,7 +31,7 @@ func (m *Manager) Messages(ctx context.Context, key store.WindowKey) (Status, []
 		return Status{}, nil, nil, err
 	}
 	defer m.lock(key)()
-	lo, err := m.laidOutFor(ctx, key, s)
+	lo, err := m.laidOutAt(ctx, key, s, w)
 	if err != nil {
 		return Status{}, nil, nil, err
 	}
@@ -48,12 +48,12 @@ func (m *Manager) Messages(ctx context.Context, key store.WindowKey) (Status, []
 // same run always gets the same one). A budget under MinBudget is raised to
 // it; when the messages fit whole they are shown whole.
 func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budget int) (View, error) {
-	_, s, err := m.settings(ctx, key)
+	w, s, err := m.settings(ctx, key)
 	if err != nil {
 		return View{}, err
 	}
 	defer m.lock(key)()
-	lo, err := m.laidOutFor(ctx, key, s)
+	lo, err := m.laidOutAt(ctx, key, s, w)
 	if err != nil {
 		return View{}, err
 	}
