@@ -33,8 +33,10 @@ type assembleRow struct {
 	// recent turns that fit the same budget.
 	Engram  float64 `json:"engram"`
 	Recency float64 `json:"recency"`
-	// Fit counts the questions whose whole history fits the budget.
-	Fit int `json:"fit_whole"`
+	// Fit counts the questions whose whole history fits the budget;
+	// Refused those whose budget was too small to assemble (a miss).
+	Fit     int `json:"fit_whole"`
+	Refused int `json:"refused"`
 	// HistoryTokens is the full histories' tokens, on average a question;
 	// ContextTokens what engram's contexts took, on average.
 	HistoryTokens float64 `json:"history_tokens"`
@@ -44,6 +46,7 @@ type assembleRow struct {
 
 func (a *app) benchAssembleCmd() *cobra.Command {
 	var (
+		sets      []string
 		budgets   []int
 		benchPath string
 		dir       string
@@ -53,14 +56,17 @@ func (a *app) benchAssembleCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "assemble",
-		Short: "Assemble a context for each LoCoMo question and count the evidence in it",
+		Short: "Assemble a context for each conversation question and count the evidence in it",
 		Long: `Feed each LoCoMo conversation through a window (the default role), then
 assemble the context of each of its questions (categories 1-4) at each
---budget: the window's history laid out to its share, the arc of what it
-no longer shows, and engram's pre-fetch for the question within the
-conversation. A question counts when every one of its evidence turns is in
-the context verbatim. Beside it, in the same run, recency truncation: the
-most recent turns that fit the same budget with the question.
+--budget (default 2000, 4000 and 8000): the window's history laid out to
+its share, the arc of what it no longer shows, and engram's retrieval for
+the question within the conversation. For LongMemEval (oracle), each
+question gets a window of its own sessions, in order, at each budget
+(default 1000, 2000 and 4000). A question counts when every one of its
+evidence turns is in the context verbatim. Beside it, in the same run,
+recency truncation: the most recent turns that fit the same budget with
+the question; and how many histories fit whole.
 
 Retrieval is lexical here (no embedder), so that the figure does not
 depend on a model. --bench-dir defaults to $ENGRAM_BENCH_DIR, else
@@ -79,12 +85,10 @@ depend on a model. --bench-dir defaults to $ENGRAM_BENCH_DIR, else
 			if benchPath == "" {
 				benchPath = filepath.Join(a.cfg.Project, "..", "shared", "bench")
 			}
-			set, err := eval.Load(eval.LoCoMo, benchPath, "")
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("%w (set --bench-dir or ENGRAM_BENCH_DIR)", err)
-			}
-			if err != nil {
-				return err
+			for _, s := range sets {
+				if s != eval.LoCoMo && s != eval.LongMemEval {
+					return usagef("--set %s: the conversation sets are %s and %s", s, eval.LoCoMo, eval.LongMemEval)
+				}
 			}
 			d, cleanup, err := benchDir(dir)
 			if err != nil {
@@ -92,28 +96,45 @@ depend on a model. --bench-dir defaults to $ENGRAM_BENCH_DIR, else
 			}
 			defer cleanup()
 			var rows []assembleRow
-			for _, b := range budgets {
-				row, err := a.assembleEvidence(ctx, set, b, limitQ, lexical, filepath.Join(d, fmt.Sprintf("assemble-%d.db", b)))
+			for _, name := range sets {
+				set, err := eval.Load(name, benchPath, "")
+				if errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("%w (set --bench-dir or ENGRAM_BENCH_DIR)", err)
+				}
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stderr, "locomo at %d: %d questions in %.1fs\n", b, row.Questions, row.Seconds)
-				rows = append(rows, row)
+				bs := budgets
+				if len(bs) == 0 {
+					bs = []int{2000, 4000, 8000}
+					if name == eval.LongMemEval {
+						bs = []int{1000, 2000, 4000}
+					}
+				}
+				for _, b := range bs {
+					row, err := a.assembleEvidence(ctx, set, b, limitQ, lexical, filepath.Join(d, fmt.Sprintf("assemble-%s-%d.db", name, b)))
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(a.stderr, "%s at %d: %d questions in %.1fs\n", name, b, row.Questions, row.Seconds)
+					rows = append(rows, row)
+				}
 			}
 			if jsonOut {
 				return json.NewEncoder(a.stdout).Encode(rows)
 			}
 			w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "set\tbudget\tquestions\tengram\trecency\tfit whole\thistory tokens\tcontext tokens\tseconds")
+			fmt.Fprintln(w, "set\tbudget\tquestions\tengram\trecency\tfit whole\trefused\thistory tokens\tcontext tokens\tseconds")
 			for _, r := range rows {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%.3f\t%.3f\t%d\t%.0f\t%.0f\t%.1f\n", r.Set, r.Budget, r.Questions, r.Engram, r.Recency, r.Fit,
-					r.HistoryTokens, r.ContextTokens, r.Seconds)
+				fmt.Fprintf(w, "%s\t%d\t%d\t%.3f\t%.3f\t%d\t%d\t%.0f\t%.0f\t%.1f\n", r.Set, r.Budget, r.Questions, r.Engram, r.Recency, r.Fit,
+					r.Refused, r.HistoryTokens, r.ContextTokens, r.Seconds)
 			}
 			return w.Flush()
 		},
 	}
 	f := cmd.Flags()
-	f.IntSliceVar(&budgets, "budget", []int{2000, 4000, 8000}, "the contexts' budgets, in tokens")
+	f.StringSliceVar(&sets, "set", []string{eval.LoCoMo, eval.LongMemEval}, "conversation sets")
+	f.IntSliceVar(&budgets, "budget", nil, "the contexts' budgets, in tokens (default by set)")
 	f.IntVar(&limitQ, "questions", 0, "at most this many questions a conversation (0: all)")
 	f.BoolVar(&lexical, "lexical", false, "retrieve without an embedder")
 	f.StringVar(&benchPath, "bench-dir", "", "the bench folder (default $ENGRAM_BENCH_DIR, else ../shared/bench)")
@@ -153,8 +174,10 @@ func (a *app) assembleEvidence(ctx context.Context, set *eval.Set, budget, limit
 	asm := &assemble.Assembler{Engine: eng, Windows: m}
 	enc := tokens.MustGet(tokens.O200kBase)
 	questions := map[string][]eval.Question{}
-	for _, q := range set.Questions {
-		questions[q.Corpus] = append(questions[q.Corpus], q)
+	if set.Name != eval.LongMemEval {
+		for _, q := range set.Questions {
+			questions[q.Corpus] = append(questions[q.Corpus], q)
+		}
 	}
 	var hit, recent, histTokens, ctxTokens float64
 	limit := limitFor(budget, window.DefaultMargin)
@@ -166,14 +189,42 @@ func (a *app) assembleEvidence(ctx context.Context, set *eval.Set, budget, limit
 		total int
 	}
 	var convs []conv
-	for _, corpus := range slices.Sorted(func(yield func(string) bool) {
-		for c := range set.Corpora {
-			if !yield(c) {
-				return
+	// The conversations: a LoCoMo conversation is one, its questions asked
+	// after it; a LongMemEval question has its own, its sessions in order.
+	type asked struct {
+		key   store.WindowKey
+		items []eval.Item
+	}
+	var all []asked
+	if set.Name == eval.LongMemEval {
+		bySession := map[string][]eval.Item{}
+		for _, items := range set.Corpora {
+			for _, it := range items {
+				bySession[it.Session] = append(bySession[it.Session], it)
 			}
 		}
-	}) {
-		c := conv{key: store.WindowKey{SessionID: corpus, AgentID: "assistant"}, items: set.Corpora[corpus], text: map[string]string{}}
+		for _, q := range set.Questions {
+			k := store.WindowKey{SessionID: q.ID, AgentID: "assistant"}
+			var items []eval.Item
+			for _, sid := range q.Sessions {
+				items = append(items, bySession[sid]...)
+			}
+			all = append(all, asked{k, items})
+			questions[q.ID] = []eval.Question{q}
+		}
+	} else {
+		for _, corpus := range slices.Sorted(func(yield func(string) bool) {
+			for c := range set.Corpora {
+				if !yield(c) {
+					return
+				}
+			}
+		}) {
+			all = append(all, asked{store.WindowKey{SessionID: corpus, AgentID: "assistant"}, set.Corpora[corpus]})
+		}
+	}
+	for _, w := range all {
+		c := conv{key: w.key, items: w.items, text: map[string]string{}}
 		if _, err := m.Open(ctx, c.key, window.OpenOptions{Limit: limit, Output: 1, Safety: 1}); err != nil {
 			return row, err
 		}
@@ -215,7 +266,10 @@ func (a *app) assembleEvidence(ctx context.Context, set *eval.Set, budget, limit
 				row.Fit++
 			}
 			turn, err := asm.Assemble(ctx, assemble.Request{Key: c.key, Message: q.Text, Retrieve: true, Scope: store.Filter{SessionID: c.key.SessionID}})
-			if err != nil {
+			if errors.Is(err, assemble.ErrOverBudget) || errors.Is(err, assemble.ErrNoHistoryRoom) {
+				row.Refused++ // a budget too small for the question: a miss
+				turn = assemble.Turn{}
+			} else if err != nil {
 				return row, fmt.Errorf("%s: %w", q.ID, err)
 			}
 			ctxTokens += float64(turn.Tokens)

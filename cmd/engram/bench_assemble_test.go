@@ -40,7 +40,7 @@ func TestBenchAssemble(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bench, "locomo", "locomo10.json"), []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := e.ok("", "bench", "assemble", "--bench-dir", bench, "--budget", "600", "--lexical", "--json")
+	out := e.ok("", "bench", "assemble", "--set", "locomo", "--bench-dir", bench, "--budget", "600", "--lexical", "--json")
 	var rows []assembleRow
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -55,6 +55,31 @@ func TestBenchAssemble(t *testing.T) {
 	if r.Engram != 1 || r.Recency != 0 {
 		t.Errorf("the evidence is at the start of a conversation over the budget: engram %.2f, recency %.2f", r.Engram, r.Recency)
 	}
+	// LongMemEval: each question over its own sessions, in order.
+	if err := os.MkdirAll(filepath.Join(bench, "longmemeval"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var filler []string
+	for i := range 40 {
+		filler = append(filler, fmt.Sprintf(`{"role":%q,"content":"On day %d it rained and we played cards until late at night, again."}`, []string{"user", "assistant"}[i%2], i))
+	}
+	lme := `[{"question_id":"q1","question_type":"single-session-user","question":"What breed is my dog?","question_date":"2023/05/30 (Tue) 10:00",
+	  "haystack_dates":["2023/05/20 (Sat) 10:00","2023/05/21 (Sun) 10:00"],"haystack_session_ids":["s1","s2"],
+	  "haystack_sessions":[[{"role":"user","content":"My dog is a beagle named Rex.","has_answer":true},{"role":"assistant","content":"Beagles are lovely."}],
+	    [` + strings.Join(filler, ",") + `]],
+	  "answer_session_ids":["s1"]}]`
+	if err := os.WriteFile(filepath.Join(bench, "longmemeval", "longmemeval_oracle.json"), []byte(lme), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = e.ok("", "bench", "assemble", "--set", "longmemeval", "--bench-dir", bench, "--budget", "600", "--lexical", "--json")
+	rows = nil
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rows) != 1 || rows[0].Questions != 1 || rows[0].Engram != 1 || rows[0].Recency != 0 || rows[0].ContextTokens > 600 || rows[0].Refused != 0 {
+		t.Errorf("longmemeval rows %+v", rows)
+	}
 	e.fail("", 1, "locomo10.json", "bench", "assemble", "--bench-dir", filepath.Join(t.TempDir(), "none"))
 	e.fail("", 2, "--budget 100", "bench", "assemble", "--budget", "100")
+	e.fail("", 2, "--set gocommits", "bench", "assemble", "--set", "gocommits")
 }

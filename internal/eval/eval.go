@@ -61,6 +61,9 @@ type Question struct {
 	// Time is when the question is asked, if the set says (LongMemEval);
 	// "a week ago" counts back from it.
 	Time time.Time
+	// Sessions are the sessions the question is asked over, in order, if
+	// the set says (LongMemEval's haystack).
+	Sessions []string
 }
 
 // Set is a benchmark set: a repository (Code) or conversations

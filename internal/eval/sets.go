@@ -251,7 +251,7 @@ func LoadLongMemEval(path string) (*Set, error) {
 		}
 		asked, _ := time.Parse(lmeDate, q.Date)
 		set.Questions = append(set.Questions, Question{ID: q.QuestionID, Text: q.Question, Corpus: corpus,
-			Relevant: dedupe(rel), Kind: q.QuestionType, Time: asked})
+			Relevant: dedupe(rel), Kind: q.QuestionType, Time: asked, Sessions: q.SessionIDs})
 	}
 	if len(set.Questions) == 0 {
 		return nil, fmt.Errorf("%s: no questions with evidence", path)
