@@ -22,7 +22,7 @@ type Assembler struct {
 	Windows *window.Manager
 
 	// lines caches the tokens of the arc's lines, which stay the same
-	// from turn to turn.
+	// from turn to turn, by encoding and line.
 	mu    sync.Mutex
 	lines map[string]int
 }
@@ -32,8 +32,9 @@ const maxCachedLines = 1 << 16
 
 // countLine counts a line of the arc, with its line break.
 func (a *Assembler) countLine(enc *tokens.Encoding, line string) int {
+	k := enc.Name() + "\x00" + line
 	a.mu.Lock()
-	n, ok := a.lines[line]
+	n, ok := a.lines[k]
 	a.mu.Unlock()
 	if ok {
 		return n
@@ -43,7 +44,7 @@ func (a *Assembler) countLine(enc *tokens.Encoding, line string) int {
 	if a.lines == nil || len(a.lines) >= maxCachedLines {
 		a.lines = map[string]int{}
 	}
-	a.lines[line] = n
+	a.lines[k] = n
 	a.mu.Unlock()
 	return n
 }
@@ -97,8 +98,9 @@ type Turn struct {
 	// Budget is what the messages may take; Tokens what they take.
 	Budget, Tokens int
 	Plan           Plan
-	// Layers says what each layer holds, in tokens (within its
-	// allocation).
+	// Layers says what each layer holds, in tokens: within its
+	// allocation, but for retrieval, which takes what the layers before it
+	// left of theirs too.
 	Layers map[string]int
 	// History is how the conversation was laid out to its allocation.
 	History window.View
@@ -146,6 +148,9 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		last = msgs[to]
 	default:
 		return Turn{}, fmt.Errorf("%w: no message for the turn: the window's newest message is not a user's prompt, and the request gives none", ErrInvalid)
+	}
+	if unanswered(msgs[from:to]) {
+		return Turn{}, fmt.Errorf("%w: the window holds a tool call without its result: append the result before the turn's message", ErrInvalid)
 	}
 	s := Situation{Budget: budget, Messages: to - from, MessageTokens: last.Tokens, Depth: req.Depth, Continuing: to > from,
 		Available: map[string]int{Entities: 0}}
@@ -210,7 +215,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// The system message: the window's, then the preferences and the
 	// briefing as blocks of their own, each within its allocation.
 	var out []window.Message
-	sys := window.Message{Role: window.RoleSystem}
+	sys := window.Message{Role: window.RoleSystem, Tokens: 4} // the framing messageTokens counts
 	if from > 0 {
 		out = append(out, msgs[:from-1]...)
 		sys = msgs[from-1]
@@ -269,13 +274,6 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 			used += m.Tokens
 		}
 		if room := budget - used; room > 0 {
-			// The plan says what the layer was given in the end.
-			for i := range t.Plan.Layers {
-				if t.Plan.Layers[i].Name == Retrieval {
-					t.Plan.Allocated += room - t.Plan.Layers[i].Tokens
-					t.Plan.Layers[i].Tokens, t.Plan.Layers[i].Dropped = room, false
-				}
-			}
 			blk, err := a.Engine.Pack(ctx, textOf(&last), room, req.Scope, shownEntries)
 			if err != nil {
 				return Turn{}, fmt.Errorf("pre-fetch: %w", err)
@@ -423,4 +421,22 @@ func firstLine(s string) string {
 		}
 	}
 	return ""
+}
+
+// unanswered reports whether a tool call in msgs has no result after it.
+func unanswered(msgs []window.Message) bool {
+	answered := map[string]bool{}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		for _, b := range msgs[i].Blocks {
+			switch b.Type {
+			case window.BlockToolResult:
+				answered[b.ToolUseID] = true
+			case window.BlockToolUse:
+				if !answered[b.ID] {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -154,6 +154,19 @@ func TestAssembleBadInput(t *testing.T) {
 	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: huge}); !errors.Is(err, assemble.ErrOverBudget) && !errors.Is(err, assemble.ErrNoHistoryRoom) {
 		t.Errorf("a message filling the budget: %v", err)
 	}
+	// A tool call still waiting for its result cannot be sent before a
+	// user's message: refused.
+	open := store.WindowKey{SessionID: "s", AgentID: "open"}
+	if _, err := a.Windows.Open(ctx, open, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Windows.Append(ctx, open, []window.Message{text(window.RoleUser, "list the files"),
+		{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: "c1", Name: "ls", Input: []byte(`{}`)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Assemble(ctx, assemble.Request{Key: open, Message: "and?"}); !errors.Is(err, assemble.ErrInvalid) {
+		t.Errorf("an open tool call before the message: %v", err)
+	}
 	// A short conversation is shown whole, however small its share.
 	short := store.WindowKey{SessionID: "s", AgentID: "short"}
 	if _, err := a.Windows.Open(ctx, short, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100}); err != nil {

@@ -2,12 +2,14 @@ package window
 
 import (
 	"cmp"
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/store"
@@ -71,6 +73,11 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 	if err != nil {
 		return nil, err
 	}
+	// The settings of the ledger as read now: the caller's may be older
+	// (read before the window's lock, a settings change since).
+	if err := json.Unmarshal(w.Settings, &s); err != nil {
+		return nil, fmt.Errorf("window %s: settings: %w", key, err)
+	}
 	msgs, err := m.messages(ctx, items)
 	if err != nil {
 		return nil, err
@@ -114,7 +121,8 @@ func (m *Manager) newLayout(key store.WindowKey, s Settings, lo *laidOut) (*Layo
 		return nil, err
 	}
 	return NewLayout(Options{Policy: s.Policy, Budget: s.Limits.Budget(), Count: enc.Count,
-		RefID: func(from, to int) string { return lo.refID(key, from, to) }})
+		RefID: func(from, to int) string { return lo.refID(key, from, to) },
+		Place: func(i int) int { return lo.items[i].Pos + 1 }})
 }
 
 // refID names the reference of the Layout's messages [from, to).
@@ -315,16 +323,31 @@ func (lo *laidOut) refs(evs []store.Eviction) []Ref {
 }
 
 // notUnder is the error of a re-admission of a reference that no
-// segment of the window stands for: it was taken over by a later one, or
-// its messages are back in the window.
+// segment of the window stands for: its messages are in the window, or
+// under another reference (one that took it over, or, for a reference of
+// an assembled context's view, the window's own).
 func notUnder(items []store.WindowItem, ref store.Reference) error {
+	var under []string
+	inWindow := false
 	for _, it := range items {
-		if it.Pos >= ref.TurnFrom-1 && it.Pos < ref.TurnTo {
-			if it.RefID != "" && it.RefID != ref.ID {
-				return fmt.Errorf("reference %s: its messages are now under reference %s, which took it over: readmit that: %w", ref.ID, it.RefID, store.ErrNotFound)
-			}
-			return fmt.Errorf("reference %s: its messages are in the window already: %w", ref.ID, store.ErrNotFound)
+		if it.Pos < ref.TurnFrom-1 || it.Pos >= ref.TurnTo {
+			continue
 		}
+		switch {
+		case it.RefID == "":
+			inWindow = true
+		case !slices.Contains(under, it.RefID):
+			under = append(under, it.RefID)
+		}
+	}
+	switch {
+	case len(under) == 0 && inWindow:
+		return fmt.Errorf("reference %s: its messages are in the window already: %w", ref.ID, store.ErrNotFound)
+	case len(under) == 1 && !inWindow:
+		return fmt.Errorf("reference %s: its messages are under reference %s: readmit that: %w", ref.ID, under[0], store.ErrNotFound)
+	case len(under) > 0:
+		return fmt.Errorf("reference %s: its messages are in the window and under references %s (it is a reference of an assembled context's view, laid out apart from the window): readmit those: %w",
+			ref.ID, strings.Join(under, ", "), store.ErrNotFound)
 	}
 	return fmt.Errorf("reference %s: no message of its window is under it: %w", ref.ID, store.ErrNotFound)
 }

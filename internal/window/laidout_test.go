@@ -250,3 +250,45 @@ func TestLaidOutRefusal(t *testing.T) {
 		t.Fatalf("the window does not go on after a refusal: %v", err)
 	}
 }
+
+// TestView: a window's messages laid out to another budget show whole
+// when they fit it, and otherwise stand under markers that expand.
+func TestView(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := toolLoop(20)
+	if _, err := m.Append(ctx, key, msgs); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := m.View(ctx, key, 1, len(msgs), 1<<20)
+	if err != nil || whole.Shown != len(msgs)-1 || whole.Refs != 0 || whole.Tokens != whole.Whole {
+		t.Fatalf("a view with room for all: %+v, %v", whole, err)
+	}
+	v, err := m.View(ctx, key, 1, len(msgs), whole.Whole/3)
+	if err != nil || v.Refs == 0 || v.Tokens > whole.Whole/3 {
+		t.Fatalf("a view of a third: %+v, %v", v, err)
+	}
+	covered := 0
+	for _, it := range v.Items {
+		switch {
+		case it.Message != nil:
+			covered++
+		case it.RefID != "":
+			back, err := m.Expand(ctx, it.RefID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			covered += len(back)
+		}
+	}
+	if covered != len(msgs)-1 {
+		t.Errorf("the view covers %d messages of %d", covered, len(msgs)-1)
+	}
+	if _, err := m.View(ctx, key, 5, 2, 1000); err == nil {
+		t.Error("a view of messages 5 to 2")
+	}
+}

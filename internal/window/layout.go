@@ -87,6 +87,9 @@ type Options struct {
 	// "ref-<from>-<to>"; the decisions depend on it only through the
 	// marker's size.
 	RefID func(from, to int) string
+	// Place is the place, from 1, that a marker names for message i: its
+	// place in the window's ledger. Nil is i+1.
+	Place func(i int) int
 }
 
 // A Layout is a window over one conversation: its messages, and how it
@@ -505,6 +508,9 @@ func (l *Layout) mark(s *Segment) {
 func (l *Layout) markerOf(s *Segment) ctxref.Marker {
 	m := ctxref.Marker{ID: l.o.RefID(s.From, s.To), Type: store.RefConversation,
 		TurnFrom: s.From + 1, TurnTo: s.To, Tokens: s.Tokens}
+	if l.o.Place != nil {
+		m.TurnFrom, m.TurnTo = l.o.Place(s.From), l.o.Place(s.To-1)
+	}
 	m.Entities = l.topEntities(s.From, s.To, l.o.Policy.MarkerEntities)
 	if l.o.Policy.MarkerTime {
 		m.Time = l.msgs[s.To-1].Time

@@ -65,6 +65,18 @@ func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budge
 	if err != nil {
 		return View{}, err
 	}
+	whole := 0
+	for i := from; i < to; i++ {
+		whole += msgs[i].Tokens
+	}
+	if whole <= budget {
+		v := View{Items: []Item{}, Tokens: whole, Whole: whole, Messages: to - from, Shown: to - from}
+		for i := from; i < to; i++ {
+			msg := msgs[i]
+			v.Items = append(v.Items, Item{Pos: lo.items[i].Pos, Message: &msg})
+		}
+		return v, nil
+	}
 	// The window's last view, if it was of the same start and budget, over
 	// the same layout of the window, takes only the messages since: a
 	// turn's view costs what the turn added.
@@ -78,7 +90,8 @@ func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budge
 			part: &laidOut{markers: map[string]string{}}}
 		part := vc.part
 		if vc.layout, err = NewLayout(Options{Policy: s.Policy, Budget: max(budget, MinBudget), Count: enc.Count,
-			RefID: func(a, b int) string { return part.refID(key, a, b) }}); err != nil {
+			RefID: func(a, b int) string { return part.refID(key, a, b) },
+			Place: func(i int) int { return part.items[i].Pos + 1 }}); err != nil {
 			return View{}, err
 		}
 	}
