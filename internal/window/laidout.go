@@ -2,8 +2,8 @@ package window
 
 import (
 	"cmp"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
