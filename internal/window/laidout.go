@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/store"
@@ -23,6 +24,9 @@ import (
 // (or re-admission) that makes them.
 type laidOut struct {
 	version int64
+	// created is when the window was made: a window forgotten and opened
+	// again starts its versions over, and must not find the old layout.
+	created time.Time
 	layout  *Layout
 	// items are the ledger's items, in the Layout's order.
 	items []store.WindowItem
@@ -66,7 +70,7 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 	m.mu.Lock()
 	lo := m.layouts[key]
 	m.mu.Unlock()
-	if lo != nil && lo.version == w.Version {
+	if lo != nil && lo.version == w.Version && lo.created.Equal(w.CreatedAt) {
 		return lo, nil
 	}
 	w, items, readmits, err := m.eng.Store().WindowLedger(ctx, key)
@@ -82,7 +86,7 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 	if err != nil {
 		return nil, err
 	}
-	lo = &laidOut{items: items, version: w.Version, markers: map[string]string{}}
+	lo = &laidOut{items: items, version: w.Version, created: w.CreatedAt, markers: map[string]string{}}
 	if lo.layout, err = m.newLayout(key, s, lo); err != nil {
 		return nil, err
 	}

@@ -603,3 +603,64 @@ func TestManagerRelay(t *testing.T) {
 	}
 	consistent("after forgetting and an append")
 }
+
+// TestManagerForgottenWindow: a window whose session another process
+// forgets and opens again starts its versions over; a Manager's cached
+// layout of the old window is never shown for the new one, even when the
+// new one reaches the old version.
+func TestManagerForgottenWindow(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	newEngine := func() *engine.Engine {
+		eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eng
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, eng2 := window.NewManager(newEngine(), cat), newEngine()
+	other := window.NewManager(eng2, cat)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 8000}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := m.Append(ctx, key, []window.Message{textMsg(window.RoleUser, fmt.Sprintf("secret plan number %d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := m.Status(ctx, key) // m caches the layout at this version
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng2.Forget(ctx, engine.ForgetRequest{Sessions: []string{"s"}, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Open(ctx, key, window.OpenOptions{Limit: 8000}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		st, err := other.Status(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Version >= before.Version {
+			if st.Version != before.Version {
+				t.Fatalf("the new window passed version %d: %d", before.Version, st.Version)
+			}
+			break
+		}
+		if _, err := other.Append(ctx, key, []window.Message{textMsg(window.RoleUser, fmt.Sprintf("new message %d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, it := range contextOf(t, m, key) {
+		if it.Message != nil && strings.Contains(it.Message.Blocks[0].Text, "secret plan") {
+			t.Fatalf("the forgotten window's message shows in the new one: %q", it.Message.Blocks[0].Text)
+		}
+	}
+}
