@@ -79,12 +79,7 @@ depend on a model. --bench-dir defaults to $ENGRAM_BENCH_DIR, else
 					return usagef("--budget %d: a window needs at least %d tokens", b, window.MinBudget)
 				}
 			}
-			if benchPath == "" {
-				benchPath = a.getenv("ENGRAM_BENCH_DIR")
-			}
-			if benchPath == "" {
-				benchPath = filepath.Join(a.cfg.Project, "..", "shared", "bench")
-			}
+			benchPath = a.benchSets(benchPath)
 			for _, s := range sets {
 				if s != eval.LoCoMo && s != eval.LongMemEval {
 					return usagef("--set %s: the conversation sets are %s and %s", s, eval.LoCoMo, eval.LongMemEval)

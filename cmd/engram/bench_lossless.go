@@ -21,6 +21,18 @@ import (
 	"github.com/engramhq/engram/internal/window"
 )
 
+// benchSets returns the folder of the shared benchmark sets: dir if
+// given, else $ENGRAM_BENCH_DIR, else ../shared/bench beside the project.
+func (a *app) benchSets(dir string) string {
+	if dir == "" {
+		dir = a.getenv("ENGRAM_BENCH_DIR")
+	}
+	if dir == "" {
+		dir = filepath.Join(a.cfg.Project, "..", "shared", "bench")
+	}
+	return dir
+}
+
 // losslessRow is what bench lossless checked of one set at one budget.
 type losslessRow struct {
 	Set        string  `json:"set"`
@@ -76,12 +88,7 @@ project.`,
 					return usagef("--set %s: the conversation sets are %s and %s", s, eval.LoCoMo, eval.LongMemEval)
 				}
 			}
-			if benchPath == "" {
-				benchPath = a.getenv("ENGRAM_BENCH_DIR")
-			}
-			if benchPath == "" {
-				benchPath = filepath.Join(a.cfg.Project, "..", "shared", "bench")
-			}
+			benchPath = a.benchSets(benchPath)
 			d, cleanup, err := benchDir(dir)
 			if err != nil {
 				return err

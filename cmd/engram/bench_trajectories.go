@@ -70,12 +70,7 @@ is an error naming the file and line.`,
 			if split != "" && split != "even" && split != "odd" {
 				return usagef("--split %q: want even or odd", split)
 			}
-			if benchPath == "" {
-				benchPath = a.getenv("ENGRAM_BENCH_DIR")
-			}
-			if benchPath == "" {
-				benchPath = filepath.Join(a.cfg.Project, "..", "shared", "bench")
-			}
+			benchPath = a.benchSets(benchPath)
 			if file == "" {
 				file = filepath.Join(benchPath, "trajectories", "trajectories.jsonl.gz")
 			}

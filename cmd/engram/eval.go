@@ -130,12 +130,7 @@ line, before anything is scored.`,
 			if r.queries != "" && cmd.Flags().Changed("set") {
 				return usagef("--set names benchmark sets; with --queries and --corpus, your set is the one scored")
 			}
-			if benchPath == "" {
-				benchPath = a.getenv("ENGRAM_BENCH_DIR")
-			}
-			if benchPath == "" {
-				benchPath = filepath.Join(a.cfg.Project, "..", "shared", "bench")
-			}
+			benchPath = a.benchSets(benchPath)
 			if len(sets) == 0 {
 				sets = eval.SetNames()
 			}

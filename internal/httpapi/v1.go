@@ -323,14 +323,24 @@ func pathWindow(r *http.Request, session, agent *string) error {
 	return nil
 }
 
+// windowBody decodes a window route's body into in and checks that the
+// window it names (session, agent) is the path's, answering the error and
+// reporting false if not.
+func (v *v1) windowBody(w http.ResponseWriter, r *http.Request, in any, session, agent *string) bool {
+	if err := v.decode(w, r, in); err != nil {
+		v.fail(w, r, err)
+		return false
+	}
+	if err := pathWindow(r, session, agent); err != nil {
+		v.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
 func (v *v1) openWindow(w http.ResponseWriter, r *http.Request) {
 	var in api.WindowOpenIn
-	if err := v.decode(w, r, &in); err != nil {
-		v.fail(w, r, err)
-		return
-	}
-	if err := pathWindow(r, &in.Session, &in.Agent); err != nil {
-		v.fail(w, r, err)
+	if !v.windowBody(w, r, &in, &in.Session, &in.Agent) {
 		return
 	}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowOpen(r.Context(), in); return out, err })
@@ -343,12 +353,7 @@ func (v *v1) window(w http.ResponseWriter, r *http.Request) {
 
 func (v *v1) appendWindow(w http.ResponseWriter, r *http.Request) {
 	var in api.WindowAppendIn
-	if err := v.decode(w, r, &in); err != nil {
-		v.fail(w, r, err)
-		return
-	}
-	if err := pathWindow(r, &in.Session, &in.Agent); err != nil {
-		v.fail(w, r, err)
+	if !v.windowBody(w, r, &in, &in.Session, &in.Agent) {
 		return
 	}
 	o, err := v.ops(r)
@@ -366,12 +371,7 @@ func (v *v1) appendWindow(w http.ResponseWriter, r *http.Request) {
 
 func (v *v1) readmitWindow(w http.ResponseWriter, r *http.Request) {
 	var in api.WindowReadmitIn
-	if err := v.decode(w, r, &in); err != nil {
-		v.fail(w, r, err)
-		return
-	}
-	if err := pathWindow(r, &in.Session, &in.Agent); err != nil {
-		v.fail(w, r, err)
+	if !v.windowBody(w, r, &in, &in.Session, &in.Agent) {
 		return
 	}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowReadmit(r.Context(), in); return out, err })
@@ -379,12 +379,7 @@ func (v *v1) readmitWindow(w http.ResponseWriter, r *http.Request) {
 
 func (v *v1) assembleWindow(w http.ResponseWriter, r *http.Request) {
 	var in api.WindowAssembleIn
-	if err := v.decode(w, r, &in); err != nil {
-		v.fail(w, r, err)
-		return
-	}
-	if err := pathWindow(r, &in.Session, &in.Agent); err != nil {
-		v.fail(w, r, err)
+	if !v.windowBody(w, r, &in, &in.Session, &in.Agent) {
 		return
 	}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowAssemble(r.Context(), in); return out, err })

@@ -394,22 +394,10 @@ func applyEvictions(ctx context.Context, tx *sql.Tx, key store.WindowKey, st sto
 
 // ReadmitWindow implements store.Store.
 func (s *Store) ReadmitWindow(ctx context.Context, key store.WindowKey, refID string, evict store.Evictor) (store.Window, []store.Eviction, error) {
-	if err := key.Validate(); err != nil {
-		return store.Window{}, nil, fmt.Errorf("readmit to window: %w", err)
-	}
-	var (
-		w   store.Window
-		evs []store.Eviction
-	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		evs = nil
-		var err error
-		if w, err = windowHead(ctx, tx, key); err != nil {
-			return err
-		}
+	return s.changeWindow(ctx, key, "readmit "+refID+" to window", evict, func(tx *sql.Tx) error {
 		var r store.WindowReadmit
 		var n int
-		err = tx.QueryRowContext(ctx, `SELECT coalesce(min(pos), 0), coalesce(max(pos) + 1, 0), count(*),
+		err := tx.QueryRowContext(ctx, `SELECT coalesce(min(pos), 0), coalesce(max(pos) + 1, 0), count(*),
 			(SELECT coalesce(max(pos) + 1, 0) FROM window_items WHERE session_id = ?1 AND agent_id = ?2)
 			FROM window_items WHERE session_id = ?1 AND agent_id = ?2 AND ref_id = ?3`,
 			key.SessionID, key.AgentID, refID).Scan(&r.From, &r.To, &n, &r.At)
@@ -423,26 +411,28 @@ func (s *Store) ReadmitWindow(ctx context.Context, key store.WindowKey, refID st
 			key.SessionID, key.AgentID, refID); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO window_readmits(session_id, agent_id, seq, at_pos, from_pos, to_pos)
+		_, err = tx.ExecContext(ctx, `INSERT INTO window_readmits(session_id, agent_id, seq, at_pos, from_pos, to_pos)
 			SELECT ?1, ?2, coalesce(max(seq) + 1, 0), ?3, ?4, ?5 FROM window_readmits WHERE session_id = ?1 AND agent_id = ?2`,
-			key.SessionID, key.AgentID, r.At, r.From, r.To); err != nil {
-			return err
-		}
-		w.Version++
-		w.UpdatedAt = time.Now().UTC()
-		evs, err = finishWindow(ctx, tx, w, evict)
+			key.SessionID, key.AgentID, r.At, r.From, r.To)
 		return err
 	})
-	if err != nil {
-		return store.Window{}, nil, fmt.Errorf("readmit %s to window %s: %w", refID, key, err)
-	}
-	return w, evs, nil
 }
 
 // RelayWindow implements store.Store.
 func (s *Store) RelayWindow(ctx context.Context, key store.WindowKey, evict store.Evictor) (store.Window, []store.Eviction, error) {
+	return s.changeWindow(ctx, key, "lay out window", evict, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = '' WHERE session_id = ? AND agent_id = ? AND ref_id != ''`,
+			key.SessionID, key.AgentID)
+		return err
+	})
+}
+
+// changeWindow makes a change to a window's items in one transaction, then
+// its evictor's evictions and its new version (finishWindow); what names
+// the change in errors.
+func (s *Store) changeWindow(ctx context.Context, key store.WindowKey, what string, evict store.Evictor, change func(tx *sql.Tx) error) (store.Window, []store.Eviction, error) {
 	if err := key.Validate(); err != nil {
-		return store.Window{}, nil, fmt.Errorf("lay out window: %w", err)
+		return store.Window{}, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var (
 		w   store.Window
@@ -454,8 +444,7 @@ func (s *Store) RelayWindow(ctx context.Context, key store.WindowKey, evict stor
 		if w, err = windowHead(ctx, tx, key); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE window_items SET ref_id = '' WHERE session_id = ? AND agent_id = ? AND ref_id != ''`,
-			key.SessionID, key.AgentID); err != nil {
+		if err := change(tx); err != nil {
 			return err
 		}
 		w.Version++
@@ -464,7 +453,7 @@ func (s *Store) RelayWindow(ctx context.Context, key store.WindowKey, evict stor
 		return err
 	})
 	if err != nil {
-		return store.Window{}, nil, fmt.Errorf("lay out window %s: %w", key, err)
+		return store.Window{}, nil, fmt.Errorf("%s %s: %w", what, key, err)
 	}
 	return w, evs, nil
 }
