@@ -105,6 +105,16 @@ type Store interface {
 	// returns the window's head after and the evictions made;
 	// ErrNotFound if the window holds no message under the reference.
 	ReadmitWindow(ctx context.Context, key WindowKey, refID string, evict Evictor) (Window, []Eviction, error)
+	// WindowSummaries returns a window's rolling summaries, by level and
+	// place, and their epoch: how many times they were written (0 for
+	// none). ErrNotFound if there is no such window.
+	WindowSummaries(ctx context.Context, key WindowKey) (int64, []WindowSummary, error)
+	// PutWindowSummaries writes rolling summaries of a window, each
+	// replacing the one of its level and place, in one transaction, if
+	// their epoch is still epoch, and returns the new epoch; else it
+	// writes nothing and returns ErrStaleEpoch (a summarizer that started
+	// before another's write never overwrites it).
+	PutWindowSummaries(ctx context.Context, key WindowKey, epoch int64, sums []WindowSummary) (int64, error)
 
 	// PutSession registers a session or updates its name and metadata.
 	PutSession(ctx context.Context, s Session) error
@@ -193,6 +203,10 @@ const MinPrefix = 4
 
 // ErrNotFound is returned when a requested record does not exist.
 var ErrNotFound = errors.New("not found")
+
+// ErrStaleEpoch is returned when a write expected an epoch that another
+// write has moved on from.
+var ErrStaleEpoch = errors.New("stale epoch: written meanwhile")
 
 // ErrSchemaTooNew is returned when a store was written by a newer engram.
 var ErrSchemaTooNew = errors.New("store written by a newer engram")

@@ -113,3 +113,34 @@ type WindowRef struct {
 // called more than once for one change (a busy store retries the
 // transaction), so it must not keep state between calls.
 type Evictor func(st WindowState) ([]Eviction, error)
+
+// WindowSummary is a rolling summary of a run of a window's ledger: the
+// items with From <= Pos < To, at a level (1: summarized from the
+// messages; higher: from the summaries of the level below).
+type WindowSummary struct {
+	Level    int
+	From, To int
+	// Digest names the content summarized (the items' entries): a
+	// summary whose run no longer holds it (a forget) is not its
+	// summary.
+	Digest string
+	Text   string
+	Tokens int
+	// By is what made it: "extractive", or a model.
+	By        string
+	Epoch     int64
+	CreatedAt time.Time
+}
+
+// Validate checks a summary before it is written.
+func (s WindowSummary) Validate() error {
+	switch {
+	case s.Level < 1:
+		return &ValidationError{Field: "level", Msg: fmt.Sprintf("a summary's level is 1 or more, got %d", s.Level)}
+	case s.From < 0 || s.To <= s.From:
+		return &ValidationError{Field: "places", Msg: fmt.Sprintf("a summary stands for items [%d, %d)", s.From, s.To)}
+	case s.Digest == "" || s.Text == "" || s.By == "":
+		return &ValidationError{Field: "summary", Msg: "a summary needs its digest, text and maker"}
+	}
+	return nil
+}

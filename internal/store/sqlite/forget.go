@@ -308,6 +308,8 @@ func (p *purge) forgetSession(id string, records bool) error {
 	}{
 		{`DELETE FROM refs WHERE session_id = ?`, &p.counts.References},
 		{`DELETE FROM window_items WHERE session_id = ?`, nil},
+		{`DELETE FROM window_readmits WHERE session_id = ?`, nil},
+		{`DELETE FROM window_summaries WHERE session_id = ?`, nil},
 		{`DELETE FROM windows WHERE session_id = ?`, nil},
 		{`DELETE FROM agents WHERE session_id = ?`, &p.counts.Agents},
 		{`DELETE FROM sessions WHERE id = ?`, nil},
@@ -800,6 +802,11 @@ func (p *purge) dropWindowItems() error {
 	}
 	for _, it := range doomed {
 		if _, err := p.exec(`DELETE FROM window_items WHERE session_id = ? AND agent_id = ? AND pos = ?`, it.session, it.agent, it.pos); err != nil {
+			return err
+		}
+		// A summary may quote the forgotten message.
+		if _, err := p.exec(`DELETE FROM window_summaries WHERE session_id = ? AND agent_id = ? AND from_pos <= ? AND ? < to_pos`,
+			it.session, it.agent, it.pos, it.pos); err != nil {
 			return err
 		}
 		if _, err := p.exec(`UPDATE windows SET version = version + 1 WHERE session_id = ? AND agent_id = ?`, it.session, it.agent); err != nil {

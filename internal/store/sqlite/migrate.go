@@ -47,6 +47,7 @@ var migrations = []migration{
 	{12, "forgetting: the audit, redacted entries", schemaV12, addRedacted},
 	{13, "context windows", schemaV13, nil},
 	{14, "context windows' re-admissions and append times", schemaV14, addAppendedAt},
+	{15, "rolling summaries of context windows", schemaV15, nil},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -699,5 +700,27 @@ CREATE TABLE IF NOT EXISTS window_readmits (
 	from_pos   INTEGER NOT NULL,
 	to_pos     INTEGER NOT NULL,
 	PRIMARY KEY (session_id, agent_id, seq)
+) STRICT, WITHOUT ROWID;
+`
+
+// schemaV15: the rolling summaries of windows (issue 24): one per level
+// and first place; epoch is the count of the window's summary writes when
+// it was written, the greatest being the window's epoch, which a write
+// must still find to succeed (compare-and-swap).
+const schemaV15 = `
+
+CREATE TABLE IF NOT EXISTS window_summaries (
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	level      INTEGER NOT NULL,
+	from_pos   INTEGER NOT NULL,
+	to_pos     INTEGER NOT NULL,
+	digest     TEXT NOT NULL,
+	text       TEXT NOT NULL,
+	tokens     INTEGER NOT NULL,
+	made_by    TEXT NOT NULL,
+	epoch      INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (session_id, agent_id, level, from_pos)
 ) STRICT, WITHOUT ROWID;
 `

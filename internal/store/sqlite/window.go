@@ -489,3 +489,83 @@ func sameRef(ctx context.Context, tx *sql.Tx, r store.Reference) bool {
 	}
 	return session == r.SessionID && agent == r.AgentID && ids == jsonIDs(r.ContentIDs)
 }
+
+// WindowSummaries implements store.Store.
+func (s *Store) WindowSummaries(ctx context.Context, key store.WindowKey) (int64, []store.WindowSummary, error) {
+	var (
+		epoch int64
+		out   []store.WindowSummary
+	)
+	err := s.read(ctx, func(db *sql.DB) error {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := windowHead(ctx, tx, key); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT level, from_pos, to_pos, digest, text, tokens, made_by, epoch, created_at
+			FROM window_summaries WHERE session_id = ? AND agent_id = ? ORDER BY level, from_pos`, key.SessionID, key.AgentID)
+		if err != nil {
+			return err
+		}
+		out, epoch = nil, 0
+		for rows.Next() {
+			var w store.WindowSummary
+			var at int64
+			if err := rows.Scan(&w.Level, &w.From, &w.To, &w.Digest, &w.Text, &w.Tokens, &w.By, &w.Epoch, &at); err != nil {
+				return errors.Join(err, rows.Close())
+			}
+			w.CreatedAt = fromUnixNano(at)
+			epoch = max(epoch, w.Epoch)
+			out = append(out, w)
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("window %s: summaries: %w", key, err)
+	}
+	return epoch, out, nil
+}
+
+// PutWindowSummaries implements store.Store: the epoch is read and the
+// summaries written in one write transaction, which SQLite runs one at a
+// time, so two writers that read the same epoch cannot both succeed.
+func (s *Store) PutWindowSummaries(ctx context.Context, key store.WindowKey, epoch int64, sums []store.WindowSummary) (int64, error) {
+	if err := key.Validate(); err != nil {
+		return 0, err
+	}
+	for _, w := range sums {
+		if err := w.Validate(); err != nil {
+			return 0, fmt.Errorf("window %s: summary of %d to %d: %w", key, w.From, w.To, err)
+		}
+	}
+	var next int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := windowHead(ctx, tx, key); err != nil {
+			return err
+		}
+		var now int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(epoch), 0) FROM window_summaries WHERE session_id = ? AND agent_id = ?`,
+			key.SessionID, key.AgentID).Scan(&now); err != nil {
+			return err
+		}
+		if now != epoch {
+			return fmt.Errorf("%w (expected epoch %d, the window's is %d)", store.ErrStaleEpoch, epoch, now)
+		}
+		next = now + 1
+		at := unixNano(time.Now())
+		for _, w := range sums {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO window_summaries(session_id, agent_id, level, from_pos, to_pos, digest, text, tokens, made_by, epoch, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key.SessionID, key.AgentID, w.Level, w.From, w.To, w.Digest, w.Text, w.Tokens, w.By, next, at); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("window %s: write summaries: %w", key, err)
+	}
+	return next, nil
+}

@@ -142,6 +142,7 @@ func Run(t *testing.T, open Opener) {
 		{"Windows", testWindows},
 		{"WindowConcurrentAppends", testWindowConcurrentAppends},
 		{"WindowAbsorb", testWindowAbsorb},
+		{"WindowSummaries", testWindowSummaries},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

@@ -320,3 +320,66 @@ func testWindowAbsorb(t *testing.T, s store.Store) {
 		t.Errorf("after joining: %+v", got)
 	}
 }
+
+// testWindowSummaries: rolling summaries are written by compare-and-swap
+// on the window's epoch, replace those of their level and place, and go
+// with a forgotten message (which they may quote) or session.
+func testWindowSummaries(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
+	if _, _, err := s.WindowSummaries(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("summaries of no window: %v", err)
+	}
+	if _, err := s.PutWindow(ctx, key, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	items, _ := appendMessages(t, s, key, nil, "the parser drops comments", "the lexer keeps them", "we decided to keep them")
+	// A re-admission, which the session's forget must take too.
+	appendMessages(t, s, key, func(st store.WindowState) ([]store.Eviction, error) {
+		return []store.Eviction{{From: 1, To: 2, Ref: store.Reference{ID: "ref-s", Type: store.RefConversation,
+			SessionID: key.SessionID, AgentID: key.AgentID, ContentIDs: st.Live[1].EntryIDs, TurnFrom: 2, TurnTo: 2}}}, nil
+	}, "a fourth")
+	if _, _, err := s.ReadmitWindow(ctx, key, "ref-s", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, rs, err := s.WindowLedger(ctx, key); err != nil || len(rs) != 1 {
+		t.Fatalf("re-admissions: %+v, %v", rs, err)
+	}
+	sum := func(level, from, to int, text string) store.WindowSummary {
+		return store.WindowSummary{Level: level, From: from, To: to, Digest: "d", Text: text, Tokens: 3, By: "extractive"}
+	}
+	epoch, err := s.PutWindowSummaries(ctx, key, 0, []store.WindowSummary{sum(1, 0, 2, "comments: parser and lexer"), sum(1, 2, 3, "kept")})
+	if err != nil || epoch != 1 {
+		t.Fatalf("first write: epoch %d, %v", epoch, err)
+	}
+	if _, err := s.PutWindowSummaries(ctx, key, 0, []store.WindowSummary{sum(1, 0, 2, "stale")}); !errors.Is(err, store.ErrStaleEpoch) {
+		t.Fatalf("a write at an old epoch: %v", err)
+	}
+	if epoch, err = s.PutWindowSummaries(ctx, key, 1, []store.WindowSummary{sum(1, 0, 2, "newer"), sum(2, 0, 3, "all")}); err != nil || epoch != 2 {
+		t.Fatalf("second write: epoch %d, %v", epoch, err)
+	}
+	epoch, got, err := s.WindowSummaries(ctx, key)
+	if err != nil || epoch != 2 || len(got) != 3 || got[0].Text != "newer" || got[0].Epoch != 2 || got[1].Text != "kept" || got[1].Epoch != 1 ||
+		got[2].Level != 2 || got[0].CreatedAt.IsZero() {
+		t.Fatalf("epoch %d, %+v, %v", epoch, got, err)
+	}
+	// Forgetting the first message drops the summaries that cover it.
+	if _, err := s.Forget(ctx, store.ForgetRequest{Entries: items[0].EntryIDs, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err = s.WindowSummaries(ctx, key); err != nil || len(got) != 1 || got[0].Text != "kept" {
+		t.Fatalf("after forgetting message 0: %+v, %v", got, err)
+	}
+	if _, err := s.Forget(ctx, store.ForgetRequest{Sessions: []string{"s1"}, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutWindow(ctx, key, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if epoch, got, err := s.WindowSummaries(ctx, key); err != nil || epoch != 0 || len(got) != 0 {
+		t.Fatalf("a window opened again after its session was forgotten: epoch %d, %+v, %v", epoch, got, err)
+	}
+	if _, _, rs, err := s.WindowLedger(ctx, key); err != nil || len(rs) != 0 {
+		t.Fatalf("re-admissions of a forgotten session: %+v, %v", rs, err)
+	}
+}
