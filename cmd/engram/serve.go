@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/config"
 	"github.com/engramhq/engram/internal/httpapi"
 	"github.com/engramhq/engram/internal/index"
@@ -105,6 +106,9 @@ listing them and one token for all.`,
 				popts := opts
 				popts.Metrics = metrics.New(eng)
 				if popts.Windows, err = p.windowManager(eng); err != nil {
+					return fmt.Errorf("%s: %w", p.cfg.Project, err)
+				}
+				if popts.Assembler, err = api.NewAssembler(eng, popts.Windows); err != nil {
 					return fmt.Errorf("%s: %w", p.cfg.Project, err)
 				}
 				pmetrics[i] = popts.Metrics

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/retrieve"
@@ -38,6 +39,9 @@ type Ops struct {
 	// Windows keeps the context windows of Eng's store, configured; nil
 	// means a Manager with the built-in models and defaults.
 	Windows *window.Manager
+	// Assembler assembles turns' contexts; nil makes one per call, whose
+	// summarizer's background work the call waits for.
+	Assembler *assemble.Assembler
 }
 
 // IsolationError refuses a write that names another session than the

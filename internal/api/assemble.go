@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/assemble"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // WindowAssembleIn asks for a turn's context, assembled to the window's
@@ -51,14 +53,21 @@ type AssembleOut struct {
 	Budget   int               `json:"budget"`
 	Tokens   int               `json:"tokens"`
 	Layers   []LayerOut        `json:"layers"`
-	// History is how the conversation was laid out: messages covered,
-	// shown whole, markers for the rest, tokens shown and whole.
+	// History is how the conversation was compacted: the strategy
+	// (full, windowed, compacted, multi_level), messages covered, shown
+	// whole, quoted whole in a summary, markers for the rest, tokens shown
+	// and whole, its zones, and how a multi-level history's rolling
+	// summaries were made.
 	History struct {
-		Messages int `json:"messages"`
-		Shown    int `json:"shown"`
-		Refs     int `json:"refs"`
-		Tokens   int `json:"tokens"`
-		Whole    int `json:"whole"`
+		Strategy  string                  `json:"strategy"`
+		Messages  int                     `json:"messages"`
+		Shown     int                     `json:"shown"`
+		Quoted    int                     `json:"quoted"`
+		Refs      int                     `json:"refs"`
+		Tokens    int                     `json:"tokens"`
+		Whole     int                     `json:"whole"`
+		Zones     []assemble.Zone         `json:"zones"`
+		Summaries *assemble.SummaryReport `json:"summaries,omitempty"`
 	} `json:"history"`
 }
 
@@ -88,7 +97,15 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	if err != nil {
 		return AssembleOut{}, "", err
 	}
-	a := &assemble.Assembler{Engine: o.Eng, Windows: m}
+	a := o.Assembler
+	if a == nil {
+		// A one-off assembler: its summarizer's work is waited for, so that
+		// the next call finds it.
+		if a, err = NewAssembler(o.Eng, m); err != nil {
+			return AssembleOut{}, "", err
+		}
+		defer a.Wait()
+	}
 	turn, err := a.Assemble(ctx, assemble.Request{Key: k, Message: in.Message, Tools: in.Tools, Preferences: in.Preferences,
 		Briefing: in.Briefing, Retrieve: !in.NoRetrieval})
 	switch {
@@ -104,7 +121,14 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	out := AssembleOut{Window: windowOut(st), Format: f, Budget: turn.Budget, Tokens: turn.Tokens,
 		Messages: make([]json.RawMessage, 0, len(turn.Messages)), Layers: []LayerOut{}}
 	h := turn.History
-	out.History.Messages, out.History.Shown, out.History.Refs, out.History.Tokens, out.History.Whole = h.Messages, h.Shown, h.Refs, h.Tokens, h.Whole
+	out.History.Strategy, out.History.Zones = string(h.Strategy), h.Zones
+	out.History.Messages, out.History.Shown, out.History.Quoted, out.History.Refs, out.History.Tokens, out.History.Whole = h.Messages, h.Shown, h.Quoted, h.Refs, h.Tokens, h.Whole
+	if out.History.Zones == nil {
+		out.History.Zones = []assemble.Zone{}
+	}
+	if h.Summaries.Chunks > 0 {
+		out.History.Summaries = &h.Summaries
+	}
 	var b strings.Builder
 	for i, msg := range turn.Messages {
 		raw, err := EncodeMessage(f, msg)
@@ -121,7 +145,38 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 		out.Layers = append(out.Layers, lo)
 		fmt.Fprintf(&b, "%-16s %6d of %6d allocated (min %d, ideal %d, max %d)\n", l.Name, lo.Used, lo.Allocated, l.Min, l.Ideal, l.Max)
 	}
-	fmt.Fprintf(&b, "history: %s, %d shown whole, %s for the rest; %d tokens shown of %d whole",
-		plural(h.Messages, "message"), h.Shown, plural(h.Refs, "marker"), h.Tokens, h.Whole)
+	fmt.Fprintf(&b, "history: %s, %s: %d shown whole, %d quoted whole, %s for the rest; %d tokens shown of %d whole\n",
+		h.Strategy, plural(h.Messages, "message"), h.Shown, h.Quoted, plural(h.Refs, "marker"), h.Tokens, h.Whole)
+	for _, z := range h.Zones {
+		fmt.Fprintf(&b, "  %-8s messages %d to %d (%d): %d of %d tokens\n", z.Form, z.From+1, z.To, z.Messages, z.Tokens, z.Budget)
+	}
+	if s := h.Summaries; s.Chunks > 0 {
+		fmt.Fprintf(&b, "  summaries by %s: %d chunks, %d stored, %d made", s.By, s.Chunks, s.Stored, s.Made)
+		if s.Pending > 0 {
+			fmt.Fprintf(&b, ", %d pending", s.Pending)
+		}
+		if s.Stale > 0 {
+			fmt.Fprintf(&b, ", %d stale (newer ones used)", s.Stale)
+		}
+		if s.Fallback != "" {
+			fmt.Fprintf(&b, "; %s", s.Fallback)
+		}
+		b.WriteString("\n")
+	}
 	return out, b.String(), nil
+}
+
+// NewAssembler returns an Assembler over an engine's windows, its rolling
+// summaries made by the configured model, if any: a server keeps one, so
+// that the model's work goes on between requests.
+func NewAssembler(eng *engine.Engine, m *window.Manager) (*assemble.Assembler, error) {
+	a := &assemble.Assembler{Engine: eng, Windows: m}
+	c, err := eng.LLM()
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		a.Summarizer = assemble.Model{Client: c}
+	}
+	return a, nil
 }

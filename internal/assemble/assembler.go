@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
 )
@@ -20,11 +23,25 @@ import (
 type Assembler struct {
 	Engine  *engine.Engine
 	Windows *window.Manager
+	// Summarizer makes the rolling summaries of multi-level histories;
+	// nil quotes the messages (extractive), with no model.
+	Summarizer Summarizer
+	// SummaryTimeout bounds the Summarizer's work on one window's
+	// summaries (zero: DefaultSummaryTimeout).
+	SummaryTimeout time.Duration
+	Logger         *slog.Logger
 
-	// lines caches the tokens of the arc's lines, which stay the same
-	// from turn to turn, by encoding and line.
-	mu    sync.Mutex
-	lines map[string]int
+	mu sync.Mutex
+	// lines caches the tokens of the lines the Assembler shows (the arc's,
+	// summaries', markers), which stay the same from turn to turn, by
+	// encoding and line; scores the static part of messages' scores.
+	lines  map[string]int
+	scores map[string]float64
+	// pending are the windows a Summarizer works on in the background,
+	// failures why its last work on a window failed.
+	pending  map[store.WindowKey]bool
+	failures map[store.WindowKey]string
+	wg       sync.WaitGroup
 }
 
 // maxCachedLines bounds the lines an Assembler keeps counted.
@@ -102,8 +119,9 @@ type Turn struct {
 	// allocation, but for retrieval, which takes what the layers before it
 	// left of theirs too.
 	Layers map[string]int
-	// History is how the conversation was laid out to its allocation.
-	History window.View
+	// History is how the conversation was shown within its allocation:
+	// the compaction's strategy and zones.
+	History Compaction
 }
 
 // ErrNoHistoryRoom is returned when the budget leaves the history layer
@@ -171,7 +189,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		s.Available[Retrieval] = 0
 	}
 	// The arc can hold at most the prompts' first lines.
-	if lines := arcLines(msgs[from:to], pos[from:to], window.View{}); len(lines) > 0 {
+	if lines := arcLines(msgs[from:to], pos[from:to], nil); len(lines) > 0 {
 		s.Available[Arc] = a.countLine(enc, arcHeader)
 		for _, l := range lines {
 			s.Available[Arc] += a.countLine(enc, l)
@@ -190,19 +208,28 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		return Turn{}, fmt.Errorf("%w: %d tokens for it, a window needs %d (budget %d, its fixed layers %d)",
 			ErrNoHistoryRoom, plan.Tokens(History), window.MinBudget, budget, s.IdentityTokens+s.MessageTokens)
 	}
-	// L6 first: the arc names what the history does not show. The view
-	// counts its markers and excerpts as text; as messages they cost a
-	// little framing more, so a view over its allocation so counted is
-	// laid out again to less.
+	// L6 first: the arc names what the history does not show. The
+	// compaction counts its markers and text as lines; as messages they
+	// cost a little framing more, so a history over its allocation so
+	// counted is laid out again to less.
 	if to > from {
+		c := &conv{key: req.Key, enc: enc, msgs: msgs, items: items, from: from, to: to}
+		if q := terms.Content(textOf(&last)); len(q) > 0 {
+			c.query = terms.NewCounter(q)
+			uniq := map[string]bool{}
+			for _, w := range q {
+				uniq[w] = true
+			}
+			c.qterms = len(uniq)
+		}
 		for n := plan.Tokens(History); ; {
-			v, err := a.Windows.View(ctx, req.Key, from, to, n)
+			h, err := a.history(ctx, c, n)
 			if err != nil {
 				return Turn{}, err
 			}
-			t.History = v
+			t.History = h
 			used := 0
-			for _, m := range historyMessages(enc, v) {
+			for _, m := range historyMessages(enc, h.Items) {
 				used += m.Tokens
 			}
 			over := used - plan.Tokens(History)
@@ -235,7 +262,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	if len(sys.Blocks) > 0 {
 		out = append(out, sys)
 	}
-	hist := historyMessages(enc, t.History)
+	hist := historyMessages(enc, t.History.Items)
 	for _, m := range hist {
 		t.Layers[History] += m.Tokens
 	}
@@ -245,7 +272,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	final := last
 	final.Blocks = append([]window.Block(nil), last.Blocks...)
 	var lead []window.Block
-	if arc := a.arc(enc, arcLines(msgs[from:to], pos[from:to], t.History), plan.Tokens(Arc)); arc.text != "" {
+	if arc := a.arc(enc, arcLines(msgs[from:to], pos[from:to], t.History.shown()), plan.Tokens(Arc)); arc.text != "" {
 		lead = append(lead, window.Block{Type: window.BlockText, Text: arc.text})
 		t.Layers[Arc] = arc.tokens
 		final.Tokens += arc.tokens
@@ -256,12 +283,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// never repeats what the context shows whole.
 	if req.Retrieve {
 		shownEntries := map[string]bool{}
-		shownPos := map[int]bool{}
-		for _, it := range t.History.Items {
-			if it.Message != nil {
-				shownPos[it.Pos] = true
-			}
-		}
+		shownPos := t.History.shown()
 		for i, it := range items {
 			if i < from || shownPos[it.Pos] || (req.Message == "" && i == to) {
 				for _, id := range it.EntryIDs {
@@ -300,7 +322,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 
 // historyMessages are the messages of a view: its messages, and each run
 // of its markers and excerpts as one user message.
-func historyMessages(enc *tokens.Encoding, v window.View) []window.Message {
+func historyMessages(enc *tokens.Encoding, items []window.Item) []window.Message {
 	var out []window.Message
 	var run []string
 	flush := func() {
@@ -312,7 +334,7 @@ func historyMessages(enc *tokens.Encoding, v window.View) []window.Message {
 		out = append(out, m)
 		run = nil
 	}
-	for _, it := range v.Items {
+	for _, it := range items {
 		if it.Message != nil {
 			flush()
 			out = append(out, *it.Message)
@@ -382,13 +404,7 @@ const arcHeader = "The conversation so far, what the user asked that is no longe
 // arcLines are the lines of the conversation's arc, extractive: the first
 // line of each user prompt the history does not show whole, oldest first
 // (a cut keeps the oldest: the task).
-func arcLines(msgs []window.Message, pos []int, v window.View) []string {
-	shown := map[int]bool{}
-	for _, it := range v.Items {
-		if it.Message != nil {
-			shown[it.Pos] = true
-		}
-	}
+func arcLines(msgs []window.Message, pos []int, shown map[int]bool) []string {
 	var lines []string
 	for i := range msgs {
 		m := &msgs[i]

@@ -92,9 +92,16 @@ func TestAssemble(t *testing.T) {
 	for _, b := range last.Blocks {
 		all += b.Text + "\n"
 	}
-	if !strings.Contains(all, "Step 0: why does handler0") {
-		t.Errorf("the arc does not give the first request, no longer shown:\n%s", all)
+	whole := ""
+	for _, m := range turn.Messages {
+		for _, b := range m.Blocks {
+			whole += b.Text + "\n"
+		}
 	}
+	if !strings.Contains(whole, "Step 0: why does handler0") {
+		t.Errorf("neither the arc nor a summary gives the first request, no longer shown whole:\n%s", whole)
+	}
+	t.Logf("strategy %s, zones %+v\n%s", turn.History.Strategy, turn.History.Zones, whole)
 	if !strings.Contains(all, "handler3") || turn.Layers[assemble.Retrieval] == 0 {
 		t.Errorf("the pre-fetch found nothing about handler3 (%d tokens):\n%s", turn.Layers[assemble.Retrieval], all)
 	}

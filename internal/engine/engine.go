@@ -389,6 +389,15 @@ func (e *Engine) Watch(ctx context.Context, root string, opts index.Options, wop
 	return index.Watch(ctx, e.st, root, opts, wopts)
 }
 
+// LLM returns a client of the configured chat model, or nil when none is
+// configured.
+func (e *Engine) LLM() (*llm.Client, error) {
+	if e.opts.LLM.Model == "" {
+		return nil, nil
+	}
+	return llm.New(e.opts.LLM)
+}
+
 // Archive returns the archivalist over the engine's store, made on first
 // use. Borderline duplicates are settled with the configured embedder
 // when one is ready (a trained corpus model or a provider); without one,

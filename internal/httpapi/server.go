@@ -24,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/mcpserver"
 	"github.com/engramhq/engram/internal/metrics"
@@ -66,8 +67,11 @@ type Options struct {
 	// (its models and policies); nil means the built-in models and
 	// defaults.
 	Windows *window.Manager
-	Version string
-	Logger  *slog.Logger
+	// Assembler assembles turns' contexts over Windows, keeping its
+	// summarizer's work between requests; nil makes one per request.
+	Assembler *assemble.Assembler
+	Version   string
+	Logger    *slog.Logger
 }
 
 // Defaults of Options.
@@ -110,7 +114,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	mux.Handle("/mcp", g.wrap(limitBody(g.mcp(mcpHandler, sessions), opts.MaxBodyBytes), func(r *http.Request) bool {
 		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
 	}))
-	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, windows: opts.Windows}
+	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, windows: opts.Windows, assembler: opts.Assembler}
 	always := func(*http.Request) bool { return true }
 	v.routes(mux, func(h http.Handler) http.Handler { return g.wrap(h, always) })
 	mux.Handle("/v1/", g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

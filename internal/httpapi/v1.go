@@ -15,6 +15,7 @@ import (
 
 	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/metrics"
@@ -34,6 +35,8 @@ type v1 struct {
 	maxBody int64
 	metrics *metrics.Metrics
 	windows *window.Manager
+	// assembler assembles turns over windows; nil makes one per request.
+	assembler *assemble.Assembler
 }
 
 // route is one route of the API: what serves it and what the OpenAPI
@@ -139,13 +142,13 @@ func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 		if session == "" || isWrite(r) {
 			session = me.SessionID
 		}
-		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Windows: v.windows, Session: func() string { return session },
+		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Windows: v.windows, Assembler: v.assembler, Session: func() string { return session },
 			Handle: func(context.Context) (*archive.Handle, error) { return p.agent, nil }}, nil
 	}
 	if agent == "" && session != "" {
 		agent = "http@" + session
 	}
-	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Windows: v.windows, Session: func() string { return session }}
+	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Windows: v.windows, Assembler: v.assembler, Session: func() string { return session }}
 	o.Handle = func(ctx context.Context) (*archive.Handle, error) {
 		if session == "" {
 			return nil, &httpError{http.StatusBadRequest, "validation", "name the session: X-Engram-Session"}

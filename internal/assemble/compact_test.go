@@ -1,0 +1,382 @@
+package assemble_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/internal/assemble"
+	"github.com/engramhq/engram/internal/llm"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/window"
+)
+
+func TestStrategyFor(t *testing.T) {
+	for _, c := range []struct {
+		whole, room int
+		want        assemble.Strategy
+	}{
+		{0, 100, assemble.Full}, {100, 100, assemble.Full}, {101, 100, assemble.Windowed}, {250, 100, assemble.Windowed},
+		{251, 100, assemble.Compacted}, {800, 100, assemble.Compacted}, {801, 100, assemble.MultiLevel}, {5, 0, assemble.MultiLevel},
+	} {
+		if got := assemble.StrategyFor(c.whole, c.room); got != c.want {
+			t.Errorf("StrategyFor(%d, %d) = %s, want %s", c.whole, c.room, got, c.want)
+		}
+	}
+}
+
+// opened is an assembler with a window of the given limit holding a
+// conversation of n steps.
+func opened(t *testing.T, limit, n int) (*assemble.Assembler, store.WindowKey, []window.Message) {
+	t.Helper()
+	a := assembler(t)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(context.Background(), key, window.OpenOptions{Limit: limit, Output: 100, Safety: 50}); err != nil {
+		t.Fatal(err)
+	}
+	conv := conversation(n)
+	if _, err := a.Windows.Append(context.Background(), key, conv); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Wait) // before the store closes
+	return a, key, conv
+}
+
+// covered checks that a turn's history shows each message of the
+// conversation whole, or stands a marker for it that expands to it, once,
+// and returns how many markers it has.
+func covered(t *testing.T, a *assemble.Assembler, turn assemble.Turn, conv []window.Message) {
+	t.Helper()
+	got := map[int]int{}
+	for _, it := range turn.History.Items {
+		switch {
+		case it.Message != nil:
+			got[it.Pos]++
+		case it.RefID != "":
+			back, err := a.Windows.Expand(context.Background(), it.RefID)
+			if err != nil {
+				t.Fatalf("marker %s: %v", it.RefID, err)
+			}
+			for i := range back {
+				got[it.Pos+i]++
+			}
+		}
+	}
+	for pos := 1; pos < len(conv); pos++ { // the system prompt leads the turn
+		if got[pos] != 1 {
+			t.Errorf("%s: message %d is shown or referred to %d times", turn.History.Strategy, pos, got[pos])
+		}
+	}
+}
+
+// TestAssemble_Strategies: the strategy follows the ratio of the
+// conversation to the room; whatever it is, the context fits the budget,
+// keeps tool calls with their results, and shows every message whole or
+// under a marker that expands to it.
+func TestAssemble_Strategies(t *testing.T) {
+	ctx := context.Background()
+	seen := map[assemble.Strategy]bool{}
+	for _, limit := range []int{60000, 30000, 12000, 1500} {
+		a, key, conv := opened(t, limit, 60)
+		turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "Why does handler7 time out?"})
+		if err != nil {
+			t.Fatalf("limit %d: %v", limit, err)
+		}
+		h := turn.History
+		seen[h.Strategy] = true
+		t.Logf("limit %d: %s, %d of %d tokens, history %d of %d allocated (%d whole); zones %+v; summaries %+v",
+			limit, h.Strategy, turn.Tokens, turn.Budget, turn.Layers[assemble.History], turn.Plan.Tokens(assemble.History), h.Whole, h.Zones, h.Summaries)
+		if want := assemble.StrategyFor(h.Whole, turn.Plan.Tokens(assemble.History)); h.Strategy != want {
+			t.Errorf("limit %d: strategy %s, the ratio calls for %s", limit, h.Strategy, want)
+		}
+		if turn.Tokens > turn.Budget {
+			t.Errorf("limit %d: %d tokens over the budget of %d", limit, turn.Tokens, turn.Budget)
+		}
+		if _, err := window.Units(turn.Messages); err != nil {
+			t.Errorf("limit %d: a tool pair is broken: %v", limit, err)
+		}
+		covered(t, a, turn, conv)
+		again, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "Why does handler7 time out?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(again.Messages) != fmt.Sprint(turn.Messages) {
+			t.Errorf("limit %d: the same request gave another context", limit)
+		}
+	}
+	for _, s := range []assemble.Strategy{assemble.Full, assemble.Windowed, assemble.Compacted, assemble.MultiLevel} {
+		if !seen[s] {
+			t.Errorf("no budget chose %s", s)
+		}
+	}
+}
+
+// TestAssemble_KeyMessages: compaction keeps the messages the turn's
+// message asks about (beyond the seed's heuristics, which cannot know).
+func TestAssemble_KeyMessages(t *testing.T) {
+	a, key, _ := opened(t, 12000, 60)
+	turn, err := a.Assemble(context.Background(), assemble.Request{Key: key, Message: "What did we find about handler33 and pkg33?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.History.Strategy != assemble.Compacted {
+		t.Fatalf("strategy %s", turn.History.Strategy)
+	}
+	found := false
+	for _, it := range turn.History.Items {
+		if it.Message != nil && strings.Contains(textOfMessage(*it.Message), "handler33 waits") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the answer about handler33, in the key zone, is not shown whole: zones %+v", turn.History.Zones)
+	}
+}
+
+func textOfMessage(m window.Message) string {
+	var b strings.Builder
+	for _, bl := range m.Blocks {
+		b.WriteString(bl.Text)
+	}
+	return b.String()
+}
+
+// TestRollingSummaries_Trigger: crossing into the multi-level strategy
+// writes the chunks' summaries (extractive, with no model); the next turn
+// reads them instead of making them.
+func TestRollingSummaries_Trigger(t *testing.T) {
+	ctx := context.Background()
+	a, key, _ := opened(t, 1500, 60)
+	epoch, sums, err := a.Engine.Store().WindowSummaries(ctx, key)
+	if err != nil || epoch != 0 || len(sums) != 0 {
+		t.Fatalf("before: epoch %d, %d summaries, %v", epoch, len(sums), err)
+	}
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := turn.History.Summaries
+	if turn.History.Strategy != assemble.MultiLevel || r.Chunks == 0 || r.Made != r.Chunks || r.By != assemble.Extractive {
+		t.Fatalf("first turn: %s, %+v", turn.History.Strategy, r)
+	}
+	epoch, sums, err = a.Engine.Store().WindowSummaries(ctx, key)
+	if err != nil || epoch != 1 || len(sums) != r.Chunks {
+		t.Fatalf("after: epoch %d, %d summaries of %d chunks, %v", epoch, len(sums), r.Chunks, err)
+	}
+	again, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := again.History.Summaries; r.Stored != r.Chunks || r.Made != 0 {
+		t.Errorf("second turn: %+v", r)
+	}
+	if fmt.Sprint(again.Messages) != fmt.Sprint(turn.Messages) {
+		t.Error("stored summaries gave another context than made ones")
+	}
+}
+
+// TestPutWindowSummaries_Race: writers that read the same epoch race; one
+// wins, the others are refused and write nothing.
+func TestPutWindowSummaries_Race(t *testing.T) {
+	ctx := context.Background()
+	a, key, _ := opened(t, 1500, 10)
+	st := a.Engine.Store()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = st.PutWindowSummaries(ctx, key, 0, []store.WindowSummary{
+				{Level: 1, From: 1, To: 21, Digest: "d", Text: fmt.Sprintf("writer %d", i), By: "test"}})
+		}()
+	}
+	wg.Wait()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && won >= 0:
+			t.Fatalf("writers %d and %d both won", won, i)
+		case err == nil:
+			won = i
+		case !errors.Is(err, store.ErrStaleEpoch):
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	epoch, sums, err := st.WindowSummaries(ctx, key)
+	if err != nil || epoch != 1 || len(sums) != 1 || sums[0].Text != fmt.Sprintf("writer %d", won) {
+		t.Fatalf("epoch %d, %+v, %v (winner %d)", epoch, sums, err, won)
+	}
+	if _, err := st.PutWindowSummaries(ctx, key, 0, []store.WindowSummary{{Level: 1, From: 1, To: 21, Digest: "d", Text: "late", By: "test"}}); !errors.Is(err, store.ErrStaleEpoch) {
+		t.Errorf("a write at the old epoch: %v", err)
+	}
+	for _, bad := range []store.WindowSummary{{Level: 0, From: 1, To: 2, Digest: "d", Text: "x", By: "t"}, {Level: 1, From: 3, To: 2, Digest: "d", Text: "x", By: "t"}, {Level: 1, From: 1, To: 2, Digest: "d", By: "t"}} {
+		if _, err := st.PutWindowSummaries(ctx, key, 1, []store.WindowSummary{bad}); err == nil {
+			t.Errorf("summary %+v written", bad)
+		}
+	}
+	if _, err := st.PutWindowSummaries(ctx, store.WindowKey{SessionID: "s", AgentID: "nobody"}, 0, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("summaries of no window: %v", err)
+	}
+}
+
+// gate is a Summarizer that waits to be let go, then answers.
+type gate struct {
+	started chan struct{}
+	release chan struct{}
+	answer  func(budget int) (string, error)
+}
+
+func (g *gate) Name() string { return "test-model" }
+
+func (g *gate) Summarize(ctx context.Context, _ []window.Message, budget int) (string, error) {
+	select {
+	case g.started <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return g.answer(budget)
+}
+
+// TestRollingSummaries_StaleModel: a model's summaries, made while another
+// writer moved the window's summaries on, are discarded: they never
+// overwrite the newer ones. The turn meanwhile quotes the chunks, and says
+// the model's are pending.
+func TestRollingSummaries_StaleModel(t *testing.T) {
+	ctx := context.Background()
+	a, key, _ := opened(t, 1500, 60)
+	g := &gate{started: make(chan struct{}, 1), release: make(chan struct{}), answer: func(int) (string, error) { return "the model's summary", nil }}
+	a.Summarizer = g
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := turn.History.Summaries
+	if r.By != "test-model" || r.Pending != r.Chunks || r.Chunks == 0 || turn.Tokens > turn.Budget {
+		t.Fatalf("turn while the model works: %+v, %d of %d tokens", r, turn.Tokens, turn.Budget)
+	}
+	<-g.started
+	// Another process writes newer summaries meanwhile.
+	_, sums, _ := a.Engine.Store().WindowSummaries(ctx, key)
+	if len(sums) != 0 {
+		t.Fatalf("extractive summaries were written while a model is configured: %+v", sums)
+	}
+	if _, err := a.Engine.Store().PutWindowSummaries(ctx, key, 0, []store.WindowSummary{{Level: 1, From: 1, To: 21, Digest: "other", Text: "newer", By: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	a.Wait()
+	epoch, sums, err := a.Engine.Store().WindowSummaries(ctx, key)
+	if err != nil || epoch != 1 || len(sums) != 1 || sums[0].Text != "newer" {
+		t.Fatalf("after the stale model: epoch %d, %+v, %v", epoch, sums, err)
+	}
+	// The next turn gives the model the chunks again, at the new epoch.
+	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"}); err != nil {
+		t.Fatal(err)
+	}
+	a.Wait()
+	turn, err = a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := turn.History.Summaries; r.Stored != r.Chunks || r.Pending != 0 {
+		t.Errorf("after the model's write: %+v", r)
+	}
+	if !strings.Contains(fmt.Sprint(turn.Messages), "the model's summary") {
+		t.Error("the model's summaries are not shown")
+	}
+}
+
+// TestRollingSummaries_ModelFails: a summarizer that times out or answers
+// garbage falls back to quoting, reported; the context stays within budget.
+func TestRollingSummaries_ModelFails(t *testing.T) {
+	ctx := context.Background()
+	for name, answer := range map[string]func(int) (string, error){
+		"empty":   func(int) (string, error) { return "  ", nil },
+		"huge":    func(b int) (string, error) { return strings.Repeat("word ", 10*b), nil },
+		"invalid": func(int) (string, error) { return "bad \xff bytes", nil },
+		"error":   func(int) (string, error) { return "", llm.ErrBadAnswer },
+		"timeout": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, key, _ := opened(t, 1500, 60)
+			g := &gate{started: make(chan struct{}, 1), release: make(chan struct{}), answer: answer}
+			if answer == nil {
+				a.SummaryTimeout = 50 * time.Millisecond // never released
+			} else {
+				close(g.release)
+			}
+			a.Summarizer = g
+			if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"}); err != nil {
+				t.Fatal(err)
+			}
+			a.Wait()
+			turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := turn.History.Summaries
+			if r.Fallback == "" || r.Stored != r.Chunks || turn.Tokens > turn.Budget {
+				t.Errorf("%+v, %d of %d tokens", r, turn.Tokens, turn.Budget)
+			}
+			_, sums, _ := a.Engine.Store().WindowSummaries(ctx, key)
+			for _, s := range sums {
+				if s.By != assemble.Extractive {
+					t.Errorf("a summary by %s was written", s.By)
+				}
+			}
+		})
+	}
+}
+
+// TestModel_Summarize: the model summarizer speaks the chat completions
+// wire format, and an answer without the summary is an error.
+func TestModel_Summarize(t *testing.T) {
+	var got struct {
+		Model    string        `json:"model"`
+		Messages []llm.Message `json:"messages"`
+		Tools    []any         `json:"tools"`
+	}
+	answer := `{"summary":"- handler0 waits on a one-second deadline"}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer k" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		args, _ := json.Marshal(answer)
+		fmt.Fprintf(w, `{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"1","type":"function","function":{"name":"summary","arguments":%s}}]}}]}`, args)
+	}))
+	defer srv.Close()
+	c, err := llm.New(llm.Options{URL: srv.URL + "/v1", Model: "m", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := assemble.Model{Client: c}
+	s, err := m.Summarize(context.Background(), conversation(1), 100)
+	if err != nil || s != "- handler0 waits on a one-second deadline" {
+		t.Fatalf("%q, %v", s, err)
+	}
+	if got.Model != "m" || len(got.Messages) != 2 || !strings.Contains(got.Messages[0].Content, "~100 tokens") ||
+		!strings.Contains(got.Messages[1].Content, "handler0 in internal/pkg0/server.go") || len(got.Tools) != 1 {
+		t.Errorf("request %+v", got)
+	}
+	answer = `{"text":"no summary field"}`
+	if s, err := m.Summarize(context.Background(), conversation(1), 100); err == nil && s != "" {
+		t.Errorf("an answer without a summary gave %q", s)
+	}
+}

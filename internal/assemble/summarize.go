@@ -1,0 +1,358 @@
+package assemble
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/engramhq/engram/internal/llm"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// A Summarizer writes a summary of a run of a conversation in about
+// budget tokens: the rolling summaries of a multi-level history, when a
+// model is configured. Without one, the Assembler quotes the messages
+// (extractive), with no model.
+type Summarizer interface {
+	// Name says what makes the summaries (a model's name).
+	Name() string
+	Summarize(ctx context.Context, msgs []window.Message, budget int) (string, error)
+}
+
+// Extractive names the summaries the Assembler makes with no model.
+const Extractive = "extractive"
+
+// DefaultSummaryTimeout bounds a Summarizer's work on one window's
+// summaries.
+const DefaultSummaryTimeout = 60 * time.Second
+
+// SummaryReport says how a multi-level history's rolling summaries were
+// made for a turn.
+type SummaryReport struct {
+	// By is what makes them: "extractive" or the configured model.
+	By string `json:"by,omitempty"`
+	// Chunks is how many the turn used; Stored how many of them the store
+	// held, Made how many the turn made, Pending how many a model is still
+	// making (the turn quoted those chunks meanwhile).
+	Chunks  int `json:"chunks"`
+	Stored  int `json:"stored"`
+	Made    int `json:"made"`
+	Pending int `json:"pending,omitempty"`
+	// Stale is how many summaries made for the turn were not written
+	// because another writer moved the window's summaries on (their epoch
+	// changed): the newer ones were used.
+	Stale int `json:"stale,omitempty"`
+	// Fallback says why the model's summaries were not used, when they
+	// were not (a timeout, an unusable answer).
+	Fallback string `json:"fallback,omitempty"`
+}
+
+// chunkBudget is what the rolling summary of a chunk of whole tokens
+// takes: a fifth, within 60 to 400 tokens.
+func chunkBudget(whole int) int { return min(400, max(60, whole/5)) }
+
+// digest names the stored content of messages [a, b).
+func (c *conv) digest(a, b int) string {
+	h := sha256.New()
+	for _, it := range c.items[a:b] {
+		for _, id := range it.EntryIDs {
+			h.Write([]byte(id))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// rolling returns the level-1 summaries of chunks, in order: the store's
+// where it holds them for the same content, else made now, extractive, and
+// written if no model is configured (with the epoch read, so a summarizer
+// that started earlier never overwrites them, nor they a newer one). With
+// a model configured, the chunks it has not summarized yet are given to it
+// in the background and quoted for this turn.
+func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *SummaryReport) ([]store.WindowSummary, error) {
+	rep.By, rep.Chunks = Extractive, len(chunks)
+	if a.Summarizer != nil {
+		rep.By = a.Summarizer.Name()
+	}
+	if len(chunks) == 0 {
+		return nil, nil
+	}
+	epoch, stored, err := a.Engine.Store().WindowSummaries(ctx, c.key)
+	if err != nil {
+		return nil, err
+	}
+	have := map[int]store.WindowSummary{}
+	for _, s := range stored {
+		if s.Level == 1 {
+			have[s.From] = s
+		}
+	}
+	out := make([]store.WindowSummary, len(chunks))
+	var missing []int
+	quoted := 0
+	for i, ch := range chunks {
+		want := store.WindowSummary{Level: 1, From: c.items[ch[0]].Pos, To: c.items[ch[1]-1].Pos + 1, Digest: c.digest(ch[0], ch[1])}
+		if s, ok := have[want.From]; ok && s.To == want.To && s.Digest == want.Digest {
+			out[i] = s
+			rep.Stored++
+			if s.By == Extractive {
+				quoted++
+			}
+			continue
+		}
+		want.Text = a.extract(c, ch[0], ch[1], chunkBudget(c.whole(ch[0], ch[1])))
+		want.Tokens, want.By = a.countText(c.enc, want.Text), Extractive
+		out[i] = want
+		missing = append(missing, i)
+	}
+	rep.Made = len(missing)
+	if a.Summarizer != nil && quoted > 0 {
+		// The model failed on them (now or before a restart): their
+		// extractive summaries stand.
+		why := a.fallback(c.key)
+		if why == "" {
+			why = "an earlier run"
+		}
+		rep.Fallback = fmt.Sprintf("%d of the chunks' summaries are quoted, the model having failed on them (%s)", quoted, why)
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	if a.Summarizer != nil {
+		rep.Pending = len(missing)
+		jobs := make([]summaryJob, 0, len(missing))
+		for _, i := range missing {
+			ch := chunks[i]
+			jobs = append(jobs, summaryJob{enc: c.enc, sum: out[i], msgs: slices.Clone(c.msgs[ch[0]:ch[1]]), budget: chunkBudget(c.whole(ch[0], ch[1]))})
+		}
+		a.summarizeLater(c.key, epoch, jobs)
+		return out, nil
+	}
+	var put []store.WindowSummary
+	for _, i := range missing {
+		put = append(put, out[i])
+	}
+	if _, err := a.Engine.Store().PutWindowSummaries(ctx, c.key, epoch, put); errors.Is(err, store.ErrStaleEpoch) {
+		// Another turn wrote meanwhile: its summaries are the newer.
+		rep.Stale = len(put)
+		_, stored, err := a.Engine.Store().WindowSummaries(ctx, c.key)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range stored {
+			for i := range out {
+				if s.Level == 1 && s.From == out[i].From && s.To == out[i].To && s.Digest == out[i].Digest {
+					out[i] = s
+				}
+			}
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// extract is the extractive summary of messages [from, to) in about n
+// tokens: the lines quoted from them that tell most (their static score,
+// the chunk's first and last message), in order. It depends on the
+// messages alone, so that it can be kept.
+func (a *Assembler) extract(c *conv, from, to, n int) string {
+	type cand struct {
+		i     int
+		line  string
+		score float64
+		cost  int
+	}
+	var cands []cand
+	for i := from; i < to; i++ {
+		line, _ := quote(&c.msgs[i])
+		if line == "" {
+			continue
+		}
+		s := a.staticScore(c, i)
+		if i == from || i == to-1 {
+			s += 15
+		}
+		cands = append(cands, cand{i, line, s, a.countLine(c.enc, line)})
+	}
+	slices.SortStableFunc(cands, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
+	var picked []cand
+	room := n
+	for _, cd := range cands {
+		if cd.cost <= room || len(picked) == 0 {
+			picked = append(picked, cd)
+			room -= cd.cost
+		}
+	}
+	slices.SortFunc(picked, func(x, y cand) int { return cmp.Compare(x.i, y.i) })
+	lines := make([]string, len(picked))
+	for k, p := range picked {
+		lines[k] = p.line
+	}
+	return strings.Join(lines, "\n")
+}
+
+// summaryJob is a chunk a Summarizer is to summarize.
+type summaryJob struct {
+	enc    *tokens.Encoding
+	sum    store.WindowSummary
+	msgs   []window.Message
+	budget int
+}
+
+// summarizeLater has the Summarizer summarize jobs in the background, one
+// batch per window at a time, and writes the summaries if the window's
+// summaries are still at epoch. A summary the model fails to make (a
+// timeout, an unusable answer) is written extractive, and the failure is
+// reported by the window's next turns.
+func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, jobs []summaryJob) {
+	a.mu.Lock()
+	if a.pending == nil {
+		a.pending = map[store.WindowKey]bool{}
+	}
+	if a.pending[key] {
+		a.mu.Unlock()
+		return
+	}
+	a.pending[key] = true
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		defer func() {
+			a.mu.Lock()
+			delete(a.pending, key)
+			a.mu.Unlock()
+		}()
+		timeout := a.SummaryTimeout
+		if timeout <= 0 {
+			timeout = DefaultSummaryTimeout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var put []store.WindowSummary
+		var failed error
+		for _, j := range jobs {
+			s := j.sum
+			text, err := a.Summarizer.Summarize(ctx, j.msgs, j.budget)
+			n := 0
+			if err == nil {
+				n = j.enc.Count(text)
+				err = usable(text, j.budget, n)
+			}
+			if err != nil {
+				failed = err // the extractive summary stands
+			} else {
+				s.Text, s.Tokens, s.By = text, n, a.Summarizer.Name()
+			}
+			put = append(put, s)
+		}
+		a.setFallback(key, failed)
+		// The write has its own time: the summarizer's may be spent.
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := a.Engine.Store().PutWindowSummaries(wctx, key, epoch, put); err != nil {
+			a.logger().Info("rolling summaries not written", "window", key.String(), "err", err)
+		}
+	}()
+}
+
+// usable checks a model's summary: text, UTF-8, at most twice its budget
+// (a model that ignores the budget would crowd out the history).
+func usable(text string, budget, tokens int) error {
+	switch {
+	case strings.TrimSpace(text) == "":
+		return fmt.Errorf("%w: an empty summary", llm.ErrBadAnswer)
+	case !utf8.ValidString(text) || strings.ContainsRune(text, 0):
+		return fmt.Errorf("%w: a summary that is not text", llm.ErrBadAnswer)
+	case tokens > 2*budget:
+		return fmt.Errorf("%w: a summary of ~%d tokens for a budget of %d", llm.ErrBadAnswer, tokens, budget)
+	}
+	return nil
+}
+
+func (a *Assembler) setFallback(key store.WindowKey, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failures == nil {
+		a.failures = map[store.WindowKey]string{}
+	}
+	if err == nil {
+		delete(a.failures, key)
+		return
+	}
+	a.failures[key] = err.Error()
+}
+
+func (a *Assembler) fallback(key store.WindowKey) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.failures[key]
+}
+
+// Wait waits for the summaries being made in the background.
+func (a *Assembler) Wait() { a.wg.Wait() }
+
+func (a *Assembler) logger() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// Model is a Summarizer over a chat model: seed 004's compaction prompt.
+type Model struct {
+	Client *llm.Client
+}
+
+// Name implements Summarizer.
+func (m Model) Name() string { return m.Client.Model() }
+
+// Summarize implements Summarizer.
+func (m Model) Summarize(ctx context.Context, msgs []window.Message, budget int) (string, error) {
+	var b strings.Builder
+	for i := range msgs {
+		line, _ := quote(&msgs[i])
+		if text := textOf(&msgs[i]); text != "" && !strings.Contains(line, "called ") {
+			line = "[" + string(msgs[i].Role) + "]: " + strings.TrimSpace(text)
+		}
+		b.WriteString(line)
+		b.WriteString("\n\n")
+	}
+	sys := fmt.Sprintf(`Compress this conversation segment into a dense summary.
+
+CONSTRAINTS:
+- Maximum ~%d tokens (about %d characters)
+- Preserve: key decisions, technical details, file paths, code changes, unresolved questions
+- Use bullet points, one fact per line
+- Mark any unresolved question with [OPEN]
+
+Start with a one-sentence overview, then the bullet points.`, budget, budget*7/2)
+	raw, err := m.Client.Call(ctx, []llm.Message{{Role: "system", Content: sys}, {Role: "user", Content: b.String()}}, llm.Tool{
+		Name: "summary", Description: "Record the summary of the conversation segment",
+		Parameters: map[string]any{"type": "object", "required": []string{"summary"},
+			"properties": map[string]any{"summary": map[string]any{"type": "string"}}},
+	})
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Summary string `json:"summary"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return "", fmt.Errorf("%w: %v", llm.ErrBadAnswer, err)
+	}
+	return out.Summary, nil
+}
