@@ -156,19 +156,41 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		from++
 	}
 	to := len(msgs)
-	var last window.Message
+	// tail is the turn's message (L7): the request's, the window's newest
+	// prompt, or, in a tool loop, the newest call with its results; the
+	// query is what the pre-fetch and the key messages are for.
+	var tail []window.Message
+	var query string
 	switch {
 	case req.Message != "":
-		last = window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockText, Text: req.Message}}}
-		last.Tokens = messageTokens(enc, &last)
+		m := window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockText, Text: req.Message}}}
+		m.Tokens = messageTokens(enc, &m)
+		tail, query = []window.Message{m}, req.Message
 	case to > from && msgs[to-1].Role == window.RoleUser && len(msgs[to-1].Results()) == 0:
 		to--
-		last = msgs[to]
+		tail, query = msgs[to:], textOf(&msgs[to])
+	case to > from && msgs[to-1].Role == window.RoleUser:
+		// A step of a tool loop: the call and its results stay together.
+		units, err := window.Units(msgs[from:])
+		if err != nil {
+			return Turn{}, err
+		}
+		to = from + units[len(units)-1].From
+		tail = msgs[to:]
+		for i := to - 1; i >= from && query == ""; i-- {
+			if msgs[i].Role == window.RoleUser && len(msgs[i].Results()) == 0 {
+				query = textOf(&msgs[i])
+			}
+		}
 	default:
-		return Turn{}, fmt.Errorf("%w: no message for the turn: the window's newest message is not a user's prompt, and the request gives none", ErrInvalid)
+		return Turn{}, fmt.Errorf("%w: no message for the turn: the window's newest message is neither a user's prompt nor a tool's result, and the request gives none", ErrInvalid)
 	}
-	if unanswered(msgs[from:to]) {
+	if unanswered(msgs[from:to]) || unanswered(tail) {
 		return Turn{}, fmt.Errorf("%w: the window holds a tool call without its result: append the result before the turn's message", ErrInvalid)
+	}
+	last := window.Message{}
+	for _, m := range tail {
+		last.Tokens += m.Tokens
 	}
 	s := Situation{Budget: budget, Messages: to - from, MessageTokens: last.Tokens, Depth: req.Depth, Continuing: to > from,
 		Available: map[string]int{Entities: 0}}
@@ -214,7 +236,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// counted is laid out again to less.
 	if to > from {
 		c := &conv{key: req.Key, enc: enc, msgs: msgs, items: items, from: from, to: to}
-		if q := terms.Content(textOf(&last)); len(q) > 0 {
+		if q := terms.Content(query); len(q) > 0 {
 			c.query = terms.NewCounter(q)
 			uniq := map[string]bool{}
 			for _, w := range q {
@@ -268,9 +290,10 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	}
 	out = append(out, hist...)
 	// The turn's message, its context first: the arc of what the history
-	// does not show, and what the pre-fetch found.
-	final := last
-	final.Blocks = append([]window.Block(nil), last.Blocks...)
+	// does not show, and what the pre-fetch found (after a tool's results,
+	// which must lead their message).
+	final := tail[len(tail)-1]
+	final.Blocks = append([]window.Block(nil), final.Blocks...)
 	var lead []window.Block
 	if arc := a.arc(enc, arcLines(msgs[from:to], pos[from:to], t.History.shown()), plan.Tokens(Arc)); arc.text != "" {
 		lead = append(lead, window.Block{Type: window.BlockText, Text: arc.text})
@@ -285,7 +308,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		shownEntries := map[string]bool{}
 		shownPos := t.History.shown()
 		for i, it := range items {
-			if i < from || shownPos[it.Pos] || (req.Message == "" && i == to) {
+			if i < from || shownPos[it.Pos] || (req.Message == "" && i >= to) {
 				for _, id := range it.EntryIDs {
 					shownEntries[id] = true
 				}
@@ -295,8 +318,11 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		for _, m := range out {
 			used += m.Tokens
 		}
-		if room := budget - used; room > 0 {
-			blk, err := a.Engine.Pack(ctx, textOf(&last), room, req.Scope, shownEntries)
+		for _, m := range tail[:len(tail)-1] {
+			used += m.Tokens
+		}
+		if room := budget - used; room > 0 && strings.TrimSpace(query) != "" {
+			blk, err := a.Engine.Pack(ctx, query, room, req.Scope, shownEntries)
 			if err != nil {
 				return Turn{}, fmt.Errorf("pre-fetch: %w", err)
 			}
@@ -307,8 +333,13 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 			}
 		}
 	}
-	final.Blocks = append(lead, final.Blocks...)
+	if len(final.Results()) > 0 {
+		final.Blocks = append(final.Blocks, lead...)
+	} else {
+		final.Blocks = append(lead, final.Blocks...)
+	}
 	t.Layers[Message] = last.Tokens
+	out = append(out, tail[:len(tail)-1]...)
 	out = append(out, final)
 	t.Messages = out
 	for _, m := range out {

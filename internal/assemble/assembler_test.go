@@ -268,3 +268,40 @@ func TestAssemble_Properties(t *testing.T) {
 		t.Errorf("only %d of 25 contexts assembled; the rest were refused for their budget", assembled)
 	}
 }
+
+// TestAssemble_ToolLoop: a step of a tool loop (the window's newest
+// message a tool's results) is assembled with its call: the pair ends the
+// context whole, the results lead their message, and the pre-fetch is for
+// the prompt the loop answers.
+func TestAssemble_ToolLoop(t *testing.T) {
+	ctx := context.Background()
+	a := assembler(t)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 200, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	conv := conversation(20)
+	conv = conv[:len(conv)-1] // the last step's answer is not given yet
+	if _, err := a.Windows.Append(ctx, key, conv); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Retrieve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.Tokens > turn.Budget {
+		t.Errorf("%d tokens over %d", turn.Tokens, turn.Budget)
+	}
+	if _, err := window.Units(turn.Messages); err != nil {
+		t.Errorf("a tool pair is broken: %v", err)
+	}
+	n := len(turn.Messages)
+	call, results := turn.Messages[n-2], turn.Messages[n-1]
+	if len(call.Blocks) != 1 || call.Blocks[0].ID != "call-19" || results.Blocks[0].Type != window.BlockToolResult || results.Blocks[0].ToolUseID != "call-19" {
+		t.Fatalf("the context ends with %+v and %+v", call, results)
+	}
+	if turn.Layers[assemble.Retrieval] == 0 || !strings.Contains(results.Blocks[len(results.Blocks)-1].Text, "handler") {
+		t.Errorf("no pre-fetch for the prompt the loop answers (%d tokens): %+v", turn.Layers[assemble.Retrieval], results.Blocks[1:])
+	}
+	covered(t, a, turn, conv[:len(conv)-2])
+}
