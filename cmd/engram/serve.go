@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/config"
 	"github.com/engramhq/engram/internal/httpapi"
 	"github.com/engramhq/engram/internal/index"
@@ -108,7 +107,7 @@ listing them and one token for all.`,
 				if popts.Windows, err = p.windowManager(eng); err != nil {
 					return fmt.Errorf("%s: %w", p.cfg.Project, err)
 				}
-				if popts.Assembler, err = api.NewAssembler(eng, popts.Windows); err != nil {
+				if popts.Assembler, err = p.assembler(eng, popts.Windows); err != nil {
 					return fmt.Errorf("%s: %w", p.cfg.Project, err)
 				}
 				pmetrics[i] = popts.Metrics

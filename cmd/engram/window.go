@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/window"
@@ -79,8 +80,22 @@ func (a *app) windowOps(cmd *cobra.Command, w windowFlags, needSession, needAgen
 	if err != nil {
 		return nil, err
 	}
+	asm, err := a.assembler(eng, m)
+	if err != nil {
+		return nil, err
+	}
 	session := w.session
-	return &api.Ops{Eng: eng, Agent: w.agent, Windows: m, Session: func() string { return session }}, nil
+	return &api.Ops{Eng: eng, Agent: w.agent, Windows: m, Assembler: asm, Session: func() string { return session }}, nil
+}
+
+// assembler returns the assembler of eng's windows, configured
+// ([assemble]).
+func (a *app) assembler(eng *engine.Engine, m *window.Manager) (*assemble.Assembler, error) {
+	asm, err := api.NewAssembler(eng, m, a.cfg.Assemble.Summarizer, a.cfg.Assemble.SummaryTimeout.Duration)
+	if err != nil {
+		return nil, fmt.Errorf("assemble: %w", err)
+	}
+	return asm, nil
 }
 
 // windowManager returns the window manager of eng's store, configured:
@@ -407,6 +422,9 @@ layer's share went; --json writes the messages in --format.`,
 				return err
 			}
 			out, text, err := ops.WindowAssemble(cmd.Context(), in)
+			// The summaries a model makes in the background are written
+			// before the command exits.
+			ops.Assembler.Wait()
 			if err != nil {
 				return err
 			}

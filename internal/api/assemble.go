@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/assemble"
@@ -101,7 +102,7 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	if a == nil {
 		// A one-off assembler: its summarizer's work is waited for, so that
 		// the next call finds it.
-		if a, err = NewAssembler(o.Eng, m); err != nil {
+		if a, err = NewAssembler(o.Eng, m, "auto", 0); err != nil {
 			return AssembleOut{}, "", err
 		}
 		defer a.Wait()
@@ -167,16 +168,26 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 }
 
 // NewAssembler returns an Assembler over an engine's windows, its rolling
-// summaries made by the configured model, if any: a server keeps one, so
-// that the model's work goes on between requests.
-func NewAssembler(eng *engine.Engine, m *window.Manager) (*assemble.Assembler, error) {
-	a := &assemble.Assembler{Engine: eng, Windows: m}
-	c, err := eng.LLM()
-	if err != nil {
-		return nil, err
+// summaries made as summarizer says (config's assemble.summarizer: auto,
+// extractive or model) within timeout (zero: the default): a server keeps
+// one, so that the model's work goes on between requests.
+func NewAssembler(eng *engine.Engine, m *window.Manager, summarizer string, timeout time.Duration) (*assemble.Assembler, error) {
+	a := &assemble.Assembler{Engine: eng, Windows: m, SummaryTimeout: timeout}
+	switch summarizer {
+	case "extractive":
+		return a, nil
+	case "auto", "model":
+	default:
+		return nil, fmt.Errorf("summarizer %q: want auto, extractive or model", summarizer)
 	}
-	if c != nil {
+	c, err := eng.LLM()
+	switch {
+	case err != nil:
+		return nil, err
+	case c != nil:
 		a.Summarizer = assemble.Model{Client: c}
+	case summarizer == "model":
+		return nil, errors.New("summarizer model: no chat model is configured ([llm])")
 	}
 	return a, nil
 }

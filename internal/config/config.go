@@ -64,12 +64,29 @@ type Config struct {
 	Retention Retention `toml:"retention"`
 	// Window configures agents' context windows.
 	Window Window `toml:"window"`
+	// Assemble configures the assembly of turns' contexts.
+	Assemble Assemble `toml:"assemble"`
 	// Models override and extend the built-in model catalog.
 	Models []tokens.Model `toml:"models"`
 	// Sources lists the files and variables the config was read from, for
 	// display.
 	Sources []string `toml:"-"`
 }
+
+// Assemble configures the assembly of turns' contexts over windows.
+type Assemble struct {
+	// Summarizer makes the rolling summaries of long histories: "auto"
+	// (the [llm] model when one is configured, else extractive),
+	// "extractive" (quoted from the messages, no model) or "model" (the
+	// [llm] model; an error without one).
+	Summarizer string `toml:"summarizer"`
+	// SummaryTimeout bounds the model's work on one window's summaries
+	// (default 60s); past it, the chunks are quoted, and that is reported.
+	SummaryTimeout Duration `toml:"summary_timeout"`
+}
+
+// Summarizers are the values of assemble.summarizer.
+var Summarizers = []string{"auto", "extractive", "model"}
 
 // Window configures context windows: the defaults of their limits and
 // references, and policies by agent role that replace or add to seed
@@ -344,10 +361,11 @@ func Defaults() Config {
 			BatchSize:       DefaultBatchSize,
 			ChunkTokens:     chunk.DefaultMaxTokens,
 		},
-		Index:  Index{MaxFileBytes: DefaultMaxFileBytes},
-		Embed:  Embed{Provider: DefaultEmbedProvider, APIKeyEnv: "OPENAI_API_KEY"},
-		LLM:    LLM{Provider: "none", APIKeyEnv: "OPENAI_API_KEY"},
-		Rerank: Rerank{Provider: "none"},
+		Index:    Index{MaxFileBytes: DefaultMaxFileBytes},
+		Embed:    Embed{Provider: DefaultEmbedProvider, APIKeyEnv: "OPENAI_API_KEY"},
+		LLM:      LLM{Provider: "none", APIKeyEnv: "OPENAI_API_KEY"},
+		Rerank:   Rerank{Provider: "none"},
+		Assemble: Assemble{Summarizer: "auto"},
 	}
 }
 
@@ -534,6 +552,15 @@ func (c Config) Validate() error {
 	}
 	if c.LLM.Timeout.Duration < 0 {
 		errs = append(errs, errors.New("llm.timeout: must not be negative"))
+	}
+	switch {
+	case !slices.Contains(Summarizers, c.Assemble.Summarizer):
+		errs = append(errs, fmt.Errorf("assemble.summarizer: %q is not one of %s", c.Assemble.Summarizer, strings.Join(Summarizers, ", ")))
+	case c.Assemble.Summarizer == "model" && c.LLM.Model == "":
+		errs = append(errs, errors.New("assemble.summarizer: model needs a chat model ([llm] provider and model)"))
+	}
+	if c.Assemble.SummaryTimeout.Duration < 0 {
+		errs = append(errs, errors.New("assemble.summary_timeout: must not be negative"))
 	}
 	switch r := c.Rerank; {
 	case !slices.Contains(RerankProviders, r.Provider):

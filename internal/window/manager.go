@@ -91,8 +91,8 @@ func (m *Manager) Configure(c Config) error {
 	if c.MaxRefTokens > 0 {
 		d.MaxRefTokens = c.MaxRefTokens
 	}
-	if d.Safety >= 1 || d.Margin >= 1 {
-		return fmt.Errorf("%w: window safety (%.2f) and margin (%.2f) are shares below 1", ErrInvalid, d.Safety, d.Margin)
+	if d.Safety < 0 || d.Margin < 0 || d.Safety+d.Margin >= 1 {
+		return fmt.Errorf("%w: window safety (%.2f) and margin (%.2f) are shares of the window that together leave some of it", ErrInvalid, d.Safety, d.Margin)
 	}
 	ps := maps.Clone(m.policies)
 	for role, p := range c.Policies {
