@@ -427,3 +427,41 @@ func TestOpen_Private(t *testing.T) {
 		t.Errorf("an existing 0644 store after open: %v, %v", fi.Mode().Perm(), err)
 	}
 }
+
+// TestMigrate_RollingSummaries: a schema-14 store, with a window, migrates
+// to the rolling summaries' schema with its window whole (seed 002's gate,
+// check 5: migration continuity).
+func TestMigrate_RollingSummaries(t *testing.T) {
+	ctx := context.Background()
+	path, _ := oldStore(t, nil)
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := s.PutWindow(ctx, key, []byte(`{"model":"m"}`)); err != nil {
+		t.Fatal(err)
+	}
+	e := storetest.Entry("s", "a", store.UserPrompt, "why does the lexer drop comments?")
+	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{Entries: []store.Entry{e},
+		Items: []store.WindowItem{{Form: []byte(`{"role":"user"}`), EntryIDs: []string{store.ID(e.Content)}, Tokens: 9}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantW, wantItems, _, err := s.WindowLedger(ctx, key)
+	if err != nil || s.Close() != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, path, "DROP TABLE window_summaries", "PRAGMA user_version = 14")
+	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
+	w, items, _, err := s.WindowLedger(ctx, key)
+	if err != nil || w.Version != wantW.Version || string(w.Settings) != string(wantW.Settings) || len(items) != 1 ||
+		items[0].EntryIDs[0] != wantItems[0].EntryIDs[0] || items[0].Tokens != 9 {
+		t.Fatalf("after the migration: %+v, %+v, %v", w, items, err)
+	}
+	if epoch, sums, err := s.WindowSummaries(ctx, key); err != nil || epoch != 0 || len(sums) != 0 {
+		t.Fatalf("summaries after the migration: %d, %+v, %v", epoch, sums, err)
+	}
+	if _, err := s.PutWindowSummaries(ctx, key, 0, []store.WindowSummary{{Level: 1, From: 0, To: 1, Digest: "d", Text: "the lexer", By: "extractive"}}); err != nil {
+		t.Fatal(err)
+	}
+}
