@@ -41,7 +41,9 @@ type Assembler struct {
 	// failures why its last work on a window failed.
 	pending  map[store.WindowKey]bool
 	failures map[store.WindowKey]string
-	wg       sync.WaitGroup
+	// sums are windows' rolling summaries as last read.
+	sums map[store.WindowKey]cachedSummaries
+	wg   sync.WaitGroup
 }
 
 // maxCachedLines bounds the lines an Assembler keeps counted.
@@ -259,6 +261,11 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 				break
 			}
 			n -= over
+		}
+		// The markers shown are the way back: their references are stored,
+		// in one write, before the context is given.
+		if err := a.Windows.Keep(ctx, t.History.Items); err != nil {
+			return Turn{}, err
 		}
 	}
 	// The system message: the window's, then the preferences and the

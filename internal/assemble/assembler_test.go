@@ -246,22 +246,7 @@ func TestAssemble_Properties(t *testing.T) {
 		if _, err := window.Units(turn.Messages); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		covered := 0
-		for _, it := range turn.History.Items {
-			switch {
-			case it.Message != nil:
-				covered++
-			case it.RefID != "":
-				back, err := a.Windows.Expand(ctx, it.RefID)
-				if err != nil {
-					t.Fatalf("seed %d: %v", seed, err)
-				}
-				covered += len(back)
-			}
-		}
-		if covered != len(msgs)-1 {
-			t.Fatalf("seed %d: the history covers %d messages of %d", seed, covered, len(msgs)-1)
-		}
+		covered(t, a, turn, msgs)
 		assembled++
 	}
 	if assembled < 20 {

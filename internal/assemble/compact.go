@@ -143,8 +143,10 @@ type conv struct {
 	items    []store.WindowItem
 	from, to int
 	units    []window.Unit // of msgs[from:to], in msgs' indexes
-	query    *terms.Counter
-	qterms   int
+	// chunkList are the rolling summaries' chunks (see chunks).
+	chunkList [][2]int
+	query     *terms.Counter
+	qterms    int
 }
 
 func (c *conv) whole(a, b int) int {
@@ -175,6 +177,7 @@ func (a *Assembler) history(ctx context.Context, c *conv, n int) (Compaction, er
 	for _, u := range units {
 		c.units = append(c.units, window.Unit{From: u.From + c.from, To: u.To + c.from, Open: u.Open})
 	}
+	c.chunkList = c.chunks()
 	// A composition over n (markers that nothing may drop, in a small
 	// room) gives way to a simpler strategy, down to the window's own
 	// layout of the whole, which never is.
@@ -247,16 +250,19 @@ func (c *conv) unitAt(i int) int {
 	return k
 }
 
-// snap moves a cut at message i to the start of the unit holding it.
-func (c *conv) snap(i int) int {
-	if i >= c.to {
-		return c.to
+// chunkStart is the start of the rolling summaries' chunk holding message
+// i (c.to past the last): zones cut there change only when a chunk is
+// done, so that their markers (references the store must hold) are the
+// same from turn to turn.
+func (c *conv) chunkStart(i int) int {
+	start := c.from
+	for _, ch := range c.chunkList {
+		if ch[0] > i {
+			break
+		}
+		start = ch[0]
 	}
-	k := c.unitAt(i)
-	if k < len(c.units) && c.units[k].From == i {
-		return i
-	}
-	return c.units[k-1].From
+	return start
 }
 
 // recent shows messages [a, b) within n tokens as the window shows them:
@@ -277,23 +283,23 @@ func (a *Assembler) recent(ctx context.Context, c *conv, h *Compaction, from, to
 	return nil
 }
 
-// windowed: the newest units that fit in 70 % of the room, whole; the
+// windowed: the newest chunks that fit in 70 % of the room, whole; the
 // older ones summarized in what is left. What the summary leaves goes to
-// the newest units, once: the cut moves back.
+// the newest, once: the cut moves back.
 func (a *Assembler) windowed(ctx context.Context, c *conv, h *Compaction, n int) error {
 	recent := int(windowedRecent * float64(n))
 	for pass := 0; ; pass++ {
+		// The cut falls between chunks (see chunkStart).
 		cut, used := c.to, 0
-		for k := len(c.units) - 1; k >= 0; k-- {
-			u := c.units[k]
-			t := c.whole(u.From, u.To)
-			if used+t > recent {
+		for k := len(c.chunkList) - 1; k >= 0; k-- {
+			w := c.whole(c.chunkList[k][0], c.to)
+			if w > recent {
 				break
 			}
-			cut, used = u.From, used+t
+			cut, used = c.chunkList[k][0], w
 		}
-		if cut == c.to { // the newest unit alone is larger: the window clips it
-			cut = c.units[len(c.units)-1].From
+		if cut == c.to { // the newest chunk alone is larger: the window lays it out
+			cut = c.chunkList[len(c.chunkList)-1][0]
 			used = min(c.whole(cut, c.to), recent)
 		}
 		var older Compaction
@@ -315,8 +321,8 @@ func (a *Assembler) windowed(ctx context.Context, c *conv, h *Compaction, n int)
 // 35 % as key messages in what they leave (at least 25 %).
 func (a *Assembler) compacted(ctx context.Context, c *conv, h *Compaction, n int) error {
 	count := c.to - c.from
-	aEnd := c.snap(c.from + int(compactedAEnd*float64(count)))
-	bEnd := c.snap(c.from + int(compactedBEnd*float64(count)))
+	aEnd := c.chunkStart(c.from + int(compactedAEnd*float64(count)))
+	bEnd := c.chunkStart(c.from + int(compactedBEnd*float64(count)))
 	used, err := a.summary(ctx, c, h, c.from, aEnd, int(compactedA*float64(n)), "summary")
 	if err != nil {
 		return err
@@ -333,7 +339,11 @@ func (a *Assembler) compacted(ctx context.Context, c *conv, h *Compaction, n int
 			k += a.countLine(c.enc, it.Marker) + a.countText(c.enc, it.Excerpt)
 		}
 	}
-	if _, err := a.keyMessages(ctx, c, h, aEnd, bEnd, n-used-k); err != nil {
+	// What the newest leave goes to the key messages, in steps of a
+	// sixteenth of the room: the choice changes with the room, and so
+	// less from turn to turn.
+	step := max(1, n/16)
+	if _, err := a.keyMessages(ctx, c, h, aEnd, bEnd, max(int(compactedB*float64(n)), (n-used-k)/step*step)); err != nil {
 		return err
 	}
 	h.Items = append(h.Items, newest.Items...)
@@ -365,7 +375,7 @@ func (c *conv) chunks() [][2]int {
 // summarized again by groups of five; in a conversation of ten chunks or
 // more, the first 30 % once more.
 func (a *Assembler) multiLevel(ctx context.Context, c *conv, h *Compaction, n int) error {
-	chunks := c.chunks()
+	chunks := c.chunkList
 	last := len(chunks) - 1
 	sums, err := a.rolling(ctx, c, chunks[:last], &h.Summaries)
 	if err != nil {
@@ -525,13 +535,22 @@ func (a *Assembler) summary(ctx context.Context, c *conv, h *Compaction, from, t
 	return used, nil
 }
 
-// keyMessages shows messages [from, to) within n tokens as the units that
-// score highest, whole, in order, and a marker for each run between them.
-// It returns what it takes: at least the markers.
+// keyMessages shows messages [from, to) within n tokens as the markers
+// standing for them all, then the units that score highest, whole, in
+// order, with a short note where others are left out (seed 004's gap
+// markers: the way back to them is the zone's marker, which does not
+// change with the turn's message as the choice does, so that turns do not
+// write a reference for every gap they open). It returns what it takes: at
+// least the markers.
 func (a *Assembler) keyMessages(ctx context.Context, c *conv, h *Compaction, from, to, n int) (int, error) {
 	if from >= to {
 		return 0, nil
 	}
+	marks, used, err := a.markers(ctx, c, from, to, n)
+	if err != nil {
+		return 0, err
+	}
+	h.Items = append(h.Items, marks...)
 	type cand struct {
 		k     int // unit
 		score float64
@@ -547,52 +566,48 @@ func (a *Assembler) keyMessages(ctx context.Context, c *conv, h *Compaction, fro
 		cands = append(cands, cand{k, s, c.whole(u.From, u.To)})
 	}
 	slices.SortStableFunc(cands, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
-	// Each unit kept may open a gap, whose marker takes ~markerTokens.
-	room := n - markerTokens
+	// Each unit kept may open a gap, whose note takes ~noteTokens.
+	const noteTokens = 16
+	room := n - used - noteTokens
 	keep := map[int]bool{}
 	for _, cd := range cands {
-		if cd.cost+markerTokens <= room {
+		if cd.cost+noteTokens <= room {
 			keep[cd.k] = true
-			room -= cd.cost + markerTokens
+			room -= cd.cost + noteTokens
 		}
 	}
-	used := 0
-	gap := -1
-	flush := func(end int) error {
-		if gap < 0 {
-			return nil
+	gap := 0
+	note := func() {
+		if gap > 0 {
+			text := fmt.Sprintf("[… %s left out here, under the marker above]", plural(gap, "message"))
+			h.Items = append(h.Items, window.Item{Pos: -1, Excerpt: text})
+			used += a.countLine(c.enc, text)
+			gap = 0
 		}
-		marks, k, err := a.markers(ctx, c, gap, end, n)
-		if err != nil {
-			return err
-		}
-		h.Items = append(h.Items, marks...)
-		used += k
-		gap = -1
-		return nil
 	}
 	for k := c.unitAt(from); k < len(c.units) && c.units[k].From < to; k++ {
 		u := c.units[k]
 		if !keep[k] {
-			if gap < 0 {
-				gap = u.From
-			}
+			gap += u.To - u.From
 			continue
 		}
-		if err := flush(u.From); err != nil {
-			return 0, err
-		}
+		note()
 		for i := u.From; i < u.To; i++ {
 			msg := c.msgs[i]
 			h.Items = append(h.Items, window.Item{Pos: c.items[i].Pos, Message: &msg})
 			used += msg.Tokens
 		}
 	}
-	if err := flush(to); err != nil {
-		return 0, err
-	}
+	note()
 	h.Zones = append(h.Zones, c.zone("key", from, to, n, used))
 	return used, nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // maxQuoteTokens is the most a summary's line quotes of one message.

@@ -89,7 +89,7 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 	if len(chunks) == 0 {
 		return nil, nil
 	}
-	epoch, stored, err := a.Engine.Store().WindowSummaries(ctx, c.key)
+	epoch, stored, err := a.summaries(ctx, c, chunks)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +144,7 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 	for _, i := range missing {
 		put = append(put, out[i])
 	}
+	a.forgetSummaries(c.key)
 	if _, err := a.Engine.Store().PutWindowSummaries(ctx, c.key, epoch, put); errors.Is(err, store.ErrStaleEpoch) {
 		// Another turn wrote meanwhile: its summaries are the newer.
 		rep.Stale = len(put)
@@ -162,6 +163,62 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 		return nil, err
 	}
 	return out, nil
+}
+
+// summaries returns the window's stored summaries and their epoch: as
+// last read, while they hold every chunk asked for with its content (a
+// turn reads the store only when a chunk was done since, or a summary
+// written by this Assembler or missing); a model's summaries written by
+// another process meanwhile are found on the next chunk.
+func (a *Assembler) summaries(ctx context.Context, c *conv, chunks [][2]int) (int64, []store.WindowSummary, error) {
+	a.mu.Lock()
+	cached, ok := a.sums[c.key]
+	a.mu.Unlock()
+	if ok {
+		have := map[int]string{}
+		for _, s := range cached.sums {
+			if s.Level == 1 {
+				have[s.From] = s.Digest
+			}
+		}
+		all := true
+		for _, ch := range chunks {
+			if have[c.items[ch[0]].Pos] != c.digest(ch[0], ch[1]) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return cached.epoch, cached.sums, nil
+		}
+	}
+	epoch, stored, err := a.Engine.Store().WindowSummaries(ctx, c.key)
+	if err != nil {
+		return 0, nil, err
+	}
+	a.mu.Lock()
+	if a.sums == nil || len(a.sums) >= maxCachedWindows {
+		a.sums = map[store.WindowKey]cachedSummaries{}
+	}
+	a.sums[c.key] = cachedSummaries{epoch, stored}
+	a.mu.Unlock()
+	return epoch, stored, nil
+}
+
+// cachedSummaries are a window's summaries as last read.
+type cachedSummaries struct {
+	epoch int64
+	sums  []store.WindowSummary
+}
+
+// maxCachedWindows bounds the windows whose summaries an Assembler keeps.
+const maxCachedWindows = 1024
+
+// forgetSummaries drops a window's cached summaries: they are written.
+func (a *Assembler) forgetSummaries(key store.WindowKey) {
+	a.mu.Lock()
+	delete(a.sums, key)
+	a.mu.Unlock()
 }
 
 // extract is the extractive summary of messages [from, to) in about n
@@ -263,6 +320,7 @@ func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, jobs []summ
 		// The write has its own time: the summarizer's may be spent.
 		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		defer a.forgetSummaries(key)
 		if _, err := a.Engine.Store().PutWindowSummaries(wctx, key, epoch, put); err != nil {
 			a.logger().Info("rolling summaries not written", "window", key.String(), "err", err)
 		}

@@ -33,8 +33,6 @@ type laidOut struct {
 	// markers are the markers of the references it made, by ID, as the
 	// window shows them.
 	markers map[string]string
-	// spans are the references Refer stored (under the window's lock).
-	spans map[string]bool
 }
 
 // errStale says that another process changed the window between reading

@@ -70,19 +70,64 @@ func (m *Manager) Refer(ctx context.Context, key store.WindowKey, from, to, maxT
 			}
 			b, n = u.To, n+t
 		}
-		seg := l.Span(a, b)
 		id := l.o.RefID(a, b)
-		if !lo.spans[id] {
-			if err := m.putViewRef(ctx, key, lo, l, seg); err != nil {
-				return nil, err
+		m.mu.Lock()
+		sp, known := m.spans[id]
+		m.mu.Unlock()
+		if !known {
+			seg := l.Span(a, b)
+			sp = &span{marker: seg.Marker}
+			if ref, ok := m.segmentRef(key, lo, l, seg); ok {
+				sp.ref = &ref
 			}
-			if lo.spans == nil {
-				lo.spans = map[string]bool{}
+			m.mu.Lock()
+			if len(m.spans) >= maxSpans {
+				clear(m.spans)
 			}
-			lo.spans[id] = true
+			m.spans[id] = sp
+			m.mu.Unlock()
 		}
-		out = append(out, Item{Pos: lo.items[a].Pos, RefID: id, Marker: seg.Marker})
+		out = append(out, Item{Pos: lo.items[a].Pos, RefID: id, Marker: sp.marker})
 		a = b
 	}
 	return out, nil
+}
+
+// maxSpans bounds the references Refer made that a Manager remembers.
+const maxSpans = 1 << 14
+
+// span is a run Refer made a marker for: the marker, and its reference
+// until it is stored (nil after).
+type span struct {
+	marker string
+	ref    *store.Reference
+}
+
+// Keep stores the references of the markers Refer returned among items
+// that the store does not hold yet, in one write.
+func (m *Manager) Keep(ctx context.Context, items []Item) error {
+	var put []store.Reference
+	var ids []string
+	m.mu.Lock()
+	for _, it := range items {
+		if sp := m.spans[it.RefID]; it.RefID != "" && sp != nil && sp.ref != nil {
+			put = append(put, *sp.ref)
+			ids = append(ids, it.RefID)
+		}
+	}
+	m.mu.Unlock()
+	if len(put) == 0 {
+		return nil
+	}
+	if err := m.eng.Store().PutReferences(ctx, put); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	for _, id := range ids {
+		if sp := m.spans[id]; sp != nil {
+			sp.ref = nil // stored
+		}
+	}
+	m.mu.Unlock()
+	return nil
 }

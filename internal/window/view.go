@@ -158,10 +158,26 @@ type viewCache struct {
 // putViewRef stores the reference of a segment of a view, unless the
 // store holds it.
 func (m *Manager) putViewRef(ctx context.Context, key store.WindowKey, part *laidOut, l *Layout, seg Segment) error {
-	id := part.refID(key, seg.From, seg.To)
-	if _, err := m.eng.Store().Reference(ctx, id); err == nil {
+	ref, ok := m.segmentRef(key, part, l, seg)
+	if !ok {
 		return nil
 	}
+	if _, err := m.eng.Store().Reference(ctx, ref.ID); err == nil {
+		return nil
+	}
+	// Another view may have stored it meanwhile: the same ID is the same
+	// run of the same content.
+	var ce *store.ConflictError
+	if err := m.eng.Store().PutReference(ctx, ref); err != nil && !errors.As(err, &ce) {
+		return fmt.Errorf("window %s: store the view's reference %s: %w", key, ref.ID, err)
+	}
+	return nil
+}
+
+// segmentRef is the reference of a segment of a layout over part's items;
+// false for a segment of no stored content.
+func (m *Manager) segmentRef(key store.WindowKey, part *laidOut, l *Layout, seg Segment) (store.Reference, bool) {
+	id := part.refID(key, seg.From, seg.To)
 	ref := store.Reference{ID: id, Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
 		TokensSaved: seg.Tokens, TurnFrom: part.items[seg.From].Pos + 1, TurnTo: part.items[seg.To-1].Pos + 1, CreatedAt: m.now()}
 	allTools := true
@@ -171,7 +187,7 @@ func (m *Manager) putViewRef(ctx context.Context, key store.WindowKey, part *lai
 		allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
 	}
 	if len(ref.ContentIDs) == 0 {
-		return nil
+		return ref, false
 	}
 	if allTools {
 		ref.Type = store.RefToolResults
@@ -179,11 +195,5 @@ func (m *Manager) putViewRef(ctx context.Context, key store.WindowKey, part *lai
 	if mk, err := ctxref.Parse(seg.Marker); err == nil {
 		ref.Entities, ref.QueryHints = mk.Entities, mk.Hints
 	}
-	// Another view may have stored it meanwhile: the same ID is the same
-	// run of the same content.
-	var ce *store.ConflictError
-	if err := m.eng.Store().PutReference(ctx, ref); err != nil && !errors.As(err, &ce) {
-		return fmt.Errorf("window %s: store the view's reference %s: %w", key, id, err)
-	}
-	return nil
+	return ref, true
 }

@@ -70,6 +70,42 @@ func (s *Store) PutReference(ctx context.Context, r store.Reference) error {
 	return nil
 }
 
+// PutReferences implements store.Store.
+func (s *Store) PutReferences(ctx context.Context, refs []store.Reference) error {
+	now := time.Now()
+	for i := range refs {
+		if err := refs[i].Validate(); err != nil {
+			return fmt.Errorf("put references: %w", err)
+		}
+		if refs[i].CreatedAt.IsZero() {
+			refs[i].CreatedAt = now
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		for _, r := range refs {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM refs WHERE id = ?`, r.ID).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				continue
+			}
+			var ce *store.ConflictError
+			if err := insertRef(ctx, tx, r); err != nil && !errors.As(err, &ce) {
+				return fmt.Errorf("reference %s: %w", r.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("put references: %w", err)
+	}
+	return nil
+}
+
 // insertRef writes a valid reference whose content must be stored.
 func insertRef(ctx context.Context, tx *sql.Tx, r store.Reference) error {
 	for _, id := range r.ContentIDs {

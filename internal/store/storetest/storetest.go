@@ -143,6 +143,7 @@ func Run(t *testing.T, open Opener) {
 		{"WindowConcurrentAppends", testWindowConcurrentAppends},
 		{"WindowAbsorb", testWindowAbsorb},
 		{"WindowSummaries", testWindowSummaries},
+		{"PutReferences", testPutReferences},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
