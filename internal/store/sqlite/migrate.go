@@ -1,11 +1,13 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/terms"
@@ -47,6 +49,7 @@ var migrations = []migration{
 	{12, "forgetting: the audit, redacted entries", schemaV12, addRedacted},
 	{13, "context windows", schemaV13, nil},
 	{14, "context windows' re-admissions and append times", schemaV14, addAppendedAt},
+	{16, "turn snapshots", schemaV16, nil},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -375,7 +378,10 @@ func (s *Store) migrateStep(ctx context.Context) (done bool, err error) {
 			done = true
 			return nil
 		}
-		m := migrations[version] // migrations[i] has version i+1
+		// The first step past the store's version: versions only grow, and
+		// need not be contiguous while branches are merged.
+		i, _ := slices.BinarySearchFunc(migrations, version+1, func(m migration, v int) int { return cmp.Compare(m.version, v) })
+		m := migrations[i]
 		// A step that rebuilds is the only slow one, and only on a store
 		// that holds something: say so where the user will see it.
 		level, entries := slog.LevelInfo, 0
@@ -700,4 +706,29 @@ CREATE TABLE IF NOT EXISTS window_readmits (
 	to_pos     INTEGER NOT NULL,
 	PRIMARY KEY (session_id, agent_id, seq)
 ) STRICT, WITHOUT ROWID;
+`
+
+// schemaV16: turn snapshots. A turn's assembled context is kept as its
+// body, the messages sent (JSON), stored once under its SHA-256 however
+// many turns share it, and a snapshot of the window: its number in the
+// window, the body's hash, the window's version at assembly and the
+// assembly's report (JSON).
+const schemaV16 = `
+CREATE TABLE IF NOT EXISTS snapshot_bodies (
+	hash TEXT PRIMARY KEY,
+	body BLOB NOT NULL
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS window_snapshots (
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	seq        INTEGER NOT NULL,
+	hash       TEXT NOT NULL,
+	version    INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	report     TEXT NOT NULL,
+	PRIMARY KEY (session_id, agent_id, seq)
+) STRICT;
+CREATE INDEX IF NOT EXISTS window_snapshots_hash ON window_snapshots(hash);
+CREATE INDEX IF NOT EXISTS window_snapshots_window_hash ON window_snapshots(session_id, agent_id, hash);
 `

@@ -142,6 +142,8 @@ func Run(t *testing.T, open Opener) {
 		{"Windows", testWindows},
 		{"WindowConcurrentAppends", testWindowConcurrentAppends},
 		{"WindowAbsorb", testWindowAbsorb},
+		{"Snapshots", testSnapshots},
+		{"ForgetSnapshots", testForgetSnapshots},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
