@@ -607,7 +607,7 @@ func (o *Ops) WindowTurnStatus(ctx context.Context, in WindowIn) (TurnStatusOut,
 		return TurnStatusOut{}, "", err
 	}
 	if len(list) == 0 {
-		return out, text + "\nno turn assembled yet", nil
+		return out, text, nil
 	}
 	snap := list[0]
 	r, err := readReport(snap)

@@ -1,7 +1,8 @@
 // Package store defines what engram keeps and the contract its storage
 // backends implement: content-addressed entries and their occurrences,
 // chunks with a full-text index, links, references, sessions and agents,
-// and the operator's removal of what was kept (PurgeStore: forgetting,
+// context windows and their turn snapshots (window.go), and the
+// operator's removal of what was kept (PurgeStore: forgetting,
 // redaction, retention and their audit; forget.go).
 //
 // The engine talks to a Store and never to a database. Backends live in
