@@ -581,14 +581,13 @@ func lineDiff(nameA, nameB, a, b string) (string, int, int) {
 // hunkRange is a hunk's lines [from, to) of one side, as a unified diff
 // writes them: first line (from 1) and count.
 func hunkRange(from, to int) string {
-	n := to - from
-	switch {
-	case n == 0:
+	switch n := to - from; n {
+	case 0:
 		return fmt.Sprintf("%d,0", from)
-	case n == 1:
+	case 1:
 		return strconv.Itoa(from + 1)
 	}
-	return fmt.Sprintf("%d,%d", from+1, n)
+	return fmt.Sprintf("%d,%d", from+1, to-from)
 }
 
 // WindowTurnStatus reports where a window stands, as WindowStatus does,
