@@ -21,7 +21,7 @@ import (
 func (a *app) windowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "window",
-		Short: "Agents' context windows: open, append, status, list, context, assemble, expand, readmit, replay",
+		Short: "Agents' context windows: open, append, status, list, context, assemble, snapshots, expand, readmit, replay",
 		Long: `A context window per agent of a session: the messages the agent's model
 sees, within a budget of tokens. Past its threshold a window evicts its
 oldest messages, by its role's strategy (never a tool call without its
@@ -38,6 +38,8 @@ The window is named by --session (default $ENGRAM_SESSION) and --agent
   engram window append --session s1 --agent claude --format anthropic < turn.jsonl
   engram window status --session s1 --agent claude
   engram window context --session s1 --agent claude
+  engram window snapshots --session s1 --agent claude
+  engram window diff 1 latest --session s1 --agent claude
   engram window expand r3f9a2c1d0b4e5f6
   engram window readmit r3f9a2c1d0b4e5f6
   engram window replay examples/session.jsonl --budget 2000`,
@@ -45,6 +47,7 @@ The window is named by --session (default $ENGRAM_SESSION) and --agent
 	}
 	cmd.AddCommand(a.windowOpenCmd(), a.windowAppendCmd(), a.windowStatusCmd(), a.windowListCmd(), a.windowContextCmd(), a.windowAssembleCmd(), a.windowReadmitCmd(),
 		a.windowExpandCmd(), a.windowReplayCmd())
+	cmd.AddCommand(a.windowSnapshotsCmd(), a.windowSnapshotCmd(), a.windowDiffCmd())
 	return cmd
 }
 
@@ -330,17 +333,20 @@ func (a *app) windowStatusCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Where a window stands: its budget, use, thresholds and references",
+		Short: "Where a window stands: its budget, use, thresholds and references, and its latest turn",
 		Long: `Where a window stands: the tokens it holds of its budget, where it evicts
 and down to where, the messages in it and those evicted under reference
-markers. Without --agent, the session's only window.`,
+markers. Once a turn was assembled, its report too: each layer's
+allocation and use, the markers and evictions, and the tokens of the
+conversation sent against its whole (from the turn's snapshot). Without
+--agent, the session's only window.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ops, err := a.windowOps(cmd, w, true, false, true)
 			if err != nil {
 				return err
 			}
-			out, text, err := ops.WindowStatus(cmd.Context(), api.WindowIn{})
+			out, text, err := ops.WindowTurnStatus(cmd.Context(), api.WindowIn{})
 			if err != nil {
 				return err
 			}
@@ -348,7 +354,7 @@ markers. Without --agent, the session's only window.`,
 		},
 	}
 	w.add(cmd)
-	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the window as JSON")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the window and its latest turn as JSON")
 	return cmd
 }
 
@@ -559,5 +565,129 @@ form [CTX-REF:id], or the id.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "engram", "with --json, how messages are written: engram, anthropic or openai")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the messages as JSON")
+	return cmd
+}
+
+func (a *app) windowSnapshotsCmd() *cobra.Command {
+	var (
+		w       windowFlags
+		limit   int
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "snapshots",
+		Short: "A window's assembled turns, newest first",
+		Long: `List the turns assembled over a window (engram window assemble, the JSON
+API's assemble), newest first: each is kept as a snapshot of the exact
+messages sent, named by the SHA-256 of them in engram's format (turns that
+sent the same messages share it) and numbered in the window. A window
+keeps its newest 200. Without --agent, the session's only window.`,
+		Example: `  engram window snapshots --session s1 --agent claude --limit 5`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := a.windowOps(cmd, w, true, false, true)
+			if err != nil {
+				return err
+			}
+			out, text, err := ops.WindowSnapshots(cmd.Context(), api.SnapshotsIn{Limit: limit})
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	w.add(cmd)
+	cmd.Flags().IntVar(&limit, "limit", 0, "most snapshots, 1-1000 (default 20)")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the snapshots as JSON")
+	return cmd
+}
+
+func (a *app) windowSnapshotCmd() *cobra.Command {
+	var (
+		w       windowFlags
+		format  string
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "snapshot [SNAPSHOT]",
+		Short: "An assembled turn: its messages, exactly as sent, and its report",
+		Long: `Print an assembled turn of a window: the messages sent, and how each
+layer's share went. SNAPSHOT is a hash, a prefix of one (8 hex digits or
+more), the turn's number in the window (engram window snapshots), or
+latest, the default. With --json, the messages in --format and the
+report as the assembly gave it.`,
+		Example: `  engram window snapshot --session s1 --agent claude
+  engram window snapshot 3f9a2c1d --session s1 --agent claude --json --format anthropic`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("window snapshot takes one snapshot: a hash, a prefix, a number or latest")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := api.ParseFormat(format); err != nil {
+				return &usageError{err}
+			}
+			ops, err := a.windowOps(cmd, w, true, false, true)
+			if err != nil {
+				return err
+			}
+			in := api.SnapshotIn{Format: format}
+			if len(args) == 1 {
+				in.Snapshot = args[0]
+			}
+			out, text, err := ops.WindowSnapshot(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	w.add(cmd)
+	cmd.Flags().StringVar(&format, "format", "engram", "with --json, how messages are written: engram, anthropic or openai")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the snapshot as JSON")
+	return cmd
+}
+
+func (a *app) windowDiffCmd() *cobra.Command {
+	var (
+		w       windowFlags
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "diff FROM [TO]",
+		Short: "Two assembled turns compared: their contexts line by line, tokens and layers",
+		Long: `Compare two assembled turns of a window: a unified diff of their contexts
+as text (each message a block under its place, role and tokens, as engram
+window snapshot prints it), then how the tokens, the budget and each
+layer's allocation and use changed. FROM and TO are as engram window
+snapshot takes them (a hash, a prefix of 8 hex digits or more, a number,
+latest); TO is latest by default.`,
+		Example: `  engram window diff 3 --session s1 --agent claude
+  engram window diff 3f9a2c1d 7be04a9c --session s1 --agent claude --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usagef("window diff takes one or two snapshots: FROM, and TO (default latest)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := a.windowOps(cmd, w, true, false, true)
+			if err != nil {
+				return err
+			}
+			in := api.SnapshotDiffIn{From: args[0]}
+			if len(args) == 2 {
+				in.To = args[1]
+			}
+			out, text, err := ops.WindowSnapshotDiff(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	w.add(cmd)
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the comparison as JSON")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -467,4 +468,114 @@ func TestCLI_WindowAssemble(t *testing.T) {
 	e.fail("", 1, "no message for the turn", args("window", "assemble")...)
 	e.fail("", 1, "tools is 99999999", args("window", "assemble", "--message", "x", "--tools", "99999999")...)
 	e.fail("", 1, "no such file", args("window", "assemble", "--message", "x", "--briefing-file", "/nonexistent")...)
+}
+
+// TestCLI_WindowSnapshots: each engram window assemble keeps its turn;
+// the same state is the same snapshot, an append a new one; snapshots
+// lists them, snapshot shows one, diff compares two, status shows the
+// latest turn's layers; engram forget of the session removes them; bad
+// input is a clear error.
+func TestCLI_WindowSnapshots(t *testing.T) {
+	e := newEnv(t)
+	args := func(extra ...string) []string { return append(extra, "--session", "s1", "--agent", "claude") }
+	e.ok("", args("window", "open", "--limit", "3000", "--output", "200", "--safety", "100")...)
+	e.ok(`{"role":"system","content":"You are a careful engineer."}`+"\n", args("window", "append")...)
+	turn := func(i int) {
+		f := filepath.Join(t.TempDir(), "turn.jsonl")
+		if err := os.WriteFile(f, []byte(anthropicTurn(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.ok("", args("window", "append", "--format", "anthropic", "--file", f)...)
+	}
+	for i := range 6 {
+		turn(i)
+	}
+	if got := e.ok("", args("window", "snapshots")...); !strings.Contains(got, "window s1/claude has no snapshot") {
+		t.Errorf("snapshots before a turn: %q", got)
+	}
+	status := e.ok("", args("window", "status")...)
+	if strings.Contains(status, "latest turn") {
+		t.Errorf("status before a turn: %q", status)
+	}
+	type assembled struct {
+		Snapshot string
+		Tokens   int
+		Layers   []struct {
+			Name            string
+			Allocated, Used int
+		}
+	}
+	assemble := func() assembled {
+		var out assembled
+		if err := json.Unmarshal([]byte(e.ok("", args("window", "assemble", "--message", "Why is handler1 slow?", "--json")...)), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first, again := assemble(), assemble()
+	if first.Snapshot == "" || again.Snapshot != first.Snapshot {
+		t.Errorf("the same state assembled twice: %q and %q", first.Snapshot, again.Snapshot)
+	}
+	turn(6)
+	third := assemble()
+	if third.Snapshot == first.Snapshot {
+		t.Fatal("an append did not change the snapshot")
+	}
+	list := e.ok("", args("window", "snapshots")...)
+	if lines := strings.Split(strings.TrimSpace(list), "\n"); len(lines) != 4 || !strings.HasPrefix(strings.TrimSpace(lines[0]), "3  "+third.Snapshot[:12]) ||
+		!strings.HasPrefix(strings.TrimSpace(lines[2]), "1  "+first.Snapshot[:12]) || lines[3] != "(3 snapshots of window s1/claude, newest first)" {
+		t.Errorf("snapshots:\n%s", list)
+	}
+	if got := e.ok("", args("window", "snapshots", "--limit", "1", "--json")...); strings.Count(got, `"seq"`) != 1 {
+		t.Errorf("snapshots --limit 1 --json: %s", got)
+	}
+	shown := e.ok("", args("window", "snapshot", first.Snapshot[:8])...)
+	if !strings.HasPrefix(shown, "snapshot 2 of window s1/claude: "+first.Snapshot+"\n") || !strings.Contains(shown, "Why is handler1 slow?") ||
+		!strings.Contains(shown, "L6_history") {
+		t.Errorf("snapshot:\n%s", shown)
+	}
+	if latest := e.ok("", args("window", "snapshot")...); !strings.HasPrefix(latest, "snapshot 3 of window s1/claude: "+third.Snapshot) {
+		t.Errorf("the latest snapshot:\n%s", latest)
+	}
+	diff := e.ok("", args("window", "diff", "1")...)
+	if !strings.HasPrefix(diff, "--- snapshot 1 ("+first.Snapshot[:12]+")\n+++ snapshot 3 ("+third.Snapshot[:12]+")\n@@ ") ||
+		!strings.Contains(diff, "\n+handler6 serves requests.\n") || !strings.Contains(diff, fmt.Sprintf("tokens %d -> %d (%+d)", first.Tokens, third.Tokens, third.Tokens-first.Tokens)) ||
+		!strings.Contains(diff, "L6_history       allocated") {
+		t.Errorf("diff:\n%s", diff)
+	}
+	if same := e.ok("", args("window", "diff", "1", "2")...); !strings.HasPrefix(same, "snapshot 1 ("+first.Snapshot[:12]+") and snapshot 2 (") {
+		t.Errorf("a diff of one body:\n%s", same)
+	}
+	status = e.ok("", args("window", "status")...)
+	if !strings.Contains(status, "latest turn: snapshot 3 ("+third.Snapshot[:12]+")") || !strings.Contains(status, "the window has not changed since") {
+		t.Errorf("status:\n%s", status)
+	}
+	for _, l := range third.Layers {
+		if want := fmt.Sprintf("%-16s %6d of %6d allocated", l.Name, l.Used, l.Allocated); !strings.Contains(status, want) {
+			t.Errorf("status lacks %q:\n%s", want, status)
+		}
+	}
+	var st struct {
+		Window    struct{ Agent string }
+		Assembled struct{ Snapshot string }
+	}
+	if err := json.Unmarshal([]byte(e.ok("", args("window", "status", "--json")...)), &st); err != nil || st.Window.Agent != "claude" || st.Assembled.Snapshot != third.Snapshot {
+		t.Errorf("status --json: %+v, %v", st, err)
+	}
+
+	// Bad input.
+	e.fail("", 1, "is not a snapshot hash", args("window", "snapshot", "xyz")...)
+	e.fail("", 1, "no snapshot 9", args("window", "snapshot", "9")...)
+	e.fail("", 1, "limit is 5000", args("window", "snapshots", "--limit", "5000")...)
+	e.fail("", 2, "window diff takes one or two snapshots", args("window", "diff")...)
+	e.fail("", 2, "window snapshot takes one snapshot", args("window", "snapshot", "1", "2")...)
+	e.fail("", 2, `format "xml"`, args("window", "snapshot", "--format", "xml")...)
+	e.fail("", 1, `session "s9" has no window`, "window", "snapshots", "--session", "s9", "--agent", "claude")
+
+	// Forgetting the session takes its snapshots.
+	forgot := e.ok("", "forget", "session", "s1", "--yes")
+	if !regexp.MustCompile(`\n  snapshots +3\n`).MatchString(forgot) {
+		t.Errorf("forget:\n%s", forgot)
+	}
+	e.fail("", 1, `session "s1" has no window`, args("window", "snapshots")...)
 }

@@ -4,7 +4,9 @@
 // an error. Front ends decode, call, encode; the field tags here are both
 // the JSON names and the schemas' descriptions. Numeric inputs are checked
 // here, against their Range (limits.go), so that every front end refuses
-// the same values with the same message.
+// the same values with the same message. Context windows' operations are
+// in window.go, a turn's assembly in assemble.go, and the turns it keeps,
+// their diffs and a window's status with its latest turn in snapshot.go.
 package api
 
 import (

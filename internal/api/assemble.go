@@ -48,6 +48,10 @@ type LayerOut struct {
 // AssembleOut is a turn's context: the messages to send, in order, and
 // how the budget went.
 type AssembleOut struct {
+	// Snapshot is the hash the turn is kept under (engram window
+	// snapshot): the SHA-256 of its messages in engram's format.
+	Snapshot string `json:"snapshot"`
+
 	Window   WindowOut         `json:"window"`
 	Format   string            `json:"format"`
 	Messages []json.RawMessage `json:"messages"`
@@ -74,6 +78,8 @@ type AssembleOut struct {
 
 // WindowAssemble assembles a turn's context over a window: the messages
 // to send within the window's budget (less the tools), layer by layer.
+// The turn is kept as a snapshot (snapshot.go) whose hash Snapshot
+// gives; when it cannot be kept, the assembly fails.
 func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (AssembleOut, string, error) {
 	f, err := ParseFormat(in.Format)
 	if err != nil {
@@ -164,6 +170,12 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 		}
 		b.WriteString("\n")
 	}
+	// Every turn is kept, so that it can be cited, shown and compared; a
+	// turn that cannot be kept is not given.
+	if out.Snapshot, err = o.recordSnapshot(ctx, k, turn.Messages, out); err != nil {
+		return AssembleOut{}, "", fmt.Errorf("keep the turn's snapshot: %w", err)
+	}
+	fmt.Fprintf(&b, "snapshot %s", out.Snapshot)
 	return out, b.String(), nil
 }
 

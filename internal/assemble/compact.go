@@ -579,7 +579,7 @@ func (a *Assembler) keyMessages(ctx context.Context, c *conv, h *Compaction, fro
 	gap := 0
 	note := func() {
 		if gap > 0 {
-			text := fmt.Sprintf("[… %s left out here, under the marker above]", plural(gap, "message"))
+			text := fmt.Sprintf("[… %s left out]", plural(gap, "message"))
 			h.Items = append(h.Items, window.Item{Pos: -1, Excerpt: text})
 			used += a.countLine(c.enc, text)
 			gap = 0

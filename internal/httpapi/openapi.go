@@ -40,6 +40,12 @@ var responses = map[string]any{
 	"POST /v1/windows/{session}/{agent}/assemble": api.AssembleOut{},
 	"GET /v1/windows/{session}/{agent}/context":   api.ContextOut{},
 	"GET /v1/refs/{id}":                           api.ExpandOut{},
+
+	// A window's assembled turns.
+	"GET /v1/windows/{session}/{agent}/status":                            api.TurnStatusOut{},
+	"GET /v1/windows/{session}/{agent}/snapshots":                         api.SnapshotsOut{},
+	"GET /v1/windows/{session}/{agent}/snapshots/{snapshot}":              api.SnapshotOut{},
+	"GET /v1/windows/{session}/{agent}/snapshots/{snapshot}/diff/{other}": api.SnapshotDiffOut{},
 }
 
 // operationIDs name the operations whose paths alone would not: a
@@ -53,6 +59,12 @@ var operationIDs = map[string]string{
 	"POST /v1/windows/{session}/{agent}/assemble": "assemble_window_turn",
 	"GET /v1/windows/{session}/{agent}/context":   "get_window_context",
 	"GET /v1/refs/{id}":                           "expand_ref",
+
+	// A window's assembled turns.
+	"GET /v1/windows/{session}/{agent}/status":                            "get_window_status",
+	"GET /v1/windows/{session}/{agent}/snapshots":                         "list_window_snapshots",
+	"GET /v1/windows/{session}/{agent}/snapshots/{snapshot}":              "get_window_snapshot",
+	"GET /v1/windows/{session}/{agent}/snapshots/{snapshot}/diff/{other}": "diff_window_snapshots",
 }
 
 // schemaFor infers a type's schema; json.RawMessage, which holds a

@@ -92,6 +92,14 @@ func (v *v1) table() []route {
 			v.assembleWindow, api.WindowAssembleIn{}, nil, 200},
 		{"GET /v1/windows/{session}/{agent}/context", "A window's context, in order: its messages and a marker for each evicted run", v.windowContext, nil,
 			[]string{"format: engram (default), anthropic or openai"}, 200},
+		{"GET /v1/windows/{session}/{agent}/status", "Where a window stands, with its latest assembled turn: allocation per layer, strategy, markers, evictions, savings (assembled is null before the first)",
+			v.windowTurnStatus, nil, nil, 200},
+		{"GET /v1/windows/{session}/{agent}/snapshots", "A window's assembled turns, kept by the hash of their messages, newest first", v.windowSnapshots, nil,
+			[]string{"limit: most snapshots, 1-1000 (default 20)"}, 200},
+		{"GET /v1/windows/{session}/{agent}/snapshots/{snapshot}", "An assembled turn: its messages, exactly as sent, and its report; {snapshot} is a hash, a prefix of 8 hex digits or more, a number or latest",
+			v.windowSnapshot, nil, []string{"format: engram (default), anthropic or openai"}, 200},
+		{"GET /v1/windows/{session}/{agent}/snapshots/{snapshot}/diff/{other}", "Two assembled turns compared: a unified line diff of their contexts as text, and the changes of tokens, budget and each layer's allocation",
+			v.windowSnapshotDiff, nil, nil, 200},
 		{"GET /v1/refs/{id}", "The messages a reference marker stands for, byte for byte (POST /v1/retrieve takes a marker whole)", v.expandRef, nil,
 			[]string{"format: engram (default), anthropic or openai"}, 200},
 	}
@@ -391,6 +399,31 @@ func (v *v1) assembleWindow(w http.ResponseWriter, r *http.Request) {
 func (v *v1) windowContext(w http.ResponseWriter, r *http.Request) {
 	in := api.WindowContextIn{Session: r.PathValue("session"), Agent: r.PathValue("agent"), Format: r.URL.Query().Get("format")}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowContext(r.Context(), in); return out, err })
+}
+
+func (v *v1) windowTurnStatus(w http.ResponseWriter, r *http.Request) {
+	in := api.WindowIn{Session: r.PathValue("session"), Agent: r.PathValue("agent")}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowTurnStatus(r.Context(), in); return out, err })
+}
+
+func (v *v1) windowSnapshots(w http.ResponseWriter, r *http.Request) {
+	in := api.SnapshotsIn{Session: r.PathValue("session"), Agent: r.PathValue("agent")}
+	if err := intParams(r.URL.Query(), map[string]*int{"limit": &in.Limit}); err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowSnapshots(r.Context(), in); return out, err })
+}
+
+func (v *v1) windowSnapshot(w http.ResponseWriter, r *http.Request) {
+	in := api.SnapshotIn{Session: r.PathValue("session"), Agent: r.PathValue("agent"), Snapshot: r.PathValue("snapshot"),
+		Format: r.URL.Query().Get("format")}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowSnapshot(r.Context(), in); return out, err })
+}
+
+func (v *v1) windowSnapshotDiff(w http.ResponseWriter, r *http.Request) {
+	in := api.SnapshotDiffIn{Session: r.PathValue("session"), Agent: r.PathValue("agent"), From: r.PathValue("snapshot"), To: r.PathValue("other")}
+	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowSnapshotDiff(r.Context(), in); return out, err })
 }
 
 func (v *v1) expandRef(w http.ResponseWriter, r *http.Request) {

@@ -209,6 +209,9 @@ type Counts struct {
 	Events       int64 `json:"events,omitempty"`
 	Settings     int64 `json:"settings,omitempty"`
 	Blobs        int64 `json:"blobs,omitempty"`
+	// Snapshots are windows' turn snapshots: a session's, or those whose
+	// context held what was redacted.
+	Snapshots int64 `json:"snapshots,omitempty"`
 	// Places and Bytes count a redaction's replacements: how many and how
 	// many bytes they replaced (never the bytes themselves).
 	Places int64 `json:"places,omitempty"`
@@ -233,6 +236,7 @@ func (c *Counts) Add(c2 Counts) {
 	c.Events += c2.Events
 	c.Settings += c2.Settings
 	c.Blobs += c2.Blobs
+	c.Snapshots += c2.Snapshots
 	c.Places += c2.Places
 	c.Bytes += c2.Bytes
 }

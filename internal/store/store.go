@@ -1,7 +1,8 @@
 // Package store defines what engram keeps and the contract its storage
 // backends implement: content-addressed entries and their occurrences,
 // chunks with a full-text index, links, references, sessions and agents,
-// and the operator's removal of what was kept (PurgeStore: forgetting,
+// context windows and their turn snapshots (window.go), and the
+// operator's removal of what was kept (PurgeStore: forgetting,
 // redaction, retention and their audit; forget.go).
 //
 // The engine talks to a Store and never to a database. Backends live in
@@ -119,6 +120,26 @@ type Store interface {
 	// writes nothing and returns ErrStaleEpoch (a summarizer that started
 	// before another's write never overwrites it).
 	PutWindowSummaries(ctx context.Context, key WindowKey, epoch int64, sums []WindowSummary) (int64, error)
+	// PutSnapshot records a turn's assembled context for a window, in one
+	// transaction: its body stored once by its SHA-256 (which it sets as
+	// the snapshot's Hash; a Hash given must match), however many
+	// snapshots share it, and the snapshot numbered after the window's
+	// last. With keep > 0, only the window's newest keep snapshots stay,
+	// and bodies no snapshot refers to go. It returns the snapshot as
+	// stored, without its body; ErrNotFound if there is no such window.
+	PutSnapshot(ctx context.Context, snap WindowSnapshot, keep int) (WindowSnapshot, error)
+	// Snapshots returns up to limit snapshots of a window (all if limit
+	// is not positive), newest first, without their bodies; ErrNotFound
+	// if there is no such window.
+	Snapshots(ctx context.Context, key WindowKey, limit int) ([]WindowSnapshot, error)
+	// Snapshot returns, with its body, the newest snapshot of a window
+	// whose hash is hash or starts with it (MinSnapshotPrefix hex digits
+	// at least). A malformed hash is a *ValidationError; a prefix of
+	// several hashes an *AmbiguousError; none, ErrNotFound.
+	Snapshot(ctx context.Context, key WindowKey, hash string) (WindowSnapshot, error)
+	// SnapshotAt returns a window's snapshot number seq, with its body, or
+	// ErrNotFound.
+	SnapshotAt(ctx context.Context, key WindowKey, seq int64) (WindowSnapshot, error)
 
 	// PutSession registers a session or updates its name and metadata.
 	PutSession(ctx context.Context, s Session) error
@@ -231,8 +252,8 @@ type ConflictError struct {
 
 func (e *ConflictError) Error() string { return e.What + ": " + e.Msg }
 
-// AmbiguousError is returned by ResolveID when a prefix matches several
-// entries.
+// AmbiguousError is returned by ResolveID and Snapshot when a prefix
+// matches several entries or snapshots.
 type AmbiguousError struct {
 	Prefix  string
 	Matches []string // some of the matching IDs

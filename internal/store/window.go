@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -143,4 +144,38 @@ func (s WindowSummary) Validate() error {
 		return &ValidationError{Field: "summary", Msg: "a summary needs its digest, text and maker"}
 	}
 	return nil
+}
+
+// WindowSnapshot is a turn's assembled context, kept: the exact messages
+// sent (Body, stored once by its hash however many turns share it) and
+// the assembly's report, both JSON the store keeps opaque.
+type WindowSnapshot struct {
+	WindowKey
+	// Seq numbers a window's snapshots from 1, in the order they were
+	// taken.
+	Seq int64
+	// Hash is the SHA-256 of Body, in hex; PutSnapshot sets it.
+	Hash string
+	// Version is the window's version the turn was assembled at.
+	Version   int64
+	CreatedAt time.Time
+	// Report is how the assembly went (budget, tokens, layers), JSON.
+	Report []byte
+	// Body is the messages sent, JSON; lists leave it out.
+	Body []byte
+	// Size is Body's length in bytes, in lists too.
+	Size int
+}
+
+// MinSnapshotPrefix is the shortest hash prefix Snapshot accepts.
+const MinSnapshotPrefix = 8
+
+// ParseSnapshotHash checks a snapshot hash or prefix (MinSnapshotPrefix
+// to 64 hex digits) and returns it in lower case.
+func ParseSnapshotHash(s string) (string, error) {
+	h := strings.ToLower(s)
+	if len(h) < MinSnapshotPrefix || len(h) > 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return "", &ValidationError{Field: "hash", Msg: fmt.Sprintf("%q is not a snapshot hash: want %d to 64 hex digits", s, MinSnapshotPrefix)}
+	}
+	return h, nil
 }

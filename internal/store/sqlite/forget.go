@@ -302,6 +302,11 @@ func (p *purge) forgetSession(id string, records bool) error {
 	if err := p.dropOccurrences(`o.session_id = ?`, id); err != nil {
 		return err
 	}
+	dropped, err := dropSnapshots(p.ctx, p.tx, `session_id = ?`, id)
+	if err != nil {
+		return err
+	}
+	p.counts.Snapshots += dropped
 	for _, q := range []struct {
 		sql string
 		n   *int64

@@ -48,6 +48,7 @@ var migrations = []migration{
 	{13, "context windows", schemaV13, nil},
 	{14, "context windows' re-admissions and append times", schemaV14, addAppendedAt},
 	{15, "rolling summaries of context windows", schemaV15, nil},
+	{16, "turn snapshots", schemaV16, nil},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -723,4 +724,29 @@ CREATE TABLE IF NOT EXISTS window_summaries (
 	created_at INTEGER NOT NULL,
 	PRIMARY KEY (session_id, agent_id, level, from_pos)
 ) STRICT, WITHOUT ROWID;
+`
+
+// schemaV16: turn snapshots. A turn's assembled context is kept as its
+// body, the messages sent (JSON), stored once under its SHA-256 however
+// many turns share it, and a snapshot of the window: its number in the
+// window, the body's hash, the window's version at assembly and the
+// assembly's report (JSON).
+const schemaV16 = `
+CREATE TABLE IF NOT EXISTS snapshot_bodies (
+	hash TEXT PRIMARY KEY,
+	body BLOB NOT NULL
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS window_snapshots (
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	seq        INTEGER NOT NULL,
+	hash       TEXT NOT NULL,
+	version    INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	report     TEXT NOT NULL,
+	PRIMARY KEY (session_id, agent_id, seq)
+) STRICT;
+CREATE INDEX IF NOT EXISTS window_snapshots_hash ON window_snapshots(hash);
+CREATE INDEX IF NOT EXISTS window_snapshots_window_hash ON window_snapshots(session_id, agent_id, hash);
 `

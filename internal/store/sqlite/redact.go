@@ -601,7 +601,8 @@ func (r *redaction) records() error {
 
 // rest redacts the text of sessions, agents, references, archive agents
 // and events, settings and the manifest's reasons, and deletes the blobs
-// (trained models) that hold the string: they cannot be rewritten.
+// (trained models) and turn snapshots that hold the string: they cannot
+// be rewritten.
 func (r *redaction) rest() error {
 	type column struct {
 		table, key string
@@ -707,6 +708,15 @@ func (r *redaction) rest() error {
 		return err
 	}
 	r.counts.Blobs += n
+	r.counts.Places += n
+	// A turn's snapshot is the exact context sent, kept by its hash: one
+	// that held the string cannot be rewritten, so it goes.
+	n, err = dropSnapshots(r.ctx, r.tx, `instr(report, ?1) > 0 OR `+r.jsonMatch("report")+`
+		OR hash IN (SELECT hash FROM snapshot_bodies WHERE instr(body, ?1) > 0 OR `+r.jsonMatch("body")+`)`, r.args()...)
+	if err != nil {
+		return err
+	}
+	r.counts.Snapshots += n
 	r.counts.Places += n
 	return nil
 }

@@ -144,6 +144,8 @@ func Run(t *testing.T, open Opener) {
 		{"WindowAbsorb", testWindowAbsorb},
 		{"WindowSummaries", testWindowSummaries},
 		{"PutReferences", testPutReferences},
+		{"Snapshots", testSnapshots},
+		{"ForgetSnapshots", testForgetSnapshots},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
