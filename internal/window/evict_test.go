@@ -48,7 +48,7 @@ func spans(l *Layout) string {
 // turns through an eviction; the oldest units go, in one reference, down
 // to the target over the room the system prompt leaves.
 func TestLayout_Recency(t *testing.T) {
-	p := PolicyFor("engineer")
+	p := PolicyFor(DefaultRole)
 	p.KeepTurns, p.Clip = 1, 0
 	msgs := hundreds([]Message{
 		text(RoleSystem, "sys"),
@@ -198,7 +198,7 @@ func TestLayout_TopicAndTask(t *testing.T) {
 // places, the oldest of the rest leaving to make room; what cannot fit is
 // refused, the window unchanged; a later eviction may take them again.
 func TestLayout_Readmit(t *testing.T) {
-	p := PolicyFor("engineer")
+	p := PolicyFor(DefaultRole)
 	p.KeepTurns, p.Clip = 1, 0
 	msgs := hundreds([]Message{
 		text(RoleSystem, "sys"),
