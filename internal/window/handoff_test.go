@@ -49,14 +49,14 @@ func TestBuildHandoff(t *testing.T) {
 		Next:      []string{"Next: wire the limiter into the router."},
 		Blockers:  []string{"The tests are blocked on the missing fixture."},
 		Refs:      []window.HandoffRef{}, Sources: []string{"window"},
-		Tester:    &window.TesterHandoff{FailingTests: []string{"TestLimit", "tests/test_upload.py::test_burst"}},
+		Tester: &window.TesterHandoff{FailingTests: []string{"TestLimit", "tests/test_upload.py::test_burst"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("BuildHandoff from the window (-want +got):\n%s", diff)
 	}
 
 	facts := &window.SessionFacts{Task: "Rate-limit uploads (ticket 42)", Current: "metrics", Next: []string{"add the metric"},
-		Files: []window.HandoffFile{{Path: "internal/upload/limit.go", Status: "created", Summary: "the token bucket"}},
+		Files:       []window.HandoffFile{{Path: "internal/upload/limit.go", Status: "created", Summary: "the token bucket"}},
 		FilesToRead: []string{"docs/limits.md"}, Decisions: []string{"Limits live in config"}}
 	got = window.BuildHandoff("engineer", msgs, facts)
 	if got.Task != facts.Task || got.Progress.InProgress != "metrics" || !slices.Equal(got.Next, facts.Next) || got.Tester != nil {
