@@ -49,8 +49,8 @@ func TestOpenAPI(t *testing.T) {
 			}
 		}
 	}
-	if n != 35 {
-		t.Errorf("%d documented operations, want the 35 routes", n)
+	if n != 36 {
+		t.Errorf("%d documented operations, want the 36 routes", n)
 	}
 	// And a route that is not documented is not served.
 	if st, _, b := c.do("DELETE", "/v1/patterns", ""); st != 404 || !strings.Contains(b, "no such route") {

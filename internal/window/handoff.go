@@ -232,7 +232,7 @@ func BuildHandoff(role string, msgs []Message, facts *SessionFacts) HandoffState
 	if len(facts.Blockers) > 0 {
 		st.Blockers = slices.Clone(facts.Blockers)
 	}
-	files := slices.Clone(facts.Files)
+	files := append([]HandoffFile{}, facts.Files...)
 	for _, p := range facts.FilesToRead {
 		files = append(files, HandoffFile{Path: p, Status: "to_read"})
 	}
@@ -242,7 +242,7 @@ func BuildHandoff(role string, msgs []Message, facts *SessionFacts) HandoffState
 		}
 	}
 	st.Files = files
-	decisions := slices.Clone(facts.Decisions)
+	decisions := append([]string{}, facts.Decisions...)
 	for _, d := range st.Decisions {
 		if !slices.Contains(decisions, d) {
 			decisions = append(decisions, d)
