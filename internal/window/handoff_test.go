@@ -100,7 +100,7 @@ func fillPastHandoff(t *testing.T, m *window.Manager, key store.WindowKey, from 
 		}
 		sent = append(sent, ex...)
 		if res.HandoffDue {
-			if res.Evicted != nil && len(res.Evicted) > 0 {
+			if len(res.Evicted) > 0 {
 				t.Fatalf("the window evicted before its handoff was due: %+v", res.Evicted)
 			}
 			return sent
