@@ -163,7 +163,9 @@ func (m *Manager) Handoff(ctx context.Context, from store.WindowKey, o HandoffOp
 // carryOver takes into a state what the state before it in the lineage
 // (the entry prev) knew and the window cannot: the task (the window's
 // first prompt is the state itself) and the objective, unless the
-// archivalist's facts say them, and its decisions after the state's own.
+// archivalist's facts say them; its decisions and files after the
+// state's own; what is done, next steps, blockers and open questions
+// where the state has none.
 func (m *Manager) carryOver(ctx context.Context, prev string, st *HandoffState, facts *SessionFacts) error {
 	es, err := m.eng.Store().Entries(ctx, []string{prev})
 	if errors.Is(err, store.ErrNotFound) {
@@ -185,6 +187,19 @@ func (m *Manager) carryOver(ctx context.Context, prev string, st *HandoffState, 
 	for _, d := range before.Decisions {
 		if !slices.Contains(st.Decisions, d) && len(st.Decisions) < 2*handoffItems {
 			st.Decisions = append(st.Decisions, d)
+		}
+	}
+	// What neither the window nor the facts say any more, the state
+	// before still does.
+	for _, l := range []struct{ now, was *[]string }{{&st.Progress.Done, &before.Progress.Done}, {&st.Next, &before.Next},
+		{&st.Blockers, &before.Blockers}, {&st.Questions, &before.Questions}} {
+		if len(*l.now) == 0 && len(*l.was) > 0 {
+			*l.now = *l.was
+		}
+	}
+	for _, f := range before.Files {
+		if !slices.ContainsFunc(st.Files, func(g HandoffFile) bool { return g.Path == f.Path }) && len(st.Files) < 2*handoffFiles {
+			st.Files = append(st.Files, f)
 		}
 	}
 	return nil
@@ -261,7 +276,7 @@ func (m *Manager) ledgerRefs(ctx context.Context, key store.WindowKey, s Setting
 			for _, e := range msgs[i].Entities {
 				counts[e]++
 			}
-			if len(hints) == 0 && t == store.UserPrompt {
+			if len(hints) == 0 && t == store.UserPrompt && !isHandoffText(&msgs[i]) {
 				if l := headLine(textOf(&msgs[i])); l != "" {
 					hints = append(hints, clipText(l, ctxref.MaxHintBytes))
 				}

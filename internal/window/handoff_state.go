@@ -174,7 +174,7 @@ const (
 // none): the task is the first user prompt; files are the paths named in
 // tool calls (read, or modified by a tool that writes) and results
 // (mentioned); decisions, open questions, next steps, blockers and what
-// is done are lines of the latest messages' text in the language of each
+// is done are lines of the agent's latest messages in the language of each
 // (see classify). The facts win where they speak: their task, objective,
 // current work, what is done, next steps and blockers replace the
 // window's; their files and decisions come first, the window's after.
@@ -315,12 +315,13 @@ func appendItem(list []string, l string) []string {
 	return list
 }
 
-// latestLines returns the lines of the text the agent and the user wrote
-// in msgs (not tools' input or output), trimmed of list marks, in order.
+// latestLines returns the lines of the text the agent wrote in msgs (not
+// tools' input or output, nor the user's prompts: the task and the work in
+// hand say those), trimmed of list marks, in order.
 func latestLines(msgs []Message) []string {
 	var out []string
 	for i := range msgs {
-		if msgs[i].Role != RoleAssistant && msgs[i].Role != RoleUser || len(msgs[i].Results()) > 0 || isHandoffText(&msgs[i]) {
+		if msgs[i].Role != RoleAssistant {
 			continue
 		}
 		for l := range strings.SplitSeq(textOf(&msgs[i]), "\n") {

@@ -328,6 +328,7 @@ func TestManagerHandoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s3 := res3.State; s3.Index != 3 || s3.Previous != res2.Entry || s3.Task != facts.Task || !slices.Contains(s3.Decisions, "one handler a step") ||
+		!slices.Contains(s3.Files, facts.Files[0]) || !slices.Equal(s3.Next, facts.Next) ||
 		s3.ToAgent != "engineer-final" || res3.Window.AgentID != "engineer-final" {
 		t.Errorf("the third handoff: %+v", s3)
 	}
