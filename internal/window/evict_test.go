@@ -106,6 +106,26 @@ func TestPolicies(t *testing.T) {
 	if err := bad.Validate(); err == nil {
 		t.Error("a target over the threshold should be refused")
 	}
+	// Pipeline roles hand off at 75 % and evict past 90 % as a fallback;
+	// no other role hands off.
+	for role := range Policies {
+		p := PolicyFor(role)
+		want := 0.0
+		if slices.Contains(PipelineRoles, role) {
+			want = 0.75
+			if p.Evict != 0.90 || p.Strategy != Recency {
+				t.Errorf("%s: %+v", role, p)
+			}
+		}
+		if p.Handoff != want {
+			t.Errorf("%s hands off at %.2f, want %.2f", role, p.Handoff, want)
+		}
+	}
+	bad = PolicyFor("engineer")
+	bad.Handoff = 0.95
+	if err := bad.Validate(); err == nil {
+		t.Error("a handoff past the eviction threshold should be refused")
+	}
 }
 
 // TestLimits: a window's budget from the model catalog: the context less

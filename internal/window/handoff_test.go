@@ -213,6 +213,17 @@ func TestManagerHandoff(t *testing.T) {
 		t.Errorf("refused handoffs wrote (-before +after):\n%s", diff)
 	}
 
+	// A handoff cut short after it opened engineer-2 and before its
+	// append left the window empty, with its settings: it is taken over.
+	cut := prior.Settings
+	cut.Handoff = &window.HandoffLink{Index: 1, Entry: strings.Repeat("0", 64), From: "engineer"}
+	raw, err := json.Marshal(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutWindow(ctx, store.WindowKey{SessionID: "s1", AgentID: "engineer-2"}, raw); err != nil {
+		t.Fatal(err)
+	}
 	res, err := m.Handoff(ctx, eng, window.HandoffOptions{})
 	if err != nil {
 		t.Fatal(err)
