@@ -21,7 +21,7 @@ import (
 func (a *app) windowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "window",
-		Short: "Agents' context windows: open, append, status, list, context, assemble, snapshots, expand, readmit, replay",
+		Short: "Agents' context windows: open, append, status, list, context, assemble, snapshots, expand, readmit, handoff, replay",
 		Long: `A context window per agent of a session: the messages the agent's model
 sees, within a budget of tokens. Past its threshold a window evicts its
 oldest messages, by its role's strategy (never a tool call without its
@@ -42,11 +42,12 @@ The window is named by --session (default $ENGRAM_SESSION) and --agent
   engram window diff 1 latest --session s1 --agent claude
   engram window expand r3f9a2c1d0b4e5f6
   engram window readmit r3f9a2c1d0b4e5f6
+  engram window handoff --session s1 --agent engineer
   engram window replay examples/session.jsonl --budget 2000`,
 		Args: noArgs,
 	}
 	cmd.AddCommand(a.windowOpenCmd(), a.windowAppendCmd(), a.windowStatusCmd(), a.windowListCmd(), a.windowContextCmd(), a.windowAssembleCmd(), a.windowReadmitCmd(),
-		a.windowExpandCmd(), a.windowReplayCmd())
+		a.windowHandoffCmd(), a.windowExpandCmd(), a.windowReplayCmd())
 	cmd.AddCommand(a.windowSnapshotsCmd(), a.windowSnapshotCmd(), a.windowDiffCmd())
 	return cmd
 }
@@ -478,6 +479,53 @@ as a harness would send them.`,
 	w.add(cmd)
 	cmd.Flags().StringVar(&format, "format", "engram", "with --json, how messages are written: engram, anthropic or openai")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the context as JSON")
+	return cmd
+}
+
+func (a *app) windowHandoffCmd() *cobra.Command {
+	var (
+		w       windowFlags
+		to      string
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "handoff",
+		Short: "Hand an agent's window off to a new instance of the agent",
+		Long: `Hand the window of an agent off to a new instance of it, as pipeline agents
+do at 75 % of their budget (engineer, designer, inspector, tester,
+orchestrator and guide: their status says "handoff due"; their windows
+evict past 90 % only as a fallback). A structured state (task, progress,
+files touched, decisions, open questions, next steps, blockers, and markers
+that expand back to every message of the window) is built with no model
+from the window and the archivalist's state of the session (its resume
+point, files and decisions win where both speak), stored as a
+handoff_state entry chained by index (1, then 2 for the next instance's
+handoff, each naming the one before), and the next agent's window opens
+with the same settings, the prior window's system prompt and the state,
+pinned. The prior window stays as it is.
+
+The next agent is --to, or the agent's name with -2 (engineer-2 hands off
+to engineer-3). A next agent whose window exists is refused, nothing
+written; so is a window with no messages. Without the archivalist's state
+the state is the window's alone, and the output says so (fallback).`,
+		Example: `  engram window handoff --session s1 --agent engineer
+  engram window handoff --session s1 --agent engineer-2 --to reviewer --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ops, err := a.windowOps(cmd, w, true, true, true)
+			if err != nil {
+				return err
+			}
+			out, text, err := ops.WindowHandoff(cmd.Context(), api.WindowHandoffIn{To: to})
+			if err != nil {
+				return err
+			}
+			return a.printOp(jsonOut, out, text)
+		},
+	}
+	w.add(cmd)
+	cmd.Flags().StringVar(&to, "to", "", "the agent that takes over (default the agent's name with -2, or its number plus one)")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the state, its entry, and the new window as JSON")
 	return cmd
 }
 

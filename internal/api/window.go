@@ -157,11 +157,15 @@ type WindowOut struct {
 	Budget int `json:"budget"`
 	Used   int `json:"used"`
 	// EvictAt and Target are where it evicts and down to where.
-	EvictAt      int   `json:"evict_at"`
-	Target       int   `json:"target"`
-	Checkpoints  []int `json:"checkpoints"`
-	KeepTurns    int   `json:"keep_turns"`
-	MaxRefTokens int   `json:"max_ref_tokens"`
+	EvictAt     int   `json:"evict_at"`
+	Target      int   `json:"target"`
+	Checkpoints []int `json:"checkpoints"`
+	// HandoffAt is where the agent is due to hand off to a new instance
+	// (pipeline roles), HandoffDue whether it is.
+	HandoffAt    int  `json:"handoff_at,omitempty"`
+	HandoffDue   bool `json:"handoff_due,omitempty"`
+	KeepTurns    int  `json:"keep_turns"`
+	MaxRefTokens int  `json:"max_ref_tokens"`
 	// Messages are in the window, Evicted out of it under Refs markers.
 	Messages int   `json:"messages"`
 	Evicted  int   `json:"evicted"`
@@ -174,7 +178,8 @@ func windowOut(st window.Status) WindowOut {
 	return WindowOut{Session: st.SessionID, Agent: st.AgentID, Role: s.Role, Model: s.Model, Encoding: s.Encoding,
 		Strategy: string(s.Policy.Strategy), Context: s.Limits.Context, Output: s.Limits.Output, Safety: s.Limits.Safety,
 		Margin: s.Limits.Margin, Budget: st.Budget, Used: st.Used, EvictAt: st.EvictAt, Target: st.Target,
-		Checkpoints: append([]int{}, st.Checkpoints...), KeepTurns: s.Policy.KeepTurns, MaxRefTokens: s.Policy.MaxRefTokens,
+		Checkpoints: append([]int{}, st.Checkpoints...), HandoffAt: st.HandoffAt, HandoffDue: st.HandoffDue,
+		KeepTurns: s.Policy.KeepTurns, MaxRefTokens: s.Policy.MaxRefTokens,
 		Messages: st.Messages, Evicted: st.Evicted, Refs: st.Refs, Version: st.Version}
 }
 
@@ -188,8 +193,15 @@ func (w WindowOut) Text() string {
 	if w.Model != "" {
 		size = w.Model
 	}
-	return fmt.Sprintf("window %s/%s (%s, %s, %s): %d of %d tokens (%d%%), evicts at %d down to %d; %s in it, %d evicted under %s",
-		w.Session, w.Agent, w.Role, w.Strategy, size, w.Used, w.Budget, pct, w.EvictAt, w.Target, plural(w.Messages, "message"),
+	handoff := ""
+	switch {
+	case w.HandoffDue:
+		handoff = fmt.Sprintf(", handoff due (at %d)", w.HandoffAt)
+	case w.HandoffAt > 0:
+		handoff = fmt.Sprintf(", hands off at %d", w.HandoffAt)
+	}
+	return fmt.Sprintf("window %s/%s (%s, %s, %s): %d of %d tokens (%d%%)%s, evicts at %d down to %d; %s in it, %d evicted under %s",
+		w.Session, w.Agent, w.Role, w.Strategy, size, w.Used, w.Budget, pct, handoff, w.EvictAt, w.Target, plural(w.Messages, "message"),
 		w.Evicted, plural(w.Refs, "reference"))
 }
 

@@ -119,6 +119,9 @@ type WindowRole struct {
 	KeepTurns int `toml:"keep_turns"`
 	// Checkpoints are shares at which a checkpoint is due.
 	Checkpoints []float64 `toml:"checkpoints"`
+	// Handoff is the share at which the agent is due to hand off to a new
+	// instance (pipeline roles: 0.75), at or below Evict; zero never.
+	Handoff float64 `toml:"handoff"`
 	// Preserve are content types never evicted (user_prompt, ...).
 	Preserve     []string `toml:"preserve"`
 	MaxRefTokens int      `toml:"max_ref_tokens"`

@@ -88,6 +88,8 @@ func (v *v1) table() []route {
 			v.appendWindow, api.WindowAppendIn{}, nil, 201},
 		{"POST /v1/windows/{session}/{agent}/readmit", "Bring the messages a reference marker of the window stands for back into it, whole, in their places (409 when they cannot fit)",
 			v.readmitWindow, api.WindowReadmitIn{}, nil, 200},
+		{"POST /v1/windows/{session}/{agent}/handoff", "Hand an agent's window off to a new instance of it (pipeline roles are due at 75 %): a structured state, stored as a handoff_state entry chained by index, opens the next agent's window; the prior window stays (409 when the next agent's window exists)",
+			v.handoffWindow, api.WindowHandoffIn{}, nil, 201},
 		{"POST /v1/windows/{session}/{agent}/assemble", "A turn's context assembled to the window's budget: the messages to send, layer by layer (history, arc, retrieval, the message), and the report",
 			v.assembleWindow, api.WindowAssembleIn{}, nil, 200},
 		{"GET /v1/windows/{session}/{agent}/context", "A window's context, in order: its messages and a marker for each evicted run", v.windowContext, nil,
@@ -386,6 +388,24 @@ func (v *v1) readmitWindow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.WindowReadmit(r.Context(), in); return out, err })
+}
+
+func (v *v1) handoffWindow(w http.ResponseWriter, r *http.Request) {
+	var in api.WindowHandoffIn
+	if !v.windowBody(w, r, &in, &in.Session, &in.Agent) {
+		return
+	}
+	o, err := v.ops(r)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	out, _, err := o.WindowHandoff(r.Context(), in)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, out)
 }
 
 func (v *v1) assembleWindow(w http.ResponseWriter, r *http.Request) {

@@ -391,6 +391,8 @@ func TestWindowsAgentKeys(t *testing.T) {
 		{"list", "GET", "/v1/windows", "", as(bob), 200},
 		{"operator anywhere", "PUT", "/v1/windows/alice/claude", `{"limit":8000}`, withToken("Content-Type", "application/json"), 200},
 		{"readmit into another's", "POST", "/v1/windows/alice/a1/readmit", `{"ref_id":"r0000000000000000"}`, as(bob), 403},
+		{"hand off another's", "POST", "/v1/windows/alice/a1/handoff", `{}`, as(bob), 403},
+		{"hand off own", "POST", "/v1/windows/alice/a1/handoff", `{}`, as(alice), 201},
 	} {
 		if st, _, b := raw(t, tc.method, srv.URL+tc.path, tc.body, tc.hdr...); st != tc.status {
 			t.Errorf("%s: HTTP %d %s, want %d", tc.name, st, strings.TrimSpace(b), tc.status)
@@ -410,8 +412,8 @@ func TestWindowsAgentKeys(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 4 {
-		t.Errorf("%d refusals audited, want 4", refused)
+	if refused != 5 {
+		t.Errorf("%d refusals audited, want 5", refused)
 	}
 }
 

@@ -18,7 +18,7 @@ func ConfigFrom(c config.Window) Config {
 	for role, r := range c.Roles {
 		p := PolicyFor(role)
 		p.Strategy, p.Checkpoints, p.Evict, p.Target = Strategy(r.Strategy), r.Checkpoints, r.Evict, r.Target
-		p.KeepTurns, p.MaxRefTokens, p.Preserve = r.KeepTurns, r.MaxRefTokens, nil
+		p.KeepTurns, p.MaxRefTokens, p.Preserve, p.Handoff = r.KeepTurns, r.MaxRefTokens, nil, r.Handoff
 		for _, t := range r.Preserve {
 			p.Preserve = append(p.Preserve, store.ContentType(t))
 		}

@@ -13,7 +13,12 @@
 // evict.go), re-admission, and its digest of lines of evicted tool results
 // (digest.go, lines.go, entities.go). The Manager (manager.go, laidout.go)
 // keeps windows in the store: a window's Layout is rebuilt from its ledger
-// in any process, byte for byte the same.
+// in any process, byte for byte the same. A pipeline agent's window hands
+// off to a new instance of the agent (handoff.go: Manager.Handoff, due at
+// its policy's Handoff share): a structured state (handoff_state.go),
+// built with no model from the window and the archivalist's facts, stored
+// as a handoff_state entry chained by index, opens the next window, with
+// references that stand for every message of the prior one.
 //
 // The core follows seed 000 ("Memory Management Thresholds", "Eviction
 // Strategies") where it is sound, and departs from it where it is not:

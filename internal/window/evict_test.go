@@ -48,7 +48,7 @@ func spans(l *Layout) string {
 // turns through an eviction; the oldest units go, in one reference, down
 // to the target over the room the system prompt leaves.
 func TestLayout_Recency(t *testing.T) {
-	p := PolicyFor("engineer")
+	p := PolicyFor(DefaultRole)
 	p.KeepTurns, p.Clip = 1, 0
 	msgs := hundreds([]Message{
 		text(RoleSystem, "sys"),
@@ -105,6 +105,26 @@ func TestPolicies(t *testing.T) {
 	bad.Target = 0.9
 	if err := bad.Validate(); err == nil {
 		t.Error("a target over the threshold should be refused")
+	}
+	// Pipeline roles hand off at 75 % and evict past 90 % as a fallback;
+	// no other role hands off.
+	for role := range Policies {
+		p := PolicyFor(role)
+		want := 0.0
+		if slices.Contains(PipelineRoles, role) {
+			want = 0.75
+			if p.Evict != 0.90 || p.Strategy != Recency {
+				t.Errorf("%s: %+v", role, p)
+			}
+		}
+		if p.Handoff != want {
+			t.Errorf("%s hands off at %.2f, want %.2f", role, p.Handoff, want)
+		}
+	}
+	bad = PolicyFor("engineer")
+	bad.Handoff = 0.95
+	if err := bad.Validate(); err == nil {
+		t.Error("a handoff past the eviction threshold should be refused")
 	}
 }
 
@@ -198,7 +218,7 @@ func TestLayout_TopicAndTask(t *testing.T) {
 // places, the oldest of the rest leaving to make room; what cannot fit is
 // refused, the window unchanged; a later eviction may take them again.
 func TestLayout_Readmit(t *testing.T) {
-	p := PolicyFor("engineer")
+	p := PolicyFor(DefaultRole)
 	p.KeepTurns, p.Clip = 1, 0
 	msgs := hundreds([]Message{
 		text(RoleSystem, "sys"),

@@ -141,15 +141,22 @@ func (lo *laidOut) refID(key store.WindowKey, from, to int) string {
 // appendLaidOut appends to a window of a layout policy: in the store's
 // transaction, the Layout takes the new messages and the references of
 // its evicted and clipped segments are written. It retries when another
-// process appended meanwhile.
-func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Settings, a store.WindowAppend, msgs []Message, after *Status, due *bool) ([]store.WindowItem, []Ref, error) {
-	defer m.lock(key)()
+// process appended meanwhile. With handoff set, the caller holds the
+// window's lock and the window must hold no message: it is a new
+// instance's, opening with its handoff.
+func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Settings, a store.WindowAppend, msgs []Message, after *Status, due *bool, handoff bool) ([]store.WindowItem, []Ref, error) {
+	if !handoff {
+		defer m.lock(key)()
+	}
 	for attempt := 0; ; attempt++ {
 		lo, err := m.laidOutFor(ctx, key, s)
 		if err != nil {
 			return nil, nil, err
 		}
 		before := len(lo.items)
+		if handoff && before > 0 {
+			return nil, nil, &store.ConflictError{What: "window " + key.String(), Msg: "holds messages already: another handoff opened it"}
+		}
 		// touched: the layout took some of the messages; done: all.
 		touched, done := false, false
 		evict := func(st store.WindowState) ([]store.Eviction, error) {

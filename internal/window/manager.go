@@ -28,6 +28,9 @@ type Settings struct {
 	Encoding string `json:"encoding"`
 	Limits   Limits `json:"limits"`
 	Policy   Policy `json:"policy"`
+	// Handoff, on a window a handoff opened, names the handoff state it
+	// opened with, so that the next handoff chains to it.
+	Handoff *HandoffLink `json:"handoff,omitempty"`
 }
 
 // Manager keeps the windows of a store: their ledgers live in the store,
@@ -362,26 +365,36 @@ type Ref struct {
 // an earlier one); a message's tokens are counted here, in the window's
 // encoding, whatever Tokens says.
 func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Message) (AppendResult, error) {
+	res, _, err := m.appendWith(ctx, key, msgs, nil, false)
+	return res, err
+}
+
+// appendWith is Append, storing the records extra too, first, in the same
+// transaction, as entries no message of the window holds; it returns
+// their entries as stored. With handoff set, the caller holds the window's
+// lock, and the window must have no messages (a *store.ConflictError
+// otherwise, nothing written).
+func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Message, extra []engine.Record, handoff bool) (AppendResult, []store.Entry, error) {
 	_, s, err := m.settings(ctx, key)
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, nil, err
 	}
-	if len(msgs) == 0 {
+	if len(msgs) == 0 && len(extra) == 0 {
 		st, err := m.Status(ctx, key)
-		return AppendResult{Status: st, Positions: []int{}, Evicted: []Ref{}}, err
+		return AppendResult{Status: st, Positions: []int{}, Evicted: []Ref{}}, nil, err
 	}
 	enc, err := tokens.Get(s.Encoding)
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, nil, err
 	}
 	msgs = slices.Clone(msgs)
-	var recs []engine.Record
+	recs := slices.Clone(extra)
 	type placed struct{ msg, block int }
 	var where []placed
 	for i := range msgs {
 		msg := &msgs[i]
 		if err := msg.Validate(); err != nil {
-			return AppendResult{}, fmt.Errorf("message %d: %w", i, err)
+			return AppendResult{}, nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		for j := range msg.Blocks {
 			b := &msg.Blocks[j]
@@ -400,9 +413,11 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 	}
 	batch, err := m.eng.Prepare(ctx, recs)
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, nil, err
 	}
-	entries := batch.Entries()
+	all := batch.Entries()
+	// The extra records' entries come first; entries[k] is where[k]'s.
+	entries, redactedAt := all[len(extra):], batch.Redacted()[len(extra):]
 	// What the window holds of each message is what the store holds: its
 	// content with any secret redacted (its names, noted in the ledger,
 	// are read from that too).
@@ -428,7 +443,7 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 	}
 	redacted := make([][]string, len(msgs))
 	now := m.now()
-	a := store.WindowAppend{Entries: entries, Items: make([]store.WindowItem, len(msgs))}
+	a := store.WindowAppend{Entries: all, Items: make([]store.WindowItem, len(msgs))}
 	forms := make([]form, len(msgs))
 	for i := range msgs {
 		forms[i] = form{Role: msgs[i].Role, Pinned: msgs[i].Pinned, Shape: msgs[i].Shape, Blocks: make([]formBlock, len(msgs[i].Blocks))}
@@ -443,12 +458,12 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		it := &a.Items[p.msg]
 		forms[p.msg].Blocks[p.block].Entry = len(it.EntryIDs)
 		it.EntryIDs = append(it.EntryIDs, store.ID(entries[k].Content))
-		redacted[p.msg] = append(redacted[p.msg], batch.Redacted()[k]...)
+		redacted[p.msg] = append(redacted[p.msg], redactedAt[k]...)
 	}
 	for i := range msgs {
 		raw, err := json.Marshal(forms[i])
 		if err != nil {
-			return AppendResult{}, err
+			return AppendResult{}, nil, err
 		}
 		a.Items[i].Form, a.Items[i].Tokens, a.Items[i].Pinned = raw, msgs[i].Tokens, msgs[i].Pinned
 		// When it was appended, as the store will give it back.
@@ -462,15 +477,15 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 		st  Status
 		due bool
 	)
-	items, refs, err := m.appendLaidOut(ctx, key, s, a, msgs, &st, &due)
+	items, refs, err := m.appendLaidOut(ctx, key, s, a, msgs, &st, &due, handoff)
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, nil, err
 	}
 	res := AppendResult{Status: st, Positions: make([]int, len(items)), Evicted: refs, Redacted: redacted, Checkpoint: due}
 	for i, it := range items {
 		res.Positions[i] = it.Pos
 	}
-	return res, nil
+	return res, all[:len(extra)], nil
 }
 
 // decoded is a window's ledger read back: each item's message (without
@@ -604,6 +619,11 @@ type Status struct {
 	EvictAt     int   `json:"evict_at"`
 	Target      int   `json:"target"`
 	Checkpoints []int `json:"checkpoints"`
+	// HandoffAt is the tokens at which the agent is due to hand off to a
+	// new instance (Handoff), zero for a role that does not; HandoffDue
+	// says it is: the window holds that much, or has had to evict since.
+	HandoffAt  int  `json:"handoff_at,omitempty"`
+	HandoffDue bool `json:"handoff_due,omitempty"`
 	// Messages are the messages in the window, Evicted those out of it,
 	// under Refs references.
 	Messages int `json:"messages"`
@@ -628,6 +648,12 @@ func (m *Manager) status(key store.WindowKey, s Settings, w store.Window, live, 
 		Messages: live, Evicted: evicted, Refs: refs}
 	for _, c := range s.Policy.Checkpoints {
 		st.Checkpoints = append(st.Checkpoints, int(c*float64(b)))
+	}
+	if s.Policy.Handoff > 0 {
+		// An agent that did not hand off stays due once its window evicts
+		// (as a fallback) down below the threshold.
+		st.HandoffAt = int(s.Policy.Handoff * float64(b))
+		st.HandoffDue = used >= st.HandoffAt || evicted > 0
 	}
 	return st
 }

@@ -435,7 +435,7 @@ func TestConfigure(t *testing.T) {
 	ctx := context.Background()
 	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
 	err := m.Configure(window.ConfigFrom(config.Window{Margin: 0.2, Roles: map[string]config.WindowRole{
-		"reviewer": {Strategy: "task_completion", Evict: 0.6, Target: 0.3, KeepTurns: 2, Preserve: []string{"user_prompt"}},
+		"reviewer": {Strategy: "task_completion", Evict: 0.6, Target: 0.3, KeepTurns: 2, Preserve: []string{"user_prompt"}, Handoff: 0.55},
 	}}))
 	if err != nil {
 		t.Fatal(err)
@@ -445,8 +445,13 @@ func TestConfigure(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := st.Settings.Policy
-	if p.Strategy != window.TaskCompletion || p.Evict != 0.6 || p.KeepTurns != 2 || p.MaxRefTokens != window.DefaultMaxRefTokens || st.Settings.Limits.Margin != 0.2 {
+	if p.Strategy != window.TaskCompletion || p.Evict != 0.6 || p.KeepTurns != 2 || p.MaxRefTokens != window.DefaultMaxRefTokens || st.Settings.Limits.Margin != 0.2 ||
+		p.Handoff != 0.55 || st.HandoffAt != int(0.55*float64(st.Budget)) {
 		t.Errorf("configured policy and margin: %+v %+v", p, st.Settings.Limits)
+	}
+	err = m.Configure(window.ConfigFrom(config.Window{Roles: map[string]config.WindowRole{"late": {Strategy: "recency", Evict: 0.8, Target: 0.5, Handoff: 0.9}}}))
+	if err == nil || !strings.Contains(err.Error(), "handoff share") {
+		t.Errorf("a handoff past the eviction: %v", err)
 	}
 	err = m.Configure(window.ConfigFrom(config.Window{Roles: map[string]config.WindowRole{"bad": {Strategy: "lru", Evict: 0.8, Target: 0.5}}}))
 	if err == nil || !strings.Contains(err.Error(), `window role "bad"`) {

@@ -72,6 +72,11 @@ type Policy struct {
 	// marker and its head and tail, its results whole beside it. Zero
 	// clips no call but by Clip.
 	ClipCallTokens int
+	// Handoff is the share of the budget at which the agent is due to hand
+	// off to a fresh instance of itself (Manager.Handoff), at or before
+	// Evict: the window keeps evicting past it as a fallback, so an agent
+	// that does not hand off loses nothing. Zero: the role never hands off.
+	Handoff float64
 }
 
 // DefaultMaxRefTokens caps the size of one reference.
@@ -80,14 +85,16 @@ const DefaultMaxRefTokens = 8000
 // Policies by agent role: seed 000's table. Knowledge roles evict at 75,
 // 80 and 85 %, the librarian and the archivalist checkpointing at 25 and
 // 50 % first; each evicts the share the seed gives (25 or 30 %) in one
-// step. The seed hands pipeline roles (engineer, tester, ...) to a new
-// instance at 75 % instead; until handoff is built, they and any other
-// role (a harness's agent, such as claude or codex) evict by recency at
-// 75 %. Beyond the seed, a message (a call with its results) larger than
-// half the room is shown as its head and tail within that half from the
-// start (Clip), rather than evicting the whole window to show it; markers
-// name the three entities the evicted messages name most and the prompt
-// that asked for them.
+// step. The seed hands pipeline roles (PipelineRoles: engineer, designer,
+// inspector, tester, orchestrator, guide) to a new instance at 75 %
+// instead: their windows say a handoff is due there (Handoff), and evict by
+// recency only past 90 %, a fallback for an agent that does not hand off.
+// Any other role (a harness's agent, such as claude or codex) evicts by
+// recency at 75 %. Beyond the seed, a message (a call with its results)
+// larger than half the room is shown as its head and tail within that half
+// from the start (Clip), rather than evicting the whole window to show it;
+// markers name the three entities the evicted messages name most and the
+// prompt that asked for them.
 // ToolLoopPolicy is the policy measured for an agent's tool loop.
 var Policies = map[string]Policy{
 	"librarian":   {Strategy: Recency, Checkpoints: []float64{0.25, 0.50}, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, MarkerTime: true, Preserve: []store.ContentType{store.UserPrompt}},
@@ -95,6 +102,26 @@ var Policies = map[string]Policy{
 	"academic":    {Strategy: TopicCluster, Evict: 0.80, Target: 0.50, KeepTurns: 3, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, MarkerTime: true, Preserve: []store.ContentType{store.ResearchPaper}},
 	"architect":   {Strategy: TaskCompletion, Evict: 0.85, Target: 0.60, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, MarkerTime: true, Preserve: []store.ContentType{store.PlanWorkflow}},
 	DefaultRole:   {Strategy: Recency, Evict: 0.75, Target: 0.50, KeepTurns: 5, Clip: SeedClip, MarkerEntities: 3, MarkerHints: 1, MarkerTime: true},
+}
+
+// PipelineRoles are the roles that hand off at DefaultHandoff (seed 000,
+// "Pipeline Agent Handoff").
+var PipelineRoles = []string{"engineer", "designer", "inspector", "tester", "orchestrator", "guide"}
+
+// DefaultHandoff is the share of the budget at which a pipeline role's
+// handoff is due; pipelineEvict the share at which its window evicts, as a
+// fallback, when it has not handed off.
+const (
+	DefaultHandoff = 0.75
+	pipelineEvict  = 0.90
+)
+
+// pipelinePolicy is the policy of the pipeline roles: the default role's,
+// handing off at 75 % and evicting only past 90 %.
+func pipelinePolicy() Policy {
+	p := Policies[DefaultRole]
+	p.Handoff, p.Evict = DefaultHandoff, pipelineEvict
+	return p
 }
 
 // SeedClip is the share of the room one unit of the seed's roles may
@@ -124,7 +151,12 @@ const DefaultRole = "default"
 // harness): its windows take ToolLoopPolicy.
 const ToolLoopRole = "tool_loop"
 
-func init() { Policies[ToolLoopRole] = ToolLoopPolicy() }
+func init() {
+	Policies[ToolLoopRole] = ToolLoopPolicy()
+	for _, r := range PipelineRoles {
+		Policies[r] = pipelinePolicy()
+	}
+}
 
 // PolicyFor returns the policy of a role, the default's for a role the
 // table does not name, with MaxRefTokens defaulted.
@@ -140,7 +172,8 @@ func PolicyFor(role string) Policy {
 }
 
 // Validate checks a policy: a known strategy, shares in order within
-// (0, 1], a cap on references that can hold something.
+// (0, 1] (a handoff at or before the eviction), a cap on references that
+// can hold something.
 func (p Policy) Validate() error {
 	if !p.Strategy.Valid() {
 		return fmt.Errorf("%w: strategy %q is not recency, topic_cluster or task_completion", ErrInvalid, p.Strategy)
@@ -158,6 +191,9 @@ func (p Policy) Validate() error {
 	}
 	if p.Clip < 0 || p.Clip > 1 || p.ClipCallTokens < 0 {
 		return fmt.Errorf("%w: the clip share (%.2f) must be within [0, 1], clip_call_tokens (%d) not negative", ErrInvalid, p.Clip, p.ClipCallTokens)
+	}
+	if p.Handoff < 0 || p.Handoff > p.Evict {
+		return fmt.Errorf("%w: the handoff share (%.2f) must be within [0, the eviction threshold %.2f]: the window evicts past it as a fallback", ErrInvalid, p.Handoff, p.Evict)
 	}
 	if p.Digest < 0 || p.Digest >= p.Target || p.MarkerEntities < 0 || p.MarkerHints < 0 {
 		return fmt.Errorf("%w: the digest's share (%.2f) must be within [0, the target %.2f), marker entities not negative", ErrInvalid, p.Digest, p.Target)

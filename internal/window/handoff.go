@@ -1,0 +1,332 @@
+package window
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// HandoffOptions say how to hand a window off.
+type HandoffOptions struct {
+	// To is the agent that takes over; default NextAgent of the prior.
+	To string
+	// Facts are the archivalist's state of the session; nil or empty: the
+	// state is built from the window alone (HandoffResult.Fallback).
+	Facts *SessionFacts
+}
+
+// HandoffResult is a handoff made: its state, the entry that holds it,
+// and the windows before and after.
+type HandoffResult struct {
+	State HandoffState
+	// Entry is the ID of the handoff_state entry.
+	Entry string
+	// Prior is the window handed off (as it stays), Window the new one.
+	Prior, Window Status
+	// Fallback says why the state was built from the window alone; empty
+	// when the archivalist's state was used.
+	Fallback string
+}
+
+// ErrEmptyWindow is returned by Handoff for a window with no messages:
+// there is nothing to hand off.
+var ErrEmptyWindow = fmt.Errorf("%w: the window has no messages: nothing to hand off", ErrInvalid)
+
+// Handoff hands the window of an agent off to a new instance of it: it
+// builds the HandoffState (BuildHandoff, with references that together
+// stand for every message of the window), stores it as a handoff_state
+// entry of the session (metadata: handoff_index, from_agent, to_agent,
+// previous), and opens the next agent's window, in the same session, with
+// the prior window's settings (role, model, limits, policy), its first
+// messages the prior window's system prompt, if any, and the state as
+// text, pinned. The prior window is not changed.
+//
+// A window that already holds messages for the next agent is a
+// *store.ConflictError, with nothing written; a window with no messages
+// is ErrEmptyWindow; an unknown one store.ErrNotFound.
+//
+// Writes, in an order that is safe to repeat: the references of the
+// prior window first (named by window, places and content, so a second
+// write is the same reference), then the new window's head, whose
+// settings name the handoff (its index and state entry), then, in one
+// transaction, the state's entry and the new window's messages. A handoff
+// cut short between the last two leaves the new window empty with the
+// handoff's settings; a handoff tried again takes that window over, where
+// any other window of the next agent is a conflict. The new window's
+// append also refuses a window that another process filled meanwhile.
+func (m *Manager) Handoff(ctx context.Context, from store.WindowKey, o HandoffOptions) (HandoffResult, error) {
+	if err := from.Validate(); err != nil {
+		return HandoffResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	to := store.WindowKey{SessionID: from.SessionID, AgentID: cmp.Or(o.To, NextAgent(from.AgentID))}
+	if err := checkAgent(to.AgentID); err != nil {
+		return HandoffResult{}, err
+	}
+	if to == from {
+		return HandoffResult{}, fmt.Errorf("%w: agent %q cannot hand off to itself", ErrInvalid, to.AgentID)
+	}
+	prior, msgs, items, err := m.Messages(ctx, from)
+	if err != nil {
+		return HandoffResult{}, err
+	}
+	if len(msgs) == 0 {
+		return HandoffResult{}, fmt.Errorf("window %s: %w", from, ErrEmptyWindow)
+	}
+	s := prior.Settings
+	link := HandoffLink{Index: 1, From: from.AgentID}
+	prev := ""
+	if s.Handoff != nil {
+		link.Index, prev = s.Handoff.Index+1, s.Handoff.Entry
+	}
+	// Checked before anything is written, and again under the lock.
+	if err := m.checkNext(ctx, to, link); err != nil {
+		return HandoffResult{}, err
+	}
+	refs, err := m.ledgerRefs(ctx, from, s, msgs, items)
+	if err != nil {
+		return HandoffResult{}, err
+	}
+	state := BuildHandoff(s.Role, msgs, o.Facts)
+	if prev != "" {
+		if err := m.carryOver(ctx, prev, &state, o.Facts); err != nil {
+			return HandoffResult{}, err
+		}
+	}
+	state.Session, state.FromAgent, state.ToAgent, state.Index, state.Previous = from.SessionID, from.AgentID, to.AgentID, link.Index, prev
+	state.Reason, state.CreatedAt, state.Refs = ReasonRequested, m.now().UTC().Truncate(time.Second), refs
+	if prior.HandoffDue {
+		state.Reason = reasonDue(s.Policy.Handoff)
+	}
+	fallback := ""
+	if o.Facts.empty() {
+		fallback = fmt.Sprintf("the archivalist holds no state of session %s: the handoff state was built from the window alone", from.SessionID)
+	}
+	if strings.EqualFold(s.Role, "orchestrator") {
+		if state.Orchestrator, err = m.agentsOf(ctx, from, to); err != nil {
+			return HandoffResult{}, err
+		}
+	}
+	body, err := json.Marshal(state)
+	if err != nil {
+		return HandoffResult{}, err
+	}
+	rec := engine.Record{Session: from.SessionID, Agent: from.AgentID, AgentType: s.Role, Type: store.HandoffState, Content: body,
+		Time: state.CreatedAt, Metadata: map[string]any{"handoff_index": link.Index, "from_agent": from.AgentID, "to_agent": to.AgentID,
+			"previous": prev, "handoff_reason": state.Reason}}
+	// The entry's ID, as the store will keep it (secrets redacted), names
+	// the state in the new window's settings.
+	batch, err := m.eng.Prepare(ctx, []engine.Record{rec})
+	if err != nil {
+		return HandoffResult{}, err
+	}
+	link.Entry = store.ID(batch.Entries()[0].Content)
+	next := Settings{Role: s.Role, Model: s.Model, Encoding: s.Encoding, Limits: s.Limits, Policy: s.Policy, Handoff: &link}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return HandoffResult{}, err
+	}
+	var first []Message
+	for _, msg := range msgs {
+		if msg.Role != RoleSystem {
+			break
+		}
+		msg.Tokens, msg.Entities, msg.Time, msg.Blocks = 0, nil, time.Time{}, slices.Clone(msg.Blocks)
+		first = append(first, msg)
+	}
+	first = append(first, Message{Role: RoleUser, Pinned: true, Blocks: []Block{{Type: BlockText, Text: state.Render()}}})
+	// The next agent's window must not be, but for one this very handoff
+	// left empty, cut short; this Manager's changes to it wait meanwhile
+	// (nothing here takes another window's lock, which may be the same).
+	defer m.lock(to)()
+	if err := m.checkNext(ctx, to, link); err != nil {
+		return HandoffResult{}, err
+	}
+	if _, err := m.eng.Store().PutWindow(ctx, to, raw); err != nil {
+		return HandoffResult{}, err
+	}
+	res, entries, err := m.appendWith(ctx, to, first, []engine.Record{rec}, true)
+	if err != nil {
+		return HandoffResult{}, fmt.Errorf("open window %s with the handoff: %w", to, err)
+	}
+	return HandoffResult{State: state, Entry: entries[0].ID, Prior: prior, Window: res.Status, Fallback: fallback}, nil
+}
+
+// carryOver takes into a state what the state before it in the lineage
+// (the entry prev) knew and the window cannot: the task (the window's
+// first prompt is the state itself) and the objective, unless the
+// archivalist's facts say them; its decisions and files after the
+// state's own; what is done, next steps, blockers and open questions
+// where the state has none.
+func (m *Manager) carryOver(ctx context.Context, prev string, st *HandoffState, facts *SessionFacts) error {
+	es, err := m.eng.Store().Entries(ctx, []string{prev})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // forgotten: the window's own say is all there is
+	}
+	if err != nil {
+		return err
+	}
+	var before HandoffState
+	if err := json.Unmarshal(es[0].Content, &before); err != nil {
+		return nil // redacted or not a state: as if forgotten
+	}
+	if facts == nil || facts.Task == "" {
+		st.Task = cmp.Or(before.Task, st.Task)
+	}
+	if facts == nil || facts.Objective == "" {
+		st.Objective = cmp.Or(before.Objective, st.Objective)
+	}
+	for _, d := range before.Decisions {
+		if !slices.Contains(st.Decisions, d) && len(st.Decisions) < 2*handoffItems {
+			st.Decisions = append(st.Decisions, d)
+		}
+	}
+	// What neither the window nor the facts say any more, the state
+	// before still does.
+	for _, l := range []struct{ now, was *[]string }{{&st.Progress.Done, &before.Progress.Done}, {&st.Next, &before.Next},
+		{&st.Blockers, &before.Blockers}, {&st.Questions, &before.Questions}} {
+		if len(*l.now) == 0 && len(*l.was) > 0 {
+			*l.now = *l.was
+		}
+	}
+	for _, f := range before.Files {
+		if !slices.ContainsFunc(st.Files, func(g HandoffFile) bool { return g.Path == f.Path }) && len(st.Files) < 2*handoffFiles {
+			st.Files = append(st.Files, f)
+		}
+	}
+	return nil
+}
+
+// checkNext refuses a handoff to a window that exists, but for one this
+// handoff (link: same index, from the same agent) left empty.
+func (m *Manager) checkNext(ctx context.Context, to store.WindowKey, link HandoffLink) error {
+	w, err := m.eng.Store().Window(ctx, to)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	conflict := &store.ConflictError{What: "window " + to.String(), Msg: "exists already: name another agent to hand off to"}
+	var s Settings
+	if err := json.Unmarshal(w.Settings, &s); err != nil || s.Handoff == nil || s.Handoff.From != link.From || s.Handoff.Index != link.Index {
+		return conflict
+	}
+	items, err := m.eng.Store().WindowItems(ctx, to, 0)
+	if err != nil {
+		return err
+	}
+	if len(items) > 0 {
+		return conflict
+	}
+	return nil
+}
+
+// ledgerRefs stores references that together stand for every message of
+// a window's ledger, in order: runs of whole units (a tool call with its
+// results) of at most the policy's MaxRefTokens (a unit larger than that
+// alone), named as the window names its references (so a run the window
+// evicted already is the same reference). Writing one again changes
+// nothing.
+func (m *Manager) ledgerRefs(ctx context.Context, key store.WindowKey, s Settings, msgs []Message, items []store.WindowItem) ([]HandoffRef, error) {
+	units, err := Units(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("window %s: %w", key, err)
+	}
+	capTokens := cmp.Or(s.Policy.MaxRefTokens, DefaultMaxRefTokens)
+	var runs [][2]int
+	for _, u := range units {
+		t := 0
+		for i := u.From; i < u.To; i++ {
+			t += msgs[i].Tokens
+		}
+		if n := len(runs); n > 0 {
+			last := &runs[n-1]
+			lt := 0
+			for i := last[0]; i < last[1]; i++ {
+				lt += msgs[i].Tokens
+			}
+			if lt+t <= capTokens {
+				last[1] = u.To
+				continue
+			}
+		}
+		runs = append(runs, [2]int{u.From, u.To})
+	}
+	out := []HandoffRef{}
+	for _, r := range runs {
+		var ids []string
+		tok := 0
+		allTools := true
+		counts := map[string]int{}
+		var hints []string
+		for i := r[0]; i < r[1]; i++ {
+			ids = append(ids, items[i].EntryIDs...)
+			tok += msgs[i].Tokens
+			t := msgs[i].Type()
+			allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
+			for _, e := range msgs[i].Entities {
+				counts[e]++
+			}
+			if len(hints) == 0 && t == store.UserPrompt && !isHandoffText(&msgs[i]) {
+				if l := headLine(textOf(&msgs[i])); l != "" {
+					hints = append(hints, clipText(l, ctxref.MaxHintBytes))
+				}
+			}
+		}
+		if len(ids) == 0 {
+			continue // messages with no content: nothing to expand
+		}
+		ref := store.Reference{ID: refID(key, items[r[0]].Pos, items[r[1]-1].Pos, ids), Type: store.RefConversation,
+			SessionID: key.SessionID, AgentID: key.AgentID, ContentIDs: ids, TokensSaved: tok,
+			TurnFrom: items[r[0]].Pos + 1, TurnTo: items[r[1]-1].Pos + 1, CreatedAt: m.now(), Entities: topEntities(counts, 3), QueryHints: hints}
+		if allTools {
+			ref.Type = store.RefToolResults
+		}
+		// What the store keeps is what the marker says.
+		if p, err := ctxref.Parse(ctxref.Render(ctxref.FromReference(ref))); err == nil {
+			ref.Entities, ref.QueryHints = p.Entities, p.Hints
+		}
+		var ce *store.ConflictError
+		if err := m.eng.Store().PutReference(ctx, ref); err != nil && !errors.As(err, &ce) {
+			return nil, fmt.Errorf("window %s: store the reference of messages %d-%d: %w", key, items[r[0]].Pos, items[r[1]-1].Pos, err)
+		}
+		stored, err := m.eng.Store().Reference(ctx, ref.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, HandoffRef{ID: ref.ID, Marker: ctxref.Render(ctxref.FromReference(stored)), From: items[r[0]].Pos,
+			To: items[r[1]-1].Pos, Messages: r[1] - r[0], Tokens: tok})
+	}
+	return out, nil
+}
+
+// agentsOf returns where the session's other windows stand, for an
+// orchestrator's handoff.
+func (m *Manager) agentsOf(ctx context.Context, from, to store.WindowKey) (*OrchestratorHandoff, error) {
+	ws, err := m.eng.Store().Windows(ctx, from.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	out := &OrchestratorHandoff{Agents: []AgentSnapshot{}}
+	for _, w := range ws {
+		if w.WindowKey == from || w.WindowKey == to {
+			continue
+		}
+		st, err := m.Status(ctx, w.WindowKey)
+		if err != nil {
+			return nil, err
+		}
+		out.Agents = append(out.Agents, AgentSnapshot{Agent: w.AgentID, Role: st.Settings.Role, Used: st.Used, Budget: st.Budget, HandoffDue: st.HandoffDue})
+	}
+	slices.SortFunc(out.Agents, func(a, b AgentSnapshot) int { return strings.Compare(a.Agent, b.Agent) })
+	return out, nil
+}
