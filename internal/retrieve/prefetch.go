@@ -249,7 +249,7 @@ func (h *Hybrid) Prefetch(ctx context.Context, query string, remaining int, opts
 			continue
 		}
 		if conf >= excerptT && len(b.Excerpts) < opts.MaxExcerpts && opts.MaxExcerpts > 0 {
-			text, in, fits := excerpt(hit, conf, opts.MaxExcerptLines, excerptBudget-usedExcerpt-joint, opts.Compact, count)
+			text, in, fits := excerpt(hit, conf, opts.MaxExcerptLines, excerptBudget-usedExcerpt-joint, opts.Compact, opts.Filter.SessionID != "", count)
 			if fits {
 				parts = append(parts, text)
 				b.Excerpts = append(b.Excerpts, in)
@@ -313,10 +313,34 @@ func source(h Hit) string {
 	return s
 }
 
+// compactSource names where a hit said in a conversation is from, short:
+// its turn and speaker, and its session unless the search is of one.
+func compactSource(h Hit, oneSession bool) string {
+	who := string(h.Occurrence.Type)
+	switch h.Occurrence.Type {
+	case store.UserPrompt:
+		who = "user"
+	case store.AgentResponse:
+		who = "assistant"
+	case store.ToolCall:
+		who = "tool call"
+	case store.ToolResult:
+		who = "tool result"
+	}
+	s := fmt.Sprintf("turn %d, %s", h.Occurrence.Turn, who)
+	if h.Occurrence.SessionID != "" && !oneSession {
+		s = "session " + h.Occurrence.SessionID + " " + s
+	}
+	if c := h.Chunk; c.StartLine > 1 || c.Ordinal > 0 {
+		s += fmt.Sprintf(" lines %d-%d", c.StartLine, c.EndLine)
+	}
+	return s
+}
+
 // excerpt renders a tier-A excerpt of at most maxLines lines that fits in
 // budget tokens, cut at a line end; fits is false if not even one line
 // fits.
-func excerpt(h Hit, conf float64, maxLines, budget int, compact bool, count func(string) int) (string, Injected, bool) {
+func excerpt(h Hit, conf float64, maxLines, budget int, compact, oneSession bool, count func(string) int) (string, Injected, bool) {
 	lang := ""
 	if len(h.Occurrence.Files) > 0 {
 		lang = chunk.Language(h.Occurrence.Files[0], nil)
@@ -334,8 +358,9 @@ func excerpt(h Hit, conf float64, maxLines, budget int, compact bool, count func
 		body := strings.TrimRight(strings.Join(lines[:n], ""), "\n")
 		text := fmt.Sprintf("[AUTO-RETRIEVED: %s | confidence: %.2f]\n```%s\n%s\n```", src, conf, lang, body)
 		if compact && lang == "" {
-			// Said, not code: the source and the words, no fence.
-			text = fmt.Sprintf("[%s] %s", src, body)
+			// Said, not code: where (the turn and who spoke, the session
+			// too when the search spans several) and the words, no fence.
+			text = fmt.Sprintf("[%s] %s", compactSource(h, oneSession), body)
 		}
 		if n < len(lines) || h.Chunk.EndLine > start+n-1 {
 			if len(h.Occurrence.Files) > 0 {

@@ -1,0 +1,31 @@
+package retrieve
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/store"
+)
+
+// TestExcerpt_Compact: a compact excerpt of what was said names its turn
+// and speaker in a few words, its session only when the search spans
+// several; code keeps its fence.
+func TestExcerpt_Compact(t *testing.T) {
+	count := func(s string) int { return len(strings.Fields(s)) }
+	said := Hit{Hit: store.Hit{Chunk: store.Chunk{EntryID: "e1", Text: "Caroline: I adopted a dog last May.\n", StartLine: 1, EndLine: 1},
+		Occurrence: store.Occurrence{SessionID: "conv-26", Turn: 12, Type: store.AgentResponse}}}
+	for oneSession, want := range map[bool]string{
+		true:  "[turn 12, assistant] Caroline: I adopted a dog last May.",
+		false: "[session conv-26 turn 12, assistant] Caroline: I adopted a dog last May.",
+	} {
+		text, in, ok := excerpt(said, 0.9, 20, 100, true, oneSession, count)
+		if !ok || text != want || in.Tokens != count(want) {
+			t.Errorf("one session %v: %q (%d tokens), %v; want %q", oneSession, text, in.Tokens, ok, want)
+		}
+	}
+	code := Hit{Hit: store.Hit{Chunk: store.Chunk{EntryID: "e2", Text: "func main() {}\n", StartLine: 1, EndLine: 1},
+		Occurrence: store.Occurrence{Type: store.CodeFile, Files: []string{"main.go"}}}}
+	if text, _, ok := excerpt(code, 0.9, 20, 100, true, true, count); !ok || !strings.Contains(text, "```go\nfunc main() {}\n```") {
+		t.Errorf("code: %q", text)
+	}
+}
