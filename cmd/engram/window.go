@@ -390,7 +390,7 @@ func (a *app) windowAssembleCmd() *cobra.Command {
 		w                                     windowFlags
 		message, prefsFile, briefFile, format string
 		tools                                 int
-		noRetrieval, jsonOut                  bool
+		noRetrieval, noBriefing, jsonOut      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "assemble",
@@ -399,18 +399,20 @@ func (a *app) windowAssembleCmd() *cobra.Command {
 the window's budget less --tools (what the harness's tool definitions
 take). The budget is negotiated among layers (seed 004's L0-L7): the
 window's system prompt, standing instructions (--preferences-file), a
-briefing (--briefing-file), the conversation laid out to its share by the
-window's own engine (markers that expand for what it does not show), an
-arc of the requests it no longer shows, engram's pre-fetch for the
-message (unless --no-retrieval), and the message itself, which ends the
-context. --message is the turn's message; without it, the window's newest
-message when it is a user's prompt. Prints the messages and how each
-layer's share went; --json writes the messages in --format.`,
+briefing (--briefing-file, else the archivalist's of the session unless
+--no-briefing), the conversation compacted to its share (full, windowed,
+compacted or multi-level, markers that expand for what it does not show
+whole), an arc of the requests it no longer shows, engram's pre-fetch for
+the message (unless --no-retrieval), and the message itself, which ends
+the context. --message is the turn's message; without it, the window's
+newest message when it is a user's prompt, or in a tool loop the newest
+call with its results. Prints the messages and how each layer's share
+went; --json writes the messages in --format.`,
 		Example: `  engram window assemble --session s1 --agent claude --message "why does the upload time out?"
   engram window assemble --session s1 --agent claude --tools 2500 --json --format anthropic`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := api.WindowAssembleIn{Message: message, Tools: tools, NoRetrieval: noRetrieval, Format: format}
+			in := api.WindowAssembleIn{Message: message, Tools: tools, NoRetrieval: noRetrieval, NoBriefing: noBriefing, Format: format}
 			for _, f := range []struct {
 				path string
 				to   *string
@@ -445,6 +447,7 @@ layer's share went; --json writes the messages in --format.`,
 	f.StringVar(&prefsFile, "preferences-file", "", "standing instructions, from a file")
 	f.StringVar(&briefFile, "briefing-file", "", "what is known of the session's subjects (engram briefing), from a file")
 	f.BoolVar(&noRetrieval, "no-retrieval", false, "leave engram's pre-fetch out")
+	f.BoolVar(&noBriefing, "no-briefing", false, "leave the archivalist's briefing of the session out")
 	f.StringVar(&format, "format", "engram", "with --json, how messages are written: engram, anthropic or openai")
 	f.BoolVar(&jsonOut, "json", false, "print the messages and the report as JSON")
 	return cmd

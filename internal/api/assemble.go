@@ -28,8 +28,11 @@ type WindowAssembleIn struct {
 	// layers.
 	Preferences string `json:"preferences,omitempty"`
 	Briefing    string `json:"briefing,omitempty"`
-	// NoRetrieval leaves engram's pre-fetch out.
+	// NoRetrieval leaves engram's pre-fetch out; NoBriefing the
+	// archivalist's briefing of the session, fetched when Briefing is
+	// empty.
 	NoRetrieval bool   `json:"no_retrieval,omitempty"`
+	NoBriefing  bool   `json:"no_briefing,omitempty"`
 	Format      string `json:"format,omitempty" jsonschema:"engram (default), anthropic or openai"`
 }
 
@@ -58,6 +61,9 @@ type AssembleOut struct {
 	Budget   int               `json:"budget"`
 	Tokens   int               `json:"tokens"`
 	Layers   []LayerOut        `json:"layers"`
+	// Briefing says where the topics layer came from: "request", the
+	// archivalist's tier, or why there was none.
+	Briefing string `json:"briefing,omitempty"`
 	// History is how the conversation was compacted: the strategy
 	// (full, windowed, compacted, multi_level), messages covered, shown
 	// whole, quoted whole in a summary, markers for the rest, tokens shown
@@ -114,7 +120,7 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 		defer a.Wait()
 	}
 	turn, err := a.Assemble(ctx, assemble.Request{Key: k, Message: in.Message, Tools: in.Tools, Preferences: in.Preferences,
-		Briefing: in.Briefing, Retrieve: !in.NoRetrieval})
+		Briefing: in.Briefing, Brief: !in.NoBriefing, Retrieve: !in.NoRetrieval})
 	switch {
 	case errors.Is(err, assemble.ErrInvalid), errors.Is(err, assemble.ErrOverBudget), errors.Is(err, assemble.ErrNoHistoryRoom):
 		return AssembleOut{}, "", &InputError{Msg: err.Error()}
@@ -127,6 +133,7 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	}
 	out := AssembleOut{Window: windowOut(st), Format: f, Budget: turn.Budget, Tokens: turn.Tokens,
 		Messages: make([]json.RawMessage, 0, len(turn.Messages)), Layers: []LayerOut{}}
+	out.Briefing = turn.Briefing
 	h := turn.History
 	out.History.Strategy, out.History.Zones = string(h.Strategy), h.Zones
 	out.History.Messages, out.History.Shown, out.History.Quoted, out.History.Refs, out.History.Tokens, out.History.Whole = h.Messages, h.Shown, h.Quoted, h.Refs, h.Tokens, h.Whole

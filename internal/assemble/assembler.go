@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/terms"
@@ -103,6 +104,11 @@ type Request struct {
 	// archivalist knows of the session's subjects (L2); either may be
 	// empty.
 	Preferences, Briefing string
+	// Brief fetches the archivalist's briefing of the window's session
+	// for L2 when Briefing is empty: its standard tier (about 500 tokens),
+	// or its full one (about 2,000) in a budget of 32,000 or more. A
+	// session the archivalist does not know has none.
+	Brief bool
 	// Retrieve runs engram's pre-fetch for the message (L5), within
 	// Scope (zero: the whole store, every session's memory).
 	Retrieve bool
@@ -124,6 +130,9 @@ type Turn struct {
 	// History is how the conversation was shown within its allocation:
 	// the compaction's strategy and zones.
 	History Compaction
+	// Briefing says where L2 came from: "request", the archivalist's tier
+	// ("standard", "full"), or why there was none.
+	Briefing string
 }
 
 // ErrNoHistoryRoom is returned when the budget leaves the history layer
@@ -204,7 +213,11 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	}
 	prefs := textBlock(enc, req.Preferences)
 	s.PreferenceTokens = prefs.tokens
-	brief := textBlock(enc, req.Briefing)
+	briefing, briefed, err := a.briefing(ctx, req, budget)
+	if err != nil {
+		return Turn{}, err
+	}
+	brief := textBlock(enc, briefing)
 	s.Available[Topics] = brief.tokens
 	if brief.tokens > 0 {
 		s.TopicCount = 1
@@ -225,7 +238,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	if err != nil {
 		return Turn{}, err
 	}
-	t := Turn{Budget: budget, Plan: plan, Layers: map[string]int{}}
+	t := Turn{Budget: budget, Plan: plan, Layers: map[string]int{}, Briefing: briefed}
 	// A history that fits whole is shown whole; else the view needs the
 	// room of a window.
 	if h := plan.Tokens(History); to > from && h < s.HistoryTokens && h < window.MinBudget {
@@ -356,6 +369,38 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		return Turn{}, fmt.Errorf("assembled %d tokens over a budget of %d: a bug", t.Tokens, budget)
 	}
 	return t, nil
+}
+
+// fullBriefingBudget is the budget from which a turn fetches the
+// archivalist's full briefing rather than its standard one.
+const fullBriefingBudget = 32000
+
+// briefing is the text of L2 and where it came from: the request's, or
+// the archivalist's briefing of the window's session when the request
+// asks for it.
+func (a *Assembler) briefing(ctx context.Context, req Request, budget int) (string, string, error) {
+	switch {
+	case req.Briefing != "":
+		return req.Briefing, "request", nil
+	case !req.Brief:
+		return "", "", nil
+	}
+	arc, err := a.Engine.Archive(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("briefing: %w", err)
+	}
+	tier := archive.Standard
+	if budget >= fullBriefingBudget {
+		tier = archive.Full
+	}
+	b, err := arc.Briefing(ctx, req.Key.SessionID, tier, nil)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", "none: the archivalist knows nothing of the session", nil
+	case err != nil:
+		return "", "", fmt.Errorf("briefing: %w", err)
+	}
+	return b.Text, string(tier), nil
 }
 
 // historyMessages are the messages of a view: its messages, and each run

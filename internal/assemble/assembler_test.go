@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
@@ -289,4 +290,39 @@ func TestAssemble_ToolLoop(t *testing.T) {
 		t.Errorf("no pre-fetch for the prompt the loop answers (%d tokens): %+v", turn.Layers[assemble.Retrieval], results.Blocks[1:])
 	}
 	covered(t, a, turn, conv[:len(conv)-2])
+}
+
+// TestAssemble_Briefing: asked to, the assembler fetches the
+// archivalist's briefing of the window's session into the topics layer; a
+// session the archivalist does not know has none, and says so.
+func TestAssemble_Briefing(t *testing.T) {
+	ctx := context.Background()
+	a, key, _ := opened(t, 12000, 5)
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "next?", Brief: true})
+	if err != nil || turn.Layers[assemble.Topics] != 0 || !strings.HasPrefix(turn.Briefing, "none") {
+		t.Fatalf("a session unknown to the archivalist: %q, %d tokens, %v", turn.Briefing, turn.Layers[assemble.Topics], err)
+	}
+	arc, err := a.Engine.Archive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := arc.Register(ctx, archive.AgentSpec{SessionID: key.SessionID, Name: "claude"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.UpdateResume(ctx, archive.Resume{Task: "make handler7 honour the request deadline", Next: []string{"run the race tests"}}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err = a.Assemble(ctx, assemble.Request{Key: key, Message: "next?", Brief: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := turn.Messages[0]
+	if turn.Briefing != "standard" || turn.Layers[assemble.Topics] == 0 || !strings.Contains(fmt.Sprint(sys.Blocks), "handler7 honour the request deadline") {
+		t.Errorf("briefing %q, %d tokens, system message %+v", turn.Briefing, turn.Layers[assemble.Topics], sys.Blocks)
+	}
+	given, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "next?", Brief: true, Briefing: "Decision: deadlines come from the request."})
+	if err != nil || given.Briefing != "request" || strings.Contains(fmt.Sprint(given.Messages[0].Blocks), "handler7 honour") {
+		t.Errorf("a briefing given: %q, %v", given.Briefing, err)
+	}
 }
