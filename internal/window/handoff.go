@@ -74,7 +74,7 @@ func (m *Manager) Handoff(ctx context.Context, from store.WindowKey, o HandoffOp
 	if to == from {
 		return HandoffResult{}, fmt.Errorf("%w: agent %q cannot hand off to itself", ErrInvalid, to.AgentID)
 	}
-	prior, msgs, items, err := m.Messages(ctx, from)
+	prior, msgs, _, err := m.Messages(ctx, from)
 	if err != nil {
 		return HandoffResult{}, err
 	}
@@ -91,7 +91,7 @@ func (m *Manager) Handoff(ctx context.Context, from store.WindowKey, o HandoffOp
 	if err := m.checkNext(ctx, to, link); err != nil {
 		return HandoffResult{}, err
 	}
-	refs, err := m.ledgerRefs(ctx, from, s, msgs, items)
+	refs, err := m.ledgerRefs(ctx, from, msgs)
 	if err != nil {
 		return HandoffResult{}, err
 	}
@@ -230,81 +230,26 @@ func (m *Manager) checkNext(ctx context.Context, to store.WindowKey, link Handof
 	return nil
 }
 
-// ledgerRefs stores references that together stand for every message of
-// a window's ledger, in order: runs of whole units (a tool call with its
-// results) of at most the policy's MaxRefTokens (a unit larger than that
-// alone), named as the window names its references (so a run the window
-// evicted already is the same reference). Writing one again changes
-// nothing.
-func (m *Manager) ledgerRefs(ctx context.Context, key store.WindowKey, s Settings, msgs []Message, items []store.WindowItem) ([]HandoffRef, error) {
-	units, err := Units(msgs)
+// ledgerRefs stands markers for the whole of a window's ledger, their
+// references stored: runs of whole units (a tool call with its results) of
+// at most the policy's cap on a reference, as Refer makes them, written in
+// one transaction.
+func (m *Manager) ledgerRefs(ctx context.Context, key store.WindowKey, msgs []Message) ([]HandoffRef, error) {
+	marks, err := m.Refer(ctx, key, 0, len(msgs), 0)
 	if err != nil {
-		return nil, fmt.Errorf("window %s: %w", key, err)
+		return nil, err
 	}
-	capTokens := cmp.Or(s.Policy.MaxRefTokens, DefaultMaxRefTokens)
-	var runs [][2]int
-	for _, u := range units {
-		t := 0
-		for i := u.From; i < u.To; i++ {
-			t += msgs[i].Tokens
-		}
-		if n := len(runs); n > 0 {
-			last := &runs[n-1]
-			lt := 0
-			for i := last[0]; i < last[1]; i++ {
-				lt += msgs[i].Tokens
-			}
-			if lt+t <= capTokens {
-				last[1] = u.To
-				continue
-			}
-		}
-		runs = append(runs, [2]int{u.From, u.To})
+	if err := m.Keep(ctx, marks); err != nil {
+		return nil, fmt.Errorf("window %s: store the references of the prior window: %w", key, err)
 	}
 	out := []HandoffRef{}
-	for _, r := range runs {
-		var ids []string
-		tok := 0
-		allTools := true
-		counts := map[string]int{}
-		var hints []string
-		for i := r[0]; i < r[1]; i++ {
-			ids = append(ids, items[i].EntryIDs...)
-			tok += msgs[i].Tokens
-			t := msgs[i].Type()
-			allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
-			for _, e := range msgs[i].Entities {
-				counts[e]++
-			}
-			if len(hints) == 0 && t == store.UserPrompt && !isHandoffText(&msgs[i]) {
-				if l := headLine(textOf(&msgs[i])); l != "" {
-					hints = append(hints, clipText(l, ctxref.MaxHintBytes))
-				}
-			}
-		}
-		if len(ids) == 0 {
-			continue // messages with no content: nothing to expand
-		}
-		ref := store.Reference{ID: refID(key, items[r[0]].Pos, items[r[1]-1].Pos, ids), Type: store.RefConversation,
-			SessionID: key.SessionID, AgentID: key.AgentID, ContentIDs: ids, TokensSaved: tok,
-			TurnFrom: items[r[0]].Pos + 1, TurnTo: items[r[1]-1].Pos + 1, CreatedAt: m.now(), Entities: topEntities(counts, 3), QueryHints: hints}
-		if allTools {
-			ref.Type = store.RefToolResults
-		}
-		// What the store keeps is what the marker says.
-		if p, err := ctxref.Parse(ctxref.Render(ctxref.FromReference(ref))); err == nil {
-			ref.Entities, ref.QueryHints = p.Entities, p.Hints
-		}
-		var ce *store.ConflictError
-		if err := m.eng.Store().PutReference(ctx, ref); err != nil && !errors.As(err, &ce) {
-			return nil, fmt.Errorf("window %s: store the reference of messages %d-%d: %w", key, items[r[0]].Pos, items[r[1]-1].Pos, err)
-		}
-		stored, err := m.eng.Store().Reference(ctx, ref.ID)
+	for _, it := range marks {
+		mk, err := ctxref.Parse(it.Marker)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("window %s: marker %q: %w", key, it.Marker, err)
 		}
-		out = append(out, HandoffRef{ID: ref.ID, Marker: ctxref.Render(ctxref.FromReference(stored)), From: items[r[0]].Pos,
-			To: items[r[1]-1].Pos, Messages: r[1] - r[0], Tokens: tok})
+		out = append(out, HandoffRef{ID: it.RefID, Marker: it.Marker, From: mk.TurnFrom - 1, To: mk.TurnTo - 1,
+			Messages: mk.TurnTo - mk.TurnFrom + 1, Tokens: mk.Tokens})
 	}
 	return out, nil
 }
