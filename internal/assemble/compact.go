@@ -490,33 +490,9 @@ func (a *Assembler) summary(ctx context.Context, c *conv, h *Compaction, from, t
 		return 0, err
 	}
 	h.Items = append(h.Items, marks...)
-	header := fmt.Sprintf("Quoted from messages %d to %d, the most telling first chosen, in order:", c.items[from].Pos+1, c.items[to-1].Pos+1)
-	type cand struct {
-		i     int
-		line  string
-		whole bool
-		score float64
-		cost  int
-	}
-	var cands []cand
-	for i := from; i < to; i++ {
-		line, whole := quote(&c.msgs[i])
-		if line == "" {
-			continue
-		}
-		cands = append(cands, cand{i, line, whole, a.score(c, i), a.countLine(c.enc, line)})
-	}
-	room := n - used - a.countLine(c.enc, header)
-	slices.SortStableFunc(cands, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
-	var picked []cand
-	for _, cd := range cands {
-		if cd.cost <= room {
-			picked = append(picked, cd)
-			room -= cd.cost
-		}
-	}
+	header := fmt.Sprintf("Quoted from messages %d to %d (the lines that tell most, in order):", c.items[from].Pos+1, c.items[to-1].Pos+1)
+	picked := a.pick(c, from, to, n-used-a.countLine(c.enc, header), false, func(i int) float64 { return a.score(c, i) })
 	if len(picked) > 0 {
-		slices.SortFunc(picked, func(x, y cand) int { return cmp.Compare(x.i, y.i) })
 		lines := []string{header}
 		used += a.countLine(c.enc, header)
 		for _, p := range picked {
@@ -533,6 +509,43 @@ func (a *Assembler) summary(ctx context.Context, c *conv, h *Compaction, from, t
 	}
 	h.Zones = append(h.Zones, c.zone(form, from, to, n, used))
 	return used, nil
+}
+
+// quoted is a line quoted from message i: whole when the line is the
+// message's whole text.
+type quoted struct {
+	i     int
+	line  string
+	whole bool
+	cost  int
+}
+
+// pick returns the lines quoted from messages [from, to) that score
+// highest and fit in room tokens, in order; with one, the best line even
+// when it does not fit.
+func (a *Assembler) pick(c *conv, from, to, room int, one bool, score func(i int) float64) []quoted {
+	type cand struct {
+		quoted
+		score float64
+	}
+	var cands []cand
+	for i := from; i < to; i++ {
+		line, whole := quote(&c.msgs[i])
+		if line == "" {
+			continue
+		}
+		cands = append(cands, cand{quoted{i, line, whole, a.countLine(c.enc, line)}, score(i)})
+	}
+	slices.SortStableFunc(cands, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
+	var picked []quoted
+	for _, cd := range cands {
+		if cd.cost <= room || (one && len(picked) == 0) {
+			picked = append(picked, cd.quoted)
+			room -= cd.cost
+		}
+	}
+	slices.SortFunc(picked, func(x, y quoted) int { return cmp.Compare(x.i, y.i) })
+	return picked
 }
 
 // keyMessages shows messages [from, to) within n tokens as the markers

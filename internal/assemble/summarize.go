@@ -1,7 +1,6 @@
 package assemble
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -226,34 +225,13 @@ func (a *Assembler) forgetSummaries(key store.WindowKey) {
 // the chunk's first and last message), in order. It depends on the
 // messages alone, so that it can be kept.
 func (a *Assembler) extract(c *conv, from, to, n int) string {
-	type cand struct {
-		i     int
-		line  string
-		score float64
-		cost  int
-	}
-	var cands []cand
-	for i := from; i < to; i++ {
-		line, _ := quote(&c.msgs[i])
-		if line == "" {
-			continue
-		}
+	picked := a.pick(c, from, to, n, true, func(i int) float64 {
 		s := a.staticScore(c, i)
 		if i == from || i == to-1 {
 			s += 15
 		}
-		cands = append(cands, cand{i, line, s, a.countLine(c.enc, line)})
-	}
-	slices.SortStableFunc(cands, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
-	var picked []cand
-	room := n
-	for _, cd := range cands {
-		if cd.cost <= room || len(picked) == 0 {
-			picked = append(picked, cd)
-			room -= cd.cost
-		}
-	}
-	slices.SortFunc(picked, func(x, y cand) int { return cmp.Compare(x.i, y.i) })
+		return s
+	})
 	lines := make([]string, len(picked))
 	for k, p := range picked {
 		lines[k] = p.line

@@ -369,17 +369,7 @@ func (v *v1) appendWindow(w http.ResponseWriter, r *http.Request) {
 	if !v.windowBody(w, r, &in, &in.Session, &in.Agent) {
 		return
 	}
-	o, err := v.ops(r)
-	if err != nil {
-		v.fail(w, r, err)
-		return
-	}
-	out, _, err := o.WindowAppend(r.Context(), in)
-	if err != nil {
-		v.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, out)
+	v.runStatus(w, r, http.StatusCreated, func(o *api.Ops) (any, error) { out, _, err := o.WindowAppend(r.Context(), in); return out, err })
 }
 
 func (v *v1) readmitWindow(w http.ResponseWriter, r *http.Request) {
@@ -395,17 +385,7 @@ func (v *v1) handoffWindow(w http.ResponseWriter, r *http.Request) {
 	if !v.windowBody(w, r, &in, &in.Session, &in.Agent) {
 		return
 	}
-	o, err := v.ops(r)
-	if err != nil {
-		v.fail(w, r, err)
-		return
-	}
-	out, _, err := o.WindowHandoff(r.Context(), in)
-	if err != nil {
-		v.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, out)
+	v.runStatus(w, r, http.StatusCreated, func(o *api.Ops) (any, error) { out, _, err := o.WindowHandoff(r.Context(), in); return out, err })
 }
 
 func (v *v1) assembleWindow(w http.ResponseWriter, r *http.Request) {
@@ -597,6 +577,11 @@ func (v *v1) agents(w http.ResponseWriter, r *http.Request) {
 
 // run calls an operation with the caller's identity and writes its output.
 func (v *v1) run(w http.ResponseWriter, r *http.Request, fn func(o *api.Ops) (any, error)) {
+	v.runStatus(w, r, http.StatusOK, fn)
+}
+
+// runStatus is run, answering status on success.
+func (v *v1) runStatus(w http.ResponseWriter, r *http.Request, status int, fn func(o *api.Ops) (any, error)) {
 	o, err := v.ops(r)
 	if err != nil {
 		v.fail(w, r, err)
@@ -607,7 +592,7 @@ func (v *v1) run(w http.ResponseWriter, r *http.Request, fn func(o *api.Ops) (an
 		v.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, status, out)
 }
 
 // intParams reads the named query parameters into their destinations:
