@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,14 +13,20 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/trajectory"
+	"github.com/engramhq/engram/internal/window"
 )
 
 func (a *app) benchTrajectoriesCmd() *cobra.Command {
 	var (
 		budgets                        []int
 		benchPath, file, counts, split string
-		jsonOut                        bool
+		dir                            string
+		jsonOut, assembly              bool
+		limitRuns                      int
 	)
 	cmd := &cobra.Command{
 		Use:   "trajectories",
@@ -53,6 +61,19 @@ large shown as its head and tail. The window's limits are the budget
 itself: the replay reserves nothing for the response, as the baselines
 do not.
 
+--assembly adds engram's turn assembly (internal/assemble), in the same
+run: each run a window of the tool_loop role in one store (a temporary
+one, or in --dir), appended a step at a time as a harness appends them,
+and each context the turn the Assembler builds for the step, within a
+budget that is the row's exactly: "engram assembly" with engram's
+pre-fetch (lexical, within the run's own window), and "engram assembly,
+no pre-fetch". Markers are scored as the window's are; the arc, the
+history's summaries and excerpts and the pre-fetch as text (string and
+line recall, not checked against the messages they quote). A turn the
+assembly refuses (the system prompt and the step alone pass the budget)
+is scored as nothing sent and counted under refused. It takes minutes,
+not seconds: --runs N replays the first N runs only.
+
 --split even or odd replays half the runs (by their place in the file,
 from 0): tune on one half, report the other, so that a setting chosen on
 these runs is checked on runs it was not chosen on.
@@ -66,6 +87,9 @@ is an error naming the file and line.`,
 				if b <= 0 {
 					return usagef("--budget %d: budgets are tokens, more than 0", b)
 				}
+			}
+			if limitRuns < 0 {
+				return usagef("--runs %d: a number of runs, 0 for all", limitRuns)
 			}
 			if split != "" && split != "even" && split != "odd" {
 				return usagef("--split %q: want even or odd", split)
@@ -94,15 +118,27 @@ is an error naming the file and line.`,
 				}
 				runs = half
 			}
+			if limitRuns > 0 && len(runs) > limitRuns {
+				runs = runs[:limitRuns]
+			}
 			if len(runs) == 0 {
 				return fmt.Errorf("%s: no runs", file)
 			}
 			read := time.Since(start)
+			specs := append(trajectory.Baselines(budgets...), trajectory.Windows(budgets...)...)
+			if assembly {
+				asm, done, err := a.trajectoryAssembly(cmd.Context(), dir)
+				if err != nil {
+					return err
+				}
+				defer done()
+				specs = append(specs, asm.Specs(cmd.Context(), budgets...)...)
+			}
 			// Progress only once the replay has taken a while: most take
 			// a few seconds.
 			progress := newProgress(a.stderr, "replaying", int64(len(runs)))
 			shown := false
-			rep, err := trajectory.ReplayAll(cmd.Context(), runs, append(trajectory.Baselines(budgets...), trajectory.Windows(budgets...)...), func(n int) {
+			rep, err := trajectory.ReplayAll(cmd.Context(), runs, specs, func(n int) {
 				if time.Since(start) > 3*time.Second {
 					progress.update(int64(n))
 					shown = true
@@ -128,7 +164,48 @@ is an error naming the file and line.`,
 	f.StringVar(&counts, "counts", "", "their token counts (default trajectories/counts.o200k.jsonl under the bench folder)")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.StringVar(&split, "split", "", "replay half the runs: even or odd (by place in the file, from 0)")
+	f.BoolVar(&assembly, "assembly", false, "also replay the runs through engram's turn assembly, with and without the pre-fetch")
+	f.StringVar(&dir, "dir", "", "with --assembly, the directory for its store (default: a temporary one, removed after)")
+	f.IntVar(&limitRuns, "runs", 0, "replay only the first N runs (after --split; 0: all)")
 	return cmd
+}
+
+// trajectoryAssembly makes the store of the assembly's windows, in dir or
+// a temporary directory: an engine counting in o200k_base as the runs'
+// counts do, keeping secrets so that every message is stored as given,
+// retrieving without an embedder. done closes and removes it.
+func (a *app) trajectoryAssembly(ctx context.Context, dir string) (asm *trajectory.Assembly, done func(), err error) {
+	d, cleanup, err := benchDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(d, "trajectories-assembly.db"), sqlite.Options{Logger: a.log})
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	done = func() {
+		if err := st.Close(); err != nil {
+			a.log.Warn("close the assembly's store", "err", err)
+		}
+		cleanup()
+	}
+	opts := a.engineOptions()
+	opts.Encoding, opts.KeepSecrets = tokens.O200kBase, true
+	opts.Embed = engine.EmbedOptions{Provider: "none"}
+	eng, err := engine.New(st, opts)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	cat, err := a.cfg.Catalog()
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	margin := cmp.Or(a.cfg.Window.Margin, window.DefaultMargin)
+	return &trajectory.Assembly{Engine: eng, Catalog: cat, Config: window.ConfigFrom(a.cfg.Window),
+		Limit: func(budget int) int { return limitFor(budget, margin) }}, done, nil
 }
 
 // trajectoryRow is one line of engram bench trajectories' table.
@@ -173,20 +250,20 @@ func printTrajectories(a *app, rep trajectory.Report, read, elapsed time.Duratio
 	fmt.Fprintf(a.stdout, "%d runs, %s turns, %s needles; full history: %s tokens sent, %s effective with a prompt cache\n",
 		rep.Runs, commas(int64(full.Turns)), commas(int64(full.Needles)), commas(full.TokensSent), commas(int64(math.RoundToEven(full.EffectiveTokens()))))
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "strategy\tbudget\tline recall\twithin one exp.\tstring recall\ttokens vs full\teffective vs full\tover budget\tunpaired")
+	fmt.Fprintln(w, "strategy\tbudget\tline recall\twithin one exp.\tstring recall\ttokens vs full\teffective vs full\tover budget\tunpaired\trefused")
 	res := trajectoryResults(rep, read, elapsed)
 	for _, r := range res.Rows {
 		budget := "-"
 		if r.Budget > 0 {
 			budget = commas(int64(r.Budget))
 		}
-		fmt.Fprintf(w, "%s\t%6s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\n", r.Strategy, budget, r.LineRecall, r.ExpansionRecall,
-			r.StringRecall, r.TokensVsFull, r.EffectiveVsFull, r.Sums.OverBudget, r.Sums.Unpaired)
+		fmt.Fprintf(w, "%s\t%6s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\n", r.Strategy, budget, r.LineRecall, r.ExpansionRecall,
+			r.StringRecall, r.TokensVsFull, r.EffectiveVsFull, r.Sums.OverBudget, r.Sums.Unpaired, r.Sums.Refused)
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "over budget, unpaired: contexts, of %s in each row\nread %d runs in %v, replayed them in %v\n",
+	fmt.Fprintf(a.stdout, "over budget, unpaired, refused: contexts, of %s in each row\nread %d runs in %v, replayed them in %v\n",
 		commas(int64(full.Turns)), rep.Runs, read.Round(100*time.Millisecond), (elapsed - read).Round(100*time.Millisecond))
 	return nil
 }

@@ -81,6 +81,45 @@ func TestCLI_BenchTrajectories(t *testing.T) {
 	}
 }
 
+// TestCLI_BenchTrajectoriesAssembly: --assembly adds engram's assembly,
+// with and without the pre-fetch, beside the other rows of the same run.
+func TestCLI_BenchTrajectoriesAssembly(t *testing.T) {
+	e := newEnv(t)
+	file, counts := writeTrajectory(t, smallTrajectory, smallCounts)
+	dir := t.TempDir()
+	out := e.ok("", "bench", "trajectories", "--file", file, "--counts", counts, "--budget", "70,1000", "--assembly", "--dir", dir)
+	var lines []string
+	for l := range strings.SplitSeq(out, "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	text := strings.Join(lines, "\n")
+	for _, want := range []string{
+		"recency truncation 70 0.667 0.667 0.667 0.771 0.927 0 1 0",
+		"engram window 1,000 1.000 1.000 1.000 1.000 1.000 0 0 0",
+		// At 1,000 tokens the assembly shows the run whole: nothing is
+		// left to retrieve, and no arc.
+		"engram assembly 1,000 1.000 1.000 1.000 1.000 1.000 0 0 0",
+		"engram assembly, no pre-fetch 1,000 1.000 1.000 1.000 1.000 1.000 0 0 0",
+		"over budget, unpaired, refused: contexts, of 2 in each row",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Under a window's least budget there is no assembly.
+	if strings.Contains(text, "engram assembly 70") {
+		t.Errorf("an assembly at 70 tokens:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "trajectories-assembly.db")); err != nil {
+		t.Errorf("the store in --dir: %v", err)
+	}
+	// The same store again: its windows are there already.
+	code, _, errOut := e.run("", "bench", "trajectories", "--file", file, "--counts", counts, "--budget", "1000", "--assembly", "--dir", dir)
+	if code != 1 || !strings.Contains(errOut, "a store of its own") {
+		t.Errorf("exit %d, %q: want 1 and an error naming the store", code, errOut)
+	}
+}
+
 func TestCLI_BenchTrajectoriesBadInput(t *testing.T) {
 	e := newEnv(t)
 	file, counts := writeTrajectory(t, smallTrajectory+"{oops\n", smallCounts)
@@ -94,6 +133,10 @@ func TestCLI_BenchTrajectoriesBadInput(t *testing.T) {
 	}
 	code, _, errOut = e.run("", "bench", "trajectories", "--budget", "0")
 	if code != 2 || !strings.Contains(errOut, "--budget 0") {
+		t.Errorf("exit %d, %q: want 2 and a usage error", code, errOut)
+	}
+	code, _, errOut = e.run("", "bench", "trajectories", "--runs", "-1")
+	if code != 2 || !strings.Contains(errOut, "--runs -1") {
 		t.Errorf("exit %d, %q: want 2 and a usage error", code, errOut)
 	}
 	code, _, errOut = e.run("", "bench", "trajectories", "--split", "third")

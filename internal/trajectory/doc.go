@@ -20,14 +20,21 @@
 // list of blocks ([Block]): a message kept whole, a placeholder standing for a
 // masked message, a reference marker standing for evicted messages, or an
 // excerpt: text kept verbatim from messages not sent whole (each of its
-// lines part of a message it names, which the replay checks). A
+// lines part of a message it names, which the replay checks), or a text:
+// anything else sent beside the messages (an assembly's arc, summaries and
+// pre-fetch), scored but not checked against the messages (see [Text]). A
 // window that appends and evicts fits as it is; a stateless strategy
 // recomputes from what it was given. A [Spec] names a strategy at a budget
 // and makes a new one for each run. [Baselines] are the README's two:
 // recency truncation ([NewRecency]) and observation masking ([NewMasking]),
 // exactly as baselines.py builds them. [NewWindow] is engram's window
 // (window.Layout) over a run, each command a tool call and its observation
-// the call's result; [Windows] names it at each budget.
+// the call's result; [Windows] names it at each budget. [Assembly] is
+// engram's turn assembly (internal/assemble) over store-backed windows of
+// the same runs, with and without the pre-fetch ([Assembly.Specs]). A
+// strategy that cannot build a turn's context within its budget returns
+// [ErrNoContext]: the turn is counted as refused and scored as nothing
+// sent.
 //
 // # Scores
 //
@@ -48,17 +55,18 @@
 //     of every observation of the run, and "in the context" is a substring
 //     test on the text of the messages kept; neither needles nor lines hold
 //     a line break, so the test is made message by message, and excerpt by
-//     excerpt;
+//     excerpt (or text by text);
 //   - string recall: the needle is anywhere in the context: in a message
-//     kept, an excerpt or a marker's text (a placeholder's text is not scored, as
+//     kept, an excerpt, a text or a marker's text (a placeholder's text is not scored, as
 //     baselines.py leaves it out);
 //   - within one expansion: line recall counting also the lines of the
 //     messages a marker in the context stands for;
 //   - tokens sent, summed over all turns: a message costs its count from
-//     the counts file, a placeholder or marker what the strategy says;
+//     the counts file, a placeholder, marker, excerpt or text what the
+//     strategy says;
 //   - effective tokens with a prompt cache: the context is compared with the
 //     previous turn's block by block (a message or placeholder by its index,
-//     a marker or an excerpt by its text); the tokens of the common leading blocks cost
+//     a marker, an excerpt or a text by its text); the tokens of the common leading blocks cost
 //     0.1, the rest 1.0. Summed in tenths of a token, so exactly;
 //   - validity: contexts over the budget, and contexts that keep an action
 //     (an assistant message at index ≥ 2) without its observation (the user

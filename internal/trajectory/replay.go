@@ -2,6 +2,7 @@ package trajectory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -33,6 +34,9 @@ type Score struct {
 	// Unpaired counts contexts that keep an action without its observation
 	// or an observation without its action.
 	Unpaired int `json:"unpaired"`
+	// Refused counts turns the strategy could build no context for within
+	// the budget (ErrNoContext), each scored as nothing sent.
+	Refused int `json:"refused"`
 }
 
 // Add adds o's figures to s.
@@ -46,6 +50,7 @@ func (s *Score) Add(o Score) {
 	s.CachedTokens += o.CachedTokens
 	s.OverBudget += o.OverBudget
 	s.Unpaired += o.Unpaired
+	s.Refused += o.Refused
 }
 
 // LineRecall is the share of needles found by line, 1 when there are none.
@@ -347,6 +352,10 @@ func (a *analysis) replay(run Run, s Strategy, budget int) (Score, error) {
 	for t, m := range run.Messages {
 		if a.isTurn(t) {
 			blocks, err := s.Context()
+			if errors.Is(err, ErrNoContext) {
+				sc.Refused++
+				blocks, err = nil, nil
+			}
 			if err != nil {
 				return sc, fmt.Errorf("context at message %d: %w", t, err)
 			}
@@ -403,6 +412,8 @@ func (a *analysis) score(sc *Score, t int, blocks, prev []Block, state, tokens [
 				checked[key] = true
 			}
 			cost = b.Tokens
+		case Text:
+			cost = b.Tokens
 		default:
 			return fmt.Errorf("block %d: unknown kind %d", k, b.Kind)
 		}
@@ -440,7 +451,7 @@ func (a *analysis) score(sc *Score, t int, blocks, prev []Block, state, tokens [
 				for _, i := range b.Covers {
 					exp = exp || a.hasLine(n, i)
 				}
-			case Excerpt:
+			case Excerpt, Text:
 				if strings.Contains(b.Text, a.needles[n]) {
 					str = true
 					line = line || a.textHasLine(n, b.Text)
@@ -464,13 +475,13 @@ func (a *analysis) score(sc *Score, t int, blocks, prev []Block, state, tokens [
 }
 
 // sameBlock reports whether a provider's cache sees a and b as the same
-// bytes: the same message in the same form, or the same marker or excerpt
-// text.
+// bytes: the same message in the same form, or the same marker, excerpt
+// or text.
 func sameBlock(a, b Block) bool {
 	if a.Kind != b.Kind {
 		return false
 	}
-	if a.Kind == Marker || a.Kind == Excerpt {
+	if a.Kind == Marker || a.Kind == Excerpt || a.Kind == Text {
 		return a.Text == b.Text
 	}
 	return a.Index == b.Index

@@ -1,6 +1,7 @@
 package trajectory_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -183,6 +184,75 @@ func TestReplay_Excerpt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplay_Text scores texts: what an assembly writes beside the
+// messages. Whole lines in them count for line recall, their text for
+// string recall, the cache compares them by text, and their lines are not
+// checked against any message.
+func TestReplay_Text(t *testing.T) {
+	text := func(s string, tokens int) trajectory.Block {
+		return trajectory.Block{Kind: trajectory.Text, Text: s, Tokens: tokens}
+	}
+	arc := text("The conversation so far:\n- Fix the parser bug.", 9)
+	contexts := map[int][]trajectory.Block{
+		// 41 tokens. src/parser.py: its line, in a text that quotes it
+		// under a heading no message holds.
+		4: {kept(0), kept(1), arc, text("[session s turn 3 tool_result] x\nsrc/parser.py", 2)},
+		// 53 tokens, 39 cached (the arc is the same text). parse_tokens:
+		// as a string, not its line; stream.read: its line, framed;
+		// src/lexer.py: nowhere.
+		6: {kept(0), kept(1), arc, text("- user: result: parse_tokens …\n    return stream.read()", 14)},
+		// 50 tokens, 39 cached. 12345: its line, in 7. parse_tokens: as
+		// a string in 6.
+		8: {kept(0), kept(1), arc, kept(6), kept(7)},
+	}
+	_, scores, err := trajectory.Replay(smallRun(), []trajectory.Spec{spec(50, contexts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := trajectory.Score{Turns: 3, Needles: 6,
+		LineHits:      1 + 1 + 1,
+		StringHits:    1 + 2 + 2,
+		ExpansionHits: 1 + 1 + 1,
+		TokensSent:    41 + 53 + 50,
+		CachedTokens:  0 + 39 + 39,
+		OverBudget:    1,
+	}
+	if diff := cmp.Diff(want, scores[0]); diff != "" {
+		t.Errorf("scores mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestReplay_Refused: a turn a strategy has no context for is counted,
+// scored as nothing sent, and the replay goes on.
+func TestReplay_Refused(t *testing.T) {
+	refuse := trajectory.Spec{Name: "refusing", Budget: 50, New: func(int) trajectory.Strategy {
+		return &refusing{scripted: scripted{contexts: map[int][]trajectory.Block{4: {kept(0), kept(1), kept(3)}, 8: {kept(0), kept(1)}}}, at: 6}
+	}}
+	_, scores, err := trajectory.Replay(smallRun(), []trajectory.Spec{refuse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4: src/parser.py found in 3; 6: its three needles missed; 8: 30
+	// tokens, none cached after nothing was sent.
+	want := trajectory.Score{Turns: 3, Needles: 6, LineHits: 1, StringHits: 1, ExpansionHits: 1, TokensSent: 60 + 30, Unpaired: 1, OverBudget: 1, Refused: 1}
+	if diff := cmp.Diff(want, scores[0]); diff != "" {
+		t.Errorf("scores mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// refusing is scripted, but has no context after at messages.
+type refusing struct {
+	scripted
+	at int
+}
+
+func (s *refusing) Context() ([]trajectory.Block, error) {
+	if s.n == s.at {
+		return nil, fmt.Errorf("turn %d: %w", s.n, trajectory.ErrNoContext)
+	}
+	return s.scripted.Context()
 }
 
 // TestReplay_LineAnywhere checks a consequence of the README's definition

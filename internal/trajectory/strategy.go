@@ -1,5 +1,7 @@
 package trajectory
 
+import "errors"
+
 // A Strategy builds the contexts of one run. The replay calls Add with the
 // run's messages in order, from the system prompt on, and before each
 // assistant message t (t ≥ 3) calls Context for the context that would be
@@ -11,6 +13,11 @@ type Strategy interface {
 	// Context returns the context to send now, blocks in the order sent.
 	Context() ([]Block, error)
 }
+
+// ErrNoContext is what a Strategy's Context returns, wrapped, when it
+// cannot build a context within its budget for the turn: the turn is
+// counted in Score.Refused and scored as nothing sent.
+var ErrNoContext = errors.New("no context within the budget")
 
 // A Spec names a strategy at a budget.
 type Spec struct {
@@ -41,6 +48,20 @@ const (
 	// it quotes are in the context only through a marker, if one stands
 	// for them.
 	Excerpt
+	// Text is text sent that is no message, and need not be part of one
+	// verbatim: what a turn's assembly writes beside the messages (the
+	// arc of the requests no longer shown, a summary's quoted lines with
+	// their role and a first line cut short, what the pre-fetch retrieved
+	// with its source, lines a window's digest kept, handed over without
+	// the messages they come from). It is scored as an excerpt is (string
+	// recall, and line recall for the observations' lines it holds whole),
+	// but, unlike an excerpt's, its lines are not checked against the
+	// messages it quotes: it reframes and cuts them, and does not name
+	// them. So the replay cannot prove that it holds nothing of the
+	// messages not yet given; the strategy that sends it must build it
+	// from messages[:t] alone (the assembly's store holds only the messages
+	// given, and its retrieval is kept to the run's own window).
+	Text
 )
 
 // A Block is one piece of a context.
@@ -48,11 +69,11 @@ type Block struct {
 	Kind Kind
 	// Index is the message kept or stood for (Kept, Placeholder).
 	Index int
-	// Tokens is what a placeholder, marker or excerpt costs. A kept
+	// Tokens is what a placeholder, marker, excerpt or text costs. A kept
 	// message costs its count from the counts file, whatever Tokens says.
 	Tokens int
-	// Text is a marker's or an excerpt's text, as sent. A placeholder's
-	// text is not scored.
+	// Text is a marker's, an excerpt's or a text's text, as sent. A
+	// placeholder's text is not scored.
 	Text string
 	// Covers are the messages a marker stands for, or those an excerpt's
 	// text is taken from: each line of an excerpt is part of one of them,
