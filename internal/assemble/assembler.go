@@ -167,6 +167,10 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		from++
 	}
 	to := len(msgs)
+	// A tool loop's window (ToolLoopRole) keeps the layout measured on the
+	// agent runs (window.ToolLoopPolicy) for its history, rather than
+	// seed 004's compaction, which is for conversations.
+	loop := st.Settings.Role == window.ToolLoopRole
 	// tail is the turn's message (L7): the request's, the window's newest
 	// prompt, or, in a tool loop, the newest call with its results; the
 	// query is what the pre-fetch and the key messages are for.
@@ -180,6 +184,20 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	case to > from && msgs[to-1].Role == window.RoleUser && len(msgs[to-1].Results()) == 0:
 		to--
 		tail, query = msgs[to:], textOf(&msgs[to])
+	case to > from && msgs[to-1].Role == window.RoleUser && loop:
+		// A step of a tool loop's window: the window's own layout shows it
+		// with the rest (clipped, as the window would, when it is too
+		// large); the pre-fetch is for what the agent is doing.
+		for i := to - 1; i >= from && query == ""; i-- {
+			if msgs[i].Role == window.RoleAssistant {
+				query = strings.TrimSpace(textOf(&msgs[i]))
+			}
+		}
+		for i := from; i < to && query == ""; i++ {
+			if msgs[i].Role == window.RoleUser && len(msgs[i].Results()) == 0 {
+				query = textOf(&msgs[i])
+			}
+		}
 	case to > from && msgs[to-1].Role == window.RoleUser:
 		// A step of a tool loop: the call and its results stay together.
 		units, err := window.Units(msgs[from:])
@@ -239,18 +257,29 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		return Turn{}, err
 	}
 	t := Turn{Budget: budget, Plan: plan, Layers: map[string]int{}, Briefing: briefed}
+	// A tool loop's history takes what the other layers may take leaves,
+	// less a tenth for the pre-fetch: the same from step to step, so that
+	// the window's layout, and the prompt cache's prefix, stay stable.
+	alloc, reserve := plan.Tokens(History), budget
+	if loop {
+		reserve = 0
+		if req.Retrieve {
+			reserve = budget / 10
+		}
+		alloc = budget - s.IdentityTokens - plan.Tokens(Preferences) - plan.Tokens(Topics) - plan.Tokens(Arc) - last.Tokens - reserve
+	}
 	// A history that fits whole is shown whole; else the view needs the
 	// room of a window.
-	if h := plan.Tokens(History); to > from && h < s.HistoryTokens && h < window.MinBudget {
+	if to > from && alloc < s.HistoryTokens && alloc < window.MinBudget {
 		return Turn{}, fmt.Errorf("%w: %d tokens for it, a window needs %d (budget %d, its fixed layers %d)",
-			ErrNoHistoryRoom, plan.Tokens(History), window.MinBudget, budget, s.IdentityTokens+s.MessageTokens)
+			ErrNoHistoryRoom, alloc, window.MinBudget, budget, s.IdentityTokens+s.MessageTokens)
 	}
 	// L6 first: the arc names what the history does not show. The
 	// compaction counts its markers and text as lines; as messages they
 	// cost a little framing more, so a history over its allocation so
 	// counted is laid out again to less.
 	if to > from {
-		c := &conv{key: req.Key, enc: enc, msgs: msgs, items: items, from: from, to: to}
+		c := &conv{key: req.Key, enc: enc, msgs: msgs, items: items, from: from, to: to, loop: loop}
 		if q := terms.Content(query); len(q) > 0 {
 			c.query = terms.NewCounter(q)
 			uniq := map[string]bool{}
@@ -259,7 +288,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 			}
 			c.qterms = len(uniq)
 		}
-		for n := plan.Tokens(History); ; {
+		for n := alloc; ; {
 			h, err := a.history(ctx, c, n)
 			if err != nil {
 				return Turn{}, err
@@ -269,7 +298,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 			for _, m := range historyMessages(enc, h.Items) {
 				used += m.Tokens
 			}
-			over := used - plan.Tokens(History)
+			over := used - alloc
 			if over <= 0 || n-over < window.MinBudget {
 				break
 			}
@@ -312,7 +341,18 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// The turn's message, its context first: the arc of what the history
 	// does not show, and what the pre-fetch found (after a tool's results,
 	// which must lead their message).
-	final := tail[len(tail)-1]
+	var final window.Message
+	synthetic := false
+	switch n := len(out); {
+	case len(tail) > 0:
+		final = tail[len(tail)-1]
+	case n > 0 && out[n-1].Role == window.RoleUser && len(out[n-1].Results()) > 0:
+		// A tool loop's step, its results shown whole: what leads the turn
+		// follows them.
+		final, out = out[n-1], out[:n-1]
+	default:
+		final, synthetic = window.Message{Role: window.RoleUser, Tokens: 4}, true
+	}
 	final.Blocks = append([]window.Block(nil), final.Blocks...)
 	var lead []window.Block
 	if arc := a.arc(enc, arcLines(msgs[from:to], pos[from:to], t.History.shown()), plan.Tokens(Arc)); arc.text != "" {
@@ -338,10 +378,14 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		for _, m := range out {
 			used += m.Tokens
 		}
-		for _, m := range tail[:len(tail)-1] {
+		for _, m := range tail[:max(len(tail)-1, 0)] {
 			used += m.Tokens
 		}
-		if room := budget - used; room > 0 && strings.TrimSpace(query) != "" {
+		room := budget - used
+		if loop {
+			room = min(room, reserve)
+		}
+		if room > 0 && strings.TrimSpace(query) != "" {
 			blk, err := a.Engine.Pack(ctx, query, room, req.Scope, shownEntries)
 			if err != nil {
 				return Turn{}, fmt.Errorf("pre-fetch: %w", err)
@@ -359,8 +403,10 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		final.Blocks = append(lead, final.Blocks...)
 	}
 	t.Layers[Message] = last.Tokens
-	out = append(out, tail[:len(tail)-1]...)
-	out = append(out, final)
+	out = append(out, tail[:max(len(tail)-1, 0)]...)
+	if !synthetic || len(lead) > 0 {
+		out = append(out, final)
+	}
 	t.Messages = out
 	for _, m := range out {
 		t.Tokens += m.Tokens

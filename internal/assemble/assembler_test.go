@@ -326,3 +326,37 @@ func TestAssemble_Briefing(t *testing.T) {
 		t.Errorf("a briefing given: %q, %v", given.Briefing, err)
 	}
 }
+
+// TestAssemble_ToolLoopRole: a tool loop's window keeps its own layout
+// for the history, the newest step included (a step too large for the
+// budget shown clipped, as the window shows it, not refused), within the
+// budget, tool pairs intact, the pre-fetch within a tenth of the budget.
+func TestAssemble_ToolLoopRole(t *testing.T) {
+	ctx := context.Background()
+	a := assembler(t)
+	key := store.WindowKey{SessionID: "s", AgentID: "agent"}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Role: window.ToolLoopRole, Limit: 4000, Output: 1, Safety: 1}); err != nil {
+		t.Fatal(err)
+	}
+	conv := conversation(30)
+	conv = conv[:len(conv)-1]
+	huge := window.Message{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockText, Text: "Reading the log."},
+		{Type: window.BlockToolUse, ID: "big", Name: "bash", Input: []byte(`{"cmd":"cat build.log"}`)}}}
+	out := window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: "big",
+		Text: strings.Repeat("build step ok: internal/pkg/server.go compiled\n", 900)}}}
+	for _, step := range [][]window.Message{conv, {text(window.RoleAssistant, "Done with that."), huge, out}} {
+		if _, err := a.Windows.Append(ctx, key, step); err != nil {
+			t.Fatal(err)
+		}
+		turn, err := a.Assemble(ctx, assemble.Request{Key: key, Retrieve: true, Scope: store.Filter{SessionID: "s"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn.History.Strategy != assemble.WindowLayout || turn.Tokens > turn.Budget || turn.Layers[assemble.Retrieval] > turn.Budget/10 {
+			t.Errorf("%s, %d of %d tokens, pre-fetch %d", turn.History.Strategy, turn.Tokens, turn.Budget, turn.Layers[assemble.Retrieval])
+		}
+		if _, err := window.Units(turn.Messages); err != nil {
+			t.Errorf("a tool pair is broken: %v", err)
+		}
+	}
+}

@@ -32,6 +32,10 @@ const (
 	// messages in 25 %, the newest 25 % as the window shows them in the
 	// rest (ratio <= 8).
 	Compacted Strategy = "compacted"
+	// WindowLayout is a tool loop's window's own layout (the window
+	// package's, measured on agent runs): the newest steps whole, the
+	// older under markers with a digest of their output's lines.
+	WindowLayout Strategy = "window"
 	// MultiLevel cuts the conversation in chunks of about 20 messages,
 	// each summarized once (the rolling summaries); the chunks before the
 	// newest three are summarized again by groups of five, the first 30 %
@@ -147,6 +151,8 @@ type conv struct {
 	chunkList [][2]int
 	query     *terms.Counter
 	qterms    int
+	// loop: a tool loop's window, laid out by its own layout.
+	loop bool
 }
 
 func (c *conv) whole(a, b int) int {
@@ -182,6 +188,14 @@ func (a *Assembler) history(ctx context.Context, c *conv, n int) (Compaction, er
 	// room) gives way to a simpler strategy, down to the window's own
 	// layout of the whole, which never is.
 	var h Compaction
+	if c.loop {
+		h = Compaction{Strategy: WindowLayout, Whole: c.whole(c.from, c.to), Messages: c.to - c.from}
+		if err := a.recent(ctx, c, &h, c.from, c.to, n, "recent"); err != nil {
+			return Compaction{}, err
+		}
+		h.count(a, c)
+		return h, nil
+	}
 	for s := StrategyFor(c.whole(c.from, c.to), n); ; s = simpler(s) {
 		h = Compaction{Strategy: s, Whole: c.whole(c.from, c.to), Messages: c.to - c.from}
 		switch s {
@@ -200,24 +214,29 @@ func (a *Assembler) history(ctx context.Context, c *conv, n int) (Compaction, er
 		if err != nil {
 			return Compaction{}, err
 		}
-		for _, it := range h.Items {
-			switch {
-			case it.Message != nil:
-				h.Shown++
-				h.Tokens += it.Message.Tokens
-			case it.Marker != "":
-				h.Refs++
-				h.Tokens += a.countLine(c.enc, it.Marker)
-			default:
-				h.Tokens += a.countText(c.enc, it.Excerpt)
-			}
-		}
+		h.count(a, c)
 		if h.Tokens <= n || s == Full || s == "" {
 			break
 		}
 	}
-	h.Quoted = len(h.quoted)
 	return h, nil
+}
+
+// count sums what a history shows.
+func (h *Compaction) count(a *Assembler, c *conv) {
+	for _, it := range h.Items {
+		switch {
+		case it.Message != nil:
+			h.Shown++
+			h.Tokens += it.Message.Tokens
+		case it.Marker != "":
+			h.Refs++
+			h.Tokens += a.countLine(c.enc, it.Marker)
+		default:
+			h.Tokens += a.countText(c.enc, it.Excerpt)
+		}
+	}
+	h.Quoted = len(h.quoted)
 }
 
 // simpler is the strategy a composition over its room gives way to; ""
