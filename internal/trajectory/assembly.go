@@ -269,6 +269,28 @@ func turnBlocks(t assemble.Turn, given []window.Message, enc *tokens.Encoding) (
 	// The step: the messages after the history, the last with the arc and
 	// the pre-fetch beside it (after a tool's results, before a prompt).
 	tail := n - next
+	if tail == 0 && len(out) > sys {
+		// A tool loop's window shows its step in the history: what leads
+		// the turn (the arc, the pre-fetch) ends the last message, after
+		// the step's results or in a message of its own.
+		lead := 0
+		for _, l := range []string{assemble.Arc, assemble.Retrieval} {
+			if t.Layers[l] > 0 {
+				lead++
+			}
+		}
+		last := out[len(out)-1].Blocks
+		if lead > len(last) {
+			return nil, fmt.Errorf("the turn's last message has %d blocks, %d led the turn", len(last), lead)
+		}
+		for _, b := range last[len(last)-lead:] {
+			if b.Type != window.BlockText {
+				return nil, fmt.Errorf("a %s block where the turn's lead should be", b.Type)
+			}
+			text(b.Text)
+		}
+		return blocks, nil
+	}
 	if tail < 1 || tail > len(out)-sys {
 		return nil, fmt.Errorf("the history covers places %d to %d of %d messages given, and the turn ends with %d messages", sys, next-1, n, len(out)-sys)
 	}

@@ -169,9 +169,10 @@ func TestAssembly_Replay(t *testing.T) {
 	}
 }
 
-// TestAssembly_Refused: a step larger than the budget cannot be
-// assembled; the turn is refused and scored as nothing sent.
-func TestAssembly_Refused(t *testing.T) {
+// TestAssembly_LargeStep: a step larger than the budget is shown as the
+// tool loop's window shows it (its head, tail and marker), not refused,
+// and no context is over the budget.
+func TestAssembly_LargeStep(t *testing.T) {
 	run := longRun(3)
 	// Message 5, the second observation, is larger than the budget.
 	run.Messages[5].Content = strings.Repeat("pkg/mod1/big.py: def handler_9_9(request):\n", 200)
@@ -181,7 +182,7 @@ func TestAssembly_Refused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc := scores[0]; sc.Refused != 1 || sc.Turns != 3 || sc.OverBudget != 0 {
-		t.Errorf("score %+v: want 1 of 3 turns refused, none over budget", sc)
+	if sc := scores[0]; sc.Refused != 0 || sc.Turns != 3 || sc.OverBudget != 0 || sc.Unpaired != 0 {
+		t.Errorf("score %+v: want 3 turns assembled, none over budget or unpaired", sc)
 	}
 }
