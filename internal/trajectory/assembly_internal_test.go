@@ -66,7 +66,7 @@ func TestTurnBlocks(t *testing.T) {
 		// wrong index.
 		"WrongPlace":      {{Pos: 1, Message: msg(1)}, {Pos: 2, Marker: marker}, {Pos: 4, Message: msg(5)}, {Pos: 5, Message: msg(5)}},
 		"PlaceOutOfRange": {{Pos: 1, Message: msg(1)}, {Pos: 2, Marker: marker}, {Pos: 4, Message: msg(4)}, {Pos: 8, Message: msg(5)}},
-		"MarkerPastRun": {{Pos: 1, Message: msg(1)}, {Pos: 2, Marker: strings.Replace(marker, "3-4", "3-12", 1)}},
+		"MarkerPastRun":   {{Pos: 1, Message: msg(1)}, {Pos: 2, Marker: strings.Replace(marker, "3-4", "3-12", 1)}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if b, err := turnBlocks(turn(bad), given, enc); err == nil {
