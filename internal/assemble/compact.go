@@ -290,7 +290,11 @@ func (a *Assembler) recent(ctx context.Context, c *conv, h *Compaction, from, to
 	if from >= to {
 		return nil
 	}
-	v, err := a.Windows.View(ctx, c.key, from, to, n)
+	view := a.Windows.View
+	if c.loop {
+		view = a.Windows.LaidOut
+	}
+	v, err := view(ctx, c.key, from, to, n)
 	if err != nil {
 		return err
 	}

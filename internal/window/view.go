@@ -48,6 +48,18 @@ func (m *Manager) Messages(ctx context.Context, key store.WindowKey) (Status, []
 // same run always gets the same one). A budget under MinBudget is raised to
 // it; when the messages fit whole they are shown whole.
 func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budget int) (View, error) {
+	return m.view(ctx, key, from, to, budget, true)
+}
+
+// LaidOut is View as the window lays itself out: messages that fit the
+// budget whole are shown whole only while they are under the policy's
+// threshold, so that the view evicts when and as the window would (a tool
+// loop's history, which a prompt cache reads as the window's).
+func (m *Manager) LaidOut(ctx context.Context, key store.WindowKey, from, to, budget int) (View, error) {
+	return m.view(ctx, key, from, to, budget, false)
+}
+
+func (m *Manager) view(ctx context.Context, key store.WindowKey, from, to, budget int, wholeIfFits bool) (View, error) {
 	w, s, err := m.settings(ctx, key)
 	if err != nil {
 		return View{}, err
@@ -69,7 +81,7 @@ func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budge
 	for i := from; i < to; i++ {
 		whole += msgs[i].Tokens
 	}
-	if whole <= budget {
+	if whole <= budget && wholeIfFits {
 		v := View{Items: []Item{}, Tokens: whole, Whole: whole, Messages: to - from, Shown: to - from}
 		for i := from; i < to; i++ {
 			msg := msgs[i]
