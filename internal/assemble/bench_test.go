@@ -17,14 +17,7 @@ import (
 // assembles. It reports the p50 and p95 of one assembly.
 func BenchmarkAssemble(b *testing.B) {
 	ctx := context.Background()
-	a := assembler(b)
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 8000, Output: 500, Safety: 100}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := a.Windows.Append(ctx, key, conversation(50)); err != nil {
-		b.Fatal(err)
-	}
+	a, key := benchWindow(b)
 	req := assemble.Request{Key: key, Message: "Why does handler3 time out again?"}
 	more := conversation(50 + 1000)
 	var took []time.Duration
@@ -59,14 +52,7 @@ func BenchmarkAssemble(b *testing.B) {
 // p95 of each, in the same run, alternating.
 func BenchmarkAssemble_Retrieval(b *testing.B) {
 	ctx := context.Background()
-	a := assembler(b)
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 8000, Output: 500, Safety: 100}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := a.Windows.Append(ctx, key, conversation(50)); err != nil {
-		b.Fatal(err)
-	}
+	a, key := benchWindow(b)
 	if _, err := a.Engine.Embed(ctx, nil); err != nil {
 		b.Fatal(err)
 	}
@@ -95,4 +81,19 @@ func BenchmarkAssemble_Retrieval(b *testing.B) {
 		b.ReportMetric(float64(d.took[len(d.took)/2].Microseconds()), d.name+"-p50-µs")
 		b.ReportMetric(float64(d.took[len(d.took)*95/100].Microseconds()), d.name+"-p95-µs")
 	}
+}
+
+// benchWindow is an assembler with an 8,000-token window holding 50
+// exchanges (200 messages).
+func benchWindow(b *testing.B) (*assemble.Assembler, store.WindowKey) {
+	b.Helper()
+	a := assembler(b)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(context.Background(), key, window.OpenOptions{Limit: 8000, Output: 500, Safety: 100}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := a.Windows.Append(context.Background(), key, conversation(50)); err != nil {
+		b.Fatal(err)
+	}
+	return a, key
 }
