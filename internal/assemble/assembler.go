@@ -266,7 +266,9 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		if req.Retrieve {
 			reserve = budget / 10
 		}
-		alloc = budget - s.IdentityTokens - plan.Tokens(Preferences) - plan.Tokens(Topics) - plan.Tokens(Arc) - last.Tokens - reserve
+		// (4: the framing of a message of its own for what leads the turn,
+		// when the step's results are not shown whole to carry it.)
+		alloc = budget - s.IdentityTokens - plan.Tokens(Preferences) - plan.Tokens(Topics) - plan.Tokens(Arc) - last.Tokens - reserve - 4
 	}
 	// A history that fits whole is shown whole; else the view needs the
 	// room of a window.
@@ -299,8 +301,12 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 				used += m.Tokens
 			}
 			over := used - alloc
-			if over <= 0 || n-over < window.MinBudget {
+			if over <= 0 {
 				break
+			}
+			if n-over < window.MinBudget {
+				return Turn{}, fmt.Errorf("%w: %d tokens for it, its markers alone take %d (budget %d, its fixed layers %d)",
+					ErrNoHistoryRoom, alloc, used, budget, s.IdentityTokens+s.MessageTokens)
 			}
 			n -= over
 		}
