@@ -119,12 +119,8 @@ func (s *Store) Snapshots(ctx context.Context, key store.WindowKey, limit int) (
 		limit = -1 // SQLite: no limit
 	}
 	out := []store.WindowSnapshot{}
-	err := s.read(ctx, func(db *sql.DB) error {
-		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = tx.Rollback() }()
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
 		if _, err := windowHead(ctx, tx, key); err != nil {
 			return err
 		}
@@ -159,12 +155,8 @@ func (s *Store) Snapshot(ctx context.Context, key store.WindowKey, hash string) 
 		return store.WindowSnapshot{}, fmt.Errorf("snapshot of window %s: %w", key, err)
 	}
 	var snap store.WindowSnapshot
-	err = s.read(ctx, func(db *sql.DB) error {
-		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = tx.Rollback() }()
+	err = s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
 		// Hashes are lower-case hex, so those that start with prefix sort
 		// from it to below prefix+"g".
 		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT hash FROM window_snapshots

@@ -320,6 +320,19 @@ func (s *Store) read(ctx context.Context, fn func(db *sql.DB) error) error {
 	return s.retry(ctx, func() error { return fn(s.r) })
 }
 
+// readTx runs fn in a read-only transaction on the read pool, so that what
+// it reads is of one state of the store.
+func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.read(ctx, func(db *sql.DB) error {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		return fn(tx)
+	})
+}
+
 // Times are stored as Unix nanoseconds, in UTC.
 func unixNano(t time.Time) int64 { return t.UnixNano() }
 

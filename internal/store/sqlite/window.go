@@ -120,12 +120,8 @@ func (s *Store) WindowLedger(ctx context.Context, key store.WindowKey) (store.Wi
 		items []store.WindowItem
 		rs    []store.WindowReadmit
 	)
-	err := s.read(ctx, func(db *sql.DB) error {
-		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = tx.Rollback() }()
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
 		if w, err = windowHead(ctx, tx, key); err != nil {
 			return err
 		}
@@ -156,13 +152,9 @@ func (s *Store) WindowLedger(ctx context.Context, key store.WindowKey) (store.Wi
 // WindowItems implements store.Store.
 func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) ([]store.WindowItem, error) {
 	var out []store.WindowItem
-	err := s.read(ctx, func(db *sql.DB) error {
-		// One read transaction, so that the head and the items agree.
-		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = tx.Rollback() }()
+	// One read transaction, so that the head and the items agree.
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
 		if _, err := windowHead(ctx, tx, key); err != nil {
 			return err
 		}
@@ -496,12 +488,8 @@ func (s *Store) WindowSummaries(ctx context.Context, key store.WindowKey) (int64
 		epoch int64
 		out   []store.WindowSummary
 	)
-	err := s.read(ctx, func(db *sql.DB) error {
-		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = tx.Rollback() }()
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
 		if _, err := windowHead(ctx, tx, key); err != nil {
 			return err
 		}
