@@ -66,6 +66,8 @@ type Config struct {
 	Window Window `toml:"window"`
 	// Assemble configures the assembly of turns' contexts.
 	Assemble Assemble `toml:"assemble"`
+	// Hooks configures what harness hooks inject and replace.
+	Hooks Hooks `toml:"hooks"`
 	// Models override and extend the built-in model catalog.
 	Models []tokens.Model `toml:"models"`
 	// Sources lists the files and variables the config was read from, for
@@ -84,6 +86,26 @@ type Assemble struct {
 	// (default 60s); past it, the chunks are quoted, and that is reported.
 	SummaryTimeout Duration `toml:"summary_timeout"`
 }
+
+// Hooks configures the harness hooks (engram hook): zero values keep
+// the defaults of package hook.
+type Hooks struct {
+	// Briefing is the briefing SessionStart injects: none, micro,
+	// standard (default) or full.
+	Briefing string `toml:"briefing"`
+	// PrefetchBudget bounds UserPromptSubmit's pre-fetch block in tokens
+	// (default 1,500); -1 turns the pre-fetch off.
+	PrefetchBudget int `toml:"prefetch_budget"`
+	// MaxToolTokens is the size of a tool's result over which the model
+	// gets its head, its tail and a [CTX-REF] instead (default 8,000); -1
+	// never replaces.
+	MaxToolTokens int `toml:"max_tool_tokens"`
+	// KeepTokens is what a replaced result keeps (default 1,000).
+	KeepTokens int `toml:"keep_tokens"`
+}
+
+// Briefings are the values of hooks.briefing.
+var Briefings = []string{"none", "micro", "standard", "full"}
 
 // Summarizers are the values of assemble.summarizer.
 var Summarizers = []string{"auto", "extractive", "model"}
@@ -561,6 +583,14 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("assemble.summarizer: %q is not one of %s", c.Assemble.Summarizer, strings.Join(Summarizers, ", ")))
 	case c.Assemble.Summarizer == "model" && c.LLM.Model == "":
 		errs = append(errs, errors.New("assemble.summarizer: model needs a chat model ([llm] provider and model)"))
+	}
+	if h := c.Hooks; h.Briefing != "" && !slices.Contains(Briefings, h.Briefing) {
+		errs = append(errs, fmt.Errorf("hooks.briefing: %q is not one of %s", h.Briefing, strings.Join(Briefings, ", ")))
+	}
+	if h := c.Hooks; h.PrefetchBudget < -1 || h.MaxToolTokens < -1 || h.KeepTokens < 0 {
+		errs = append(errs, errors.New("hooks: prefetch_budget and max_tool_tokens take -1 (off) or a number of tokens, keep_tokens a number of tokens"))
+	} else if h.KeepTokens > 0 && h.MaxToolTokens > 0 && h.KeepTokens >= h.MaxToolTokens {
+		errs = append(errs, fmt.Errorf("hooks.keep_tokens (%d) must be under hooks.max_tool_tokens (%d)", h.KeepTokens, h.MaxToolTokens))
 	}
 	if c.Assemble.SummaryTimeout.Duration < 0 {
 		errs = append(errs, errors.New("assemble.summary_timeout: must not be negative"))

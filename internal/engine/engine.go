@@ -117,6 +117,9 @@ func (e *Engine) Store() store.Store { return e.st }
 // Encoding returns the encoding the engine counts tokens with.
 func (e *Engine) Encoding() *tokens.Encoding { return e.enc() }
 
+// MaxContentBytes is the most bytes one record's content may hold.
+func (e *Engine) MaxContentBytes() int64 { return e.opts.MaxContentBytes }
+
 // EncodingName returns the name of the encoding, without loading it.
 func (e *Engine) EncodingName() string { return e.opts.Encoding }
 

@@ -46,6 +46,8 @@ type Store interface {
 	// [from, to], with their content, ordered by turn then arrival. A zero
 	// bound leaves that side open.
 	TurnRange(ctx context.Context, sessionID string, from, to int) ([]Entry, error)
+	// LastTurn returns a session's latest turn; zero when it holds none.
+	LastTurn(ctx context.Context, sessionID string) (int, error)
 	// Chunks returns the chunks of an entry, with their text, in order.
 	Chunks(ctx context.Context, id string) ([]Chunk, error)
 	// Search returns the chunks that best match q, best first, at most one

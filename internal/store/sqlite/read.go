@@ -193,6 +193,18 @@ func (s *Store) TurnRange(ctx context.Context, sessionID string, from, to int) (
 	return out, nil
 }
 
+// LastTurn implements store.Store.
+func (s *Store) LastTurn(ctx context.Context, sessionID string) (int, error) {
+	var last int
+	err := s.read(ctx, func(db *sql.DB) error {
+		return db.QueryRowContext(ctx, `SELECT coalesce(max(turn), 0) FROM occurrences WHERE session_id = ?`, sessionID).Scan(&last)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("last turn of session %s: %w", sessionID, err)
+	}
+	return last, nil
+}
+
 const chunkColumns = `c.id, e.id, c.ordinal, c.start_byte, c.end_byte, c.start_line, c.end_line, c.token_count, c.symbols,
 	substr(e.content, c.start_byte + 1, c.end_byte - c.start_byte)`
 

@@ -270,6 +270,11 @@ func testTurnRange(t *testing.T, s store.Store) {
 	if err != nil || len(got) != 0 {
 		t.Errorf("TurnRange(unknown session) = %d entries, %v; want none", len(got), err)
 	}
+	for session, want := range map[string]int{"s": 6, "other": 5, "nobody": 0} {
+		if last, err := s.LastTurn(ctx, session); err != nil || last != want {
+			t.Errorf("LastTurn(%s) = %d, %v; want %d", session, last, err, want)
+		}
+	}
 }
 
 func testMsgIDReplay(t *testing.T, s store.Store) {

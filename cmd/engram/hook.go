@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/hook"
+)
+
+// hookTimeout bounds one hook's work: the harness waits on it.
+const hookTimeout = 30 * time.Second
+
+func (a *app) hookCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "hook HARNESS EVENT",
+		Short: "Run engram inside a harness's hook (what 'engram hooks install' configures)",
+		Long: `Run one hook event for a harness (claude-code or codex), reading the event's
+JSON on standard input as the harness sends it, and printing what the
+harness should add to the model's context or put in place of a tool's
+output. Events: ` + strings.Join(hook.Events, ", ") + `.
+
+A hook never breaks the agent's session: whatever goes wrong (a payload it
+cannot read, a store it cannot open), it says why on standard error,
+counts the failure (engram hooks status) and exits 0, printing nothing.
+
+The project is --project, else the payload's cwd.`,
+		Args: cobra.ExactArgs(2),
+		// The configuration is loaded once the payload names the project,
+		// and its errors are the hook's, not the command's.
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return nil },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.runHook(cmd.Context(), args[0], args[1])
+			return nil
+		},
+	}
+	return cmd
+}
+
+// runHook runs one hook, reporting every failure on standard error and
+// in the project's hook record, never as an exit status.
+func (a *app) runHook(ctx context.Context, harness, event string) {
+	start := time.Now()
+	fail := func(err error) {
+		fmt.Fprintf(a.stderr, "engram hook %s %s: %v (the session goes on without engram for this event)\n", harness, event, err)
+	}
+	if harness != hook.ClaudeCode && harness != hook.Codex {
+		fail(fmt.Errorf("unknown harness %q: engram hooks claude-code and codex", harness))
+		return
+	}
+	if !slices.Contains(hook.Events, event) && event != "SubagentStop" && event != "SessionEnd" {
+		fail(fmt.Errorf("unknown event %q: engram handles %s", event, strings.Join(hook.Events, ", ")))
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, hookTimeout)
+	defer cancel()
+	p, err := hook.ReadPayload(a.stdin, event)
+	if err == nil {
+		if a.flags.Project == "" && p.Cwd != "" {
+			a.flags.Project = p.Cwd
+		}
+		err = a.loadConfig()
+	}
+	var res hook.Result
+	if err == nil {
+		res, err = a.hookResult(ctx, harness, p)
+	}
+	a.recordHookRun(harness, event, time.Since(start), err)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if a.log != nil {
+		for _, n := range res.Notes {
+			a.log.Warn("hook: "+n, "harness", harness, "event", event)
+		}
+	}
+	if out := res.Output(event); out != nil {
+		_, _ = a.stdout.Write(out)
+	}
+}
+
+func (a *app) hookResult(ctx context.Context, harness string, p hook.Payload) (hook.Result, error) {
+	eng, err := a.engine(ctx, false)
+	if err != nil {
+		return hook.Result{}, err
+	}
+	h := a.cfg.Hooks
+	r := hook.Runner{Eng: eng, Harness: harness, Opts: hook.Options{Briefing: h.Briefing, PrefetchBudget: h.PrefetchBudget,
+		MaxToolTokens: h.MaxToolTokens, KeepTokens: h.KeepTokens}}
+	return r.Run(ctx, p)
+}
+
+// recordHookRun keeps the run in the project's hook record, for engram
+// hooks status; a record that cannot be written is said on standard
+// error and changes nothing else.
+func (a *app) recordHookRun(harness, event string, took time.Duration, runErr error) {
+	if a.cfg.Store.Path == "" {
+		return
+	}
+	if err := recordRun(filepath.Dir(a.cfg.Store.Path), harness, event, took, runErr); err != nil {
+		fmt.Fprintf(a.stderr, "engram hook: cannot record the run: %v\n", err)
+	}
+}
+
+// recordRun is where the hook record is written (package harness).
+var recordRun = func(dir, harness, event string, took time.Duration, err error) error { return nil }
+
+func (a *app) importCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "import HARNESS [PATH...]",
+		Short: "Import a harness's transcripts (claude-code, codex) into the store",
+		Long: `Import the transcripts a harness keeps, as sessions, messages and tool
+events: Claude Code's (default ~/.claude/projects, every session of every
+project; or the files and directories given) or Codex's session rollouts
+(default ~/.codex/sessions).
+
+An import is incremental: each file is read from where the last import of
+it stopped, and every record is named by the transcript's own ids, so
+importing again stores nothing twice, and nothing the hooks stored already.
+Lines engram does not read (new line types, a corrupt line) are kept as
+raw entries, never dropped.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			harness, paths := args[0], args[1:]
+			if harness == "claude" {
+				harness = hook.ClaudeCode
+			}
+			if harness != hook.ClaudeCode && harness != hook.Codex {
+				return usagef("unknown harness %q: engram imports claude-code and codex transcripts", harness)
+			}
+			if len(paths) == 0 {
+				home := a.getenv("HOME")
+				if home == "" {
+					return errors.New("no PATH given and HOME is not set")
+				}
+				def := filepath.Join(home, ".claude", "projects")
+				if harness == hook.Codex {
+					def = filepath.Join(home, ".codex", "sessions")
+					if ch := a.getenv("CODEX_HOME"); ch != "" {
+						def = filepath.Join(ch, "sessions")
+					}
+				} else if cd := a.getenv("CLAUDE_CONFIG_DIR"); cd != "" {
+					def = filepath.Join(cd, "projects")
+				}
+				paths = []string{def}
+			}
+			eng, err := a.engine(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			prog := newImportProgress(a.stderr)
+			im := hook.Importer{Eng: eng, Harness: harness, Progress: prog.update}
+			var rep hook.ImportReport
+			for _, p := range paths {
+				r, err := im.Import(cmd.Context(), p)
+				prog.finish()
+				rep.Add(r)
+				if err != nil {
+					return fmt.Errorf("import %s: %w (what was read before is stored; run the import again to go on)", p, err)
+				}
+			}
+			if jsonOut {
+				return writeJSON(a.stdout, rep)
+			}
+			fmt.Fprintf(a.stdout, "%d files, %s read: %d lines, %d records (%d new), %d sessions", rep.Files, sizeOf(rep.Bytes),
+				rep.Lines, rep.Records, rep.Stored, len(rep.Sessions))
+			if rep.Raw > 0 {
+				fmt.Fprintf(a.stdout, "; %d lines kept raw (%d corrupt)", rep.Raw, rep.Corrupt)
+			}
+			if rep.Injected > 0 {
+				fmt.Fprintf(a.stdout, "; %d of engram's own injections skipped", rep.Injected)
+			}
+			fmt.Fprintln(a.stdout)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func sizeOf(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// importProgress shows a bar per large file on a terminal, nothing
+// otherwise.
+type importProgress struct {
+	terminal bool
+	w        *os.File
+	bar      *progressbar.ProgressBar
+	path     string
+}
+
+func newImportProgress(w any) *importProgress {
+	f, ok := w.(*os.File)
+	return &importProgress{terminal: ok && isTerminal(f), w: f}
+}
+
+func (p *importProgress) update(path string, done, total int64) {
+	if !p.terminal || total < 1<<20 {
+		return
+	}
+	if p.path != path {
+		p.finish()
+		p.path = path
+		p.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription(filepath.Base(path)),
+			progressbar.OptionShowBytes(true), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	_ = p.bar.Set64(done)
+}
+
+func (p *importProgress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		p.bar = nil
+	}
+	p.path = ""
+}

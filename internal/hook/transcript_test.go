@@ -1,0 +1,129 @@
+package hook_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/hook"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// line is a Claude Code transcript line.
+func line(t *testing.T, typ, uuid string, content any, extra map[string]any) string {
+	t.Helper()
+	m := map[string]any{"type": typ, "uuid": uuid, "sessionId": "s-1", "timestamp": "2026-11-26T10:00:00.000Z",
+		"isSidechain": false, "cwd": "/work/p", "version": "2.1.121"}
+	if content != nil {
+		role := typ
+		m["message"] = map[string]any{"role": role, "content": content}
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b) + "\n"
+}
+
+func TestImport_Transcript(t *testing.T) {
+	r := newRunner(t)
+	ctx := t.Context()
+	prompt := "list the files"
+	// The hooks saw the prompt and the tool call first.
+	if _, err := r.Run(ctx, payload(t, hook.UserPromptSubmit, map[string]any{"prompt": prompt})); err != nil {
+		t.Fatal(err)
+	}
+	input := map[string]any{"command": "ls", "description": "list files"}
+	if _, err := r.Run(ctx, payload(t, hook.PostToolUse, map[string]any{"tool_name": "Bash", "tool_use_id": "toolu_1",
+		"tool_input": input, "tool_response": map[string]any{"stdout": "a.go\nb.go", "stderr": "", "interrupted": false}})); err != nil {
+		t.Fatal(err)
+	}
+	briefing := hook.Mark("session", "Recent failures: none", 9500)
+	transcript := line(t, "user", "u0", briefing, map[string]any{"isMeta": true}) +
+		line(t, "user", "u1", prompt, nil) +
+		line(t, "assistant", "a1", []any{map[string]any{"type": "text", "text": "I'll list them."}}, nil) +
+		line(t, "assistant", "a2", []any{map[string]any{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": input}}, nil) +
+		line(t, "user", "u2", []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.go\nb.go"}}, nil) +
+		"{\"type\": \"user\", \"uuid\": \"broken\n" +
+		line(t, "file-history-snapshot", "", nil, map[string]any{"messageId": "m1", "snapshot": map[string]any{}}) +
+		line(t, "a-type-from-a-newer-version", "x1", nil, map[string]any{"payload": 42}) +
+		line(t, "assistant", "a3", []any{map[string]any{"type": "text", "text": "Two files: a.go and b.go."}}, nil) +
+		line(t, "user", "u3", prompt, nil) // the same prompt again: a second prompt
+	path := filepath.Join(t.TempDir(), "s-1.jsonl")
+	if err := os.WriteFile(path, []byte(transcript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	im := hook.Importer{Eng: r.Eng, Harness: hook.ClaudeCode}
+	rep, err := im.Import(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Records: 2 prompts, 2 answers, the call, the result, the corrupt
+	// line, the snapshot, the new type. New: all but the prompt and the
+	// tool call and result the hooks stored.
+	if rep.Records != 9 || rep.Stored != 6 || rep.Raw != 3 || rep.Corrupt != 1 || rep.Injected != 1 || rep.Lines != 10 {
+		t.Errorf("import = %+v, want 9 records, 6 new, 3 raw (1 corrupt), 1 injection skipped, 10 lines", rep)
+	}
+	ents, err := r.Eng.Store().TurnRange(ctx, "s-1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompts, notes int
+	for _, e := range ents {
+		if strings.Contains(string(e.Content), "Recent failures") {
+			t.Errorf("engram's own briefing was stored as %s", e.Type)
+		}
+		switch e.Type {
+		case store.UserPrompt:
+			prompts++
+		case store.Note:
+			notes++
+		}
+	}
+	if prompts != 2 || notes != 3 {
+		t.Errorf("stored %d prompts and %d raw notes, want 2 and 3", prompts, notes)
+	}
+	if _, err := r.Eng.Store().MsgEntry(ctx, "s-1", hook.PromptMsgID(prompt, 1)); err != nil {
+		t.Errorf("the second prompt of the same text: %v", err)
+	}
+
+	// Again: nothing read, nothing stored.
+	rep, err = im.Import(ctx, path)
+	if err != nil || rep.Bytes != 0 || rep.Stored != 0 {
+		t.Errorf("a second import = %+v, %v; want nothing read", rep, err)
+	}
+	// A line being written waits for its newline.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := line(t, "assistant", "a4", []any{map[string]any{"type": "text", "text": "Done."}}, nil)
+	if _, err := f.WriteString(next[:20]); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = im.Import(ctx, path)
+	if err != nil || rep.Bytes != 0 || rep.Lines != 0 {
+		t.Errorf("import of a partial line = %+v, %v; want it left for later", rep, err)
+	}
+	if _, err := f.WriteString(next[20:]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	rep, err = im.Import(ctx, path)
+	if err != nil || rep.Lines != 1 || rep.Stored != 1 || rep.Bytes != int64(len(next)) {
+		t.Errorf("import of the finished line = %+v, %v; want 1 line, 1 record", rep, err)
+	}
+	// The file replaced by another: read again from its start.
+	if err := os.WriteFile(path, []byte(line(t, "user", "v1", "a new session in the same file", nil)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = im.Import(ctx, path)
+	if err != nil || rep.Lines != 1 || rep.Stored != 1 {
+		t.Errorf("import of a replaced file = %+v, %v", rep, err)
+	}
+}
