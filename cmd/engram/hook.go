@@ -71,7 +71,10 @@ func (a *app) runHook(ctx context.Context, harness, event string) {
 	}
 	var res hook.Result
 	if err == nil {
-		res, err = a.hookResult(ctx, harness, p)
+		res, err = a.viaDaemon(ctx, harness, p)
+		if errors.Is(err, errNoDaemon) {
+			res, err = a.hookResult(ctx, harness, p)
+		}
 	}
 	a.recordHookRun(harness, event, time.Since(start), err)
 	if err != nil {

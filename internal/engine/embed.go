@@ -266,7 +266,8 @@ func (e *Engine) Retrieve(ctx context.Context, q retrieve.Query) (retrieve.Resul
 }
 
 // Prefetch builds the pre-fetch block for a query, given the tokens left
-// in the agent's window; zero fields of opts take the engine's settings.
+// in the agent's window; zero fields of opts take the engine's settings,
+// but for its Filter and Exclude, which are the caller's.
 func (e *Engine) Prefetch(ctx context.Context, query string, remaining int, opts retrieve.PrefetchOptions) (retrieve.Block, error) {
 	h, err := e.Hybrid(ctx)
 	if err != nil {
@@ -278,6 +279,9 @@ func (e *Engine) Prefetch(ctx context.Context, query string, remaining int, opts
 	}
 	if !opts.Filter.IsZero() || opts.Filter.History {
 		p.Filter = opts.Filter
+	}
+	if opts.Exclude != nil {
+		p.Exclude = opts.Exclude
 	}
 	return h.Prefetch(ctx, query, remaining, p, e.enc().Count)
 }

@@ -151,6 +151,9 @@ func TestRunner_Session(t *testing.T) {
 	if !strings.Contains(res.Context, "internal/upload/retry.go") {
 		t.Errorf("UserPromptSubmit injected no pre-fetch of retry.go: %q (notes %v)", res.Context, res.Notes)
 	}
+	if strings.Contains(res.Context, "give up before the deadline") {
+		t.Errorf("the pre-fetch repeats the prompt it was made for:\n%s", res.Context)
+	}
 	if id, err := eng.Store().MsgEntry(ctx, "s-1", hook.PromptMsgID(prompt, 0)); err != nil || id != store.ID([]byte(prompt)) {
 		t.Errorf("the prompt is not stored as its first of its text: %q, %v", id, err)
 	}

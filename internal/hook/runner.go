@@ -231,6 +231,9 @@ func (r *Runner) briefing(ctx context.Context, session string, tier archive.Tier
 		return "", err
 	}
 	text := strings.TrimSpace(b.Text)
+	if !strings.Contains(text, "\n") {
+		text = "" // the heading alone: nothing to brief
+	}
 	sr, err := arc.ReadSession(ctx, session, 0)
 	if err != nil {
 		return "", err
@@ -299,8 +302,11 @@ func (r *Runner) userPrompt(ctx context.Context, p Payload, opts Options) (Resul
 	if opts.PrefetchBudget < 0 {
 		return res, nil
 	}
-	b, err := r.Eng.Prefetch(ctx, p.Prompt, 0, retrieve.PrefetchOptions{Budget: opts.PrefetchBudget,
-		Filter: store.Filter{}})
+	shown, err := r.inWindow(ctx, p.SessionID)
+	if err != nil {
+		return res, err
+	}
+	b, err := r.Eng.Prefetch(ctx, p.Prompt, 0, retrieve.PrefetchOptions{Budget: opts.PrefetchBudget, Exclude: shown})
 	if err != nil {
 		res.Notes = append(res.Notes, "no pre-fetch: "+err.Error())
 		return res, nil
@@ -312,6 +318,25 @@ func (r *Runner) userPrompt(ctx context.Context, p Payload, opts Options) (Resul
 		res.Context = Mark("prefetch", b.Text, opts.MaxContextBytes)
 	}
 	return res, nil
+}
+
+// inWindow is what the harness's window holds of the session: its
+// entries since the last compaction (the prompt just stored among them),
+// which a pre-fetch must not repeat.
+func (r *Runner) inWindow(ctx context.Context, session string) (map[string]bool, error) {
+	st, err := r.compactionState(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := r.Eng.Store().TurnRange(ctx, session, st.Turn+1, 0)
+	if err != nil {
+		return nil, err
+	}
+	shown := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		shown[e.ID] = true
+	}
+	return shown, nil
 }
 
 // promptID names a prompt in its session by its text's hash and how many
