@@ -82,6 +82,44 @@ type importState struct {
 	Offset  int64                     `json:"offset"`
 	Head    string                    `json:"head"`
 	Prompts map[string]map[string]int `json:"prompts,omitempty"`
+	// Session is the session a Codex rollout named in its first line.
+	Session string `json:"session,omitempty"`
+}
+
+// promptID names the next prompt of this text in a session, counting in
+// the transcript as the hook counts in the store (PromptMsgID).
+func (st *importState) promptID(session, text string) string {
+	counts := st.Prompts[session]
+	if counts == nil {
+		counts = map[string]int{}
+		st.Prompts[session] = counts
+	}
+	sum := sha256.Sum256([]byte(text))
+	h := hex.EncodeToString(sum[:8])
+	k := counts[h]
+	counts[h] = k + 1
+	return PromptMsgID(text, k)
+}
+
+// rawMsgID names a line kept as it is, by its bytes.
+func rawMsgID(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return "raw:" + hex.EncodeToString(sum[:12])
+}
+
+// keepRaw keeps a line as it is, as a note.
+func (im *Importer) keepRaw(out *lineResult, raw []byte, off int64, session, why string, meta map[string]any) {
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["harness"], meta["raw"], meta["offset"] = im.Harness, true, off
+	if why != "" {
+		meta["line_type"] = why
+	}
+	a := (&Runner{Harness: im.Harness}).agentOf(session, "", "")
+	out.recs = append(out.recs, engine.Record{Session: session, Agent: a.id, AgentType: a.kind,
+		Type: store.Note, Content: bytes.Clone(raw), MsgID: rawMsgID(raw), Metadata: meta})
+	out.raw++
 }
 
 // headBytes is how much of a file's start identifies it.
@@ -194,7 +232,12 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 			continue
 		}
 		rep.Lines++
-		lr := im.lineRecords(bytes.TrimRight(line, "\r\n"), lineOff, stem, &st)
+		var lr lineResult
+		if im.Harness == Codex {
+			lr = im.codexRecords(bytes.TrimRight(line, "\r\n"), lineOff, stem, &st)
+		} else {
+			lr = im.lineRecords(bytes.TrimRight(line, "\r\n"), lineOff, stem, &st)
+		}
 		rep.Raw += lr.raw
 		rep.Corrupt += lr.corrupt
 		rep.Injected += lr.injected
@@ -288,19 +331,7 @@ type lineResult struct {
 func (im *Importer) lineRecords(raw []byte, off int64, stem string, st *importState) lineResult {
 	var out lineResult
 	var l line
-	keepRaw := func(session, why string, meta map[string]any) {
-		sum := sha256.Sum256(raw)
-		if meta == nil {
-			meta = map[string]any{}
-		}
-		meta["harness"], meta["raw"], meta["offset"] = im.Harness, true, off
-		if why != "" {
-			meta["line_type"] = why
-		}
-		out.recs = append(out.recs, engine.Record{Session: session, Agent: im.Harness + "@" + session, AgentType: im.Harness,
-			Type: store.Note, Content: bytes.Clone(raw), MsgID: "raw:" + hex.EncodeToString(sum[:12]), Metadata: meta})
-		out.raw++
-	}
+	keepRaw := func(session, why string, meta map[string]any) { im.keepRaw(&out, raw, off, session, why, meta) }
 	if err := json.Unmarshal(raw, &l); err != nil {
 		out.corrupt++
 		keepRaw(stem, "corrupt", map[string]any{"error": err.Error()})
@@ -345,8 +376,7 @@ func (im *Importer) lineRecords(raw []byte, off int64, stem string, st *importSt
 	}
 	uuid := l.UUID
 	if uuid == "" {
-		sum := sha256.Sum256(raw)
-		uuid = "line:" + hex.EncodeToString(sum[:12])
+		uuid = rawMsgID(raw)
 	}
 	for i, b := range blocks {
 		blockID := uuid
@@ -368,16 +398,7 @@ func (im *Importer) lineRecords(raw []byte, off int64, stem string, st *importSt
 			case l.IsMeta || isHarnessText(text):
 				out.recs = append(out.recs, rec(store.Note, []byte(text), blockID, "", meta("kind", "harness")))
 			default:
-				counts := st.Prompts[session]
-				if counts == nil {
-					counts = map[string]int{}
-					st.Prompts[session] = counts
-				}
-				sum := sha256.Sum256([]byte(text))
-				h := hex.EncodeToString(sum[:8])
-				k := counts[h]
-				counts[h] = k + 1
-				out.recs = append(out.recs, rec(store.UserPrompt, []byte(text), PromptMsgID(text, k), "", meta()))
+				out.recs = append(out.recs, rec(store.UserPrompt, []byte(text), st.promptID(session, text), "", meta()))
 			}
 		case b.Type == "text":
 			if strings.TrimSpace(b.Text) == "" {

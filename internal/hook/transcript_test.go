@@ -127,3 +127,54 @@ func TestImport_Transcript(t *testing.T) {
 		t.Errorf("import of a replaced file = %+v, %v", rep, err)
 	}
 }
+
+func TestImport_CodexRollout(t *testing.T) {
+	r := newRunner(t)
+	ctx := t.Context()
+	r.Harness = hook.Codex
+	sid := "019a2d7a-41c4-78b1-b7cc-a45d62a89cd5"
+	// The hook stored the prompt first.
+	p := payload(t, hook.UserPromptSubmit, map[string]any{"prompt": "what is in main.go?"})
+	p.SessionID = sid
+	if _, err := r.Run(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{
+		`{"timestamp":"2026-11-26T10:00:00.000Z","type":"session_meta","payload":{"id":"` + sid + `","cwd":"/work/p","cli_version":"0.171.0"}}`,
+		`{"timestamp":"2026-11-26T10:00:00.100Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/work/p</cwd>\n</environment_context>"}]}}`,
+		`{"timestamp":"2026-11-26T10:00:00.200Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"what is in main.go?"}]}}`,
+		`{"timestamp":"2026-11-26T10:00:00.200Z","type":"event_msg","payload":{"type":"user_message","message":"what is in main.go?","kind":"plain"}}`,
+		`{"timestamp":"2026-11-26T10:00:00.300Z","type":"turn_context","payload":{"cwd":"/work/p","model":"gpt-5-codex"}}`,
+		`{"timestamp":"2026-11-26T10:00:01.000Z","type":"response_item","payload":{"type":"reasoning","summary":[{"type":"summary_text","text":"Reading the file"}],"encrypted_content":"gAAAA"}}`,
+		`{"timestamp":"2026-11-26T10:00:01.100Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"cat\",\"main.go\"]}","call_id":"call_1"}}`,
+		`{"timestamp":"2026-11-26T10:00:01.200Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_1","output":"{\"output\":\"package main\\n\",\"metadata\":{\"exit_code\":0}}"}}`,
+		`{"timestamp":"2026-11-26T10:00:02.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"It declares package main."}]}}`,
+		`not json at all`,
+	}
+	path := filepath.Join(t.TempDir(), "rollout-2026-11-26T10-00-00-"+sid+".jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	im := hook.Importer{Eng: r.Eng, Harness: hook.Codex}
+	rep, err := im.Import(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// session_meta, turn_context and the corrupt line raw; the
+	// environment a harness note; the prompt (stored before), the
+	// reasoning, the call, its output and the answer.
+	if rep.Records != 9 || rep.Stored != 8 || rep.Raw != 3 || rep.Corrupt != 1 || len(rep.Sessions) != 1 || rep.Sessions[0] != sid {
+		t.Errorf("import = %+v", rep)
+	}
+	call, err := r.Eng.Store().MsgEntry(ctx, sid, "call_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, err := r.Eng.Entry(ctx, call)
+	if err != nil || string(ent.Content) != `{"tool":"shell","input":{"command":["cat","main.go"]}}` {
+		t.Errorf("the call is stored as %s (%v)", ent.Content, err)
+	}
+	if rep, err := im.Import(ctx, path); err != nil || rep.Stored != 0 {
+		t.Errorf("a second import = %+v, %v", rep, err)
+	}
+}
