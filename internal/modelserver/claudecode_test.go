@@ -26,9 +26,11 @@ type claudeCode struct {
 }
 
 // newClaudeCode prepares a run of the CLI that ENGRAM_TEST_CLAUDE names,
-// against srv, or skips the test when it names none. The HOME it makes
-// trusts the project (hasTrustDialogAccepted in ~/.claude.json), so the
-// project's .claude/settings.json and .mcp.json apply.
+// against srv, or skips the test when it names none. In -p mode Claude
+// Code 2.1.121 applies the project's .claude/settings.json (permissions,
+// hooks) and .mcp.json without the workspace being trusted, even with no
+// ~/.claude.json at all; the HOME made here marks the project trusted
+// (hasTrustDialogAccepted) anyway, as an interactive run would need.
 func newClaudeCode(t testing.TB, srv *Server) *claudeCode {
 	t.Helper()
 	bin := os.Getenv("ENGRAM_TEST_CLAUDE")

@@ -72,7 +72,7 @@ func Fail(status int, typ, message string) Step {
 // Kind is what a request is for, as Classify tells from its content.
 type Kind string
 
-// The kinds of request Claude Code 2.1 sends. Main-conversation requests
+// The kinds of request Classify tells apart. Main-conversation requests
 // (KindMain) take the script's steps in order; the others are side
 // requests answered by Options.Side.
 const (
@@ -83,18 +83,15 @@ const (
 	// KindCompact asks for a summary of the conversation so far (/compact,
 	// auto-compaction).
 	KindCompact Kind = "compact"
-	// KindTitle asks for a short title or topic of the session.
+	// KindTitle asks for a short title of the session, without tools.
 	KindTitle Kind = "title"
 	// KindQuota is a one-token probe of the key and quota.
 	KindQuota Kind = "quota"
-	// KindSide is any other side request: a small helper prompt without
-	// tools.
-	KindSide Kind = "side"
 	// KindCountTokens is a POST /v1/messages/count_tokens.
 	KindCountTokens Kind = "count_tokens"
 )
 
-// compactMarker begins the instructions Claude Code appends as the last
+// compactMarker begins the instructions Claude Code appends to the last
 // user message when it asks for a compaction summary.
 const compactMarker = "Your task is to create a detailed summary of the conversation so far"
 
@@ -103,15 +100,20 @@ const compactMarker = "Your task is to create a detailed summary of the conversa
 //
 //   - the path ends in /count_tokens: KindCountTokens;
 //   - the last user message contains "Your task is to create a detailed
-//     summary of the conversation so far" (Claude Code's compaction
-//     instructions, sent with the whole conversation and the same tools):
-//     KindCompact;
+//     summary of the conversation so far": KindCompact. Claude Code 2.1
+//     sends the whole conversation with the same system prompt and tools
+//     and appends these instructions to the last user message: as a
+//     message of their own for /compact, as the last text block of the
+//     message with the new prompt for auto-compaction;
 //   - max_tokens is 1 and the last user message is "quota": KindQuota;
-//   - no tools are offered and the system prompt asks for a title or topic:
+//   - no tools are offered and the system prompt asks for a title:
 //     KindTitle;
-//   - no tools are offered: KindSide (helper prompts run without tools);
-//   - otherwise KindMain: the main conversation and sub-agents always offer
-//     tools.
+//   - otherwise KindMain. Sub-agents are KindMain too; they are told apart,
+//     if need be, by their system prompt and tools (no Agent tool).
+//
+// Claude Code 2.1.121 in -p mode sends no title or quota requests (nor
+// any other side request); the two rules are for interactive sessions
+// and older versions.
 func Classify(r *Request) Kind {
 	if strings.HasSuffix(r.Path, "/count_tokens") {
 		return KindCountTokens
@@ -120,22 +122,14 @@ func Classify(r *Request) Kind {
 	if p == nil {
 		return KindMain
 	}
-	last := ""
-	if u := p.LastUser(); u != nil {
-		last = u.Text()
-	}
+	last := lastUserText(p)
 	switch {
 	case strings.Contains(last, compactMarker):
 		return KindCompact
 	case p.MaxTokens == 1 && strings.TrimSpace(last) == "quota":
 		return KindQuota
-	}
-	if len(p.Tools) == 0 {
-		sys := strings.ToLower(p.SystemText())
-		if strings.Contains(sys, "title") || strings.Contains(sys, "topic") {
-			return KindTitle
-		}
-		return KindSide
+	case len(p.Tools) == 0 && strings.Contains(strings.ToLower(p.SystemText()), "title"):
+		return KindTitle
 	}
 	return KindMain
 }
