@@ -1,0 +1,34 @@
+// Package modelserver is a scripted model server speaking the Anthropic
+// Messages API, for tests that run a real agent harness (Claude Code)
+// offline, and for anything else in engram that needs a model to talk to
+// (the proxy, benchmarks).
+//
+// A test lists the replies of the main conversation in order (text,
+// tool calls, or a func of the request), starts the server and points the
+// harness at it (ANTHROPIC_BASE_URL=srv.URL()):
+//
+//	srv := modelserver.Start(modelserver.Options{Main: []modelserver.Step{
+//		modelserver.Call("Read", map[string]any{"file_path": path}),
+//		modelserver.Say("done"),
+//	}})
+//	defer srv.Close()
+//	// ... run the harness ...
+//	if err := srv.Err(); err != nil {
+//		t.Fatal(err)
+//	}
+//	reqs := srv.Requests(modelserver.KindMain)
+//
+// The server validates every request as the API does (required fields,
+// known content block types, tool_use answered by tool_result in the next
+// message, credentials) and answers a refused one with the API's error
+// JSON; Err reports them. It records every request (headers without
+// credentials, raw body, decoding) for assertions. usage.input_tokens is
+// counted from the request with engram's tokenizer (o200k_base), an
+// approximation of Anthropic's own, so a harness compacts when its context
+// really is large.
+//
+// Harnesses send side requests besides the conversation: Classify tells
+// them apart (see its rules) and Options.Side answers them, DefaultSide by
+// default. A main request past the end of the script is answered 500 with
+// a message naming it.
+package modelserver
