@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -104,8 +105,11 @@ func (r Result) Output(event string) []byte {
 	if len(out) == 1 {
 		return nil
 	}
-	b, _ := json.Marshal(map[string]any{"hookSpecificOutput": out})
-	return append(b, '\n')
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the context is read by a model, and found by the importer
+	_ = enc.Encode(map[string]any{"hookSpecificOutput": out})
+	return b.Bytes()
 }
 
 func (r *Runner) now() time.Time {
