@@ -19,8 +19,8 @@ func Install(opts Options) (Report, error) { return apply(opts, opInstall) }
 
 // Uninstall removes the entries Install wrote from the files of
 // opts.Harness at opts.Scope: the user's own entries, and engram's that
-// the user has changed (reported as Edited), stay. A file that holds
-// nothing else afterwards is deleted; its backup stays.
+// the user has changed (reported as Edited), stay. A file that held
+// nothing else is deleted, without a backup.
 func Uninstall(opts Options) (Report, error) { return apply(opts, opUninstall) }
 
 // Status reports which of engram's entries are in the files of
@@ -161,8 +161,12 @@ func (e *edit) write(o Options) (string, error) {
 		if !bytes.Equal(now, e.old) {
 			return "", fmt.Errorf("%s changed while engram was editing it; not changing it: run the command again", e.path)
 		}
-		if backup, err = writeBackup(e.real, e.old, e.mode, o); err != nil {
-			return "", err
+		// A file deleted held nothing but engram's entries: there is
+		// nothing of the user's to keep a copy of.
+		if !e.deleted {
+			if backup, err = writeBackup(e.real, e.old, e.mode, o); err != nil {
+				return "", err
+			}
 		}
 	}
 	if e.deleted {

@@ -228,8 +228,9 @@ func (o Options) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("scope %q is not one of project, user", o.Scope))
 	}
-	if (o.Scope == UserScope || o.Harness == Codex) && !filepath.IsAbs(o.Home) && !(o.Harness == Codex && filepath.IsAbs(o.CodexHome)) &&
-		!(o.Harness == ClaudeCode && filepath.IsAbs(o.ClaudeConfigDir)) {
+	homeKnown := filepath.IsAbs(o.Home) || (o.Harness == Codex && filepath.IsAbs(o.CodexHome)) ||
+		(o.Harness == ClaudeCode && filepath.IsAbs(o.ClaudeConfigDir))
+	if (o.Scope == UserScope || o.Harness == Codex) && !homeKnown {
 		errs = append(errs, errors.New("no home directory: set HOME"))
 	}
 	if o.Command == "" {

@@ -264,10 +264,10 @@ func TestInstall_MergesAndUninstallRestores(t *testing.T) {
 			got := readFile(t, path)
 			// The user's keys keep their order, their hook its place
 			// before engram's in the same event, numbers their text.
-			if i, j, k := strings.Index(got, `"permissions"`), strings.Index(got, `"model"`), strings.Index(got, `"zz": 1.50`); !(i >= 0 && i < j && j < k) {
+			if i, j, k := strings.Index(got, `"permissions"`), strings.Index(got, `"model"`), strings.Index(got, `"zz": 1.50`); i < 0 || i >= j || j >= k {
 				t.Errorf("key order lost:\n%s", got)
 			}
-			if i, j := strings.Index(got, "gofmt"), strings.Index(got, "hook claude-code PostToolUse"); !(i >= 0 && i < j) {
+			if i, j := strings.Index(got, "gofmt"), strings.Index(got, "hook claude-code PostToolUse"); i < 0 || i >= j {
 				t.Errorf("user's PostToolUse hook not first:\n%s", got)
 			}
 			if !strings.Contains(got, `<&- && echo done`) {
@@ -543,11 +543,18 @@ args = ["mcp", "--agent", "co\"dex"]
 	if rep, err := Install(o); err != nil || rep.Changed() {
 		t.Errorf("second install: %v %v", rep.Changed(), err)
 	}
+	// The user adds a table after engram's block; uninstall takes out
+	// the block alone.
+	after := "\n[projects.\"/x\"]\ntrust_level = \"trusted\"\n"
+	writeFile(t, path, readFile(t, path)+after, 0o600)
+	if rep, err := Install(o); err != nil || rep.Changed() {
+		t.Errorf("install after the user's edit: %v %v", rep.Changed(), err)
+	}
 	if _, err := Uninstall(o); err != nil {
 		t.Fatal(err)
 	}
 	// Only the final newline the block needed stays.
-	if got := readFile(t, path); got != userCodexConfig+"\n" {
+	if got := readFile(t, path); got != userCodexConfig+"\n"+after {
 		t.Errorf("after uninstall:\n%q", got)
 	}
 }
