@@ -88,7 +88,7 @@ func all(state State) []string {
 	return s
 }
 
-func TestInstall_ClaudeCodeProjectFresh(t *testing.T) {
+func TestHarness_InstallClaudeCodeProjectFresh(t *testing.T) {
 	e := newTestEnv(t)
 	rep, err := Install(e.opts(ClaudeCode, ProjectScope))
 	if err != nil {
@@ -241,7 +241,7 @@ const userSettings = `{
 }
 `
 
-func TestInstall_MergesAndUninstallRestores(t *testing.T) {
+func TestHarness_InstallMergesAndUninstallRestores(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		settings string
@@ -325,7 +325,7 @@ func TestInstall_MergesAndUninstallRestores(t *testing.T) {
 	}
 }
 
-func TestInstall_RefusesBadFiles(t *testing.T) {
+func TestHarness_InstallRefusesBadFiles(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, content, want string
 		h                         Harness
@@ -378,7 +378,7 @@ func TestInstall_RefusesBadFiles(t *testing.T) {
 	}
 }
 
-func TestUninstall_EditedEntriesStay(t *testing.T) {
+func TestHarness_UninstallEditedEntriesStay(t *testing.T) {
 	e := newTestEnv(t)
 	o := e.opts(ClaudeCode, ProjectScope)
 	if _, err := Install(o); err != nil {
@@ -429,7 +429,7 @@ func TestUninstall_EditedEntriesStay(t *testing.T) {
 	}
 }
 
-func TestInstall_MovedBinaryIsUpdated(t *testing.T) {
+func TestHarness_InstallMovedBinaryIsUpdated(t *testing.T) {
 	e := newTestEnv(t)
 	o := e.opts(Codex, UserScope)
 	o.Command = "/old/engram"
@@ -451,7 +451,7 @@ func TestInstall_MovedBinaryIsUpdated(t *testing.T) {
 	}
 }
 
-func TestInstall_ClaudeCodeUser(t *testing.T) {
+func TestHarness_InstallClaudeCodeUser(t *testing.T) {
 	for _, configDir := range []string{"", "cfg"} {
 		t.Run("ConfigDir="+configDir, func(t *testing.T) {
 			e := newTestEnv(t)
@@ -507,7 +507,7 @@ args = ["-y", "docs-mcp"]  # keep
 [projects."/work/p"]
 trust_level = "trusted"`
 
-func TestInstall_CodexTOML(t *testing.T) {
+func TestHarness_InstallCodexTOML(t *testing.T) {
 	e := newTestEnv(t)
 	o := e.opts(Codex, UserScope)
 	path := filepath.Join(e.home, ".codex", "config.toml")
@@ -559,7 +559,7 @@ args = ["mcp", "--agent", "co\"dex"]
 	}
 }
 
-func TestInstall_CodexForeignAndEdited(t *testing.T) {
+func TestHarness_InstallCodexForeignAndEdited(t *testing.T) {
 	for _, tc := range []struct {
 		name, config string
 		want         State
@@ -596,7 +596,7 @@ func TestInstall_CodexForeignAndEdited(t *testing.T) {
 	}
 }
 
-func TestInstall_CodexProjectNotes(t *testing.T) {
+func TestHarness_InstallCodexProjectNotes(t *testing.T) {
 	e := newTestEnv(t)
 	writeFile(t, filepath.Join(e.home, ".codex", "config.toml"), "[features]\nhooks = false\n", 0o600)
 	rep, err := Install(e.opts(Codex, ProjectScope))
@@ -617,7 +617,7 @@ func TestInstall_CodexProjectNotes(t *testing.T) {
 	}
 }
 
-func TestInstall_DryRun(t *testing.T) {
+func TestHarness_InstallDryRun(t *testing.T) {
 	e := newTestEnv(t)
 	path := filepath.Join(e.project, ".claude", "settings.json")
 	writeFile(t, path, userSettings, 0o644)
@@ -635,7 +635,7 @@ func TestInstall_DryRun(t *testing.T) {
 	}
 }
 
-func TestInstall_ThroughSymlink(t *testing.T) {
+func TestHarness_InstallThroughSymlink(t *testing.T) {
 	e := newTestEnv(t)
 	real := filepath.Join(e.home, "dotfiles", "settings.json")
 	writeFile(t, real, "{}\n", 0o644)
@@ -657,7 +657,7 @@ func TestInstall_ThroughSymlink(t *testing.T) {
 	}
 }
 
-func TestStatus(t *testing.T) {
+func TestHarness_Status(t *testing.T) {
 	e := newTestEnv(t)
 	o := e.opts(ClaudeCode, ProjectScope)
 	rep, err := Status(o)
@@ -683,7 +683,7 @@ func TestStatus(t *testing.T) {
 	}
 }
 
-func TestOptions_Validate(t *testing.T) {
+func TestHarness_OptionsValidate(t *testing.T) {
 	for _, o := range []Options{
 		{Harness: "cursor", Scope: ProjectScope, Project: "/p", Command: "engram"},
 		{Harness: ClaudeCode, Scope: "team", Project: "/p", Command: "engram"},
@@ -697,7 +697,7 @@ func TestOptions_Validate(t *testing.T) {
 	}
 }
 
-func TestShell_RoundTrip(t *testing.T) {
+func TestHarness_ShellRoundTrip(t *testing.T) {
 	args := []string{"/a b/engram", "hook", "it's", `"q"`, "$HOME", "", "plain-1.2_x"}
 	got, ok := shellSplit(shellJoin(args))
 	if !ok {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-func TestRecordRun(t *testing.T) {
+func TestHarness_RecordRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "projects", "p")
 	if runs, err := Runs(dir); err != nil || runs != nil {
 		t.Fatalf("Runs before any: %v %v", runs, err)
@@ -64,7 +64,7 @@ func TestRecordRun(t *testing.T) {
 	}
 }
 
-func TestRecordRun_DamagedFile(t *testing.T) {
+func TestHarness_RecordRun_DamagedFile(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, RunsFile), []byte("{\"runs\": {"), 0o644); err != nil {
 		t.Fatal(err)
