@@ -161,19 +161,28 @@ func (a *app) printHTTPConfig(client, url, tokenEnv string) error {
 // when it exits, so its path would not last; then the command is engram,
 // with a note on installing it.
 func (a *app) engramCommand() string {
-	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "engram" && !transient(exe) {
-		return exe
-	}
-	for _, dir := range filepath.SplitList(a.getenv("PATH")) {
-		p := filepath.Join(dir, "engram")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 && filepath.IsAbs(p) && !transient(p) {
-			return p
-		}
+	if bin, ok := a.installedEngram(); ok {
+		return bin
 	}
 	fmt.Fprintln(a.stderr, "note: engram is not installed, and this configuration starts the command engram, which the client must find on its PATH:\n"+
 		"  go install ./cmd/engram    (from the repository; installs into $(go env GOPATH)/bin, which must be on PATH)\n"+
 		"  or: make build && cp bin/engram ~/.local/bin/")
 	return "engram"
+}
+
+// installedEngram returns the path of an installed engram, as
+// engramCommand finds it, without a word when there is none.
+func (a *app) installedEngram() (string, bool) {
+	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "engram" && !transient(exe) {
+		return exe, true
+	}
+	for _, dir := range filepath.SplitList(a.getenv("PATH")) {
+		p := filepath.Join(dir, "engram")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 && filepath.IsAbs(p) && !transient(p) {
+			return p, true
+		}
+	}
+	return "engram", false
 }
 
 // transient reports whether path lies in a temporary directory, where go
