@@ -38,6 +38,10 @@ func compactJSON(raw json.RawMessage) []byte {
 	return buf.Bytes()
 }
 
+// EngramTools starts the names of engram's MCP tools in a harness that
+// registered the server as "engram" (engram hooks install does).
+const EngramTools = "mcp__engram__"
+
 // resultMsgID names a tool's result in its session.
 func resultMsgID(toolUseID string) string { return toolUseID + "/result" }
 
@@ -189,7 +193,9 @@ func (r *Runner) postToolUse(ctx context.Context, p Payload, opts Options) (Resu
 		return res, err
 	}
 	res.Stored = stored(added)
-	if opts.MaxToolTokens < 0 || len(added) < 2 || len(text) <= opts.MaxToolTokens {
+	if opts.MaxToolTokens < 0 || len(added) < 2 || len(text) <= opts.MaxToolTokens || strings.HasPrefix(p.ToolName, EngramTools) {
+		// engram's own tools return what the model asked for, sized by
+		// their max_tokens: never replaced by a marker to themselves.
 		return res, nil
 	}
 	enc := r.Eng.Encoding()
@@ -201,9 +207,9 @@ func (r *Runner) postToolUse(ctx context.Context, p Payload, opts Options) (Resu
 	ref := store.Reference{ID: outputRefID(p.SessionID, p.ToolUseID), Type: store.RefToolResults, SessionID: p.SessionID,
 		AgentID: a.id, ContentIDs: []string{ent.ID}, TurnFrom: ent.Turn, TurnTo: ent.Turn, CreatedAt: now,
 		Entities: files, QueryHints: toolHint(p.ToolName, p.ToolInput)}
-	shown, kept := r.clip(text, opts.KeepTokens, ref)
+	_, kept := r.clip(text, opts.KeepTokens, ref)
 	ref.TokensSaved = max(total-kept, 0)
-	shown, _ = r.clip(text, opts.KeepTokens, ref) // the marker with its figure
+	shown, _ := r.clip(text, opts.KeepTokens, ref) // again, the marker with its figure
 	if err := r.Eng.Store().PutReference(ctx, ref); err != nil {
 		return res, err
 	}
