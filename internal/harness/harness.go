@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/engramhq/engram/internal/hook"
 )
 
 // Harness names an agent harness engram installs into.
@@ -40,7 +42,7 @@ const (
 var Scopes = []Scope{ProjectScope, UserScope}
 
 // Events are the hook events engram installs, for both harnesses.
-var Events = []string{"SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop"}
+var Events = hook.Events
 
 // DefaultTimeout is how long a harness lets one engram hook run before it
 // gives up on it.
@@ -97,10 +99,10 @@ const (
 // Item is one entry of a file: a hook event's group or the MCP server.
 type Item struct {
 	// Name is the hook event (SessionStart, ...) or "mcp:engram".
-	Name  string
-	State State
+	Name  string `json:"name"`
+	State State  `json:"state"`
 	// Note says why an entry was left in place, or what it is now.
-	Note string `json:",omitempty"`
+	Note string `json:"note,omitempty"`
 }
 
 // MCPItem is the Name of the MCP server's Item.
@@ -108,26 +110,27 @@ const MCPItem = "mcp:engram"
 
 // FileReport is what an operation did, or would do, to one file.
 type FileReport struct {
-	Harness Harness
-	Scope   Scope
-	Path    string
+	Harness Harness `json:"harness"`
+	Scope   Scope   `json:"scope"`
+	Path    string  `json:"path"`
 	// Changed is whether the file was (with DryRun: would be) written.
-	Changed bool
+	Changed bool `json:"changed"`
 	// Created is whether the file did not exist before; Deleted whether
 	// Uninstall removed it, having left it empty.
-	Created, Deleted bool `json:",omitempty"`
+	Created bool `json:"created,omitempty"`
+	Deleted bool `json:"deleted,omitempty"`
 	// Backup is the copy made of the file before it was changed.
-	Backup string `json:",omitempty"`
-	Items  []Item
+	Backup string `json:"backup,omitempty"`
+	Items  []Item `json:"items"`
 	// Err is why Status could not read the file.
-	Err string `json:",omitempty"`
+	Err string `json:"error,omitempty"`
 }
 
 // Report is what an operation did, file by file, with notes for the user
 // on what the harness needs besides (trust, approval).
 type Report struct {
-	Files []FileReport
-	Notes []string `json:",omitempty"`
+	Files []FileReport `json:"files"`
+	Notes []string     `json:"notes,omitempty"`
 }
 
 // Changed reports whether any file changed.
