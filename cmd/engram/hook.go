@@ -13,6 +13,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/harness"
 	"github.com/engramhq/engram/internal/hook"
 )
 
@@ -33,11 +34,18 @@ cannot read, a store it cannot open), it says why on standard error,
 counts the failure (engram hooks status) and exits 0, printing nothing.
 
 The project is --project, else the payload's cwd.`,
-		Args: cobra.ExactArgs(2),
+		// Wrong arguments or flags are the hook's errors too: a harness
+		// reads exit status 2 as "block the prompt".
+		Args:               cobra.ArbitraryArgs,
+		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
 		// The configuration is loaded once the payload names the project,
 		// and its errors are the hook's, not the command's.
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return nil },
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				fmt.Fprintf(a.stderr, "engram hook: want HARNESS EVENT, got %q (the session goes on without engram for this event)\n", args)
+				return nil
+			}
 			a.runHook(cmd.Context(), args[0], args[1])
 			return nil
 		},
@@ -105,17 +113,14 @@ func (a *app) hookResult(ctx context.Context, harness string, p hook.Payload) (h
 // recordHookRun keeps the run in the project's hook record, for engram
 // hooks status; a record that cannot be written is said on standard
 // error and changes nothing else.
-func (a *app) recordHookRun(harness, event string, took time.Duration, runErr error) {
+func (a *app) recordHookRun(name, event string, took time.Duration, runErr error) {
 	if a.cfg.Store.Path == "" {
 		return
 	}
-	if err := recordRun(filepath.Dir(a.cfg.Store.Path), harness, event, took, runErr); err != nil {
+	if err := harness.RecordRun(a.hookRunsDir(), name, event, took, runErr); err != nil {
 		fmt.Fprintf(a.stderr, "engram hook: cannot record the run: %v\n", err)
 	}
 }
-
-// recordRun is where the hook record is written (package harness).
-var recordRun = func(dir, harness, event string, took time.Duration, err error) error { return nil }
 
 func (a *app) importCmd() *cobra.Command {
 	var jsonOut bool
