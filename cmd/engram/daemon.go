@@ -90,7 +90,7 @@ func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(sock)
+	defer func() { _ = os.Remove(sock) }()
 	if err := os.Chmod(sock, 0o600); err != nil {
 		return err
 	}

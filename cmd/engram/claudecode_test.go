@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/harness"
+	"github.com/engramhq/engram/internal/hook"
+	"github.com/engramhq/engram/internal/modelserver"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+)
+
+// engramCLI runs the built engram with env and returns its stdout.
+func engramCLI(t *testing.T, env []string, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env, cmd.Dir = env, dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("engram %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// stopDaemons stops the hook daemons started under dataDir.
+func stopDaemons(dataDir string) {
+	socks, _ := filepath.Glob(filepath.Join(dataDir, "projects", "*", "hook.sock"))
+	for _, s := range socks {
+		c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", s)
+		}}}
+		if r, err := c.Post("http://engram/stop", "text/plain", nil); err == nil {
+			r.Body.Close()
+		}
+	}
+}
+
+// userTexts are the texts of a request's user messages, tool results
+// included.
+func userTexts(r *modelserver.Request) string {
+	var b strings.Builder
+	for _, m := range r.Params.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		for _, c := range m.Content {
+			b.WriteString(c.Text)
+			b.WriteString(c.ResultText())
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// TestClaudeCode_Hooks runs the real Claude Code CLI with engram's hooks
+// and MCP server installed in its project: a session that reads a file
+// and runs a command with a large output, a compaction, and a prompt
+// after it whose answer expands the compaction's marker through engram's
+// MCP tool.
+func TestClaudeCode_Hooks(t *testing.T) {
+	srv := modelserver.Start(modelserver.Options{})
+	defer srv.Close()
+	cc := modelserver.NewClaudeCode(t, srv)
+	bin := binary(t)
+	dataDir := t.TempDir()
+	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir)
+	cc.Env = env
+	t.Cleanup(func() { stopDaemons(dataDir) })
+
+	// Shared memory from an earlier session, and code the pre-fetch finds.
+	engramCLI(t, env, cc.Dir, "pattern", "add", "--category", "testing.flaky",
+		"the upload retry must pass ctx to backoff.Wait or it ignores the deadline")
+	code := "package upload\n\n// RetryUpload retries an upload with exponential backoff until the deadline.\nfunc RetryUpload(ctx context.Context) error {\n\treturn backoffWait(ctx)\n}\n"
+	rec, _ := json.Marshal(map[string]any{"type": "code_file", "content": code, "files": []string{"internal/upload/retry.go"}})
+	addCmd := exec.Command(bin, "add", "-")
+	addCmd.Env, addCmd.Dir, addCmd.Stdin = env, cc.Dir, strings.NewReader(string(rec)+"\n")
+	if out, err := addCmd.CombinedOutput(); err != nil {
+		t.Fatalf("engram add: %v\n%s", err, out)
+	}
+
+	installClaudeHooks(t, env, cc.Dir)
+
+	notes := filepath.Join(cc.Dir, "notes.txt")
+	if err := os.WriteFile(notes, []byte("the secret word is PAPAYA\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var seq strings.Builder
+	for i := 1; i <= 40000; i++ {
+		fmt.Fprintf(&seq, "%d\n", i)
+	}
+	prompt1 := "Why does RetryUpload give up before the deadline with exponential backoff?"
+	srv.Add(
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			u := userTexts(r)
+			for _, want := range []string{`<engram-context kind="session">`, "pass ctx to backoff.Wait", `<engram-context kind="prefetch">`, "internal/upload/retry.go"} {
+				if !strings.Contains(u, want) {
+					return modelserver.Response{}, fmt.Errorf("the first request lacks %q:\n%s", want, u)
+				}
+			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.ToolUse("Read", map[string]any{"file_path": notes})}}, nil
+		},
+		modelserver.Call("Bash", map[string]any{"command": "seq 1 40000", "description": "count"}),
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			got := modelserver.ToolResult(t, r)
+			if !strings.Contains(got, "[CTX-REF:") || len(got) > 10000 || !strings.HasPrefix(got, "1\n2\n3\n") || !strings.HasSuffix(strings.TrimSpace(got), "40000") {
+				return modelserver.Response{}, fmt.Errorf("the large output reached the model as %d bytes, not head, marker and tail:\n%.500s", len(got), got)
+			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("Counted to 40000.")}}, nil
+		},
+	)
+	res := cc.Prompt(t, prompt1, "--allowedTools", "Read,Bash")
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+	sid := res.SessionID
+
+	// The compaction, then a prompt after it.
+	cc.Prompt(t, "/compact", "--resume", sid)
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var refID string
+	srv.Add(
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			u := userTexts(r)
+			for _, m := range ctxref.Find(u) {
+				if m.Marker.Type == store.RefConversation {
+					refID = m.Marker.ID
+				}
+			}
+			if refID == "" || !strings.Contains(u, "pass ctx to backoff.Wait") {
+				return modelserver.Response{}, fmt.Errorf("the request after the compaction carries no conversation marker or no briefing:\n%s", u)
+			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.ToolUse("mcp__engram__retrieve_context",
+				map[string]any{"ref_id": refID, "max_tokens": 8000})}}, nil
+		},
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			got := modelserver.ToolResult(t, r)
+			// Claude Code gives the model the tool's structured content.
+			var out struct {
+				Items []struct {
+					Content string `json:"content"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal([]byte(got), &out); err == nil {
+				var parts []string
+				for _, it := range out.Items {
+					parts = append(parts, it.Content)
+				}
+				got = strings.Join(parts, "\n")
+			}
+			for _, want := range []string{prompt1, "the secret word is PAPAYA\n", `{"tool":"Bash","input":{"command":"seq 1 40000","description":"count"}}`, "\n100\n101\n"} {
+				if !strings.Contains(got, want) {
+					return modelserver.Response{}, fmt.Errorf("the expanded marker lacks %q:\n%.2000s", want, got)
+				}
+			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("The word was PAPAYA.")}}, nil
+		},
+	)
+	out, err := cc.Run(t, "-p", "What was the secret word?", "--output-format", "json", "--resume", sid, "--allowedTools", "mcp__engram__retrieve_context")
+	if serr := srv.Err(); serr != nil {
+		t.Fatal(serr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("claude's answer: %v\n%s", err, out)
+	}
+	if res.Result != "The word was PAPAYA." {
+		t.Errorf("result = %q", res.Result)
+	}
+
+	// Every hook ran, without an error.
+	var status struct {
+		Runs []harness.Run `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(engramCLI(t, env, cc.Dir, "hooks", "status", "--json")), &status); err != nil {
+		t.Fatal(err)
+	}
+	ran := map[string]int64{}
+	for _, r := range status.Runs {
+		if r.Harness == hook.ClaudeCode {
+			ran[r.Event] = r.Runs
+			if r.Errors > 0 {
+				t.Errorf("the %s hook failed %d times: %s", r.Event, r.Errors, r.LastError)
+			}
+		}
+	}
+	for _, ev := range hook.Events {
+		if ran[ev] == 0 {
+			t.Errorf("the %s hook never ran (runs %v)", ev, ran)
+		}
+	}
+
+	// Every prompt, tool call and result of the transcript is in the store,
+	// byte for byte; the large output whole, under its marker.
+	stopDaemons(dataDir)
+	transcripts, _ := filepath.Glob(filepath.Join(cc.Home, ".claude", "projects", "*", sid+".jsonl"))
+	if len(transcripts) != 1 {
+		t.Fatalf("transcripts of %s: %v", sid, transcripts)
+	}
+	dbs, _ := filepath.Glob(filepath.Join(dataDir, "projects", "*", "engram.db"))
+	if len(dbs) != 1 {
+		t.Fatalf("stores: %v", dbs)
+	}
+	st, err := sqlite.Open(t.Context(), dbs[0], sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	checkTranscriptStored(t, st, transcripts[0], seq.String())
+}
+
+// checkTranscriptStored checks that every user prompt, tool call and tool
+// result of a Claude Code transcript is an entry of the store, byte for
+// byte, and that a result engram replaced is stored whole.
+func checkTranscriptStored(t *testing.T, st store.Store, path, whole string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(what string, content []byte) {
+		t.Helper()
+		if _, err := st.Entries(t.Context(), []string{store.ID(content)}); err != nil {
+			t.Errorf("%s is not in the store (%v): %.200q", what, err, content)
+		}
+	}
+	var prompts, calls, results, replaced int
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var line struct {
+			Type     string `json:"type"`
+			IsMeta   bool   `json:"isMeta"`
+			Summary  bool   `json:"isCompactSummary"`
+			Message  *modelserver.Message
+			Sidechan bool `json:"isSidechain"`
+		}
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("transcript line: %v", err)
+		}
+		if line.Message == nil || line.IsMeta || line.Summary {
+			continue
+		}
+		for _, b := range line.Message.Content {
+			switch {
+			case line.Type == "user" && b.Type == "text" && !strings.HasPrefix(b.Text, "<"):
+				has("prompt", []byte(b.Text))
+				prompts++
+			case b.Type == "tool_use":
+				has("tool call "+b.Name, hook.ToolCallContent(b.Name, b.Input))
+				calls++
+			case b.Type == "tool_result":
+				text := b.ResultText()
+				if strings.Contains(text, "[CTX-REF:") {
+					has("the whole of a replaced result", []byte(whole))
+					replaced++
+					continue
+				}
+				has("tool result", []byte(text))
+				results++
+			}
+		}
+	}
+	if prompts < 2 || calls != 3 || results != 2 || replaced != 1 {
+		t.Errorf("checked %d prompts, %d calls, %d results and %d replaced; want 2+, 3, 2 and 1", prompts, calls, results, replaced)
+	}
+}
+
+// installClaudeHooks installs engram's hooks and MCP server in the
+// project, as a user would.
+func installClaudeHooks(t *testing.T, env []string, dir string) {
+	t.Helper()
+	engramCLI(t, env, dir, "hooks", "install", "claude-code", "--project", dir)
+}
