@@ -14,7 +14,7 @@ import (
 
 // ClaudeTimeout bounds one run of the CLI; a scripted session takes about
 // a second.
-const ClaudeTimeout = 40 * time.Second
+const ClaudeTimeout = 90 * time.Second
 
 // ClaudeCode runs the real Claude Code CLI offline against a Server, in a
 // fresh HOME and project directory.
