@@ -166,10 +166,17 @@ func TestClaudeCode_Hooks(t *testing.T) {
 					return modelserver.Response{}, fmt.Errorf("the expanded marker lacks %q:\n%.2000s", want, got)
 				}
 			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.ToolUse("mcp__engram__record",
+				map[string]any{"type": "note", "content": "the secret word is settled: PAPAYA"})}}, nil
+		},
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			if got := modelserver.ToolResult(t, r); strings.Contains(got, "error") {
+				return modelserver.Response{}, fmt.Errorf("record failed: %s", got)
+			}
 			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("The word was PAPAYA.")}}, nil
 		},
 	)
-	out, err := cc.Run(t, "-p", "What was the secret word?", "--output-format", "json", "--resume", sid, "--allowedTools", "mcp__engram__retrieve_context")
+	out, err := cc.Run(t, "-p", "What was the secret word?", "--output-format", "json", "--resume", sid, "--allowedTools", "mcp__engram__retrieve_context,mcp__engram__record")
 	if serr := srv.Err(); serr != nil {
 		t.Fatal(serr)
 	}
@@ -222,6 +229,14 @@ func TestClaudeCode_Hooks(t *testing.T) {
 	}
 	defer func() { _ = st.Close() }()
 	checkTranscriptStored(t, st, transcripts[0], seq.String())
+
+	// What the model recorded through engram's MCP server landed in the
+	// session the hooks registered, as the hooks' agent, although Claude
+	// Code does not tell MCP servers its session.
+	occ, err := st.Occurrences(t.Context(), store.ID([]byte("the secret word is settled: PAPAYA")))
+	if err != nil || len(occ) != 1 || occ[0].SessionID != sid || occ[0].AgentID != hook.AgentOf(hook.ClaudeCode, sid) {
+		t.Errorf("the MCP server's record: %+v, %v; want session %s, agent %s", occ, err, sid, hook.AgentOf(hook.ClaudeCode, sid))
+	}
 }
 
 // checkTranscriptStored checks that every user prompt, tool call and tool
@@ -274,8 +289,8 @@ func checkTranscriptStored(t *testing.T, st store.Store, path, whole string) {
 			}
 		}
 	}
-	if prompts < 2 || calls != 3 || results != 2 || replaced != 1 {
-		t.Errorf("checked %d prompts, %d calls, %d results and %d replaced; want 2+, 3, 2 and 1", prompts, calls, results, replaced)
+	if prompts < 2 || calls != 4 || results != 3 || replaced != 1 {
+		t.Errorf("checked %d prompts, %d calls, %d results and %d replaced; want 2+, 4, 3 and 1", prompts, calls, results, replaced)
 	}
 }
 

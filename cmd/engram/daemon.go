@@ -113,6 +113,10 @@ func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		if err := json.Unmarshal([]byte(r.Header.Get("X-Engram-Procs")), &p.Procs); r.Header.Get("X-Engram-Procs") != "" && err != nil {
+			http.Error(w, "X-Engram-Procs: "+err.Error(), http.StatusBadRequest)
+			return
+		}
 		rctx, rcancel := context.WithTimeout(r.Context(), hookTimeout)
 		defer rcancel()
 		run := hook.Runner{Eng: eng, Harness: harness, Opts: opts}
@@ -184,7 +188,14 @@ func (a *app) viaDaemon(ctx context.Context, harness string, p hook.Payload) (ho
 	}
 	c := a.daemonClient()
 	url := "http://engram/hook/" + harness + "/" + p.Event
-	resp, err := c.Post(url, "application/json", bytes.NewReader(p.Raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(p.Raw))
+	if err != nil {
+		return hook.Result{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	procs, _ := json.Marshal(p.Procs)
+	req.Header.Set("X-Engram-Procs", string(procs))
+	resp, err := c.Do(req)
 	if err != nil {
 		a.startDaemon()
 		return hook.Result{}, errNoDaemon

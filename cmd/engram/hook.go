@@ -72,6 +72,9 @@ func (a *app) runHook(ctx context.Context, harness, event string) {
 	defer cancel()
 	p, err := hook.ReadPayload(a.stdin, event)
 	if err == nil {
+		// The hook's shell and the harness: an MCP server the harness
+		// started finds the session under its parent.
+		p.Procs = hook.Ancestors(2)
 		if a.flags.Project == "" && p.Cwd != "" {
 			a.flags.Project = p.Cwd
 		}

@@ -205,9 +205,9 @@ func (a *app) harnessOptions(h harness.Harness, f hooksFlags, bin string) harnes
 		ClaudeConfigDir: a.getenv("CLAUDE_CONFIG_DIR"),
 		CodexHome:       a.getenv("CODEX_HOME"),
 		Command:         bin,
-		// MCPArgs: the MCP server's identity arguments go here once
-		// they are decided.
-		MCPArgs: nil,
+		// The MCP server writes in the session the hooks registered, as
+		// their agent.
+		MCPArgs: []string{"--harness", string(h)},
 		// The timeout is part of the entry's shape, by which uninstall
 		// knows it: the default, always.
 		DryRun: f.dryRun,

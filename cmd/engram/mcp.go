@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/hook"
 	"github.com/engramhq/engram/internal/httpapi"
 	"github.com/engramhq/engram/internal/mcpserver"
 )
@@ -18,6 +20,7 @@ func (a *app) mcpCmd() *cobra.Command {
 		opts              mcpserver.Options
 		printConfig       string
 		httpURL, tokenEnv string
+		follow            string
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -32,6 +35,11 @@ to standard error, never to standard output.
 The connection's session is --session (or $ENGRAM_SESSION, else the client's
 name and the start time) and its agent --agent (or $ENGRAM_AGENT, else
 mcp@SESSION, registered on first use): its writes go to that session only.
+With --harness claude-code|codex (what engram hooks install configures), the
+server follows the harness's hooks: each call writes in the session the
+hooks last registered for the harness that started this server, as the
+hooks' agent, although the harness does not tell its MCP servers its
+session.
 
 --print-config claude-code|codex|cursor prints the snippet that registers
 engram with that client (claude is an alias of claude-code): a stdio server
@@ -57,6 +65,23 @@ with --token-env VAR a reference to the variable that holds it.`,
 			if opts.Agent == "" {
 				opts.Agent = a.getenv("ENGRAM_AGENT")
 			}
+			switch follow {
+			case "":
+			case hook.ClaudeCode, hook.Codex:
+				st := eng.Store()
+				opts.Follow = func(ctx context.Context) (string, string, bool) {
+					session, ok, err := hook.FollowSession(ctx, st, follow)
+					if err != nil {
+						a.log.Warn("cannot find the hooks' session", "harness", follow, "err", err)
+					}
+					if err != nil || !ok {
+						return "", "", false
+					}
+					return session, hook.AgentOf(follow, session), true
+				}
+			default:
+				return usagef("--harness: %q is not claude-code or codex", follow)
+			}
 			opts.Version, _ = versionInfo()
 			opts.Logger = a.log
 			if opts.Windows, err = a.windowManager(eng); err != nil {
@@ -70,6 +95,7 @@ with --token-env VAR a reference to the variable that holds it.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.Session, "session", "", "the session this connection writes to (default $ENGRAM_SESSION)")
 	f.StringVar(&opts.Agent, "agent", "", "the agent writing (default $ENGRAM_AGENT, else mcp@SESSION)")
+	f.StringVar(&follow, "harness", "", "write in the session the harness's engram hooks registered (claude-code or codex), as their agent; until they have, as --session says")
 	f.StringVar(&opts.Model, "model", "", "the model the agent runs on, recorded with its writes")
 	f.StringVar(&printConfig, "print-config", "", "print the MCP configuration for claude-code, codex or cursor, and exit")
 	f.StringVar(&httpURL, "http", "", "with --print-config: engram serve's URL, such as http://127.0.0.1:7411, instead of a stdio server")

@@ -66,6 +66,10 @@ type Payload struct {
 	LastAssistantMessage string `json:"last_assistant_message"`
 
 	Raw json.RawMessage `json:"-"`
+	// Procs are the processes that started the hook, nearest first (its
+	// shell, the harness): SessionStart records the session under them,
+	// for the MCP server the harness started (FollowSession).
+	Procs []Proc `json:"-"`
 }
 
 // PayloadError is a hook input engram cannot use.

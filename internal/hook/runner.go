@@ -191,6 +191,11 @@ func (r *Runner) sessionStart(ctx context.Context, p Payload, opts Options) (Res
 	if _, err := r.handle(ctx, p); err != nil {
 		return Result{}, err
 	}
+	if p.AgentID == "" {
+		if err := r.recordSession(ctx, p.SessionID, p.Procs); err != nil {
+			return Result{}, err
+		}
+	}
 	var res Result
 	var parts []string
 	if opts.Briefing != "none" {

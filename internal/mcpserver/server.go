@@ -34,6 +34,10 @@ type Options struct {
 	// Agent is the archivalist agent writing; empty means the session's
 	// agent mcp@SESSION. An unknown agent is registered in Session.
 	Agent string
+	// Follow, if set, names the session and agent of each call: those of
+	// the harness's hooks, whose session changes under a running server
+	// (a resume, a /clear). false falls back to Session and Agent.
+	Follow func(ctx context.Context) (session, agent string, ok bool)
 	// Model is the model the agent runs on, if known.
 	Model string
 	// Version is engram's version, reported to clients.
@@ -138,6 +142,9 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.
 
 // session returns the session the client writes to.
 func (s *Server) session(req *mcp.CallToolRequest) string {
+	if session, _, ok := s.follow(); ok {
+		return session
+	}
 	if s.opts.Session != "" {
 		return s.opts.Session
 	}
@@ -156,24 +163,46 @@ func (s *Server) session(req *mcp.CallToolRequest) string {
 	return s.opts.Session
 }
 
+// follow asks Options.Follow for the hooks' session and agent.
+func (s *Server) follow() (session, agent string, ok bool) {
+	if s.opts.Follow == nil {
+		return "", "", false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.opts.Follow(ctx)
+}
+
+// agent returns the agent the client writes as in session.
+func (s *Server) agent(req *mcp.CallToolRequest) string {
+	if _, agent, ok := s.follow(); ok {
+		return agent
+	}
+	if s.opts.Agent != "" {
+		return s.opts.Agent
+	}
+	return "mcp@" + s.session(req)
+}
+
 // archiveHandle returns the client's agent handle, registering the agent
-// in its session on first use.
+// in its session on first use (and again when the session it follows
+// changes).
 func (s *Server) archiveHandle(ctx context.Context, req *mcp.CallToolRequest) (*archive.Handle, error) {
-	session := s.session(req)
+	session, agent := s.session(req), s.agent(req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.handle != nil {
+	if s.handle != nil && s.handle.Session() == session && s.handle.Agent().ID == agent {
 		return s.handle, nil
 	}
 	arc, err := s.eng.Archive(ctx)
 	if err != nil {
 		return nil, err
 	}
-	agent := s.opts.Agent
-	if agent == "" {
-		agent = "mcp@" + session
+	role := "mcp"
+	if s.opts.Follow != nil {
+		role = ""
 	}
-	h, err := arc.Connect(ctx, archive.AgentSpec{ID: agent, SessionID: session, Model: s.opts.Model, Role: "mcp"})
+	h, err := arc.Connect(ctx, archive.AgentSpec{ID: agent, SessionID: session, Model: s.opts.Model, Role: role})
 	if err != nil {
 		return nil, err
 	}
@@ -183,11 +212,7 @@ func (s *Server) archiveHandle(ctx context.Context, req *mcp.CallToolRequest) (*
 
 // ops returns the operations for the client of req.
 func (s *Server) ops(req *mcp.CallToolRequest) *api.Ops {
-	agent := s.opts.Agent
-	if agent == "" {
-		agent = "mcp@" + s.session(req)
-	}
-	return &api.Ops{Eng: s.eng, Agent: agent, Metrics: s.opts.Metrics, Windows: s.opts.Windows, Session: func() string { return s.session(req) },
+	return &api.Ops{Eng: s.eng, Agent: s.agent(req), Metrics: s.opts.Metrics, Windows: s.opts.Windows, Session: func() string { return s.session(req) },
 		Handle: func(ctx context.Context) (*archive.Handle, error) { return s.archiveHandle(ctx, req) }}
 }
 
