@@ -183,7 +183,7 @@ raw entries, never dropped.`,
 			if jsonOut {
 				return writeJSON(a.stdout, rep)
 			}
-			fmt.Fprintf(a.stdout, "%d files, %s read: %d lines, %d records (%d new), %d sessions", rep.Files, sizeOf(rep.Bytes),
+			fmt.Fprintf(a.stdout, "%d files, %s read: %d lines, %d records (%d new), %d sessions", rep.Files, humanBytes(rep.Bytes),
 				rep.Lines, rep.Records, rep.Stored, len(rep.Sessions))
 			if rep.Raw > 0 {
 				fmt.Fprintf(a.stdout, "; %d lines kept raw (%d corrupt)", rep.Raw, rep.Corrupt)
@@ -197,16 +197,6 @@ raw entries, never dropped.`,
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	return cmd
-}
-
-func sizeOf(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // importProgress shows a bar per large file on a terminal, nothing
