@@ -207,9 +207,9 @@ func (r *Runner) postToolUse(ctx context.Context, p Payload, opts Options) (Resu
 	ref := store.Reference{ID: outputRefID(p.SessionID, p.ToolUseID), Type: store.RefToolResults, SessionID: p.SessionID,
 		AgentID: a.id, ContentIDs: []string{ent.ID}, TurnFrom: ent.Turn, TurnTo: ent.Turn, CreatedAt: now,
 		Entities: files, QueryHints: toolHint(p.ToolName, p.ToolInput)}
-	_, kept := r.clip(text, opts.KeepTokens, ref)
-	ref.TokensSaved = max(total-kept, 0)
-	shown, _ := r.clip(text, opts.KeepTokens, ref) // again, the marker with its figure
+	c := r.clip(text, opts.KeepTokens)
+	ref.TokensSaved = max(total-c.kept, 0)
+	shown := c.show(ref)
 	if err := r.Eng.Store().PutReference(ctx, ref); err != nil {
 		return res, err
 	}
@@ -248,12 +248,23 @@ func toolHint(name string, input json.RawMessage) []string {
 	return nil
 }
 
-// clip is text cut to its head and tail of about keep tokens together
-// (60 % head), with ref's marker between them and a line that says what
-// was left out; kept is the tokens shown of text.
-func (r *Runner) clip(text string, keep int, ref store.Reference) (shown string, kept int) {
+// clipped is a text cut to its head and tail.
+type clipped struct {
+	head, tail string
+	// kept is the tokens the head and tail hold; left and lines the
+	// lines left out and all the text's lines.
+	kept, left, lines int
+}
+
+// clip cuts text to its head and tail of about keep tokens together (60 %
+// head), at lines; a text whose first line alone is over the head's share
+// keeps a piece of that line.
+func (r *Runner) clip(text string, keep int) clipped {
 	enc := r.Eng.Encoding()
-	lines := strings.SplitAfter(text, "\n")
+	lines := strings.SplitAfter(strings.TrimSuffix(text, "\n"), "\n")
+	if strings.HasSuffix(text, "\n") {
+		lines[len(lines)-1] += "\n"
+	}
 	headRoom, tailRoom := keep*6/10, keep-keep*6/10
 	h, hn := 0, 0
 	for h < len(lines) {
@@ -273,24 +284,29 @@ func (r *Runner) clip(text string, keep int, ref store.Reference) (shown string,
 		tn += n
 		t--
 	}
-	head := strings.Join(lines[:h], "")
-	tail := strings.Join(lines[t:], "")
+	c := clipped{head: strings.Join(lines[:h], ""), tail: strings.Join(lines[t:], ""), left: t - h, lines: len(lines)}
 	if h == 0 && t == len(lines) { // one long line at either end: cut by bytes
-		head = cutUTF8(lines[0], headRoom*3)
-		hn = enc.Count(head)
+		c.head = cutUTF8(lines[0], headRoom*3)
+		hn = enc.Count(c.head)
 	}
+	c.kept = hn + tn
+	return c
+}
+
+// show is the clipped text with ref's marker between its head and tail,
+// and a line that says what was left out.
+func (c clipped) show(ref store.Reference) string {
 	var b strings.Builder
-	b.WriteString(head)
-	if head != "" && !strings.HasSuffix(head, "\n") {
+	b.WriteString(c.head)
+	if c.head != "" && !strings.HasSuffix(c.head, "\n") {
 		b.WriteByte('\n')
 	}
-	left := len(lines) - h - (len(lines) - t)
 	fmt.Fprintf(&b, "[… %d of %d lines left out here by engram; the whole output is stored: pass ref_id %q to retrieve_context, with a query or a line range to read only part of it]\n",
-		left, len(lines), ref.ID)
+		c.left, c.lines, ref.ID)
 	b.WriteString(ctxref.Render(ctxref.FromReference(ref)))
 	b.WriteByte('\n')
-	b.WriteString(tail)
-	return b.String(), hn + tn
+	b.WriteString(c.tail)
+	return b.String()
 }
 
 // replaceOutput is the tool's response with its text replaced by shown, in
