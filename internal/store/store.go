@@ -46,6 +46,10 @@ type Store interface {
 	// [from, to], with their content, ordered by turn then arrival. A zero
 	// bound leaves that side open.
 	TurnRange(ctx context.Context, sessionID string, from, to int) ([]Entry, error)
+	// TurnIDs returns the IDs of the entries a session's occurrences name
+	// from turn from on (zero: all), each once, in the order first seen:
+	// TurnRange without the content, for what only needs to know them.
+	TurnIDs(ctx context.Context, sessionID string, from int) ([]string, error)
 	// LastTurn returns a session's latest turn; zero when it holds none.
 	LastTurn(ctx context.Context, sessionID string) (int, error)
 	// Chunks returns the chunks of an entry, with their text, in order.

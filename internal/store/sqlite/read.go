@@ -193,6 +193,28 @@ func (s *Store) TurnRange(ctx context.Context, sessionID string, from, to int) (
 	return out, nil
 }
 
+// TurnIDs implements store.Store.
+func (s *Store) TurnIDs(ctx context.Context, sessionID string, from int) ([]string, error) {
+	var ids []string
+	seen := map[string]bool{}
+	err := s.query(ctx, `SELECT e.id FROM occurrences o JOIN entries e ON e.pk = o.entry
+		WHERE o.session_id = ? AND o.turn >= ? ORDER BY o.turn, o.seq`, []any{sessionID, from}, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("entries of session %s from turn %d: %w", sessionID, from, err)
+	}
+	return ids, nil
+}
+
 // LastTurn implements store.Store.
 func (s *Store) LastTurn(ctx context.Context, sessionID string) (int, error) {
 	var last int

@@ -270,6 +270,17 @@ func testTurnRange(t *testing.T, s store.Store) {
 	if err != nil || len(got) != 0 {
 		t.Errorf("TurnRange(unknown session) = %d entries, %v; want none", len(got), err)
 	}
+	ids, err := s.TurnIDs(ctx, "s", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{store.ID([]byte("prompt 4")), store.ID([]byte("prompt 5")), store.ID([]byte("prompt 1")), store.ID([]byte("prompt 6"))}
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("TurnIDs(s, 4) (-want +got):\n%s", diff)
+	}
+	if ids, err := s.TurnIDs(ctx, "s", 0); err != nil || len(ids) != 6 {
+		t.Errorf("TurnIDs(s, 0) = %d ids, %v; want the 6 distinct entries", len(ids), err)
+	}
 	for session, want := range map[string]int{"s": 6, "other": 5, "nobody": 0} {
 		if last, err := s.LastTurn(ctx, session); err != nil || last != want {
 			t.Errorf("LastTurn(%s) = %d, %v; want %d", session, last, err, want)
