@@ -234,8 +234,8 @@ func TestClaudeCode_Hooks(t *testing.T) {
 	// session the hooks registered, as the hooks' agent, although Claude
 	// Code does not tell MCP servers its session.
 	occ, err := st.Occurrences(t.Context(), store.ID([]byte("the secret word is settled: PAPAYA")))
-	if err != nil || len(occ) != 1 || occ[0].SessionID != sid || occ[0].AgentID != hook.AgentOf(hook.ClaudeCode, sid) {
-		t.Errorf("the MCP server's record: %+v, %v; want session %s, agent %s", occ, err, sid, hook.AgentOf(hook.ClaudeCode, sid))
+	if err != nil || len(occ) != 1 || occ[0].SessionID != sid || occ[0].AgentID != hook.AgentOf(hook.ClaudeCode, sid, "") {
+		t.Errorf("the MCP server's record: %+v, %v; want session %s, agent %s", occ, err, sid, hook.AgentOf(hook.ClaudeCode, sid, ""))
 	}
 }
 

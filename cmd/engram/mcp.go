@@ -77,7 +77,7 @@ with --token-env VAR a reference to the variable that holds it.`,
 					if err != nil || !ok {
 						return "", "", false
 					}
-					return session, hook.AgentOf(follow, session), true
+					return session, hook.AgentOf(follow, session, ""), true
 				}
 			default:
 				return usagef("--harness: %q is not claude-code or codex", follow)

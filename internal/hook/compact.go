@@ -12,20 +12,20 @@ import (
 	"github.com/engramhq/engram/internal/store"
 )
 
-// importTranscript reads the payload's transcript from where the last
-// import stopped. A missing transcript is a note, not an error: the hook
-// has stored what it saw.
-func (r *Runner) importTranscript(ctx context.Context, p Payload, res *Result) {
-	if p.TranscriptPath == "" {
+// importTranscript reads a transcript from where the last import of it
+// stopped. A missing transcript is a note, not an error: the hook has
+// stored what it saw.
+func (r *Runner) importTranscript(ctx context.Context, path string, res *Result) {
+	if path == "" {
 		res.Notes = append(res.Notes, "no transcript_path: nothing imported")
 		return
 	}
-	if _, err := os.Stat(p.TranscriptPath); err != nil {
+	if _, err := os.Stat(path); err != nil {
 		res.Notes = append(res.Notes, "transcript: "+err.Error())
 		return
 	}
 	im := Importer{Eng: r.Eng, Harness: r.Harness}
-	rep, err := im.File(ctx, p.TranscriptPath)
+	rep, err := im.File(ctx, path)
 	res.Stored += rep.Stored
 	if err != nil {
 		res.Notes = append(res.Notes, "transcript import: "+err.Error())
@@ -34,7 +34,7 @@ func (r *Runner) importTranscript(ctx context.Context, p Payload, res *Result) {
 
 func (r *Runner) preCompact(ctx context.Context, p Payload) (Result, error) {
 	var res Result
-	r.importTranscript(ctx, p, &res)
+	r.importTranscript(ctx, p.TranscriptPath, &res)
 	ref, ok, err := r.compactionRef(ctx, p)
 	if err != nil || !ok {
 		return res, err
@@ -114,7 +114,10 @@ func firstLine(s string, n int) string {
 // latest, the assistant's last answer and the files it touched.
 func (r *Runner) stop(ctx context.Context, p Payload) (Result, error) {
 	var res Result
-	r.importTranscript(ctx, p, &res)
+	r.importTranscript(ctx, p.TranscriptPath, &res)
+	if p.AgentTranscriptPath != "" {
+		r.importTranscript(ctx, p.AgentTranscriptPath, &res)
+	}
 	if p.AgentID != "" || p.Event != Stop {
 		return res, nil // a sub-agent's stop, or the session's end: nothing slow
 	}

@@ -61,9 +61,10 @@ type Payload struct {
 	// PreCompact: manual or auto, and what /compact was given.
 	Trigger            string `json:"trigger"`
 	CustomInstructions string `json:"custom_instructions"`
-	// Stop.
+	// Stop and SubagentStop (which names the sub-agent's own transcript).
 	StopHookActive       bool   `json:"stop_hook_active"`
 	LastAssistantMessage string `json:"last_assistant_message"`
+	AgentTranscriptPath  string `json:"agent_transcript_path"`
 
 	Raw json.RawMessage `json:"-"`
 	// Procs are the processes that started the hook, nearest first (its

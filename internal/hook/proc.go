@@ -117,8 +117,9 @@ func FollowSession(ctx context.Context, st store.Store, harness string) (string,
 	return v, v != "", nil
 }
 
-// AgentOf is the agent a harness's hooks record a session's content as:
-// the MCP server that follows the hooks writes as the same agent.
-func AgentOf(harness, session string) string {
-	return (&Runner{Harness: harness}).agentOf(session, "", "").id
+// AgentOf is the agent a harness's hooks record a session's content as
+// (a sub-agent's, with the harness's id for it): the MCP server that
+// follows the hooks writes as the same agent.
+func AgentOf(harness, session, subAgent string) string {
+	return (&Runner{Harness: harness}).agentOf(session, subAgent, "").id
 }

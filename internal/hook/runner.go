@@ -150,7 +150,7 @@ func (r *Runner) Run(ctx context.Context, p Payload) (Result, error) {
 type agent struct{ id, kind, parent string }
 
 func (r *Runner) agentOf(session, subID, subType string) agent {
-	main := r.Harness + "@" + session
+	main := clipID(r.Harness + "@" + session)
 	if subID == "" {
 		return agent{id: main, kind: r.Harness}
 	}
@@ -161,14 +161,14 @@ func (r *Runner) agentOf(session, subID, subType string) agent {
 	return agent{id: clipID(main + "/" + subID), kind: kind, parent: main}
 }
 
-// clipID keeps an identifier within the store's bound, by a hash of what
-// it cuts.
+// clipID keeps an agent's id within the archivalist's bound: a longer
+// one keeps its start and ends with a hash of the whole.
 func clipID(s string) string {
-	if len(s) <= 200 {
+	if len(s) <= archive.MaxIDBytes {
 		return s
 	}
 	sum := sha256.Sum256([]byte(s))
-	return s[:180] + "~" + hex.EncodeToString(sum[:8])
+	return s[:archive.MaxIDBytes-17] + "-" + hex.EncodeToString(sum[:8])
 }
 
 // handle connects a payload's agent to the archivalist, registering it
@@ -337,13 +337,13 @@ func (r *Runner) inWindow(ctx context.Context, session string) (map[string]bool,
 	if err != nil {
 		return nil, err
 	}
-	ents, err := r.Eng.Store().TurnRange(ctx, session, st.Turn+1, 0)
+	ids, err := r.Eng.Store().TurnIDs(ctx, session, st.Turn+1)
 	if err != nil {
 		return nil, err
 	}
-	shown := make(map[string]bool, len(ents))
-	for _, e := range ents {
-		shown[e.ID] = true
+	shown := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		shown[id] = true
 	}
 	return shown, nil
 }

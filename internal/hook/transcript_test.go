@@ -178,3 +178,34 @@ func TestImport_CodexRollout(t *testing.T) {
 		t.Errorf("a second import = %+v, %v", rep, err)
 	}
 }
+
+// A sub-agent's stop imports its own transcript (Claude Code keeps it
+// beside the session's), as the sub-agent's.
+func TestRunner_SubagentStopImportsItsTranscript(t *testing.T) {
+	r := newRunner(t)
+	ctx := t.Context()
+	sample, err := os.ReadFile("testdata/claude-code-2.1.121/transcripts/subagent-sidechain.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "agent-a635e2df1ea56c2de.jsonl")
+	if err := os.WriteFile(path, sample, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const session = "aef0bb67-83a0-401f-b51b-ca71e27e956a"
+	p := payload(t, "SubagentStop", map[string]any{"agent_id": "a635e2df1ea56c2de", "agent_type": "general-purpose",
+		"agent_transcript_path": path, "last_assistant_message": "done"})
+	p.SessionID = session
+	res, err := r.Run(ctx, p)
+	if err != nil || res.Stored == 0 {
+		t.Fatalf("SubagentStop: %+v, %v", res, err)
+	}
+	id, err := r.Eng.Store().MsgEntry(ctx, session, hook.PromptMsgID("Run echo sub-agent-ran and report.", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	occ, err := r.Eng.Store().Occurrences(ctx, id)
+	if err != nil || len(occ) != 1 || occ[0].AgentID != hook.AgentOf(hook.ClaudeCode, session, "a635e2df1ea56c2de") {
+		t.Errorf("the sub-agent's prompt: %+v, %v", occ, err)
+	}
+}
