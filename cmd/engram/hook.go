@@ -78,7 +78,13 @@ func (a *app) runHook(ctx context.Context, harness, event string) {
 		if a.flags.Project == "" && p.Cwd != "" {
 			a.flags.Project = p.Cwd
 		}
-		err = a.loadConfig()
+	}
+	// A payload engram cannot read is still counted in the project's
+	// record (the project from --project, $ENGRAM_PROJECT or the working
+	// directory, as the harness runs its hooks there).
+	if cerr := a.loadConfig(); cerr != nil {
+		fail(cerr)
+		return
 	}
 	var res hook.Result
 	if err == nil {

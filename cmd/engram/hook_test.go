@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/harness"
+)
+
+// A hook never breaks the harness's session: whatever it is given, it
+// exits 0, prints nothing for the harness, says why on standard error and
+// counts the failure; what it could do, it did.
+func TestHook_NeverBreaksTheSession(t *testing.T) {
+	e := newEnv(t)
+	prompt := `{"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "hello", "cwd": "` + e.project + `"}`
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+		want        string
+	}{
+		{"empty payload", "", []string{"hook", "claude-code", "UserPromptSubmit"}, "empty"},
+		{"truncated payload", prompt[:40], []string{"hook", "claude-code", "UserPromptSubmit"}, "truncated JSON"},
+		{"another event's payload", prompt, []string{"hook", "claude-code", "Stop"}, "is for UserPromptSubmit, not Stop"},
+		{"unknown harness", prompt, []string{"hook", "cursor", "UserPromptSubmit"}, `unknown harness "cursor"`},
+		{"unknown event", prompt, []string{"hook", "claude-code", "Notification"}, `unknown event "Notification"`},
+		{"missing arguments", prompt, []string{"hook", "claude-code"}, "want HARNESS EVENT"},
+		{"unknown flag", prompt, []string{"hook", "claude-code", "UserPromptSubmit", "--from-the-future"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := e.run(tc.stdin, tc.args...)
+			if code != 0 || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Errorf("engram %s: exit %d, stdout %q, stderr %q; want 0, nothing, and %q", strings.Join(tc.args, " "), code, out, errOut, tc.want)
+			}
+		})
+	}
+
+	// A payload from a newer harness, with fields engram does not know,
+	// works; a transcript that is not there is said, not an error.
+	newer := `{"session_id": "s1", "hook_event_name": "Stop", "transcript_path": "/nowhere/s1.jsonl", "cwd": "` + e.project + `", "a_new_field": {"x": 1}}`
+	if code, out, errOut := e.run(newer, "hook", "claude-code", "Stop"); code != 0 || out != "" || strings.Contains(errOut, "engram hook") {
+		t.Errorf("a newer harness's Stop: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, errOut := e.run(prompt, "hook", "claude-code", "UserPromptSubmit"); code != 0 || strings.Contains(errOut, "engram hook") {
+		t.Fatalf("a good prompt: exit %d: %s", code, errOut)
+	}
+
+	// A configuration engram cannot read: the hook says so and goes.
+	if err := os.WriteFile(filepath.Join(e.project, ".engram.toml"), []byte("[hooks\nbriefing = 1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.run(prompt, "hook", "claude-code", "UserPromptSubmit")
+	if code != 0 || out != "" || !strings.Contains(errOut, ".engram.toml") {
+		t.Errorf("a broken config: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if err := os.Remove(filepath.Join(e.project, ".engram.toml")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The failures that reached the project are counted.
+	var status struct {
+		Runs []harness.Run `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("", "hooks", "status", "--json")), &status); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]harness.Run{}
+	for _, r := range status.Runs {
+		got[r.Event] = r
+	}
+	if r := got["UserPromptSubmit"]; r.Runs < 3 || r.Errors < 2 || r.LastSuccess.IsZero() {
+		t.Errorf("UserPromptSubmit's record = %+v; want the good run, and the empty and truncated payloads counted as errors", r)
+	}
+	if r := got["Stop"]; r.Runs != 2 || r.Errors != 1 || !strings.Contains(r.LastError, "is for UserPromptSubmit") || r.LastSuccess.Before(r.LastErrorAt) {
+		t.Errorf("Stop's record = %+v; want the other event's payload as an error, then the newer harness's run without one", r)
+	}
+}
