@@ -213,8 +213,10 @@ func (r *Runner) sessionStart(ctx context.Context, p Payload, opts Options) (Res
 		}
 		if len(refs) > 0 {
 			var b strings.Builder
-			b.WriteString("The turns the compaction summarized are stored whole. Each marker below expands to them exactly: pass its ref_id to engram's retrieve_context tool (with a query, to get only the matching parts).\n")
-			for _, ref := range refs {
+			b.WriteString("The turns the compactions summarized are stored whole. Each marker below expands to them exactly: pass its ref_id to engram's retrieve_context tool (with a query, to get only the matching parts). The latest compaction's first.\n")
+			// Newest first: what does not fit the harness's limit is the
+			// oldest.
+			for _, ref := range slices.Backward(refs) {
 				b.WriteString(ctxref.Render(ctxref.FromReference(ref)))
 				b.WriteByte('\n')
 				res.Refs = append(res.Refs, ref.ID)
