@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/engramhq/engram/internal/ctxref"
@@ -56,7 +57,8 @@ type bashResponse struct {
 
 // toolText is a tool response's text as stored, whole: a command's full
 // output read from the file the harness persisted it to, a file read's
-// content, an MCP tool's text blocks, a bare string as it is, anything
+// content with its line numbers (as the model reads it), an MCP tool's
+// text blocks, a bare string as it is, anything
 // else as compact JSON. notes says what could not be read whole.
 func toolText(resp json.RawMessage, maxBytes int64) (text string, notes []string) {
 	resp = bytes.TrimSpace(resp)
@@ -101,10 +103,11 @@ func toolText(resp json.RawMessage, maxBytes int64) (text string, notes []string
 		}
 		if f, ok := obj["file"]; ok {
 			var file struct {
-				Content *string `json:"content"`
+				Content   *string `json:"content"`
+				StartLine int     `json:"startLine"`
 			}
 			if json.Unmarshal(f, &file) == nil && file.Content != nil {
-				return *file.Content, nil
+				return numbered(*file.Content, file.StartLine), nil
 			}
 		}
 		if c, ok := obj["content"]; ok {
@@ -114,6 +117,26 @@ func toolText(resp json.RawMessage, maxBytes int64) (text string, notes []string
 		}
 	}
 	return string(compactJSON(resp)), nil
+}
+
+// numbered is a file read's content as Claude Code shows it to the model
+// (and writes it in the transcript): each line after its number and a
+// tab, from start (1 when not given).
+func numbered(content string, start int) string {
+	if start < 1 {
+		start = 1
+	}
+	var b strings.Builder
+	b.Grow(len(content) + len(content)/8)
+	for i, line := range strings.Split(content, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(strconv.Itoa(start + i))
+		b.WriteByte('\t')
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 // blocksText joins the text of content blocks ([{"type":"text","text":…}]),

@@ -2,6 +2,7 @@ package hook_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,5 +208,54 @@ func TestRunner_SubagentStopImportsItsTranscript(t *testing.T) {
 	occ, err := r.Eng.Store().Occurrences(ctx, id)
 	if err != nil || len(occ) != 1 || occ[0].AgentID != hook.AgentOf(hook.ClaudeCode, session, "a635e2df1ea56c2de") {
 		t.Errorf("the sub-agent's prompt: %+v, %v", occ, err)
+	}
+}
+
+// The hooks' records and the transcript's, from the real Claude Code
+// 2.1.121: a file read and a command's output the hook stored are the
+// transcript's records too (one record each, not two), and the
+// transcript's every line is kept.
+func TestImport_ClaudeCodeSamples(t *testing.T) {
+	r := newRunner(t)
+	ctx := t.Context()
+	const dir = "testdata/claude-code-2.1.121/"
+	for _, name := range []string{"post-tool-use-read.json", "post-tool-use-bash.json"} {
+		data, err := os.ReadFile(dir + "hooks/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := hook.ParsePayload(data, hook.PostToolUse)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := r.Run(ctx, p); err != nil || res.Stored != 2 {
+			t.Fatalf("%s: %+v, %v", name, res, err)
+		}
+	}
+	data, err := os.ReadFile(dir + "transcripts/session-tools-compact.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "6f6fe473-07c4-42c5-8087-ddd2ffb878a6.jsonl")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	im := hook.Importer{Eng: r.Eng, Harness: hook.ClaudeCode}
+	rep, err := im.Import(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lines != strings.Count(string(data), "\n") || rep.Corrupt != 0 {
+		t.Errorf("import = %+v; want every line read, none corrupt", rep)
+	}
+	const session = "6f6fe473-07c4-42c5-8087-ddd2ffb878a6"
+	for _, id := range []string{"toolu_mdl000000000000002", "toolu_mdl000000000000005"} {
+		if _, err := r.Eng.Store().MsgEntry(ctx, session, id+"/result~transcript"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the transcript's result of %s differs from the hook's (a second record: %v)", id, err)
+		}
+	}
+	// The large output the model saw as a preview is kept as it saw it.
+	if _, err := r.Eng.Store().MsgEntry(ctx, session, "toolu_mdl000000000000008/result"); err != nil {
+		t.Errorf("the large output's preview: %v", err)
 	}
 }
