@@ -300,3 +300,83 @@ func installClaudeHooks(t *testing.T, env []string, dir string) {
 	t.Helper()
 	engramCLI(t, env, dir, "hooks", "install", "claude-code", "--project", dir)
 }
+
+// TestClaudeCode_AutoCompaction fills the real Claude Code's context with
+// file reads until it compacts by itself (its window set to its least,
+// 100,000 tokens), and shows that the conversation after the compaction
+// carries the compaction's marker, which expands, with the next question
+// as the query, to the line of the compacted file that answers it.
+func TestClaudeCode_AutoCompaction(t *testing.T) {
+	srv := modelserver.Start(modelserver.Options{})
+	defer srv.Close()
+	cc := modelserver.NewClaudeCode(t, srv)
+	dataDir := t.TempDir()
+	cc.Env = append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "CLAUDE_CODE_AUTO_COMPACT_WINDOW=100000")
+	t.Cleanup(func() { stopDaemons(dataDir) })
+	installClaudeHooks(t, cc.Env, cc.Dir)
+
+	// Seven files of about 7,000 tokens each: under the size the hooks
+	// replace, and with the 22,000 tokens of Claude Code's own prompt, over
+	// its 67,000-token threshold (100,000 less the output and a margin).
+	var files []string
+	for i := range 7 {
+		var b strings.Builder
+		for j := 0; b.Len() < 24000; j++ {
+			fmt.Fprintf(&b, "file %d line %d: the quartermaster counts crates of tea and tallow for voyage %d\n", i, j, i*1000+j)
+		}
+		if i == 3 {
+			b.WriteString("the harbour master's password is MARMALADE\n")
+		}
+		p := filepath.Join(cc.Dir, fmt.Sprintf("ledger%d.txt", i))
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	var steps []modelserver.Step
+	for _, p := range files {
+		steps = append(steps, modelserver.Call("Read", map[string]any{"file_path": p}))
+	}
+	steps = append(steps, modelserver.Say("Read them all."))
+	srv.Add(steps...)
+	res := cc.Prompt(t, "Read the seven ledgers.", "--allowedTools", "Read")
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Claude Code compacts in the middle of the turn, once the reads pass
+	// its threshold, and goes on.
+	compactions := srv.Requests(modelserver.KindCompact)
+	if len(compactions) != 1 {
+		t.Fatalf("%d compaction requests, want 1: Claude Code did not compact by itself", len(compactions))
+	}
+
+	var refID string
+	srv.Add(
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			u := userTexts(r)
+			for _, m := range ctxref.Find(u) {
+				if m.Marker.Type == store.RefConversation {
+					refID = m.Marker.ID
+				}
+			}
+			if refID == "" {
+				return modelserver.Response{}, fmt.Errorf("the conversation after the auto-compaction carries no conversation marker:\n%.3000s", u)
+			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.ToolUse("mcp__engram__retrieve_context",
+				map[string]any{"ref_id": refID, "query": "harbour master password", "max_tokens": 2000})}}, nil
+		},
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			if got := modelserver.ToolResult(t, r); !strings.Contains(got, "MARMALADE") {
+				return modelserver.Response{}, fmt.Errorf("the marker's expansion lacks the compacted file's line:\n%.2000s", got)
+			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("MARMALADE.")}}, nil
+		},
+	)
+	res = cc.Prompt(t, "What is the harbour master's password?", "--resume", res.SessionID, "--allowedTools", "mcp__engram__retrieve_context")
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if res.Result != "MARMALADE." {
+		t.Errorf("result = %q", res.Result)
+	}
+}
