@@ -11,11 +11,17 @@ import (
 )
 
 // Codex's session rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)
-// hold one {timestamp, type, payload} per line: session_meta first (the
-// session's id), then response_item lines (the Responses API's items:
-// messages, function and custom tool calls and their outputs, reasoning),
-// event_msg lines (the UI's events, several of which repeat the items),
-// turn_context and compacted lines.
+// hold one {timestamp, ordinal, type, payload} per line: session_meta
+// first (the session's id), then response_item lines (the Responses API's
+// items as sent and received: messages, function and custom tool calls and
+// their outputs, reasoning), event_msg lines (the UI's events, several of
+// which repeat the items), turn_context, world_state, token_usage_record
+// and compacted lines. testdata/codex-0.171.0 has a real one.
+//
+// What engram injects reaches the rollout as developer messages holding
+// the marked context alone: they are recognised and skipped. A call to an
+// MCP tool names its server's namespace (mcp__engram) and the tool
+// (record): it is stored as mcp__engram__record, the name the hooks see.
 
 type codexLine struct {
 	Timestamp string          `json:"timestamp"`
@@ -32,6 +38,7 @@ type codexItem struct {
 		Text string `json:"text"`
 	} `json:"content"`
 	Name      string          `json:"name"`
+	Namespace string          `json:"namespace"`
 	Arguments string          `json:"arguments"`
 	Input     string          `json:"input"`
 	CallID    string          `json:"call_id"`
@@ -44,12 +51,22 @@ type codexItem struct {
 	Cwd string `json:"cwd"`
 	// event_msg
 	Message string `json:"message"`
+	Item    struct {
+		Type string `json:"type"`
+	} `json:"item"`
 }
 
-// codexEchoes are event_msg types that repeat a response_item: kept once,
-// as the item.
+// codexEchoes are event_msg types that repeat a response_item (or, for
+// token_count, a token_usage_record): kept once, as the item.
 var codexEchoes = map[string]bool{"user_message": true, "agent_message": true, "agent_reasoning": true,
 	"token_count": true, "agent_reasoning_raw_content": true}
+
+// codexItemEchoes are the item types of event_msg item_completed lines
+// (Codex 0.171) that repeat a response_item. A CommandExecution's holds
+// up to 64 KiB of the command's output, more than the model got of a
+// large one, and an McpToolCall's the whole result: those are kept, raw.
+var codexItemEchoes = map[string]bool{"UserMessage": true, "AgentMessage": true, "Reasoning": true,
+	"ContextCompaction": true}
 
 func (im *Importer) codexRecords(raw []byte, off int64, stem string, st *importState) lineResult {
 	var out lineResult
@@ -77,7 +94,7 @@ func (im *Importer) codexRecords(raw []byte, off int64, stem string, st *importS
 	}
 	rawID := func() string { return rawMsgID(raw) }
 	switch {
-	case l.Type == "event_msg" && codexEchoes[it.Type]:
+	case l.Type == "event_msg" && (codexEchoes[it.Type] || it.Type == "item_completed" && codexItemEchoes[it.Item.Type]):
 		return out
 	case l.Type == "compacted":
 		var c struct {
@@ -130,6 +147,9 @@ func (im *Importer) codexRecords(raw []byte, off int64, stem string, st *importS
 			input, it.Name = it.Action, "local_shell"
 		case !json.Valid(input):
 			input, _ = json.Marshal(map[string]string{"arguments": it.Arguments})
+		}
+		if it.Namespace != "" {
+			it.Name = it.Namespace + "__" + it.Name
 		}
 		r := rec(store.ToolCall, ToolCallContent(it.Name, input), it.CallID, "", "tool", it.Name)
 		r.Files = inputFiles(input)

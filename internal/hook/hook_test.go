@@ -278,3 +278,60 @@ func TestRunner_SubAgent(t *testing.T) {
 		t.Errorf("the sub-agent = %+v, want a child of claude-code@s-1 with role Explore (agents %+v)", sub, agents)
 	}
 }
+
+// TestCodex_Payloads reads the hook payloads Codex 0.171.0 sent
+// (testdata/codex-0.171.0/hooks), and runs a session's events over them.
+// A large output is stored, never replaced: Codex's hooks cannot replace
+// a tool's output.
+func TestCodex_Payloads(t *testing.T) {
+	r := newRunner(t)
+	r.Harness = hook.Codex
+	r.Opts.MaxToolTokens = 100 // every output is "large"
+	ctx := t.Context()
+	for _, tc := range []struct{ file, event string }{
+		{"session-start-startup.json", hook.SessionStart},
+		{"user-prompt-submit.json", hook.UserPromptSubmit},
+		{"post-tool-use-bash.json", hook.PostToolUse},
+		{"post-tool-use-bash-large.json", hook.PostToolUse},
+		{"post-tool-use-mcp.json", hook.PostToolUse},
+		{"pre-compact-auto.json", hook.PreCompact},
+		{"session-start-compact.json", hook.SessionStart},
+		{"stop.json", hook.Stop},
+	} {
+		data, err := os.ReadFile(filepath.Join("testdata", "codex-0.171.0", "hooks", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := hook.ParsePayload(data, tc.event)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if p.SessionID == "" || p.TranscriptPath == "" || (tc.event != hook.SessionStart && p.TurnID == "") {
+			t.Errorf("%s: session %q, transcript %q, turn %q", tc.file, p.SessionID, p.TranscriptPath, p.TurnID)
+		}
+		res, err := r.Run(ctx, p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if len(res.ToolOutput) > 0 || strings.Contains(string(res.Output(tc.event)), "updatedToolOutput") {
+			t.Errorf("%s: the hook replaces the output for Codex: %s", tc.file, res.Output(tc.event))
+		}
+		if tc.event == hook.PostToolUse {
+			var resp any
+			_ = json.Unmarshal(p.ToolResponse, &resp)
+			if s, ok := resp.(string); ok {
+				// Bash's output is the string the model got, stored as it is.
+				id, err := r.Eng.Store().MsgEntry(ctx, p.SessionID, p.ToolUseID+"/result")
+				if err != nil {
+					t.Fatalf("%s: the result: %v", tc.file, err)
+				}
+				if ent, err := r.Eng.Entry(ctx, id); err != nil || string(ent.Content) != s {
+					t.Errorf("%s: the result is stored as %.100q (%v)", tc.file, ent.Content, err)
+				}
+			}
+		}
+		if tc.file == "session-start-compact.json" && !strings.Contains(res.Context, "[CTX-REF:") {
+			t.Errorf("after the compaction, SessionStart gives no marker: %q", res.Context)
+		}
+	}
+}

@@ -35,8 +35,9 @@ const (
 
 // Payload is what a hook reads on standard input: the fields common to
 // every event, and those of each event engram uses. Claude Code and Codex
-// send the same names. Unknown fields are ignored, so that a newer harness
-// does not break the hook; Raw keeps the whole input.
+// send the same names (Codex 0.171 adds turn_id; see
+// testdata/codex-0.171.0). Unknown fields are ignored, so that a newer
+// harness does not break the hook; Raw keeps the whole input.
 type Payload struct {
 	SessionID      string `json:"session_id"`
 	TranscriptPath string `json:"transcript_path"`
@@ -44,6 +45,9 @@ type Payload struct {
 	Event          string `json:"hook_event_name"`
 	PermissionMode string `json:"permission_mode"`
 	Model          string `json:"model"`
+	// TurnID is Codex's: the turn an event belongs to (not on
+	// SessionStart).
+	TurnID string `json:"turn_id"`
 	// AgentID and AgentType are set when the hook fires inside a
 	// sub-agent.
 	AgentID   string `json:"agent_id"`
@@ -53,12 +57,15 @@ type Payload struct {
 	Source string `json:"source"`
 	// UserPromptSubmit.
 	Prompt string `json:"prompt"`
-	// PostToolUse.
+	// PostToolUse. Codex names its shell tool (exec_command to the
+	// model) Bash, with {"command": …} as its input and the output the
+	// model got as a string.
 	ToolName     string          `json:"tool_name"`
 	ToolInput    json.RawMessage `json:"tool_input"`
 	ToolResponse json.RawMessage `json:"tool_response"`
 	ToolUseID    string          `json:"tool_use_id"`
-	// PreCompact: manual or auto, and what /compact was given.
+	// PreCompact: manual or auto, and what /compact was given (Claude
+	// Code's; Codex sends only the trigger).
 	Trigger            string `json:"trigger"`
 	CustomInstructions string `json:"custom_instructions"`
 	// Stop and SubagentStop (which names the sub-agent's own transcript).

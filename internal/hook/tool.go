@@ -221,6 +221,12 @@ func (r *Runner) postToolUse(ctx context.Context, p Payload, opts Options) (Resu
 		// their max_tokens: never replaced by a marker to themselves.
 		return res, nil
 	}
+	if r.Harness == Codex {
+		// Codex's hooks cannot replace a tool's output, and its own cut
+		// (about 10,000 tokens, head and tail) is what the hook gets:
+		// the store holds what the model saw.
+		return res, nil
+	}
 	enc := r.Eng.Encoding()
 	total := enc.Count(text)
 	if total <= opts.MaxToolTokens {

@@ -259,3 +259,127 @@ func TestImport_ClaudeCodeSamples(t *testing.T) {
 		t.Errorf("the large output's preview: %v", err)
 	}
 }
+
+// TestImport_CodexRollout_Real reads a rollout Codex 0.171.0 wrote
+// (testdata/codex-0.171.0): a session with two commands, an MCP tool
+// call, four auto-compactions and a resume, with a hook's marked context
+// on SessionStart, UserPromptSubmit and PostToolUse.
+func TestImport_CodexRollout_Real(t *testing.T) {
+	r := newRunner(t)
+	ctx := t.Context()
+	r.Harness = hook.Codex
+	paths, err := filepath.Glob(filepath.Join("testdata", "codex-0.171.0", "rollouts", "rollout-*.jsonl"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("the sample rollout: %v, %v", paths, err)
+	}
+	const sid = "01a217e5-a3ec-7613-957d-3f824116f400"
+	// The hooks stored the first prompt and the MCP call first, as they
+	// saw them.
+	p := payload(t, hook.UserPromptSubmit, map[string]any{"prompt": "run things"})
+	p.SessionID = sid
+	if _, err := r.Run(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	hookPayload, err := os.ReadFile(filepath.Join("testdata", "codex-0.171.0", "hooks", "post-tool-use-mcp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = hook.ParsePayload(hookPayload, hook.PostToolUse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+
+	im := hook.Importer{Eng: r.Eng, Harness: hook.Codex}
+	rep, err := im.Import(ctx, paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 prompts, the environment and the skills (harness notes), 7
+	// answers, 3 calls and 3 outputs, 4 compaction summaries, and 34 lines
+	// kept raw (session_meta, turn_context, world_state,
+	// token_usage_record, and the UI's events that are not echoes); 11 of
+	// engram's contexts skipped; the echoes of items dropped.
+	if rep.Records != 55 || rep.Raw != 34 || rep.Corrupt != 0 || rep.Injected != 11 || len(rep.Sessions) != 1 || rep.Sessions[0] != sid {
+		t.Errorf("import = %+v; want 55 records, 34 raw, 11 injections skipped, session %s", rep, sid)
+	}
+
+	// Every prompt, call and output of the rollout is in the store, byte
+	// for byte; engram's contexts are not.
+	data, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(what string, content []byte) {
+		t.Helper()
+		if _, err := r.Eng.Store().Entries(ctx, []string{store.ID(content)}); err != nil {
+			t.Errorf("%s is not in the store (%v): %.200q", what, err, content)
+		}
+	}
+	var calls, outputs int
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var line struct {
+			Type    string `json:"type"`
+			Payload struct {
+				Type      string `json:"type"`
+				Role      string `json:"role"`
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+				Arguments string `json:"arguments"`
+				Output    string `json:"output"`
+				Content   []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"payload"`
+		}
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatal(err)
+		}
+		if line.Type != "response_item" {
+			continue
+		}
+		switch pl := line.Payload; pl.Type {
+		case "function_call":
+			name := pl.Name
+			if pl.Namespace != "" {
+				name = pl.Namespace + "__" + name
+			}
+			has("call "+name, hook.ToolCallContent(name, json.RawMessage(pl.Arguments)))
+			calls++
+		case "function_call_output":
+			has("output", []byte(pl.Output))
+			outputs++
+		}
+	}
+	if calls != 3 || outputs != 3 {
+		t.Errorf("checked %d calls and %d outputs, want 3 and 3", calls, outputs)
+	}
+	for _, prompt := range []string{"run things", "go on"} {
+		has("prompt", []byte(prompt))
+	}
+	if _, err := r.Eng.Store().MsgEntry(ctx, sid, hook.PromptMsgID("go on", 0)); err != nil {
+		t.Errorf("the resumed session's prompt is not named as the hook names it: %v", err)
+	}
+	ents, err := r.Eng.Store().TurnRange(ctx, sid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.Contains(string(e.Content), "CTX-FROM-") && !strings.Contains(string(e.Content), `"type":"compacted"`) {
+			t.Errorf("engram's own context was stored as %s: %.200q", e.Type, e.Content)
+		}
+	}
+	// The MCP call the hook stored is the rollout's, under one name.
+	id, err := r.Eng.Store().MsgEntry(ctx, sid, "call_mdl000000000000016")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ent, err := r.Eng.Entry(ctx, id); err != nil || !strings.HasPrefix(string(ent.Content), `{"tool":"mcp__engram__record",`) {
+		t.Errorf("the MCP call is stored as %s (%v)", ent.Content, err)
+	}
+	if rep, err := im.Import(ctx, paths[0]); err != nil || rep.Stored != 0 || rep.Bytes != 0 {
+		t.Errorf("a second import = %+v, %v", rep, err)
+	}
+}

@@ -1,7 +1,7 @@
 // Package modelserver is a scripted model server speaking the Anthropic
-// Messages API, for tests that run a real agent harness (Claude Code)
-// offline, and for anything else in engram that needs a model to talk to
-// (the proxy, benchmarks).
+// Messages API and OpenAI's Responses API, for tests that run a real agent
+// harness (Claude Code, Codex) offline, and for anything else in engram
+// that needs a model to talk to (the proxy, benchmarks).
 //
 // A test lists the replies of the main conversation in order (text,
 // tool calls, or a func of the request), starts the server and points the
@@ -31,4 +31,15 @@
 // them apart (see its rules) and Options.Side answers them, DefaultSide by
 // default. A main request past the end of the script is answered 500 with
 // a message naming it.
+//
+// The same Server answers POST /v1/responses, the Responses API as Codex
+// 0.171 speaks it (NewCodex points the CLI at it with a custom provider),
+// with the same script: a text block is sent as a message item, a
+// tool_use block as a function_call (Block.Namespace names an MCP
+// server's namespace, mcp__SERVER), a thinking block as reasoning.
+// Request.Responses holds the decoded request; the stream is the API's
+// (response.created … response.completed, usage counted from the
+// request); refusals are the API's errors ({"error": {message, type,
+// param, code}}: unknown items, a function_call_output without its call,
+// a call without its output, …).
 package modelserver

@@ -18,12 +18,19 @@ type Response struct {
 	Error *APIError
 }
 
-// APIError is an error answered in Anthropic's shape:
-// {"type":"error","error":{"type":Type,"message":Message}} with Status.
+// APIError is an error answered in Anthropic's shape,
+// {"type":"error","error":{"type":Type,"message":Message}}, or to a
+// Responses API request in OpenAI's,
+// {"error":{"message":Message,"type":Type,"param":Param,"code":Code}},
+// with Status.
 type APIError struct {
 	Status  int
 	Type    string
 	Message string
+	// Param and Code are OpenAI's: the parameter at fault, and a code
+	// such as invalid_api_key. Empty is null.
+	Param string
+	Code  string
 }
 
 func (e *APIError) Error() string {
@@ -92,8 +99,12 @@ const (
 )
 
 // compactMarker begins the instructions Claude Code appends to the last
-// user message when it asks for a compaction summary.
-const compactMarker = "Your task is to create a detailed summary of the conversation so far"
+// user message when it asks for a compaction summary; codexCompactMarker
+// is in the user message Codex appends for its own.
+const (
+	compactMarker      = "Your task is to create a detailed summary of the conversation so far"
+	codexCompactMarker = "You are performing a CONTEXT CHECKPOINT COMPACTION"
+)
 
 // Classify tells what a request is for. It is the default of
 // Options.Classify. The rules, first match wins:
@@ -114,9 +125,21 @@ const compactMarker = "Your task is to create a detailed summary of the conversa
 // Claude Code 2.1.121 in -p mode sends no title or quota requests (nor
 // any other side request); the two rules are for interactive sessions
 // and older versions.
+//
+// A Responses API request (Codex) is KindCompact when it offers no tools
+// and its last user message contains "You are performing a CONTEXT
+// CHECKPOINT COMPACTION" (Codex 0.171 sends the conversation so far, the
+// same instructions, no tools, and that prompt as a user message last),
+// else KindMain. Codex 0.171.0 in exec mode sends no other side request.
 func Classify(r *Request) Kind {
 	if strings.HasSuffix(r.Path, "/count_tokens") {
 		return KindCountTokens
+	}
+	if p := r.Responses; p != nil {
+		if len(p.Tools) == 0 && strings.Contains(responsesLastUserText(p), codexCompactMarker) {
+			return KindCompact
+		}
+		return KindMain
 	}
 	p := r.Params
 	if p == nil {
@@ -151,6 +174,11 @@ func DefaultSide(r *Request) (Response, error) {
 
 // errScriptDone is answered, 500, to a main request that has no step left.
 func errScriptDone(r *Request) *APIError {
+	if r.Responses != nil {
+		return &APIError{Status: http.StatusInternalServerError, Type: "server_error",
+			Message: fmt.Sprintf("modelserver: script exhausted: request %d (%s %s, %d input items, last user message %.120q) has no step left",
+				r.Seq, r.Kind, r.Path, len(r.Responses.Input), responsesLastUserText(r.Responses))}
+	}
 	return &APIError{Status: http.StatusInternalServerError, Type: "api_error",
 		Message: fmt.Sprintf("modelserver: script exhausted: request %d (%s %s, %d messages, last user message %.120q) has no step left",
 			r.Seq, r.Kind, r.Path, len(r.Params.Messages), lastUserText(r.Params))}

@@ -49,10 +49,12 @@ type Request struct {
 	// Authorization).
 	Header http.Header
 	// Body is the raw body; Params its decoding, nil when it is not a
-	// messages request or did not decode.
-	Body   []byte
-	Params *MessagesRequest
-	Kind   Kind
+	// messages request or did not decode; Responses the decoding of a
+	// Responses API request.
+	Body      []byte
+	Params    *MessagesRequest
+	Responses *ResponsesRequest
+	Kind      Kind
 	// Step is the index in the main script that answered it, or -1.
 	Step int
 	// InputTokens is the usage.input_tokens answered.
@@ -205,6 +207,9 @@ func (s *Server) answer(w http.ResponseWriter, hr *http.Request, req *Request) (
 		e := &APIError{Status: status, Type: typ, Message: msg}
 		s.writeError(w, e)
 		return status, &answerError{APIError: e}
+	}
+	if strings.HasPrefix(hr.URL.Path, "/v1/responses") {
+		return s.answerResponses(w, hr, req)
 	}
 	count := hr.URL.Path == "/v1/messages/count_tokens"
 	if hr.Method != http.MethodPost || (hr.URL.Path != "/v1/messages" && !count) {

@@ -75,10 +75,13 @@ type Tool struct {
 type Block struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
-	// ID, Name and Input belong to tool_use.
-	ID    string          `json:"id,omitempty"`
-	Name  string          `json:"name,omitempty"`
-	Input json.RawMessage `json:"input,omitempty"`
+	// ID, Name and Input belong to tool_use. Namespace, in a reply to a
+	// Responses API request, names the namespace of tools Name is in
+	// (Codex offers an MCP server's tools as the namespace mcp__SERVER).
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Namespace string          `json:"namespace,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
 	// ToolUseID, Content and IsError belong to tool_result; Content is a
 	// string or a list of blocks (ResultText reads either).
 	ToolUseID string          `json:"tool_use_id,omitempty"`

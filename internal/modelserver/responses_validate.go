@@ -1,0 +1,136 @@
+package modelserver
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// itemTypes are the input item types the Responses API accepts (those a
+// harness sends; the API has more, for hosted tools). A request with any
+// other type is refused, as the API refuses it.
+var itemTypes = []string{
+	"message", "function_call", "function_call_output",
+	"custom_tool_call", "custom_tool_call_output",
+	"reasoning", "compaction", "item_reference",
+	"local_shell_call", "local_shell_call_output",
+	"web_search_call", "image_generation_call",
+	"mcp_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response",
+}
+
+// partTypes are the content part types of a message, by role: what a
+// user, system or developer sends, and what an assistant said.
+var (
+	inputParts  = []string{"input_text", "input_image", "input_file", "input_audio"}
+	outputParts = []string{"output_text", "refusal"}
+)
+
+// toolTypes are the tool types the Responses API accepts.
+var toolTypes = []string{
+	"function", "custom", "namespace", "web_search", "web_search_preview",
+	"file_search", "local_shell", "image_generation", "code_interpreter",
+	"computer_use_preview", "mcp", "tool_search",
+}
+
+// validateResponses checks a responses request the way the API does and
+// returns the message of the invalid_request_error it would answer, and
+// the parameter it names, or "".
+//
+// The rules are the API's own, with its wording where known: a model,
+// known item, part and tool types, message roles, functions with names,
+// and tool pairing without a stored conversation: every call's output
+// answers a call earlier in the input, and every call is answered.
+func validateResponses(r *ResponsesRequest) (msg, param string) {
+	if r.Model == "" {
+		return "Missing required parameter: 'model'.", "model"
+	}
+	if r.MaxOutputTokens < 0 || (r.MaxOutputTokens > 0 && r.MaxOutputTokens < 16) {
+		return fmt.Sprintf("Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got %d instead.", r.MaxOutputTokens), "max_output_tokens"
+	}
+	if len(r.Input) == 0 && r.PreviousResponseID == "" {
+		return "Missing required parameter: 'input'.", "input"
+	}
+	if r.PreviousResponseID != "" {
+		// The server keeps no conversations (as store: false).
+		return fmt.Sprintf("Previous response with id '%s' not found.", r.PreviousResponseID), "previous_response_id"
+	}
+	for i, t := range r.Tools {
+		if msg, param := validateTool(t, fmt.Sprintf("tools[%d]", i)); msg != "" {
+			return msg, param
+		}
+	}
+	calls := map[string]bool{}
+	answered := map[string]bool{}
+	for i, it := range r.Input {
+		at := fmt.Sprintf("input[%d]", i)
+		if it.Type == "" {
+			return fmt.Sprintf("Missing required parameter: '%s.type'.", at), at + ".type"
+		}
+		if !slices.Contains(itemTypes, it.Type) {
+			return fmt.Sprintf("Invalid value: '%s'. Supported values are: '%s'.", it.Type, strings.Join(itemTypes, "', '")), at + ".type"
+		}
+		switch it.Type {
+		case "message":
+			var allowed []string
+			switch it.Role {
+			case "user", "system", "developer":
+				allowed = inputParts
+			case "assistant":
+				allowed = outputParts
+			case "":
+				return fmt.Sprintf("Missing required parameter: '%s.role'.", at), at + ".role"
+			default:
+				return fmt.Sprintf("Invalid value: '%s'. Supported values are: 'user', 'assistant', 'system', and 'developer'.", it.Role), at + ".role"
+			}
+			for j, p := range it.Content {
+				if !slices.Contains(allowed, p.Type) {
+					return fmt.Sprintf("Invalid value: '%s'. Supported values are: '%s'.", p.Type, strings.Join(allowed, "', '")),
+						fmt.Sprintf("%s.content[%d]", at, j)
+				}
+			}
+		case "function_call", "custom_tool_call", "local_shell_call":
+			if it.CallID == "" {
+				return fmt.Sprintf("Missing required parameter: '%s.call_id'.", at), at + ".call_id"
+			}
+			if it.Type != "local_shell_call" && it.Name == "" {
+				return fmt.Sprintf("Missing required parameter: '%s.name'.", at), at + ".name"
+			}
+			calls[it.CallID] = true
+		case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
+			if it.CallID == "" {
+				return fmt.Sprintf("Missing required parameter: '%s.call_id'.", at), at + ".call_id"
+			}
+			if !calls[it.CallID] {
+				return fmt.Sprintf("No tool call found for function call output with call_id %s.", it.CallID), "input"
+			}
+			answered[it.CallID] = true
+		}
+	}
+	for _, it := range r.Input {
+		if (it.Type == "function_call" || it.Type == "custom_tool_call") && !answered[it.CallID] {
+			return fmt.Sprintf("No tool output found for function call %s.", it.CallID), "input"
+		}
+	}
+	return "", ""
+}
+
+func validateTool(t ResponsesTool, at string) (msg, param string) {
+	if t.Type == "" {
+		return fmt.Sprintf("Missing required parameter: '%s.type'.", at), at + ".type"
+	}
+	if !slices.Contains(toolTypes, t.Type) {
+		return fmt.Sprintf("Invalid value: '%s'. Supported values are: '%s'.", t.Type, strings.Join(toolTypes, "', '")), at + ".type"
+	}
+	switch t.Type {
+	case "function", "custom", "namespace":
+		if t.Name == "" {
+			return fmt.Sprintf("Missing required parameter: '%s.name'.", at), at + ".name"
+		}
+	}
+	for i, sub := range t.Tools {
+		if msg, param := validateTool(sub, fmt.Sprintf("%s.tools[%d]", at, i)); msg != "" {
+			return msg, param
+		}
+	}
+	return "", ""
+}
