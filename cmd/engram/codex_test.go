@@ -237,8 +237,8 @@ func TestCodex_Hooks(t *testing.T) {
 	// session the hooks registered, as the hooks' agent, although Codex
 	// does not tell MCP servers its session.
 	occ, err := st.Occurrences(t.Context(), store.ID([]byte("the secret word is settled: PAPAYA")))
-	if err != nil || len(occ) != 1 || occ[0].SessionID != sid || occ[0].AgentID != hook.AgentOf(hook.Codex, sid) {
-		t.Errorf("the MCP server's record: %+v, %v; want session %s, agent %s", occ, err, sid, hook.AgentOf(hook.Codex, sid))
+	if err != nil || len(occ) != 1 || occ[0].SessionID != sid || occ[0].AgentID != hook.AgentOf(hook.Codex, sid, "") {
+		t.Errorf("the MCP server's record: %+v, %v; want session %s, agent %s", occ, err, sid, hook.AgentOf(hook.Codex, sid, ""))
 	}
 }
 
