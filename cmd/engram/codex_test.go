@@ -76,11 +76,11 @@ func TestCodex_Hooks(t *testing.T) {
 	defer srv.Close()
 	cx := modelserver.NewCodex(t, srv)
 	bin := binary(t)
-	// Codex gives its MCP servers a few variables of its own environment
-	// (HOME, PATH, …), not ENGRAM_DATA_DIR: hooks and server find the
-	// store from HOME, as they do for a user.
+	// The store is ENGRAM_DATA_DIR's, which Codex passes to engram's MCP
+	// server because the installed block names it (env_vars).
+	dataDir := t.TempDir()
+	cx.Env = append(cx.Env, "ENGRAM_DATA_DIR="+dataDir)
 	env := cx.Env
-	dataDir := filepath.Join(cx.Home, ".local", "share", "engram")
 	t.Cleanup(func() { stopDaemons(dataDir) })
 
 	// Shared memory from an earlier session, and code the pre-fetch finds.
@@ -176,11 +176,10 @@ func TestCodex_Hooks(t *testing.T) {
 		},
 	)
 	limit := "model_auto_compact_token_limit=" + strconv.Itoa(firstTokens+2000)
-	// engram's tools that write (record) are not read-only: Codex asks
-	// before it calls them, and exec, which cannot ask, refuses them
-	// unless approvals are bypassed.
-	res = cx.Exec(t, "What was the secret word?", "--dangerously-bypass-hook-trust", "--dangerously-bypass-approvals-and-sandbox",
-		"-c", limit, "resume", sid)
+	// engram's tools that write (record) are not read-only: Codex would
+	// ask before it called them, and exec, which cannot ask, would refuse
+	// them, but for the approval the installed block gives them.
+	res = cx.Exec(t, "What was the secret word?", "--dangerously-bypass-hook-trust", "-c", limit, "resume", sid)
 	if err := srv.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -521,6 +521,8 @@ func TestHarness_InstallCodexTOML(t *testing.T) {
 [mcp_servers.engram]
 command = "/opt/engram/bin/engram"
 args = ["mcp", "--agent", "co\"dex"]
+env_vars = ["ENGRAM_DATA_DIR", "ENGRAM_CONFIG", "ENGRAM_STORE", "ENGRAM_LOG_LEVEL"]
+default_tools_approval_mode = "approve"
 ` + tomlEnd + "\n"
 	if diff := cmp.Diff(want, readFile(t, path)); diff != "" {
 		t.Errorf("config.toml (-want +got):\n%s", diff)

@@ -25,8 +25,19 @@ func (o Options) tomlBlock(bin string) string {
 	for _, a := range o.mcpArgs() {
 		args = append(args, tomlString(a))
 	}
-	return tomlBegin + "\n[mcp_servers.engram]\ncommand = " + tomlString(bin) + "\nargs = [" + strings.Join(args, ", ") + "]\n" + tomlEnd + "\n"
+	return tomlBegin + "\n[mcp_servers.engram]\ncommand = " + tomlString(bin) + "\nargs = [" + strings.Join(args, ", ") + "]\n" +
+		codexServerSettings + tomlEnd + "\n"
 }
+
+// codexServerSettings follow the server's command in engram's block.
+// Codex gives an MCP server only a few variables of its own environment
+// (HOME, PATH, ...): engram's name where its store and configuration are,
+// as the hooks see them. And Codex asks before it calls a tool that is not
+// read-only, which `codex exec` cannot ask, so it refused every record_*
+// tool: engram's tools write to engram's store alone.
+const codexServerSettings = `env_vars = ["ENGRAM_DATA_DIR", "ENGRAM_CONFIG", "ENGRAM_STORE", "ENGRAM_LOG_LEVEL"]
+default_tools_approval_mode = "approve"
+`
 
 // tomlString quotes s as a TOML basic string.
 func tomlString(s string) string {
