@@ -34,10 +34,25 @@ func engramCLI(t *testing.T, env []string, dir string, args ...string) string {
 	return string(out)
 }
 
-// stopDaemons stops the hook daemons started under dataDir.
+// daemonSockets are the sockets of the hook daemons of the stores under
+// dataDir, as the hooks name them.
+func daemonSockets(dataDir string) []string {
+	dbs, _ := filepath.Glob(filepath.Join(dataDir, "projects", "*", "engram.db"))
+	var socks []string
+	for _, db := range dbs {
+		a := &app{}
+		a.cfg.Store.Path = db
+		socks = append(socks, a.socketPath())
+	}
+	return socks
+}
+
+// stopDaemons stops the hook daemons of the stores under dataDir.
 func stopDaemons(dataDir string) {
-	socks, _ := filepath.Glob(filepath.Join(dataDir, "projects", "*", "hook.sock"))
-	for _, s := range socks {
+	for _, s := range daemonSockets(dataDir) {
+		if _, err := os.Stat(s); err != nil {
+			continue
+		}
 		c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", s)
 		}}}

@@ -94,7 +94,7 @@ func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
 	if err := os.Chmod(sock, 0o600); err != nil {
 		return err
 	}
-	version := daemonVersion()
+	version := a.daemonVersion()
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithCancel(ctx)
@@ -153,16 +153,28 @@ func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
 	return nil
 }
 
-// daemonVersion tells a daemon's binary from another: its version and
-// commit, and the binary's time (development builds share a version).
-func daemonVersion() string {
+// daemonVersion tells a daemon from one a hook would start now: engram's
+// version and commit, the binary's time (development builds share a
+// version), and the configuration it was loaded with (each file's time,
+// each variable's value), so that a rebuilt engram or a changed setting
+// replaces the daemon at the next hook.
+func (a *app) daemonVersion() string {
 	v, commit := versionInfo()
+	var b strings.Builder
+	b.WriteString(v + " " + commit)
 	if exe, err := os.Executable(); err == nil {
 		if fi, err := os.Stat(exe); err == nil {
-			return fmt.Sprintf("%s %s %d", v, commit, fi.ModTime().UnixNano())
+			fmt.Fprintf(&b, " %d", fi.ModTime().UnixNano())
 		}
 	}
-	return v + " " + commit
+	for _, src := range a.cfg.Sources {
+		if name, ok := strings.CutPrefix(src, "$"); ok {
+			fmt.Fprintf(&b, " %s=%q", name, a.getenv(name))
+		} else if fi, err := os.Stat(src); err == nil {
+			fmt.Fprintf(&b, " %s@%d", src, fi.ModTime().UnixNano())
+		}
+	}
+	return b.String()
 }
 
 // errNoDaemon says the hook must run in-process.
@@ -201,9 +213,10 @@ func (a *app) viaDaemon(ctx context.Context, harness string, p hook.Payload) (ho
 		return hook.Result{}, errNoDaemon
 	}
 	defer resp.Body.Close()
-	if resp.Header.Get("X-Engram-Version") != daemonVersion() {
-		// A daemon of another engram: it answers this hook, and stops, so
-		// that the next hook starts one of the binary the settings name.
+	if resp.Header.Get("X-Engram-Version") != a.daemonVersion() {
+		// A daemon of another engram or configuration: it answers this
+		// hook, and stops, so that the next hook starts one of the binary
+		// the settings name, with the configuration in force.
 		defer func() {
 			if r, err := c.Post("http://engram/stop", "text/plain", nil); err == nil {
 				r.Body.Close()

@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/engramhq/engram/internal/harness"
 )
@@ -75,5 +77,75 @@ func TestHook_NeverBreaksTheSession(t *testing.T) {
 	}
 	if r := got["Stop"]; r.Runs != 2 || r.Errors != 1 || !strings.Contains(r.LastError, "is for UserPromptSubmit") || r.LastSuccess.Before(r.LastErrorAt) {
 		t.Errorf("Stop's record = %+v; want the other event's payload as an error, then the newer harness's run without one", r)
+	}
+}
+
+// The first hook of a project starts the daemon, later ones go through
+// it, and a changed configuration replaces it: the next hooks run with
+// the setting in force.
+func TestHook_DaemonFollowsTheConfiguration(t *testing.T) {
+	bin := binary(t)
+	root := t.TempDir()
+	project := filepath.Join(root, "project")
+	dataDir := filepath.Join(root, "data")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopDaemons(dataDir) })
+	env := []string{"HOME=" + filepath.Join(root, "home"), "PATH=" + os.Getenv("PATH"), "ENGRAM_DATA_DIR=" + dataDir}
+	conf := filepath.Join(project, ".engram.toml")
+	if err := os.WriteFile(conf, []byte("[hooks]\nbriefing = \"none\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	engramCLI(t, env, project, "pattern", "add", "--category", "testing.flaky", "retry the upload with the caller's context")
+	start := func() string {
+		t.Helper()
+		cmd := exec.Command(bin, "hook", "claude-code", "SessionStart")
+		cmd.Env, cmd.Dir = env, project
+		cmd.Stdin = strings.NewReader(`{"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": "` + project + `"}`)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("hook: %v: %s", err, out)
+		}
+		return string(out)
+	}
+	if out := start(); strings.Contains(out, "retry the upload") {
+		t.Fatalf("briefing = none, yet the hook injected one: %s", out)
+	}
+	listening := func() bool {
+		for _, s := range daemonSockets(dataDir) {
+			if _, err := os.Stat(s); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; !listening(); i++ {
+		if i == 200 {
+			t.Fatal("the first hook started no daemon")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := start(); strings.Contains(out, "retry the upload") {
+		t.Fatalf("through the daemon, briefing = none, yet the hook injected one: %s", out)
+	}
+	// The setting changes (and the file's time with it).
+	if err := os.WriteFile(conf, []byte("[hooks]\nbriefing = \"standard\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(2 * time.Second)
+	if err := os.Chtimes(conf, later, later); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon of the old configuration answers once more, and stops.
+	start()
+	for i := 0; ; i++ {
+		if strings.Contains(start(), "retry the upload") {
+			break
+		}
+		if i == 20 {
+			t.Fatal("after the configuration changed, the hooks still inject no briefing")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
