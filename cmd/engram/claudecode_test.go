@@ -205,27 +205,7 @@ func TestClaudeCode_Hooks(t *testing.T) {
 		t.Errorf("result = %q", res.Result)
 	}
 
-	// Every hook ran, without an error.
-	var status struct {
-		Runs []harness.Run `json:"runs"`
-	}
-	if err := json.Unmarshal([]byte(engramCLI(t, env, cc.Dir, "hooks", "status", "--json")), &status); err != nil {
-		t.Fatal(err)
-	}
-	ran := map[string]int64{}
-	for _, r := range status.Runs {
-		if r.Harness == hook.ClaudeCode {
-			ran[r.Event] = r.Runs
-			if r.Errors > 0 {
-				t.Errorf("the %s hook failed %d times: %s", r.Event, r.Errors, r.LastError)
-			}
-		}
-	}
-	for _, ev := range hook.Events {
-		if ran[ev] == 0 {
-			t.Errorf("the %s hook never ran (runs %v)", ev, ran)
-		}
-	}
+	checkHooksRan(t, env, cc.Dir, hook.ClaudeCode)
 
 	// Every prompt, tool call and result of the transcript is in the store,
 	// byte for byte; the large output whole, under its marker.
@@ -234,24 +214,10 @@ func TestClaudeCode_Hooks(t *testing.T) {
 	if len(transcripts) != 1 {
 		t.Fatalf("transcripts of %s: %v", sid, transcripts)
 	}
-	dbs, _ := filepath.Glob(filepath.Join(dataDir, "projects", "*", "engram.db"))
-	if len(dbs) != 1 {
-		t.Fatalf("stores: %v", dbs)
-	}
-	st, err := sqlite.Open(t.Context(), dbs[0], sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	st := openDataStore(t, dataDir)
 	checkTranscriptStored(t, st, transcripts[0], seq.String())
 
-	// What the model recorded through engram's MCP server landed in the
-	// session the hooks registered, as the hooks' agent, although Claude
-	// Code does not tell MCP servers its session.
-	occ, err := st.Occurrences(t.Context(), store.ID([]byte("the secret word is settled: PAPAYA")))
-	if err != nil || len(occ) != 1 || occ[0].SessionID != sid || occ[0].AgentID != hook.AgentOf(hook.ClaudeCode, sid, "") {
-		t.Errorf("the MCP server's record: %+v, %v; want session %s, agent %s", occ, err, sid, hook.AgentOf(hook.ClaudeCode, sid, ""))
-	}
+	checkRecordedByMCP(t, st, hook.ClaudeCode, sid, "the secret word is settled: PAPAYA")
 }
 
 // checkTranscriptStored checks that every user prompt, tool call and tool
@@ -393,5 +359,60 @@ func TestClaudeCode_AutoCompaction(t *testing.T) {
 	}
 	if res.Result != "MARMALADE." {
 		t.Errorf("result = %q", res.Result)
+	}
+}
+
+// checkHooksRan checks, as engram hooks status reports it, that each of
+// engram's hooks for harness ran in the project at dir, and never failed.
+func checkHooksRan(t *testing.T, env []string, dir, harnessName string) {
+	t.Helper()
+	var status struct {
+		Runs []harness.Run `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(engramCLI(t, env, dir, "hooks", "status", "--json")), &status); err != nil {
+		t.Fatal(err)
+	}
+	ran := map[string]int64{}
+	for _, r := range status.Runs {
+		if r.Harness == harnessName {
+			ran[r.Event] = r.Runs
+			if r.Errors > 0 {
+				t.Errorf("the %s hook failed %d times: %s", r.Event, r.Errors, r.LastError)
+			}
+		}
+	}
+	for _, ev := range hook.Events {
+		if ran[ev] == 0 {
+			t.Errorf("the %s hook never ran (runs %v)", ev, ran)
+		}
+	}
+}
+
+// openDataStore opens the one store under dataDir, once its daemons are
+// stopped.
+func openDataStore(t *testing.T, dataDir string) *sqlite.Store {
+	t.Helper()
+	stopDaemons(dataDir)
+	dbs, _ := filepath.Glob(filepath.Join(dataDir, "projects", "*", "engram.db"))
+	if len(dbs) != 1 {
+		t.Fatalf("stores: %v", dbs)
+	}
+	st, err := sqlite.Open(t.Context(), dbs[0], sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// checkRecordedByMCP checks that what the model recorded through engram's
+// MCP server landed in the session the hooks registered, as the hooks'
+// agent, although the harness does not tell MCP servers its session.
+func checkRecordedByMCP(t *testing.T, st store.Store, harnessName, session, content string) {
+	t.Helper()
+	want := hook.AgentOf(harnessName, session, "")
+	occ, err := st.Occurrences(t.Context(), store.ID([]byte(content)))
+	if err != nil || len(occ) != 1 || occ[0].SessionID != session || occ[0].AgentID != want {
+		t.Errorf("the MCP server's record: %+v, %v; want session %s, agent %s", occ, err, session, want)
 	}
 }

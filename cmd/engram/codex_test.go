@@ -11,11 +11,9 @@ import (
 	"testing"
 
 	"github.com/engramhq/engram/internal/ctxref"
-	"github.com/engramhq/engram/internal/harness"
 	"github.com/engramhq/engram/internal/hook"
 	"github.com/engramhq/engram/internal/modelserver"
 	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
 // developerTexts are the texts of a Responses request's developer
@@ -190,27 +188,7 @@ func TestCodex_Hooks(t *testing.T) {
 		t.Error("Codex did not compact")
 	}
 
-	// Every hook ran, without an error.
-	var status struct {
-		Runs []harness.Run `json:"runs"`
-	}
-	if err := json.Unmarshal([]byte(engramCLI(t, env, cx.Dir, "hooks", "status", "--json")), &status); err != nil {
-		t.Fatal(err)
-	}
-	ran := map[string]int64{}
-	for _, r := range status.Runs {
-		if r.Harness == hook.Codex {
-			ran[r.Event] = r.Runs
-			if r.Errors > 0 {
-				t.Errorf("the %s hook failed %d times: %s", r.Event, r.Errors, r.LastError)
-			}
-		}
-	}
-	for _, ev := range hook.Events {
-		if ran[ev] == 0 {
-			t.Errorf("the %s hook never ran (runs %v)", ev, ran)
-		}
-	}
+	checkHooksRan(t, env, cx.Dir, hook.Codex)
 
 	// Every prompt, tool call and result of the rollout is in the store,
 	// byte for byte, after engram import codex (the Stop hook imported
@@ -221,24 +199,10 @@ func TestCodex_Hooks(t *testing.T) {
 		t.Fatalf("rollouts of %s: %v", sid, rollouts)
 	}
 	engramCLI(t, env, cx.Dir, "import", "codex")
-	dbs, _ := filepath.Glob(filepath.Join(dataDir, "projects", "*", "engram.db"))
-	if len(dbs) != 1 {
-		t.Fatalf("stores: %v", dbs)
-	}
-	st, err := sqlite.Open(t.Context(), dbs[0], sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	st := openDataStore(t, dataDir)
 	checkRolloutStored(t, st, rollouts[0])
 
-	// What the model recorded through engram's MCP server landed in the
-	// session the hooks registered, as the hooks' agent, although Codex
-	// does not tell MCP servers its session.
-	occ, err := st.Occurrences(t.Context(), store.ID([]byte("the secret word is settled: PAPAYA")))
-	if err != nil || len(occ) != 1 || occ[0].SessionID != sid || occ[0].AgentID != hook.AgentOf(hook.Codex, sid, "") {
-		t.Errorf("the MCP server's record: %+v, %v; want session %s, agent %s", occ, err, sid, hook.AgentOf(hook.Codex, sid, ""))
-	}
+	checkRecordedByMCP(t, st, hook.Codex, sid, "the secret word is settled: PAPAYA")
 }
 
 // checkRolloutStored checks that every user prompt, tool call and tool
