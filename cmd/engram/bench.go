@@ -313,15 +313,24 @@ func (a *app) openBenchStore(ctx context.Context, sf storeFlags) (st *sqlite.Sto
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
+// removeStore removes a bench's store file left by an earlier run, with
+// its WAL and shared-memory files.
+func removeStore(path string) error {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
 // benchStore opens the store at path, filling it from the corpus until it
 // holds at least chunks chunks; built is how many it added, and how long
 // that took.
 func (a *app) benchStore(ctx context.Context, path string, chunks int, seed uint64, reuse bool) (st *sqlite.Store, built buildStats, err error) {
 	if !reuse {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, built, err
-			}
+		if err := removeStore(path); err != nil {
+			return nil, built, err
 		}
 	}
 	st, err = sqlite.Open(ctx, path, sqlite.Options{Logger: a.log, Search: a.searchOptions()})

@@ -62,10 +62,8 @@ embedded before the questions are asked.`,
 			}
 			defer cleanup()
 			path := filepath.Join(d, "compaction.db")
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return err
-				}
+			if err := removeStore(path); err != nil {
+				return err
 			}
 			st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: a.log, Search: a.searchOptions()})
 			if err != nil {

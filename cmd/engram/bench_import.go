@@ -70,10 +70,8 @@ line and decode it as JSON without storing anything.`,
 			floor := time.Since(t0)
 
 			path := filepath.Join(d, "import.db")
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return err
-				}
+			if err := removeStore(path); err != nil {
+				return err
 			}
 			st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: a.log, Search: a.searchOptions()})
 			if err != nil {

@@ -88,8 +88,8 @@ directory and measure, in one run:
 				float64(floor.Files)/floor.Elapsed.Seconds(), float64(floor.Bytes)/1e6/floor.Elapsed.Seconds())
 
 			storePath := filepath.Join(d, "engram.db")
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				_ = os.Remove(storePath + suffix)
+			if err := removeStore(storePath); err != nil {
+				return err
 			}
 			st, err := sqlite.Open(ctx, storePath, sqlite.Options{Logger: a.log})
 			if err != nil {
