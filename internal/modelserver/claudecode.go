@@ -69,16 +69,22 @@ func NewClaudeCode(t testing.TB, srv *Server) *ClaudeCode {
 // error carries its stderr.
 func (c *ClaudeCode) Run(t testing.TB, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), ClaudeTimeout)
+	return runCLI("claude", c.Bin, c.Dir, c.Env, ClaudeTimeout, args)
+}
+
+// runCLI runs a harness's CLI in dir with env and no input, for at most
+// timeout, and returns its stdout; an error carries its stderr.
+func runCLI(name, bin, dir string, env []string, timeout time.Duration, args []string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.Bin, args...)
-	cmd.Dir = c.Dir
-	cmd.Env = c.Env
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdin = strings.NewReader("")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("claude %s: %w\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, stderr.String())
+		return string(out), fmt.Errorf("%s %s: %w\nstdout: %s\nstderr: %s", name, strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out), nil
 }

@@ -2,11 +2,9 @@ package modelserver
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,19 +96,7 @@ exporter = "none"
 // error carries its stderr.
 func (c *Codex) Run(t testing.TB, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), CodexTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.Bin, args...)
-	cmd.Dir = c.Dir
-	cmd.Env = c.Env
-	cmd.Stdin = strings.NewReader("")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("codex %s: %w\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, stderr.String())
-	}
-	return string(out), nil
+	return runCLI("codex", c.Bin, c.Dir, c.Env, CodexTimeout, args)
 }
 
 // CodexResult is what codex exec --json said of a run: the thread (the
