@@ -84,6 +84,11 @@ type Server struct {
 	ids  int
 	reqs []*Request
 	errs []error
+	// busy counts the requests being answered; done is signalled when one
+	// ends. A client has read a response before its handler records it,
+	// so the readers of the record wait for busy to be zero.
+	busy int
+	done *sync.Cond
 }
 
 // New returns a Server that is not listening; use it as an http.Handler.
@@ -98,7 +103,9 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, enc: tokens.MustGet("o200k_base"), log: log, main: slices.Clone(opts.Main)}
+	srv := &Server{opts: opts, enc: tokens.MustGet("o200k_base"), log: log, main: slices.Clone(opts.Main)}
+	srv.done = sync.NewCond(&srv.mu)
+	return srv
 }
 
 // Start returns a Server listening on a loopback port; URL is its base
@@ -134,7 +141,7 @@ func (s *Server) Add(steps ...Step) {
 
 // Remaining is how many main steps are not used yet.
 func (s *Server) Remaining() int {
-	s.mu.Lock()
+	s.lockSettled()
 	defer s.mu.Unlock()
 	return len(s.main) - s.next
 }
@@ -142,7 +149,7 @@ func (s *Server) Remaining() int {
 // Requests returns copies of every request answered so far, in order of
 // arrival; with kinds, only those of these kinds.
 func (s *Server) Requests(kinds ...Kind) []Request {
-	s.mu.Lock()
+	s.lockSettled()
 	defer s.mu.Unlock()
 	var out []Request
 	for _, r := range s.reqs {
@@ -160,9 +167,20 @@ func (s *Server) Requests(kinds ...Kind) []Request {
 // (Fail) are not reported. Nil means the client behaved and the script
 // sufficed.
 func (s *Server) Err() error {
-	s.mu.Lock()
+	s.lockSettled()
 	defer s.mu.Unlock()
 	return errors.Join(s.errs...)
+}
+
+// lockSettled locks the server once no request is being answered: a
+// client returns once it has read a response, which may be before the
+// handler has recorded the request. So Requests, Err and Remaining, which
+// wait for it, are for after a client's run, never for a Step.
+func (s *Server) lockSettled() {
+	s.mu.Lock()
+	for s.busy > 0 {
+		s.done.Wait()
+	}
 }
 
 // ServeHTTP answers one request.
@@ -173,11 +191,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	s.mu.Lock()
 	s.seq++
 	req.Seq = s.seq
+	s.busy++
 	s.mu.Unlock()
 
 	status, apiErr := s.answer(w, hr, req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.done.Broadcast()
+	s.busy--
 	req.Status = status
 	if apiErr != nil {
 		req.Error = apiErr.Message
