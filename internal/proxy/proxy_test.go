@@ -1,0 +1,217 @@
+package proxy_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/modelserver"
+	"github.com/engramhq/engram/internal/proxy"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
+)
+
+type fixture struct {
+	up      *modelserver.Server
+	front   *httptest.Server
+	eng     *engine.Engine
+	windows *window.Manager
+}
+
+func newFixture(t *testing.T, opts proxy.Options, steps ...modelserver.Step) *fixture {
+	t.Helper()
+	st := sqlitetest.Open(t, sqlite.Options{})
+	eng, err := engine.New(st, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := window.NewManager(eng, cat)
+	up := modelserver.Start(modelserver.Options{Main: steps})
+	t.Cleanup(up.Close)
+	if opts.Anthropic == "" {
+		opts.Anthropic = up.URL()
+	}
+	p, err := proxy.New(eng, m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	return &fixture{up: up, front: front, eng: eng, windows: m}
+}
+
+func (f *fixture) post(t *testing.T, body string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.front.URL+"/v1/messages", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", "sk-ant-test")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+const claudeUser = `{\"device_id\":\"d1\",\"account_uuid\":\"\",\"session_id\":\"6f6fe473-07c4-42c5-8087-ddd2ffb878a6\"}`
+
+// A conversation through the proxy: requests and answers pass unchanged,
+// streamed or not; the window takes only the new tail of each resent
+// history; the answers are stored as the model sent them.
+func TestProxy_Conversation(t *testing.T) {
+	f := newFixture(t, proxy.Options{},
+		modelserver.Say("Hello there."),
+		modelserver.Reply(modelserver.Text("Reading it."), modelserver.ToolUse("Read", map[string]any{"file_path": "/p/notes.txt"})),
+		modelserver.Say("The word is PAPAYA."),
+	)
+	ctx := t.Context()
+	first := `{"model":"claude-sonnet-4-5","max_tokens":100,"system":"You are terse.","metadata":{"user_id":"` + claudeUser + `"},` +
+		`"messages":[{"role":"user","content":"hi"}]}`
+	resp := f.post(t, first, nil)
+	var out struct {
+		ID      string `json:"id"`
+		Content []struct{ Type, Text string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || out.Content[0].Text != "Hello there." {
+		t.Fatalf("first answer: %d %+v %v", resp.StatusCode, out, err)
+	}
+	key := store.WindowKey{SessionID: "6f6fe473-07c4-42c5-8087-ddd2ffb878a6", AgentID: "claude-code"}
+	_, held, _, err := f.windows.Messages(ctx, key)
+	if err != nil || len(held) != 2 || held[0].Role != window.RoleSystem {
+		t.Fatalf("the window after the first request: %d messages, %v; want the system prompt and the prompt", len(held), err)
+	}
+
+	// The second turn, streamed: the harness resends the history with the
+	// answer as it keeps it, and a new prompt.
+	second := `{"model":"claude-sonnet-4-5","max_tokens":100,"stream":true,"system":"You are terse.","metadata":{"user_id":"` + claudeUser + `"},` +
+		`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"Hello there."}]},{"role":"user","content":"read notes.txt"}]}`
+	resp = f.post(t, second, nil)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("stream: %d %s", resp.StatusCode, ct)
+	}
+	var events []string
+	sc := bufio.NewScanner(resp.Body)
+	var toolID string
+	for sc.Scan() {
+		if ev, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			events = append(events, ev)
+		}
+		if strings.Contains(sc.Text(), `"tool_use"`) {
+			var d struct {
+				ContentBlock struct{ ID string } `json:"content_block"`
+			}
+			_ = json.Unmarshal([]byte(strings.TrimPrefix(sc.Text(), "data: ")), &d)
+			if d.ContentBlock.ID != "" {
+				toolID = d.ContentBlock.ID
+			}
+		}
+	}
+	if len(events) < 6 || events[0] != "message_start" || events[len(events)-1] != "message_stop" || toolID == "" {
+		t.Fatalf("the stream's events: %v (tool %q)", events, toolID)
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, held, _, err = f.windows.Messages(ctx, key)
+	if err != nil || len(held) != 4 {
+		t.Fatalf("the window after the second request: %d messages, %v; want 4 (the tail of 2 appended)", len(held), err)
+	}
+	// The streamed answer, reassembled, is stored: its text and its tool
+	// call's input whole.
+	hits, err := f.eng.Store().TurnRange(ctx, key.SessionID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers []string
+	for _, e := range hits {
+		if e.Type == store.AgentResponse && e.AgentID == "claude-code" && strings.HasPrefix(string(e.Content), `{"content"`) {
+			answers = append(answers, string(e.Content))
+		}
+	}
+	want := `{"content":[{"text":"Reading it.","type":"text"},{"id":"` + toolID + `","input":{"file_path":"/p/notes.txt"},"name":"Read","type":"tool_use"}],"role":"assistant"}`
+	if len(answers) != 2 || answers[1] != want {
+		t.Errorf("stored answers:\n%s\nwant the second:\n%s", strings.Join(answers, "\n"), want)
+	}
+
+	// A request engram cannot read goes through as it came; the vendor's
+	// answer reaches the client verbatim.
+	resp = f.post(t, `{"model": "x", "messages": [`, nil)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid_request_error") || strings.Contains(string(body), "engram") {
+		t.Errorf("malformed JSON: %d %s; want the upstream's own 400", resp.StatusCode, body)
+	}
+}
+
+func TestProxy_Refusals(t *testing.T) {
+	f := newFixture(t, proxy.Options{Token: "tok", MaxBody: 1 << 10})
+	body := `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		name   string
+		body   string
+		header map[string]string
+		status int
+		want   string
+	}{
+		{"no token", body, nil, http.StatusUnauthorized, "X-Engram-Token"},
+		{"wrong token", body, map[string]string{"X-Engram-Token": "nope"}, http.StatusUnauthorized, "X-Engram-Token"},
+		{"a web page", body, map[string]string{"X-Engram-Token": "tok", "Origin": "https://evil.example"}, http.StatusForbidden, "web pages"},
+		{"oversize", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`,
+			map[string]string{"X-Engram-Token": "tok"}, http.StatusRequestEntityTooLarge, "over the proxy's limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := f.post(t, tc.body, tc.header)
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.want) || !strings.Contains(string(b), `"type":"error"`) {
+				t.Errorf("%d %s; want %d saying %q in Anthropic's error shape", resp.StatusCode, b, tc.status, tc.want)
+			}
+		})
+	}
+	if n := len(f.up.Requests()); n != 0 {
+		t.Errorf("%d refused requests reached the upstream", n)
+	}
+}
+
+// An upstream that does not answer is a 504 after the timeout, not a hang.
+func TestProxy_UpstreamTimeout(t *testing.T) {
+	cancelled := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	defer func() { hang.CloseClientConnections(); hang.Close() }()
+	f := newFixture(t, proxy.Options{Anthropic: hang.URL, Timeout: 200 * time.Millisecond})
+	resp := f.post(t, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`, nil)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), "did not answer") {
+		t.Errorf("%d %s; want 504", resp.StatusCode, b)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(3 * time.Second):
+		t.Error("the upstream request was not cancelled")
+	}
+}
