@@ -140,7 +140,7 @@ otherwise.`,
 	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.tokensCmd(), a.benchCmd(), a.indexCmd(), a.watchCmd(), a.filesCmd(), a.evalCmd(),
 		a.embedCmd(), a.prefetchCmd(), a.modelCmd(),
 		a.serveCmd(), a.tokenCmd(), a.mcpCmd(), a.archCmd(), a.briefingCmd(), a.sessionCmd(), a.patternCmd(), a.failureCmd(), a.insightCmd(), a.decisionCmd(), a.intentCmd(), a.agentsCmd(), a.eventsCmd(),
-		a.forgetCmd(), a.redactCmd(), a.auditCmd(), a.windowCmd(), a.hookCmd(), a.hooksCmd(), a.importCmd(), a.daemonCmd())
+		a.forgetCmd(), a.redactCmd(), a.auditCmd(), a.windowCmd(), a.hookCmd(), a.hooksCmd(), a.importCmd(), a.daemonCmd(), a.proxyCmd())
 	return root
 }
 

@@ -146,6 +146,15 @@ func New(eng *engine.Engine, windows *window.Manager, opts Options) (*Proxy, err
 		state:  map[store.WindowKey]*winState{}}, nil
 }
 
+// Upstream is the base URL requests of a vendor ("anthropic", "openai")
+// go to.
+func (p *Proxy) Upstream(vendor string) string {
+	if vendor == "anthropic" {
+		return p.opts.Anthropic
+	}
+	return p.opts.OpenAI
+}
+
 // hopHeaders are not forwarded either way (RFC 9110 7.6.1), nor engram's
 // own.
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection",
@@ -366,7 +375,7 @@ func (p *Proxy) take(ctx context.Context, h http.Header, body []byte) (*exchange
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
-		if hashes[i], err = messageHash(m); err != nil {
+		if hashes[i], err = MessageHash(m); err != nil {
 			return nil, err
 		}
 		msgs[i] = m
@@ -425,7 +434,7 @@ func (p *Proxy) window(ctx context.Context, key store.WindowKey, model string) (
 		return nil, err
 	}
 	for _, m := range held {
-		h, err := messageHash(m)
+		h, err := MessageHash(m)
 		if err != nil {
 			p.forget(key)
 			return nil, err
@@ -441,16 +450,52 @@ func (p *Proxy) forget(key store.WindowKey) {
 	p.mu.Unlock()
 }
 
-// messageHash names a message by its Anthropic form as engram writes it
+// MessageHash names a message by its Anthropic form as engram writes it
 // (equal JSON values give equal bytes), so that a message read back from
-// the window and the same message resent by the harness agree.
-func messageHash(m window.Message) (string, error) {
+// the window and the same message resent by the harness agree; what a
+// harness changes in a message it resends without changing the message is
+// left out: the cache_control breakpoints (Claude Code moves them to the
+// newest messages every turn) and Claude Code's billing header in the
+// system prompt (a hash of the request, new every time).
+func MessageHash(m window.Message) (string, error) {
 	b, err := window.ToAnthropic(m)
+	if err != nil {
+		return "", err
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", err
+	}
+	b, err = json.Marshal(stable(v))
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16]), nil
+}
+
+// stable drops what a harness moves between requests from a decoded
+// message.
+func stable(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, "cache_control")
+		for k, e := range x {
+			x[k] = stable(e)
+		}
+	case []any:
+		out := x[:0]
+		for _, e := range x {
+			if b, ok := e.(map[string]any); ok {
+				if t, _ := b["text"].(string); strings.HasPrefix(t, "x-anthropic-billing-header:") {
+					continue
+				}
+			}
+			out = append(out, stable(e))
+		}
+		return out
+	}
+	return v
 }
 
 // sessionPattern finds the session in Claude Code's older user_id format

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/internal/httpapi"
+	"github.com/engramhq/engram/internal/proxy"
+)
+
+func (a *app) proxyCmd() *cobra.Command {
+	var (
+		addr    string
+		opts    proxy.Options
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Stand between an agent harness and its model: forward its requests, store what it saw",
+		Long: `Serve the model APIs on --addr (loopback by default) and forward each request
+to the vendor's (--anthropic, --openai), passing the answer back as it
+arrives, streams included. The caller's vendor credentials go through as
+given, never stored or logged; engram's own token (engram token) is required
+in the X-Engram-Token header.
+
+Anthropic Messages requests are stored: each conversation is a context
+window (the session of X-Engram-Session, else Claude Code's session, else a
+hash of the conversation's start) that takes only the new messages of each
+resent history, and the model's answers are stored as they arrived. Other
+paths go through untouched. What engram cannot store goes through as it
+came.
+
+Claude Code:
+  ANTHROPIC_BASE_URL=http://127.0.0.1:7412 \
+  ANTHROPIC_CUSTOM_HEADERS="X-Engram-Token: $(engram token)" claude
+
+Not yet: replacing older turns by [CTX-REF] markers over the window's
+threshold (so far every request goes through unchanged), and storing the
+OpenAI formats.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			eng, err := a.engine(ctx, false)
+			if err != nil {
+				return err
+			}
+			m, err := a.windowManager(eng)
+			if err != nil {
+				return err
+			}
+			if opts.Catalog, err = a.cfg.Catalog(); err != nil {
+				return err
+			}
+			if opts.Token = a.getenv("ENGRAM_TOKEN"); opts.Token == "" {
+				if opts.Token, err = httpapi.LoadToken(a.tokenFile()); err != nil {
+					return err
+				}
+			}
+			opts.Timeout, opts.Logger = timeout, a.log
+			p, err := proxy.New(eng, m, opts)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("proxy: %w", err)
+			}
+			srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(a.stderr, "engram proxy on http://%s: Anthropic to %s, OpenAI to %s; requests need X-Engram-Token (engram token prints it)\n",
+				ln.Addr(), p.Upstream("anthropic"), p.Upstream("openai"))
+			go func() {
+				<-ctx.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(sctx)
+			}()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:7412", "address to listen on")
+	f.StringVar(&opts.Anthropic, "anthropic", proxy.DefaultAnthropic, "the Anthropic API's base URL")
+	f.StringVar(&opts.OpenAI, "openai", proxy.DefaultOpenAI, "the OpenAI API's base URL")
+	f.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "the largest request body, in bytes (above the vendors' own)")
+	f.DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long to wait for an upstream's answer to begin")
+	return cmd
+}
