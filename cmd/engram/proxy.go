@@ -29,8 +29,8 @@ arrives, streams included. The caller's vendor credentials go through as
 given, never stored or logged; engram's own token (engram token) is required
 in the X-Engram-Token header.
 
-Anthropic Messages requests are stored: each conversation is a context
-window (the session of X-Engram-Session, else Claude Code's session, else a
+Anthropic Messages requests are stored and laid out: each conversation is a
+context window (the session of X-Engram-Session, else Claude Code's session, else a
 hash of the conversation's start) that takes only the new messages of each
 resent history, and the model's answers are stored as they arrived. Other
 paths go through untouched. What engram cannot store goes through as it
@@ -40,9 +40,13 @@ Claude Code:
   ANTHROPIC_BASE_URL=http://127.0.0.1:7412 \
   ANTHROPIC_CUSTOM_HEADERS="X-Engram-Token: $(engram token)" claude
 
-Not yet: replacing older turns by [CTX-REF] markers over the window's
-threshold (so far every request goes through unchanged), and storing the
-OpenAI formats.`,
+Over the window's threshold (its model's context, or --window), older
+runs reach the model as [CTX-REF] markers, which engram's MCP tool
+retrieve_context expands; the rewritten part stays the same bytes until
+the window evicts again, so the provider's prompt cache keeps hitting.
+
+Not yet: the OpenAI formats' storage and layout; a history the harness
+edits is sent whole.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -92,5 +96,6 @@ OpenAI formats.`,
 	f.StringVar(&opts.OpenAI, "openai", proxy.DefaultOpenAI, "the OpenAI API's base URL")
 	f.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "the largest request body, in bytes (above the vendors' own)")
 	f.DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long to wait for an upstream's answer to begin")
+	f.IntVar(&opts.Limit, "window", 0, "every window's context in tokens (default: its model's)")
 	return cmd
 }

@@ -3,14 +3,14 @@
 // request to the vendor's API and the answer back as it arrives, and
 // stores what it saw on the way.
 //
-// As built so far (issue 26, first part), the proxy passes requests
-// through unchanged:
+// As built so far (issue 26, in part):
 //
 //   - Routes. Anthropic Messages (POST /v1/messages, streaming and not) is
-//     read and stored; every other path (count_tokens, OpenAI's Chat
-//     Completions and Responses, anything else) goes through untouched,
-//     to the Anthropic upstream when the request carries Anthropic's
-//     headers (x-api-key, anthropic-version), else to the OpenAI one.
+//     read, stored and laid out; every other path (count_tokens, OpenAI's
+//     Chat Completions and Responses, anything else) goes through
+//     untouched, to the Anthropic upstream when the request carries
+//     Anthropic's headers (x-api-key, anthropic-version), else to the
+//     OpenAI one.
 //   - Credentials. The caller's vendor credentials are forwarded as
 //     given, never read, stored or logged. engram's own token, when one
 //     is configured, travels in X-Engram-Token, which is not forwarded. A
@@ -20,20 +20,31 @@
 //     metadata.user_id, else a hash of the conversation's start (its
 //     system prompt and first message). The harness resends the whole
 //     history every turn; the proxy keeps, per window, a hash of each
-//     message it appended (the system prompt first), and appends only the
-//     new tail. The assistant's message is reassembled from the answer
-//     (streamed or not) and stored as an entry; it joins the window when
-//     the harness sends it back with the next request, as the harness
-//     keeps it.
+//     message it appended (the system prompt first; what the harness moves
+//     between requests, cache_control and Claude Code's billing header,
+//     left out), and appends only the new tail. The assistant's message
+//     is reassembled from the answer (streamed or not) and stored as an
+//     entry; it joins the window when the harness sends it back with the
+//     next request, as the harness keeps it.
+//   - Virtualization. Once the window has evicted (at its threshold, down
+//     to its target, whole units: a tool call stays with its results), the
+//     request goes upstream with the window's layout: the messages it
+//     shows, as the harness sent them this time (their cache_control
+//     where the harness put them), and a user message of markers where
+//     each evicted run stood. The layout changes only when the window
+//     evicts again, so the rewritten prefix stays byte-stable between
+//     evictions and the provider's prompt cache keeps hitting. Under the
+//     threshold the request goes as it came.
 //   - Fail open. An error of engram's before the request is forwarded
 //     (a body it cannot read, a store that fails) is logged, and the
 //     request goes on unchanged. Upstream answers, errors included, reach
 //     the client verbatim with their status codes, and streams are passed
 //     on as they arrive, flushed event by event.
 //
-// Not yet built: virtualization (replacing older runs by [CTX-REF]
-// markers over the window's threshold), a history the harness edits
-// (noted and counted, not followed), the OpenAI formats' storage, metrics.
+// Not yet built: a history the harness edits (noted and sent whole, not
+// followed), the tool schemas' and system prompt's share of the budget
+// (the window counts messages only), the OpenAI formats' storage and
+// layout, metrics.
 package proxy
 
 import (
@@ -86,7 +97,10 @@ type Options struct {
 	Token string
 	// Catalog sizes windows by model; nil is the built-in catalog.
 	Catalog *tokens.Catalog
-	Logger  *slog.Logger
+	// Limit, if positive, is every window's context in tokens instead of
+	// its model's.
+	Limit  int
+	Logger *slog.Logger
 	// Transport reaches the upstreams; nil is a clone of the default.
 	Transport http.RoundTripper
 }
@@ -206,6 +220,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.log.Warn("forwarding a request engram could not store", "path", r.URL.Path, "err", err)
 			seen = nil
 		}
+	}
+	if seen != nil && seen.body != nil {
+		body = seen.body
 	}
 	p.forward(w, r, base, body, seen)
 }
@@ -328,9 +345,11 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// exchange is a request the proxy took: its window.
+// exchange is a request the proxy took: its window, and the body to send
+// upstream when the window rewrote it (nil: the request as it came).
 type exchange struct {
-	key store.WindowKey
+	key  store.WindowKey
+	body []byte
 }
 
 // messagesRequest is what the proxy reads of a Messages request.
@@ -396,7 +415,82 @@ func (p *Proxy) take(ctx context.Context, h http.Header, body []byte) (*exchange
 		}
 		st.hashes = append(st.hashes, hashes[k:]...)
 	}
-	return &exchange{key: key}, nil
+	ex := &exchange{key: key}
+	virtual, err := p.virtualize(ctx, key, body, raws, len(raws)-len(req.Messages))
+	if err != nil {
+		p.log.Warn("sending the request whole: engram could not lay it out", "session", key.SessionID, "err", err)
+		return ex, nil
+	}
+	ex.body = virtual
+	return ex, nil
+}
+
+// markerNote leads the first markers of a rewritten request.
+const markerNote = "[engram: earlier parts of this conversation are stored whole and shown here as markers; to read one, call engram's retrieve_context tool with its ref_id (and a query, to get only the parts that match)]"
+
+// virtualize is the request with the window's layout of its history: the
+// messages the window shows whole as the harness sent them this time
+// (their cache_control breakpoints where the harness put them), and a
+// user message with the marker (or kept excerpt) where each evicted run
+// stood. nil when the window shows everything: the request goes as it
+// came. off is the ledger's place of the request's first message (1 when
+// the system prompt is the ledger's first).
+func (p *Proxy) virtualize(ctx context.Context, key store.WindowKey, body []byte, raws []json.RawMessage, off int) ([]byte, error) {
+	items, err := p.windows.Context(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	whole := true
+	for _, it := range items {
+		if it.Message == nil {
+			whole = false
+			break
+		}
+	}
+	if whole {
+		return nil, nil
+	}
+	var msgs []json.RawMessage
+	var notes []string
+	told := false
+	flush := func() {
+		if len(notes) == 0 {
+			return
+		}
+		if !told {
+			notes = append([]string{markerNote}, notes...)
+			told = true
+		}
+		m, _ := json.Marshal(map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": strings.Join(notes, "\n")}}})
+		msgs = append(msgs, m)
+		notes = notes[:0]
+	}
+	for _, it := range items {
+		switch {
+		case it.Message != nil:
+			if it.Pos < off {
+				continue // the system prompt: the request's own
+			}
+			if it.Pos >= len(raws) {
+				return nil, fmt.Errorf("the window shows message %d of a request of %d", it.Pos, len(raws))
+			}
+			flush()
+			msgs = append(msgs, raws[it.Pos])
+		case it.Marker != "":
+			notes = append(notes, it.Marker)
+		case it.Excerpt != "":
+			notes = append(notes, it.Excerpt)
+		}
+	}
+	flush()
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, err
+	}
+	if obj["messages"], err = json.Marshal(msgs); err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
 }
 
 // window opens a window the first time this process sees it, and reads
@@ -421,6 +515,9 @@ func (p *Proxy) window(ctx context.Context, key store.WindowKey, model string) (
 	}
 	if _, known := cat.Lookup(model); !known {
 		o = window.OpenOptions{Limit: defaultLimit}
+	}
+	if p.opts.Limit > 0 {
+		o = window.OpenOptions{Limit: p.opts.Limit}
 	}
 	if _, err := p.windows.Status(ctx, key); err != nil {
 		if _, err := p.windows.Open(ctx, key, o); err != nil {

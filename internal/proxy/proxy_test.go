@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/modelserver"
 	"github.com/engramhq/engram/internal/proxy"
@@ -213,5 +215,83 @@ func TestProxy_UpstreamTimeout(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(3 * time.Second):
 		t.Error("the upstream request was not cancelled")
+	}
+}
+
+// Over the window's threshold, older runs reach the model as markers:
+// every request stays valid, the rewritten part stays the same bytes from
+// one request to the next until the window evicts again, and a marker
+// expands to the messages it stands for.
+func TestProxy_Virtualizes(t *testing.T) {
+	var steps []modelserver.Step
+	for i := range 30 {
+		steps = append(steps, modelserver.Say(fmt.Sprintf("Answer %d: %s", i, strings.Repeat("the quartermaster counts the crates again. ", 20))))
+	}
+	f := newFixture(t, proxy.Options{Limit: 6000}, steps...)
+	ctx := t.Context()
+	var history []json.RawMessage
+	var bodies [][]byte
+	for i := range 30 {
+		prompt, _ := json.Marshal(map[string]any{"role": "user", "content": fmt.Sprintf("Question %d: %s", i, strings.Repeat("how many crates are on the ship today? ", 15))})
+		history = append(history, prompt)
+		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "system": "You count crates.",
+			"messages": history})
+		resp := f.post(t, string(body), map[string]string{"X-Engram-Session": "crates"})
+		var out struct {
+			Content []map[string]any `json:"content"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("turn %d: %d %v", i, resp.StatusCode, err)
+		}
+		answer, _ := json.Marshal(map[string]any{"role": "assistant", "content": out.Content})
+		history = append(history, answer)
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.up.Requests(modelserver.KindMain)
+	for _, r := range reqs {
+		bodies = append(bodies, r.Body)
+	}
+	last := reqs[len(reqs)-1]
+	if n := len(last.Params.Messages); n >= len(history)-1 {
+		t.Fatalf("the last request upstream has %d messages of %d: nothing was evicted", n, len(history)-1)
+	}
+	if last.InputTokens > 6000 {
+		t.Errorf("the last request upstream counts %d tokens, over the window's 6,000", last.InputTokens)
+	}
+	first := last.Params.Messages[0]
+	refs := ctxref.Find(first.Text())
+	if first.Role != "user" || len(refs) == 0 || !strings.Contains(first.Text(), "retrieve_context") {
+		t.Fatalf("the first message upstream is not the markers:\n%.600s", first.Text())
+	}
+	// Between evictions, each request repeats the one before's messages
+	// byte for byte: the provider's prompt cache keeps hitting.
+	stable := 0
+	for i := 1; i < len(bodies); i++ {
+		var a, b struct {
+			Messages []json.RawMessage `json:"messages"`
+		}
+		_ = json.Unmarshal(bodies[i-1], &a)
+		_ = json.Unmarshal(bodies[i], &b)
+		same := len(a.Messages) <= len(b.Messages)
+		for j := 0; same && j < len(a.Messages); j++ {
+			same = string(a.Messages[j]) == string(b.Messages[j])
+		}
+		if same {
+			stable++
+		}
+	}
+	t.Logf("%d of %d requests repeated the one before as their prefix; the last sent %d messages of %d, %d tokens", stable, len(bodies)-1, len(last.Params.Messages), len(history)-1, last.InputTokens)
+	if stable < len(bodies)*2/3 {
+		t.Errorf("only %d of %d requests repeated the one before as their prefix: the window evicts in steps too small", stable, len(bodies)-1)
+	}
+	// The first marker expands to the conversation's first messages.
+	got, err := f.windows.Expand(ctx, refs[0].Marker.ID)
+	if err != nil || len(got) == 0 {
+		t.Fatalf("expanding %s: %d messages, %v", refs[0].Marker.ID, len(got), err)
+	}
+	if text := got[0].Blocks[0].Text; !strings.HasPrefix(text, "Question 0:") {
+		t.Errorf("the first marker expands to %q first, want the first question", text)
 	}
 }
