@@ -425,6 +425,24 @@ func (p *Proxy) take(ctx context.Context, h http.Header, body []byte) (*exchange
 	return ex, nil
 }
 
+// hasToolResult reports whether an Anthropic message holds a tool_result.
+func hasToolResult(raw json.RawMessage) bool {
+	var m struct {
+		Content []struct {
+			Type string `json:"type"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return false
+	}
+	for _, b := range m.Content {
+		if b.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
+}
+
 // markerNote leads the first markers of a rewritten request.
 const markerNote = "[engram: earlier parts of this conversation are stored whole and shown here as markers; to read one, call engram's retrieve_context tool with its ref_id (and a query, to get only the parts that match)]"
 
@@ -465,24 +483,38 @@ func (p *Proxy) virtualize(ctx context.Context, key store.WindowKey, body []byte
 		msgs = append(msgs, m)
 		notes = notes[:0]
 	}
+	// The turn's own message goes whole whatever the window did: the last,
+	// and the assistant's before it when the last answers its tool calls.
+	protect := len(raws) - 1
+	if protect > off && hasToolResult(raws[protect]) {
+		protect--
+	}
+	last := -1
 	for _, it := range items {
+		if it.Pos >= protect {
+			break
+		}
 		switch {
-		case it.Message != nil:
-			if it.Pos < off {
-				continue // the system prompt: the request's own
+		case it.Message != nil || it.Excerpt != "":
+			// A message the window shows whole, or keeps an excerpt of (a
+			// clipped message's head and tail, a digest): sent whole as the
+			// harness sent it, so that a tool call keeps its result and
+			// the newest messages go as they are.
+			if it.Pos < off || it.Pos == last {
+				continue // the system prompt is the request's own
 			}
 			if it.Pos >= len(raws) {
 				return nil, fmt.Errorf("the window shows message %d of a request of %d", it.Pos, len(raws))
 			}
 			flush()
 			msgs = append(msgs, raws[it.Pos])
+			last = it.Pos
 		case it.Marker != "":
 			notes = append(notes, it.Marker)
-		case it.Excerpt != "":
-			notes = append(notes, it.Excerpt)
 		}
 	}
 	flush()
+	msgs = append(msgs, raws[protect:]...)
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
 		return nil, err
