@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/modelserver"
 	"github.com/engramhq/engram/internal/proxy"
@@ -23,6 +25,11 @@ import (
 // startProxy runs engram proxy to upstream and returns its URL.
 func startProxy(t *testing.T, env []string, upstream string) string {
 	t.Helper()
+	return startProxyWith(t, env, upstream, nil)
+}
+
+func startProxyWith(t *testing.T, env []string, upstream string, more []string) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -30,9 +37,10 @@ func startProxy(t *testing.T, env []string, upstream string) string {
 	addr := l.Addr().String()
 	_ = l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, binary(t), "proxy", "--addr", addr, "--anthropic", upstream)
+	cmd := exec.CommandContext(ctx, binary(t), append([]string{"proxy", "--addr", addr, "--anthropic", upstream}, more...)...)
 	cmd.Env = env
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 5 * time.Second
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +55,8 @@ func startProxy(t *testing.T, env []string, upstream string) string {
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "engram proxy on ") {
 				ready <- sc.Text()
+			} else {
+				t.Log("proxy: " + sc.Text())
 			}
 		}
 	}()
@@ -135,4 +145,152 @@ func TestClaudeCode_Proxy(t *testing.T) {
 			t.Errorf("message %d: the window holds\n%.300s\nthe request sent\n%.300s", i, b, raw)
 		}
 	}
+}
+
+// TestClaudeCode_ProxyLongSession runs the real Claude Code through engram
+// proxy for 60 requests of file reads, a conversation far over its own
+// compaction threshold (100,000-token window, 67,000 at which it compacts),
+// with engram's window at 30,000 tokens: every request reaches the model
+// valid and under Claude Code's threshold, Claude Code never compacts, and
+// at the end the model expands the first marker through engram's MCP tool
+// and gets the first file's bytes back.
+func TestClaudeCode_ProxyLongSession(t *testing.T) {
+	srv := modelserver.Start(modelserver.Options{})
+	defer srv.Close()
+	cc := modelserver.NewClaudeCode(t, srv)
+	dataDir := t.TempDir()
+	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
+	url := startProxyArgs(t, env, srv.URL(), "--window", "30000", "--project", cc.Dir)
+	for i, kv := range cc.Env {
+		if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
+			cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
+		}
+	}
+	cc.Env = append(cc.Env, "ANTHROPIC_CUSTOM_HEADERS=X-Engram-Token: proxy-test-token", "ENGRAM_DATA_DIR="+dataDir,
+		"CLAUDE_CODE_AUTO_COMPACT_WINDOW=100000")
+	mcpConfig := engramCLI(t, env, cc.Dir, "mcp", "--print-config", "claude-code", "--project", cc.Dir)
+	if err := os.WriteFile(filepath.Join(cc.Dir, ".mcp.json"), []byte(mcpConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	const files = 59
+	var steps []modelserver.Step
+	var contents []string
+	for i := range files {
+		var b strings.Builder
+		for j := 0; b.Len() < 7000; j++ {
+			fmt.Fprintf(&b, "ledger %d line %d: the quartermaster counts crates of tea and tallow for voyage %d\n", i, j, i*1000+j)
+		}
+		p := filepath.Join(cc.Dir, fmt.Sprintf("ledger%02d.txt", i))
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		contents = append(contents, b.String())
+		steps = append(steps, modelserver.Call("Read", map[string]any{"file_path": p}))
+	}
+	var refID string
+	steps = append(steps,
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			for _, m := range r.Params.Messages {
+				for _, found := range ctxref.Find(m.Text()) {
+					if refID == "" {
+						refID = found.Marker.ID
+					}
+				}
+			}
+			if refID == "" {
+				return modelserver.Response{}, fmt.Errorf("request %d carries no marker", r.Seq)
+			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.ToolUse("mcp__engram__retrieve_context",
+				map[string]any{"ref_id": refID, "query": "ledger 0 line 5", "max_tokens": 8000})}}, nil
+		},
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			if got := modelserver.ToolResult(t, r); !strings.Contains(got, "ledger 0 line 5: the quartermaster") {
+				return modelserver.Response{}, fmt.Errorf("the first marker's expansion lacks the first file:\n%.1000s", got)
+			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("Read them all.")}}, nil
+		},
+	)
+	srv.Add(steps...)
+	out, err := cc.Run(t, "-p", "Read the ledgers one by one.", "--output-format", "json", "--allowedTools", "Read,mcp__engram__retrieve_context")
+	if serr := srv.Err(); serr != nil {
+		t.Fatal(serr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res modelserver.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.Result != "Read them all." {
+		t.Errorf("result = %q", res.Result)
+	}
+	if n := len(srv.Requests(modelserver.KindCompact)); n != 0 {
+		t.Errorf("Claude Code compacted %d times", n)
+	}
+	main := srv.Requests(modelserver.KindMain)
+	most := 0
+	for _, r := range main {
+		most = max(most, r.InputTokens)
+	}
+	if len(main) < 60 || most >= 67000 {
+		t.Errorf("%d requests, the largest %d tokens; want at least 60, all under Claude Code's 67,000", len(main), most)
+	}
+	// Every byte Claude Code sent is in the store: each file as the Read
+	// tool gave it to the model (its lines numbered), in the window's
+	// ledger (a block Claude Code marked with cache_control is kept whole,
+	// as JSON).
+	st := openDataStore(t, dataDir)
+	eng, err := engine.New(st, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, held, _, err := window.NewManager(eng, cat).Messages(t.Context(), store.WindowKey{SessionID: res.SessionID, AgentID: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]bool{}
+	for _, m := range held {
+		for _, b := range m.Blocks {
+			if b.Type != window.BlockToolResult {
+				continue
+			}
+			text := b.Text
+			var raw struct {
+				Content string `json:"content"`
+			}
+			if len(b.Raw) > 0 && json.Unmarshal(b.Raw, &raw) == nil {
+				text = raw.Content
+			}
+			results[text] = true
+		}
+	}
+	for i, content := range contents {
+		lines := strings.Split(content, "\n")
+		for j := range lines {
+			lines[j] = fmt.Sprintf("%d\t%s", j+1, lines[j])
+		}
+		// Claude Code appends a reminder to some results (every tenth
+		// here, about its TodoWrite tool), after the file's lines, the
+		// last one's tab trimmed.
+		found := false
+		for r := range results {
+			found = found || strings.HasPrefix(r, strings.TrimSuffix(strings.Join(lines, "\n"), "\t"))
+		}
+		if !found {
+			t.Errorf("ledger %d as Claude Code sent it is not in the window's ledger", i)
+		}
+	}
+	t.Logf("%d requests; the largest upstream %d tokens", len(main), most)
+}
+
+// startProxyArgs is startProxy with more arguments.
+func startProxyArgs(t *testing.T, env []string, upstream string, args ...string) string {
+	t.Helper()
+	return startProxyWith(t, env, upstream, args)
 }
