@@ -80,6 +80,12 @@ func (s *Server) answerChat(w http.ResponseWriter, hr *http.Request, req *Reques
 	return http.StatusOK, nil
 }
 
+// chatID returns a fresh completion id, such as chatcmpl-mdl000000000000004
+// (the API's are chatcmpl- and 29 random characters).
+func (s *Server) chatID() string {
+	return strings.Replace(s.newID("chatcmpl"), "_", "-", 1)
+}
+
 // authenticateBearer checks the key the way OpenAI does, in the
 // Authorization header alone, and returns the refusal, or nil.
 func (s *Server) authenticateBearer(hr *http.Request) *chatError {
@@ -178,7 +184,7 @@ func (s *Server) writeChatCompletion(w http.ResponseWriter, p *ChatRequest, inpu
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Request-Id", s.newID("req"))
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": s.newID("chatcmpl"), "object": "chat.completion", "created": time.Now().Unix(), "model": p.Model,
+		"id": s.chatID(), "object": "chat.completion", "created": time.Now().Unix(), "model": p.Model,
 		"choices": []map[string]any{{"index": 0, "message": msg, "logprobs": nil, "finish_reason": chatFinishReason(resp)}},
 		"usage":   s.chatUsage(inputTokens, resp), "service_tier": "default", "system_fingerprint": chatFingerprint,
 	})
@@ -191,14 +197,16 @@ func (s *Server) writeChatCompletion(w http.ResponseWriter, p *ChatRequest, inpu
 // and name and arguments "", then its arguments in a few pieces; a chunk
 // with an empty delta and the finish_reason; with
 // stream_options.include_usage a chunk with no choices and the usage
-// (every other chunk then has "usage": null); and data: [DONE].
+// (every other chunk then has "usage": null); and data: [DONE]. Chunks
+// with a delta carry an "obfuscation" pad, as the API's do unless
+// stream_options.include_obfuscation is false.
 func (s *Server) writeChatStream(w http.ResponseWriter, p *ChatRequest, inputTokens int, resp Response) {
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Request-Id", s.newID("req"))
 	w.WriteHeader(http.StatusOK)
-	id, created := s.newID("chatcmpl"), time.Now().Unix()
+	id, created := s.chatID(), time.Now().Unix()
 	send := func(data string) {
 		fmt.Fprintf(w, "data: %s\n\n", data)
 		if flusher != nil {
@@ -210,6 +218,11 @@ func (s *Server) writeChatStream(w http.ResponseWriter, p *ChatRequest, inputTok
 			"service_tier": "default", "system_fingerprint": chatFingerprint, "choices": choices}
 		if p.IncludeUsage {
 			c["usage"] = usage
+		}
+		if len(choices) > 0 && !p.NoObfuscation {
+			// The API pads delta chunks to hide their sizes; a fixed pad
+			// here, so a stream is the same every run.
+			c["obfuscation"] = "mdl"
 		}
 		b, _ := json.Marshal(c)
 		send(string(b))

@@ -66,12 +66,15 @@ func readChatStream(t *testing.T, r io.Reader) (chunks []map[string]any, done bo
 // chatStreamShape describes each chunk of a stream in a word or two
 // ("role", "content", "call 0 Read", "args 0", "finish stop", "usage"),
 // and checks what every chunk must carry.
-func chatStreamShape(t *testing.T, chunks []map[string]any, includeUsage bool) []string {
+func chatStreamShape(t *testing.T, chunks []map[string]any, includeUsage, obfuscation bool) []string {
 	t.Helper()
 	var shape []string
 	for i, c := range chunks {
 		if c["object"] != "chat.completion.chunk" || c["id"] != chunks[0]["id"] || c["model"] != "gpt-4o" || c["created"] == nil {
 			t.Errorf("chunk %d: %v", i, c)
+		}
+		if _, pad := c["obfuscation"]; pad != (len(c["choices"].([]any)) > 0 && obfuscation) {
+			t.Errorf("chunk %d: obfuscation present %v", i, pad)
 		}
 		usage, hasUsage := c["usage"]
 		if hasUsage != includeUsage {
@@ -124,7 +127,7 @@ func TestChat_Stream(t *testing.T) {
 		ToolUse("Read", map[string]any{"file_path": "/tmp/b.go", "limit": 20}),
 	)}})
 	defer srv.Close()
-	resp := postChat(t, srv, fmt.Sprintf(chatHello, `"stream":true,"stream_options":{"include_usage":true},`))
+	resp := postChat(t, srv, fmt.Sprintf(chatHello, `"stream":true,"stream_options":{"include_usage":true,"include_obfuscation":false},`))
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
@@ -136,7 +139,7 @@ func TestChat_Stream(t *testing.T) {
 		"call 0 Read", "args 0", "args 0", "args 0",
 		"call 1 Read", "args 1", "args 1", "args 1",
 		"finish tool_calls", "usage"}
-	if diff := cmp.Diff(want, chatStreamShape(t, chunks, true)); diff != "" {
+	if diff := cmp.Diff(want, chatStreamShape(t, chunks, true, false)); diff != "" {
 		t.Errorf("chunks (-want +got):\n%s", diff)
 	}
 
@@ -198,7 +201,7 @@ func TestChat_StreamToolOnly(t *testing.T) {
 	srv := Start(Options{Main: []Step{Call("Read", map[string]any{"file_path": "/tmp/a.go"})}})
 	defer srv.Close()
 	chunks, done := readChatStream(t, postChat(t, srv, fmt.Sprintf(chatHello, `"stream":true,`)).Body)
-	if diff := cmp.Diff([]string{"role+call 0 Read", "args 0", "args 0", "args 0", "finish tool_calls"}, chatStreamShape(t, chunks, false)); diff != "" || !done {
+	if diff := cmp.Diff([]string{"role+call 0 Read", "args 0", "args 0", "args 0", "finish tool_calls"}, chatStreamShape(t, chunks, false, true)); diff != "" || !done {
 		t.Errorf("chunks (-want +got), done %v:\n%s", done, diff)
 	}
 	first := chunks[0]["choices"].([]any)[0].(map[string]any)["delta"].(map[string]any)
@@ -242,7 +245,7 @@ func TestChat_JSON(t *testing.T) {
 		return c
 	}
 	c := get()
-	if c.Object != "chat.completion" || !strings.HasPrefix(c.ID, "chatcmpl_mdl") || c.Model != "gpt-4o" || len(c.Choices) != 1 ||
+	if c.Object != "chat.completion" || !strings.HasPrefix(c.ID, "chatcmpl-mdl") || c.Model != "gpt-4o" || len(c.Choices) != 1 ||
 		c.Choices[0].Message.Role != "assistant" || c.Choices[0].Message.Content == nil || *c.Choices[0].Message.Content != "Hi.\n\nTwice." ||
 		c.Choices[0].Message.ToolCalls != nil || c.Choices[0].FinishReason != "stop" ||
 		c.Usage.PromptTokens < 10 || c.Usage.CompletionTokens < 1 || c.Usage.TotalTokens != c.Usage.PromptTokens+c.Usage.CompletionTokens {
@@ -481,4 +484,21 @@ func TestChat_ScriptExhausted(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "script exhausted") || strings.Contains(err.Error(), "Rate limit") {
 		t.Errorf("Err() = %v; want the exhausted script and not the scripted error", err)
 	}
+}
+
+// FuzzParseChatRequest checks that no body panics the decoder or the
+// validator, and that a refusal always names a message.
+func FuzzParseChatRequest(f *testing.F) {
+	f.Add(fmt.Sprintf(chatHello, `"stream":true,"stream_options":{"include_usage":true},`))
+	f.Add(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":[{"type":"text","text":"ok"}]}]}`)
+	f.Add(`{"model":"m","messages":[{"role":"tool","content":7}],"tools":[{"type":"function"}]}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		r, e := parseChatRequest([]byte(body))
+		if e == nil {
+			e = validateChat(r)
+		}
+		if e != nil && e.msg == "" {
+			t.Errorf("a refusal without a message: %+v", e)
+		}
+	})
 }

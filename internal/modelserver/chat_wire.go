@@ -16,8 +16,10 @@ type ChatRequest struct {
 	Tools    []ChatTool    `json:"tools"`
 	Stream   bool          `json:"stream"`
 	// IncludeUsage is stream_options.include_usage: the stream ends with
-	// a chunk carrying the usage.
-	IncludeUsage bool `json:"-"`
+	// a chunk carrying the usage. NoObfuscation is
+	// stream_options.include_obfuscation set to false.
+	IncludeUsage  bool `json:"-"`
+	NoObfuscation bool `json:"-"`
 	// Raw holds every top-level field of the body.
 	Raw map[string]json.RawMessage `json:"-"`
 }
@@ -237,6 +239,13 @@ func parseChatRequest(body []byte) (*ChatRequest, *chatError) {
 		}
 		if u, ok := opts["include_usage"]; ok && json.Unmarshal(u, &r.IncludeUsage) != nil {
 			return nil, invalidType("stream_options.include_usage", "a boolean", u)
+		}
+		if o, ok := opts["include_obfuscation"]; ok {
+			include := true
+			if json.Unmarshal(o, &include) != nil {
+				return nil, invalidType("stream_options.include_obfuscation", "a boolean", o)
+			}
+			r.NoObfuscation = !include
 		}
 	}
 	if v, ok := present("tools"); ok {
