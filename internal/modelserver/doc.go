@@ -1,7 +1,8 @@
 // Package modelserver is a scripted model server speaking the Anthropic
-// Messages API and OpenAI's Responses API, for tests that run a real agent
-// harness (Claude Code, Codex) offline, and for anything else in engram
-// that needs a model to talk to (the proxy, benchmarks).
+// Messages API and OpenAI's Responses and Chat Completions APIs, for tests
+// that run a real agent harness (Claude Code, Codex) or client offline,
+// and for anything else in engram that needs a model to talk to (the
+// proxy, benchmarks).
 //
 // A test lists the replies of the main conversation in order (text,
 // tool calls, or a func of the request), starts the server and points the
@@ -42,4 +43,16 @@
 // request); refusals are the API's errors ({"error": {message, type,
 // param, code}}: unknown items, a function_call_output without its call,
 // a call without its output, …).
+//
+// And POST /v1/chat/completions, the Chat Completions API, with the same
+// script again: text blocks become message.content, tool_use blocks
+// tool_calls (ids call_mdl… made for you, the input as arguments).
+// Request.Chat holds the decoded request (LastUser, ToolResult); the
+// reply is a chat.completion, or with "stream": true data: lines of
+// chat.completion.chunk deltas (role, content and tool call pieces, the
+// finish_reason, the usage when stream_options.include_usage asks for it)
+// and data: [DONE]. Refusals are OpenAI's errors again: missing model or
+// messages, unknown roles and content parts, null content, tool calls not
+// answered by tool messages before the next message and tool messages
+// answering nothing, a key not sent as Authorization: Bearer.
 package modelserver

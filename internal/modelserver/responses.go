@@ -68,7 +68,7 @@ func (s *Server) answerResponses(w http.ResponseWriter, hr *http.Request, req *R
 		s.writeResponsesError(w, resp.Error)
 		return resp.Error.Status, &answerError{APIError: resp.Error, scripted: true}
 	}
-	resp = s.completeResponses(resp)
+	resp = s.completeCalls(resp)
 	req.Response = resp
 	if params.Stream {
 		s.writeResponsesStream(w, params, req.InputTokens, resp)
@@ -80,10 +80,10 @@ func (s *Server) answerResponses(w http.ResponseWriter, hr *http.Request, req *R
 	return http.StatusOK, nil
 }
 
-// completeResponses fills what a scripted reply leaves out: call ids,
-// arguments, and every block's item id (in Block.Signature's place for
-// none: item ids are made when the items are, see outputItems).
-func (s *Server) completeResponses(resp Response) Response {
+// completeCalls fills what a scripted reply to an OpenAI request leaves
+// out: call ids (call_mdl…) and arguments. (Item ids are made when the
+// items are, see outputItems.)
+func (s *Server) completeCalls(resp Response) Response {
 	resp.Content = append([]Block(nil), resp.Content...)
 	for i, b := range resp.Content {
 		if b.Type == "tool_use" {

@@ -20,7 +20,7 @@ type Response struct {
 
 // APIError is an error answered in Anthropic's shape,
 // {"type":"error","error":{"type":Type,"message":Message}}, or to a
-// Responses API request in OpenAI's,
+// Responses or Chat Completions request in OpenAI's,
 // {"error":{"message":Message,"type":Type,"param":Param,"code":Code}},
 // with Status.
 type APIError struct {
@@ -131,9 +131,15 @@ const (
 // CHECKPOINT COMPACTION" (Codex 0.171 sends the conversation so far, the
 // same instructions, no tools, and that prompt as a user message last),
 // else KindMain. Codex 0.171.0 in exec mode sends no other side request.
+//
+// A Chat Completions request is KindMain: no harness engram runs sends
+// side requests there yet.
 func Classify(r *Request) Kind {
 	if strings.HasSuffix(r.Path, "/count_tokens") {
 		return KindCountTokens
+	}
+	if r.Chat != nil {
+		return KindMain
 	}
 	if p := r.Responses; p != nil {
 		if len(p.Tools) == 0 && strings.Contains(responsesLastUserText(p), codexCompactMarker) {
@@ -174,6 +180,11 @@ func DefaultSide(r *Request) (Response, error) {
 
 // errScriptDone is answered, 500, to a main request that has no step left.
 func errScriptDone(r *Request) *APIError {
+	if r.Chat != nil {
+		return &APIError{Status: http.StatusInternalServerError, Type: "server_error",
+			Message: fmt.Sprintf("modelserver: script exhausted: request %d (%s %s, %d messages, last user message %.120q) has no step left",
+				r.Seq, r.Kind, r.Path, len(r.Chat.Messages), chatLastUserText(r.Chat))}
+	}
 	if r.Responses != nil {
 		return &APIError{Status: http.StatusInternalServerError, Type: "server_error",
 			Message: fmt.Sprintf("modelserver: script exhausted: request %d (%s %s, %d input items, last user message %.120q) has no step left",

@@ -50,10 +50,11 @@ type Request struct {
 	Header http.Header
 	// Body is the raw body; Params its decoding, nil when it is not a
 	// messages request or did not decode; Responses the decoding of a
-	// Responses API request.
+	// Responses API request, Chat of a Chat Completions request.
 	Body      []byte
 	Params    *MessagesRequest
 	Responses *ResponsesRequest
+	Chat      *ChatRequest
 	Kind      Kind
 	// Step is the index in the main script that answered it, or -1.
 	Step int
@@ -68,8 +69,10 @@ type Request struct {
 
 // Server is a scripted model server speaking the Anthropic Messages API:
 // POST /v1/messages (JSON or server-sent events when "stream" is true) and
-// POST /v1/messages/count_tokens. It is an http.Handler; Start serves it
-// on a loopback port. Its methods are safe for concurrent use.
+// POST /v1/messages/count_tokens; and OpenAI's Responses API (POST
+// /v1/responses) and Chat Completions API (POST /v1/chat/completions). It
+// is an http.Handler; Start serves it on a loopback port. Its methods are
+// safe for concurrent use.
 type Server struct {
 	opts Options
 	enc  *tokens.Encoding
@@ -231,6 +234,9 @@ func (s *Server) answer(w http.ResponseWriter, hr *http.Request, req *Request) (
 	}
 	if strings.HasPrefix(hr.URL.Path, "/v1/responses") {
 		return s.answerResponses(w, hr, req)
+	}
+	if strings.HasPrefix(hr.URL.Path, "/v1/chat/") {
+		return s.answerChat(w, hr, req)
 	}
 	count := hr.URL.Path == "/v1/messages/count_tokens"
 	if hr.Method != http.MethodPost || (hr.URL.Path != "/v1/messages" && !count) {
