@@ -107,20 +107,7 @@ func TestClaudeCode_Proxy(t *testing.T) {
 	}
 
 	// The window is the last request's conversation, message for message.
-	st := openDataStore(t, dataDir)
-	eng, err := engine.New(st, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := window.NewManager(eng, cat)
-	_, held, _, err := m.Messages(t.Context(), store.WindowKey{SessionID: res.SessionID, AgentID: "claude-code"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := windowMessages(t, dataDir, res.SessionID)
 	var last struct {
 		Messages []json.RawMessage `json:"messages"`
 	}
@@ -241,19 +228,7 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 	// tool gave it to the model (its lines numbered), in the window's
 	// ledger (a block Claude Code marked with cache_control is kept whole,
 	// as JSON).
-	st := openDataStore(t, dataDir)
-	eng, err := engine.New(st, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, held, _, err := window.NewManager(eng, cat).Messages(t.Context(), store.WindowKey{SessionID: res.SessionID, AgentID: "claude-code"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := windowMessages(t, dataDir, res.SessionID)
 	results := map[string]bool{}
 	for _, m := range held {
 		for _, b := range m.Blocks {
@@ -287,6 +262,26 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests; the largest upstream %d tokens", len(main), most)
+}
+
+// windowMessages is the ledger of Claude Code's window of session in the
+// store under dataDir, once the daemons are stopped.
+func windowMessages(t *testing.T, dataDir, session string) []window.Message {
+	t.Helper()
+	st := openDataStore(t, dataDir)
+	eng, err := engine.New(st, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, held, _, err := window.NewManager(eng, cat).Messages(t.Context(), store.WindowKey{SessionID: session, AgentID: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
 }
 
 // startProxyArgs is startProxy with more arguments.
