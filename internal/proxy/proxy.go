@@ -113,6 +113,8 @@ type Proxy struct {
 	client  *http.Client
 	log     *slog.Logger
 
+	count *counters
+
 	mu    sync.Mutex
 	state map[store.WindowKey]*winState
 }
@@ -157,7 +159,7 @@ func New(eng *engine.Engine, windows *window.Manager, opts Options) (*Proxy, err
 	}
 	return &Proxy{eng: eng, windows: windows, opts: opts, log: log.With("component", "proxy"),
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		state:  map[store.WindowKey]*winState{}}, nil
+		state:  map[store.WindowKey]*winState{}, count: newCounters()}, nil
 }
 
 // Upstream is the base URL requests of a vendor ("anthropic", "openai")
@@ -200,10 +202,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			add(p.count.refused, "too_large")
 			p.fail(w, r, http.StatusRequestEntityTooLarge, "request_too_large",
 				fmt.Sprintf("the request body is over the proxy's limit of %d bytes (engram proxy --max-body)", p.opts.MaxBody))
 			return
 		}
+		add(p.count.refused, "unreadable")
 		p.fail(w, r, http.StatusBadRequest, "invalid_request_error", "cannot read the request body: "+err.Error())
 		return
 	}
@@ -231,14 +235,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // without engram's token when one is configured.
 func (p *Proxy) allowed(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		add(p.count.refused, "origin")
 		p.fail(w, r, http.StatusForbidden, "permission_error", "engram's proxy takes no requests from web pages")
 		return false
 	}
 	if host, _, err := net.SplitHostPort(r.Host); err == nil && !loopbackName(host) && p.opts.Token == "" {
+		add(p.count.refused, "host")
 		p.fail(w, r, http.StatusForbidden, "permission_error", "engram's proxy answers loopback names only unless a token is configured")
 		return false
 	}
 	if p.opts.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Engram-Token")), []byte(p.opts.Token)) != 1 {
+		add(p.count.refused, "token")
 		p.fail(w, r, http.StatusUnauthorized, "authentication_error",
 			"engram's proxy needs its token in X-Engram-Token (Claude Code: ANTHROPIC_CUSTOM_HEADERS=\"X-Engram-Token: …\")")
 		return false
