@@ -19,13 +19,6 @@ type assembler interface {
 	message() ([]byte, string)
 }
 
-func newAssembler(contentType string) assembler {
-	if strings.HasPrefix(contentType, "text/event-stream") {
-		return &sseAssembler{}
-	}
-	return &jsonAssembler{}
-}
-
 // jsonAssembler reads a whole (non-streamed) answer.
 type jsonAssembler struct{ buf bytes.Buffer }
 
@@ -47,9 +40,9 @@ func (a *jsonAssembler) message() ([]byte, string) {
 // content block its start, deltas (text, a tool's input JSON in pieces,
 // thinking and its signature) and stop.
 type sseAssembler struct {
-	pending []byte
-	id      string
-	blocks  []*sseBlock
+	lines  sseLines
+	id     string
+	blocks []*sseBlock
 }
 
 type sseBlock struct {
@@ -60,17 +53,22 @@ type sseBlock struct {
 	sig    strings.Builder
 }
 
-func (a *sseAssembler) write(p []byte) {
-	a.pending = append(a.pending, p...)
+func (a *sseAssembler) write(p []byte) { a.lines.write(p, a.event) }
+
+// sseLines splits a server-sent event stream into its data lines.
+type sseLines struct{ pending []byte }
+
+func (s *sseLines) write(p []byte, data func([]byte)) {
+	s.pending = append(s.pending, p...)
 	for {
-		i := bytes.IndexByte(a.pending, '\n')
+		i := bytes.IndexByte(s.pending, '\n')
 		if i < 0 {
 			return
 		}
-		line := bytes.TrimRight(a.pending[:i], "\r")
-		a.pending = a.pending[i+1:]
-		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			a.event(bytes.TrimSpace(data))
+		line := bytes.TrimRight(s.pending[:i], "\r")
+		s.pending = s.pending[i+1:]
+		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			data(bytes.TrimSpace(d))
 		}
 	}
 }
@@ -180,5 +178,135 @@ func (p *Proxy) keepAnswer(ctx context.Context, seen *exchange, msg []byte, id s
 	}
 	_, err := p.eng.Add(ctx, []engine.Record{{Session: seen.key.SessionID, Agent: seen.key.AgentID, Type: store.AgentResponse,
 		Content: msg, MsgID: msgID, Metadata: meta}})
+	if err == nil {
+		p.count.answers.Add(1)
+		if partial {
+			p.count.partial.Add(1)
+		}
+	}
 	return err
+}
+
+// chatJSONAssembler reads a whole Chat Completions answer: the first
+// choice's message.
+type chatJSONAssembler struct{ buf bytes.Buffer }
+
+func (a *chatJSONAssembler) write(p []byte) { a.buf.Write(p) }
+
+func (a *chatJSONAssembler) message() ([]byte, string) {
+	var r struct {
+		ID      string `json:"id"`
+		Choices []struct {
+			Message json.RawMessage `json:"message"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(a.buf.Bytes(), &r) != nil || len(r.Choices) == 0 || !present(r.Choices[0].Message) {
+		return nil, ""
+	}
+	return r.Choices[0].Message, r.ID
+}
+
+// chatStreamAssembler follows a Chat Completions stream: chunks of the
+// first choice's delta, its content and its tool calls' names and
+// arguments in pieces, indexed.
+type chatStreamAssembler struct {
+	lines   sseLines
+	id      string
+	content strings.Builder
+	text    bool
+	refusal strings.Builder
+	calls   []*chatCall
+}
+
+type chatCall struct {
+	id, typ, name string
+	args          strings.Builder
+}
+
+func (a *chatStreamAssembler) write(p []byte) { a.lines.write(p, a.chunk) }
+
+func (a *chatStreamAssembler) chunk(data []byte) {
+	var c struct {
+		ID      string `json:"id"`
+		Choices []struct {
+			Index int `json:"index"`
+			Delta struct {
+				Content   *string `json:"content"`
+				Refusal   *string `json:"refusal"`
+				ToolCalls []struct {
+					Index    int    `json:"index"`
+					ID       string `json:"id"`
+					Type     string `json:"type"`
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return // [DONE], or what is not a chunk
+	}
+	if a.id == "" {
+		a.id = c.ID
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		if d := ch.Delta.Content; d != nil {
+			a.content.WriteString(*d)
+			a.text = true
+		}
+		if d := ch.Delta.Refusal; d != nil {
+			a.refusal.WriteString(*d)
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			if tc.Index < 0 || tc.Index > 1024 {
+				continue
+			}
+			for len(a.calls) <= tc.Index {
+				a.calls = append(a.calls, nil)
+			}
+			call := a.calls[tc.Index]
+			if call == nil {
+				call = &chatCall{typ: "function"}
+				a.calls[tc.Index] = call
+			}
+			if tc.ID != "" {
+				call.id = tc.ID
+			}
+			if tc.Type != "" {
+				call.typ = tc.Type
+			}
+			call.name += tc.Function.Name
+			call.args.WriteString(tc.Function.Arguments)
+		}
+	}
+}
+
+func (a *chatStreamAssembler) message() ([]byte, string) {
+	msg := map[string]any{"role": "assistant", "content": nil}
+	if a.text {
+		msg["content"] = a.content.String()
+	}
+	if a.refusal.Len() > 0 {
+		msg["refusal"] = a.refusal.String()
+	}
+	var calls []any
+	for _, c := range a.calls {
+		if c != nil {
+			calls = append(calls, map[string]any{"id": c.id, "type": c.typ,
+				"function": map[string]string{"name": c.name, "arguments": c.args.String()}})
+		}
+	}
+	if len(calls) > 0 {
+		msg["tool_calls"] = calls
+	}
+	if !a.text && a.refusal.Len() == 0 && len(calls) == 0 {
+		return nil, a.id
+	}
+	b, _ := json.Marshal(msg)
+	return b, a.id
 }

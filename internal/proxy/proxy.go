@@ -3,56 +3,58 @@
 // request to the vendor's API and the answer back as it arrives, and
 // stores what it saw on the way.
 //
-// As built so far (issue 26, in part):
-//
-//   - Routes. Anthropic Messages (POST /v1/messages, streaming and not) is
-//     read, stored and laid out; every other path (count_tokens, OpenAI's
-//     Chat Completions and Responses, anything else) goes through
-//     untouched, to the Anthropic upstream when the request carries
-//     Anthropic's headers (x-api-key, anthropic-version), else to the
-//     OpenAI one.
+//   - Routes. Anthropic Messages (POST /v1/messages, streaming and not)
+//     and OpenAI Chat Completions (POST /v1/chat/completions) are read,
+//     stored and laid out (protocol.go); a count of tokens (POST
+//     /v1/messages/count_tokens) is laid out as its conversation would be
+//     sent, and not stored; every other path goes through untouched, to
+//     the Anthropic upstream when the request carries Anthropic's headers
+//     (x-api-key, anthropic-version), else to the OpenAI one.
 //   - Credentials. The caller's vendor credentials are forwarded as
 //     given, never read, stored or logged. engram's own token, when one
 //     is configured, travels in X-Engram-Token, which is not forwarded. A
 //     request a browser sends from another site is refused.
-//   - Windows. Each Messages request is mapped to a window: the session of
-//     X-Engram-Session, else the session Claude Code names in
-//     metadata.user_id, else a hash of the conversation's start (its
-//     system prompt and first message). The harness resends the whole
-//     history every turn; the proxy keeps, per window, a hash of each
-//     message it appended (the system prompt first; what the harness moves
-//     between requests, cache_control and Claude Code's billing header,
-//     left out), and appends only the new tail. The assistant's message
-//     is reassembled from the answer (streamed or not) and stored as an
-//     entry; it joins the window when the harness sends it back with the
-//     next request, as the harness keeps it.
+//   - Windows (conversation.go). Each request is mapped to a window: the
+//     session of X-Engram-Session, else the session the harness names
+//     (Claude Code's metadata.user_id), else a hash of the conversation's
+//     start. The harness resends the whole history every turn; the proxy
+//     keeps, per window, a hash of each message it appended (what the
+//     harness moves between requests, cache_control and Claude Code's
+//     billing header, left out), and appends only the new tail. A history
+//     the harness edited in place (the same roles and tool ids, the first
+//     prompt unchanged: Claude Code clears old tool results) is followed:
+//     the window keeps the bytes it stored and the edit goes upstream as
+//     sent. A conversation started over under the same session (a
+//     /compact, a rewind, a side request) gets a window of its own, the
+//     agent's next (claude-code-2, ...). The window's context is the
+//     model's (or Options.Limit) less the request's tool schemas. The
+//     assistant's message is reassembled from the answer (streamed or
+//     not) and stored as an entry; it joins the window when the harness
+//     sends it back with the next request, as the harness keeps it.
 //   - Virtualization. Once the window has evicted (at its threshold, down
 //     to its target, whole units: a tool call stays with its results), the
 //     request goes upstream with the window's layout: the messages it
 //     shows, as the harness sent them this time (their cache_control
 //     where the harness put them), and a user message of markers where
-//     each evicted run stood. The layout changes only when the window
-//     evicts again, so the rewritten prefix stays byte-stable between
-//     evictions and the provider's prompt cache keeps hitting. Under the
-//     threshold the request goes as it came.
+//     each evicted run stood; the turn's own messages (the last, and the
+//     calls its tool results answer, signed thinking included) always go
+//     whole. The layout changes only when the window evicts again, so the
+//     rewritten prefix stays byte-stable between evictions and the
+//     provider's prompt cache keeps hitting. Under the threshold the
+//     request goes as it came.
 //   - Fail open. An error of engram's before the request is forwarded
-//     (a body it cannot read, a store that fails) is logged, and the
-//     request goes on unchanged. Upstream answers, errors included, reach
-//     the client verbatim with their status codes, and streams are passed
-//     on as they arrive, flushed event by event.
-//
-// Not yet built: a history the harness edits (noted and sent whole, not
-// followed), the tool schemas' and system prompt's share of the budget
-// (the window counts messages only), the OpenAI formats' storage and
-// layout, metrics.
+//     (a body it cannot read, a store that fails) is logged and counted
+//     (Stats), and the request goes on unchanged. Upstream answers, errors
+//     included, reach the client verbatim with their status codes, and
+//     streams are passed on as they arrive, flushed event by event. A
+//     client that leaves mid-stream cancels the upstream request; what
+//     arrived of the answer is stored, marked partial.
 package proxy
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,7 +63,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -113,17 +114,11 @@ type Proxy struct {
 	client  *http.Client
 	log     *slog.Logger
 
-	count *counters
+	catalog *tokens.Catalog
+	count   *counters
 
-	mu    sync.Mutex
-	state map[store.WindowKey]*winState
-}
-
-// winState is what the proxy keeps of a window: the hash of each message
-// it holds, in order, and a lock that keeps a window's requests in order.
-type winState struct {
 	mu     sync.Mutex
-	hashes []string
+	states map[store.WindowKey]*winState
 }
 
 // New returns a proxy storing into eng's store through windows.
@@ -157,9 +152,16 @@ func New(eng *engine.Engine, windows *window.Manager, opts Options) (*Proxy, err
 		t.DisableCompression = true
 		tr = t
 	}
-	return &Proxy{eng: eng, windows: windows, opts: opts, log: log.With("component", "proxy"),
+	cat := opts.Catalog
+	if cat == nil {
+		var err error
+		if cat, err = tokens.NewCatalog(); err != nil {
+			return nil, err
+		}
+	}
+	return &Proxy{eng: eng, windows: windows, opts: opts, log: log.With("component", "proxy"), catalog: cat,
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		state:  map[store.WindowKey]*winState{}, count: newCounters()}, nil
+		states: map[store.WindowKey]*winState{}, count: newCounters()}, nil
 }
 
 // Upstream is the base URL requests of a vendor ("anthropic", "openai")
@@ -217,18 +219,52 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if anthropic {
 		base = p.opts.Anthropic
 	}
+	proto, store := routeOf(r)
+	route := "other"
+	if proto != nil {
+		route = proto.route()
+		if !store {
+			route = "count_tokens"
+		}
+	}
+	add(p.count.requests, route)
 	var seen *exchange
-	if r.Method == http.MethodPost && r.URL.Path == "/v1/messages" {
+	if proto != nil {
 		// Fail open: what engram cannot take, it forwards as it came.
-		if seen, err = p.take(r.Context(), r.Header, body); err != nil {
+		if seen, err = p.take(r.Context(), proto, r.Header, body, store); err != nil {
+			p.count.failedOpen.Add(1)
 			p.log.Warn("forwarding a request engram could not store", "path", r.URL.Path, "err", err)
 			seen = nil
+		}
+		if !store {
+			if seen != nil && seen.body != nil {
+				body = seen.body
+			}
+			seen = nil // nothing of an answer to keep
 		}
 	}
 	if seen != nil && seen.body != nil {
 		body = seen.body
 	}
-	p.forward(w, r, base, body, seen)
+	p.forward(w, r, base, body, seen, proto)
+}
+
+// routeOf is the protocol of a request engram reads, and whether it
+// stores it (a count of tokens it lays out only); nil for a request it
+// passes on untouched.
+func routeOf(r *http.Request) (protocol, bool) {
+	if r.Method != http.MethodPost {
+		return nil, false
+	}
+	switch r.URL.Path {
+	case "/v1/messages":
+		return messagesAPI{}, true
+	case "/v1/messages/count_tokens":
+		return messagesAPI{}, false
+	case "/v1/chat/completions":
+		return chatAPI{}, true
+	}
+	return nil, false
 }
 
 // allowed refuses what a browser sends from another site, and a request
@@ -277,7 +313,7 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, status int, typ, ms
 // forward sends the request upstream and passes the answer on as it
 // arrives; with seen, it reassembles the assistant's message and stores
 // it.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, body []byte, seen *exchange) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, body []byte, seen *exchange, proto protocol) {
 	target := strings.TrimSuffix(base, "/") + r.URL.Path
 	if r.URL.RawQuery != "" {
 		target += "?" + r.URL.RawQuery
@@ -298,16 +334,22 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 		if r.Context().Err() != nil {
 			return // the client went away
 		}
+		if status == http.StatusGatewayTimeout {
+			add(p.count.upstream, "timeout")
+		} else {
+			add(p.count.upstream, "unreachable")
+		}
 		p.log.Warn("upstream failed", "url", base, "err", err)
 		p.fail(w, r, status, "api_error", "the upstream "+base+" did not answer: "+err.Error())
 		return
 	}
 	defer resp.Body.Close()
+	add(p.count.upstream, upstreamClass(resp.StatusCode))
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	var asm assembler
 	if seen != nil && resp.StatusCode == http.StatusOK {
-		asm = newAssembler(resp.Header.Get("Content-Type"))
+		asm = proto.assembler(resp.Header.Get("Content-Type"))
 	}
 	fl, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
@@ -350,345 +392,4 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// exchange is a request the proxy took: its window, and the body to send
-// upstream when the window rewrote it (nil: the request as it came).
-type exchange struct {
-	key  store.WindowKey
-	body []byte
-}
-
-// messagesRequest is what the proxy reads of a Messages request.
-type messagesRequest struct {
-	Model    string            `json:"model"`
-	System   json.RawMessage   `json:"system"`
-	Messages []json.RawMessage `json:"messages"`
-	Metadata struct {
-		UserID string `json:"user_id"`
-	} `json:"metadata"`
-}
-
-// take maps a Messages request to its window and appends the messages the
-// window does not hold yet.
-func (p *Proxy) take(ctx context.Context, h http.Header, body []byte) (*exchange, error) {
-	var req messagesRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, fmt.Errorf("not a Messages request: %w", err)
-	}
-	if len(req.Messages) == 0 {
-		return nil, errors.New("no messages")
-	}
-	raws := req.Messages
-	if len(bytes.TrimSpace(req.System)) > 0 && string(req.System) != "null" {
-		sys, _ := json.Marshal(map[string]json.RawMessage{"role": json.RawMessage(`"system"`), "content": req.System})
-		raws = append([]json.RawMessage{sys}, raws...)
-	}
-	key := store.WindowKey{SessionID: sessionOf(h, req, raws), AgentID: agentOf(h, req)}
-	if err := key.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := p.window(ctx, key, req.Model)
-	if err != nil {
-		return nil, err
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	msgs := make([]window.Message, len(raws))
-	hashes := make([]string, len(raws))
-	for i, raw := range raws {
-		m, err := window.FromAnthropic(raw)
-		if err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		if hashes[i], err = MessageHash(m); err != nil {
-			return nil, err
-		}
-		msgs[i] = m
-	}
-	k := 0
-	for k < len(st.hashes) && k < len(hashes) && st.hashes[k] == hashes[k] {
-		k++
-	}
-	if k < len(st.hashes) {
-		// The harness changed what it sent before (Claude Code clears old
-		// tool results in place): not followed yet.
-		p.log.Info("the harness edited its history; the window keeps what it had", "session", key.SessionID, "at", k, "held", len(st.hashes))
-		return &exchange{key: key}, nil
-	}
-	if k < len(msgs) {
-		if _, err := p.windows.Append(ctx, key, msgs[k:]); err != nil {
-			return nil, err
-		}
-		st.hashes = append(st.hashes, hashes[k:]...)
-	}
-	ex := &exchange{key: key}
-	virtual, err := p.virtualize(ctx, key, body, raws, len(raws)-len(req.Messages))
-	if err != nil {
-		p.log.Warn("sending the request whole: engram could not lay it out", "session", key.SessionID, "err", err)
-		return ex, nil
-	}
-	ex.body = virtual
-	return ex, nil
-}
-
-// hasToolResult reports whether an Anthropic message holds a tool_result.
-func hasToolResult(raw json.RawMessage) bool {
-	var m struct {
-		Content []struct {
-			Type string `json:"type"`
-		} `json:"content"`
-	}
-	if json.Unmarshal(raw, &m) != nil {
-		return false
-	}
-	for _, b := range m.Content {
-		if b.Type == "tool_result" {
-			return true
-		}
-	}
-	return false
-}
-
-// markerNote leads the first markers of a rewritten request.
-const markerNote = "[engram: earlier parts of this conversation are stored whole and shown here as markers; to read one, call engram's retrieve_context tool with its ref_id (and a query, to get only the parts that match)]"
-
-// virtualize is the request with the window's layout of its history: the
-// messages the window shows whole as the harness sent them this time
-// (their cache_control breakpoints where the harness put them), and a
-// user message with the marker (or kept excerpt) where each evicted run
-// stood. nil when the window shows everything: the request goes as it
-// came. off is the ledger's place of the request's first message (1 when
-// the system prompt is the ledger's first).
-func (p *Proxy) virtualize(ctx context.Context, key store.WindowKey, body []byte, raws []json.RawMessage, off int) ([]byte, error) {
-	items, err := p.windows.Context(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	whole := true
-	for _, it := range items {
-		if it.Message == nil {
-			whole = false
-			break
-		}
-	}
-	if whole {
-		return nil, nil
-	}
-	var msgs []json.RawMessage
-	var notes []string
-	told := false
-	flush := func() {
-		if len(notes) == 0 {
-			return
-		}
-		if !told {
-			notes = append([]string{markerNote}, notes...)
-			told = true
-		}
-		m, _ := json.Marshal(map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": strings.Join(notes, "\n")}}})
-		msgs = append(msgs, m)
-		notes = notes[:0]
-	}
-	// The turn's own message goes whole whatever the window did: the last,
-	// and the assistant's before it when the last answers its tool calls.
-	protect := len(raws) - 1
-	if protect > off && hasToolResult(raws[protect]) {
-		protect--
-	}
-	last := -1
-	for _, it := range items {
-		if it.Pos >= protect {
-			break
-		}
-		switch {
-		case it.Message != nil || it.Excerpt != "":
-			// A message the window shows whole, or keeps an excerpt of (a
-			// clipped message's head and tail, a digest): sent whole as the
-			// harness sent it, so that a tool call keeps its result and
-			// the newest messages go as they are.
-			if it.Pos < off || it.Pos == last {
-				continue // the system prompt is the request's own
-			}
-			if it.Pos >= len(raws) {
-				return nil, fmt.Errorf("the window shows message %d of a request of %d", it.Pos, len(raws))
-			}
-			flush()
-			msgs = append(msgs, raws[it.Pos])
-			last = it.Pos
-		case it.Marker != "":
-			notes = append(notes, it.Marker)
-		}
-	}
-	flush()
-	msgs = append(msgs, raws[protect:]...)
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, err
-	}
-	if obj["messages"], err = json.Marshal(msgs); err != nil {
-		return nil, err
-	}
-	return json.Marshal(obj)
-}
-
-// window opens a window the first time this process sees it, and reads
-// the hashes of what it holds.
-func (p *Proxy) window(ctx context.Context, key store.WindowKey, model string) (*winState, error) {
-	p.mu.Lock()
-	st, ok := p.state[key]
-	if !ok {
-		st = &winState{}
-		p.state[key] = st
-	}
-	p.mu.Unlock()
-	if ok {
-		return st, nil
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	o := window.OpenOptions{Model: model}
-	cat := p.opts.Catalog
-	if cat == nil {
-		cat, _ = tokens.NewCatalog()
-	}
-	if _, known := cat.Lookup(model); !known {
-		o = window.OpenOptions{Limit: defaultLimit}
-	}
-	if p.opts.Limit > 0 {
-		o = window.OpenOptions{Limit: p.opts.Limit}
-	}
-	if _, err := p.windows.Status(ctx, key); err != nil {
-		if _, err := p.windows.Open(ctx, key, o); err != nil {
-			p.forget(key)
-			return nil, err
-		}
-	}
-	_, held, _, err := p.windows.Messages(ctx, key)
-	if err != nil {
-		p.forget(key)
-		return nil, err
-	}
-	for _, m := range held {
-		h, err := MessageHash(m)
-		if err != nil {
-			p.forget(key)
-			return nil, err
-		}
-		st.hashes = append(st.hashes, h)
-	}
-	return st, nil
-}
-
-func (p *Proxy) forget(key store.WindowKey) {
-	p.mu.Lock()
-	delete(p.state, key)
-	p.mu.Unlock()
-}
-
-// MessageHash names a message by its Anthropic form as engram writes it
-// (equal JSON values give equal bytes), so that a message read back from
-// the window and the same message resent by the harness agree; what a
-// harness changes in a message it resends without changing the message is
-// left out: the cache_control breakpoints (Claude Code moves them to the
-// newest messages every turn) and Claude Code's billing header in the
-// system prompt (a hash of the request, new every time).
-func MessageHash(m window.Message) (string, error) {
-	b, err := window.ToAnthropic(m)
-	if err != nil {
-		return "", err
-	}
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return "", err
-	}
-	b, err = json.Marshal(stable(v))
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16]), nil
-}
-
-// stable drops what a harness moves between requests from a decoded
-// message.
-func stable(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		delete(x, "cache_control")
-		for k, e := range x {
-			x[k] = stable(e)
-		}
-	case []any:
-		out := x[:0]
-		for _, e := range x {
-			if b, ok := e.(map[string]any); ok {
-				if t, _ := b["text"].(string); strings.HasPrefix(t, "x-anthropic-billing-header:") {
-					continue
-				}
-			}
-			out = append(out, stable(e))
-		}
-		return out
-	}
-	return v
-}
-
-// sessionPattern finds the session in Claude Code's older user_id format
-// (user_<hash>_account_<uuid>_session_<uuid>).
-var sessionPattern = regexp.MustCompile(`session_([0-9A-Fa-f-]{36})`)
-
-// sessionOf is a request's session: X-Engram-Session, else the session
-// Claude Code names in metadata.user_id (a JSON object with session_id in
-// 2.1; an underscored string before), else a hash of the conversation's
-// start, which every later request of it repeats.
-func sessionOf(h http.Header, req messagesRequest, raws []json.RawMessage) string {
-	if s := h.Get("X-Engram-Session"); s != "" {
-		return s
-	}
-	if s := claudeSession(req.Metadata.UserID); s != "" {
-		return s
-	}
-	sum := sha256.New()
-	for _, raw := range raws[:min(2, len(raws))] {
-		var c bytes.Buffer
-		if json.Compact(&c, raw) == nil {
-			sum.Write(c.Bytes())
-		} else {
-			sum.Write(raw)
-		}
-		sum.Write([]byte{0})
-	}
-	return "conv-" + hex.EncodeToString(sum.Sum(nil)[:8])
-}
-
-// claudeSession reads the session from Claude Code's metadata.user_id,
-// whatever of its known shapes it has; "" when none.
-func claudeSession(userID string) string {
-	if userID == "" {
-		return ""
-	}
-	var obj struct {
-		SessionID string `json:"session_id"`
-	}
-	if json.Unmarshal([]byte(userID), &obj) == nil && obj.SessionID != "" && len(obj.SessionID) <= store.MaxIdentifierBytes {
-		return obj.SessionID
-	}
-	if m := sessionPattern.FindStringSubmatch(userID); m != nil {
-		return m[1]
-	}
-	return ""
-}
-
-// agentOf is the window's agent: the harness's agent, as its hooks name it
-// (claude-code@SESSION is the hooks' archive agent; the window's agent is
-// the harness itself), else the proxy.
-func agentOf(h http.Header, req messagesRequest) string {
-	if a := h.Get("X-Engram-Agent"); a != "" {
-		return a
-	}
-	if claudeSession(req.Metadata.UserID) != "" || strings.Contains(h.Get("User-Agent"), "claude-cli") {
-		return "claude-code"
-	}
-	return "proxy"
 }

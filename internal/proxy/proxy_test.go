@@ -23,6 +23,7 @@ import (
 )
 
 type fixture struct {
+	p       *proxy.Proxy
 	up      *modelserver.Server
 	front   *httptest.Server
 	eng     *engine.Engine
@@ -46,13 +47,16 @@ func newFixture(t *testing.T, opts proxy.Options, steps ...modelserver.Step) *fi
 	if opts.Anthropic == "" {
 		opts.Anthropic = up.URL()
 	}
+	if opts.OpenAI == "" {
+		opts.OpenAI = up.URL()
+	}
 	p, err := proxy.New(eng, m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(p)
 	t.Cleanup(front.Close)
-	return &fixture{up: up, front: front, eng: eng, windows: m}
+	return &fixture{p: p, up: up, front: front, eng: eng, windows: m}
 }
 
 func (f *fixture) post(t *testing.T, body string, header map[string]string) *http.Response {

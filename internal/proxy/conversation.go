@@ -1,0 +1,521 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// maxWindows bounds the windows the proxy keeps in memory; past it, the
+// one used least recently is dropped (and read back from the store if its
+// conversation comes back).
+const maxWindows = 4096
+
+// maxRestarts bounds the windows one session's conversations map to
+// (agent, agent-2, agent-3, ...), so that a harness that starts over on
+// every request cannot make the proxy open windows without end.
+const maxRestarts = 64
+
+// resizeTokens is how much the tool schemas may grow or shrink before the
+// window is sized anew.
+const resizeTokens = 1000
+
+// exchange is a request the proxy took: its window, and the body to send
+// upstream when the window rewrote it (nil: the request as it came).
+type exchange struct {
+	key  store.WindowKey
+	body []byte
+}
+
+// winState is what the proxy keeps of a session's conversations with one
+// agent: the windows they map to (the agent's, then agent-2, agent-3, ...
+// for each time the harness started over: a /compact, a rewind, a side
+// request of its own), and a lock that keeps the requests in order.
+type winState struct {
+	mu     sync.Mutex
+	wins   []*held
+	loaded bool // the windows the store holds are in wins
+	used   time.Time
+}
+
+// held is what the proxy knows of a window: the hash and the form of each
+// message it holds, in order.
+type held struct {
+	key store.WindowKey
+	// hashes name each held message; forms are their roles and tool ids,
+	// which an edit in place keeps.
+	hashes, forms []string
+	// tools is the tool schemas' tokens the window was sized for; -1
+	// before it was.
+	tools int
+}
+
+// take maps a request to its window, appends the messages the window
+// does not hold yet, and lays the request out with the window's context.
+// count_tokens takes without storing (store false): laid out as the
+// window it follows would send it, or as it came.
+func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []byte, store bool) (*exchange, error) {
+	c, err := proto.read(body, h)
+	if err != nil {
+		return nil, err
+	}
+	base := keyOf(h, c)
+	if err := base.Validate(); err != nil {
+		return nil, err
+	}
+	hashes := make([]string, len(c.msgs))
+	forms := make([]string, len(c.msgs))
+	for i := range c.msgs {
+		if hashes[i], err = MessageHash(c.msgs[i]); err != nil {
+			return nil, err
+		}
+		forms[i] = formOf(&c.msgs[i])
+	}
+	st := p.state(base)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !store {
+		if w := followed(st.wins, c, hashes, forms); w != nil && len(w.hashes) > 0 {
+			return p.layout(ctx, proto, w.key, body, c), nil
+		}
+		return nil, nil // a conversation engram does not hold: counted as it came
+	}
+	w, err := p.find(ctx, st, base, c, hashes, forms)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.size(ctx, w, c); err != nil {
+		return nil, err
+	}
+	if c.stateful {
+		// The server holds the history: what the request lists is new.
+		if _, err := p.windows.Append(ctx, w.key, c.msgs); err != nil {
+			return nil, err
+		}
+		w.hashes, w.forms = append(w.hashes, hashes...), append(w.forms, forms...)
+		return &exchange{key: w.key}, nil
+	}
+	k := 0
+	for k < len(w.hashes) && w.hashes[k] == hashes[k] {
+		k++
+	}
+	if k < len(w.hashes) {
+		// The harness changed messages it sent before, in place (Claude
+		// Code clears old tool results): the window keeps what it stored
+		// and takes the edit, which goes upstream as the harness sent it.
+		p.count.edits.Add(1)
+		p.log.Info("following the harness's edit of its history", "session", w.key.SessionID, "from", k, "held", len(w.hashes))
+		copy(w.hashes[k:], hashes[k:len(w.hashes)])
+	}
+	if n := len(w.hashes); n < len(c.msgs) {
+		if _, err := p.windows.Append(ctx, w.key, c.msgs[n:]); err != nil {
+			return nil, err
+		}
+		w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
+	}
+	return p.layout(ctx, proto, w.key, body, c), nil
+}
+
+// layout is the exchange with the request laid out as the window's
+// context; its body nil when the window shows everything or engram could
+// not lay it out.
+func (p *Proxy) layout(ctx context.Context, proto protocol, key store.WindowKey, body []byte, c *conversation) *exchange {
+	ex := &exchange{key: key}
+	virtual, err := p.virtualize(ctx, proto, key, body, c)
+	if err != nil {
+		p.count.failedOpen.Add(1)
+		p.log.Warn("sending the request whole: engram could not lay it out", "session", key.SessionID, "err", err)
+		return ex
+	}
+	ex.body = virtual
+	return ex
+}
+
+// keyOf is a request's window: the session of X-Engram-Session, else the
+// session the request names (Claude Code's metadata, Codex's cache key),
+// else a hash of the conversation's start, which every later request of it
+// repeats; the agent of X-Engram-Agent, else the harness the request
+// comes from, else "proxy".
+func keyOf(h http.Header, c *conversation) store.WindowKey {
+	k := store.WindowKey{SessionID: h.Get("X-Engram-Session"), AgentID: h.Get("X-Engram-Agent")}
+	if k.SessionID == "" {
+		k.SessionID = c.session
+	}
+	if k.SessionID == "" {
+		sum := sha256.New()
+		for _, raw := range c.raws[:min(2, len(c.raws))] {
+			var b bytes.Buffer
+			if json.Compact(&b, raw) == nil {
+				sum.Write(b.Bytes())
+			} else {
+				sum.Write(raw)
+			}
+			sum.Write([]byte{0})
+		}
+		k.SessionID = "conv-" + hex.EncodeToString(sum.Sum(nil)[:8])
+	}
+	if k.AgentID == "" {
+		k.AgentID = c.agent
+	}
+	if k.AgentID == "" {
+		k.AgentID = "proxy"
+	}
+	return k
+}
+
+// state is the conversation's state, made on first sight; the proxy keeps
+// the maxWindows used last.
+func (p *Proxy) state(base store.WindowKey) *winState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.states[base]
+	if !ok {
+		if len(p.states) >= maxWindows {
+			var oldest store.WindowKey
+			var at time.Time
+			for k, s := range p.states {
+				if at.IsZero() || s.used.Before(at) {
+					oldest, at = k, s.used
+				}
+			}
+			delete(p.states, oldest)
+		}
+		st = &winState{}
+		p.states[base] = st
+	}
+	st.used = time.Now()
+	return st
+}
+
+// formOf is what an edit in place keeps of a message: its role and the
+// ids of the tool calls it makes and answers.
+func formOf(m *window.Message) string {
+	return string(m.Role) + "|" + strings.Join(m.Calls(), ",") + "|" + strings.Join(m.Results(), ",")
+}
+
+// follows reports whether a request (its messages' hashes and forms)
+// continues what window w holds: it lists at least as many messages, the
+// held ones in the same forms, and the conversation's first prompt
+// unchanged. The content of the others may have changed in place: Claude
+// Code clears old tool results, a system prompt names a new date.
+func (w *held) follows(hashes, forms []string) bool {
+	if len(forms) < len(w.forms) {
+		return false
+	}
+	first := true
+	for i := range w.forms {
+		if w.forms[i] != forms[i] {
+			return false
+		}
+		if first && !strings.HasPrefix(forms[i], string(window.RoleSystem)+"|") {
+			if w.hashes[i] != hashes[i] {
+				return false
+			}
+			first = false
+		}
+	}
+	return true
+}
+
+// followed is the window of wins the request continues, the one it
+// repeats most of when several; nil when none. A stateful request
+// continues the latest.
+func followed(wins []*held, c *conversation, hashes, forms []string) *held {
+	if c.stateful {
+		if len(wins) == 0 {
+			return nil
+		}
+		return wins[len(wins)-1]
+	}
+	var best *held
+	most := -1
+	for _, w := range wins {
+		if !w.follows(hashes, forms) {
+			continue
+		}
+		same := 0
+		for same < len(w.hashes) && w.hashes[same] == hashes[same] {
+			same++
+		}
+		if same > most {
+			best, most = w, same
+		}
+	}
+	return best
+}
+
+// find is the window a request maps to: of the session's windows for the
+// agent, the one it continues; else a new one (agent-2, agent-3, ...)
+// when the harness started over (a /compact, a rewind, a request on the
+// side with a conversation of its own).
+func (p *Proxy) find(ctx context.Context, st *winState, base store.WindowKey, c *conversation, hashes, forms []string) (*held, error) {
+	if !st.loaded {
+		for key := base; len(st.wins) < maxRestarts; key.AgentID = window.NextAgent(key.AgentID) {
+			_, msgs, _, err := p.windows.Messages(ctx, key)
+			if errors.Is(err, store.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			w := &held{key: key, hashes: make([]string, len(msgs)), forms: make([]string, len(msgs)), tools: -1}
+			for i := range msgs {
+				w.forms[i] = formOf(&msgs[i])
+				if w.hashes[i], err = MessageHash(msgs[i]); err != nil {
+					return nil, err
+				}
+			}
+			st.wins = append(st.wins, w)
+		}
+		st.loaded = true
+	}
+	if w := followed(st.wins, c, hashes, forms); w != nil {
+		return w, nil
+	}
+	key := base
+	if n := len(st.wins); n > 0 {
+		if n >= maxRestarts {
+			return nil, fmt.Errorf("session %s: the harness started over more than %d times", base.SessionID, maxRestarts)
+		}
+		key.AgentID = window.NextAgent(st.wins[n-1].key.AgentID)
+		p.count.restarts.Add(1)
+		p.log.Info("the harness started a conversation over: a window of its own", "session", key.SessionID, "window", key.AgentID)
+	}
+	w := &held{key: key, tools: -1}
+	st.wins = append(st.wins, w)
+	return w, nil
+}
+
+// size opens the window, or sizes it anew when the tool schemas changed:
+// its context is the model's (or --window), less the tool schemas, which
+// the harness sends with every request outside the messages.
+func (p *Proxy) size(ctx context.Context, w *held, c *conversation) error {
+	model, known := p.catalog.Lookup(c.model)
+	enc := tokens.O200kBase
+	if known {
+		enc = model.Encoding
+	}
+	e, err := tokens.Get(enc)
+	if err != nil {
+		return err
+	}
+	tools := 0
+	if present(c.tools) {
+		tools = e.Count(string(c.tools))
+	}
+	if w.tools >= 0 && abs(tools-w.tools) < resizeTokens {
+		return nil
+	}
+	limit := defaultLimit
+	if known {
+		limit = model.ContextWindow
+	}
+	if p.opts.Limit > 0 {
+		limit = p.opts.Limit
+	}
+	o := window.OpenOptions{Limit: limit, Safety: int(window.DefaultSafety*float64(limit)) + tools}
+	if known && p.opts.Limit <= 0 {
+		o.Model = model.Name
+	}
+	if _, err := p.windows.Open(ctx, w.key, o); err != nil {
+		return err
+	}
+	w.tools = tools
+	return nil
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// markerNote leads the first markers of a rewritten request.
+const markerNote = "[engram: earlier parts of this conversation are stored whole and shown here as markers; to read one, call engram's retrieve_context tool with its ref_id (and a query, to get only the parts that match)]"
+
+// virtualize is the request with the window's layout of its history: the
+// messages the window shows whole as the harness sent them this time
+// (their cache_control breakpoints where the harness put them), and a
+// user message with the markers where evicted runs stood. nil when the
+// window shows everything: the request goes as it came.
+func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.WindowKey, body []byte, c *conversation) ([]byte, error) {
+	items, err := p.windows.Context(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	whole := true
+	for _, it := range items {
+		if it.Message == nil {
+			whole = false
+			break
+		}
+	}
+	if whole {
+		p.count.whole.Add(1)
+		return nil, nil
+	}
+	var msgs []json.RawMessage
+	var notes []string
+	told := false
+	flush := func() {
+		if len(notes) == 0 {
+			return
+		}
+		if !told {
+			notes = append([]string{markerNote}, notes...)
+			told = true
+		}
+		msgs = append(msgs, proto.note(strings.Join(notes, "\n")))
+		notes = notes[:0]
+	}
+	// The turn's own messages go whole whatever the window did: the last,
+	// and, when it answers tool calls, the results before it and the
+	// assistant's messages that made the calls (with their signed
+	// thinking or reasoning).
+	protect := len(c.raws) - 1
+	for protect > c.off && len(c.msgs[protect].Results()) > 0 {
+		protect--
+	}
+	if protect < len(c.raws)-1 {
+		for protect > c.off && c.msgs[protect-1].Role == window.RoleAssistant {
+			protect--
+		}
+	}
+	last, held := -1, 0
+	for _, it := range items {
+		held = max(held, it.Pos+1)
+		if it.Pos >= protect {
+			break
+		}
+		switch {
+		case it.Message != nil || it.Excerpt != "":
+			// A message the window shows whole, or keeps an excerpt of (a
+			// clipped message's head and tail, a digest): sent whole as the
+			// harness sent it, so that a tool call keeps its result and
+			// the newest messages go as they are.
+			if it.Pos < c.off || it.Pos == last {
+				continue // the system prompt is the request's own
+			}
+			if it.Pos >= len(c.raws) {
+				return nil, fmt.Errorf("the window shows message %d of a request of %d", it.Pos, len(c.raws))
+			}
+			flush()
+			msgs = append(msgs, c.raws[it.Pos])
+			last = it.Pos
+		case it.Marker != "":
+			notes = append(notes, it.Marker)
+		}
+	}
+	flush()
+	// What the window does not hold (a request counted, not stored) goes
+	// as it came.
+	msgs = append(msgs, c.raws[max(c.off, min(protect, held)):]...)
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, err
+	}
+	if obj[proto.field()], err = json.Marshal(msgs); err != nil {
+		return nil, err
+	}
+	p.count.virtualized.Add(1)
+	return json.Marshal(obj)
+}
+
+// MessageHash names a message by its vendor's form as engram writes it
+// (equal JSON values give equal bytes), so that a message read back from
+// the window and the same message resent by the harness agree; what a
+// harness changes in a message it resends without changing the message is
+// left out: the cache_control breakpoints (Claude Code moves them to the
+// newest messages every turn) and Claude Code's billing header in the
+// system prompt (a hash of the request, new every time).
+func MessageHash(m window.Message) (string, error) {
+	var b []byte
+	var err error
+	switch vendor(m) {
+	case window.OpenAI:
+		b, err = window.ToOpenAI(m)
+	default:
+		b, err = window.ToAnthropic(m)
+	}
+	if err != nil {
+		return "", err
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", err
+	}
+	b, err = json.Marshal(stable(v))
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+func vendor(m window.Message) string {
+	if m.Shape == nil {
+		return window.Anthropic
+	}
+	return m.Shape.Vendor
+}
+
+// stable drops what a harness moves between requests from a decoded
+// message.
+func stable(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, "cache_control")
+		for k, e := range x {
+			x[k] = stable(e)
+		}
+	case []any:
+		out := x[:0]
+		for _, e := range x {
+			if b, ok := e.(map[string]any); ok {
+				if t, _ := b["text"].(string); strings.HasPrefix(t, "x-anthropic-billing-header:") {
+					continue
+				}
+			}
+			out = append(out, stable(e))
+		}
+		return out
+	}
+	return v
+}
+
+// sessionPattern finds the session in Claude Code's older user_id format
+// (user_<hash>_account_<uuid>_session_<uuid>).
+var sessionPattern = regexp.MustCompile(`session_([0-9A-Fa-f-]{36})`)
+
+// claudeSession reads the session from Claude Code's metadata.user_id,
+// whatever of its known shapes it has (a JSON object with session_id in
+// 2.1; an underscored string before); "" when none.
+func claudeSession(userID string) string {
+	if userID == "" {
+		return ""
+	}
+	var obj struct {
+		SessionID string `json:"session_id"`
+	}
+	if json.Unmarshal([]byte(userID), &obj) == nil && obj.SessionID != "" && len(obj.SessionID) <= store.MaxIdentifierBytes {
+		return obj.SessionID
+	}
+	if m := sessionPattern.FindStringSubmatch(userID); m != nil {
+		return m[1]
+	}
+	return ""
+}

@@ -1,0 +1,377 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/modelserver"
+	"github.com/engramhq/engram/internal/proxy"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// postTo sends body to path with an OpenAI client's headers (or more).
+func (f *fixture) postTo(t *testing.T, path, body string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.front.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-test")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// A Chat Completions conversation with tool calls, streamed and not,
+// over the window's threshold: every request the upstream validates, the
+// tool messages stay with their calls, older runs reach the model as
+// markers, and every answer is stored as the model sent it.
+func TestProxy_ChatCompletions(t *testing.T) {
+	var steps []modelserver.Step
+	for i := range 24 {
+		if i%2 == 0 {
+			steps = append(steps, modelserver.Reply(modelserver.Text(fmt.Sprintf("Looking at part %d.", i)),
+				modelserver.ToolUse("read_part", map[string]any{"part": i})))
+		} else {
+			steps = append(steps, modelserver.Say(fmt.Sprintf("Part %d says: %s", i, strings.Repeat("the lighthouse keeper logs the ships. ", 12))))
+		}
+	}
+	f := newFixture(t, proxy.Options{Limit: 5000}, steps...)
+	history := []any{map[string]any{"role": "system", "content": "You read parts."}}
+	for i := range 24 {
+		if i%2 == 0 {
+			history = append(history, map[string]any{"role": "user", "content": fmt.Sprintf("Read part %d and tell me what it says. %s", i, strings.Repeat("Please be careful. ", 10))})
+		}
+		stream := i%4 < 2
+		body, _ := json.Marshal(map[string]any{"model": "gpt-4o", "messages": history, "stream": stream})
+		resp := f.postTo(t, "/v1/chat/completions", string(body), map[string]string{"X-Engram-Session": "parts"})
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
+		}
+		msg := chatAnswer(t, resp, stream)
+		history = append(history, msg)
+		if calls, _ := msg["tool_calls"].([]any); len(calls) > 0 {
+			id := calls[0].(map[string]any)["id"]
+			history = append(history, map[string]any{"role": "tool", "tool_call_id": id, "content": fmt.Sprintf("part %d: %s", i, strings.Repeat("waves and wind and gulls. ", 30))})
+		}
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.up.Requests(modelserver.KindMain)
+	last := reqs[len(reqs)-1]
+	if n := len(last.Chat.Messages); n >= len(history)-1 {
+		t.Fatalf("the last request upstream has %d messages of %d: nothing was evicted", n, len(history)-1)
+	}
+	if last.InputTokens > 5000 {
+		t.Errorf("the last request upstream counts %d tokens, over the window's 5,000", last.InputTokens)
+	}
+	var raw struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(last.Body, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Messages[0].Role != "system" || raw.Messages[1].Role != "user" {
+		t.Fatalf("the last request starts %s, %s; want the system prompt and the markers", raw.Messages[0].Role, raw.Messages[1].Role)
+	}
+	text, _ := raw.Messages[1].Content.(string)
+	refs := ctxref.Find(text)
+	if len(refs) == 0 || !strings.Contains(text, "retrieve_context") {
+		t.Fatalf("the second message upstream is not the markers: %.400s", text)
+	}
+	got, err := f.windows.Expand(t.Context(), refs[0].Marker.ID)
+	if err != nil || len(got) == 0 || !strings.HasPrefix(got[0].Blocks[0].Text, "Read part 0") {
+		t.Fatalf("the first marker expands to %d messages (%v), want the first prompt first", len(got), err)
+	}
+	// Every answer is stored, in the shape the model sent it (the last
+	// once the proxy's handler is done: the client may read a whole
+	// answer before).
+	answers := 0
+	for try := 0; try < 100 && answers < 24; try++ {
+		time.Sleep(time.Duration(try) * time.Millisecond)
+		hits, err := f.eng.Store().TurnRange(t.Context(), "parts", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = 0
+		for _, e := range hits {
+			if e.Type == store.AgentResponse && strings.Contains(string(e.Content), `"role":"assistant"`) {
+				answers++
+			}
+		}
+	}
+	if answers != 24 {
+		t.Errorf("%d answers stored, want 24", answers)
+	}
+	if s := f.p.Stats(); s.Requests["chat"] != 24 || s.Virtualized == 0 || s.Answers != 24 {
+		t.Errorf("stats: %+v", s)
+	}
+}
+
+// chatAnswer reads a Chat Completions answer's message, streamed or not.
+func chatAnswer(t *testing.T, resp *http.Response, stream bool) map[string]any {
+	t.Helper()
+	if !stream {
+		var out struct {
+			Choices []struct {
+				Message map[string]any `json:"message"`
+			} `json:"choices"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Choices) == 0 {
+			t.Fatalf("answer: %v", err)
+		}
+		return out.Choices[0].Message
+	}
+	msg := map[string]any{"role": "assistant"}
+	var content strings.Builder
+	var calls []any
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						ID       string `json:"id"`
+						Function struct {
+							Name, Arguments string
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		for _, ch := range c.Choices {
+			content.WriteString(ch.Delta.Content)
+			for _, tc := range ch.Delta.ToolCalls {
+				if tc.ID != "" {
+					calls = append(calls, map[string]any{"id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Function.Name, "arguments": ""}})
+				}
+				fn := calls[len(calls)-1].(map[string]any)["function"].(map[string]any)
+				fn["arguments"] = fn["arguments"].(string) + tc.Function.Arguments
+			}
+		}
+	}
+	msg["content"] = content.String()
+	if len(calls) > 0 {
+		msg["tool_calls"] = calls
+	}
+	return msg
+}
+
+// A history the harness edits in place (Claude Code clears old tool
+// results) is followed: the window keeps the original bytes, the edit goes
+// upstream; a conversation started over under the same session gets a
+// window of its own, and the first one is still followed.
+func TestProxy_FollowsEdits(t *testing.T) {
+	var steps []modelserver.Step
+	for range 8 {
+		steps = append(steps, modelserver.Say("ok"))
+	}
+	f := newFixture(t, proxy.Options{}, steps...)
+	ctx := t.Context()
+	h := map[string]string{"X-Engram-Session": "edits"}
+	result := strings.Repeat("line of a long output\n", 40)
+	conv := []any{
+		map[string]any{"role": "user", "content": "run it"},
+		map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": map[string]any{"command": "make"}}}},
+		map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}}},
+	}
+	send := func(msgs []any) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": msgs})
+		resp := f.post(t, string(body), h)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	}
+	send(conv)
+	conv = append(conv, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "ok"}}},
+		map[string]any{"role": "user", "content": "and now?"})
+	// The harness clears the old result in place.
+	conv[2] = map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": "[Old tool result content cleared]"}}}
+	send(conv)
+	reqs := f.up.Requests(modelserver.KindMain)
+	if up := string(reqs[1].Body); !strings.Contains(up, "[Old tool result content cleared]") || strings.Contains(up, "line of a long output") {
+		t.Errorf("the edit did not go upstream as the harness sent it: %.300s", up)
+	}
+	key := store.WindowKey{SessionID: "edits", AgentID: "proxy"}
+	_, held, _, err := f.windows.Messages(ctx, key)
+	if err != nil || len(held) != 5 {
+		t.Fatalf("the window holds %d messages (%v), want 5: the edit followed, the tail appended", len(held), err)
+	}
+	if got := held[2].Blocks[0].Text; got != result {
+		t.Errorf("the window's tool result is %q, want the original bytes", got)
+	}
+	// Another conversation under the same session: a window of its own.
+	send([]any{map[string]any{"role": "user", "content": "a question on the side"}})
+	side := store.WindowKey{SessionID: "edits", AgentID: "proxy-2"}
+	if _, held, _, err := f.windows.Messages(ctx, side); err != nil || len(held) != 1 {
+		t.Fatalf("the side conversation's window holds %d messages (%v), want 1", len(held), err)
+	}
+	// The first goes on in its own window.
+	conv = append(conv, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "ok"}}},
+		map[string]any{"role": "user", "content": "go on"})
+	send(conv)
+	if _, held, _, err := f.windows.Messages(ctx, key); err != nil || len(held) != 7 {
+		t.Fatalf("the first window holds %d messages (%v), want 7", len(held), err)
+	}
+	if s := f.p.Stats(); s.Edits != 1 || s.Restarts != 1 {
+		t.Errorf("stats: %d edits, %d restarts; want 1 and 1", s.Edits, s.Restarts)
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A client that leaves mid-stream: the upstream request is cancelled and
+// what arrived is stored, marked partial.
+func TestProxy_ClientLeavesMidStream(t *testing.T) {
+	started := make(chan struct{})
+	cancelled := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_cut\",\"role\":\"assistant\",\"content\":[]}}\n\n")
+		fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"The first half\"}}\n\n")
+		w.(http.Flusher).Flush()
+		close(started)
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer func() { up.CloseClientConnections(); up.Close() }()
+	f := newFixture(t, proxy.Options{Anthropic: up.URL})
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.front.URL+"/v1/messages",
+		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"tell me"}]}`))
+	req.Header.Set("X-Api-Key", "k")
+	req.Header.Set("X-Engram-Session", "cut")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	buf := make([]byte, 64)
+	_, _ = resp.Body.Read(buf)
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request was not cancelled when the client left")
+	}
+	var stored string
+	for range 100 {
+		hits, err := f.eng.Store().TurnRange(t.Context(), "cut", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range hits {
+			if e.Type == store.AgentResponse {
+				stored = string(e.Content) + " " + e.MsgID
+			}
+		}
+		if stored != "" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(stored, "The first half") || !strings.Contains(stored, "msg_cut/partial") {
+		t.Errorf("stored %q; want the half that arrived, marked partial", stored)
+	}
+}
+
+// A model engram does not know is sized as a 200k-token model, and goes
+// through; count_tokens of a conversation the proxy holds is counted as
+// the proxy would send it.
+func TestProxy_UnknownModelAndCountTokens(t *testing.T) {
+	var steps []modelserver.Step
+	for i := range 20 {
+		steps = append(steps, modelserver.Say(fmt.Sprintf("Answer %d: %s", i, strings.Repeat("the quartermaster counts the crates again. ", 20))))
+	}
+	f := newFixture(t, proxy.Options{Limit: 5000}, steps...)
+	var history []json.RawMessage
+	for i := range 20 {
+		prompt, _ := json.Marshal(map[string]any{"role": "user", "content": fmt.Sprintf("Question %d: %s", i, strings.Repeat("how many crates? ", 30))})
+		history = append(history, prompt)
+		body, _ := json.Marshal(map[string]any{"model": "a-model-nobody-knows", "max_tokens": 100, "messages": history})
+		resp := f.post(t, string(body), map[string]string{"X-Engram-Session": "count"})
+		var out struct {
+			Content []map[string]any `json:"content"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("turn %d: %d %v", i, resp.StatusCode, err)
+		}
+		answer, _ := json.Marshal(map[string]any{"role": "assistant", "content": out.Content})
+		history = append(history, answer)
+	}
+	next, _ := json.Marshal(map[string]any{"role": "user", "content": "one more?"})
+	body, _ := json.Marshal(map[string]any{"model": "a-model-nobody-knows", "messages": append(history, next)})
+	req, _ := http.NewRequest(http.MethodPost, f.front.URL+"/v1/messages/count_tokens", strings.NewReader(string(body)))
+	req.Header.Set("X-Api-Key", "k")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("X-Engram-Session", "count")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var n struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("count_tokens: %d %v", resp.StatusCode, err)
+	}
+	if n.InputTokens == 0 || n.InputTokens > 5000 {
+		t.Errorf("count_tokens says %d; want the laid-out request's count, under the window's 5,000", n.InputTokens)
+	}
+	reqs := f.up.Requests(modelserver.KindCountTokens)
+	if len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), "one more?") {
+		t.Fatalf("count_tokens upstream: %d requests", len(reqs))
+	}
+	// Nothing of a count is stored.
+	if s := f.p.Stats(); s.Requests["count_tokens"] != 1 || s.Answers != 20 {
+		t.Errorf("stats: %+v", s)
+	}
+	hits, _ := f.eng.Store().TurnRange(t.Context(), "count", 0, 0)
+	for _, e := range hits {
+		if strings.Contains(string(e.Content), "one more?") {
+			t.Errorf("count_tokens stored its message")
+		}
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

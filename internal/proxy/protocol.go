@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/engramhq/engram/internal/window"
+)
+
+// protocol is how the proxy reads and writes one of the vendors' request
+// formats: Anthropic Messages, OpenAI Chat Completions, OpenAI Responses.
+type protocol interface {
+	// route names the protocol in Stats.
+	route() string
+	// read parses a request's conversation.
+	read(body []byte, h http.Header) (*conversation, error)
+	// note is a user message holding text, in the protocol's shape.
+	note(text string) json.RawMessage
+	// field is the request's key of the conversation's list.
+	field() string
+	// assembler rebuilds the assistant's answer from a response with
+	// this content type as it passes.
+	assembler(contentType string) assembler
+}
+
+// conversation is what the proxy reads of a request.
+type conversation struct {
+	model string
+	// raws are the conversation's messages as the request has them, in
+	// the window's order: a system prompt the request holds apart from
+	// its list first (Anthropic's system, Responses' instructions), then
+	// the list's; msgs the same, mapped onto window messages.
+	raws []json.RawMessage
+	msgs []window.Message
+	// off is the place of the list's first message in raws.
+	off int
+	// session is the session the request names itself (Claude Code's
+	// metadata, Codex's prompt_cache_key), "" when none; agent the
+	// harness, when the request says which.
+	session, agent string
+	// tools is the request's tool schemas, as sent.
+	tools json.RawMessage
+	// stateful: the server holds the conversation (a Responses request
+	// with previous_response_id): the list is only what is new, appended
+	// as it is, and the request goes upstream untouched.
+	stateful bool
+}
+
+// errNoMessages is a request with nothing to store.
+var errNoMessages = errors.New("no messages")
+
+// present reports whether a JSON field was given and is not null.
+func present(r json.RawMessage) bool {
+	r = bytes.TrimSpace(r)
+	return len(r) > 0 && string(r) != "null"
+}
+
+// mapAll maps each raw message onto a window message with from.
+func mapAll(c *conversation, from func([]byte) (window.Message, error)) error {
+	c.msgs = make([]window.Message, len(c.raws))
+	for i, raw := range c.raws {
+		m, err := from(raw)
+		if err != nil {
+			return fmt.Errorf("message %d: %w", i-c.off, err)
+		}
+		c.msgs[i] = m
+	}
+	return nil
+}
+
+// messagesAPI is Anthropic's Messages API.
+type messagesAPI struct{}
+
+func (messagesAPI) route() string { return "messages" }
+func (messagesAPI) field() string { return "messages" }
+
+func (messagesAPI) read(body []byte, h http.Header) (*conversation, error) {
+	var req struct {
+		Model    string            `json:"model"`
+		System   json.RawMessage   `json:"system"`
+		Messages []json.RawMessage `json:"messages"`
+		Tools    json.RawMessage   `json:"tools"`
+		Metadata struct {
+			UserID string `json:"user_id"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("not a Messages request: %w", err)
+	}
+	if len(req.Messages) == 0 {
+		return nil, errNoMessages
+	}
+	c := &conversation{model: req.Model, raws: req.Messages, tools: req.Tools, session: claudeSession(req.Metadata.UserID)}
+	if present(req.System) {
+		sys, _ := json.Marshal(map[string]json.RawMessage{"role": json.RawMessage(`"system"`), "content": req.System})
+		c.raws, c.off = append([]json.RawMessage{sys}, c.raws...), 1
+	}
+	if c.session != "" || strings.Contains(h.Get("User-Agent"), "claude-cli") {
+		c.agent = "claude-code"
+	}
+	return c, mapAll(c, window.FromAnthropic)
+}
+
+func (messagesAPI) note(text string) json.RawMessage {
+	m, _ := json.Marshal(map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": text}}})
+	return m
+}
+
+func (messagesAPI) assembler(contentType string) assembler {
+	if strings.HasPrefix(contentType, "text/event-stream") {
+		return &sseAssembler{}
+	}
+	return &jsonAssembler{}
+}
+
+// chatAPI is OpenAI's Chat Completions API.
+type chatAPI struct{}
+
+func (chatAPI) route() string { return "chat" }
+func (chatAPI) field() string { return "messages" }
+
+func (chatAPI) read(body []byte, h http.Header) (*conversation, error) {
+	var req struct {
+		Model    string            `json:"model"`
+		Messages []json.RawMessage `json:"messages"`
+		Tools    json.RawMessage   `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("not a Chat Completions request: %w", err)
+	}
+	if len(req.Messages) == 0 {
+		return nil, errNoMessages
+	}
+	c := &conversation{model: req.Model, raws: req.Messages, tools: req.Tools}
+	return c, mapAll(c, window.FromOpenAI)
+}
+
+func (chatAPI) note(text string) json.RawMessage {
+	m, _ := json.Marshal(map[string]string{"role": "user", "content": text})
+	return m
+}
+
+func (chatAPI) assembler(contentType string) assembler {
+	if strings.HasPrefix(contentType, "text/event-stream") {
+		return &chatStreamAssembler{}
+	}
+	return &chatJSONAssembler{}
+}
