@@ -137,10 +137,11 @@ func TestClaudeCode_Proxy(t *testing.T) {
 // TestClaudeCode_ProxyLongSession runs the real Claude Code through engram
 // proxy for 60 requests of file reads, a conversation far over its own
 // compaction threshold (100,000-token window, 67,000 at which it compacts),
-// with engram's window at 30,000 tokens: every request reaches the model
-// valid and under Claude Code's threshold, Claude Code never compacts, and
-// at the end the model expands the first marker through engram's MCP tool
-// and gets the first file's bytes back.
+// with engram's window at 30,000 tokens (Claude Code's system prompt and
+// tool schemas, about 26,000 of them, included): every request reaches
+// the model valid and within the window, Claude Code never compacts, and
+// at the end the model expands the first markers through engram's MCP
+// tool and gets the first file's bytes back.
 func TestClaudeCode_ProxyLongSession(t *testing.T) {
 	srv := modelserver.Start(modelserver.Options{})
 	defer srv.Close()
@@ -175,25 +176,36 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 		contents = append(contents, b.String())
 		steps = append(steps, modelserver.Call("Read", map[string]any{"file_path": p}))
 	}
-	var refID string
+	// At the end the model expands the first two markers (the first may
+	// stand for the prompt alone, as Claude Code's first message is large)
+	// and finds the first file in what they give back.
 	steps = append(steps,
 		func(r *modelserver.Request) (modelserver.Response, error) {
+			var refs []string
 			for _, m := range r.Params.Messages {
 				for _, found := range ctxref.Find(m.Text()) {
-					if refID == "" {
-						refID = found.Marker.ID
-					}
+					refs = append(refs, found.Marker.ID)
 				}
 			}
-			if refID == "" {
-				return modelserver.Response{}, fmt.Errorf("request %d carries no marker", r.Seq)
+			if len(refs) < 2 {
+				return modelserver.Response{}, fmt.Errorf("request %d carries %d markers, want at least 2", r.Seq, len(refs))
 			}
-			return modelserver.Response{Content: []modelserver.Block{modelserver.ToolUse("mcp__engram__retrieve_context",
-				map[string]any{"ref_id": refID, "query": "ledger 0 line 5", "max_tokens": 8000})}}, nil
+			var calls []modelserver.Block
+			for _, id := range refs[:2] {
+				calls = append(calls, modelserver.ToolUse("mcp__engram__retrieve_context",
+					map[string]any{"ref_id": id, "query": "ledger 0 line 5", "max_tokens": 1500}))
+			}
+			return modelserver.Response{Content: calls}, nil
 		},
 		func(r *modelserver.Request) (modelserver.Response, error) {
-			if got := modelserver.ToolResult(t, r); !strings.Contains(got, "ledger 0 line 5: the quartermaster") {
-				return modelserver.Response{}, fmt.Errorf("the first marker's expansion lacks the first file:\n%.1000s", got)
+			var got []string
+			for _, b := range r.Params.LastUser().Content {
+				if b.Type == "tool_result" {
+					got = append(got, b.ResultText())
+				}
+			}
+			if len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), "ledger 0 line 5: the quartermaster") {
+				return modelserver.Response{}, fmt.Errorf("the first markers' expansions (%d) lack the first file:\n%.1000s", len(got), strings.Join(got, "\n---\n"))
 			}
 			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("Read them all.")}}, nil
 		},
@@ -221,8 +233,8 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 	for _, r := range main {
 		most = max(most, r.InputTokens)
 	}
-	if len(main) < 60 || most >= 67000 {
-		t.Errorf("%d requests, the largest %d tokens; want at least 60, all under Claude Code's 67,000", len(main), most)
+	if len(main) < 60 || most > 30000 {
+		t.Errorf("%d requests, the largest %d tokens; want at least 60, all within engram's window of 30,000 (Claude Code compacts at 67,000)", len(main), most)
 	}
 	// Every byte Claude Code sent is in the store: each file as the Read
 	// tool gave it to the model (its lines numbered), in the window's
