@@ -631,11 +631,24 @@ func sameShape(a, b *window.Shape) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	if a.Vendor != b.Vendor || a.Plain != b.Plain || a.Null != b.Null || a.Developer != b.Developer || len(a.Extra) != len(b.Extra) {
+	if a.Vendor != b.Vendor || a.Plain != b.Plain || a.Null != b.Null || a.Developer != b.Developer ||
+		a.Item != b.Item || a.NoType != b.NoType || len(a.Parts) != len(b.Parts) || !sameFields(a.Extra, b.Extra) {
 		return false
 	}
-	for k, v := range a.Extra {
-		if !bytes.Equal(v, b.Extra[k]) {
+	for i := range a.Parts {
+		if a.Parts[i].Type != b.Parts[i].Type || !sameFields(a.Parts[i].Extra, b.Parts[i].Extra) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameFields(a, b map[string]json.RawMessage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !bytes.Equal(v, b[k]) {
 			return false
 		}
 	}

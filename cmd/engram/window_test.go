@@ -579,3 +579,29 @@ func TestCLI_WindowSnapshots(t *testing.T) {
 	}
 	e.fail("", 1, `session "s1" has no window`, args("window", "snapshots")...)
 }
+
+// TestSameShape: a replay's check tells shapes apart by every field,
+// the Responses API's included.
+func TestSameShape(t *testing.T) {
+	base := func() *window.Shape {
+		return &window.Shape{Vendor: window.Responses, Extra: map[string]json.RawMessage{"id": json.RawMessage(`"msg_1"`)},
+			Parts: []window.Part{{Type: "input_text", Extra: map[string]json.RawMessage{"annotations": json.RawMessage(`[]`)}}}}
+	}
+	if !sameShape(base(), base()) || !sameShape(nil, nil) || sameShape(base(), nil) {
+		t.Fatal("equal shapes differ")
+	}
+	for name, change := range map[string]func(*window.Shape){
+		"item":       func(s *window.Shape) { s.Item = "function_call_output" },
+		"no type":    func(s *window.Shape) { s.NoType = true },
+		"extra":      func(s *window.Shape) { s.Extra["id"] = json.RawMessage(`"msg_2"`) },
+		"parts":      func(s *window.Shape) { s.Parts = append(s.Parts, window.Part{}) },
+		"part type":  func(s *window.Shape) { s.Parts[0].Type = "output_text" },
+		"part extra": func(s *window.Shape) { s.Parts[0].Extra = nil },
+	} {
+		other := base()
+		change(other)
+		if sameShape(base(), other) {
+			t.Errorf("%s: shapes that differ are the same", name)
+		}
+	}
+}

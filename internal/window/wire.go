@@ -21,11 +21,14 @@ import (
 // "assistant"|"tool", "content": string, parts or null, "tool_calls":
 // [{"id", "type": "function", "function": {"name", "arguments"}}],
 // "tool_call_id"}. A tool message is RoleTool with one tool_result.
+//
+// OpenAI (Responses API): each item of a request's "input", one Message
+// each (see wire_responses.go).
 
 // Shape says how a message's content was written, so that it is written
 // back the same way.
 type Shape struct {
-	// Vendor is "anthropic" or "openai".
+	// Vendor is "anthropic", "openai" or "responses".
 	Vendor string `json:"vendor,omitempty"`
 	// Plain: the content was a string, not a list of blocks.
 	Plain bool `json:"plain,omitempty"`
@@ -34,14 +37,29 @@ type Shape struct {
 	// Developer: OpenAI's developer role, held as RoleSystem.
 	Developer bool `json:"developer,omitempty"`
 	// Extra holds the message's other fields, verbatim (OpenAI "name",
-	// "refusal", "audio"; anything a vendor adds).
+	// "refusal", "audio"; a Responses item's "id" and "status"; anything a
+	// vendor adds).
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+	// Item is the type of a Responses item written from its block rather
+	// than kept raw: a tool's output whose "output" is a string, held as
+	// the block's text (function_call_output, custom_tool_call_output,
+	// local_shell_call_output).
+	Item string `json:"item,omitempty"`
+	// NoType: a Responses message in the short form, without "type".
+	NoType bool `json:"no_type,omitempty"`
+	// Parts, one per block, say how a Responses message's text parts were
+	// written besides their text, where any differs from {"type":
+	// "input_text" ("output_text" for the assistant), "text"}; nil when
+	// none does.
+	Parts []Part `json:"parts,omitempty"`
 }
 
 // Vendors.
 const (
 	Anthropic = "anthropic"
 	OpenAI    = "openai"
+	// Responses is OpenAI's Responses API.
+	Responses = "responses"
 )
 
 func wireError(vendor string, format string, args ...any) error {
