@@ -47,11 +47,16 @@ func keptTurnsStart(msgs []Message, n int) int {
 	return 0
 }
 
-// evictable reports whether a unit's messages may all leave the window.
-func evictable(msgs []Message, p Policy) bool {
+// evictable reports whether messages may all leave the window: none is
+// pinned, of a type the policy preserves, or a system message that opens
+// the conversation (lead: no other message came before). A system message
+// in the course of the conversation (a harness's reminder: Codex sends
+// its hooks' context as developer messages between a call and its
+// result) is history like any other.
+func evictable(msgs []Message, p Policy, lead bool) bool {
 	for i := range msgs {
 		m := &msgs[i]
-		if m.Role == RoleSystem || m.Pinned || slices.Contains(p.Preserve, m.Type()) {
+		if m.Role == RoleSystem && lead || m.Pinned || slices.Contains(p.Preserve, m.Type()) {
 			return false
 		}
 	}

@@ -110,6 +110,9 @@ type Layout struct {
 	// stay counts the messages that may never go (see evictable) before
 	// each place: stay[i] of msgs[:i].
 	stay []int
+	// begun: a message other than a system prompt was appended; a system
+	// message after it may be evicted.
+	begun bool
 	// evictions counts the times the window evicted.
 	evictions int
 	// hold are messages a re-admission brings back, which its eviction
@@ -172,9 +175,10 @@ func (l *Layout) Append(m Message) error {
 	}
 	l.msgs, l.units = msgs, append(l.units[:k], tail...)
 	n := l.stay[len(l.stay)-1]
-	if !evictable(msgs[len(msgs)-1:], l.o.Policy) {
+	if !evictable(msgs[len(msgs)-1:], l.o.Policy, !l.begun) {
 		n++
 	}
+	l.begun = l.begun || m.Role != RoleSystem
 	l.stay = append(l.stay, n)
 	for _, b := range m.Blocks {
 		switch b.Type {

@@ -387,7 +387,9 @@ func TestResponsesTokens(t *testing.T) {
 
 // TestResponsesEvictsPairs: a Codex-like conversation in a small window:
 // whatever it evicts, a function_call and its function_call_output go
-// together, behind one marker or both in the window.
+// together, behind one marker or both in the window, with the developer
+// message Codex puts between them (its hooks' context), which goes as
+// history does; the developer message that opens the conversation stays.
 func TestResponsesEvictsPairs(t *testing.T) {
 	ctx := t.Context()
 	p := window.PolicyFor("")
@@ -395,6 +397,10 @@ func TestResponsesEvictsPairs(t *testing.T) {
 	// the last two turns stay.
 	p.KeepTurns, p.MaxRefTokens = 2, 150
 	m, key := responsesWindow(t, 2000, &p)
+	head := fromResponses(t, `{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are a coding agent."}]}`)
+	if _, err := m.Append(ctx, key, []window.Message{head}); err != nil {
+		t.Fatal(err)
+	}
 	var appended []window.Message
 	for i := range 12 {
 		out := strings.Repeat(fmt.Sprintf("internal/pkg%d/file.go:%d: a line of output\n", i, i), 12)
@@ -402,6 +408,7 @@ func TestResponsesEvictsPairs(t *testing.T) {
 			fmt.Sprintf(`{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Step %d: test internal/pkg%d."}]}`, i, i),
 			fmt.Sprintf(`{"type": "reasoning", "id": "rs_%d", "summary": [], "encrypted_content": "gAAAAB-%d"}`, i, i),
 			fmt.Sprintf(`{"type": "function_call", "id": "fc_%d", "call_id": "call_%d", "name": "exec_command", "arguments": "{\"cmd\":\"go test ./internal/pkg%d\"}", "status": "completed"}`, i, i, i),
+			`{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<engram-context kind=\"posttooluse\">noted</engram-context>"}]}`,
 			fmt.Sprintf(`{"type": "function_call_output", "id": "fco_%d", "call_id": "call_%d", "output": %q}`, i, i, out),
 			fmt.Sprintf(`{"type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "pkg%d passes.", "annotations": [], "logprobs": []}]}`, i),
 		}
@@ -457,6 +464,9 @@ func TestResponsesEvictsPairs(t *testing.T) {
 	if refs == 0 {
 		t.Fatal("twelve turns in a 2,000-token window evicted nothing")
 	}
+	if items[0].Message == nil || items[0].Message.Role != window.RoleSystem {
+		t.Errorf("the conversation's opening developer message left the window: %+v", items[0])
+	}
 	if len(callAt) != 12 || len(resultAt) != 12 {
 		t.Fatalf("%d calls and %d outputs found, want 12 of each", len(callAt), len(resultAt))
 	}
@@ -478,8 +488,8 @@ func TestResponsesEvictsPairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, u := range units {
-		if calls := appended[u.From].Calls(); len(calls) > 0 && u.To-u.From != 2 {
-			t.Errorf("the unit of call %s runs over %d messages, want the call and its output", calls[0], u.To-u.From)
+		if calls := appended[u.From].Calls(); len(calls) > 0 && u.To-u.From != 3 {
+			t.Errorf("the unit of call %s runs over %d messages, want the call, the developer message and its output", calls[0], u.To-u.From)
 		}
 	}
 }
@@ -592,4 +602,40 @@ func FuzzFromResponses(f *testing.F) {
 			t.Fatalf("%s: written %s, then %s (%v)", raw, out, out2, err)
 		}
 	})
+}
+
+// TestResponsesHookMessagesGo: the developer messages Codex sends between
+// a call and its output (its hooks' context) do not pin the call in the
+// window: it evicts down to its target as for any conversation.
+func TestResponsesHookMessagesGo(t *testing.T) {
+	ctx := t.Context()
+	p := window.PolicyFor("")
+	p.KeepTurns = 2
+	m, key := responsesWindow(t, 8000, &p)
+	head := fromResponses(t, `{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are a coding agent."}]}`)
+	if _, err := m.Append(ctx, key, []window.Message{head}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		out := strings.Repeat(fmt.Sprintf("internal/pkg%d/file.go:%d: a line of output\n", i, i), 30)
+		var msgs []window.Message
+		for _, raw := range []string{
+			fmt.Sprintf(`{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Step %d."}]}`, i),
+			fmt.Sprintf(`{"type": "function_call", "call_id": "call_%d", "name": "exec_command", "arguments": "{}"}`, i),
+			`{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<engram-context kind=\"posttooluse\">noted</engram-context>"}]}`,
+			fmt.Sprintf(`{"type": "function_call_output", "call_id": "call_%d", "output": %q}`, i, out),
+		} {
+			msgs = append(msgs, fromResponses(t, raw))
+		}
+		if _, err := m.Append(ctx, key, msgs); err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+	}
+	st, err := m.Status(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Evicted == 0 || st.Used > st.EvictAt {
+		t.Errorf("the window uses %d tokens of %d (evicting at %d), %d messages evicted: the calls stayed pinned", st.Used, st.Budget, st.EvictAt, st.Evicted)
+	}
 }
