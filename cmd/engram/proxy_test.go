@@ -23,12 +23,12 @@ import (
 )
 
 // startProxy runs engram proxy to upstream and returns its URL.
-func startProxy(t *testing.T, env []string, upstream string) string {
+func startProxy(t testing.TB, env []string, upstream string) string {
 	t.Helper()
 	return startProxyWith(t, env, upstream, nil)
 }
 
-func startProxyWith(t *testing.T, env []string, upstream string, more []string) string {
+func startProxyWith(t testing.TB, env []string, upstream string, more []string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -297,7 +297,7 @@ func windowMessages(t *testing.T, dataDir, session string) []window.Message {
 }
 
 // startProxyArgs is startProxy with more arguments.
-func startProxyArgs(t *testing.T, env []string, upstream string, args ...string) string {
+func startProxyArgs(t testing.TB, env []string, upstream string, args ...string) string {
 	t.Helper()
 	return startProxyWith(t, env, upstream, args)
 }

@@ -448,6 +448,8 @@ func MessageHash(m window.Message) (string, error) {
 	switch vendor(m) {
 	case window.OpenAI:
 		b, err = window.ToOpenAI(m)
+	case window.Responses:
+		b, err = window.ToResponses(m)
 	default:
 		b, err = window.ToAnthropic(m)
 	}

@@ -263,6 +263,8 @@ func routeOf(r *http.Request) (protocol, bool) {
 		return messagesAPI{}, false
 	case "/v1/chat/completions":
 		return chatAPI{}, true
+	case "/v1/responses":
+		return responsesAPI{}, true
 	}
 	return nil, false
 }

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/modelserver"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+// BenchmarkClaudeCode_ProxySession runs the real Claude Code (ENGRAM_TEST_CLAUDE)
+// through the same 60-request session of file reads twice, straight to the
+// scripted model and through engram proxy (--window 30000), and reports
+// what reached the model: tokens per main request, their sum, the
+// effective tokens with a prompt cache (as ../shared/bench/trajectories
+// defines them: each request's leading blocks, system, tools, then each
+// message, byte-identical to the previous request's cost 0.1 a token, the
+// rest 1.0), and Claude Code's compactions with what they sent.
+//
+//	ENGRAM_TEST_CLAUDE=… go test ./cmd/engram -run '^$' -bench ClaudeCode_ProxySession -benchtime 1x
+func BenchmarkClaudeCode_ProxySession(b *testing.B) {
+	for _, proxied := range []bool{false, true} {
+		name := "direct"
+		if proxied {
+			name = "proxy"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				s := proxySession(b, proxied)
+				b.ReportMetric(float64(s.requests), "requests")
+				b.ReportMetric(float64(s.tokens)/float64(s.requests), "tokens/request")
+				b.ReportMetric(float64(s.most), "max-tokens")
+				b.ReportMetric(float64(s.tokens), "tokens")
+				b.ReportMetric(s.effective, "effective-tokens")
+				b.ReportMetric(float64(s.compactions), "compactions")
+				b.ReportMetric(float64(s.compactTokens), "compaction-tokens")
+				b.Logf("%s: %d main requests, %d tokens (%.0f a request, the largest %d), %.0f effective with a prompt cache; %d compactions sending %d tokens",
+					name, s.requests, s.tokens, float64(s.tokens)/float64(s.requests), s.most, s.effective, s.compactions, s.compactTokens)
+			}
+		})
+	}
+}
+
+type sessionFigures struct {
+	requests, tokens, most     int
+	effective                  float64
+	compactions, compactTokens int
+}
+
+// proxySession runs 59 file reads and an answer, straight or through the
+// proxy, and measures what reached the model.
+func proxySession(b *testing.B, proxied bool) sessionFigures {
+	b.Helper()
+	srv := modelserver.Start(modelserver.Options{})
+	defer srv.Close()
+	cc := modelserver.NewClaudeCode(b, srv)
+	cc.Env = append(cc.Env, "CLAUDE_CODE_AUTO_COMPACT_WINDOW=100000")
+	if proxied {
+		dataDir := b.TempDir()
+		env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-bench-token")
+		url := startProxyArgs(b, env, srv.URL(), "--window", "30000", "--project", cc.Dir)
+		for i, kv := range cc.Env {
+			if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
+				cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
+			}
+		}
+		cc.Env = append(cc.Env, "ANTHROPIC_CUSTOM_HEADERS=X-Engram-Token: proxy-bench-token")
+	}
+	var steps []modelserver.Step
+	for i := range 59 {
+		var sb strings.Builder
+		for j := 0; sb.Len() < 7000; j++ {
+			fmt.Fprintf(&sb, "ledger %d line %d: the quartermaster counts crates of tea and tallow for voyage %d\n", i, j, i*1000+j)
+		}
+		p := filepath.Join(cc.Dir, fmt.Sprintf("ledger%02d.txt", i))
+		if err := os.WriteFile(p, []byte(sb.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		steps = append(steps, modelserver.Call("Read", map[string]any{"file_path": p}))
+	}
+	steps = append(steps, modelserver.Say("Read them all."))
+	srv.Add(steps...)
+	if _, err := cc.Run(b, "-p", "Read the ledgers one by one.", "--output-format", "json", "--allowedTools", "Read"); err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Err(); err != nil {
+		b.Fatal(err)
+	}
+	enc, err := tokens.Get(tokens.O200kBase)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var f sessionFigures
+	var prev []string
+	for _, r := range srv.Requests(modelserver.KindMain, modelserver.KindCompact) {
+		if r.Kind == modelserver.KindCompact {
+			f.compactions++
+			f.compactTokens += r.InputTokens
+			continue
+		}
+		f.requests++
+		f.tokens += r.InputTokens
+		f.most = max(f.most, r.InputTokens)
+		blocks := requestBlocks(b, r.Body)
+		same := 0
+		for same < len(blocks) && same < len(prev) && blocks[same] == prev[same] {
+			same++
+		}
+		for i, blk := range blocks {
+			n := float64(enc.Count(blk))
+			if i < same {
+				n *= 0.1
+			}
+			f.effective += n
+		}
+		prev = blocks
+	}
+	return f
+}
+
+// requestBlocks are a Messages request's blocks as a prompt cache sees
+// them: the system prompt, the tool schemas, then each message, with what
+// does not change the prompt (cache_control, Claude Code's billing header,
+// which its prompt cache leaves out) taken out.
+func requestBlocks(b *testing.B, body []byte) []string {
+	var req struct {
+		System   any   `json:"system"`
+		Tools    any   `json:"tools"`
+		Messages []any `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		b.Fatal(err)
+	}
+	var out []string
+	for _, v := range append([]any{req.System, req.Tools}, req.Messages...) {
+		j, _ := json.Marshal(stripCache(v))
+		out = append(out, string(j))
+	}
+	return out
+}
+
+func stripCache(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, "cache_control")
+		for k, e := range x {
+			x[k] = stripCache(e)
+		}
+	case []any:
+		var out []any
+		for _, e := range x {
+			if m, ok := e.(map[string]any); ok {
+				if t, _ := m["text"].(string); strings.HasPrefix(t, "x-anthropic-billing-header:") {
+					continue
+				}
+			}
+			out = append(out, stripCache(e))
+		}
+		return out
+	}
+	return v
+}
