@@ -1,0 +1,168 @@
+package proxy_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/modelserver"
+	"github.com/engramhq/engram/internal/proxy"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// responsesItems reads the output items of a streamed Responses answer.
+func responsesItems(t *testing.T, resp *http.Response) []json.RawMessage {
+	t.Helper()
+	var items []json.RawMessage
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type string          `json:"type"`
+			Item json.RawMessage `json:"item"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %s: %v", data, err)
+		}
+		if ev.Type == "response.output_item.done" {
+			items = append(items, ev.Item)
+		}
+	}
+	return items
+}
+
+// A Codex-like conversation over the Responses API, streamed, over the
+// window's threshold: each request the upstream validates (every
+// function_call_output has its call), older runs reach the model as
+// markers in a user message item, the developer prompt stays first, and
+// every answer is stored as its output items.
+func TestProxy_Responses(t *testing.T) {
+	var steps []modelserver.Step
+	for i := range 20 {
+		steps = append(steps, modelserver.Reply(modelserver.Text(fmt.Sprintf("Running step %d.", i)),
+			modelserver.ToolUse("exec_command", map[string]any{"cmd": fmt.Sprintf("go test ./pkg%d", i)})))
+	}
+	steps = append(steps, modelserver.Say("All green."))
+	f := newFixture(t, proxy.Options{Limit: 6000}, steps...)
+	header := map[string]string{"User-Agent": "codex_exec/0.171.0", "Session-Id": "01a217e5-a3ec-7613-957d-3f824116f400"}
+	input := []json.RawMessage{
+		json.RawMessage(`{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a coding agent."}]}`),
+		json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_text","text":"run the tests of every package"}]}`),
+	}
+	for i := range 21 {
+		body, _ := json.Marshal(map[string]any{"model": "gpt-5-codex", "stream": true, "store": false, "input": input,
+			"tools":            []any{map[string]any{"type": "function", "name": "exec_command", "parameters": map[string]any{"type": "object"}}},
+			"prompt_cache_key": "01a217e5-a3ec-7613-957d-3f824116f400"})
+		resp := f.postTo(t, "/v1/responses", string(body), header)
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
+		}
+		items := responsesItems(t, resp)
+		input = append(input, items...)
+		for _, it := range items {
+			var fc struct {
+				Type   string `json:"type"`
+				CallID string `json:"call_id"`
+			}
+			_ = json.Unmarshal(it, &fc)
+			if fc.Type == "function_call" {
+				out, _ := json.Marshal(map[string]any{"type": "function_call_output", "call_id": fc.CallID,
+					"output": fmt.Sprintf("ok pkg%d %s", i, strings.Repeat("PASS a test of the package. ", 40))})
+				input = append(input, out)
+			}
+		}
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.up.Requests(modelserver.KindMain)
+	last := reqs[len(reqs)-1]
+	var sent struct {
+		Input []struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"input"`
+	}
+	if err := json.Unmarshal(last.Body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sent.Input); n >= len(input)-2 {
+		t.Fatalf("the last request upstream has %d items of %d: nothing was evicted", n, len(input))
+	}
+	if last.InputTokens > 6000 {
+		t.Errorf("the last request upstream counts %d tokens, over the window's 6,000", last.InputTokens)
+	}
+	if sent.Input[0].Role != "developer" || sent.Input[1].Role != "user" || len(sent.Input[1].Content) == 0 {
+		t.Fatalf("the last request starts %+v", sent.Input[:2])
+	}
+	refs := ctxref.Find(sent.Input[1].Content[0].Text)
+	if len(refs) == 0 {
+		t.Fatalf("the second item upstream is not the markers: %.300s", sent.Input[1].Content[0].Text)
+	}
+	got, err := f.windows.Expand(t.Context(), refs[0].Marker.ID)
+	if err != nil || len(got) == 0 || !strings.Contains(got[0].Blocks[0].Text, "run the tests") {
+		t.Fatalf("the first marker expands to %d messages (%v), want the prompt first", len(got), err)
+	}
+	key := store.WindowKey{SessionID: "01a217e5-a3ec-7613-957d-3f824116f400", AgentID: "codex"}
+	if _, held, _, err := f.windows.Messages(t.Context(), key); err != nil || len(held) != len(input)-1 {
+		t.Errorf("the window holds %d messages (%v), want the %d items sent before the last answer", len(held), err, len(input)-1)
+	}
+	var s proxy.Stats
+	for try := 0; try < 100; try++ {
+		if s = f.p.Stats(); s.Answers == 21 {
+			break
+		}
+		time.Sleep(time.Duration(try) * time.Millisecond)
+	}
+	if s.Requests["responses"] != 21 || s.Virtualized == 0 || s.Answers != 21 || s.FailedOpen != 0 {
+		t.Errorf("stats: %+v", s)
+	}
+	hits, err := f.eng.Store().TurnRange(t.Context(), key.SessionID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := 0
+	for _, e := range hits {
+		if e.Type == store.AgentResponse && strings.Contains(string(e.Content), `"output":[`) {
+			answers++
+		}
+	}
+	if answers != 21 {
+		t.Errorf("%d answers stored as output items, want 21", answers)
+	}
+}
+
+// A request that continues a conversation the server holds goes upstream
+// untouched, and what it lists is stored; the upstream's answer (here the
+// scripted server's: it holds no responses) reaches the client verbatim.
+func TestProxy_ResponsesStateful(t *testing.T) {
+	f := newFixture(t, proxy.Options{Limit: 6000}, modelserver.Say("fine"))
+	body := `{"model":"gpt-5-codex","previous_response_id":"resp_123","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"and the docs?"}]}]}`
+	resp := f.postTo(t, "/v1/responses", body, map[string]string{"X-Engram-Session": "held"})
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "Previous response with id 'resp_123' not found.") {
+		t.Fatalf("%d %s; want the upstream's own 400", resp.StatusCode, b)
+	}
+	reqs := f.up.Requests()
+	if len(reqs) != 1 || string(reqs[0].Body) != body {
+		t.Fatalf("the request upstream is not the request sent: %s", reqs[0].Body)
+	}
+	_, held, _, err := f.windows.Messages(t.Context(), store.WindowKey{SessionID: "held", AgentID: "proxy"})
+	if err != nil || len(held) != 1 || held[0].Blocks[0].Text != "and the docs?" {
+		t.Errorf("the window holds %d messages (%v), want the one listed", len(held), err)
+	}
+}
