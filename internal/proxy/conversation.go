@@ -395,35 +395,70 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 			protect--
 		}
 	}
-	last, held := -1, 0
+	// Which messages go as the harness sent them: those the window shows
+	// whole, the turn's own, and what the window does not hold (a request
+	// counted, not stored); then, until none is missing, the results of
+	// every call that goes and the call of every result that goes, so
+	// that the request stays valid whatever the window kept of them. An
+	// excerpt the window keeps of a message that does not go (a clipped
+	// message's head and tail, a digest's lines) goes among the markers.
+	held := 0
 	for _, it := range items {
 		held = max(held, it.Pos+1)
-		if it.Pos >= protect {
-			break
-		}
-		switch {
-		case it.Message != nil || it.Excerpt != "":
-			// A message the window shows whole, or keeps an excerpt of (a
-			// clipped message's head and tail, a digest): sent whole as the
-			// harness sent it, so that a tool call keeps its result and
-			// the newest messages go as they are.
-			if it.Pos < c.off || it.Pos == last {
-				continue // the system prompt is the request's own
-			}
+	}
+	sent := make([]bool, len(c.raws))
+	for _, it := range items {
+		if it.Message != nil && it.Pos >= c.off && it.Pos < protect {
 			if it.Pos >= len(c.raws) {
 				return nil, fmt.Errorf("the window shows message %d of a request of %d", it.Pos, len(c.raws))
 			}
+			sent[it.Pos] = true
+		}
+	}
+	tail := max(c.off, min(protect, held))
+	for i := tail; i < len(c.raws); i++ {
+		sent[i] = true
+	}
+	pair(c.msgs, sent)
+	emitted := make([]bool, len(c.raws))
+	emit := func(pos int) {
+		if !emitted[pos] {
 			flush()
-			msgs = append(msgs, c.raws[it.Pos])
-			last = it.Pos
+			msgs = append(msgs, c.raws[pos])
+			emitted[pos] = true
+		}
+	}
+	next := c.off // messages before it are emitted or noted
+	for _, it := range items {
+		if it.Pos >= tail {
+			break
+		}
+		// A message that goes with one that goes, from inside a marker's
+		// run: in its place, after the marker.
+		for ; next < it.Pos; next++ {
+			if sent[next] {
+				emit(next)
+			}
+		}
+		next = max(next, it.Pos+1)
+		switch {
+		case it.Pos < c.off:
+			// The system prompt is the request's own.
+		case it.Pos < len(sent) && sent[it.Pos]:
+			emit(it.Pos)
+		case it.Excerpt != "":
+			notes = append(notes, it.Excerpt)
 		case it.Marker != "":
 			notes = append(notes, it.Marker)
 		}
 	}
+	for ; next < tail; next++ {
+		if sent[next] {
+			emit(next)
+		}
+	}
 	flush()
-	// What the window does not hold (a request counted, not stored) goes
-	// as it came.
-	msgs = append(msgs, c.raws[max(c.off, min(protect, held)):]...)
+	msgs = append(msgs, c.raws[tail:]...)
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
 		return nil, err
@@ -433,6 +468,43 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 	}
 	p.count.virtualized.Add(1)
 	return json.Marshal(obj)
+}
+
+// pair marks, in sent, the messages that must go with those it marks: the
+// results of the calls they make and the calls of the results they hold.
+func pair(msgs []window.Message, sent []bool) {
+	callAt, resultsAt := map[string]int{}, map[string][]int{}
+	for i := range msgs {
+		for _, id := range msgs[i].Calls() {
+			callAt[id] = i
+		}
+		for _, id := range msgs[i].Results() {
+			resultsAt[id] = append(resultsAt[id], i)
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		mark := func(i int) {
+			if !sent[i] {
+				sent[i], changed = true, true
+			}
+		}
+		for i := range msgs {
+			if !sent[i] {
+				continue
+			}
+			for _, id := range msgs[i].Calls() {
+				for _, j := range resultsAt[id] {
+					mark(j)
+				}
+			}
+			for _, id := range msgs[i].Results() {
+				if j, ok := callAt[id]; ok {
+					mark(j)
+				}
+			}
+		}
+	}
 }
 
 // MessageHash names a message by its vendor's form as engram writes it
