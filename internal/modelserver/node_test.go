@@ -21,7 +21,7 @@ const nodeTimeout = 60 * time.Second
 // package directory that the environment variable pkgEnv names passed
 // on in it, and decodes the JSON it prints into out. It skips the test
 // when pkgEnv is unset; set, it must name the package installed.
-func runNodeClient(t *testing.T, srv *Server, pkgEnv, pkg, script string, out any) {
+func runNodeClient(t *testing.T, srv *Server, proxied bool, pkgEnv, pkg, script string, out any) {
 	t.Helper()
 	dir := os.Getenv(pkgEnv)
 	if dir == "" {
@@ -44,7 +44,11 @@ func runNodeClient(t *testing.T, srv *Server, pkgEnv, pkg, script string, out an
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "MODELSERVER_URL="+srv.URL(), pkgEnv+"="+dir)
+	url := srv.URL()
+	if proxied {
+		url = throughProxy(t, srv)
+	}
+	env := append(os.Environ(), "MODELSERVER_URL="+url, pkgEnv+"="+dir)
 	stdout, err := runCLI("node", node, t.TempDir(), env, nodeTimeout, []string{abs})
 	if err != nil {
 		t.Fatalf("%s %s: %v", pkg, manifest.Version, err)
@@ -75,8 +79,14 @@ func answerSecret(result func(*Request) (string, bool)) Step {
 }
 
 // TestNode_OpenAIChat runs the official openai client through tool call
-// round trips against the Chat Completions API, streaming and not.
+// round trips against the Chat Completions API, streaming and not,
+// straight and through engram's proxy.
 func TestNode_OpenAIChat(t *testing.T) {
+	t.Run("direct", func(t *testing.T) { testNodeOpenAIChat(t, false) })
+	t.Run("proxy", func(t *testing.T) { testNodeOpenAIChat(t, true) })
+}
+
+func testNodeOpenAIChat(t *testing.T, proxied bool) {
 	readNotes := ToolUse("read_file", map[string]any{"path": "notes.txt"})
 	answer := answerSecret(func(r *Request) (string, bool) {
 		m, ok := r.Chat.LastToolResult()
@@ -135,7 +145,7 @@ func TestNode_OpenAIChat(t *testing.T) {
 			Code                       *string
 		}
 	}
-	runNodeClient(t, srv, "ENGRAM_TEST_NODE_OPENAI", "openai", "openai_chat.mjs", &out)
+	runNodeClient(t, srv, proxied, "ENGRAM_TEST_NODE_OPENAI", "openai", "openai_chat.mjs", &out)
 
 	args := `{"path":"notes.txt"}`
 	isCall := func(c call) bool {
@@ -188,8 +198,13 @@ func TestNode_OpenAIChat(t *testing.T) {
 
 // TestNode_AnthropicMessages runs the official @anthropic-ai/sdk client
 // through tool use round trips against the Messages API, streaming and
-// not.
+// not, straight and through engram's proxy.
 func TestNode_AnthropicMessages(t *testing.T) {
+	t.Run("direct", func(t *testing.T) { testNodeAnthropicMessages(t, false) })
+	t.Run("proxy", func(t *testing.T) { testNodeAnthropicMessages(t, true) })
+}
+
+func testNodeAnthropicMessages(t *testing.T, proxied bool) {
 	readNotes := ToolUse("read_file", map[string]any{"path": "notes.txt"})
 	answer := answerSecret(func(r *Request) (string, bool) {
 		u := r.Params.LastUser()
@@ -232,7 +247,7 @@ func TestNode_AnthropicMessages(t *testing.T) {
 			Status              int
 		}
 	}
-	runNodeClient(t, srv, "ENGRAM_TEST_NODE_ANTHROPIC", "@anthropic-ai/sdk", "anthropic_messages.mjs", &out)
+	runNodeClient(t, srv, proxied, "ENGRAM_TEST_NODE_ANTHROPIC", "@anthropic-ai/sdk", "anthropic_messages.mjs", &out)
 
 	for name, got := range map[string]turns{"without streaming": out.JSON, "the stream helper": out.Stream} {
 		if !cmp.Equal(got.Stop, []string{"tool_use", "end_turn"}) || !cmp.Equal(got.Types, []string{"text", "tool_use"}) ||
