@@ -16,9 +16,9 @@ import (
 
 func (a *app) proxyCmd() *cobra.Command {
 	var (
-		addr    string
-		opts    proxy.Options
-		timeout time.Duration
+		addr, printConfig string
+		opts              proxy.Options
+		timeout           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
@@ -36,19 +36,32 @@ resent history, and the model's answers are stored as they arrived. Other
 paths go through untouched. What engram cannot store goes through as it
 came.
 
-Claude Code:
-  ANTHROPIC_BASE_URL=http://127.0.0.1:7412 \
-  ANTHROPIC_CUSTOM_HEADERS="X-Engram-Token: $(engram token)" claude
-
 Over the window's threshold (its model's context, or --window), older
 runs reach the model as [CTX-REF] markers, which engram's MCP tool
 retrieve_context expands; the rewritten part stays the same bytes until
 the window evicts again, so the provider's prompt cache keeps hitting.
 
+--print-config claude-code|codex prints, without starting the proxy, what
+wires the harness to it (at --addr) and to engram's MCP server in one step,
+with a reference to engram's token, never the token itself ($ENGRAM_TOKEN
+when set, else the token file, read when used):
+
+  claude-code  shell lines: the model API's URL and engram's header, and
+               the MCP server as engram hooks install claude-code writes it
+                 eval "$(engram proxy --print-config claude-code)"
+                 claude --mcp-config "$ENGRAM_MCP_CONFIG"
+  codex        a config.toml: a model provider "engram" (Responses API,
+               the token from $ENGRAM_TOKEN) and the MCP server, as a profile
+                 engram proxy --print-config codex > ~/.codex/engram.config.toml
+                 export ENGRAM_TOKEN="$(engram token)"; codex --profile engram
+
 Not yet: the OpenAI formats' storage and layout; a history the harness
 edits is sent whole.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if printConfig != "" {
+				return a.printProxyConfig(printConfig, addr)
+			}
 			ctx := cmd.Context()
 			eng, err := a.engine(ctx, false)
 			if err != nil {
@@ -91,7 +104,8 @@ edits is sent whole.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&addr, "addr", "127.0.0.1:7412", "address to listen on")
+	f.StringVar(&addr, "addr", DefaultProxyAddr, "address to listen on")
+	f.StringVar(&printConfig, "print-config", "", "print what wires claude-code or codex to the proxy at --addr and to engram's MCP server, and exit")
 	f.StringVar(&opts.Anthropic, "anthropic", proxy.DefaultAnthropic, "the Anthropic API's base URL")
 	f.StringVar(&opts.OpenAI, "openai", proxy.DefaultOpenAI, "the OpenAI API's base URL")
 	f.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "the largest request body, in bytes (above the vendors' own)")
