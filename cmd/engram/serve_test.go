@@ -44,7 +44,8 @@ func startServe(ctx context.Context, t *testing.T, e *env, args ...string) (cmd 
 	addrRe := regexp.MustCompile(`on (http://\S+)`)
 	fileRe := regexp.MustCompile(`bearer token in (\S+)`)
 	var log strings.Builder
-	for sc.Scan() && (url == "" || tokenFile == "") {
+	// Found before the next Scan, which would wait for a line more.
+	for (url == "" || tokenFile == "") && sc.Scan() {
 		line := sc.Text()
 		log.WriteString(line + "\n")
 		if m := addrRe.FindStringSubmatch(line); m != nil {
