@@ -137,6 +137,7 @@ name, with /healthz listing them and one token for all.`,
 						return usagef("%v", err)
 					}
 					popts.Proxy, models = px, px
+					popts.Metrics.Proxy(px.Stats)
 				}
 				pmetrics[i] = popts.Metrics
 				handler = httpapi.Handler(eng, popts)

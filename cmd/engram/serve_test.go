@@ -268,7 +268,7 @@ func TestServeProjects(t *testing.T) {
 // model with the vendor's key intact and is stored in the window engram's
 // API shows; a request without engram's token in X-Engram-Token is
 // refused, from loopback and from a host the server answers to alike, and
-// so is one for a host it does not.
+// so is one for a host it does not; /metrics counts them.
 func TestServe_Proxy(t *testing.T) {
 	e := newEnv(t)
 	conf := filepath.Join(e.vars["HOME"], ".config", "engram", "config.toml")
@@ -354,6 +354,26 @@ func TestServe_Proxy(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"messages":2`) {
 		t.Errorf("the window through engram's API: %d %s", resp.StatusCode, body)
+	}
+	// /metrics counts them: the proxy's refusals among its own counters,
+	// the requests and the guard's refusal among serve's.
+	resp, err = hc.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, want := range []string{
+		`engram_proxy_refused_total{reason="token"} 3`,
+		`engram_proxy_requests_total{route="messages"}`,
+		`engram_proxy_upstream_total{class="2xx"}`,
+		`engram_http_requests_total{code="200",method="POST",route="POST /v1/messages"} 1`,
+		`engram_http_requests_total{code="200",method="POST",route="POST /v1/messages/count_tokens"} 1`,
+		`engram_http_refused_total{reason="host"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(body), "_refused_total")+"\n"+grepLines(string(body), "requests_total"))
+		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
