@@ -2,23 +2,27 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/internal/httpapi"
+	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/proxy"
 )
 
 func (a *app) proxyCmd() *cobra.Command {
 	var (
-		addr    string
-		opts    proxy.Options
-		timeout time.Duration
+		addr, printConfig string
+		opts              proxy.Options
+		timeout           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
@@ -36,19 +40,38 @@ resent history, and the model's answers are stored as they arrived. Other
 paths go through untouched. What engram cannot store goes through as it
 came.
 
-Claude Code:
-  ANTHROPIC_BASE_URL=http://127.0.0.1:7412 \
-  ANTHROPIC_CUSTOM_HEADERS="X-Engram-Token: $(engram token)" claude
-
 Over the window's threshold (its model's context, or --window), older
 runs reach the model as [CTX-REF] markers, which engram's MCP tool
 retrieve_context expands; the rewritten part stays the same bytes until
 the window evicts again, so the provider's prompt cache keeps hitting.
 
+--print-config claude-code|codex prints, without starting the proxy, what
+wires the harness to it (at --addr) and to engram's MCP server in one step,
+with a reference to engram's token, never the token itself ($ENGRAM_TOKEN
+when set, else the token file, read when used):
+
+  claude-code  shell lines: the model API's URL and engram's header, and
+               the MCP server as engram hooks install claude-code writes it
+                 eval "$(engram proxy --print-config claude-code)"
+                 claude --mcp-config "$ENGRAM_MCP_CONFIG"
+  codex        a config.toml: a model provider "engram" (Responses API,
+               the token from $ENGRAM_TOKEN) and the MCP server, as a profile
+                 engram proxy --print-config codex > ~/.codex/engram.config.toml
+                 export ENGRAM_TOKEN="$(engram token)"; codex --profile engram
+
+GET /metrics on the same address reports the proxy's counters (requests
+by route, layouts, refusals, upstream answers, stored answers, edited
+histories) and the store's figures to Prometheus: it needs engram's token,
+in X-Engram-Token or Authorization: Bearer, and a loopback name or the
+address bound. Every other path goes upstream.
+
 Not yet: the OpenAI formats' storage and layout; a history the harness
 edits is sent whole.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if printConfig != "" {
+				return a.printProxyConfig(printConfig, addr)
+			}
 			ctx := cmd.Context()
 			eng, err := a.engine(ctx, false)
 			if err != nil {
@@ -75,7 +98,20 @@ edits is sent whole.`,
 			if err != nil {
 				return fmt.Errorf("proxy: %w", err)
 			}
-			srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+			met := metrics.New(eng)
+			met.Proxy(p.Stats)
+			// The proxy passes every path it does not serve upstream:
+			// /metrics goes in front of it. Not a ServeMux, which would
+			// clean and redirect the paths the proxy passes on as they are.
+			scrape := metricsGuard(met.Handler(), opts.Token, servedHosts(ln.Addr().String()), a.log)
+			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+					scrape.ServeHTTP(w, r)
+					return
+				}
+				p.ServeHTTP(w, r)
+			})
+			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(a.stderr, "engram proxy on http://%s: Anthropic to %s, OpenAI to %s; requests need X-Engram-Token (engram token prints it)\n",
 				ln.Addr(), p.Upstream("anthropic"), p.Upstream("openai"))
 			go func() {
@@ -91,11 +127,67 @@ edits is sent whole.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&addr, "addr", "127.0.0.1:7412", "address to listen on")
+	f.StringVar(&addr, "addr", DefaultProxyAddr, "address to listen on")
+	f.StringVar(&printConfig, "print-config", "", "print what wires claude-code or codex to the proxy at --addr and to engram's MCP server, and exit")
 	f.StringVar(&opts.Anthropic, "anthropic", proxy.DefaultAnthropic, "the Anthropic API's base URL")
 	f.StringVar(&opts.OpenAI, "openai", proxy.DefaultOpenAI, "the OpenAI API's base URL")
 	f.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "the largest request body, in bytes (above the vendors' own)")
 	f.DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long to wait for an upstream's answer to begin")
 	f.IntVar(&opts.Limit, "window", 0, "every window's context in tokens (default: its model's)")
 	return cmd
+}
+
+// metricsGuard serves the proxy's /metrics behind the proxy's own checks,
+// and the Host check of engram serve: no request a browser marks as a web
+// page's (Origin, Sec-Fetch-Site: cross-site), a Host of loopback's or the
+// address served (hosts), and engram's token, in X-Engram-Token as the
+// proxy takes it or in Authorization: Bearer as Prometheus sends it.
+func metricsGuard(next http.Handler, token string, hosts []string, log *slog.Logger) http.Handler {
+	served := map[string]bool{}
+	for _, h := range hosts {
+		served[hostName(h)] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refuse := func(status int, reason, msg string) {
+			log.Warn("request refused", "reason", reason, "status", status, "remote", r.RemoteAddr, "path", r.URL.Path, "host", r.Host)
+			http.Error(w, "engram proxy: "+msg, status)
+		}
+		if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+			refuse(http.StatusForbidden, "origin", "engram's proxy takes no requests from web pages")
+			return
+		}
+		host := hostName(r.Host)
+		if host == "" || !loopbackHost(host) && !served[host] {
+			refuse(http.StatusForbidden, "host", fmt.Sprintf("this proxy does not answer to the host %q", r.Host))
+			return
+		}
+		cred := r.Header.Get("X-Engram-Token")
+		if scheme, bearer, ok := strings.Cut(r.Header.Get("Authorization"), " "); cred == "" && ok && strings.EqualFold(scheme, "bearer") {
+			cred = strings.TrimSpace(bearer)
+		}
+		if token == "" || subtle.ConstantTimeCompare([]byte(cred), []byte(token)) != 1 {
+			refuse(http.StatusUnauthorized, "token", "/metrics needs engram's token in X-Engram-Token or Authorization: Bearer (engram token prints it)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostName is the name of a Host value: lower case, without its port,
+// brackets or trailing dot.
+func hostName(host string) string {
+	h := strings.ToLower(strings.TrimSpace(host))
+	if hh, _, err := net.SplitHostPort(h); err == nil {
+		h = hh
+	}
+	return strings.TrimSuffix(strings.Trim(h, "[]"), ".")
+}
+
+// loopbackHost reports whether a host name can only mean this machine.
+func loopbackHost(h string) bool {
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }

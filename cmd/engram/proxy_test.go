@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -300,4 +302,85 @@ func windowMessages(t *testing.T, dataDir, session string) []window.Message {
 func startProxyArgs(t testing.TB, env []string, upstream string, args ...string) string {
 	t.Helper()
 	return startProxyWith(t, env, upstream, args)
+}
+
+// TestProxy_Metrics scrapes engram proxy's /metrics, which it serves in
+// front of the paths it passes upstream, behind its own checks: the
+// counters move with the requests, and a scrape without the token, from a
+// web page or for a foreign host is refused.
+func TestProxy_Metrics(t *testing.T) {
+	srv := modelserver.Start(modelserver.Options{Main: []modelserver.Step{modelserver.Say("Counted.")}})
+	defer srv.Close()
+	const token = "metrics-token"
+	env := []string{"HOME=" + t.TempDir(), "ENGRAM_DATA_DIR=" + t.TempDir(), "ENGRAM_TOKEN=" + token}
+	url := startProxyArgs(t, env, srv.URL(), "--openai", srv.URL())
+	do := func(method, path, body string, hdr ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			if hdr[i] == "Host" {
+				req.Host = hdr[i+1]
+			} else {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	msg := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"count me"}]}`
+	anthropic := []string{"Content-Type", "application/json", "X-Api-Key", "sk-ant-test", "Anthropic-Version", "2023-06-01"}
+	if code, body := do("POST", "/v1/messages", msg, append(anthropic, "X-Engram-Token", token)...); code != 200 || !strings.Contains(body, "Counted.") {
+		t.Fatalf("a request: %d %s", code, body)
+	}
+	for range 2 {
+		if code, _ := do("POST", "/v1/messages", msg, anthropic...); code != http.StatusUnauthorized {
+			t.Fatalf("a request without the token: %d", code)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		hdr    []string
+		status int
+	}{
+		{"no token", nil, http.StatusUnauthorized},
+		{"a wrong token", []string{"Authorization", "Bearer nope"}, http.StatusUnauthorized},
+		{"a web page", []string{"X-Engram-Token", token, "Origin", url}, http.StatusForbidden},
+		{"a foreign host", []string{"X-Engram-Token", token, "Host", "evil.example.com"}, http.StatusForbidden},
+	} {
+		if code, body := do("GET", "/metrics", "", tc.hdr...); code != tc.status {
+			t.Errorf("/metrics, %s: %d %s, want %d", tc.name, code, body, tc.status)
+		}
+	}
+	// The token as the proxy takes it, or as Prometheus sends it.
+	for _, hdr := range [][]string{{"X-Engram-Token", token}, {"Authorization", "Bearer " + token}} {
+		code, body := do("GET", "/metrics", "", hdr...)
+		if code != 200 {
+			t.Fatalf("/metrics with %s: %d %s", hdr[0], code, body)
+		}
+		for _, want := range []string{
+			`engram_proxy_refused_total{reason="token"} 2`,
+			`engram_proxy_requests_total{route="messages"}`,
+			`engram_proxy_layout_total{result="virtualized"}`,
+			`engram_proxy_upstream_total{class="2xx"}`,
+			`engram_proxy_answers_total{result="partial"}`,
+			`engram_proxy_history_total{change="edit"}`,
+			"engram_store_bytes",
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics with %s lacks %s:\n%s", hdr[0], want, grepLines(body, "engram_proxy_"))
+			}
+		}
+	}
+	// Other paths still go upstream: the model server's 404, not engram's.
+	if code, body := do("GET", "/metrics/more", "", "X-Engram-Token", token); code != 404 || !strings.Contains(body, "not_found_error") {
+		t.Errorf("/metrics/more: %d %s", code, body)
+	}
 }

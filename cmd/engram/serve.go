@@ -17,6 +17,7 @@ import (
 	"github.com/engramhq/engram/internal/httpapi"
 	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/metrics"
+	"github.com/engramhq/engram/internal/proxy"
 )
 
 // DefaultAddr is where engram serve listens by default.
@@ -27,6 +28,8 @@ func (a *app) serveCmd() *cobra.Command {
 		addr, token, tokenFile string
 		noIndex, yes, noEmbed  bool
 		maxBody                int64
+		noProxy                bool
+		upstreams              proxy.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [DIR...]",
@@ -40,6 +43,8 @@ serve over HTTP:
   /v1/...   the JSON API over the same operations (see the README)
   /metrics  Prometheus metrics
   /healthz  health, without a token
+  /v1/messages, /v1/messages/count_tokens, /v1/chat/completions, /v1/responses
+            the model APIs, as engram proxy serves them (--no-proxy: not)
 
 It binds to loopback (127.0.0.1:7411) by default. Every request but
 /healthz needs a credential (Authorization: Bearer ...): the operator's
@@ -52,11 +57,21 @@ served, or sent by a web page of another origin, are refused
 name their session and agent with the X-Engram-Session and X-Engram-Agent
 headers. Ctrl-C or SIGTERM stops it gracefully.
 
+The model APIs are engram proxy's, so that a harness can point its base URL
+here (engram proxy --print-config claude-code --addr 127.0.0.1:7411 prints
+the configuration): each request goes to the vendor (--anthropic, --openai)
+with the vendor's credential (Authorization, x-api-key) untouched, and is
+stored and laid out in the project's windows. engram's token goes in
+X-Engram-Token instead, loopback included (serve.trust_loopback does not
+apply, agents' keys are not taken); bodies may be up to --proxy-max-body,
+and the requests in flight are not bounded, as an answer streams for
+minutes.
+
 With directories as arguments, it serves each as a project of its own (its
 own store, index and settings) from the one process: one directory is served
 as above; several are served under /p/NAME/ (/p/NAME/mcp, /p/NAME/v1/...,
-/p/NAME/metrics), NAME being the directory's base name, with /healthz
-listing them and one token for all.`,
+/p/NAME/metrics, /p/NAME/v1/messages, ...), NAME being the directory's base
+name, with /healthz listing them and one token for all.`,
 		Example: `  engram serve --yes                  # the project of the current directory
   engram serve --yes ~/src/api ~/src/web   # two projects: /p/api/mcp and /p/web/mcp`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -97,6 +112,7 @@ listing them and one token for all.`,
 			var handler http.Handler
 			mounts := map[string]http.Handler{}
 			pmetrics := make([]*metrics.Metrics, len(projects))
+			var models *proxy.Proxy // a project's proxy, for its upstreams
 			for i, p := range projects {
 				eng, err := p.engine(ctx, false)
 				if err != nil {
@@ -109,6 +125,19 @@ listing them and one token for all.`,
 				}
 				if popts.Assembler, err = p.assembler(eng, popts.Windows); err != nil {
 					return fmt.Errorf("%s: %w", p.cfg.Project, err)
+				}
+				if !noProxy {
+					po := upstreams
+					po.Token, po.Logger = token, a.log
+					if po.Catalog, err = p.cfg.Catalog(); err != nil {
+						return fmt.Errorf("%s: %w", p.cfg.Project, err)
+					}
+					px, err := proxy.New(eng, popts.Windows, po)
+					if err != nil {
+						return usagef("%v", err)
+					}
+					popts.Proxy, models = px, px
+					popts.Metrics.Proxy(px.Stats)
 				}
 				pmetrics[i] = popts.Metrics
 				handler = httpapi.Handler(eng, popts)
@@ -132,6 +161,14 @@ listing them and one token for all.`,
 				for _, p := range projects {
 					fmt.Fprintf(a.stderr, "  %s at /p/%s/ (MCP at /p/%[2]s/mcp, JSON API at /p/%[2]s/v1)\n", p.cfg.Project, filepath.Base(p.cfg.Project))
 				}
+			}
+			if models != nil {
+				prefix := ""
+				if len(projects) > 1 {
+					prefix = "/p/NAME"
+				}
+				fmt.Fprintf(a.stderr, "model APIs at %s/v1/messages (to %s), %[1]s/v1/chat/completions and %[1]s/v1/responses (to %s); they need X-Engram-Token\n",
+					prefix, models.Upstream("anthropic"), models.Upstream("openai"))
 			}
 			switch {
 			case sv.TrustLoopback:
@@ -190,7 +227,11 @@ listing them and one token for all.`,
 	f.BoolVar(&noIndex, "no-index", false, "serve without indexing or watching the project")
 	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
 	f.BoolVar(&noEmbed, "no-embed", false, "do not embed new chunks as they are indexed")
-	f.Int64Var(&maxBody, "max-body", httpapi.MaxBodyBytes, "largest request body accepted, in bytes (413 beyond)")
+	f.Int64Var(&maxBody, "max-body", httpapi.MaxBodyBytes, "largest request body accepted, in bytes (413 beyond); the model APIs' is --proxy-max-body")
+	f.BoolVar(&noProxy, "no-proxy", false, "do not serve the model APIs (/v1/messages, /v1/chat/completions, /v1/responses)")
+	f.StringVar(&upstreams.Anthropic, "anthropic", proxy.DefaultAnthropic, "the Anthropic API's base URL, where /v1/messages goes")
+	f.StringVar(&upstreams.OpenAI, "openai", proxy.DefaultOpenAI, "the OpenAI API's base URL, where /v1/chat/completions and /v1/responses go")
+	f.Int64Var(&upstreams.MaxBody, "proxy-max-body", proxy.DefaultMaxBody, "the largest model API request body, in bytes (above the vendors' own)")
 	return cmd
 }
 

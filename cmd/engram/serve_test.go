@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engramhq/engram/internal/modelserver"
 )
 
 // bearer adds a token to every request.
@@ -44,7 +47,8 @@ func startServe(ctx context.Context, t *testing.T, e *env, args ...string) (cmd 
 	addrRe := regexp.MustCompile(`on (http://\S+)`)
 	fileRe := regexp.MustCompile(`bearer token in (\S+)`)
 	var log strings.Builder
-	for sc.Scan() && (url == "" || tokenFile == "") {
+	// Found before the next Scan, which would wait for a line more.
+	for (url == "" || tokenFile == "") && sc.Scan() {
 		line := sc.Text()
 		log.WriteString(line + "\n")
 		if m := addrRe.FindStringSubmatch(line); m != nil {
@@ -257,4 +261,142 @@ func TestServeProjects(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("serve after SIGTERM: %v", err)
 	}
+}
+
+// TestServe_Proxy runs the built binary's engram serve with the model APIs
+// to the scripted model server: a streamed Messages request reaches the
+// model with the vendor's key intact and is stored in the window engram's
+// API shows; a request without engram's token in X-Engram-Token is
+// refused, from loopback and from a host the server answers to alike, and
+// so is one for a host it does not; /metrics counts them.
+func TestServe_Proxy(t *testing.T) {
+	e := newEnv(t)
+	conf := filepath.Join(e.vars["HOME"], ".config", "engram", "config.toml")
+	f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("[serve]\nallowed_hosts = [\"engram.internal\"]\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	up := modelserver.Start(modelserver.Options{APIKey: "sk-ant-vendor-key", Main: []modelserver.Step{modelserver.Say("Through serve.")}})
+	defer up.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd, url, tokenFile := startServe(ctx, t, e, "--no-index", "--anthropic", up.URL(), "--openai", up.URL())
+	b, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(string(b))
+	post := func(path, body string, hdr ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url+path, strings.NewReader(body))
+		for k, v := range map[string]string{"Content-Type": "application/json", "X-Api-Key": "sk-ant-vendor-key",
+			"Anthropic-Version": "2023-06-01", "X-Engram-Session": "s-serve"} {
+			req.Header.Set(k, v)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			if hdr[i] == "Host" {
+				req.Host = hdr[i+1]
+			} else {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	msg := `{"model":"claude-sonnet-4-5","max_tokens":100,"stream":true,"system":"You are terse.","messages":[{"role":"user","content":"hi"}]}`
+	if code, body := post("/v1/messages", msg, "X-Engram-Token", tok); code != 200 || streamedText(body) != "Through serve." {
+		t.Fatalf("a streamed Messages request: %d\n%s", code, body)
+	}
+	// Counting tokens goes through too, for a host the server answers to.
+	count := `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`
+	if code, body := post("/v1/messages/count_tokens", count, "X-Engram-Token", tok, "Host", "engram.internal"); code != 200 || !strings.Contains(body, "input_tokens") {
+		t.Errorf("count_tokens: %d %s", code, body)
+	}
+	reached := len(up.Requests())
+	for _, tc := range []struct {
+		name   string
+		hdr    []string
+		status int
+	}{
+		{"no token, loopback", nil, http.StatusUnauthorized},
+		{"no token, an allowed host", []string{"Host", "engram.internal"}, http.StatusUnauthorized},
+		{"the token as a bearer", []string{"Authorization", "Bearer " + tok, "Host", "engram.internal"}, http.StatusUnauthorized},
+		{"a foreign host", []string{"X-Engram-Token", tok, "Host", "evil.example.com"}, http.StatusForbidden},
+	} {
+		if code, body := post("/v1/messages", msg, tc.hdr...); code != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, code, body, tc.status)
+		}
+	}
+	if err := up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(up.Requests()); n != reached {
+		t.Errorf("%d refused requests reached the model", n-reached)
+	}
+	// engram's own API answers, and shows the stored conversation.
+	hc := &http.Client{Transport: bearer{tok}}
+	resp, err := hc.Get(url + "/v1/windows/s-serve/proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"messages":2`) {
+		t.Errorf("the window through engram's API: %d %s", resp.StatusCode, body)
+	}
+	// /metrics counts them: the proxy's refusals among its own counters,
+	// the requests and the guard's refusal among serve's.
+	resp, err = hc.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, want := range []string{
+		`engram_proxy_refused_total{reason="token"} 3`,
+		`engram_proxy_requests_total{route="messages"}`,
+		`engram_proxy_upstream_total{class="2xx"}`,
+		`engram_http_requests_total{code="200",method="POST",route="POST /v1/messages"} 1`,
+		`engram_http_requests_total{code="200",method="POST",route="POST /v1/messages/count_tokens"} 1`,
+		`engram_http_refused_total{reason="host"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(body), "_refused_total")+"\n"+grepLines(string(body), "requests_total"))
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v", err)
+	}
+}
+
+// streamedText is the text of a Messages stream's text deltas.
+func streamedText(stream string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(stream, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Delta struct{ Type, Text string }
+		}
+		if json.Unmarshal([]byte(data), &ev) == nil && ev.Delta.Type == "text_delta" {
+			b.WriteString(ev.Delta.Text)
+		}
+	}
+	return b.String()
 }

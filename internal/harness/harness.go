@@ -218,6 +218,18 @@ func (o Options) files() ([]target, error) {
 }
 
 func (o Options) validate() error {
+	errs := o.entryErrors()
+	homeKnown := filepath.IsAbs(o.Home) || (o.Harness == Codex && filepath.IsAbs(o.CodexHome)) ||
+		(o.Harness == ClaudeCode && filepath.IsAbs(o.ClaudeConfigDir))
+	if (o.Scope == UserScope || o.Harness == Codex) && !homeKnown {
+		errs = append(errs, errors.New("no home directory: set HOME"))
+	}
+	return errors.Join(errs...)
+}
+
+// entryErrors are what is wrong with o for writing engram's entries,
+// wherever they go: the harness, the scope, the project and the command.
+func (o Options) entryErrors() []error {
 	var errs []error
 	if o.Harness != ClaudeCode && o.Harness != Codex {
 		errs = append(errs, fmt.Errorf("harness %q is not one of claude-code, codex", o.Harness))
@@ -231,15 +243,27 @@ func (o Options) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("scope %q is not one of project, user", o.Scope))
 	}
-	homeKnown := filepath.IsAbs(o.Home) || (o.Harness == Codex && filepath.IsAbs(o.CodexHome)) ||
-		(o.Harness == ClaudeCode && filepath.IsAbs(o.ClaudeConfigDir))
-	if (o.Scope == UserScope || o.Harness == Codex) && !homeKnown {
-		errs = append(errs, errors.New("no home directory: set HOME"))
-	}
 	if o.Command == "" {
 		errs = append(errs, errors.New("no engram command"))
 	}
-	return errors.Join(errs...)
+	return errs
+}
+
+// MCPConfig returns engram's MCP server entry as Install writes it for o's
+// harness and scope, for a person or another command to put in place: for
+// Claude Code, a file of mcpServers as .mcp.json holds it (which
+// claude --mcp-config also takes); for Codex, the config.toml block with
+// Install's marker lines, so that Status and Uninstall know it where they
+// look. It reads and writes no file, so o needs no home directory.
+func (o Options) MCPConfig() (string, error) {
+	if err := errors.Join(o.entryErrors()...); err != nil {
+		return "", err
+	}
+	if o.Harness == Codex {
+		return o.tomlBlock(o.Command), nil
+	}
+	doc := obj("mcpServers", obj("engram", o.mcpServer(o.Command)))
+	return string(encodeJSON(doc, jsonStyle{indent: "  ", finalNewl: true})), nil
 }
 
 // hookCommand is the shell command of event's hook for binary bin.

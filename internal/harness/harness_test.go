@@ -699,6 +699,59 @@ func TestHarness_OptionsValidate(t *testing.T) {
 	}
 }
 
+// MCPConfig is the entry Install writes, for every harness and scope: a
+// fresh install from the snippet alone leaves the file as Install would,
+// and Status knows the snippet's entry as installed.
+func TestHarness_MCPConfig(t *testing.T) {
+	for _, h := range Harnesses {
+		for _, s := range Scopes {
+			t.Run(string(h)+"/"+string(s), func(t *testing.T) {
+				e := newTestEnv(t)
+				o := e.opts(h, s)
+				o.MCPArgs = []string{"--harness", string(h)}
+				got, err := o.MCPConfig()
+				if err != nil {
+					t.Fatal(err)
+				}
+				files, err := o.files()
+				if err != nil {
+					t.Fatal(err)
+				}
+				mcpFile := files[1].path
+				if _, err := Install(o); err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(readFile(t, mcpFile), got); diff != "" {
+					t.Errorf("MCPConfig() is not what Install wrote to %s (-installed +snippet):\n%s", mcpFile, diff)
+				}
+				// The snippet put in place by hand is engram's entry.
+				writeFile(t, mcpFile, got, 0o600)
+				rep, err := Status(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if it := rep.Files[1].Items[0]; it.Name != MCPItem || it.State != Present {
+					t.Errorf("Status of the snippet: %+v, want %s %s", it, MCPItem, Present)
+				}
+			})
+		}
+	}
+	// It needs no home; it does need a harness, a command and, for a
+	// project, an absolute directory.
+	if _, err := (Options{Harness: Codex, Scope: UserScope, Command: bin}).MCPConfig(); err != nil {
+		t.Errorf("MCPConfig without a home: %v", err)
+	}
+	for _, o := range []Options{
+		{Harness: "cursor", Scope: ProjectScope, Project: "/p", Command: bin},
+		{Harness: ClaudeCode, Scope: ProjectScope, Project: "rel", Command: bin},
+		{Harness: Codex, Scope: UserScope},
+	} {
+		if _, err := o.MCPConfig(); err == nil {
+			t.Errorf("MCPConfig(%+v): no error", o)
+		}
+	}
+}
+
 func TestHarness_ShellRoundTrip(t *testing.T) {
 	args := []string{"/a b/engram", "hook", "it's", `"q"`, "$HOME", "", "plain-1.2_x"}
 	got, ok := shellSplit(shellJoin(args))

@@ -1,7 +1,8 @@
 // Package httpapi is engram's HTTP front end, what `engram serve` serves:
 // the MCP endpoint over streamable HTTP (/mcp), the JSON API (/v1/...),
 // health (/healthz), and a bearer-token check in front of everything but
-// health.
+// health and the model APIs a proxy serves (Options.Proxy), which check
+// their own.
 //
 // Each MCP session gets its own mcpserver.Server, identified by the
 // X-Engram-Session and X-Engram-Agent headers (or the session and agent
@@ -70,8 +71,19 @@ type Options struct {
 	// Assembler assembles turns' contexts over Windows, keeping its
 	// summarizer's work between requests; nil makes one per request.
 	Assembler *assemble.Assembler
-	Version   string
-	Logger    *slog.Logger
+	// Proxy, if set, serves the model APIs (POST /v1/messages,
+	// /v1/messages/count_tokens, /v1/chat/completions, /v1/responses), so
+	// that a harness can point its base URL at the server (engram proxy's
+	// handler). Those requests carry the vendor's credential in
+	// Authorization, which is not engram's and must go upstream untouched,
+	// and engram's token in X-Engram-Token, which Proxy must check
+	// itself: the guard checks their Host and Origin as every route's,
+	// but neither their credential, nor their body (Proxy bounds it,
+	// above the vendors' limits), nor admission (an answer streams for
+	// minutes, and would hold the slots of engram's own requests).
+	Proxy   http.Handler
+	Version string
+	Logger  *slog.Logger
 }
 
 // Defaults of Options.
@@ -79,6 +91,11 @@ const (
 	DefaultMCPSessionIdle = 30 * time.Minute
 	DefaultMaxMCPSessions = 256
 )
+
+// proxyRoutes are the model API routes Options.Proxy serves: Anthropic's
+// Messages and its token count, OpenAI's Chat Completions and Responses.
+// None is a route of engram's own API.
+var proxyRoutes = []string{"POST /v1/messages", "POST /v1/messages/count_tokens", "POST /v1/chat/completions", "POST /v1/responses"}
 
 // Handler returns engram's HTTP handler over eng.
 func Handler(eng *engine.Engine, opts Options) http.Handler {
@@ -122,6 +139,11 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	}), always))
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", g.wrap(opts.Metrics.Handler(), func(*http.Request) bool { return false }))
+	}
+	if opts.Proxy != nil {
+		for _, route := range proxyRoutes {
+			mux.Handle(route, opts.Proxy)
+		}
 	}
 	h := g.site(mux)
 	if opts.Metrics != nil {

@@ -2,7 +2,8 @@
 // requests and tool calls, search latency by the signals that answered,
 // degradations, briefing results, tokens served and saved, the watcher's
 // queue and updates, and, read at each scrape, the store's size, the
-// embedding queue and cache hits and misses.
+// embedding queue, cache hits and misses, and the model API proxy's
+// counters (engram proxy serves those too).
 //
 // A nil *Metrics records nothing, so code paths need no checks.
 package metrics
@@ -21,6 +22,7 @@ import (
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/proxy"
 	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
@@ -211,6 +213,66 @@ func (m *Metrics) Saved(reason string, tokens int) {
 		return
 	}
 	m.tokensSaved.WithLabelValues(reason).Add(float64(tokens))
+}
+
+// Proxy reports a proxy's counters (engram proxy's, or the model APIs of
+// engram serve), read from stats at each scrape. Call it at most once.
+func (m *Metrics) Proxy(stats func() proxy.Stats) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(proxyCollector{stats})
+}
+
+// proxyCollector reads a proxy's counters at each scrape.
+type proxyCollector struct{ stats func() proxy.Stats }
+
+var (
+	proxyRequests = prometheus.NewDesc("engram_proxy_requests_total",
+		"Model API requests the proxy forwarded, by route: messages, count_tokens, chat, responses, other.", []string{"route"}, nil)
+	proxyLayout = prometheus.NewDesc("engram_proxy_layout_total",
+		"Messages requests by how they went upstream: virtualized (the window's layout, markers in place of evicted runs), "+
+			"whole (as they came, the window showing everything) or failed_open (as they came, engram unable to read, store or lay them out).",
+		[]string{"result"}, nil)
+	proxyRefused = prometheus.NewDesc("engram_proxy_refused_total",
+		"Model API requests the proxy answered itself, by reason: origin, host, token, too_large, unreadable.", []string{"reason"}, nil)
+	proxyUpstream = prometheus.NewDesc("engram_proxy_upstream_total",
+		"Upstream answers by status class (2xx, 3xx, 4xx, 5xx), and unreachable or timeout when none came.", []string{"class"}, nil)
+	proxyAnswers = prometheus.NewDesc("engram_proxy_answers_total",
+		"Assistant answers stored, by result: whole, or partial (the stream ended early: the client left or the upstream broke off).",
+		[]string{"result"}, nil)
+	proxyHistory = prometheus.NewDesc("engram_proxy_history_total",
+		"Histories a harness changed in place, by change: edit (the window followed it) or restart (another conversation under the session: the window's mapping starts anew).",
+		[]string{"change"}, nil)
+)
+
+func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{proxyRequests, proxyLayout, proxyRefused, proxyUpstream, proxyAnswers, proxyHistory} {
+		ch <- d
+	}
+}
+
+func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	counter := func(d *prometheus.Desc, n int64, label string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n), label)
+	}
+	for _, m := range []struct {
+		d *prometheus.Desc
+		n map[string]int64
+	}{{proxyRequests, s.Requests}, {proxyRefused, s.Refused}, {proxyUpstream, s.Upstream}} {
+		for label, n := range m.n {
+			counter(m.d, n, label)
+		}
+	}
+	counter(proxyLayout, s.Virtualized, "virtualized")
+	counter(proxyLayout, s.Whole, "whole")
+	counter(proxyLayout, s.FailedOpen, "failed_open")
+	// Partial answers are among those stored.
+	counter(proxyAnswers, max(0, s.Answers-s.Partial), "whole")
+	counter(proxyAnswers, s.Partial, "partial")
+	counter(proxyHistory, s.Edits, "edit")
+	counter(proxyHistory, s.Restarts, "restart")
 }
 
 // storeCollector reads the store's figures at each scrape.
