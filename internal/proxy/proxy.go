@@ -206,7 +206,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &mbe) {
 			add(p.count.refused, "too_large")
 			p.fail(w, r, http.StatusRequestEntityTooLarge, "request_too_large",
-				fmt.Sprintf("the request body is over the proxy's limit of %d bytes (engram proxy --max-body)", p.opts.MaxBody))
+				fmt.Sprintf("the request body is over the proxy's limit of %d bytes (engram proxy --max-body, engram serve --proxy-max-body)", p.opts.MaxBody))
 			return
 		}
 		add(p.count.refused, "unreadable")
