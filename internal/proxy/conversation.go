@@ -49,6 +49,49 @@ type winState struct {
 	wins   []*held
 	loaded bool // the windows the store holds are in wins
 	used   time.Time
+	// known notes each message by a hash of its bytes as sent.
+	known map[[32]byte]msgInfo
+}
+
+// maxKnown bounds the messages a conversation's state remembers by their
+// bytes.
+const maxKnown = 1 << 16
+
+// msgInfo is what the proxy knows of a message: its hash and form (see
+// MessageHash, formOf), its role, and the tool calls it makes and answers.
+type msgInfo struct {
+	hash, form     string
+	role           window.Role
+	calls, results []string
+}
+
+// learn fills c.info: of a message whose bytes the conversation sent
+// before, from what the proxy noted then; of another, by decoding it.
+// The harness resends its whole history every turn, so only the new tail
+// is decoded, and a turn costs the same however long the history.
+func (st *winState) learn(c *conversation) error {
+	if st.known == nil || len(st.known) > maxKnown {
+		st.known = map[[32]byte]msgInfo{}
+	}
+	c.info = make([]msgInfo, len(c.raws))
+	for i, raw := range c.raws {
+		sum := sha256.Sum256(raw)
+		if in, ok := st.known[sum]; ok {
+			c.info[i] = in
+			continue
+		}
+		m, err := c.decode(i)
+		if err != nil {
+			return err
+		}
+		h, err := MessageHash(*m)
+		if err != nil {
+			return err
+		}
+		in := msgInfo{hash: h, form: formOf(m), role: m.Role, calls: m.Calls(), results: m.Results()}
+		st.known[sum], c.info[i] = in, in
+	}
+	return nil
 }
 
 // held is what the proxy knows of a window: the hash and the form of each
@@ -76,17 +119,17 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	if err := base.Validate(); err != nil {
 		return nil, err
 	}
-	hashes := make([]string, len(c.msgs))
-	forms := make([]string, len(c.msgs))
-	for i := range c.msgs {
-		if hashes[i], err = MessageHash(c.msgs[i]); err != nil {
-			return nil, err
-		}
-		forms[i] = formOf(&c.msgs[i])
-	}
 	st := p.state(base)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if err := st.learn(c); err != nil {
+		return nil, err
+	}
+	hashes := make([]string, len(c.info))
+	forms := make([]string, len(c.info))
+	for i, in := range c.info {
+		hashes[i], forms[i] = in.hash, in.form
+	}
 	if !store {
 		if w := followed(st.wins, c, hashes, forms); w != nil && len(w.hashes) > 0 {
 			return p.layout(ctx, proto, w.key, body, c), nil
@@ -102,7 +145,11 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	}
 	if c.stateful {
 		// The server holds the history: what the request lists is new.
-		if _, err := p.windows.Append(ctx, w.key, c.msgs); err != nil {
+		msgs, err := c.decodeFrom(0)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := p.windows.Append(ctx, w.key, msgs); err != nil {
 			return nil, err
 		}
 		w.hashes, w.forms = append(w.hashes, hashes...), append(w.forms, forms...)
@@ -120,8 +167,12 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 		p.log.Info("following the harness's edit of its history", "session", w.key.SessionID, "from", k, "held", len(w.hashes))
 		copy(w.hashes[k:], hashes[k:len(w.hashes)])
 	}
-	if n := len(w.hashes); n < len(c.msgs) {
-		if _, err := p.windows.Append(ctx, w.key, c.msgs[n:]); err != nil {
+	if n := len(w.hashes); n < len(c.raws) {
+		msgs, err := c.decodeFrom(n)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := p.windows.Append(ctx, w.key, msgs); err != nil {
 			return nil, err
 		}
 		w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
@@ -387,11 +438,11 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 	// assistant's messages that made the calls (with their signed
 	// thinking or reasoning).
 	protect := len(c.raws) - 1
-	for protect > c.off && len(c.msgs[protect].Results()) > 0 {
+	for protect > c.off && len(c.info[protect].results) > 0 {
 		protect--
 	}
 	if protect < len(c.raws)-1 {
-		for protect > c.off && c.msgs[protect-1].Role == window.RoleAssistant {
+		for protect > c.off && c.info[protect-1].role == window.RoleAssistant {
 			protect--
 		}
 	}
@@ -419,7 +470,7 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 	for i := tail; i < len(c.raws); i++ {
 		sent[i] = true
 	}
-	pair(c.msgs, sent)
+	pair(c.info, sent)
 	emitted := make([]bool, len(c.raws))
 	emit := func(pos int) {
 		if !emitted[pos] {
@@ -472,13 +523,13 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 
 // pair marks, in sent, the messages that must go with those it marks: the
 // results of the calls they make and the calls of the results they hold.
-func pair(msgs []window.Message, sent []bool) {
+func pair(msgs []msgInfo, sent []bool) {
 	callAt, resultsAt := map[string]int{}, map[string][]int{}
 	for i := range msgs {
-		for _, id := range msgs[i].Calls() {
+		for _, id := range msgs[i].calls {
 			callAt[id] = i
 		}
-		for _, id := range msgs[i].Results() {
+		for _, id := range msgs[i].results {
 			resultsAt[id] = append(resultsAt[id], i)
 		}
 	}
@@ -493,12 +544,12 @@ func pair(msgs []window.Message, sent []bool) {
 			if !sent[i] {
 				continue
 			}
-			for _, id := range msgs[i].Calls() {
+			for _, id := range msgs[i].calls {
 				for _, j := range resultsAt[id] {
 					mark(j)
 				}
 			}
-			for _, id := range msgs[i].Results() {
+			for _, id := range msgs[i].results {
 				if j, ok := callAt[id]; ok {
 					mark(j)
 				}

@@ -33,9 +33,13 @@ type conversation struct {
 	// raws are the conversation's messages as the request has them, in
 	// the window's order: a system prompt the request holds apart from
 	// its list first (Anthropic's system, Responses' instructions), then
-	// the list's; msgs the same, mapped onto window messages.
-	raws []json.RawMessage
-	msgs []window.Message
+	// the list's; msgs the same, mapped onto window messages by from, as
+	// far as decoded (see decode), and info what the proxy knows of each.
+	raws    []json.RawMessage
+	msgs    []window.Message
+	decoded []bool
+	from    func([]byte) (window.Message, error)
+	info    []msgInfo
 	// off is the place of the list's first message in raws.
 	off int
 	// session is the session the request names itself (Claude Code's
@@ -59,17 +63,35 @@ func present(r json.RawMessage) bool {
 	return len(r) > 0 && string(r) != "null"
 }
 
-// mapAll maps each raw message onto a window message with from.
+// mapAll readies c to map its raw messages onto window messages with
+// from, each when it is needed (decode).
 func mapAll(c *conversation, from func([]byte) (window.Message, error)) error {
 	c.msgs = make([]window.Message, len(c.raws))
-	for i, raw := range c.raws {
-		m, err := from(raw)
-		if err != nil {
-			return fmt.Errorf("message %d: %w", i-c.off, err)
-		}
-		c.msgs[i] = m
-	}
+	c.decoded = make([]bool, len(c.raws))
+	c.from = from
 	return nil
+}
+
+// decode maps message i onto a window message, once.
+func (c *conversation) decode(i int) (*window.Message, error) {
+	if !c.decoded[i] {
+		m, err := c.from(c.raws[i])
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i-c.off, err)
+		}
+		c.msgs[i], c.decoded[i] = m, true
+	}
+	return &c.msgs[i], nil
+}
+
+// decodeFrom maps the messages from i on.
+func (c *conversation) decodeFrom(i int) ([]window.Message, error) {
+	for j := i; j < len(c.raws); j++ {
+		if _, err := c.decode(j); err != nil {
+			return nil, err
+		}
+	}
+	return c.msgs[i:], nil
 }
 
 // messagesAPI is Anthropic's Messages API.
