@@ -73,7 +73,7 @@ func (s *Server) answerChat(w http.ResponseWriter, hr *http.Request, req *Reques
 	resp = s.completeCalls(resp)
 	req.Response = resp
 	if params.Stream {
-		s.writeChatStream(w, params, req.InputTokens, resp)
+		s.writeChatStream(w, newPacer(hr.Context(), resp.Pace), params, req.InputTokens, resp)
 	} else {
 		s.writeChatCompletion(w, params, req.InputTokens, resp)
 	}
@@ -200,7 +200,7 @@ func (s *Server) writeChatCompletion(w http.ResponseWriter, p *ChatRequest, inpu
 // (every other chunk then has "usage": null); and data: [DONE]. Chunks
 // with a delta carry an "obfuscation" pad, as the API's do unless
 // stream_options.include_obfuscation is false.
-func (s *Server) writeChatStream(w http.ResponseWriter, p *ChatRequest, inputTokens int, resp Response) {
+func (s *Server) writeChatStream(w http.ResponseWriter, pace *pacer, p *ChatRequest, inputTokens int, resp Response) {
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -208,6 +208,7 @@ func (s *Server) writeChatStream(w http.ResponseWriter, p *ChatRequest, inputTok
 	w.WriteHeader(http.StatusOK)
 	id, created := s.chatID(), time.Now().Unix()
 	send := func(data string) {
+		pace.wait()
 		fmt.Fprintf(w, "data: %s\n\n", data)
 		if flusher != nil {
 			flusher.Flush()

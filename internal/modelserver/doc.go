@@ -28,6 +28,11 @@
 // approximation of Anthropic's own, so a harness compacts when its context
 // really is large.
 //
+// For benchmarks: a Response's Pace spaces a streamed answer's events, as
+// a model generating slowly (a stream that stays open, a first event well
+// before the rest); Options.Forget keeps no record of the requests, which
+// a long run of large ones would grow without bound.
+//
 // Harnesses send side requests besides the conversation: Classify tells
 // them apart (see its rules) and Options.Side answers them, DefaultSide by
 // default. A main request past the end of the script is answered 500 with

@@ -71,7 +71,7 @@ func (s *Server) answerResponses(w http.ResponseWriter, hr *http.Request, req *R
 	resp = s.completeCalls(resp)
 	req.Response = resp
 	if params.Stream {
-		s.writeResponsesStream(w, params, req.InputTokens, resp)
+		s.writeResponsesStream(w, newPacer(hr.Context(), resp.Pace), params, req.InputTokens, resp)
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Request-Id", s.newID("req"))
@@ -164,7 +164,7 @@ func nilIfEmpty(s string) any {
 // reasoning_summary_text.delta and .done, reasoning_summary_part.done) and
 // response.output_item.done; then response.completed with the whole
 // response and its usage. Every event has a sequence_number.
-func (s *Server) writeResponsesStream(w http.ResponseWriter, p *ResponsesRequest, inputTokens int, resp Response) {
+func (s *Server) writeResponsesStream(w http.ResponseWriter, pace *pacer, p *ResponsesRequest, inputTokens int, resp Response) {
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -172,6 +172,7 @@ func (s *Server) writeResponsesStream(w http.ResponseWriter, p *ResponsesRequest
 	w.WriteHeader(http.StatusOK)
 	seq := 0
 	event := func(name string, data map[string]any) {
+		pace.wait()
 		data["type"] = name
 		data["sequence_number"] = seq
 		seq++

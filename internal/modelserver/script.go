@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Response is what the server answers one request with: content blocks
@@ -16,6 +17,11 @@ type Response struct {
 	StopReason string
 	// Error, when set, is answered instead of a message.
 	Error *APIError
+	// Pace, when positive, spaces a streamed answer's events: each is
+	// sent Pace after the one before (the first at once), as a model
+	// generating slowly does; a client that goes away ends the waits.
+	// Zero sends them all at once. A non-streamed answer ignores it.
+	Pace time.Duration
 }
 
 // APIError is an error answered in Anthropic's shape,

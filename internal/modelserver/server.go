@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/tokens"
@@ -37,6 +39,11 @@ type Options struct {
 	APIKey string
 	// Logger receives a debug line per request. Nil discards them.
 	Logger *slog.Logger
+	// Forget, when set, keeps no record of the requests answered:
+	// Requests returns none (Err and Remaining work as ever). For long
+	// runs of large requests, benchmarks, whose record would grow
+	// without bound.
+	Forget bool
 }
 
 // Request is one request the server received, recorded for assertions.
@@ -213,7 +220,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 				req.Seq, req.Method, req.Path, req.Kind, apiErr.Status, apiErr.Type, apiErr.Message))
 		}
 	}
-	s.reqs = append(s.reqs, req)
+	if !s.opts.Forget {
+		s.reqs = append(s.reqs, req)
+	}
 	s.log.Debug("model request", "seq", req.Seq, "path", req.Path, "kind", req.Kind,
 		"step", req.Step, "status", status, "input_tokens", req.InputTokens)
 }
@@ -291,7 +300,7 @@ func (s *Server) answer(w http.ResponseWriter, hr *http.Request, req *Request) (
 	resp = s.complete(resp)
 	req.Response = resp
 	if params.Stream {
-		s.writeStream(w, params.Model, req.InputTokens, resp)
+		s.writeStream(w, newPacer(hr.Context(), resp.Pace), params.Model, req.InputTokens, resp)
 	} else {
 		s.writeMessage(w, params.Model, req.InputTokens, resp)
 	}
@@ -480,13 +489,14 @@ func (s *Server) writeMessage(w http.ResponseWriter, model string, inputTokens i
 // few partial_json pieces, thinking_delta and signature_delta) and
 // content_block_stop, a ping after the first block starts, then
 // message_delta with the stop reason and usage, and message_stop.
-func (s *Server) writeStream(w http.ResponseWriter, model string, inputTokens int, resp Response) {
+func (s *Server) writeStream(w http.ResponseWriter, pace *pacer, model string, inputTokens int, resp Response) {
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("Request-Id", s.newID("req"))
 	w.WriteHeader(http.StatusOK)
 	event := func(name string, data any) {
+		pace.wait()
 		b, _ := json.Marshal(data)
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
 		if flusher != nil {
@@ -532,6 +542,35 @@ func (s *Server) writeStream(w http.ResponseWriter, model string, inputTokens in
 		"delta": map[string]any{"stop_reason": resp.StopReason, "stop_sequence": nil},
 		"usage": usage{InputTokens: inputTokens, OutputTokens: s.countOutput(resp)}})
 	event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// pacer spaces a stream's events by a Response's Pace.
+type pacer struct {
+	ctx     context.Context
+	every   time.Duration
+	started bool
+}
+
+func newPacer(ctx context.Context, every time.Duration) *pacer {
+	return &pacer{ctx: ctx, every: every}
+}
+
+// wait returns at once before the first event, else after the pace, or
+// as soon as the client has gone.
+func (p *pacer) wait() {
+	if p.every <= 0 {
+		return
+	}
+	if !p.started {
+		p.started = true
+		return
+	}
+	t := time.NewTimer(p.every)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.ctx.Done():
+	}
 }
 
 // pieces splits s into at most n non-empty pieces at rune boundaries, as

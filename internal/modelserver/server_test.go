@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -373,5 +375,67 @@ func TestPieces(t *testing.T) {
 				t.Errorf("pieces(%q): bad piece %q", s, x)
 			}
 		}
+	}
+}
+
+// A paced stream sends its first event at once and the rest later, each
+// event the same as unpaced; a client that goes away ends the waits, so
+// the handler returns (Close would wait an hour otherwise). No timings
+// are asserted: the pace is an hour or a millisecond.
+func TestServer_Pace(t *testing.T) {
+	paced := func(pace time.Duration) Step {
+		return func(*Request) (Response, error) {
+			return Response{Content: []Block{Text("Slowly, one piece at a time.")}, Pace: pace}, nil
+		}
+	}
+	srv := Start(Options{Main: []Step{Say("Slowly, one piece at a time."), paced(time.Millisecond), paced(time.Hour)}})
+	defer srv.Close()
+	names := func(events []sseEvent) []string {
+		var out []string
+		for _, e := range events {
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	body := fmt.Sprintf(userHello, `"stream":true,`)
+	unpaced := names(readSSE(t, post(t, srv, "/v1/messages", body).Body))
+	if diff := cmp.Diff(unpaced, names(readSSE(t, post(t, srv, "/v1/messages", body).Body))); diff != "" {
+		t.Errorf("events paced by 1ms (-unpaced +paced):\n%s", diff)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL()+"/v1/messages", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Api-Key", "sk-test")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || first != "event: message_start\n" {
+		t.Fatalf("first line of a stream paced by an hour: %q, %v", first, err)
+	}
+	cancel()
+	resp.Body.Close()
+	if err := srv.Err(); err != nil { // waits for the handler to return
+		t.Error(err)
+	}
+}
+
+// A server that forgets keeps no requests, and still follows its script
+// and reports refusals.
+func TestServer_Forget(t *testing.T) {
+	srv := Start(Options{Main: []Step{Say("one"), Say("two")}, Forget: true})
+	defer srv.Close()
+	post(t, srv, "/v1/messages", fmt.Sprintf(userHello, ""))
+	if n := len(srv.Requests()); n != 0 || srv.Remaining() != 1 || srv.Err() != nil {
+		t.Errorf("after one request: %d recorded, %d steps left, %v; want none, 1, nil", n, srv.Remaining(), srv.Err())
+	}
+	post(t, srv, "/v1/messages", `{"model":"m","messages":[]}`)
+	if err := srv.Err(); err == nil {
+		t.Error("a refused request was not reported")
 	}
 }
