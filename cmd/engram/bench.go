@@ -34,7 +34,7 @@ temporary directory, removed afterwards); the project's own store is not
 touched. bench trajectories replays real agent runs from the shared bench
 folder instead. BENCHMARKS.md records the figures and the commands.`,
 	}
-	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd(), a.benchIndexCmd(), a.benchHybridCmd(), a.benchArchiveCmd(), a.benchToolsCmd(), a.benchServeCmd(), a.benchShedCmd(), a.benchTrajectoriesCmd(), a.benchLosslessCmd(), a.benchAssembleCmd(), a.benchHooksCmd(), a.benchImportCmd(), a.benchCompactionCmd())
+	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd(), a.benchIndexCmd(), a.benchHybridCmd(), a.benchArchiveCmd(), a.benchToolsCmd(), a.benchServeCmd(), a.benchShedCmd(), a.benchTrajectoriesCmd(), a.benchLosslessCmd(), a.benchAssembleCmd(), a.benchHooksCmd(), a.benchImportCmd(), a.benchCompactionCmd(), a.benchProxyCmd())
 	return cmd
 }
 
