@@ -404,6 +404,12 @@ const markerNote = "[engram: earlier parts of this conversation are stored whole
 // user message with the markers where evicted runs stood. nil when the
 // window shows everything: the request goes as it came.
 func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.WindowKey, body []byte, c *conversation) ([]byte, error) {
+	// Most turns of a conversation under its threshold: the window's
+	// status says so without reading its content back.
+	if st, err := p.windows.Status(ctx, key); err == nil && st.Evicted == 0 && st.Refs == 0 {
+		p.count.whole.Add(1)
+		return nil, nil
+	}
 	items, err := p.windows.Context(ctx, key)
 	if err != nil {
 		return nil, err
