@@ -67,9 +67,12 @@ corpus's sizes). The model answers each request with the conversation's
 next assistant message.
 
 Latency: an in-process proxy (as engram proxy builds it: this config, a new
-store in a temporary directory) on a loopback port, and the model server;
-each request goes to both, alternately first, and the overhead is the
-difference of each pair. Two cases, each non-streamed and streamed:
+store in a temporary directory) on a loopback port. Each request goes three
+ways, each first in turn and each once that proxy is idle: to the model
+server direct, through a bare reverse proxy (net/http/httputil: the floor
+of any proxy), and through engram's. The overhead is the difference of
+each request's pair, through a proxy minus direct. Two cases, each
+non-streamed and streamed:
 
   steady       the per-turn cost: a session's next request, the one before
                plus the model's answer and a new user message, so the
@@ -88,11 +91,11 @@ by --pace so that they are all open together. The proxy's resident set
 (VmRSS in /proc/PID/status, Linux) is read before, every 20 ms during, and
 --settle after; the per-stream figure is (peak - baseline) / --streams.
 The subprocess runs with GODEBUG=gctrace=1, whose lines give the Go heap
-live after its last collection: what the resident set would come down to
-if the proxy collected and returned its free memory (the runtime does so
-by itself: a collection when the heap reaches its goal, or after two
-minutes, and the scavenger then returns the pages with MADV_DONTNEED, the
-default on Linux since Go 1.16).
+live after its last collection: about what the resident set would come
+down to if the proxy collected and returned its free memory
+(debug.FreeOSMemory). By itself the runtime collects when the heap reaches
+its goal (twice the live heap) or after two minutes, and returns only what
+is above that goal.
 
 Profiles: engram --cpuprofile FILE bench proxy labels the in-process
 proxy's work with the phase (go tool pprof -tagfocus phase=steady);
