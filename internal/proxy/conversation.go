@@ -102,8 +102,9 @@ type held struct {
 	// which an edit in place keeps.
 	hashes, forms []string
 	// tools is the tool schemas' tokens the window was sized for; -1
-	// before it was.
-	tools int
+	// before it was; toolsSum the hash of the schemas last counted.
+	tools    int
+	toolsSum [32]byte
 }
 
 // take maps a request to its window, appends the messages the window
@@ -363,10 +364,15 @@ func (p *Proxy) size(ctx context.Context, w *held, c *conversation) error {
 	if err != nil {
 		return err
 	}
+	sum := sha256.Sum256(c.tools)
+	if w.tools >= 0 && sum == w.toolsSum {
+		return nil // the same schemas as last time
+	}
 	tools := 0
 	if present(c.tools) {
 		tools = e.Count(string(c.tools))
 	}
+	w.toolsSum = sum
 	if w.tools >= 0 && abs(tools-w.tools) < resizeTokens {
 		return nil
 	}
