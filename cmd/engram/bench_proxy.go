@@ -497,7 +497,7 @@ func (a *app) benchProxyLatency(ctx context.Context, pb *proxyBench, up *modelse
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	eng, err := engine.New(st, a.engineOptions())
 	if err != nil {
 		return nil, err
@@ -528,12 +528,14 @@ func (a *app) benchProxyLatency(ctx context.Context, pb *proxyBench, up *modelse
 	busy := newInFlight()
 	labelled := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		busy.add(1)
-		defer busy.add(-1)
 		pprof.Do(r.Context(), pprof.Labels("phase", r.Header.Get("X-Bench-Phase")), func(context.Context) { p.ServeHTTP(w, r) })
+		// Busy until what it stores after answering is stored; the client
+		// has its answer already.
+		go func() { p.Wait(); busy.add(-1) }()
 	})
 	srv := &http.Server{Handler: labelled, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	defer func() { _ = srv.Close(); p.Wait() }()
 	front := "http://" + ln.Addr().String()
 
 	// The floor of any proxy: a bare reverse proxy (net/http/httputil),
@@ -552,7 +554,7 @@ func (a *app) benchProxyLatency(ctx context.Context, pb *proxyBench, up *modelse
 	rp.Transport = &http.Transport{DisableCompression: true}
 	bareSrv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = bareSrv.Serve(bareLn) }()
-	defer bareSrv.Close()
+	defer func() { _ = bareSrv.Close() }()
 	bare := "http://" + bareLn.Addr().String()
 
 	// pair sends a request the three ways, each first in turn, each once
@@ -668,6 +670,7 @@ func (a *app) benchProxyLatency(ctx context.Context, pb *proxyBench, up *modelse
 		progress.done(fmt.Sprintf("%d pairs", fl.first))
 		lat.cases = append(lat.cases, c)
 	}
+	busy.wait()
 	lat.stats = p.Stats()
 	if fl.memProfile != "" {
 		if err := writeHeapProfile(fl.memProfile); err != nil {

@@ -113,4 +113,3 @@ func codexWindow(t *testing.T, dataDir, thread string) []window.Message {
 	}
 	return held
 }
-

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -114,7 +115,10 @@ edits is sent whole.`,
 			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(a.stderr, "engram proxy on http://%s: Anthropic to %s, OpenAI to %s; requests need X-Engram-Token (engram token prints it)\n",
 				ln.Addr(), p.Upstream("anthropic"), p.Upstream("openai"))
+			var shutdown sync.WaitGroup
+			shutdown.Add(1)
 			go func() {
+				defer shutdown.Done()
 				<-ctx.Done()
 				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -123,6 +127,11 @@ edits is sent whole.`,
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
+			// Serve returns when Shutdown begins: wait for the requests in
+			// flight, then for what the proxy stores after answering.
+			<-ctx.Done()
+			shutdown.Wait()
+			p.Wait()
 			return nil
 		},
 	}

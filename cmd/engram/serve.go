@@ -113,6 +113,7 @@ name, with /healthz listing them and one token for all.`,
 			mounts := map[string]http.Handler{}
 			pmetrics := make([]*metrics.Metrics, len(projects))
 			var models *proxy.Proxy // a project's proxy, for its upstreams
+			var proxies []*proxy.Proxy
 			for i, p := range projects {
 				eng, err := p.engine(ctx, false)
 				if err != nil {
@@ -137,6 +138,7 @@ name, with /healthz listing them and one token for all.`,
 						return usagef("%v", err)
 					}
 					popts.Proxy, models = px, px
+					proxies = append(proxies, px)
 					popts.Metrics.Proxy(px.Stats)
 				}
 				pmetrics[i] = popts.Metrics
@@ -213,6 +215,9 @@ name, with /healthz listing them and one token for all.`,
 			defer cancel()
 			if err := srv.Shutdown(sctx); err != nil {
 				return fmt.Errorf("shutdown: %w", err)
+			}
+			for _, px := range proxies {
+				px.Wait() // what they store after answering
 			}
 			if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 				return err

@@ -38,6 +38,9 @@ const resizeTokens = 1000
 type exchange struct {
 	key  store.WindowKey
 	body []byte
+	// later, when set, appends the turn's messages once the request is on
+	// its way; it holds the conversation's lock until it is done.
+	later func(context.Context)
 }
 
 // winState is what the proxy keeps of a session's conversations with one
@@ -122,7 +125,12 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	}
 	st := p.state(base)
 	st.mu.Lock()
-	defer st.mu.Unlock()
+	handed := false // the lock goes with the exchange's later
+	defer func() {
+		if !handed {
+			st.mu.Unlock()
+		}
+	}()
 	if err := st.learn(c); err != nil {
 		return nil, err
 	}
@@ -173,12 +181,45 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 		if err != nil {
 			return nil, err
 		}
+		if p.room(ctx, w.key, c.raws[n:]) {
+			// Nothing will be evicted: the window's layout is what it is,
+			// with the new messages as they came, so the request goes now
+			// and the append follows, holding the lock until it is done.
+			ex := p.layout(ctx, proto, w.key, body, c)
+			handed = true
+			ex.later = func(ctx context.Context) {
+				defer st.mu.Unlock()
+				if _, err := p.windows.Append(ctx, w.key, msgs); err != nil {
+					p.count.failedOpen.Add(1)
+					p.log.Warn("cannot store the turn's messages", "session", w.key.SessionID, "err", err)
+					return
+				}
+				w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
+			}
+			return ex, nil
+		}
 		if _, err := p.windows.Append(ctx, w.key, msgs); err != nil {
 			return nil, err
 		}
 		w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
 	}
 	return p.layout(ctx, proto, w.key, body, c), nil
+}
+
+// room reports whether the window can take new messages (their bytes
+// raws) without evicting: a third of their bytes, more than their tokens,
+// stays under its threshold and under a quarter of its budget (over it,
+// a window may clip its newest unit).
+func (p *Proxy) room(ctx context.Context, key store.WindowKey, raws []json.RawMessage) bool {
+	st, err := p.windows.Status(ctx, key)
+	if err != nil {
+		return false
+	}
+	n := 0
+	for _, r := range raws {
+		n += len(r)/3 + 8
+	}
+	return st.Used+n < st.EvictAt && n < st.Budget/4
 }
 
 // layout is the exchange with the request laid out as the window's

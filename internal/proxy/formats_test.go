@@ -75,6 +75,7 @@ func TestProxy_ChatCompletions(t *testing.T) {
 	if err := f.up.Err(); err != nil {
 		t.Fatal(err)
 	}
+	f.p.Wait()
 	reqs := f.up.Requests(modelserver.KindMain)
 	last := reqs[len(reqs)-1]
 	if n := len(last.Chat.Messages); n >= len(history)-1 {
@@ -100,6 +101,7 @@ func TestProxy_ChatCompletions(t *testing.T) {
 	if len(refs) == 0 || !strings.Contains(text, "retrieve_context") {
 		t.Fatalf("the second message upstream is not the markers: %.400s", text)
 	}
+	f.p.Wait()
 	got, err := f.windows.Expand(t.Context(), refs[0].Marker.ID)
 	if err != nil || len(got) == 0 || !strings.HasPrefix(got[0].Blocks[0].Text, "Read part 0") {
 		t.Fatalf("the first marker expands to %d messages (%v), want the first prompt first", len(got), err)
@@ -110,6 +112,7 @@ func TestProxy_ChatCompletions(t *testing.T) {
 	answers := 0
 	for try := 0; try < 100 && answers < 24; try++ {
 		time.Sleep(time.Duration(try) * time.Millisecond)
+		f.p.Wait()
 		hits, err := f.eng.Store().TurnRange(t.Context(), "parts", 0, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -124,6 +127,7 @@ func TestProxy_ChatCompletions(t *testing.T) {
 	if answers != 24 {
 		t.Errorf("%d answers stored, want 24", answers)
 	}
+	f.p.Wait()
 	if s := f.p.Stats(); s.Requests["chat"] != 24 || s.Virtualized == 0 || s.Answers != 24 {
 		t.Errorf("stats: %+v", s)
 	}
@@ -219,11 +223,13 @@ func TestProxy_FollowsEdits(t *testing.T) {
 	// The harness clears the old result in place.
 	conv[2] = map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": "[Old tool result content cleared]"}}}
 	send(conv)
+	f.p.Wait()
 	reqs := f.up.Requests(modelserver.KindMain)
 	if up := string(reqs[1].Body); !strings.Contains(up, "[Old tool result content cleared]") || strings.Contains(up, "line of a long output") {
 		t.Errorf("the edit did not go upstream as the harness sent it: %.300s", up)
 	}
 	key := store.WindowKey{SessionID: "edits", AgentID: "proxy"}
+	f.p.Wait()
 	_, held, _, err := f.windows.Messages(ctx, key)
 	if err != nil || len(held) != 5 {
 		t.Fatalf("the window holds %d messages (%v), want 5: the edit followed, the tail appended", len(held), err)
@@ -234,6 +240,7 @@ func TestProxy_FollowsEdits(t *testing.T) {
 	// Another conversation under the same session: a window of its own.
 	send([]any{map[string]any{"role": "user", "content": "a question on the side"}})
 	side := store.WindowKey{SessionID: "edits", AgentID: "proxy-2"}
+	f.p.Wait()
 	if _, held, _, err := f.windows.Messages(ctx, side); err != nil || len(held) != 1 {
 		t.Fatalf("the side conversation's window holds %d messages (%v), want 1", len(held), err)
 	}
@@ -241,9 +248,11 @@ func TestProxy_FollowsEdits(t *testing.T) {
 	conv = append(conv, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "ok"}}},
 		map[string]any{"role": "user", "content": "go on"})
 	send(conv)
+	f.p.Wait()
 	if _, held, _, err := f.windows.Messages(ctx, key); err != nil || len(held) != 7 {
 		t.Fatalf("the first window holds %d messages (%v), want 7", len(held), err)
 	}
+	f.p.Wait()
 	if s := f.p.Stats(); s.Edits != 1 || s.Restarts != 1 {
 		t.Errorf("stats: %d edits, %d restarts; want 1 and 1", s.Edits, s.Restarts)
 	}
@@ -294,6 +303,7 @@ func TestProxy_ClientLeavesMidStream(t *testing.T) {
 	}
 	var stored string
 	for range 100 {
+		f.p.Wait()
 		hits, err := f.eng.Store().TurnRange(t.Context(), "cut", 0, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -357,14 +367,17 @@ func TestProxy_UnknownModelAndCountTokens(t *testing.T) {
 	if n.InputTokens == 0 || n.InputTokens > 5000 {
 		t.Errorf("count_tokens says %d; want the laid-out request's count, under the window's 5,000", n.InputTokens)
 	}
+	f.p.Wait()
 	reqs := f.up.Requests(modelserver.KindCountTokens)
 	if len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), "one more?") {
 		t.Fatalf("count_tokens upstream: %d requests", len(reqs))
 	}
 	// Nothing of a count is stored.
+	f.p.Wait()
 	if s := f.p.Stats(); s.Requests["count_tokens"] != 1 || s.Answers != 20 {
 		t.Errorf("stats: %+v", s)
 	}
+	f.p.Wait()
 	hits, _ := f.eng.Store().TurnRange(t.Context(), "count", 0, 0)
 	for _, e := range hits {
 		if strings.Contains(string(e.Content), "one more?") {

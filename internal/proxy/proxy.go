@@ -116,6 +116,7 @@ type Proxy struct {
 
 	catalog *tokens.Catalog
 	count   *counters
+	bg      sync.WaitGroup // stores after forwarding (Wait)
 
 	mu     sync.Mutex
 	states map[store.WindowKey]*winState
@@ -246,8 +247,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if seen != nil && seen.body != nil {
 		body = seen.body
 	}
+	if seen != nil && seen.later != nil {
+		later := seen.later
+		p.bg.Add(1)
+		go func() {
+			defer p.bg.Done()
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
+			defer cancel()
+			later(ctx)
+		}()
+	}
 	p.forward(w, r, base, body, seen, proto)
 }
+
+// Wait waits for what the proxy stores once it has forwarded a request:
+// the turn's messages when it sent the request first, and the answers.
+// A server stopping calls it after its last request.
+func (p *Proxy) Wait() { p.bg.Wait() }
 
 // routeOf is the protocol of a request engram reads, and whether it
 // stores it (a count of tokens it lays out only); nil for a request it
@@ -380,11 +396,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 	if asm != nil {
 		msg, id := asm.message()
 		// Stored apart from the request: the client is answered already.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
-		defer cancel()
-		if err := p.keepAnswer(ctx, seen, msg, id, copyErr != nil); err != nil {
-			p.log.Warn("cannot store the answer", "session", seen.key.SessionID, "err", err)
-		}
+		p.bg.Add(1)
+		go func() {
+			defer p.bg.Done()
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
+			defer cancel()
+			if err := p.keepAnswer(ctx, seen, msg, id, copyErr != nil); err != nil {
+				p.log.Warn("cannot store the answer", "session", seen.key.SessionID, "err", err)
+			}
+		}()
 	}
 	if copyErr != nil {
 		p.log.Info("stream ended early", "path", r.URL.Path, "err", copyErr)

@@ -102,6 +102,7 @@ func TestProxy_Conversation(t *testing.T) {
 		t.Fatalf("first answer: %d %+v %v", resp.StatusCode, out, err)
 	}
 	key := store.WindowKey{SessionID: "6f6fe473-07c4-42c5-8087-ddd2ffb878a6", AgentID: "claude-code"}
+	f.p.Wait()
 	_, held, _, err := f.windows.Messages(ctx, key)
 	if err != nil || len(held) != 2 || held[0].Role != window.RoleSystem {
 		t.Fatalf("the window after the first request: %d messages, %v; want the system prompt and the prompt", len(held), err)
@@ -138,12 +139,14 @@ func TestProxy_Conversation(t *testing.T) {
 	if err := f.up.Err(); err != nil {
 		t.Fatal(err)
 	}
+	f.p.Wait()
 	_, held, _, err = f.windows.Messages(ctx, key)
 	if err != nil || len(held) != 4 {
 		t.Fatalf("the window after the second request: %d messages, %v; want 4 (the tail of 2 appended)", len(held), err)
 	}
 	// The streamed answer, reassembled, is stored: its text and its tool
 	// call's input whole.
+	f.p.Wait()
 	hits, err := f.eng.Store().TurnRange(ctx, key.SessionID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +195,7 @@ func TestProxy_Refusals(t *testing.T) {
 			}
 		})
 	}
+	f.p.Wait()
 	if n := len(f.up.Requests()); n != 0 {
 		t.Errorf("%d refused requests reached the upstream", n)
 	}
@@ -253,6 +257,7 @@ func TestProxy_Virtualizes(t *testing.T) {
 	if err := f.up.Err(); err != nil {
 		t.Fatal(err)
 	}
+	f.p.Wait()
 	reqs := f.up.Requests(modelserver.KindMain)
 	for _, r := range reqs {
 		bodies = append(bodies, r.Body)
@@ -291,6 +296,7 @@ func TestProxy_Virtualizes(t *testing.T) {
 		t.Errorf("only %d of %d requests repeated the one before as their prefix: the window evicts in steps too small", stable, len(bodies)-1)
 	}
 	// The first marker expands to the conversation's first messages.
+	f.p.Wait()
 	got, err := f.windows.Expand(ctx, refs[0].Marker.ID)
 	if err != nil || len(got) == 0 {
 		t.Fatalf("expanding %s: %d messages, %v", refs[0].Marker.ID, len(got), err)

@@ -86,6 +86,7 @@ func TestProxy_Responses(t *testing.T) {
 	if err := f.up.Err(); err != nil {
 		t.Fatal(err)
 	}
+	f.p.Wait()
 	reqs := f.up.Requests(modelserver.KindMain)
 	last := reqs[len(reqs)-1]
 	var sent struct {
@@ -113,16 +114,19 @@ func TestProxy_Responses(t *testing.T) {
 	if len(refs) == 0 {
 		t.Fatalf("the second item upstream is not the markers: %.300s", sent.Input[1].Content[0].Text)
 	}
+	f.p.Wait()
 	got, err := f.windows.Expand(t.Context(), refs[0].Marker.ID)
 	if err != nil || len(got) == 0 || !strings.Contains(got[0].Blocks[0].Text, "run the tests") {
 		t.Fatalf("the first marker expands to %d messages (%v), want the prompt first", len(got), err)
 	}
 	key := store.WindowKey{SessionID: "01a217e5-a3ec-7613-957d-3f824116f400", AgentID: "codex"}
+	f.p.Wait()
 	if _, held, _, err := f.windows.Messages(t.Context(), key); err != nil || len(held) != len(input)-1 {
 		t.Errorf("the window holds %d messages (%v), want the %d items sent before the last answer", len(held), err, len(input)-1)
 	}
 	var s proxy.Stats
 	for try := 0; try < 100; try++ {
+		f.p.Wait()
 		if s = f.p.Stats(); s.Answers == 21 {
 			break
 		}
@@ -131,6 +135,7 @@ func TestProxy_Responses(t *testing.T) {
 	if s.Requests["responses"] != 21 || s.Virtualized == 0 || s.Answers != 21 || s.FailedOpen != 0 {
 		t.Errorf("stats: %+v", s)
 	}
+	f.p.Wait()
 	hits, err := f.eng.Store().TurnRange(t.Context(), key.SessionID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -157,10 +162,12 @@ func TestProxy_ResponsesStateful(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "Previous response with id 'resp_123' not found.") {
 		t.Fatalf("%d %s; want the upstream's own 400", resp.StatusCode, b)
 	}
+	f.p.Wait()
 	reqs := f.up.Requests()
 	if len(reqs) != 1 || string(reqs[0].Body) != body {
 		t.Fatalf("the request upstream is not the request sent: %s", reqs[0].Body)
 	}
+	f.p.Wait()
 	_, held, _, err := f.windows.Messages(t.Context(), store.WindowKey{SessionID: "held", AgentID: "proxy"})
 	if err != nil || len(held) != 1 || held[0].Blocks[0].Text != "and the docs?" {
 		t.Errorf("the window holds %d messages (%v), want the one listed", len(held), err)
