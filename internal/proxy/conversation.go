@@ -108,6 +108,9 @@ type held struct {
 	// before it was; toolsSum the hash of the schemas last counted.
 	tools    int
 	toolsSum [32]byte
+	// model is the model it was sized for: a switch keeps the window,
+	// sized anew.
+	model string
 }
 
 // take maps a request to its window, appends the messages the window
@@ -406,15 +409,15 @@ func (p *Proxy) size(ctx context.Context, w *held, c *conversation) error {
 		return err
 	}
 	sum := sha256.Sum256(c.tools)
-	if w.tools >= 0 && sum == w.toolsSum {
-		return nil // the same schemas as last time
+	if w.tools >= 0 && sum == w.toolsSum && c.model == w.model {
+		return nil // the same model and schemas as last time
 	}
 	tools := 0
 	if present(c.tools) {
 		tools = e.Count(string(c.tools))
 	}
 	w.toolsSum = sum
-	if w.tools >= 0 && abs(tools-w.tools) < resizeTokens {
+	if w.tools >= 0 && abs(tools-w.tools) < resizeTokens && c.model == w.model {
 		return nil
 	}
 	limit := defaultLimit
@@ -431,7 +434,7 @@ func (p *Proxy) size(ctx context.Context, w *held, c *conversation) error {
 	if _, err := p.windows.Open(ctx, w.key, o); err != nil {
 		return err
 	}
-	w.tools = tools
+	w.tools, w.model = tools, c.model
 	return nil
 }
 

@@ -388,3 +388,34 @@ func TestProxy_UnknownModelAndCountTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A model engram does not know gets a 200,000-token window; a switch to
+// another model mid-conversation keeps the window, sized anew.
+func TestProxy_ModelSwitch(t *testing.T) {
+	f := newFixture(t, proxy.Options{}, modelserver.Say("one"), modelserver.Say("two"))
+	h := map[string]string{"X-Engram-Session": "switch"}
+	send := func(model string, msgs []any) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 100, "messages": msgs})
+		resp := f.post(t, string(body), h)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", model, resp.StatusCode, b)
+		}
+		f.p.Wait()
+	}
+	conv := []any{map[string]any{"role": "user", "content": "hi"}}
+	send("a-model-nobody-knows", conv)
+	key := store.WindowKey{SessionID: "switch", AgentID: "proxy"}
+	st, err := f.windows.Status(t.Context(), key)
+	if err != nil || st.Settings.Limits.Context != 200_000 {
+		t.Fatalf("the window of an unknown model: %+v, %v; want a 200,000-token context", st.Settings.Limits, err)
+	}
+	conv = append(conv, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "one"}}},
+		map[string]any{"role": "user", "content": "again"})
+	send("gpt-4o", conv)
+	st, err = f.windows.Status(t.Context(), key)
+	if err != nil || st.Messages != 3 || st.Settings.Model != "gpt-4o" || st.Settings.Limits.Context != 128_000 {
+		t.Errorf("after the switch: %d messages, model %q, %+v, %v; want the 3 in one window sized for gpt-4o", st.Messages, st.Settings.Model, st.Settings.Limits, err)
+	}
+}
