@@ -33,6 +33,32 @@ type laidOut struct {
 	// markers are the markers of the references it made, by ID, as the
 	// window shows them.
 	markers map[string]string
+	// used is when the cache last gave it out (see keepLayout).
+	used time.Time
+}
+
+// maxLayouts bounds the layouts a Manager keeps in memory: a window's
+// layout holds its messages and their index (about 3 MiB for 200
+// messages of a coding session), and a server or proxy sees windows
+// without end. Past it, the layout used least recently is dropped, and
+// rebuilt from the ledger if its window comes back.
+const maxLayouts = 64
+
+// keepLayout caches lo as key's layout; the caller holds m.mu.
+func (m *Manager) keepLayout(key store.WindowKey, lo *laidOut) {
+	lo.used = time.Now()
+	m.layouts[key] = lo
+	if len(m.layouts) <= maxLayouts {
+		return
+	}
+	var oldest store.WindowKey
+	var at time.Time
+	for k, l := range m.layouts {
+		if k != key && (at.IsZero() || l.used.Before(at)) {
+			oldest, at = k, l.used
+		}
+	}
+	delete(m.layouts, oldest)
 }
 
 // errStale says that another process changed the window between reading
@@ -69,6 +95,9 @@ func (m *Manager) laidOutFor(ctx context.Context, key store.WindowKey, s Setting
 func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings, w store.Window) (*laidOut, error) {
 	m.mu.Lock()
 	lo := m.layouts[key]
+	if lo != nil {
+		lo.used = time.Now()
+	}
 	m.mu.Unlock()
 	if lo != nil && lo.version == w.Version && lo.created.Equal(w.CreatedAt) {
 		return lo, nil
@@ -112,7 +141,7 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 	}
 	readmit(len(items), math.MaxInt)
 	m.mu.Lock()
-	m.layouts[key] = lo
+	m.keepLayout(key, lo)
 	m.mu.Unlock()
 	return lo, nil
 }
@@ -255,7 +284,7 @@ func (m *Manager) settle(key store.WindowKey, lo *laidOut, w store.Window, touch
 	defer m.mu.Unlock()
 	if err == nil {
 		lo.version = w.Version
-		m.layouts[key] = lo
+		m.keepLayout(key, lo)
 	} else if touched || errors.Is(err, errStale) {
 		delete(m.layouts, key)
 	}

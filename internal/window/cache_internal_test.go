@@ -1,0 +1,48 @@
+package window
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+// A Manager keeps at most maxLayouts layouts in memory, whatever the
+// windows it sees; one dropped is rebuilt from its ledger when its window
+// comes back, the same.
+func TestManager_LayoutCacheBounded(t *testing.T) {
+	eng, err := engine.New(sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "e.db"), sqlite.Options{}), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(eng, cat)
+	ctx := t.Context()
+	key := func(i int) store.WindowKey { return store.WindowKey{SessionID: fmt.Sprintf("s%d", i), AgentID: "a"} }
+	for i := range maxLayouts + 10 {
+		if _, err := m.Open(ctx, key(i), OpenOptions{Limit: 8000}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Append(ctx, key(i), []Message{{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: fmt.Sprintf("prompt %d", i)}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.mu.Lock()
+	n := len(m.layouts)
+	m.mu.Unlock()
+	if n > maxLayouts {
+		t.Errorf("%d layouts cached, want at most %d", n, maxLayouts)
+	}
+	_, msgs, _, err := m.Messages(ctx, key(0))
+	if err != nil || len(msgs) != 1 || msgs[0].Blocks[0].Text != "prompt 0" {
+		t.Errorf("the first window, its layout dropped: %d messages, %v", len(msgs), err)
+	}
+}
