@@ -47,7 +47,7 @@ const (
 // proxyBenchFlags are the flags of engram bench proxy.
 type proxyBenchFlags struct {
 	n, first, messages, turns, streams int
-	pace, settle                       time.Duration
+	pace, settle, releaseIdle          time.Duration
 	exe, memProfile                    string
 	seed                               uint64
 }
@@ -95,7 +95,8 @@ live after its last collection: about what the resident set would come
 down to if the proxy collected and returned its free memory
 (debug.FreeOSMemory). By itself the runtime collects when the heap reaches
 its goal (twice the live heap) or after two minutes, and returns only what
-is above that goal.
+is above that goal; the proxy returns its free memory itself once idle for
+--release-idle (its own flag, passed on), before --settle ends.
 
 Profiles: engram --cpuprofile FILE bench proxy labels the in-process
 proxy's work with the phase (go tool pprof -tagfocus phase=steady);
@@ -113,6 +114,7 @@ proxy's work with the phase (go tool pprof -tagfocus phase=steady);
 	f.IntVar(&fl.streams, "streams", 50, "concurrent streams of the memory phase (0: skip it)")
 	f.DurationVar(&fl.pace, "pace", 250*time.Millisecond, "the pause between a stream's events in the memory phase")
 	f.DurationVar(&fl.settle, "settle", 5*time.Second, "how long after the streams end the memory is read again")
+	f.DurationVar(&fl.releaseIdle, "release-idle", 2*time.Second, "the proxy's --release-idle: how long idle before it returns its free memory to the system")
 	f.StringVar(&fl.exe, "exe", "", "the engram binary the memory phase runs (default: this one)")
 	f.StringVar(&fl.memProfile, "memprofile", "", "write a heap profile of this process after the latency phase (what the in-process proxy holds for the sessions it saw) to this file")
 	f.Uint64Var(&fl.seed, "seed", 1, "corpus seed")
@@ -883,7 +885,8 @@ func (a *app) benchProxyMemory(ctx context.Context, pb *proxyBench, up *modelser
 	_ = l.Close()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := exec.CommandContext(pctx, exe, "proxy", "--addr", addr, "--anthropic", up.URL(), "--store", filepath.Join(dir, "proxy.db"))
+	cmd := exec.CommandContext(pctx, exe, "proxy", "--addr", addr, "--anthropic", up.URL(), "--store", filepath.Join(dir, "proxy.db"),
+		"--release-idle", fl.releaseIdle.String())
 	pb.token = "bench-proxy-token"
 	defer func() { pb.token = "" }()
 	// A home of its own: no user config, so the proxy runs with the

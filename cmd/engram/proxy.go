@@ -142,6 +142,7 @@ edits is sent whole.`,
 	f.StringVar(&opts.OpenAI, "openai", proxy.DefaultOpenAI, "the OpenAI API's base URL")
 	f.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "the largest request body, in bytes (above the vendors' own)")
 	f.DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long to wait for an upstream's answer to begin")
+	f.DurationVar(&opts.ReleaseIdle, "release-idle", proxy.DefaultReleaseIdle, "return the memory requests used to the system after this long without one (-1s: never)")
 	f.IntVar(&opts.Limit, "window", 0, "every window's context in tokens (default: its model's)")
 	return cmd
 }

@@ -82,6 +82,10 @@ const (
 	DefaultMaxBody = 64 << 20
 	// DefaultTimeout bounds the wait for an upstream's answer to begin.
 	DefaultTimeout = 10 * time.Minute
+	// DefaultReleaseIdle is Options.ReleaseIdle's default: longer than a
+	// harness's pause between turns (its tools run), so that a session's
+	// turns pay no forced collection.
+	DefaultReleaseIdle = 30 * time.Second
 	// defaultLimit sizes a window whose model the catalog does not know.
 	defaultLimit = 200_000
 )
@@ -104,6 +108,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Transport reaches the upstreams; nil is a clone of the default.
 	Transport http.RoundTripper
+	// ReleaseIdle is how long the proxy waits, once no request is in
+	// flight and nothing is being stored, before it returns the memory
+	// its requests used to the operating system (zero: DefaultReleaseIdle;
+	// negative: never). Go's runtime keeps freed memory for reuse, so a
+	// burst of large requests would otherwise leave the process at its
+	// peak.
+	ReleaseIdle time.Duration
 }
 
 // Proxy is the handler.
@@ -117,6 +128,7 @@ type Proxy struct {
 	catalog *tokens.Catalog
 	count   *counters
 	bg      sync.WaitGroup // stores after forwarding (Wait)
+	busy    idleRelease
 
 	mu     sync.Mutex
 	states map[store.WindowKey]*winState
@@ -140,6 +152,9 @@ func New(eng *engine.Engine, windows *window.Manager, opts Options) (*Proxy, err
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.ReleaseIdle == 0 {
+		opts.ReleaseIdle = DefaultReleaseIdle
 	}
 	log := opts.Logger
 	if log == nil {
@@ -198,6 +213,8 @@ func copyHeaders(dst, src http.Header) {
 
 // ServeHTTP forwards one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.busy.enter()
+	defer p.busy.leave(p.opts.ReleaseIdle)
 	if !p.allowed(w, r) {
 		return
 	}
@@ -250,8 +267,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if seen != nil && seen.later != nil {
 		later := seen.later
 		p.bg.Add(1)
+		p.busy.enter()
 		go func() {
 			defer p.bg.Done()
+			defer p.busy.leave(p.opts.ReleaseIdle)
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
 			defer cancel()
 			later(ctx)
@@ -397,8 +416,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 		msg, id := asm.message()
 		// Stored apart from the request: the client is answered already.
 		p.bg.Add(1)
+		p.busy.enter()
 		go func() {
 			defer p.bg.Done()
+			defer p.busy.leave(p.opts.ReleaseIdle)
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
 			defer cancel()
 			if err := p.keepAnswer(ctx, seen, msg, id, copyErr != nil); err != nil {

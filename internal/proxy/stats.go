@@ -1,6 +1,11 @@
 package proxy
 
-import "sync/atomic"
+import (
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // Stats are the proxy's counters since it started, as /metrics reports
 // them.
@@ -92,4 +97,48 @@ func upstreamClass(code int) string {
 		return "3xx"
 	}
 	return "2xx"
+}
+
+// idleRelease returns the process's free memory to the operating system
+// once the proxy has been idle for a while (Options.ReleaseIdle): a burst
+// of concurrent streams grows the heap, and Go's runtime keeps what it
+// freed for reuse, above the heap's goal only, so the resident set would
+// stay at the burst's peak.
+type idleRelease struct {
+	mu       sync.Mutex
+	n        int
+	timer    *time.Timer
+	released int64 // how many times, for tests
+}
+
+func (b *idleRelease) enter() {
+	b.mu.Lock()
+	b.n++
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	b.mu.Unlock()
+}
+
+func (b *idleRelease) leave(after time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n--
+	if b.n > 0 || after < 0 {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(after, func() {
+		b.mu.Lock()
+		if b.n > 0 || b.timer != t {
+			b.mu.Unlock()
+			return // busy again
+		}
+		b.timer = nil
+		b.released++
+		b.mu.Unlock()
+		debug.FreeOSMemory()
+	})
+	b.timer = t
 }
