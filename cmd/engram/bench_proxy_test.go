@@ -17,7 +17,7 @@ func TestBenchProxy(t *testing.T) {
 	}
 	out := e.ok("", args...)
 	want := []string{"request: 14 messages", "steady, non-streamed", "steady, streamed: first byte", "first sight, non-streamed",
-		"first sight, streamed: first byte", "goal: per-turn overhead p95", "goal: first byte added p95"}
+		"first sight, streamed: first byte", "engram's own time", "goal: per-turn overhead, excluding upstream time, p95", "goal: first byte added p95"}
 	if !testing.Short() {
 		want = append(want, "peak, 2 streams open", "goal: RSS per concurrent stream", "after the streams:")
 	}

@@ -36,6 +36,7 @@ func throughProxy(t *testing.T, srv *Server) string {
 	front := httptest.NewServer(p)
 	t.Cleanup(func() {
 		front.Close()
+		p.Wait()
 		ok, refused := 0, 0
 		for _, r := range srv.Requests() {
 			if r.Status == 200 {

@@ -127,8 +127,7 @@ type Proxy struct {
 
 	catalog *tokens.Catalog
 	count   *counters
-	bg      sync.WaitGroup // stores after forwarding (Wait)
-	busy    idleRelease
+	busy    idleRelease // handlers and the stores they leave behind (Wait)
 
 	mu     sync.Mutex
 	states map[store.WindowKey]*winState
@@ -266,10 +265,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if seen != nil && seen.later != nil {
 		later := seen.later
-		p.bg.Add(1)
 		p.busy.enter()
 		go func() {
-			defer p.bg.Done()
 			defer p.busy.leave(p.opts.ReleaseIdle)
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
 			defer cancel()
@@ -279,10 +276,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.forward(w, r, base, body, seen, proto)
 }
 
-// Wait waits for what the proxy stores once it has forwarded a request:
-// the turn's messages when it sent the request first, and the answers.
-// A server stopping calls it after its last request.
-func (p *Proxy) Wait() { p.bg.Wait() }
+// Wait waits for the requests in flight and for what the proxy stores
+// once it has forwarded a request: the turn's messages when it sent the
+// request first, and the answers. A server stopping calls it after its
+// last request.
+func (p *Proxy) Wait() { p.busy.wait() }
 
 // routeOf is the protocol of a request engram reads, and whether it
 // stores it (a count of tokens it lays out only); nil for a request it
@@ -415,10 +413,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 	if asm != nil {
 		msg, id := asm.message()
 		// Stored apart from the request: the client is answered already.
-		p.bg.Add(1)
 		p.busy.enter()
 		go func() {
-			defer p.bg.Done()
 			defer p.busy.leave(p.opts.ReleaseIdle)
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
 			defer cancel()

@@ -104,11 +104,27 @@ func upstreamClass(code int) string {
 // of concurrent streams grows the heap, and Go's runtime keeps what it
 // freed for reuse, above the heap's goal only, so the resident set would
 // stay at the burst's peak.
+//
+// It counts what is in flight, handlers and the stores they leave behind,
+// for Wait too.
 type idleRelease struct {
 	mu       sync.Mutex
 	n        int
+	idle     *sync.Cond // signalled when n drops to 0
 	timer    *time.Timer
 	released int64 // how many times, for tests
+}
+
+// wait returns once nothing is in flight.
+func (b *idleRelease) wait() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.n > 0 {
+		if b.idle == nil {
+			b.idle = sync.NewCond(&b.mu)
+		}
+		b.idle.Wait()
+	}
 }
 
 func (b *idleRelease) enter() {
@@ -125,7 +141,13 @@ func (b *idleRelease) leave(after time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n--
-	if b.n > 0 || after < 0 {
+	if b.n > 0 {
+		return
+	}
+	if b.idle != nil {
+		b.idle.Broadcast()
+	}
+	if after < 0 {
 		return
 	}
 	var t *time.Timer
