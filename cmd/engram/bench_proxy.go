@@ -48,6 +48,7 @@ const (
 type proxyBenchFlags struct {
 	n, first, messages, turns, streams int
 	pace, settle, releaseIdle          time.Duration
+	window                             int
 	exe, memProfile                    string
 	seed                               uint64
 }
@@ -114,6 +115,7 @@ proxy's work with the phase (go tool pprof -tagfocus phase=steady);
 	f.IntVar(&fl.streams, "streams", 50, "concurrent streams of the memory phase (0: skip it)")
 	f.DurationVar(&fl.pace, "pace", 250*time.Millisecond, "the pause between a stream's events in the memory phase")
 	f.DurationVar(&fl.settle, "settle", 5*time.Second, "how long after the streams end the memory is read again")
+	f.IntVar(&fl.window, "window", 0, "the in-process proxy's window in tokens (engram proxy --window): under the conversation's size, the requests are laid out with markers (default: the model's, 200,000: they go whole)")
 	f.DurationVar(&fl.releaseIdle, "release-idle", 2*time.Second, "the proxy's --release-idle: how long idle before it returns its free memory to the system")
 	f.StringVar(&fl.exe, "exe", "", "the engram binary the memory phase runs (default: this one)")
 	f.StringVar(&fl.memProfile, "memprofile", "", "write a heap profile of this process after the latency phase (what the in-process proxy holds for the sessions it saw) to this file")
@@ -350,7 +352,7 @@ func (pb *proxyBench) body(c *benchConv, k int, stream bool) []byte {
 	b := make([]byte, 0, size)
 	b = append(b, pb.preamble...)
 	b = fmt.Appendf(b, `"stream":%t,"metadata":{"user_id":%q},"messages":[`, stream,
-		`{"device_id":"bench","account_uuid":"","session_id":"`+c.session+`"}`)
+		`{"device_id":"bench","account_uuid":"","session_id":"`+c.session+`","bench_messages":`+strconv.Itoa(k)+`}`)
 	for i, m := range c.msgs[:k] {
 		if i > 0 {
 			b = append(b, ',')
@@ -374,6 +376,9 @@ func (pb *proxyBench) answer(r *modelserver.Request) (modelserver.Response, erro
 	}
 	var user struct {
 		SessionID string `json:"session_id"`
+		// Messages is how many messages the client sent: the proxy may
+		// send fewer, laid out.
+		Messages int `json:"bench_messages"`
 	}
 	if err := json.Unmarshal(r.Params.Raw["metadata"], &meta); err != nil {
 		return modelserver.Response{}, fmt.Errorf("metadata: %w", err)
@@ -387,9 +392,9 @@ func (pb *proxyBench) answer(r *modelserver.Request) (modelserver.Response, erro
 	if c == nil {
 		return modelserver.Response{}, fmt.Errorf("no conversation for session %s", user.SessionID)
 	}
-	blocks, ok := c.answer[len(r.Params.Messages)]
+	blocks, ok := c.answer[user.Messages]
 	if !ok {
-		return modelserver.Response{}, fmt.Errorf("session %s: no assistant message at %d", user.SessionID, len(r.Params.Messages))
+		return modelserver.Response{}, fmt.Errorf("session %s: no assistant message at %d", user.SessionID, user.Messages)
 	}
 	return modelserver.Response{Content: blocks, Pace: c.pace}, nil
 }
@@ -526,7 +531,7 @@ func (a *app) benchProxyLatency(ctx context.Context, pb *proxyBench, up *modelse
 	}
 	marks := &benchMarks{at: map[int64]*benchMark{}}
 	tr := &markingTransport{base: &http.Transport{DisableCompression: true}, marks: marks}
-	p, err := proxy.New(eng, windows, proxy.Options{Anthropic: up.URL(), Catalog: cat, Logger: a.log, Transport: tr})
+	p, err := proxy.New(eng, windows, proxy.Options{Anthropic: up.URL(), Catalog: cat, Logger: a.log, Transport: tr, Limit: fl.window})
 	if err != nil {
 		return nil, err
 	}

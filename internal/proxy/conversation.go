@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"regexp"
 	"strings"
@@ -52,9 +53,13 @@ type winState struct {
 	wins   []*held
 	loaded bool // the windows the store holds are in wins
 	used   time.Time
-	// known notes each message by a hash of its bytes as sent.
-	known map[[32]byte]msgInfo
+	// known notes each message by a hash of its bytes as sent (128 bits
+	// of two seeded maphashes: fast, and kept in this process only).
+	known map[[2]uint64]msgInfo
 }
+
+// knownSeeds seed the hashes that know a message by its bytes.
+var knownSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
 // maxKnown bounds the messages a conversation's state remembers by their
 // bytes.
@@ -74,11 +79,11 @@ type msgInfo struct {
 // is decoded, and a turn costs the same however long the history.
 func (st *winState) learn(c *conversation) error {
 	if st.known == nil || len(st.known) > maxKnown {
-		st.known = map[[32]byte]msgInfo{}
+		st.known = map[[2]uint64]msgInfo{}
 	}
 	c.info = make([]msgInfo, len(c.raws))
 	for i, raw := range c.raws {
-		sum := sha256.Sum256(raw)
+		sum := [2]uint64{maphash.Bytes(knownSeeds[0], raw), maphash.Bytes(knownSeeds[1], raw)}
 		if in, ok := st.known[sum]; ok {
 			c.info[i] = in
 			continue
@@ -148,6 +153,24 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 		}
 		return nil, nil // a conversation engram does not hold: counted as it came
 	}
+	// The body was split, not decoded: it is validated before anything of
+	// it is stored; after the request has left when the window has room
+	// (below), before any write otherwise.
+	valid := false
+	validate := func() error {
+		if !valid {
+			if !json.Valid(body) {
+				return errors.New("the request's body is not valid JSON")
+			}
+			valid = true
+		}
+		return nil
+	}
+	if w := followed(st.wins, c, hashes, forms); w == nil || w.tools < 0 || w.model != c.model || sha256.Sum256(c.tools) != w.toolsSum {
+		if err := validate(); err != nil { // find and size write
+			return nil, err
+		}
+	}
 	w, err := p.find(ctx, st, base, c, hashes, forms)
 	if err != nil {
 		return nil, err
@@ -157,6 +180,9 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	}
 	if c.stateful {
 		// The server holds the history: what the request lists is new.
+		if err := validate(); err != nil {
+			return nil, err
+		}
 		msgs, err := c.decodeFrom(0)
 		if err != nil {
 			return nil, err
@@ -171,20 +197,23 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	for k < len(w.hashes) && w.hashes[k] == hashes[k] {
 		k++
 	}
-	if k < len(w.hashes) {
-		// The harness changed messages it sent before, in place (Claude
-		// Code clears old tool results): the window keeps what it stored
-		// and takes the edit, which goes upstream as the harness sent it.
-		p.count.edits.Add(1)
-		p.log.Info("following the harness's edit of its history", "session", w.key.SessionID, "from", k, "held", len(w.hashes))
-		copy(w.hashes[k:], hashes[k:len(w.hashes)])
+	// edit takes the harness's changes to messages it sent before, in
+	// place (Claude Code clears old tool results): the window keeps what
+	// it stored, the edit goes upstream as the harness sent it.
+	edit := func() {
+		if k < len(w.hashes) {
+			p.count.edits.Add(1)
+			p.log.Info("following the harness's edit of its history", "session", w.key.SessionID, "from", k, "held", len(w.hashes))
+			copy(w.hashes[k:], hashes[k:len(w.hashes)])
+		}
 	}
-	if n := len(w.hashes); n < len(c.raws) {
+	n := len(w.hashes)
+	if n < len(c.raws) {
 		msgs, err := c.decodeFrom(n)
 		if err != nil {
 			return nil, err
 		}
-		if p.room(ctx, w.key, c.raws[n:]) {
+		if p.room(ctx, w.key, msgs) {
 			// Nothing will be evicted: the window's layout is what it is,
 			// with the new messages as they came, so the request goes now
 			// and the append follows, holding the lock until it is done.
@@ -192,16 +221,27 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 			handed = true
 			ex.later = func(ctx context.Context) {
 				defer st.mu.Unlock()
-				if _, err := p.windows.Append(ctx, w.key, msgs); err != nil {
+				err := validate()
+				if err == nil {
+					_, err = p.windows.Append(ctx, w.key, msgs)
+				}
+				if err != nil {
 					p.count.failedOpen.Add(1)
 					p.log.Warn("cannot store the turn's messages", "session", w.key.SessionID, "err", err)
 					return
 				}
+				edit()
 				w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
 			}
 			return ex, nil
 		}
-		if _, err := p.windows.Append(ctx, w.key, msgs); err != nil {
+	}
+	if err := validate(); err != nil {
+		return nil, err
+	}
+	edit()
+	if n < len(c.raws) {
+		if _, err := p.windows.Append(ctx, w.key, c.msgs[n:]); err != nil {
 			return nil, err
 		}
 		w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
@@ -209,20 +249,38 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	return p.layout(ctx, proto, w.key, body, c), nil
 }
 
-// room reports whether the window can take new messages (their bytes
-// raws) without evicting: a third of their bytes, more than their tokens,
-// stays under its threshold and under a quarter of its budget (over it,
-// a window may clip its newest unit).
-func (p *Proxy) room(ctx context.Context, key store.WindowKey, raws []json.RawMessage) bool {
+// room reports whether the request can go before the window takes its
+// new messages: with them as they came, the window's layout stays within
+// its budget (their tokens counted as the window counts them, a little
+// over: JSON's escapes in raw blocks), and they take under a quarter of
+// it (over it, a window may clip its newest unit). The window may evict
+// when it takes them, past its threshold: the next request has the new
+// layout.
+func (p *Proxy) room(ctx context.Context, key store.WindowKey, msgs []window.Message) bool {
 	st, err := p.windows.Status(ctx, key)
 	if err != nil {
 		return false
 	}
-	n := 0
-	for _, r := range raws {
-		n += len(r)/3 + 8
+	enc, err := tokens.Get(st.Settings.Encoding)
+	if err != nil {
+		return false
 	}
-	return st.Used+n < st.EvictAt && n < st.Budget/4
+	n := 0
+	for i := range msgs {
+		n += 8
+		for _, b := range msgs[i].Blocks {
+			n += enc.Count(b.Name)
+			switch {
+			case len(b.Raw) > 0:
+				n += enc.Count(string(b.Raw))
+			case b.Type == window.BlockToolUse:
+				n += enc.Count(string(b.Input))
+			default:
+				n += enc.Count(b.Text)
+			}
+		}
+	}
+	return st.Used+n <= st.Budget && n < st.Budget/4
 }
 
 // layout is the exchange with the request laid out as the window's
@@ -566,15 +624,29 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 	}
 	flush()
 	msgs = append(msgs, c.raws[tail:]...)
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
+	// The body as the harness sent it, byte for byte, but for its list.
+	fields, err := splitObject(body)
+	if err != nil {
 		return nil, err
 	}
-	if obj[proto.field()], err = json.Marshal(msgs); err != nil {
-		return nil, err
+	list := fields[proto.field()]
+	at := cap(body) - cap(list) // list is a slice of body
+	if len(list) == 0 || at < 0 || at+len(list) > len(body) {
+		return nil, fmt.Errorf("no %s list in the request", proto.field())
 	}
+	out := make([]byte, 0, len(body))
+	out = append(out, body[:at]...)
+	out = append(out, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, m...)
+	}
+	out = append(out, ']')
+	out = append(out, body[at+len(list):]...)
 	p.count.virtualized.Add(1)
-	return json.Marshal(obj)
+	return out, nil
 }
 
 // pair marks, in sent, the messages that must go with those it marks: the

@@ -101,30 +101,59 @@ func (messagesAPI) route() string { return "messages" }
 func (messagesAPI) field() string { return "messages" }
 
 func (messagesAPI) read(body []byte, h http.Header) (*conversation, error) {
-	var req struct {
-		Model    string            `json:"model"`
-		System   json.RawMessage   `json:"system"`
-		Messages []json.RawMessage `json:"messages"`
-		Tools    json.RawMessage   `json:"tools"`
-		Metadata struct {
-			UserID string `json:"user_id"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	f, err := splitObject(body)
+	if err != nil {
 		return nil, fmt.Errorf("not a Messages request: %w", err)
 	}
-	if len(req.Messages) == 0 {
-		return nil, errNoMessages
+	var req struct {
+		Model    string
+		Metadata struct {
+			UserID string `json:"user_id"`
+		}
 	}
-	c := &conversation{model: req.Model, raws: req.Messages, tools: req.Tools, session: claudeSession(req.Metadata.UserID)}
-	if present(req.System) {
-		sys, _ := json.Marshal(map[string]json.RawMessage{"role": json.RawMessage(`"system"`), "content": req.System})
+	if err := decodeFields(f, map[string]any{"model": &req.Model, "metadata": &req.Metadata}); err != nil {
+		return nil, fmt.Errorf("not a Messages request: %w", err)
+	}
+	msgs, err := listOf(f["messages"])
+	if err != nil {
+		return nil, fmt.Errorf("not a Messages request: messages: %w", err)
+	}
+	c := &conversation{model: req.Model, raws: msgs, tools: f["tools"], session: claudeSession(req.Metadata.UserID)}
+	if present(f["system"]) {
+		sys, _ := json.Marshal(map[string]json.RawMessage{"role": json.RawMessage(`"system"`), "content": f["system"]})
 		c.raws, c.off = append([]json.RawMessage{sys}, c.raws...), 1
 	}
 	if c.session != "" || strings.Contains(h.Get("User-Agent"), "claude-cli") {
 		c.agent = "claude-code"
 	}
 	return c, mapAll(c, window.FromAnthropic)
+}
+
+// decodeFields decodes the fields of f named in into, those present.
+func decodeFields(f map[string]json.RawMessage, into map[string]any) error {
+	for k, v := range into {
+		if present(f[k]) {
+			if err := json.Unmarshal(f[k], v); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// listOf is a request's list of messages: at least one.
+func listOf(raw json.RawMessage) ([]json.RawMessage, error) {
+	if !present(raw) {
+		return nil, errNoMessages
+	}
+	list, err := splitArray(raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, errNoMessages
+	}
+	return list, nil
 }
 
 func (messagesAPI) note(text string) json.RawMessage {
@@ -146,18 +175,19 @@ func (chatAPI) route() string { return "chat" }
 func (chatAPI) field() string { return "messages" }
 
 func (chatAPI) read(body []byte, h http.Header) (*conversation, error) {
-	var req struct {
-		Model    string            `json:"model"`
-		Messages []json.RawMessage `json:"messages"`
-		Tools    json.RawMessage   `json:"tools"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	f, err := splitObject(body)
+	if err != nil {
 		return nil, fmt.Errorf("not a Chat Completions request: %w", err)
 	}
-	if len(req.Messages) == 0 {
-		return nil, errNoMessages
+	var model string
+	if err := decodeFields(f, map[string]any{"model": &model}); err != nil {
+		return nil, fmt.Errorf("not a Chat Completions request: %w", err)
 	}
-	c := &conversation{model: req.Model, raws: req.Messages, tools: req.Tools}
+	msgs, err := listOf(f["messages"])
+	if err != nil {
+		return nil, fmt.Errorf("not a Chat Completions request: messages: %w", err)
+	}
+	c := &conversation{model: model, raws: msgs, tools: f["tools"]}
 	return c, mapAll(c, window.FromOpenAI)
 }
 

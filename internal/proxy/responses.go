@@ -24,35 +24,34 @@ func (responsesAPI) route() string { return "responses" }
 func (responsesAPI) field() string { return "input" }
 
 func (responsesAPI) read(body []byte, h http.Header) (*conversation, error) {
-	var req struct {
-		Model              string          `json:"model"`
-		Input              json.RawMessage `json:"input"`
-		Instructions       json.RawMessage `json:"instructions"`
-		Tools              json.RawMessage `json:"tools"`
-		PreviousResponseID string          `json:"previous_response_id"`
-		PromptCacheKey     string          `json:"prompt_cache_key"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	f, err := splitObject(body)
+	if err != nil {
 		return nil, fmt.Errorf("not a Responses request: %w", err)
 	}
-	c := &conversation{model: req.Model, tools: req.Tools, stateful: req.PreviousResponseID != ""}
+	var req struct{ Model, PreviousResponseID, PromptCacheKey string }
+	if err := decodeFields(f, map[string]any{"model": &req.Model, "previous_response_id": &req.PreviousResponseID,
+		"prompt_cache_key": &req.PromptCacheKey}); err != nil {
+		return nil, fmt.Errorf("not a Responses request: %w", err)
+	}
+	c := &conversation{model: req.Model, tools: f["tools"], stateful: req.PreviousResponseID != ""}
+	input := f["input"]
 	var text string
 	switch {
-	case !present(req.Input):
+	case !present(input):
 		return nil, errNoMessages
-	case json.Unmarshal(req.Input, &text) == nil:
+	case input[0] == '"':
+		if err := json.Unmarshal(input, &text); err != nil {
+			return nil, fmt.Errorf("not a Responses request: input: %w", err)
+		}
 		m, _ := json.Marshal(map[string]string{"role": "user", "content": text})
 		c.raws, c.stateful = []json.RawMessage{m}, true
 	default:
-		if err := json.Unmarshal(req.Input, &c.raws); err != nil {
-			return nil, fmt.Errorf("input is neither a string nor a list of items: %w", err)
-		}
-		if len(c.raws) == 0 {
-			return nil, errNoMessages
+		if c.raws, err = listOf(input); err != nil {
+			return nil, fmt.Errorf("not a Responses request: input is neither a string nor a list of items: %w", err)
 		}
 	}
-	if present(req.Instructions) {
-		sys, _ := json.Marshal(map[string]json.RawMessage{"role": json.RawMessage(`"system"`), "content": req.Instructions})
+	if present(f["instructions"]) {
+		sys, _ := json.Marshal(map[string]json.RawMessage{"role": json.RawMessage(`"system"`), "content": f["instructions"]})
 		c.raws, c.off = append([]json.RawMessage{sys}, c.raws...), 1
 	}
 	c.session = req.PromptCacheKey
