@@ -42,6 +42,13 @@
 //     rewritten prefix stays byte-stable between evictions and the
 //     provider's prompt cache keeps hitting. Under the threshold the
 //     request goes as it came.
+//   - Forward first. The body is split (split.go), not decoded, and each
+//     message known by a hash of its bytes: only the new tail is decoded.
+//     When the window's layout with the new messages stays within its
+//     budget, the request leaves at once; the append, the body validated
+//     first, follows, holding the conversation's lock. The answer is
+//     stored after the client has it; Wait waits for both. Idle for
+//     Options.ReleaseIdle, the proxy returns its free memory to the system.
 //   - Fail open. An error of engram's before the request is forwarded
 //     (a body it cannot read, a store that fails) is logged and counted
 //     (Stats), and the request goes on unchanged. Upstream answers, errors
