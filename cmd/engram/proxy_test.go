@@ -137,9 +137,9 @@ func TestClaudeCode_Proxy(t *testing.T) {
 }
 
 // TestClaudeCode_ProxyLongSession runs the real Claude Code through engram
-// proxy for 60 requests of file reads, a conversation far over its own
+// proxy for 60 requests of file reads and commands with large outputs, a conversation far over its own
 // compaction threshold (100,000-token window, 67,000 at which it compacts),
-// with engram's window at 30,000 tokens (Claude Code's system prompt and
+// with engram's window at 40,000 tokens (Claude Code's system prompt and
 // tool schemas, about 26,000 of them, included): every request reaches
 // the model valid and within the window, Claude Code never compacts, and
 // at the end the model expands the first markers through engram's MCP
@@ -150,7 +150,7 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 	cc := modelserver.NewClaudeCode(t, srv)
 	dataDir := t.TempDir()
 	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
-	url := startProxyArgs(t, env, srv.URL(), "--window", "30000", "--project", cc.Dir)
+	url := startProxyArgs(t, env, srv.URL(), "--window", "40000", "--project", cc.Dir)
 	for i, kv := range cc.Env {
 		if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
 			cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
@@ -166,7 +166,16 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 	const files = 59
 	var steps []modelserver.Step
 	var contents []string
+	var commands []int // the steps that run a command instead, by the last number it prints
 	for i := range files {
+		if i%10 == 5 {
+			// A command with a large output: 1,200 numbers.
+			first := 100000 * (i + 1)
+			steps = append(steps, modelserver.Call("Bash", map[string]any{"command": fmt.Sprintf("seq %d %d", first, first+1199), "description": "count"}))
+			commands = append(commands, first+1199)
+			contents = append(contents, "")
+			continue
+		}
 		var b strings.Builder
 		for j := 0; b.Len() < 7000; j++ {
 			fmt.Fprintf(&b, "ledger %d line %d: the quartermaster counts crates of tea and tallow for voyage %d\n", i, j, i*1000+j)
@@ -213,7 +222,7 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 		},
 	)
 	srv.Add(steps...)
-	out, err := cc.Run(t, "-p", "Read the ledgers one by one.", "--output-format", "json", "--allowedTools", "Read,mcp__engram__retrieve_context")
+	out, err := cc.Run(t, "-p", "Read the ledgers one by one.", "--output-format", "json", "--allowedTools", "Read,Bash,mcp__engram__retrieve_context")
 	if serr := srv.Err(); serr != nil {
 		t.Fatal(serr)
 	}
@@ -235,8 +244,8 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 	for _, r := range main {
 		most = max(most, r.InputTokens)
 	}
-	if len(main) < 60 || most > 30000 {
-		t.Errorf("%d requests, the largest %d tokens; want at least 60, all within engram's window of 30,000 (Claude Code compacts at 67,000)", len(main), most)
+	if len(main) < 60 || most > 40000 {
+		t.Errorf("%d requests, the largest %d tokens; want at least 60, all within engram's window of 40,000 (Claude Code compacts at 67,000)", len(main), most)
 	}
 	// Every byte Claude Code sent is in the store: each file as the Read
 	// tool gave it to the model (its lines numbered), in the window's
@@ -259,7 +268,19 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 			results[text] = true
 		}
 	}
+	for _, last := range commands {
+		found := false
+		for r := range results {
+			found = found || strings.HasSuffix(strings.TrimSpace(r), fmt.Sprintf("\n%d", last))
+		}
+		if !found {
+			t.Errorf("the output of the command that counted to %d is not in the window's ledger", last)
+		}
+	}
 	for i, content := range contents {
+		if content == "" {
+			continue // a command
+		}
 		lines := strings.Split(content, "\n")
 		for j := range lines {
 			lines[j] = fmt.Sprintf("%d\t%s", j+1, lines[j])
@@ -276,6 +297,7 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests; the largest upstream %d tokens", len(main), most)
+
 }
 
 // windowMessages is the ledger of Claude Code's window of session in the

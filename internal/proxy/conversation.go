@@ -625,11 +625,7 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 	flush()
 	msgs = append(msgs, c.raws[tail:]...)
 	// The body as the harness sent it, byte for byte, but for its list.
-	fields, err := splitObject(body)
-	if err != nil {
-		return nil, err
-	}
-	list := fields[proto.field()]
+	list := c.list
 	at := cap(body) - cap(list) // list is a slice of body
 	if len(list) == 0 || at < 0 || at+len(list) > len(body) {
 		return nil, fmt.Errorf("no %s list in the request", proto.field())

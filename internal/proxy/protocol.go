@@ -40,8 +40,10 @@ type conversation struct {
 	decoded []bool
 	from    func([]byte) (window.Message, error)
 	info    []msgInfo
-	// off is the place of the list's first message in raws.
-	off int
+	// off is the place of the list's first message in raws; list is the
+	// list's bytes in the body (a slice of it).
+	off  int
+	list json.RawMessage
 	// session is the session the request names itself (Claude Code's
 	// metadata, Codex's prompt_cache_key), "" when none; agent the
 	// harness, when the request says which.
@@ -118,7 +120,7 @@ func (messagesAPI) read(body []byte, h http.Header) (*conversation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a Messages request: messages: %w", err)
 	}
-	c := &conversation{model: req.Model, raws: msgs, tools: f["tools"], session: claudeSession(req.Metadata.UserID)}
+	c := &conversation{model: req.Model, raws: msgs, list: f["messages"], tools: f["tools"], session: claudeSession(req.Metadata.UserID)}
 	if present(f["system"]) {
 		sys, _ := json.Marshal(map[string]json.RawMessage{"role": json.RawMessage(`"system"`), "content": f["system"]})
 		c.raws, c.off = append([]json.RawMessage{sys}, c.raws...), 1
@@ -187,7 +189,7 @@ func (chatAPI) read(body []byte, h http.Header) (*conversation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a Chat Completions request: messages: %w", err)
 	}
-	c := &conversation{model: model, raws: msgs, tools: f["tools"]}
+	c := &conversation{model: model, raws: msgs, list: f["messages"], tools: f["tools"]}
 	return c, mapAll(c, window.FromOpenAI)
 }
 

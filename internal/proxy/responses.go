@@ -46,6 +46,7 @@ func (responsesAPI) read(body []byte, h http.Header) (*conversation, error) {
 		m, _ := json.Marshal(map[string]string{"role": "user", "content": text})
 		c.raws, c.stateful = []json.RawMessage{m}, true
 	default:
+		c.list = input
 		if c.raws, err = listOf(input); err != nil {
 			return nil, fmt.Errorf("not a Responses request: input is neither a string nor a list of items: %w", err)
 		}
