@@ -8,10 +8,8 @@ import (
 	"testing"
 
 	"github.com/engramhq/engram/internal/ctxref"
-	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/modelserver"
 	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
 )
 
@@ -73,7 +71,7 @@ func TestCodex_Proxy(t *testing.T) {
 		t.Errorf("%d requests (want %d), the last with %d markers, the largest %d tokens; want markers and all within the window of 24,000", len(main), commands+1, markers, most)
 	}
 	// Each output, as Codex gave it to the model, is in the window's ledger.
-	held := codexWindow(t, dataDir, res.ThreadID)
+	held := windowOf(t, dataDir, store.WindowKey{SessionID: res.ThreadID, AgentID: "codex"})
 	outputs := map[string]bool{}
 	for _, m := range held {
 		for _, b := range m.Blocks {
@@ -92,24 +90,4 @@ func TestCodex_Proxy(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests, the largest %d tokens, %d markers in the last; the window holds %d messages", len(main), most, markers, len(held))
-}
-
-// codexWindow is the ledger of Codex's window of a thread in the store
-// under dataDir.
-func codexWindow(t *testing.T, dataDir, thread string) []window.Message {
-	t.Helper()
-	st := openDataStore(t, dataDir)
-	eng, err := engine.New(st, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, held, _, err := window.NewManager(eng, cat).Messages(t.Context(), store.WindowKey{SessionID: thread, AgentID: "codex"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return held
 }

@@ -301,8 +301,14 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 }
 
 // windowMessages is the ledger of Claude Code's window of session in the
-// store under dataDir, once the daemons are stopped.
+// store under dataDir.
 func windowMessages(t *testing.T, dataDir, session string) []window.Message {
+	t.Helper()
+	return windowOf(t, dataDir, store.WindowKey{SessionID: session, AgentID: "claude-code"})
+}
+
+// windowOf is the ledger of a window in the store under dataDir.
+func windowOf(t *testing.T, dataDir string, key store.WindowKey) []window.Message {
 	t.Helper()
 	st := openDataStore(t, dataDir)
 	eng, err := engine.New(st, engine.Options{})
@@ -313,7 +319,7 @@ func windowMessages(t *testing.T, dataDir, session string) []window.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, held, _, err := window.NewManager(eng, cat).Messages(t.Context(), store.WindowKey{SessionID: session, AgentID: "claude-code"})
+	_, held, _, err := window.NewManager(eng, cat).Messages(t.Context(), key)
 	if err != nil {
 		t.Fatal(err)
 	}

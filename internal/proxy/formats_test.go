@@ -18,7 +18,8 @@ import (
 	"github.com/engramhq/engram/internal/store"
 )
 
-// postTo sends body to path with an OpenAI client's headers (or more).
+// postTo sends body to path with an OpenAI client's headers, and those of
+// header ("" deletes one).
 func (f *fixture) postTo(t *testing.T, path, body string, header map[string]string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, f.front.URL+path, strings.NewReader(body))
@@ -28,7 +29,11 @@ func (f *fixture) postTo(t *testing.T, path, body string, header map[string]stri
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-test")
 	for k, v := range header {
-		req.Header.Set(k, v)
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

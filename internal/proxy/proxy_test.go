@@ -61,22 +61,11 @@ func newFixture(t *testing.T, opts proxy.Options, steps ...modelserver.Step) *fi
 
 func (f *fixture) post(t *testing.T, body string, header map[string]string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.front.URL+"/v1/messages", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "sk-ant-test")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
+	h := map[string]string{"X-Api-Key": "sk-ant-test", "Anthropic-Version": "2023-06-01", "Authorization": ""}
 	for k, v := range header {
-		req.Header.Set(k, v)
+		h[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return f.postTo(t, "/v1/messages", body, h)
 }
 
 const claudeUser = `{\"device_id\":\"d1\",\"account_uuid\":\"\",\"session_id\":\"6f6fe473-07c4-42c5-8087-ddd2ffb878a6\"}`
