@@ -1,0 +1,259 @@
+// Package postgres is the beginning of engram's second store backend:
+// one PostgreSQL database that several engram servers share (issue 27).
+//
+// As built so far: connecting (Open), the rules for where the password
+// comes from, the server's version check, and forward-only migrations
+// applied under an advisory lock, so that two servers starting at once
+// cannot both migrate, with a database migrated by a newer engram
+// refused. The store contract itself (internal/store: entries, search,
+// windows, the archivalist) is not implemented yet, and nothing in the
+// command line selects this backend.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// MinServerVersion is the oldest PostgreSQL engram runs on (15, Debian
+// 12's, is what CI tests; 13 has every feature the schema uses).
+const MinServerVersion = 130000
+
+// Environment variables for the password, which never goes on a command
+// line (ps shows it to every user of the machine).
+const (
+	// PasswordEnv holds the password itself.
+	PasswordEnv = "ENGRAM_STORE_PASSWORD"
+	// PasswordFileEnv names a file holding it (its first line).
+	PasswordFileEnv = "ENGRAM_STORE_PASSWORD_FILE"
+)
+
+// Options configure Open.
+type Options struct {
+	Logger *slog.Logger
+	// Getenv reads the environment; nil is os.Getenv.
+	Getenv func(string) string
+	// ConnectTimeout bounds reaching the server; zero is 10 s.
+	ConnectTimeout time.Duration
+}
+
+// Store is a PostgreSQL store.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+// ErrPasswordInURL is returned for a URL that carries a password.
+var ErrPasswordInURL = errors.New("the store's URL carries a password, which a command line shows to every user of the machine: " +
+	"give it in " + PasswordEnv + ", in a file named by " + PasswordFileEnv + ", or in PGPASSWORD or ~/.pgpass")
+
+// ErrNewerSchema is returned for a database that a newer engram migrated.
+var ErrNewerSchema = errors.New("the database was migrated by a newer engram")
+
+// Open connects to the database at rawURL (postgres://user@host:port/db),
+// checks the server's version and applies the migrations this build
+// knows, under an advisory lock.
+func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := config(rawURL, getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	s := &Store{pool: pool, log: log.With("component", "store", "backend", "postgres")}
+	if err := s.check(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the store's connections.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// config parses rawURL, refusing a password in it, and takes the password
+// from the environment or its file when one is given there.
+func config(rawURL string, getenv func(string) string) (*pgxpool.Config, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		return nil, fmt.Errorf("the store %q is not a postgres://user@host:port/database URL", redact(rawURL))
+	}
+	if _, ok := u.User.Password(); ok || u.Query().Has("password") {
+		return nil, ErrPasswordInURL
+	}
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("the store's URL: %w", err)
+	}
+	switch {
+	case getenv(PasswordEnv) != "":
+		cfg.ConnConfig.Password = getenv(PasswordEnv)
+	case getenv(PasswordFileEnv) != "":
+		b, err := os.ReadFile(getenv(PasswordFileEnv))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", PasswordFileEnv, err)
+		}
+		cfg.ConnConfig.Password, _, _ = strings.Cut(strings.TrimRight(string(b), "\r\n"), "\n")
+	}
+	return cfg, nil
+}
+
+// redact is a URL with any password in it replaced, for messages.
+func redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(an unreadable URL)"
+	}
+	return u.Redacted()
+}
+
+// check reaches the server and refuses one too old.
+func (s *Store) check(ctx context.Context) error {
+	var v int
+	if err := s.pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&v); err != nil {
+		return fmt.Errorf("postgres: cannot reach the database: %w", explain(err))
+	}
+	if v < MinServerVersion {
+		return fmt.Errorf("postgres: the server is version %d.%d; engram needs %d or later", v/10000, v%10000, MinServerVersion/10000)
+	}
+	return nil
+}
+
+// explain adds what a user can do to the errors they meet first.
+func explain(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "28P01", "28000":
+			return fmt.Errorf("%w (the password: %s, %s, PGPASSWORD or ~/.pgpass)", err, PasswordEnv, PasswordFileEnv)
+		case "3D000":
+			return fmt.Errorf("%w (create it: createdb NAME)", err)
+		}
+	}
+	return err
+}
+
+// migration is one forward-only schema step; steps are never edited once
+// released: a change is a new step.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations are applied in order; the version applied last is the
+// schema's.
+var migrations = []migration{
+	{1, "the schema's own version", `
+CREATE TABLE IF NOT EXISTS engram_schema (
+	version    integer PRIMARY KEY,
+	name       text NOT NULL,
+	applied_at timestamptz NOT NULL DEFAULT now()
+)`},
+}
+
+// SchemaVersion is the schema version this build of engram writes.
+func SchemaVersion() int { return migrations[len(migrations)-1].version }
+
+// migrationLock is the advisory lock key of migrations ("ENGRAMMI").
+const migrationLock int64 = 0x454e4752414d4d49
+
+// migrate applies the migrations the database lacks, each in its own
+// transaction, under a session advisory lock: a second server starting
+// at once waits, then finds them applied.
+func (s *Store) migrate(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", explain(err))
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLock); err != nil {
+		return fmt.Errorf("postgres: waiting for the migration lock: %w", err)
+	}
+	defer func() {
+		// A lost connection drops the lock with it.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLock)
+	}()
+	have, err := schemaVersion(ctx, conn.Conn())
+	if err != nil {
+		return err
+	}
+	if have > SchemaVersion() {
+		return fmt.Errorf("postgres: %w: its schema is version %d, this engram writes %d; upgrade engram", ErrNewerSchema, have, SchemaVersion())
+	}
+	for _, m := range migrations {
+		if m.version <= have {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO engram_schema (version, name) VALUES ($1, $2)", m.version, m.name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: migration %d (%s): %w", m.version, m.name, err)
+		}
+		s.log.Info("migrated the store", "version", m.version, "name", m.name)
+	}
+	return nil
+}
+
+// schemaVersion is the version of the last migration applied, 0 for a
+// database engram never migrated.
+func schemaVersion(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('engram_schema') IS NOT NULL").Scan(&exists); err != nil {
+		return 0, fmt.Errorf("postgres: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM engram_schema").Scan(&v); err != nil {
+		return 0, fmt.Errorf("postgres: %w", err)
+	}
+	return v, nil
+}
+
+// Version is the database's schema version.
+func (s *Store) Version(ctx context.Context) (int, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	return schemaVersion(ctx, conn.Conn())
+}

@@ -1,0 +1,171 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engramhq/engram/internal/store/postgres"
+)
+
+// database makes a database of its own for the test on the server that
+// ENGRAM_TEST_POSTGRES names (a URL whose user may create databases),
+// drops it when the test ends, and returns its URL; it skips the test
+// when no server is named.
+func database(t *testing.T) string {
+	t.Helper()
+	admin := os.Getenv("ENGRAM_TEST_POSTGRES")
+	if admin == "" {
+		t.Skip("ENGRAM_TEST_POSTGRES names no PostgreSQL server (postgres://user@host:port/db of a user who may create databases; .ci/run starts one)")
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("ENGRAM_TEST_POSTGRES: %v", err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "engram_test_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer func() { _ = c.Close(context.Background()) }()
+		if _, err := c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Error(err)
+		}
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func TestOpen_Migrates(t *testing.T) {
+	dsn := database(t)
+	ctx := t.Context()
+	s, err := postgres.Open(ctx, dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Version(ctx); err != nil || v != postgres.SchemaVersion() {
+		t.Errorf("schema version %d, %v; want %d", v, err, postgres.SchemaVersion())
+	}
+	_ = s.Close()
+	// Opened again, it has nothing to do.
+	s, err = postgres.Open(ctx, dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+}
+
+// Servers starting at once: one migrates, the others wait for it and find
+// the migrations applied, each once.
+func TestOpen_ConcurrentMigrations(t *testing.T) {
+	dsn := database(t)
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := postgres.Open(ctx, dsn, postgres.Options{})
+			if err == nil {
+				_ = s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("server %d: %v", i, err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var rows, distinct int
+	if err := conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT version) FROM engram_schema").Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != postgres.SchemaVersion() || distinct != rows {
+		t.Errorf("engram_schema has %d rows (%d versions), want each of the %d migrations once", rows, distinct, postgres.SchemaVersion())
+	}
+}
+
+// A database a newer engram migrated is refused, and left as it is.
+func TestOpen_NewerSchema(t *testing.T) {
+	dsn := database(t)
+	ctx := t.Context()
+	s, err := postgres.Open(ctx, dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, "INSERT INTO engram_schema (version, name) VALUES (999, 'from the future')"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = postgres.Open(ctx, dsn, postgres.Options{})
+	if !errors.Is(err, postgres.ErrNewerSchema) || !strings.Contains(err.Error(), "999") {
+		t.Errorf("Open = %v; want ErrNewerSchema naming version 999", err)
+	}
+}
+
+// The password never comes from the URL; it comes from the environment or
+// a file; a server that cannot be reached is said so, quickly.
+func TestOpen_BadInput(t *testing.T) {
+	ctx := t.Context()
+	for _, dsn := range []string{"postgres://engram:secret@127.0.0.1:5432/engram", "postgres://engram@127.0.0.1/engram?password=secret"} {
+		if _, err := postgres.Open(ctx, dsn, postgres.Options{}); !errors.Is(err, postgres.ErrPasswordInURL) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("Open(%s) = %v; want ErrPasswordInURL, without the password", dsn, err)
+		}
+	}
+	for _, dsn := range []string{"mysql://x@h/db", "postgres:///nohost", "not a url"} {
+		if _, err := postgres.Open(ctx, dsn, postgres.Options{}); err == nil || !strings.Contains(err.Error(), "postgres://") {
+			t.Errorf("Open(%s) = %v; want an error showing the URL's shape", dsn, err)
+		}
+	}
+	// A closed port: connection refused at once.
+	start := time.Now()
+	_, err := postgres.Open(ctx, "postgres://engram@127.0.0.1:1/engram?sslmode=disable", postgres.Options{ConnectTimeout: 2 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the database") {
+		t.Errorf("Open of a closed port = %v; want it said that the database cannot be reached", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("Open of a closed port took %v", d)
+	}
+	// The password file: missing, it is an error naming the variable.
+	env := map[string]string{postgres.PasswordFileEnv: filepath.Join(t.TempDir(), "none")}
+	_, err = postgres.Open(ctx, "postgres://engram@127.0.0.1:1/engram", postgres.Options{Getenv: func(k string) string { return env[k] }})
+	if err == nil || !strings.Contains(err.Error(), postgres.PasswordFileEnv) {
+		t.Errorf("Open with a missing password file = %v", err)
+	}
+}
