@@ -229,12 +229,7 @@ func checkTranscriptStored(t *testing.T, st store.Store, path, whole string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	has := func(what string, content []byte) {
-		t.Helper()
-		if _, err := st.Entries(t.Context(), []string{store.ID(content)}); err != nil {
-			t.Errorf("%s is not in the store (%v): %.200q", what, err, content)
-		}
-	}
+	has := inStore(t, st)
 	var prompts, calls, results, replaced int
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		var line struct {
@@ -414,5 +409,15 @@ func checkRecordedByMCP(t *testing.T, st store.Store, harnessName, session, cont
 	occ, err := st.Occurrences(t.Context(), store.ID([]byte(content)))
 	if err != nil || len(occ) != 1 || occ[0].SessionID != session || occ[0].AgentID != want {
 		t.Errorf("the MCP server's record: %+v, %v; want session %s, agent %s", occ, err, session, want)
+	}
+}
+
+// inStore returns a check that content is an entry of st, byte for byte.
+func inStore(t *testing.T, st store.Store) func(what string, content []byte) {
+	return func(what string, content []byte) {
+		t.Helper()
+		if _, err := st.Entries(t.Context(), []string{store.ID(content)}); err != nil {
+			t.Errorf("%s is not in the store (%v): %.200q", what, err, content)
+		}
 	}
 }

@@ -214,12 +214,7 @@ func checkRolloutStored(t *testing.T, st store.Store, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	has := func(what string, content []byte) {
-		t.Helper()
-		if _, err := st.Entries(t.Context(), []string{store.ID(content)}); err != nil {
-			t.Errorf("%s is not in the store (%v): %.200q", what, err, content)
-		}
-	}
+	has := inStore(t, st)
 	var prompts, calls, outputs, contexts int
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		var line struct {

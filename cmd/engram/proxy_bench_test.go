@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/engramhq/engram/internal/modelserver"
+	"github.com/engramhq/engram/internal/proxy"
 	"github.com/engramhq/engram/internal/tokens"
 )
 
@@ -137,30 +138,8 @@ func requestBlocks(b *testing.B, body []byte) []string {
 	}
 	var out []string
 	for _, v := range append([]any{req.System, req.Tools}, req.Messages...) {
-		j, _ := json.Marshal(stripCache(v))
+		j, _ := json.Marshal(proxy.Stable(v))
 		out = append(out, string(j))
 	}
 	return out
-}
-
-func stripCache(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		delete(x, "cache_control")
-		for k, e := range x {
-			x[k] = stripCache(e)
-		}
-	case []any:
-		var out []any
-		for _, e := range x {
-			if m, ok := e.(map[string]any); ok {
-				if t, _ := m["text"].(string); strings.HasPrefix(t, "x-anthropic-billing-header:") {
-					continue
-				}
-			}
-			out = append(out, stripCache(e))
-		}
-		return out
-	}
-	return v
 }

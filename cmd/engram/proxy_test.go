@@ -344,24 +344,7 @@ func TestProxy_Metrics(t *testing.T) {
 	url := startProxyArgs(t, env, srv.URL(), "--openai", srv.URL())
 	do := func(method, path, body string, hdr ...string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, url+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i+1 < len(hdr); i += 2 {
-			if hdr[i] == "Host" {
-				req.Host = hdr[i+1]
-			} else {
-				req.Header.Set(hdr[i], hdr[i+1])
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return send(t, method, url+path, body, hdr...)
 	}
 	msg := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"count me"}]}`
 	anthropic := []string{"Content-Type", "application/json", "X-Api-Key", "sk-ant-test", "Anthropic-Version", "2023-06-01"}
@@ -411,4 +394,28 @@ func TestProxy_Metrics(t *testing.T) {
 	if code, body := do("GET", "/metrics/more", "", "X-Engram-Token", token); code != 404 || !strings.Contains(body, "not_found_error") {
 		t.Errorf("/metrics/more: %d %s", code, body)
 	}
+}
+
+// send sends body to url and returns the answer's status and body; hdr
+// are header names and values in turn ("Host" sets the request's host).
+func send(t *testing.T, method, url, body string, hdr ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

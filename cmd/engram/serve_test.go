@@ -294,25 +294,9 @@ func TestServe_Proxy(t *testing.T) {
 	tok := strings.TrimSpace(string(b))
 	post := func(path, body string, hdr ...string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", url+path, strings.NewReader(body))
-		for k, v := range map[string]string{"Content-Type": "application/json", "X-Api-Key": "sk-ant-vendor-key",
-			"Anthropic-Version": "2023-06-01", "X-Engram-Session": "s-serve"} {
-			req.Header.Set(k, v)
-		}
-		for i := 0; i+1 < len(hdr); i += 2 {
-			if hdr[i] == "Host" {
-				req.Host = hdr[i+1]
-			} else {
-				req.Header.Set(hdr[i], hdr[i+1])
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		base := []string{"Content-Type", "application/json", "X-Api-Key", "sk-ant-vendor-key",
+			"Anthropic-Version", "2023-06-01", "X-Engram-Session", "s-serve"}
+		return send(t, "POST", url+path, body, append(base, hdr...)...)
 	}
 	msg := `{"model":"claude-sonnet-4-5","max_tokens":100,"stream":true,"system":"You are terse.","messages":[{"role":"user","content":"hi"}]}`
 	if code, body := post("/v1/messages", msg, "X-Engram-Token", tok); code != 200 || streamedText(body) != "Through serve." {

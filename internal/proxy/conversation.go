@@ -166,7 +166,8 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 		}
 		return nil
 	}
-	if w := followed(st.wins, c, hashes, forms); w == nil || w.tools < 0 || w.model != c.model || sha256.Sum256(c.tools) != w.toolsSum {
+	c.toolsSum = sha256.Sum256(c.tools)
+	if w := followed(st.wins, c, hashes, forms); w == nil || w.tools < 0 || w.model != c.model || c.toolsSum != w.toolsSum {
 		if err := validate(); err != nil { // find and size write
 			return nil, err
 		}
@@ -466,7 +467,7 @@ func (p *Proxy) size(ctx context.Context, w *held, c *conversation) error {
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256(c.tools)
+	sum := c.toolsSum
 	if w.tools >= 0 && sum == w.toolsSum && c.model == w.model {
 		return nil // the same model and schemas as last time
 	}
@@ -707,7 +708,7 @@ func MessageHash(m window.Message) (string, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return "", err
 	}
-	b, err = json.Marshal(stable(v))
+	b, err = json.Marshal(Stable(v))
 	if err != nil {
 		return "", err
 	}
@@ -722,14 +723,16 @@ func vendor(m window.Message) string {
 	return m.Shape.Vendor
 }
 
-// stable drops what a harness moves between requests from a decoded
-// message.
-func stable(v any) any {
+// Stable drops from a decoded JSON value what a harness moves between
+// requests without changing the prompt: cache_control breakpoints and
+// Claude Code's billing header (a text block of its own). What is left is
+// what a provider's prompt cache compares.
+func Stable(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		delete(x, "cache_control")
 		for k, e := range x {
-			x[k] = stable(e)
+			x[k] = Stable(e)
 		}
 	case []any:
 		out := x[:0]
@@ -739,7 +742,7 @@ func stable(v any) any {
 					continue
 				}
 			}
-			out = append(out, stable(e))
+			out = append(out, Stable(e))
 		}
 		return out
 	}

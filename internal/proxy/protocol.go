@@ -48,8 +48,9 @@ type conversation struct {
 	// metadata, Codex's prompt_cache_key), "" when none; agent the
 	// harness, when the request says which.
 	session, agent string
-	// tools is the request's tool schemas, as sent.
-	tools json.RawMessage
+	// tools is the request's tool schemas, as sent; toolsSum their hash.
+	tools    json.RawMessage
+	toolsSum [32]byte
 	// stateful: the server holds the conversation (a Responses request
 	// with previous_response_id): the list is only what is new, appended
 	// as it is, and the request goes upstream untouched.
