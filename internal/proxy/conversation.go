@@ -458,6 +458,10 @@ func (p *Proxy) find(ctx context.Context, st *winState, base store.WindowKey, c 
 // its context is the model's (or --window), less the tool schemas, which
 // the harness sends with every request outside the messages.
 func (p *Proxy) size(ctx context.Context, w *held, c *conversation) error {
+	sum := c.toolsSum
+	if w.tools >= 0 && sum == w.toolsSum && c.model == w.model {
+		return nil // the same model and schemas as last time
+	}
 	model, known := p.catalog.Lookup(c.model)
 	enc := tokens.O200kBase
 	if known {
@@ -466,10 +470,6 @@ func (p *Proxy) size(ctx context.Context, w *held, c *conversation) error {
 	e, err := tokens.Get(enc)
 	if err != nil {
 		return err
-	}
-	sum := c.toolsSum
-	if w.tools >= 0 && sum == w.toolsSum && c.model == w.model {
-		return nil // the same model and schemas as last time
 	}
 	tools := 0
 	if present(c.tools) {
