@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/engramhq/engram/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,6 +49,9 @@ type Options struct {
 }
 
 // Store is a PostgreSQL store.
+var _ store.Store = (*Store)(nil)
+
+// Store is a PostgreSQL store.
 type Store struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
@@ -56,6 +60,12 @@ type Store struct {
 // ErrPasswordInURL is returned for a URL that carries a password.
 var ErrPasswordInURL = errors.New("the store's URL carries a password, which a command line shows to every user of the machine: " +
 	"give it in " + PasswordEnv + ", in a file named by " + PasswordFileEnv + ", or in PGPASSWORD or ~/.pgpass")
+
+// errNotYet says a method of the contract is not written yet.
+// TODO: goes when the last method is written (issue 27).
+func errNotYet(method string) error {
+	return fmt.Errorf("postgres: %s is not implemented yet", method)
+}
 
 // ErrNewerSchema is returned for a database that a newer engram migrated.
 var ErrNewerSchema = errors.New("the database was migrated by a newer engram")
@@ -181,6 +191,7 @@ CREATE TABLE IF NOT EXISTS engram_schema (
 	name       text NOT NULL,
 	applied_at timestamptz NOT NULL DEFAULT now()
 )`},
+	{2, "the store", schemaV2()},
 }
 
 // SchemaVersion is the schema version this build of engram writes.

@@ -22,7 +22,7 @@ import (
 // ENGRAM_TEST_POSTGRES names (a URL whose user may create databases),
 // drops it when the test ends, and returns its URL; it skips the test
 // when no server is named.
-func database(t *testing.T) string {
+func database(t testing.TB) string {
 	t.Helper()
 	admin := os.Getenv("ENGRAM_TEST_POSTGRES")
 	if admin == "" {

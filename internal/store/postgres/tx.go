@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// How transactions survive a busy, shared database. Every write runs in
+// one transaction (write); two kinds of failure are retried, with the
+// whole transaction run again from the start, because both mean that
+// nothing of it was committed:
+//
+//   - a serialization failure (40001) or a deadlock (40P01): PostgreSQL
+//     chose this transaction to give way to another;
+//   - a connection that failed before COMMIT was sent (pgconn.SafeToRetry),
+//     such as a server restarting or a pooled connection gone stale.
+//
+// An error during COMMIT itself is never retried: the server may have
+// committed, and running the transaction again could write it twice. It
+// reaches the caller, who was not told the write succeeded.
+
+// maxAttempts bounds the runs of one transaction.
+const maxAttempts = 8
+
+// retryable reports whether err says the transaction was not committed
+// and may run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01"
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// errCode returns the SQLSTATE of a PostgreSQL error, or "".
+func errCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// uniqueViolation reports whether err is a unique constraint's.
+func uniqueViolation(err error) bool { return errCode(err) == "23505" }
+
+// committing marks an error of COMMIT itself, which is never retried.
+type committing struct{ err error }
+
+func (c committing) Error() string { return "commit: " + c.err.Error() }
+func (c committing) Unwrap() error { return c.err }
+
+// write runs fn in a read-write transaction, running it again while it
+// fails in a way that says nothing was committed (retryable). fn may run
+// more than once, so it must not keep state from an attempt that failed.
+func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return s.retry(ctx, func() error { return s.runTx(ctx, pgx.TxOptions{}, fn) })
+}
+
+// read runs fn in a read-only transaction at REPEATABLE READ, so that
+// what it reads is of one state of the store.
+func (s *Store) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return s.retry(ctx, func() error {
+		return s.runTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	})
+}
+
+func (s *Store) runTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback(context.WithoutCancel(ctx)))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return committing{err}
+	}
+	return nil
+}
+
+// retry runs fn until it succeeds, fails in a way that is not retryable,
+// or runs maxAttempts times.
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	backoff := 2 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		var c committing
+		if err == nil || errors.As(err, &c) || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		if attempt == maxAttempts {
+			return fmt.Errorf("gave up after %d attempts: %w", attempt, err)
+		}
+		s.log.Debug("transaction not committed, running it again", "attempt", attempt, "err", err)
+		// Jitter keeps two transactions that collided from colliding again.
+		sleep := backoff/2 + rand.N(backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(sleep):
+		}
+		backoff = min(backoff*2, 250*time.Millisecond)
+	}
+}
+
+// querier is what reads need: a transaction or the pool.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// args numbers the parameters of a query built piece by piece.
+type args []any
+
+// add appends v and returns its placeholder ($n).
+func (a *args) add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+// unixNano and fromUnixNano convert times as the store keeps them:
+// nanoseconds since the epoch, in UTC, as the SQLite backend does.
+func unixNano(t time.Time) int64 { return t.UnixNano() }
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
