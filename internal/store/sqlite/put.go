@@ -27,7 +27,7 @@ type pending struct {
 	// content was already stored before this call.
 	bodies, metas []string
 	symbols       []sql.NullString
-	// terms is a file's term set (see termSet); nil for one chunk, and
+	// terms is a file's term set (see terms.Set); nil for one chunk, and
 	// for content other than files.
 	terms []byte
 }
@@ -127,7 +127,7 @@ func (p *pending) makeTerms() {
 		}
 	}
 	if p.e.Type == store.CodeFile {
-		p.terms = termSet(p.bodies)
+		p.terms = terms.Set(p.bodies)
 	}
 }
 

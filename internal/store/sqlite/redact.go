@@ -426,7 +426,7 @@ func (r *redaction) entry(pk int64) error {
 	if err := r.row(`SELECT EXISTS (SELECT 1 FROM occurrences WHERE entry = ? AND type = ?)`, pk, string(store.CodeFile)).Scan(&isFile); err != nil {
 		return err
 	}
-	if set := termSet(bodies); isFile && set != nil {
+	if set := terms.Set(bodies); isFile && set != nil {
 		if _, err := r.exec(`INSERT INTO entry_terms(entry, terms) VALUES (?, ?)`, pk, set); err != nil {
 			return err
 		}

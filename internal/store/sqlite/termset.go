@@ -3,80 +3,17 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/terms"
 )
 
-// A file of more than one chunk keeps the set of its index terms, in
-// entry_terms, so that a search can tell which of a query's words the file
-// holds anywhere without reading and tokenizing it (EntryCoverage): the
-// file a change touches often holds one query word in one function and
-// another in the next, and no single chunk holds them all. Other content
-// (messages, tool results) keeps none: search does not ask about it, and
-// on a conversation store the sets would add a sixth to its size. The set is the sorted, distinct 32-bit FNV-1a
-// hashes of the terms of its chunks' full-text bodies (terms.Append), four
-// bytes a term: about 2 KB for a typical source file, where its content is
-// 13 KB. Two terms share a hash with odds of about one in a million for a
-// file of 4,000 distinct terms, and a shared hash only makes the entry
-// seem to hold a word it does not.
-
-// termSet returns the term set of a file whose chunks' full-text bodies
-// are given, or nil for a file of one chunk: its chunk is all of it.
-func termSet(bodies []string) []byte {
-	if len(bodies) < 2 {
-		return nil
-	}
-	seen := map[uint32]bool{}
-	for _, b := range bodies {
-		for t := range strings.FieldsSeq(b) {
-			seen[termHash(t)] = true
-		}
-	}
-	hashes := make([]uint32, 0, len(seen))
-	for h := range seen {
-		hashes = append(hashes, h)
-	}
-	slices.Sort(hashes)
-	out := make([]byte, 4*len(hashes))
-	for i, h := range hashes {
-		binary.LittleEndian.PutUint32(out[4*i:], h)
-	}
-	return out
-}
-
-// termHash is 32-bit FNV-1a.
-func termHash(t string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(t); i++ {
-		h ^= uint32(t[i])
-		h *= 16777619
-	}
-	return h
-}
-
-// setHas reports whether the term set holds t.
-func setHas(set []byte, t string) bool {
-	want := termHash(t)
-	lo, hi := 0, len(set)/4
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		switch h := binary.LittleEndian.Uint32(set[4*m:]); {
-		case h == want:
-			return true
-		case h < want:
-			lo = m + 1
-		default:
-			hi = m
-		}
-	}
-	return false
-}
+// A file of more than one chunk keeps the set of its index terms (see
+// terms.Set) in entry_terms, so that a search can tell which of a query's
+// words the file holds anywhere without reading and tokenizing it
+// (EntryCoverage).
 
 // EntryCoverage returns the share of the query that each of the entries
 // holds anywhere in its content, each query word weighted by its inverse
@@ -121,7 +58,7 @@ func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (m
 				c := map[string]int{}
 				if set != nil {
 					for _, w := range wanted {
-						if setHas(set, w) {
+						if terms.SetHas(set, w) {
 							c[w] = 1
 						}
 					}
@@ -197,7 +134,7 @@ func buildEntryTerms(ctx context.Context, tx *sql.Tx) error {
 		for _, c := range chunks[pk] {
 			bodies = append(bodies, terms.String(string(content[c.start:c.end])))
 		}
-		if _, err := insert.ExecContext(ctx, pk, termSet(bodies)); err != nil {
+		if _, err := insert.ExecContext(ctx, pk, terms.Set(bodies)); err != nil {
 			return err
 		}
 	}
