@@ -7,10 +7,8 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -53,79 +51,6 @@ func scanArchRecord(sc scanner, extra ...any) (store.ArchiveRecord, error) {
 	r.CreatedAt = fromUnixNano(at)
 	r.Uses = uses
 	return r, nil
-}
-
-// --- entries area
-
-const (
-	contextBytes    = 600
-	minContextBytes = 40
-	contextEntries  = 3
-)
-
-type prevEntry struct{ pk, size int64 }
-
-func contextFrom(pk, size int64, prevs []prevEntry, tail func(from, pk int64) ([]byte, error)) (string, error) {
-	want := contextBytes - size
-	var parts []string
-	for _, p := range prevs {
-		if p.pk == pk || want < minContextBytes {
-			break
-		}
-		from := max(1, p.size-want+1)
-		t, err := tail(from, p.pk)
-		if err != nil {
-			return "", err
-		}
-		if text := contextTail(t, from > 1); text != "" {
-			parts = append(parts, text)
-		}
-		want -= p.size
-	}
-	slices.Reverse(parts)
-	return strings.Join(parts, "\n"), nil
-}
-
-func contextTail(tail []byte, cut bool) string {
-	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
-		tail = tail[1:]
-	}
-	s := string(tail)
-	if cut {
-		if i := strings.IndexAny(s, " \n\t"); i >= 0 && i < len(s)/2 {
-			s = s[i+1:]
-		}
-	}
-	return strings.TrimSpace(s)
-}
-
-const (
-	typePrefix    = "type:"
-	ftsGeneration = "fts_generation"
-)
-
-func addCounters(ctx context.Context, tx pgx.Tx, deltas map[string]int64) error {
-	names := make([]string, 0, len(deltas))
-	for name, v := range deltas {
-		if v != 0 {
-			names = append(names, name)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	slices.Sort(names)
-	values := make([]int64, len(names))
-	for i, name := range names {
-		values[i] = deltas[name]
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO counters (name, value)
-		SELECT name, value FROM unnest($1::text[], $2::bigint[]) AS d(name, value) ORDER BY name COLLATE "C"
-		ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value`, names, values)
-	if err != nil {
-		return fmt.Errorf("update counters: %w", err)
-	}
-	return nil
 }
 
 // --- files area
