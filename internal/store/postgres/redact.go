@@ -151,10 +151,14 @@ func (r *redaction) run() error {
 	if err := r.checkIdentifiers(); err != nil {
 		return err
 	}
+	pks, err := r.lockSessions()
+	if err != nil {
+		return err
+	}
 	if err := r.occurrences(); err != nil {
 		return err
 	}
-	if err := r.entries(); err != nil {
+	if err := r.entries(pks); err != nil {
 		return err
 	}
 	if err := r.contexts(); err != nil {
@@ -379,11 +383,35 @@ func (r *redaction) occurrences() error {
 	return nil
 }
 
-// entries redacts the content of entries, making their chunks, term sets
-// and counters again and deleting their vectors.
-func (r *redaction) entries() error {
+// lockSessions finds the entries whose content holds the string, and
+// locks the sessions they were seen in and those whose name holds it, in
+// ID order, before any entry: PutEntries locks a session before the
+// entries it writes, and taking them in its order keeps the redaction
+// from deadlocking with it. It returns the entries found.
+func (r *redaction) lockSessions() ([]int64, error) {
 	m := r.match()
-	pks, err := r.ints(`SELECT pk FROM entries WHERE `+m.bytes("content", false)+` ORDER BY pk FOR UPDATE`, m.a...)
+	pks, err := r.ints(`SELECT pk FROM entries WHERE `+m.bytes("content", false)+` ORDER BY pk`, m.a...)
+	if err != nil {
+		return nil, err
+	}
+	m = r.match()
+	sessions, err := r.strs(`SELECT session_id FROM occurrences WHERE entry = ANY(`+m.a.add(pks)+`) AND session_id != ''
+		UNION SELECT id FROM sessions WHERE `+m.text("name")+` OR `+m.json("metadata"), m.a...)
+	if err != nil {
+		return nil, err
+	}
+	return pks, r.purge.lockSessions(sessions)
+}
+
+// entries redacts the content of entries pks that still hold the string,
+// making their chunks, term sets and counters again and deleting their
+// vectors.
+func (r *redaction) entries(pks []int64) error {
+	if len(pks) == 0 {
+		return nil
+	}
+	m := r.match()
+	pks, err := r.ints(`SELECT pk FROM entries WHERE pk = ANY(`+m.a.add(pks)+`) AND `+m.bytes("content", false)+` ORDER BY pk FOR UPDATE`, m.a...)
 	if err != nil {
 		return err
 	}
