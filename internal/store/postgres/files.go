@@ -112,7 +112,7 @@ func (s *Store) PutFiles(ctx context.Context, changes []store.FileChange) error 
 }
 
 // lockFiles locks the manifest rows of paths, which are sorted, in their
-// order, making a row in state '' for each path that has none. An
+// order, making a row with an empty state for each path that has none. An
 // upsert whose update never applies (WHERE false) still locks the row
 // it conflicts with, waiting for a writer that holds it; inserting the
 // rows of new paths makes a second writer of the same new path wait too.
