@@ -46,6 +46,8 @@ type Options struct {
 	Getenv func(string) string
 	// ConnectTimeout bounds reaching the server; zero is 10 s.
 	ConnectTimeout time.Duration
+	// Search tunes lexical search.
+	Search SearchOptions
 }
 
 // Store is a PostgreSQL store.
@@ -53,8 +55,10 @@ var _ store.Store = (*Store)(nil)
 
 // Store is a PostgreSQL store.
 type Store struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	search SearchOptions
+	df     dfCache // see search.go
 }
 
 // ErrPasswordInURL is returned for a URL that carries a password.
@@ -94,7 +98,7 @@ func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Store{pool: pool, log: log.With("component", "store", "backend", "postgres")}
+	s := &Store{pool: pool, log: log.With("component", "store", "backend", "postgres"), search: o.Search.withDefaults()}
 	if err := s.check(ctx); err != nil {
 		pool.Close()
 		return nil, err
