@@ -49,6 +49,8 @@ type Options struct {
 	// NoMigrate opens the database as it is, without applying this
 	// build's migrations (engram migrate --check); Migrate applies them.
 	NoMigrate bool
+	// Search tunes lexical search.
+	Search SearchOptions
 }
 
 // Store is a PostgreSQL store.
@@ -56,8 +58,10 @@ var _ store.Store = (*Store)(nil)
 
 // Store is a PostgreSQL store.
 type Store struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	search SearchOptions
+	df     dfCache // see search.go
 }
 
 // ErrPasswordInURL is returned for a URL that carries a password.
@@ -97,7 +101,7 @@ func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Store{pool: pool, log: log.With("component", "store", "backend", "postgres")}
+	s := &Store{pool: pool, log: log.With("component", "store", "backend", "postgres"), search: o.Search.withDefaults()}
 	if err := s.check(ctx); err != nil {
 		pool.Close()
 		return nil, err
