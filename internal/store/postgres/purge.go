@@ -1,11 +1,11 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -205,16 +205,6 @@ func unique(ids []string) []string {
 	return out
 }
 
-// sortedKeys returns a map's keys in order.
-func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // dropOccurrences deletes the occurrences that cond (on occurrences o)
 // selects, and the entries nothing refers to any more; the entries still
 // referred to are kept as survivors. The occurrences are deleted and
@@ -254,7 +244,7 @@ func (p *purge) dropOccurrences(cond string, args ...any) error {
 	// Lock the entries before asking what still refers to them: a writer
 	// adding an occurrence or a file version of one holds it (its foreign
 	// key check) until it commits, and is then seen here.
-	pks := sortedKeys(affected)
+	pks := slices.Sorted(maps.Keys(affected))
 	if _, err := p.exec(`SELECT 1 FROM entries WHERE pk = ANY($1) ORDER BY pk FOR UPDATE`, pks); err != nil {
 		return err
 	}
@@ -376,7 +366,7 @@ func (p *purge) dropChunks(pks []int64) (int64, error) {
 
 // flushIndex removes the index documents of the chunks removed so far.
 func (p *purge) flushIndex() error {
-	for _, space := range sortedKeys(p.unindex) {
+	for _, space := range slices.Sorted(maps.Keys(p.unindex)) {
 		ids := p.unindex[space]
 		if len(ids) == 0 {
 			continue
@@ -427,12 +417,12 @@ func (p *purge) finish() error {
 	for pk := range p.survivors {
 		todo[pk] = true
 	}
-	for _, s := range sortedKeys(p.points) {
+	for _, s := range slices.Sorted(maps.Keys(p.points)) {
 		if err := p.following(s, todo); err != nil {
 			return err
 		}
 	}
-	for _, pk := range sortedKeys(todo) {
+	for _, pk := range slices.Sorted(maps.Keys(todo)) {
 		changed, err := p.recontext(pk)
 		if err != nil {
 			return err
@@ -466,7 +456,7 @@ func (p *purge) finish() error {
 }
 
 // deadIDs returns the removed entries' IDs, in order.
-func (p *purge) deadIDs() []string { return sortedKeys(p.dead) }
+func (p *purge) deadIDs() []string { return slices.Sorted(maps.Keys(p.dead)) }
 
 // dropReferences deletes the references that name a removed entry: their
 // markers could not be expanded.
@@ -550,7 +540,7 @@ func (p *purge) commitCounters() error {
 	if _, err := p.exec(`UPDATE arch_versions SET version = version + 1 WHERE scope = ''`); err != nil {
 		return err
 	}
-	for _, s := range sortedKeys(p.sessions) {
+	for _, s := range slices.Sorted(maps.Keys(p.sessions)) {
 		if s == "" {
 			continue
 		}
@@ -677,7 +667,7 @@ func (p *purge) audit(action, actor string, targets []string) (int64, error) {
 // the comment at the top of this file). It reports whether what was
 // removed is gone from the store's files: never, on PostgreSQL.
 func (s *Store) compact(ctx context.Context, tables map[string]bool) (bool, error) {
-	names := sortedKeys(tables)
+	names := slices.Sorted(maps.Keys(tables))
 	if len(names) == 0 {
 		return false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -168,7 +169,7 @@ func (r *redaction) run() error {
 		return err
 	}
 	// Index documents last: they are made from content, meta and context.
-	for _, pk := range sortedKeys(r.reindex) {
+	for _, pk := range slices.Sorted(maps.Keys(r.reindex)) {
 		if err := reindexEntry(r.ctx, r.tx, pk, r.rewritten[pk]); err != nil {
 			return err
 		}
@@ -542,13 +543,13 @@ func (r *redaction) entry(pk int64) error {
 // still holds it (a string that spans two entries' ends).
 func (r *redaction) contexts() error {
 	todo := map[int64]bool{}
-	for _, session := range sortedKeys(r.points) {
+	for _, session := range slices.Sorted(maps.Keys(r.points)) {
 		if err := r.following(session, todo); err != nil {
 			return err
 		}
 	}
 	changed := map[int64]bool{}
-	for _, pk := range sortedKeys(todo) {
+	for _, pk := range slices.Sorted(maps.Keys(todo)) {
 		ok, err := r.recontext(pk)
 		if err != nil {
 			return err
@@ -583,7 +584,7 @@ func (r *redaction) contexts() error {
 		}
 		changed[c.pk] = true
 	}
-	for _, pk := range sortedKeys(changed) {
+	for _, pk := range slices.Sorted(maps.Keys(changed)) {
 		r.counts.Contexts++
 		r.reindex[pk] = true
 		r.touch("contexts")
