@@ -354,6 +354,11 @@ func (b *batch) lockSession(id string, t time.Time) error {
 // leaves no room for it; it is here for a writer that does not lock.
 var errMsgRace = &pgconn.PgError{Code: "40001", Message: "a msg_id was written by another transaction at once"}
 
+// errPurgeRace is what content stored when the batch looked, and removed
+// by a purge before the batch could lock it, becomes: a serialization
+// failure, so that write runs the transaction again and stores it anew.
+var errPurgeRace = &pgconn.PgError{Code: "40001", Message: "an entry was forgotten by another transaction at once"}
+
 // put stores one prepared entry: its content unless stored, and an
 // occurrence, unless its msg_id is stored in its session already (a
 // replay, or a *store.ConflictError for other content).
@@ -463,8 +468,16 @@ func (b *batch) content(p *pending, turn int) (pk int64, isNew bool, err error) 
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Stored before, or by a transaction that committed while this
 		// one waited on the same ID: only its inserter writes the rest.
+		// The row is locked (FOR KEY SHARE, as the occurrence's foreign
+		// key will) so that a purge cannot remove it under this write;
+		// one that removed it meanwhile leaves no row, and the
+		// transaction runs again, to store the content anew.
 		var fts int16
-		if err := b.tx.QueryRow(b.ctx, `SELECT pk, fts FROM entries WHERE id = $1`, e.ID).Scan(&pk, &fts); err != nil {
+		err := b.tx.QueryRow(b.ctx, `SELECT pk, fts FROM entries WHERE id = $1 FOR KEY SHARE`, e.ID).Scan(&pk, &fts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, false, errPurgeRace
+		}
+		if err != nil {
 			return 0, false, fmt.Errorf("entry %s: %w", e.ID, err)
 		}
 		b.pks[e.ID] = pk
