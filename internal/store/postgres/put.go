@@ -348,11 +348,14 @@ func (b *batch) lockSession(id string, t time.Time) error {
 	return nil
 }
 
-// errMsgRace is what a msg_id written by another transaction at once
-// becomes: a serialization failure, so that write runs the transaction
-// again and finds the msg_id (a replay, or a conflict). The session lock
-// leaves no room for it; it is here for a writer that does not lock.
-var errMsgRace = &pgconn.PgError{Code: "40001", Message: "a msg_id was written by another transaction at once"}
+// raced is a serialization failure (40001) that says what another
+// transaction did at once: write runs the transaction again, which then
+// sees it. A msg_id written at once becomes one (found again, it is a
+// replay or a conflict); the session lock leaves no room for that, and
+// it is there for a writer that does not lock.
+func raced(what string) error {
+	return &pgconn.PgError{Code: "40001", Message: what + " by another transaction at once"}
+}
 
 // put stores one prepared entry: its content unless stored, and an
 // occurrence, unless its msg_id is stored in its session already (a
@@ -420,7 +423,7 @@ func (b *batch) put(p *pending) (store.PutResult, error) {
 		nullable(e.MsgID), nullable(e.ParentID), p.files, p.keywords, p.entities, p.metadata).Scan(&res.Seq)
 	if err != nil {
 		if uniqueViolation(err) && e.MsgID != "" {
-			return res, fmt.Errorf("msg_id %q in session %q: %w", e.MsgID, e.SessionID, errMsgRace)
+			return res, fmt.Errorf("msg_id %q in session %q: %w", e.MsgID, e.SessionID, raced("written"))
 		}
 		return res, err
 	}
@@ -457,14 +460,25 @@ func (b *batch) content(p *pending, turn int) (pk int64, isNew bool, err error) 
 	if space == 0 {
 		space = spaceMain
 	}
-	err = b.tx.QueryRow(b.ctx, `INSERT INTO entries (id, content, size, token_count, created_at, fts)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING pk`,
-		e.ID, e.Content, len(e.Content), e.TokenCount, unixNano(b.now), space).Scan(&pk)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Stored before, or by a transaction that committed while this
-		// one waited on the same ID: only its inserter writes the rest.
-		var fts int16
-		if err := b.tx.QueryRow(b.ctx, `SELECT pk, fts FROM entries WHERE id = $1`, e.ID).Scan(&pk, &fts); err != nil {
+	// Stored before, or by a transaction that committed while this one
+	// waited on the same ID: only its inserter writes the rest. The row
+	// found is locked FOR KEY SHARE, as a foreign key's check locks it,
+	// so that it cannot be deleted (engram forget, on another server)
+	// before the occurrence that refers to it is committed; one deleted
+	// between the insert and the lock is inserted again.
+	var fts int16
+	for {
+		err = b.tx.QueryRow(b.ctx, `INSERT INTO entries (id, content, size, token_count, created_at, fts)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING pk`,
+			e.ID, e.Content, len(e.Content), e.TokenCount, unixNano(b.now), space).Scan(&pk)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+		err = b.tx.QueryRow(b.ctx, `SELECT pk, fts FROM entries WHERE id = $1 FOR KEY SHARE`, e.ID).Scan(&pk, &fts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
 			return 0, false, fmt.Errorf("entry %s: %w", e.ID, err)
 		}
 		b.pks[e.ID] = pk
@@ -556,7 +570,7 @@ func (b *batch) entryPK(id string) (int64, error) {
 		return pk, nil
 	}
 	var pk int64
-	err := b.tx.QueryRow(b.ctx, `SELECT pk FROM entries WHERE id = $1`, id).Scan(&pk)
+	err := b.tx.QueryRow(b.ctx, `SELECT pk FROM entries WHERE id = $1 FOR KEY SHARE`, id).Scan(&pk)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("entry %s: %w", id, store.ErrNotFound)
 	}
