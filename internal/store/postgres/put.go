@@ -162,21 +162,13 @@ func (p *pending) makeTerms() {
 
 // existing returns which of ids are stored.
 func (s *Store) existing(ctx context.Context, ids []string) (map[string]bool, error) {
-	found := map[string]bool{}
-	rows, err := s.pool.Query(ctx, `SELECT id FROM entries WHERE id = ANY($1)`, ids)
+	stored, err := collect(ctx, s, `SELECT id FROM entries WHERE id = ANY($1)`, []any{ids}, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("look up entries: %w", err)
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("look up entries: %w", err)
-		}
+	found := make(map[string]bool, len(stored))
+	for _, id := range stored {
 		found[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look up entries: %w", err)
 	}
 	return found, nil
 }
