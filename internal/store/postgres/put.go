@@ -663,18 +663,8 @@ const (
 // concurrent writers hold those hot rows for the least time and take them
 // in one order.
 func (b *batch) finish() error {
-	b.stopWork()
-	bySpace := map[int16][]ftsDoc{}
-	for _, r := range b.fts {
-		bySpace[r.space] = append(bySpace[r.space], r.doc)
-	}
-	b.fts = nil
-	for _, space := range []int16{spaceMain, spaceHistory, spaceArchive} {
-		if docs := bySpace[space]; len(docs) > 0 {
-			if err := indexDocs(b.ctx, b.tx, space, docs); err != nil {
-				return fmt.Errorf("index chunks: %w", err)
-			}
-		}
+	if err := b.flushDocs(); err != nil {
+		return err
 	}
 	refresh := make([]int64, 0, len(b.refresh))
 	for pk := range b.refresh {
@@ -698,6 +688,25 @@ func (b *batch) finish() error {
 		deltas[typePrefix+string(t)+":tokens"] = ts.Tokens
 	}
 	return addCounters(b.ctx, b.tx, deltas)
+}
+
+// flushDocs indexes the documents of the chunks the batch wrote so far,
+// as finish does first: finish then has none left to index.
+func (b *batch) flushDocs() error {
+	b.stopWork()
+	bySpace := map[int16][]ftsDoc{}
+	for _, r := range b.fts {
+		bySpace[r.space] = append(bySpace[r.space], r.doc)
+	}
+	b.fts = nil
+	for _, space := range []int16{spaceMain, spaceHistory, spaceArchive} {
+		if docs := bySpace[space]; len(docs) > 0 {
+			if err := indexDocs(b.ctx, b.tx, space, docs); err != nil {
+				return fmt.Errorf("index chunks: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // addCounters adds deltas to the counters, in name order, in one
