@@ -213,26 +213,6 @@ func (fb *fileBatch) finish(paths []string) error {
 	return nil
 }
 
-// flushDocs indexes the documents of the chunks the batch wrote so far,
-// as finish would: finish then has none left to index.
-// TODO(entries): the first half of batch.finish; finish could call it.
-func (b *batch) flushDocs() error {
-	b.stopWork()
-	bySpace := map[int16][]ftsDoc{}
-	for _, r := range b.fts {
-		bySpace[r.space] = append(bySpace[r.space], r.doc)
-	}
-	b.fts = nil
-	for _, space := range []int16{spaceMain, spaceHistory, spaceArchive} {
-		if docs := bySpace[space]; len(docs) > 0 {
-			if err := indexDocs(b.ctx, b.tx, space, docs); err != nil {
-				return fmt.Errorf("index chunks: %w", err)
-			}
-		}
-	}
-	return nil
-}
-
 // entryState is where an entry's chunks belong and what their meta says.
 type entryState struct {
 	space int16 // where they are
