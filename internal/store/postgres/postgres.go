@@ -46,6 +46,9 @@ type Options struct {
 	Getenv func(string) string
 	// ConnectTimeout bounds reaching the server; zero is 10 s.
 	ConnectTimeout time.Duration
+	// NoMigrate opens the database as it is, without applying this
+	// build's migrations (engram migrate --check); Migrate applies them.
+	NoMigrate bool
 	// Search tunes lexical search.
 	Search SearchOptions
 }
@@ -103,9 +106,11 @@ func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	if err := s.migrate(ctx); err != nil {
-		pool.Close()
-		return nil, err
+	if !o.NoMigrate {
+		if _, _, err := s.Migrate(ctx); err != nil {
+			pool.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -204,17 +209,18 @@ func SchemaVersion() int { return migrations[len(migrations)-1].version }
 // migrationLock is the advisory lock key of migrations ("ENGRAMMI").
 const migrationLock int64 = 0x454e4752414d4d49
 
-// migrate applies the migrations the database lacks, each in its own
+// Migrate applies the migrations the database lacks, each in its own
 // transaction, under a session advisory lock: a second server starting
-// at once waits, then finds them applied.
-func (s *Store) migrate(ctx context.Context) error {
+// at once waits, then finds them applied. It returns the schema's
+// version before and after.
+func (s *Store) Migrate(ctx context.Context) (from, to int, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: %w", explain(err))
+		return 0, 0, fmt.Errorf("postgres: %w", explain(err))
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLock); err != nil {
-		return fmt.Errorf("postgres: waiting for the migration lock: %w", err)
+		return 0, 0, fmt.Errorf("postgres: waiting for the migration lock: %w", err)
 	}
 	defer func() {
 		// A lost connection drops the lock with it.
@@ -222,10 +228,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	}()
 	have, err := schemaVersion(ctx, conn.Conn())
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	if have > SchemaVersion() {
-		return fmt.Errorf("postgres: %w: its schema is version %d, this engram writes %d; upgrade engram", ErrNewerSchema, have, SchemaVersion())
+		return have, have, fmt.Errorf("postgres: %w: its schema is version %d, this engram writes %d; upgrade engram", ErrNewerSchema, have, SchemaVersion())
 	}
 	for _, m := range migrations {
 		if m.version <= have {
@@ -239,11 +245,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("postgres: migration %d (%s): %w", m.version, m.name, err)
+			return have, m.version - 1, fmt.Errorf("postgres: migration %d (%s): %w", m.version, m.name, err)
 		}
 		s.log.Info("migrated the store", "version", m.version, "name", m.name)
 	}
-	return nil
+	return have, SchemaVersion(), nil
 }
 
 // schemaVersion is the version of the last migration applied, 0 for a
