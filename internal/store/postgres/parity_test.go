@@ -203,6 +203,12 @@ func parityCorpus(t *testing.T) []store.Entry {
 		out = append(out, e)
 		n++
 	}
+	for i, text := range []string{"Le café est naïve, über die Straße.", "a cafe in the naive city", "नमस्ते दुनिया, Ελληνικά κείμενα",
+		"ÉCOLE élève Ωμέγα", "Crème brûlée", "İstanbul ıs Łódź"} {
+		e := storetest.Entry("s9", "a9", store.UserPrompt, text)
+		e.Time = base.Add(2*time.Hour + time.Duration(i)*time.Minute)
+		out = append(out, e)
+	}
 	return out
 }
 
@@ -220,6 +226,8 @@ func parityQueries() []store.Query {
 		"the", "the and of", "return err", "func error string", "if err != nil return", "store search query",
 		// misc
 		"nowhere-to-be-found zzzqqq", "search index postings", "yes do that",
+		// other scripts and diacritics
+		"café", "cafe naive", "strasse straße", "नमस्ते", "ελληνικα", "ecole eleve", "creme brulee", "istanbul lodz",
 	}
 	var out []store.Query
 	for _, text := range texts {
