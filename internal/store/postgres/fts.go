@@ -214,10 +214,11 @@ func moveDocs(ctx context.Context, tx pgx.Tx, from, to int16, ids []int64) error
 // unicode61 tokenizer (remove_diacritics 2) makes them on the SQLite
 // backend, which indexes the same terms: terms.Append's words are
 // separated by spaces and lower-case already, so an ASCII word is one
-// token as it is. Other words are folded: letters lose their diacritics,
-// combining diacritics are dropped, and any other character that is not
-// a letter, a number or private-use (a spacing mark, say) separates
-// tokens, as unicode61 does.
+// token as it is. Other words are folded: Latin letters lose their
+// diacritics, combining diacritics are dropped, and any other character
+// that is not a letter, a number or private-use (a spacing mark, say)
+// separates tokens, as unicode61 does. TestSearchParity holds this to
+// SQLite's own tokenizer on Latin, Greek, Turkish and Devanagari text.
 func eachToken(text string, fn func(tok string)) {
 	for len(text) > 0 {
 		word, rest, _ := strings.Cut(text, " ")
@@ -264,7 +265,8 @@ func foldWord(word string, fn func(tok string)) {
 	flush()
 }
 
-// foldRune lower-cases a letter and takes away its diacritics.
+// foldRune lower-cases a letter and takes away its diacritics, if it is
+// a Latin letter.
 func foldRune(r rune) rune {
 	r = unicode.ToLower(r)
 	if r < 0xc0 {
@@ -277,7 +279,8 @@ func foldRune(r rune) rune {
 			return r // not a letter with diacritics
 		}
 	}
-	if n < len(d) && unicode.IsLetter(base) {
+	// unicode61 takes diacritics off Latin letters only: ά stays ά.
+	if n < len(d) && unicode.Is(unicode.Latin, base) {
 		return base
 	}
 	return r
