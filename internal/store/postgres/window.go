@@ -22,10 +22,15 @@ import (
 // position, version, re-admission or snapshot number under the lock and
 // writes the next, so that they are contiguous, and the messages of one
 // append (a turn) are never interleaved with another's. Changes to
-// different windows do not wait for each other. The window row is the
-// first thing a change locks, and the counters (which PutEntries' batch
-// updates in finish) the last, so that two changes cannot wait for each
-// other in a cycle on them.
+// different windows do not wait for each other.
+//
+// Locks are taken in one order, so that two writers cannot wait for each
+// other in a cycle: an append that stores entries first locks their
+// sessions' rows (the entries batch's lockSessions, as PutEntries does),
+// then the window's row, then whatever the change writes, and the
+// counters (the batch's finish) last. A writer that changes a session's
+// windows and its entries together (a forget) should take the session's
+// row before the window's too.
 //
 // An evictor runs inside the transaction, so a transaction run again
 // (s.write retries a serialization failure or a deadlock) calls it again,
@@ -329,10 +334,9 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		items, evs = nil, nil
 		var err error
-		// The entries go in through PutEntries' batch, which locks their
-		// sessions' rows before the window's (a session's, then its
-		// window's, then the counters: see the top of this file); its
-		// finish, which updates the counters, comes last.
+		// The entries go in through PutEntries' batch: their sessions'
+		// rows locked before the window's, the batch's finish (the
+		// counters) last (see the top of this file).
 		var b *batch
 		if len(ps) > 0 {
 			b = newBatch(ctx, tx)

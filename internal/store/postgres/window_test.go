@@ -11,8 +11,8 @@ import (
 	"github.com/engramhq/engram/internal/store/storetest"
 )
 
-// servers opens n stores on one database: n engram servers sharing it.
-func servers(t *testing.T, n int) []*postgres.Store {
+// windowServers opens n stores on one database: n engram servers sharing it.
+func windowServers(t *testing.T, n int) []*postgres.Store {
 	t.Helper()
 	dsn := database(t)
 	var out []*postgres.Store
@@ -31,7 +31,7 @@ func servers(t *testing.T, n int) []*postgres.Store {
 // nothing, never interleaves a turn, and numbers its versions without a
 // gap, with an evictor evicting as it goes.
 func TestWindow_TwoServers(t *testing.T) {
-	ss := servers(t, 2)
+	ss := windowServers(t, 2)
 	ctx := t.Context()
 	key := store.WindowKey{SessionID: "s", AgentID: "a"}
 	var wg sync.WaitGroup
@@ -111,7 +111,7 @@ func TestWindow_TwoServers(t *testing.T) {
 // one snapshot, of two bodies in turn, so that each drops the body the
 // other may be taking up.
 func TestSnapshot_SharedBodyKeep(t *testing.T) {
-	ss := servers(t, 2)
+	ss := windowServers(t, 2)
 	ctx := t.Context()
 	keys := []store.WindowKey{{SessionID: "s", AgentID: "a"}, {SessionID: "s", AgentID: "b"}}
 	for _, k := range keys {
