@@ -141,7 +141,7 @@ a team's servers share (README: "A team's store on PostgreSQL").`,
 	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.tokensCmd(), a.benchCmd(), a.indexCmd(), a.watchCmd(), a.filesCmd(), a.evalCmd(),
 		a.embedCmd(), a.prefetchCmd(), a.modelCmd(),
 		a.serveCmd(), a.tokenCmd(), a.mcpCmd(), a.archCmd(), a.briefingCmd(), a.sessionCmd(), a.patternCmd(), a.failureCmd(), a.insightCmd(), a.decisionCmd(), a.intentCmd(), a.agentsCmd(), a.eventsCmd(),
-		a.forgetCmd(), a.redactCmd(), a.migrateCmd(), a.auditCmd(), a.windowCmd(), a.hookCmd(), a.hooksCmd(), a.importCmd(), a.daemonCmd(), a.proxyCmd())
+		a.forgetCmd(), a.redactCmd(), a.migrateCmd(), a.storeCmd(), a.auditCmd(), a.windowCmd(), a.hookCmd(), a.hooksCmd(), a.importCmd(), a.daemonCmd(), a.proxyCmd())
 	return root
 }
 

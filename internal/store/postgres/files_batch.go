@@ -176,23 +176,15 @@ func (fb *fileBatch) refreshLater(pk int64) error {
 // finish refreshes the marked entries, in pk order, then finishes the
 // entries batch (its counters last). The documents of the chunks the
 // batch wrote are indexed first (flushDocs), for a refresh may index
-// them again.
+// them again. (The index's own generations, per space, move on with
+// every change to it: see fts.go.)
 func (fb *fileBatch) finish(paths []string) error {
 	if err := fb.flushDocs(); err != nil {
 		return err
 	}
-	moved := false
 	for _, pk := range slices.Sorted(maps.Keys(fb.refresh)) {
-		target, changed, err := fb.refreshEntry(pk)
-		if err != nil {
+		if err := fb.refreshEntry(pk); err != nil {
 			return err
-		}
-		moved = moved || changed
-		if target == spaceMain {
-			// For the batch's count of the index's changes
-			// (ftsGeneration); its own refresh of an entry in default
-			// search does nothing.
-			fb.batch.refreshLater(pk)
 		}
 	}
 	// The rows lockFiles made are all set by the changes that follow (a
@@ -201,36 +193,7 @@ func (fb *fileBatch) finish(paths []string) error {
 	if _, err := fb.tx.Exec(fb.ctx, `DELETE FROM files WHERE path = ANY($1) AND state = ''`, paths); err != nil {
 		return err
 	}
-	counted := fb.batch.chunks > 0 || len(fb.batch.refresh) > 0
-	if err := fb.batch.finish(); err != nil {
-		return err
-	}
-	if moved && !counted {
-		// Only entries leaving default search, so no entry was put and
-		// the batch updated no counter: this is the only one.
-		return addCounters(fb.ctx, fb.tx, map[string]int64{ftsGeneration: 1})
-	}
-	return nil
-}
-
-// flushDocs indexes the documents of the chunks the batch wrote so far,
-// as finish would: finish then has none left to index.
-// TODO(entries): the first half of batch.finish; finish could call it.
-func (b *batch) flushDocs() error {
-	b.stopWork()
-	bySpace := map[int16][]ftsDoc{}
-	for _, r := range b.fts {
-		bySpace[r.space] = append(bySpace[r.space], r.doc)
-	}
-	b.fts = nil
-	for _, space := range []int16{spaceMain, spaceHistory, spaceArchive} {
-		if docs := bySpace[space]; len(docs) > 0 {
-			if err := indexDocs(b.ctx, b.tx, space, docs); err != nil {
-				return fmt.Errorf("index chunks: %w", err)
-			}
-		}
-	}
-	return nil
+	return fb.batch.finish()
 }
 
 // entryState is where an entry's chunks belong and what their meta says.
@@ -284,44 +247,44 @@ func (fb *fileBatch) entryState(pk int64) (entryState, error) {
 // by this batch is indexed again whenever it was marked: its documents'
 // meta is that of the occurrence that stored it, which need not be what
 // entryState says when it was marked.
-func (fb *fileBatch) refreshEntry(pk int64) (target int16, changed bool, err error) {
+func (fb *fileBatch) refreshEntry(pk int64) error {
 	st, err := fb.entryState(pk)
 	if err != nil {
-		return 0, false, err
+		return err
 	}
 	if !fb.fresh[pk] && slices.Equal(st.words, fb.refresh[pk]) {
 		if st.target == st.space {
-			return st.target, false, nil
+			return nil
 		}
 		ids, err := fb.chunkIDs(pk)
 		if err != nil {
-			return 0, false, err
+			return err
 		}
 		if err := moveDocs(fb.ctx, fb.tx, st.space, st.target, ids); err != nil {
-			return 0, false, fmt.Errorf("move entry %d: %w", pk, err)
+			return fmt.Errorf("move entry %d: %w", pk, err)
 		}
 	} else {
 		docs, err := fb.entryDocs(pk, st.words)
 		if err != nil {
-			return 0, false, err
+			return err
 		}
 		ids := make([]int64, len(docs))
 		for i, d := range docs {
 			ids[i] = d.ID
 		}
 		if err := unindexDocs(fb.ctx, fb.tx, st.space, ids); err != nil {
-			return 0, false, fmt.Errorf("unindex entry %d: %w", pk, err)
+			return fmt.Errorf("unindex entry %d: %w", pk, err)
 		}
 		if err := indexDocs(fb.ctx, fb.tx, st.target, docs); err != nil {
-			return 0, false, fmt.Errorf("index entry %d: %w", pk, err)
+			return fmt.Errorf("index entry %d: %w", pk, err)
 		}
 	}
 	if st.target != st.space {
 		if _, err := fb.tx.Exec(fb.ctx, `UPDATE entries SET fts = $1 WHERE pk = $2`, st.target, pk); err != nil {
-			return 0, false, err
+			return err
 		}
 	}
-	return st.target, true, nil
+	return nil
 }
 
 func (fb *fileBatch) chunkIDs(pk int64) ([]int64, error) {

@@ -58,6 +58,7 @@ var _ store.Store = (*Store)(nil)
 
 // Store is a PostgreSQL store.
 type Store struct {
+	url    string // as given, without a password
 	pool   *pgxpool.Pool
 	log    *slog.Logger
 	search SearchOptions
@@ -101,7 +102,7 @@ func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Store{pool: pool, log: log.With("component", "store", "backend", "postgres"), search: o.Search.withDefaults()}
+	s := &Store{url: rawURL, pool: pool, log: log.With("component", "store", "backend", "postgres"), search: o.Search.withDefaults()}
 	if err := s.check(ctx); err != nil {
 		pool.Close()
 		return nil, err

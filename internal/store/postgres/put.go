@@ -162,21 +162,13 @@ func (p *pending) makeTerms() {
 
 // existing returns which of ids are stored.
 func (s *Store) existing(ctx context.Context, ids []string) (map[string]bool, error) {
-	found := map[string]bool{}
-	rows, err := s.pool.Query(ctx, `SELECT id FROM entries WHERE id = ANY($1)`, ids)
+	stored, err := collect(ctx, s, `SELECT id FROM entries WHERE id = ANY($1)`, []any{ids}, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("look up entries: %w", err)
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("look up entries: %w", err)
-		}
+	found := make(map[string]bool, len(stored))
+	for _, id := range stored {
 		found[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look up entries: %w", err)
 	}
 	return found, nil
 }
@@ -348,11 +340,14 @@ func (b *batch) lockSession(id string, t time.Time) error {
 	return nil
 }
 
-// errMsgRace is what a msg_id written by another transaction at once
-// becomes: a serialization failure, so that write runs the transaction
-// again and finds the msg_id (a replay, or a conflict). The session lock
-// leaves no room for it; it is here for a writer that does not lock.
-var errMsgRace = &pgconn.PgError{Code: "40001", Message: "a msg_id was written by another transaction at once"}
+// raced is a serialization failure (40001) that says what another
+// transaction did at once: write runs the transaction again, which then
+// sees it. A msg_id written at once becomes one (found again, it is a
+// replay or a conflict); the session lock leaves no room for that, and
+// it is there for a writer that does not lock.
+func raced(what string) error {
+	return &pgconn.PgError{Code: "40001", Message: what + " by another transaction at once"}
+}
 
 // put stores one prepared entry: its content unless stored, and an
 // occurrence, unless its msg_id is stored in its session already (a
@@ -420,7 +415,7 @@ func (b *batch) put(p *pending) (store.PutResult, error) {
 		nullable(e.MsgID), nullable(e.ParentID), p.files, p.keywords, p.entities, p.metadata).Scan(&res.Seq)
 	if err != nil {
 		if uniqueViolation(err) && e.MsgID != "" {
-			return res, fmt.Errorf("msg_id %q in session %q: %w", e.MsgID, e.SessionID, errMsgRace)
+			return res, fmt.Errorf("msg_id %q in session %q: %w", e.MsgID, e.SessionID, raced("written"))
 		}
 		return res, err
 	}
@@ -457,14 +452,25 @@ func (b *batch) content(p *pending, turn int) (pk int64, isNew bool, err error) 
 	if space == 0 {
 		space = spaceMain
 	}
-	err = b.tx.QueryRow(b.ctx, `INSERT INTO entries (id, content, size, token_count, created_at, fts)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING pk`,
-		e.ID, e.Content, len(e.Content), e.TokenCount, unixNano(b.now), space).Scan(&pk)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Stored before, or by a transaction that committed while this
-		// one waited on the same ID: only its inserter writes the rest.
-		var fts int16
-		if err := b.tx.QueryRow(b.ctx, `SELECT pk, fts FROM entries WHERE id = $1`, e.ID).Scan(&pk, &fts); err != nil {
+	// Stored before, or by a transaction that committed while this one
+	// waited on the same ID: only its inserter writes the rest. The row
+	// found is locked FOR KEY SHARE, as a foreign key's check locks it,
+	// so that it cannot be deleted (engram forget, on another server)
+	// before the occurrence that refers to it is committed; one deleted
+	// between the insert and the lock is inserted again.
+	var fts int16
+	for {
+		err = b.tx.QueryRow(b.ctx, `INSERT INTO entries (id, content, size, token_count, created_at, fts)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING pk`,
+			e.ID, e.Content, len(e.Content), e.TokenCount, unixNano(b.now), space).Scan(&pk)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+		err = b.tx.QueryRow(b.ctx, `SELECT pk, fts FROM entries WHERE id = $1 FOR KEY SHARE`, e.ID).Scan(&pk, &fts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
 			return 0, false, fmt.Errorf("entry %s: %w", e.ID, err)
 		}
 		b.pks[e.ID] = pk
@@ -556,7 +562,7 @@ func (b *batch) entryPK(id string) (int64, error) {
 		return pk, nil
 	}
 	var pk int64
-	err := b.tx.QueryRow(b.ctx, `SELECT pk FROM entries WHERE id = $1`, id).Scan(&pk)
+	err := b.tx.QueryRow(b.ctx, `SELECT pk FROM entries WHERE id = $1 FOR KEY SHARE`, id).Scan(&pk)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("entry %s: %w", id, store.ErrNotFound)
 	}
@@ -657,18 +663,8 @@ const (
 // concurrent writers hold those hot rows for the least time and take them
 // in one order.
 func (b *batch) finish() error {
-	b.stopWork()
-	bySpace := map[int16][]ftsDoc{}
-	for _, r := range b.fts {
-		bySpace[r.space] = append(bySpace[r.space], r.doc)
-	}
-	b.fts = nil
-	for _, space := range []int16{spaceMain, spaceHistory, spaceArchive} {
-		if docs := bySpace[space]; len(docs) > 0 {
-			if err := indexDocs(b.ctx, b.tx, space, docs); err != nil {
-				return fmt.Errorf("index chunks: %w", err)
-			}
-		}
+	if err := b.flushDocs(); err != nil {
+		return err
 	}
 	refresh := make([]int64, 0, len(b.refresh))
 	for pk := range b.refresh {
@@ -692,6 +688,25 @@ func (b *batch) finish() error {
 		deltas[typePrefix+string(t)+":tokens"] = ts.Tokens
 	}
 	return addCounters(b.ctx, b.tx, deltas)
+}
+
+// flushDocs indexes the documents of the chunks the batch wrote so far,
+// as finish does first: finish then has none left to index.
+func (b *batch) flushDocs() error {
+	b.stopWork()
+	bySpace := map[int16][]ftsDoc{}
+	for _, r := range b.fts {
+		bySpace[r.space] = append(bySpace[r.space], r.doc)
+	}
+	b.fts = nil
+	for _, space := range []int16{spaceMain, spaceHistory, spaceArchive} {
+		if docs := bySpace[space]; len(docs) > 0 {
+			if err := indexDocs(b.ctx, b.tx, space, docs); err != nil {
+				return fmt.Errorf("index chunks: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // addCounters adds deltas to the counters, in name order, in one

@@ -306,99 +306,25 @@ func (s *Store) VectorStats(ctx context.Context, model string) (store.VectorStat
 	return st, nil
 }
 
-// ChunkHits implements store.Store.
+// ChunkHits implements store.Store: the hits of search (hydrate), in
+// the order of ids, scored zero.
 func (s *Store) ChunkHits(ctx context.Context, ids []int64, filter store.Filter) ([]store.Hit, error) {
 	if err := filter.Validate(); err != nil {
 		return nil, err
 	}
-	return s.chunkHits(ctx, ids, nil, filter)
-}
-
-// chunkHits reads the chunks with the given IDs and the latest occurrence
-// of each chunk's entry that matches the filter, in two queries of one
-// snapshot, keeping the order of ids; scores, if not nil, are the hits'
-// scores, by the same index. Chunks that are no longer current (unless
-// f.History) or whose entry has no occurrence matching the filter are
-// left out.
-func (s *Store) chunkHits(ctx context.Context, ids []int64, scores []float64, f store.Filter) ([]store.Hit, error) {
-	if len(ids) == 0 {
-		return nil, nil
+	cands := make([]docScore, len(ids))
+	for i, id := range ids {
+		cands[i] = docScore{Doc: id}
 	}
-	type row struct {
-		hit   store.Hit
-		entry int64
-	}
-	chunks := make(map[int64]*row, len(ids))
-	occ := map[int64]store.Occurrence{}
+	var hits []store.Hit
+	// One snapshot for the chunks and their occurrences.
 	err := s.read(ctx, func(tx pgx.Tx) error {
-		clear(chunks)
-		clear(occ)
-		rows, err := tx.Query(ctx, `SELECT `+chunkColumns+`, e.token_count, e.pk, e.fts
-			FROM chunks c JOIN entries e ON e.pk = c.entry WHERE c.id = ANY($1)`, ids)
-		if err != nil {
-			return err
-		}
-		var entries []int64
-		for rows.Next() {
-			r := &row{}
-			var tokens int64
-			var fts int16
-			if r.hit.Chunk, err = scanChunk(rows, &tokens, &r.entry, &fts); err != nil {
-				rows.Close()
-				return err
-			}
-			if fts == spaceHistory && !f.History {
-				continue // no longer current
-			}
-			r.hit.EntryTokens = int(tokens)
-			chunks[r.hit.Chunk.ID] = r
-			if !slices.Contains(entries, r.entry) {
-				entries = append(entries, r.entry)
-			}
-		}
-		if err := rows.Err(); err != nil || len(entries) == 0 {
-			return err
-		}
-		// The latest matching occurrence of each entry.
-		var a args
-		q := `SELECT DISTINCT ON (o.entry) ` + occColumns + `, o.entry
-			FROM occurrences o JOIN entries e ON e.pk = o.entry
-			WHERE o.entry = ANY(` + a.add(entries) + `) AND ` + filterSQL(f, &a) + `
-			ORDER BY o.entry, o.seq DESC`
-		rows, err = tx.Query(ctx, q, a...)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var entry int64
-			o, err := scanOccurrence(rows, &entry)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			occ[entry] = o
-		}
-		return rows.Err()
+		var err error
+		hits, err = s.hydrate(ctx, tx, cands, filter)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read hits: %w", err)
-	}
-	hits := make([]store.Hit, 0, len(ids))
-	for i, id := range ids {
-		r, ok := chunks[id]
-		if !ok {
-			continue
-		}
-		o, ok := occ[r.entry]
-		if !ok {
-			continue // no occurrence matches the filter
-		}
-		h := r.hit
-		h.Occurrence = o
-		if scores != nil {
-			h.Score = scores[i]
-		}
-		hits = append(hits, h)
+		return nil, fmt.Errorf("chunk hits: %w", err)
 	}
 	return hits, nil
 }

@@ -277,6 +277,9 @@ func (s *Store) RecordAccess(ctx context.Context, ids []int64, at time.Time) err
 				JOIN chunks c ON c.id = u.id ORDER BY c.id
 			ON CONFLICT (chunk) DO UPDATE SET count = access.count + excluded.count,
 				last_at = greatest(access.last_at, excluded.last_at)`, ids, unixNano(at))
+		if errCode(err) == "23503" {
+			return raced("a chunk was deleted") // found no more when run again
+		}
 		return err
 	})
 	if err != nil {

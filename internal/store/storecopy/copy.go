@@ -25,7 +25,9 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Table is a table both backends keep, with the columns they share.
@@ -258,6 +260,7 @@ func (h *hasher) add(values []any) {
 			d.Write([]byte{3})
 			d.Write([]byte(strconv.FormatFloat(v, 'g', -1, 64)))
 		case string:
+			v = Text(v)
 			d.Write([]byte{2})
 			binary.BigEndian.PutUint64(n[:], uint64(len(v)))
 			d.Write(n[:])
@@ -274,6 +277,18 @@ func (h *hasher) add(values []any) {
 	h.sum.Add(h.sum, new(big.Int).SetBytes(d.Sum(nil)))
 	h.sum.Mod(h.sum, mod)
 	h.rows++
+}
+
+// Text is s as both backends can hold it in a text column: valid UTF-8
+// without NUL. PostgreSQL's text holds nothing else; SQLite's may (the
+// conversation context cut from binary content), and the PostgreSQL
+// backend keeps such text in this form (its context.go): a copy writes it
+// so, and compares it so.
+func Text(s string) string {
+	if utf8.ValidString(s) && !strings.Contains(s, "\x00") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 }
 
 func (h *hasher) hex() string { return fmt.Sprintf("%064x", h.sum) }
