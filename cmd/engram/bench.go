@@ -20,6 +20,7 @@ import (
 	"github.com/engramhq/engram/internal/bench"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/postgres"
 	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
@@ -50,7 +51,7 @@ func benchDir(dir string) (string, func(), error) {
 func (a *app) benchIngestCmd() *cobra.Command {
 	var (
 		messages, batch int
-		dir             string
+		dir, pgURL      string
 		seed            uint64
 	)
 	cmd := &cobra.Command{
@@ -62,7 +63,11 @@ reading and checking them, then counting, chunking and storing them in
 batches of --batch into a new store, each batch prepared while the one
 before commits. The baseline, in the
 same run, inserts the same contents in the same batches into a bare FTS5 table
-with the same driver and durability settings.`,
+with the same driver and durability settings.
+
+With --postgres (or ENGRAM_BENCH_POSTGRES), engram add then stores the same
+JSON Lines in the same batches in a new PostgreSQL database
+(engram_bench_ingest, dropped after), in the same run.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
@@ -108,43 +113,51 @@ with the same driver and durability settings.`,
 				return err
 			}
 			defer func() { err = errors.Join(err, st.Close()) }()
-			eng, err := engine.New(st, engine.Options{Encoding: a.cfg.Tokens.Encoding, Logger: a.log})
+			sq, err := a.ingestRun(ctx, st, jsonl.Bytes(), batch)
 			if err != nil {
 				return err
 			}
-			start = time.Now()
-			lines, err := eng.ReadJSONL(&jsonl, engine.Record{})
-			if err != nil {
-				return err
-			}
-			parseTime := time.Since(start)
-			recs := make([]engine.Record, len(lines))
-			for i, l := range lines {
-				recs[i] = l.Record
-			}
-			err = eng.AddAll(ctx, recs, batch, func(int, []engine.AddResult) error { return nil })
-			if err != nil {
-				return err
-			}
-			engTime := time.Since(start)
-			stats, err := st.Stats(ctx)
-			if err != nil {
-				return err
+			runs := []ingestRun{sq}
+			names := []string{"engram add (read JSON Lines + store)"}
+			if admin := a.benchPostgres(pgURL); admin != "" {
+				pst, drop, err := a.pgScratch(ctx, admin, "engram_bench_ingest")
+				if err != nil {
+					return err
+				}
+				defer func() { err = errors.Join(err, drop()) }()
+				pg, err := a.ingestRun(ctx, pst, jsonl.Bytes(), batch)
+				if err != nil {
+					return fmt.Errorf("PostgreSQL: %w", err)
+				}
+				runs = append(runs, pg)
+				names = append(names, "engram add, PostgreSQL")
 			}
 
 			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(w, "\tentries/s\tMB/s\ttime\t")
-			row := func(name string, d time.Duration) {
-				fmt.Fprintf(w, "%s\t%.0f\t%.1f\t%v\t\n", name, float64(messages)/d.Seconds(), float64(contentBytes)/1e6/d.Seconds(), d.Round(time.Millisecond))
+			fmt.Fprintln(w, "\tentries/s\tchunks/s\tMB/s\ttime\t")
+			row := func(name string, d time.Duration, chunks int64) {
+				cps := "-"
+				if chunks > 0 {
+					cps = fmt.Sprintf("%.0f", float64(chunks)/d.Seconds())
+				}
+				fmt.Fprintf(w, "%s\t%.0f\t%s\t%.1f\t%v\t\n", name, float64(messages)/d.Seconds(), cps, float64(contentBytes)/1e6/d.Seconds(), d.Round(time.Millisecond))
 			}
-			row("plain FTS5 INSERT (baseline)", baseTime)
-			row("engram add (read JSON Lines + store)", engTime)
+			row("plain FTS5 INSERT (baseline)", baseTime, 0)
+			for i, r := range runs {
+				row(names[i], r.took, r.stats.Chunks)
+			}
 			if err := w.Flush(); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "engram/baseline time: %.2fx; JSON Lines reading and checking took %v of engram's %v; %d chunks, %s tokens, store %s\n",
-				engTime.Seconds()/baseTime.Seconds(), parseTime.Round(time.Millisecond), engTime.Round(time.Millisecond),
-				stats.Chunks, commas(stats.Tokens), humanBytes(stats.SizeBytes))
+				sq.took.Seconds()/baseTime.Seconds(), sq.parse.Round(time.Millisecond), sq.took.Round(time.Millisecond),
+				sq.stats.Chunks, commas(sq.stats.Tokens), humanBytes(sq.stats.SizeBytes))
+			if len(runs) > 1 {
+				pg := runs[1]
+				fmt.Fprintf(a.stdout, "PostgreSQL/SQLite time: %.2fx; JSON Lines reading and checking took %v of %v; %d chunks, %s tokens, database %s\n",
+					pg.took.Seconds()/sq.took.Seconds(), pg.parse.Round(time.Millisecond), pg.took.Round(time.Millisecond),
+					pg.stats.Chunks, commas(pg.stats.Tokens), humanBytes(pg.stats.SizeBytes))
+			}
 			return nil
 		},
 	}
@@ -153,7 +166,40 @@ with the same driver and durability settings.`,
 	f.IntVar(&batch, "batch", 1000, "records per transaction")
 	f.StringVar(&dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
 	f.Uint64Var(&seed, "seed", 1, "corpus seed")
+	registerPostgres(cmd, &pgURL)
 	return cmd
+}
+
+// ingestRun is what engram add did with the bench's JSON Lines on one
+// backend.
+type ingestRun struct {
+	took, parse time.Duration
+	stats       store.Stats
+}
+
+// ingestRun reads jsonl as engram add does and stores it in st in batches
+// of batch records.
+func (a *app) ingestRun(ctx context.Context, st store.Store, jsonl []byte, batch int) (r ingestRun, err error) {
+	eng, err := engine.New(st, engine.Options{Encoding: a.cfg.Tokens.Encoding, Logger: a.log})
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	lines, err := eng.ReadJSONL(bytes.NewReader(jsonl), engine.Record{})
+	if err != nil {
+		return r, err
+	}
+	r.parse = time.Since(start)
+	recs := make([]engine.Record, len(lines))
+	for i, l := range lines {
+		recs[i] = l.Record
+	}
+	if err := eng.AddAll(ctx, recs, batch, func(int, []engine.AddResult) error { return nil }); err != nil {
+		return r, err
+	}
+	r.took = time.Since(start)
+	r.stats, err = st.Stats(ctx)
+	return r, err
 }
 
 func (a *app) benchSearchCmd() *cobra.Command {
@@ -311,6 +357,29 @@ func (a *app) openBenchStore(ctx context.Context, sf storeFlags) (st *sqlite.Sto
 	return st, built, stats, closeStore, nil
 }
 
+// openBenchStorePG builds or reopens the PostgreSQL twin of the synthetic
+// store the flags describe, in the database engram_bench_chunks_N (the
+// seed appended when it is not 1) on the server of admin: filled from the
+// same corpus in the same batches as the SQLite file. As the file, it is
+// kept after the run when --dir is given and reused with --reuse.
+func (a *app) openBenchStorePG(ctx context.Context, sf storeFlags, admin string) (st *postgres.Store, built buildStats, stats store.Stats, closeStore func() error, err error) {
+	name := fmt.Sprintf("engram_bench_chunks_%d", sf.chunks)
+	if sf.seed != 1 {
+		name += fmt.Sprintf("_s%d", sf.seed)
+	}
+	st, closeStore, err = a.pgKept(ctx, admin, name, sf.reuse, sf.dir != "")
+	if err != nil {
+		return nil, built, stats, nil, err
+	}
+	if built, err = a.fillBenchStore(ctx, st, sf.chunks, sf.seed); err != nil {
+		return nil, built, stats, nil, errors.Join(err, closeStore())
+	}
+	if stats, err = st.Stats(ctx); err != nil {
+		return nil, built, stats, nil, errors.Join(err, closeStore())
+	}
+	return st, built, stats, closeStore, nil
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
 // removeStore removes a bench's store file left by an earlier run, with
@@ -337,16 +406,27 @@ func (a *app) benchStore(ctx context.Context, path string, chunks int, seed uint
 	if err != nil {
 		return nil, built, err
 	}
+	if built, err = a.fillBenchStore(ctx, st, chunks, seed); err != nil {
+		return nil, built, errors.Join(err, st.Close())
+	}
+	return st, built, nil
+}
+
+// fillBenchStore fills st from the corpus until it holds at least chunks
+// chunks, continuing the corpus where the store left off; built is how
+// many it added, and how long that took. Either backend is filled with
+// the same records in the same batches.
+func (a *app) fillBenchStore(ctx context.Context, st store.Store, chunks int, seed uint64) (built buildStats, err error) {
 	eng, err := engine.New(st, engine.Options{Encoding: a.cfg.Tokens.Encoding, Logger: a.log})
 	if err != nil {
-		return nil, built, errors.Join(err, st.Close())
+		return built, err
 	}
 	stats, err := st.Stats(ctx)
 	if err != nil {
-		return nil, built, errors.Join(err, st.Close())
+		return built, err
 	}
 	if stats.Chunks >= int64(chunks) {
-		return st, built, nil
+		return built, nil
 	}
 	corpus := bench.NewCorpus(seed)
 	for range stats.Entries { // continue the corpus where the store left off
@@ -362,17 +442,17 @@ func (a *app) benchStore(ctx context.Context, path string, chunks int, seed uint
 			recs[i] = engine.Record{Session: m.Session, Agent: m.Agent, Type: m.Type, Content: []byte(m.Content)}
 		}
 		if _, err := eng.Add(ctx, recs); err != nil {
-			return nil, built, errors.Join(err, st.Close())
+			return built, err
 		}
 		if stats, err = st.Stats(ctx); err != nil {
-			return nil, built, errors.Join(err, st.Close())
+			return built, err
 		}
 		have = stats.Chunks
 		progress.update(have)
 	}
 	built = buildStats{Chunks: have - stats0, Took: time.Since(start)}
 	progress.done(fmt.Sprintf("%s chunks in %v", commas(have), built.Took.Round(time.Second)))
-	return st, built, nil
+	return built, nil
 }
 
 // buildStats is what benchStore added to a store.

@@ -32,7 +32,8 @@ type ArchiveOptions struct {
 
 // ArchiveReport is what the workload measured.
 type ArchiveReport struct {
-	Agents int `json:"agents"`
+	Agents  int `json:"agents"`
+	Servers int `json:"servers"`
 
 	StormWrites    int            `json:"storm_writes"`
 	StormSeconds   float64        `json:"storm_seconds"`
@@ -54,7 +55,19 @@ type ArchiveReport struct {
 
 // RunArchive runs the workload against a (the caller's fresh archive).
 func RunArchive(ctx context.Context, a *archive.Archive, enc *tokens.Encoding, opts ArchiveOptions) (ArchiveReport, error) {
+	return RunArchiveServers(ctx, []*archive.Archive{a}, enc, opts)
+}
+
+// RunArchiveServers runs the workload against several archivalists over
+// one store, as several servers sharing a database run it: agent i is
+// registered, writes and is briefed through servers[i%len(servers)], each
+// server with its own caches and mirror of the global history.
+func RunArchiveServers(ctx context.Context, servers []*archive.Archive, enc *tokens.Encoding, opts ArchiveOptions) (ArchiveReport, error) {
+	if len(servers) == 0 {
+		return ArchiveReport{}, errors.New("no server")
+	}
 	var handles []*archive.Handle
+	var via []*archive.Archive // the server of each handle
 	for s := range opts.Sessions {
 		var root *archive.Handle
 		for i := range opts.AgentsPerSession {
@@ -63,6 +76,7 @@ func RunArchive(ctx context.Context, a *archive.Archive, enc *tokens.Encoding, o
 				spec.ParentID = root.Agent().ID
 				spec.SessionID = ""
 			}
+			a := servers[len(handles)%len(servers)]
 			h, err := a.Register(ctx, spec)
 			if err != nil {
 				return ArchiveReport{}, err
@@ -71,9 +85,10 @@ func RunArchive(ctx context.Context, a *archive.Archive, enc *tokens.Encoding, o
 				root = h
 			}
 			handles = append(handles, h)
+			via = append(via, a)
 		}
 	}
-	rep := ArchiveReport{Agents: len(handles), ByOp: map[string]int{}}
+	rep := ArchiveReport{Agents: len(handles), Servers: len(servers), ByOp: map[string]int{}}
 	var seq atomic.Int64
 
 	// Phase 1: the write storm.
@@ -154,7 +169,7 @@ func RunArchive(ctx context.Context, a *archive.Archive, enc *tokens.Encoding, o
 	}
 	// Agents start their work with a briefing (not measured).
 	for i, h := range handles {
-		b, err := a.Briefing(ctx, h.Session(), archive.Standard, nil)
+		b, err := via[i].Briefing(ctx, h.Session(), archive.Standard, nil)
 		if err != nil {
 			return rep, err
 		}
@@ -169,7 +184,7 @@ func RunArchive(ctx context.Context, a *archive.Archive, enc *tokens.Encoding, o
 			ops := map[string]int{}
 			for mixCtx.Err() == nil {
 				i := r.IntN(len(handles))
-				h := handles[i]
+				h, a := handles[i], via[i]
 				hd := &helds[i]
 				x := r.Float64()
 				op := "full"
