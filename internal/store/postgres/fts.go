@@ -42,7 +42,11 @@ CREATE TABLE fts_docs (
 );
 
 -- fts_postings: tf in body, meta and ctx, and positions (meta's offset by
--- 1<<20, ctx's by 2<<20, so that a phrase never spans two fields).
+-- 1<<20, ctx's by 2<<20, so that a phrase never spans two fields); len is
+-- the document's length, as in fts_docs, repeated in each of its postings
+-- so that ranking reads it with them: looking up the length of each of
+-- the up to max_postings documents a query matches cost more than reading
+-- their postings (a scan of fts_docs, 14 ms at 100k chunks).
 CREATE TABLE fts_postings (
 	term  text COLLATE "C" NOT NULL,
 	space smallint NOT NULL,
@@ -50,6 +54,7 @@ CREATE TABLE fts_postings (
 	body  integer NOT NULL,
 	meta  integer NOT NULL,
 	ctx   integer NOT NULL,
+	len   integer NOT NULL,
 	pos   integer[] NOT NULL,
 	PRIMARY KEY (term, space, doc)
 );
@@ -86,6 +91,7 @@ const (
 type posting struct {
 	tf  [3]int32
 	pos []int32
+	len int32 // the document's length, when read for ranking
 }
 
 // indexDocs adds documents to a space of the index, in tx. The postings go
@@ -98,6 +104,7 @@ func indexDocs(ctx context.Context, tx pgx.Tx, space int16, docs []ftsDoc) error
 	type row struct {
 		term string
 		doc  int64
+		len  int32 // the document's
 		p    *posting
 	}
 	var rows []row
@@ -105,6 +112,7 @@ func indexDocs(ctx context.Context, tx pgx.Tx, space int16, docs []ftsDoc) error
 	var total int64
 	for _, d := range docs {
 		ps := map[string]*posting{}
+		first := len(rows)
 		n := 0
 		for f, text := range [3]string{d.Body, d.Meta, d.Ctx} {
 			i := 0
@@ -113,13 +121,16 @@ func indexDocs(ctx context.Context, tx pgx.Tx, space int16, docs []ftsDoc) error
 				if p == nil {
 					p = &posting{}
 					ps[tok] = p
-					rows = append(rows, row{tok, d.ID, p})
+					rows = append(rows, row{term: tok, doc: d.ID, p: p})
 				}
 				p.tf[f]++
 				p.pos = append(p.pos, int32(f<<fieldShift|min(i, fieldMask)))
 				i++
 			})
 			n += i
+		}
+		for j := first; j < len(rows); j++ {
+			rows[j].len = int32(n)
 		}
 		docRows = append(docRows, []any{space, d.ID, int32(n)})
 		total += int64(n)
@@ -135,14 +146,14 @@ func indexDocs(ctx context.Context, tx pgx.Tx, space int16, docs []ftsDoc) error
 		return fmt.Errorf("index: %w", err)
 	}
 	i := 0
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"fts_postings"}, []string{"term", "space", "doc", "body", "meta", "ctx", "pos"},
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"fts_postings"}, []string{"term", "space", "doc", "body", "meta", "ctx", "len", "pos"},
 		pgx.CopyFromFunc(func() ([]any, error) {
 			if i == len(rows) {
 				return nil, nil
 			}
 			r := rows[i]
 			i++
-			return []any{r.term, space, r.doc, r.p.tf[0], r.p.tf[1], r.p.tf[2], r.p.pos}, nil
+			return []any{r.term, space, r.doc, r.p.tf[0], r.p.tf[1], r.p.tf[2], r.len, r.p.pos}, nil
 		}))
 	if err != nil {
 		return fmt.Errorf("index: %w", err)

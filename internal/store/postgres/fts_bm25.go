@@ -83,7 +83,7 @@ type phraseFreqs map[int64][3]int32
 // loadPostings reads the postings of tokens in a space, with positions for
 // those in withPos.
 func loadPostings(ctx context.Context, q querier, space int16, toks, withPos []string) (map[string]map[int64]posting, error) {
-	rows, err := q.Query(ctx, `SELECT term, doc, body, meta, ctx, CASE WHEN term = ANY($3) THEN pos END
+	rows, err := q.Query(ctx, `SELECT term, doc, body, meta, ctx, len, CASE WHEN term = ANY($3) THEN pos END
 		FROM fts_postings WHERE term = ANY($2) AND space = $1`, space, toks, withPos)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func loadPostings(ctx context.Context, q querier, space int16, toks, withPos []s
 			doc  int64
 			p    posting
 		)
-		if err := rows.Scan(&term, &doc, &p.tf[0], &p.tf[1], &p.tf[2], &p.pos); err != nil {
+		if err := rows.Scan(&term, &doc, &p.tf[0], &p.tf[1], &p.tf[2], &p.len, &p.pos); err != nil {
 			return nil, err
 		}
 		m := out[term]
@@ -217,22 +217,13 @@ func rank(ctx context.Context, q querier, space int16, st spaceStats, groups []t
 	if len(docs) == 0 {
 		return nil, nil
 	}
-	lens := make(map[int64]int64, len(docs))
-	rows, err := q.Query(ctx, `SELECT doc, len FROM fts_docs WHERE space = $1 AND doc = ANY($2)`, space, docs)
-	if err != nil {
-		return nil, fmt.Errorf("rank: %w", err)
-	}
-	for rows.Next() {
-		var doc, n int64
-		if err := rows.Scan(&doc, &n); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("rank: %w", err)
+	// Each document's length comes with its postings (every matched
+	// document has a posting of the phrase's first token).
+	lens := make(map[int64]int32, len(docs))
+	for _, m := range postings {
+		for doc, p := range m {
+			lens[doc] = p.len
 		}
-		lens[doc] = n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("rank: %w", err)
 	}
 	const k1, b = 1.2, 0.75
 	avgdl := float64(st.len) / float64(st.docs)
