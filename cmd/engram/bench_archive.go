@@ -136,6 +136,7 @@ dropped after), and a table sets them side by side.`,
 	f.IntVar(&opts.WriteRate, "write-rate", 20, "writes per second during the mixed phase")
 	f.IntVar(&opts.Readers, "readers", 4, "concurrent readers during the mixed phase")
 	f.Uint64Var(&opts.Seed, "seed", 1, "random seed")
+	f.IntVar(&opts.Prefill, "prefill", 0, "records written before the storm, not timed (so that every backend briefs over as many)")
 	f.StringVar(&dir, "dir", "", "directory for the store (default: a temporary one, removed after)")
 	f.BoolVar(&jsonOut, "json", false, "print as JSON")
 	f.IntSliceVar(&servers, "servers", []int{1}, "run with each of these numbers of servers (stores of their own on one database), e.g. 1,3")

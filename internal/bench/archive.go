@@ -28,6 +28,10 @@ type ArchiveOptions struct {
 	WriteRate int
 	Readers   int
 	Seed      uint64
+	// Prefill is how many records the agents write before the storm, not
+	// timed, so that every backend briefs over at least as many records
+	// whatever its write rate.
+	Prefill int
 }
 
 // ArchiveReport is what the workload measured.
@@ -90,6 +94,28 @@ func RunArchiveServers(ctx context.Context, servers []*archive.Archive, enc *tok
 	}
 	rep := ArchiveReport{Agents: len(handles), Servers: len(servers), ByOp: map[string]int{}}
 	var seq atomic.Int64
+
+	// Phase 0: the records already there, written by 8 agents at a time.
+	if opts.Prefill > 0 {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for w := range errs {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(opts.Seed, uint64(1<<32+w)))
+				for i := next.Add(1); i <= int64(opts.Prefill); i = next.Add(1) {
+					if err := write(ctx, handles[int(i)%len(handles)], r, seq.Add(1)); err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return rep, err
+		}
+	}
 
 	// Phase 1: the write storm.
 	var lats []time.Duration
