@@ -28,7 +28,7 @@ type cliStore interface {
 // build's schema as it opens.
 func (a *app) openStore(ctx context.Context, where string) (cliStore, error) {
 	if config.IsPostgresURL(where) {
-		return postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv})
+		return postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv, Search: a.pgSearchOptions()})
 	}
 	return sqlite.Open(ctx, where, sqlite.Options{Logger: a.log, Search: a.searchOptions()})
 }
