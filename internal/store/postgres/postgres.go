@@ -75,6 +75,9 @@ func errNotYet(method string) error {
 	return fmt.Errorf("postgres: %s is not implemented yet", method)
 }
 
+// osGetenv reads the environment when Options.Getenv is nil.
+var osGetenv = os.Getenv
+
 // ErrNewerSchema is returned for a database that a newer engram migrated.
 var ErrNewerSchema = errors.New("the database was migrated by a newer engram")
 
