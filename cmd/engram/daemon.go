@@ -41,7 +41,7 @@ const daemonIdle = 30 * time.Minute
 // where that path is too long for a Unix socket, in the temporary
 // directory under a name derived from it.
 func (a *app) socketPath() string {
-	dir := filepath.Dir(a.cfg.Store.Path)
+	dir := a.cfg.StateDir()
 	p := filepath.Join(dir, "hook.sock")
 	if len(p) < 100 {
 		return p
@@ -66,7 +66,7 @@ func (a *app) daemonCmd() *cobra.Command {
 }
 
 func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
-	dir := filepath.Dir(a.cfg.Store.Path)
+	dir := a.cfg.StateDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (a *app) startDaemon() {
 			args = append(args, f.name, f.v)
 		}
 	}
-	logf, err := os.OpenFile(filepath.Join(filepath.Dir(a.cfg.Store.Path), "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(filepath.Join(a.cfg.StateDir(), "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return
 	}

@@ -177,7 +177,7 @@ func (a *app) hooksStatusCmd() *cobra.Command {
 // hookRunsDir is the directory of the project's hook run record: its
 // store's.
 func (a *app) hookRunsDir() string {
-	return filepath.Dir(a.cfg.Store.Path)
+	return a.cfg.StateDir()
 }
 
 // harnessArg reads a harness's name as --print-config does.

@@ -58,7 +58,7 @@ type app struct {
 
 	cfg config.Config
 	log *slog.Logger
-	st  *sqlite.Store
+	st  cliStore
 	eng *engine.Engine
 }
 
@@ -115,7 +115,8 @@ nothing leaves an agent's context window for good.
 
 The store is one SQLite file per project, under your data directory
 (see 'engram stats' for its path), unless --store or ENGRAM_STORE says
-otherwise.`,
+otherwise: another file, or a postgres:// URL for a PostgreSQL database that
+a team's servers share (README: "A team's store on PostgreSQL").`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -132,7 +133,7 @@ otherwise.`,
 	pf.StringVar(&a.flags.ConfigFile, "config", "", "config file (default $XDG_CONFIG_HOME/engram/config.toml; env ENGRAM_CONFIG)")
 	pf.StringVar(&a.flags.Project, "project", "", "project directory (default: the git work tree of the current directory; env ENGRAM_PROJECT)")
 	pf.StringVar(&a.flags.DataDir, "data-dir", "", "where per-project stores live (default $XDG_DATA_HOME/engram; env ENGRAM_DATA_DIR)")
-	pf.StringVar(&a.flags.Store, "store", "", "store file, overriding the per-project default (env ENGRAM_STORE)")
+	pf.StringVar(&a.flags.Store, "store", "", "store file or postgres://user@host:port/database URL, overriding the per-project default (env ENGRAM_STORE; a password goes in ENGRAM_STORE_PASSWORD or ENGRAM_STORE_PASSWORD_FILE)")
 	pf.StringVar(&a.flags.LogLevel, "log-level", "", "debug, info, warn or error (default warn; env ENGRAM_LOG_LEVEL)")
 	pf.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	_ = pf.MarkHidden("cpuprofile")
@@ -140,7 +141,7 @@ otherwise.`,
 	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.tokensCmd(), a.benchCmd(), a.indexCmd(), a.watchCmd(), a.filesCmd(), a.evalCmd(),
 		a.embedCmd(), a.prefetchCmd(), a.modelCmd(),
 		a.serveCmd(), a.tokenCmd(), a.mcpCmd(), a.archCmd(), a.briefingCmd(), a.sessionCmd(), a.patternCmd(), a.failureCmd(), a.insightCmd(), a.decisionCmd(), a.intentCmd(), a.agentsCmd(), a.eventsCmd(),
-		a.forgetCmd(), a.redactCmd(), a.auditCmd(), a.windowCmd(), a.hookCmd(), a.hooksCmd(), a.importCmd(), a.daemonCmd(), a.proxyCmd())
+		a.forgetCmd(), a.redactCmd(), a.migrateCmd(), a.storeCmd(), a.auditCmd(), a.windowCmd(), a.hookCmd(), a.hooksCmd(), a.importCmd(), a.daemonCmd(), a.proxyCmd())
 	return root
 }
 
@@ -168,13 +169,13 @@ func (a *app) engine(ctx context.Context, mustExist bool) (*engine.Engine, error
 	if a.eng != nil {
 		return a.eng, nil
 	}
-	if mustExist {
+	if mustExist && !a.cfg.Store.Postgres() {
 		if _, err := os.Stat(a.cfg.Store.Path); errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w for project %s (it would be %s): store something first, with 'engram add'",
 				errNoStore, a.cfg.Project, a.cfg.Store.Path)
 		}
 	}
-	st, err := sqlite.Open(ctx, a.cfg.Store.Path, sqlite.Options{Logger: a.log, Search: a.searchOptions()})
+	st, err := a.openStore(ctx, a.cfg.Store.Path)
 	if err != nil {
 		return nil, err
 	}

@@ -151,8 +151,31 @@ type WindowRole struct {
 
 // Store configures where the store lives.
 type Store struct {
-	// Path is the SQLite file. Empty means DataDir/projects/<name>-<hash>/engram.db.
+	// Path is the SQLite file, or a PostgreSQL database's URL
+	// (postgres://user@host:port/database, without a password: see
+	// internal/store/postgres). Empty means
+	// DataDir/projects/<name>-<hash>/engram.db.
 	Path string `toml:"path"`
+}
+
+// Postgres reports whether the store is a PostgreSQL database.
+func (s Store) Postgres() bool { return IsPostgresURL(s.Path) }
+
+// IsPostgresURL reports whether a store's location is a PostgreSQL URL
+// rather than a file.
+func IsPostgresURL(path string) bool {
+	return strings.HasPrefix(path, "postgres://") || strings.HasPrefix(path, "postgresql://")
+}
+
+// StateDir is the directory of the project's local files beside its
+// store (the daemon's log and socket, hook state): the SQLite file's
+// directory, or for a store in PostgreSQL the directory the file would
+// have had.
+func (c Config) StateDir() string {
+	if c.Store.Postgres() || c.Store.Path == "" {
+		return filepath.Join(c.DataDir, "projects", ProjectKey(c.Project))
+	}
+	return filepath.Dir(c.Store.Path)
 }
 
 // Tokens configures token counting.
@@ -511,6 +534,9 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 	}
 	if c.Store.Path == "" {
 		c.Store.Path = filepath.Join(c.DataDir, "projects", ProjectKey(project), "engram.db")
+	} else if IsPostgresURL(c.Store.Path) {
+		// A URL, kept as given: its password, if any, is refused when the
+		// store opens (it would show on command lines and in config files).
 	} else if c.Store.Path, err = filepath.Abs(c.Store.Path); err != nil {
 		return c, err
 	}

@@ -46,6 +46,11 @@ type Options struct {
 	Getenv func(string) string
 	// ConnectTimeout bounds reaching the server; zero is 10 s.
 	ConnectTimeout time.Duration
+	// NoMigrate opens the database as it is, without applying this
+	// build's migrations (engram migrate --check); Migrate applies them.
+	NoMigrate bool
+	// Search tunes lexical search.
+	Search SearchOptions
 }
 
 // Store is a PostgreSQL store.
@@ -53,8 +58,11 @@ var _ store.Store = (*Store)(nil)
 
 // Store is a PostgreSQL store.
 type Store struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	url    string // as given, without a password
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	search SearchOptions
+	df     dfCache // see search.go
 }
 
 // ErrPasswordInURL is returned for a URL that carries a password.
@@ -66,6 +74,9 @@ var ErrPasswordInURL = errors.New("the store's URL carries a password, which a c
 func errNotYet(method string) error {
 	return fmt.Errorf("postgres: %s is not implemented yet", method)
 }
+
+// osGetenv reads the environment when Options.Getenv is nil.
+var osGetenv = os.Getenv
 
 // ErrNewerSchema is returned for a database that a newer engram migrated.
 var ErrNewerSchema = errors.New("the database was migrated by a newer engram")
@@ -94,14 +105,16 @@ func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Store{pool: pool, log: log.With("component", "store", "backend", "postgres")}
+	s := &Store{url: rawURL, pool: pool, log: log.With("component", "store", "backend", "postgres"), search: o.Search.withDefaults()}
 	if err := s.check(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	if err := s.migrate(ctx); err != nil {
-		pool.Close()
-		return nil, err
+	if !o.NoMigrate {
+		if _, _, err := s.Migrate(ctx); err != nil {
+			pool.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -200,17 +213,18 @@ func SchemaVersion() int { return migrations[len(migrations)-1].version }
 // migrationLock is the advisory lock key of migrations ("ENGRAMMI").
 const migrationLock int64 = 0x454e4752414d4d49
 
-// migrate applies the migrations the database lacks, each in its own
+// Migrate applies the migrations the database lacks, each in its own
 // transaction, under a session advisory lock: a second server starting
-// at once waits, then finds them applied.
-func (s *Store) migrate(ctx context.Context) error {
+// at once waits, then finds them applied. It returns the schema's
+// version before and after.
+func (s *Store) Migrate(ctx context.Context) (from, to int, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: %w", explain(err))
+		return 0, 0, fmt.Errorf("postgres: %w", explain(err))
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLock); err != nil {
-		return fmt.Errorf("postgres: waiting for the migration lock: %w", err)
+		return 0, 0, fmt.Errorf("postgres: waiting for the migration lock: %w", err)
 	}
 	defer func() {
 		// A lost connection drops the lock with it.
@@ -218,10 +232,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	}()
 	have, err := schemaVersion(ctx, conn.Conn())
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	if have > SchemaVersion() {
-		return fmt.Errorf("postgres: %w: its schema is version %d, this engram writes %d; upgrade engram", ErrNewerSchema, have, SchemaVersion())
+		return have, have, fmt.Errorf("postgres: %w: its schema is version %d, this engram writes %d; upgrade engram", ErrNewerSchema, have, SchemaVersion())
 	}
 	for _, m := range migrations {
 		if m.version <= have {
@@ -235,11 +249,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("postgres: migration %d (%s): %w", m.version, m.name, err)
+			return have, m.version - 1, fmt.Errorf("postgres: migration %d (%s): %w", m.version, m.name, err)
 		}
 		s.log.Info("migrated the store", "version", m.version, "name", m.name)
 	}
-	return nil
+	return have, SchemaVersion(), nil
 }
 
 // schemaVersion is the version of the last migration applied, 0 for a

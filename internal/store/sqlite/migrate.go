@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/terms"
@@ -750,3 +751,20 @@ CREATE TABLE IF NOT EXISTS window_snapshots (
 CREATE INDEX IF NOT EXISTS window_snapshots_hash ON window_snapshots(hash);
 CREATE INDEX IF NOT EXISTS window_snapshots_window_hash ON window_snapshots(session_id, agent_id, hash);
 `
+
+// FileSchemaVersion returns the schema version of the store file at path
+// without migrating it or writing to it: 0 for a file engram never
+// wrote. It is for reporting (engram migrate --check); Open migrates.
+func FileSchemaVersion(ctx context.Context, path string) (int, error) {
+	s := &Store{path: path, opts: Options{BusyTimeout: 5 * time.Second}}
+	db, err := sql.Open("sqlite", s.dsn(true))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("store %s: %w", path, err)
+	}
+	return v, nil
+}

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,30 +12,16 @@ import (
 	"sync/atomic"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/lexical"
 	"github.com/engramhq/engram/internal/terms"
 )
 
-// How lexical search stays fast. FTS5 ranks by BM25 by scoring every chunk
-// that matches any query word, and BM25's IDF makes it read the whole
-// posting list of each word once per query, so a query costs about the sum
-// of its words' document frequencies (about 1 µs per posting here): "the"
-// or "error" in a million chunks costs tens to hundreds of milliseconds.
-// Such words also carry almost no information (the IDF of a word in a
-// third of the chunks is under 1, against 10 or more for a rare one). So a
-// query is planned before it runs:
-//
-//  1. Each word's document frequency is counted, but only up to
-//     MaxPostings+1: a count that reaches the cap says "too common" at a
-//     bounded cost. Counts are cached: a word over the cap stays over it
-//     (content is never deleted), and an exact count is reused until the
-//     full-text tables change.
-//  2. Words are taken rarest first while their frequencies sum to at most
-//     MaxPostings; the common rest is dropped, as are words that occur
-//     nowhere.
-//  3. If even the rarest word is over the budget, every word is very
-//     common: then the newest Window matches are fetched without FTS5's
-//     BM25 and scored here with BM25's term-frequency saturation, so the
-//     cost stays bounded. Recency is the best prior left.
+// How lexical search stays fast: package lexical plans a query's words
+// within a budget of postings (see its doc), and this file matches the plan
+// with FTS5. FTS5 ranks by BM25 by scoring every chunk that matches any
+// query word, reading each word's whole posting list for its IDF, so a
+// query costs about the sum of its words' document frequencies (about 1 µs
+// per posting here).
 //
 // A filter that matches very few occurrences (a short session, a turn
 // range) is applied before the match: only those chunks are matched. FTS5
@@ -49,16 +33,14 @@ import (
 // a time range of 1,700 turns took 90 to 2,200 ms applied first and 2 to
 // 23 ms checked per match). Applying it first pays only under about 40
 // occurrences, whatever the words.
-// Queries of more than maxPlannedGroups distinct words keep the longest,
-// which in natural text are the rarer ones.
 
 // Defaults for SearchOptions.
 const (
-	DefaultMaxPostings     = 12_000
-	DefaultWindow          = 200
-	DefaultMetaWeight      = 4.0
-	DefaultContextWeight   = 0.5
-	DefaultSelectiveFilter = 32
+	DefaultMaxPostings     = lexical.DefaultMaxPostings
+	DefaultWindow          = lexical.DefaultWindow
+	DefaultMetaWeight      = lexical.DefaultMetaWeight
+	DefaultContextWeight   = lexical.DefaultContextWeight
+	DefaultSelectiveFilter = lexical.DefaultSelectiveFilter
 	// DefaultMmapSize maps up to 2 GiB of the file, SQLite's own ceiling:
 	// a search then reads the full-text index in place rather than through
 	// a read system call per page, which took about 2 ms off the p95 of
@@ -67,9 +49,7 @@ const (
 	// shared by every reader.
 	DefaultMmapSize = 2 << 30
 	// MaxLimit bounds Query.Limit.
-	MaxLimit = 1000
-	// maxPlannedGroups bounds the distinct words of one query.
-	maxPlannedGroups = 32
+	MaxLimit = lexical.MaxLimit
 )
 
 // SearchOptions tune lexical search. The zero value uses the defaults.
@@ -130,100 +110,27 @@ type plan struct {
 }
 
 // group is one query word with its frequencies.
-type group struct {
-	terms.Group
-	// matches estimates how many chunks match the word; cost is the
-	// postings read to find them; whole is the chunks that hold a compound
-	// identifier whole.
-	matches, cost, whole int64
-}
+type group = lexical.Group
 
 func (s *Store) planQuery(ctx context.Context, groups []terms.Group, tables []string) (plan, error) {
-	// Stop words add only noise to a query that has other words.
-	var content []terms.Group
-	for _, g := range groups {
-		if !g.Stop {
-			content = append(content, g)
-		}
-	}
-	if len(content) > 0 {
-		groups = content
-	}
-	if len(groups) > maxPlannedGroups {
-		groups = slices.Clone(groups)
-		sort.SliceStable(groups, func(i, j int) bool { return len(groups[i].Whole) > len(groups[j].Whole) })
-		groups = groups[:maxPlannedGroups]
-	}
-	var words []string
-	for _, g := range groups {
-		words = append(words, g.Whole)
-		words = append(words, g.Parts...)
-	}
-	df, err := s.docFreqs(ctx, words, tables)
+	lp, err := lexical.PlanQuery(groups, int64(s.opts.Search.MaxPostings), func(words []string) (map[string]int64, error) {
+		return s.docFreqs(ctx, words, tables)
+	})
 	if err != nil {
 		return plan{}, err
 	}
-	var gs []group
-	for _, g := range groups {
-		w := df[g.Whole]
-		matches, cost := w, w
-		if len(g.Parts) > 0 {
-			// The phrase of the parts matches at most as often as its
-			// rarest part, and reading it costs all of their postings.
-			phrase, phraseCost := int64(-1), int64(0)
-			for _, part := range g.Parts {
-				f := df[part]
-				phraseCost += f
-				if phrase < 0 || f < phrase {
-					phrase = f
-				}
-			}
-			if phrase > 0 {
-				matches += phrase
-				cost += phraseCost
-			} else {
-				g.Parts = nil // the phrase cannot match
-			}
-		}
-		if w == 0 && len(g.Parts) == 0 {
-			continue // occurs nowhere
-		}
-		gs = append(gs, group{Group: g, matches: matches, cost: cost, whole: w})
-	}
-	var p plan
-	if len(gs) == 0 {
-		return p, nil
-	}
-	sort.SliceStable(gs, func(i, j int) bool { return gs[i].matches < gs[j].matches })
-	budget := int64(s.opts.Search.MaxPostings)
-	// A compound identifier whose phrase of parts is too costly (its parts
-	// are common words) is still matched whole, if it occurs whole.
-	cheapest := func(g group) int64 {
-		if len(g.Parts) > 0 && g.whole > 0 {
-			return g.whole
-		}
-		return g.cost
-	}
-	p.windowed = cheapest(gs[0]) > budget
-	var keep []string
-	var total int64
-	for i, g := range gs {
-		if !p.windowed && i > 0 && total+g.cost > budget {
-			if len(g.Parts) == 0 || g.whole == 0 || total+g.whole > budget {
-				p.dropped = append(p.dropped, g)
-				continue
-			}
-			g.Parts, g.matches, g.cost = nil, g.whole, g.whole
-		}
-		if !p.windowed && i == 0 && g.cost > budget {
-			g.Parts, g.matches, g.cost = nil, g.whole, g.whole
-		}
-		total += g.cost
-		keep = append(keep, matchGroup(g.Group))
-		p.groups = append(p.groups, g)
+	p := plan{groups: lp.Groups, windowed: lp.Windowed, dropped: lp.Dropped}
+	keep := make([]string, len(p.groups))
+	for i, g := range p.groups {
+		keep[i] = matchGroup(g.Group)
 	}
 	p.match = strings.Join(keep, " OR ")
 	return p, nil
+}
+
+// lexical is the plan as package lexical made it.
+func (p plan) lexical() lexical.Plan {
+	return lexical.Plan{Groups: p.groups, Windowed: p.windowed, Dropped: p.dropped}
 }
 
 // matchGroup renders one word as an FTS5 expression: the whole word, or
@@ -428,7 +335,7 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
-	counter := queryCounter(groups)
+	counter := lexical.Counter(groups)
 	var hits []store.Hit
 	var counted map[int64]map[string]int // term counts by chunk, where known
 	if len(p.dropped) > 0 && !p.windowed {
@@ -462,17 +369,17 @@ func (s *Store) Search(ctx context.Context, q store.Query) ([]store.Hit, error) 
 			counts[i] = counter.Count(hits[i].Chunk.Text)
 		}
 	}
-	coverage(groups, p, hits, counts, total, int64(s.opts.Search.MaxPostings)+1)
+	lexical.Coverage(groups, p.lexical(), hits, counts, total, int64(s.opts.Search.MaxPostings)+1)
 	return hits, nil
 }
 
 // searchRescored ranks more candidates than asked for by the words the
 // plan kept, adds to each the weight of the dropped words it holds
-// (cappedBM25), and reads the best in full. It returns the candidates'
+// (lexical.CappedBM25), and reads the best in full. It returns the candidates'
 // term counts by chunk too.
 func (s *Store) searchRescored(ctx context.Context, tables []string, p plan, f store.Filter, selective bool, limit int,
 	counter *terms.Counter, total int64) ([]store.Hit, map[int64]map[string]int, error) {
-	fetch := min(MaxLimit, max(2*limit, limit+rescoreExtra))
+	fetch := min(MaxLimit, max(2*limit, limit+lexical.RescoreExtra))
 	var cands []candidate
 	for _, table := range tables {
 		more, err := s.rankCandidates(ctx, table, p, f, selective, fetch)
@@ -492,7 +399,7 @@ func (s *Store) searchRescored(ctx context.Context, tables []string, p plan, f s
 	for i := range cands {
 		c := counter.Count(texts[cands[i].rowid])
 		counted[cands[i].rowid] = c
-		cands[i].bm25 -= cappedBM25(c, p.dropped, total)
+		cands[i].bm25 -= lexical.CappedBM25(c, p.dropped, total)
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].bm25 < cands[j].bm25 })
 	// Read the best; more if some are no longer current.
@@ -506,73 +413,6 @@ func (s *Store) searchRescored(ctx context.Context, tables []string, p plan, f s
 		hits, next = append(hits, more...), end
 	}
 	return hits, counted, nil
-}
-
-// rescoreExtra is how many more candidates than asked for are ranked when
-// words were planned out.
-const rescoreExtra = 50
-
-// queryCounter counts the terms of a query's words, whole and by parts, in
-// chunk texts.
-func queryCounter(groups []terms.Group) *terms.Counter {
-	return terms.NewCounter(queryTerms(groups))
-}
-
-// queryTerms returns the index terms of a query's words, whole and by
-// parts.
-func queryTerms(groups []terms.Group) []string {
-	var ts []string
-	for _, g := range groups {
-		ts = append(ts, g.Whole)
-		ts = append(ts, g.Parts...)
-	}
-	return ts
-}
-
-// coverage sets each hit's Coverage: the IDF-weighted share of the query's
-// content words (its stop words, if it has only those) that the chunk
-// holds. Words that occur nowhere count in full against every hit; words
-// the plan dropped as too common count with their capped frequency, a low
-// IDF.
-func coverage(groups []terms.Group, p plan, hits []store.Hit, counts []map[string]int, total, capped int64) {
-	if len(hits) == 0 {
-		return
-	}
-	df := map[string]int64{}
-	for _, g := range p.groups {
-		df[g.Whole] = g.matches
-	}
-	for _, g := range p.dropped {
-		df[g.Whole] = max(g.matches, capped)
-	}
-	var content []terms.Group
-	for _, g := range groups {
-		if !g.Stop {
-			content = append(content, g)
-		}
-	}
-	if len(content) == 0 {
-		content = groups
-	}
-	idf := make([]float64, len(content))
-	var sum float64
-	for i, g := range content {
-		n := min(df[g.Whole], total) // zero: occurs nowhere
-		idf[i] = math.Log(1 + (float64(total)-float64(n)+0.5)/(float64(n)+0.5))
-		sum += idf[i]
-	}
-	if sum == 0 {
-		return
-	}
-	for i := range hits {
-		var got float64
-		for j, g := range content {
-			if g.TF(counts[i]) > 0 {
-				got += idf[j]
-			}
-		}
-		hits[i].Coverage = got / sum
-	}
 }
 
 // restrict returns the SQL that limits FTS rows f to the filter, and its
@@ -642,13 +482,9 @@ func (s *Store) searchWindow(ctx context.Context, table string, p plan, f store.
 	if err != nil {
 		return nil, err
 	}
-	gs := make([]terms.Group, len(p.groups))
-	for i, g := range p.groups {
-		gs[i] = g.Group
-	}
-	counter := queryCounter(gs)
+	counter := lexical.Counter(lexical.TermGroups(p.groups))
 	for i := range cands {
-		cands[i].bm25 = -cappedBM25(counter.Count(texts[cands[i].rowid]), p.groups, total)
+		cands[i].bm25 = -lexical.CappedBM25(counter.Count(texts[cands[i].rowid]), p.groups, total)
 	}
 	// Best first; among equal scores the newest, as cands come newest first.
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].bm25 < cands[j].bm25 })
@@ -674,30 +510,6 @@ func (s *Store) chunkTexts(ctx context.Context, cands []candidate) (map[int64]st
 			return nil
 		})
 	return out, err
-}
-
-// cappedBM25 is BM25 over a chunk's term counts for words whose
-// frequency is known only up to the planner's cap: a word's IDF takes its
-// (capped) count as its frequency, so it is at most this; term frequency
-// saturates as in BM25 (k1 = 1.2); lengths are not normalised, the corpus
-// average not being at hand. A compound identifier counts where it appears
-// whole or as its parts. It scores the newest matches when every word is
-// very common (searchWindow), and rescores candidates with the words the
-// plan dropped (searchRescored): FTS5 ranked them by the rarer words alone,
-// and the common words still say something about which is best.
-func cappedBM25(counts map[string]int, groups []group, chunks int64) float64 {
-	const k1 = 1.2
-	score := 0.0
-	for _, g := range groups {
-		tf := g.TF(counts)
-		if tf == 0 {
-			continue
-		}
-		df := float64(max(g.matches, 1))
-		idf := math.Log(1 + (float64(chunks)-df+0.5)/(df+0.5))
-		score += idf * float64(tf) * (k1 + 1) / (float64(tf) + k1)
-	}
-	return score
 }
 
 // selective reports whether the filter matches few enough occurrences to be

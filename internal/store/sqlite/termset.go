@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/lexical"
 	"github.com/engramhq/engram/internal/terms"
 )
 
@@ -35,7 +36,7 @@ func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (m
 	if err != nil {
 		return nil, fmt.Errorf("coverage of %q: %w", text, err)
 	}
-	wanted := queryTerms(groups)
+	wanted := lexical.Terms(groups)
 	counter := terms.NewCounter(wanted)
 	var (
 		hits   []store.Hit
@@ -73,7 +74,7 @@ func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (m
 			return nil, fmt.Errorf("coverage of %q: %w", text, err)
 		}
 	}
-	coverage(groups, p, hits, counts, total, int64(s.opts.Search.MaxPostings)+1)
+	lexical.Coverage(groups, p.lexical(), hits, counts, total, int64(s.opts.Search.MaxPostings)+1)
 	out := make(map[string]float64, len(hits))
 	for _, h := range hits {
 		out[h.Chunk.EntryID] = h.Coverage
