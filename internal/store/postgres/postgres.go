@@ -91,12 +91,6 @@ type Store struct {
 var ErrPasswordInURL = errors.New("the store's URL carries a password, which a command line shows to every user of the machine: " +
 	"give it in " + PasswordEnv + ", in a file named by " + PasswordFileEnv + ", or in PGPASSWORD or ~/.pgpass")
 
-// errNotYet says a method of the contract is not written yet.
-// TODO: goes when the last method is written (issue 27).
-func errNotYet(method string) error {
-	return fmt.Errorf("postgres: %s is not implemented yet", method)
-}
-
 // osGetenv reads the environment when Options.Getenv is nil.
 var osGetenv = os.Getenv
 
