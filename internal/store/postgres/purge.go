@@ -140,7 +140,7 @@ func (p *purge) ints(q string, args ...any) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	return collectRows(rows, pgx.RowTo[int64])
 }
 
 // strs runs a query of one text column.
@@ -149,7 +149,7 @@ func (p *purge) strs(q string, args ...any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return collectRows(rows, pgx.RowTo[string])
 }
 
 // touch notes tables changed, for Compact.
