@@ -42,10 +42,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/engramhq/engram/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 // MinServerVersion is the oldest PostgreSQL engram runs on (15, Debian

@@ -11,10 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/terms"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
 )
 
 // Writing entries. PutEntries is prepare (validation and the CPU work:

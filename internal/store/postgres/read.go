@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/engramhq/engram/internal/store"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 // collect runs a read of one statement and scans each row with scan. A

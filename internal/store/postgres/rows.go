@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/engramhq/engram/internal/store"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 // Reading rows that several areas of the store share.

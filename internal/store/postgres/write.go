@@ -7,8 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/engramhq/engram/internal/store"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 // PutLinks implements store.Store.
