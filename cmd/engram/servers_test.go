@@ -515,6 +515,123 @@ func TestServers_OneDatabase(t *testing.T) {
 	if len(ctxOut.Items) != next {
 		t.Errorf("the window holds %d messages, the acknowledged turns %d", len(ctxOut.Items), next)
 	}
+
+	measureVisibility(t, token, hc, live)
+}
+
+// measureVisibility measures how long after a write on one server another
+// server's readers see it: an event tail (GET /v1/events?after=) and a
+// conditional read (If-None-Match), each polling in a loop, note when they
+// first see each version; the delay is from the write's answer to that.
+func measureVisibility(t *testing.T, token string, hc *http.Client, live []*server) {
+	const writes = 300
+	w := &peer{token: token, session: "measure", agent: "mw", servers: live, at: 0, hc: hc}
+	var (
+		mu            sync.Mutex
+		acks          = map[uint64]time.Time{}
+		tailSeen      = map[uint64]time.Time{}
+		condSeen      = map[uint64]time.Time{}
+		done          atomic.Bool
+		wg            sync.WaitGroup
+		first         uint64
+		tailN, condN  atomic.Int64
+		tailEr, condE atomic.Int64
+	)
+	var evs struct{ Events []store.ArchiveEvent }
+	tail := &peer{token: token, session: "measure", agent: "mt", servers: live, at: 1, hc: hc}
+	if _, _, err := tail.do("GET", "/v1/events?limit=1", nil, &evs); err != nil {
+		t.Fatal(err)
+	}
+	after := int64(0)
+	if len(evs.Events) > 0 {
+		after = evs.Events[0].Seq
+	}
+	wg.Go(func() {
+		for !done.Load() {
+			var evs struct{ Events []store.ArchiveEvent }
+			if _, _, err := tail.do("GET", fmt.Sprintf("/v1/events?after=%d&limit=1000", after), nil, &evs); err != nil {
+				tailEr.Add(1)
+				continue
+			}
+			tailN.Add(1)
+			now := time.Now()
+			mu.Lock()
+			for _, ev := range evs.Events {
+				after = ev.Seq
+				if ev.Type == "decision_add" {
+					tailSeen[ev.GV] = now
+				}
+			}
+			mu.Unlock()
+		}
+	})
+	wg.Go(func() {
+		cond := &peer{token: token, session: "measure", agent: "mc", servers: live, at: 1, hc: hc}
+		var have uint64
+		for !done.Load() {
+			status, hdr, err := cond.do("GET", "/v1/decisions?limit=1", nil, nil, "If-None-Match", fmt.Sprintf(`"%d-0"`, have))
+			if err != nil && status != http.StatusNotModified {
+				condE.Add(1)
+				continue
+			}
+			condN.Add(1)
+			var gv, sv uint64
+			if _, err := fmt.Sscanf(hdr.Get("ETag"), `"%d-%d"`, &gv, &sv); err != nil {
+				condE.Add(1)
+				continue
+			}
+			now := time.Now()
+			mu.Lock()
+			for v := have + 1; v <= gv && have > 0; v++ {
+				condSeen[v] = now
+			}
+			mu.Unlock()
+			have = gv
+		}
+	})
+	r := rand.New(rand.NewPCG(7, 7))
+	for i := range writes {
+		var out writeOut
+		if _, _, err := w.do("POST", "/v1/decisions", map[string]any{"decision": phrase(r, fmt.Sprintf("measured decision %d", i))}, &out); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		acks[out.GV] = time.Now()
+		if first == 0 {
+			first = out.GV
+		}
+		mu.Unlock()
+		time.Sleep(time.Duration(r.IntN(4)) * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	done.Store(true)
+	wg.Wait()
+	for _, m := range []struct {
+		name   string
+		seen   map[uint64]time.Time
+		polls  *atomic.Int64
+		errors *atomic.Int64
+	}{{"event tail", tailSeen, &tailN, &tailEr}, {"conditional read", condSeen, &condN, &condE}} {
+		var d []time.Duration
+		missed := 0
+		for gv, at := range acks {
+			seen, ok := m.seen[gv]
+			if !ok {
+				missed++
+				continue
+			}
+			d = append(d, max(seen.Sub(at), 0))
+		}
+		if missed > 0 || m.errors.Load() > 0 {
+			t.Errorf("%s: %d of %d writes never seen, %d errors", m.name, missed, len(acks), m.errors.Load())
+		}
+		if len(d) == 0 {
+			continue
+		}
+		slices.Sort(d)
+		t.Logf("%s on another server: %d writes, %d polls; seen after the write's answer: p50 %v, p95 %v, max %v",
+			m.name, len(d), m.polls.Load(), d[len(d)/2], d[len(d)*95/100], d[len(d)-1])
+	}
 }
 
 // sessionBearer adds the token and a session and agent to every request.
