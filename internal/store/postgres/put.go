@@ -641,7 +641,7 @@ func (b *batch) refreshEntry(pk int64) error {
 	if err != nil {
 		return fmt.Errorf("refresh entry %d: %w", pk, err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := collectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		return fmt.Errorf("refresh entry %d: %w", pk, err)
 	}

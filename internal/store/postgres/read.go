@@ -24,7 +24,7 @@ func collect[T any](ctx context.Context, s *Store, q string, args []any, scan pg
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, scan)
+		out, err = collectRows(rows, scan)
 		return err
 	})
 	return out, err

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // Reading rows that several areas of the store share.
@@ -209,4 +210,15 @@ func globRegexp(p string) string {
 	}
 	b.WriteByte('$')
 	return b.String()
+}
+
+// collectRows is pgx.CollectRows, except that no rows is a nil slice, as
+// the SQLite backend returns it (an HTTP answer then says null, not [],
+// whichever backend served it).
+func collectRows[T any](rows pgx.Rows, fn pgx.RowToFunc[T]) ([]T, error) {
+	out, err := pgx.CollectRows(rows, fn)
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, err
 }

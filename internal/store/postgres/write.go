@@ -52,7 +52,7 @@ func mustExist(ctx context.Context, q querier, ids []string) error {
 	if err != nil {
 		return err
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	found, err := collectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return err
 	}
