@@ -81,11 +81,14 @@ var _ store.Store = (*Store)(nil)
 
 // Store is a PostgreSQL store.
 type Store struct {
-	url    string // as given, without a password
-	pool   *pgxpool.Pool
-	log    *slog.Logger
-	search SearchOptions
-	df     dfCache // see search.go
+	url string // as given, without a password
+	// beforeCommit, if set, runs before each write's COMMIT: tests use it
+	// to lose the connection there.
+	beforeCommit func(tx pgx.Tx)
+	pool         *pgxpool.Pool
+	log          *slog.Logger
+	search       SearchOptions
+	df           dfCache // see search.go
 }
 
 // ErrPasswordInURL is returned for a URL that carries a password.
