@@ -29,7 +29,9 @@
 // whole list): sessions, stored entries, file rows, window rows, the
 // archive's lock, then the hot rows (search statistics, versions,
 // counters) last, so that a deadlock, which PostgreSQL breaks and the
-// transaction's retry absorbs, stays rare.
+// transaction's retry absorbs, stays rare. A vector model's row is taken
+// only by PutVectors and DropVectors, first, before its vectors (see
+// vectors.go).
 package postgres
 
 import (
