@@ -18,11 +18,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/internal/bench"
+	"github.com/engramhq/engram/internal/config"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/eval"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
 func (a *app) evalCmd() *cobra.Command {
@@ -34,6 +34,8 @@ func (a *app) evalCmd() *cobra.Command {
 		jsonOut   bool
 		byKind    bool
 		modes     []string
+		pgURL     string
+		keep      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -103,6 +105,13 @@ configured, the re-ranker included.
 --off leaves out search stages (retrieve.off), to measure what each gains
 or costs: run once without and once per stage.
 
+--postgres runs the sets on PostgreSQL instead of SQLite: each store is
+a database of its own, made for the run (engram_eval_SET_STORE_RANDOM) on
+the server of the URL, whose user may create databases (its password, if
+any, from ENGRAM_STORE_PASSWORD, PGPASSWORD or ~/.pgpass as for a store),
+and dropped after it unless --keep-stores. $ENGRAM_EVAL_POSTGRES is its
+default. The output names the backend the sets ran on.
+
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
 project. A benchmark set whose data is missing is reported and skipped. Bad
 input (a queries file or corpus that is missing, empty or malformed, a
@@ -145,12 +154,27 @@ line, before anything is scored.`,
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("postgres") {
+				pgURL = a.getenv(evalPostgresEnv)
+			}
+			if pgURL != "" && !config.IsPostgresURL(pgURL) {
+				return usagef("--postgres: %q is not a postgres:// URL", pgURL)
+			}
+			if r.stores, err = newEvalStores(a, pgURL, keep); err != nil {
+				return err
+			}
 			d, cleanup, err := benchDir(dir)
 			if err != nil {
 				return err
 			}
-			defer cleanup()
-			all := evalResults{Results: []evalRow{}, Economy: []economyRow{}, Confidence: []confidenceRow{}}
+			if keep && dir == "" && pgURL == "" {
+				fmt.Fprintf(a.stderr, "stores kept in %s\n", d)
+			} else {
+				defer cleanup()
+			}
+			backend := r.stores.backend()
+			fmt.Fprintf(a.stderr, "backend: %s\n", backend)
+			all := evalResults{Backend: backend, Results: []evalRow{}, Economy: []economyRow{}, Confidence: []confidenceRow{}}
 			for _, set := range loaded {
 				res, err := a.evalSet(ctx, set, filepath.Join(d, set.Name), r)
 				if err != nil {
@@ -163,6 +187,7 @@ line, before anything is scored.`,
 			if jsonOut {
 				return writeJSON(a.stdout, all)
 			}
+			fmt.Fprintf(a.stdout, "backend: %s\n\n", backend)
 			printEval(a, all.Results, byKind)
 			printChecks(a, all.Results)
 			printEconomy(a, all.Economy)
@@ -178,6 +203,8 @@ line, before anything is scored.`,
 	f.StringVar(&r.queries, "queries", "", "your own set: a JSON Lines file of queries with their relevant files (needs --corpus)")
 	f.StringVar(&r.corpus, "corpus", "", "your own set: the repository the --queries are asked of, indexed whole")
 	f.StringVar(&dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
+	f.StringVar(&pgURL, "postgres", "", "run the sets on PostgreSQL: the URL of a user who may create databases, each store a database of its own (default $"+evalPostgresEnv+")")
+	f.BoolVar(&keep, "keep-stores", false, "keep the stores after the run: the temporary directory, or the PostgreSQL databases")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.BoolVar(&byKind, "by-kind", false, "also print recall@10 by question kind")
 	f.StringSliceVar(&modes, "mode", []string{"lexical", "vector", "hybrid", "bm25"}, "retrieval modes to score: lexical, vector, hybrid, hybrid:FUSION:LEXICAL:VECTOR, rerank, bm25 (the baseline)")
@@ -203,6 +230,8 @@ type evalRun struct {
 	confidence      bool
 	// off names search stages left out (retrieve.Options.Off).
 	off []string
+	// stores makes the stores, in the backend the run is on.
+	stores *evalStores
 }
 
 // loadEvalSets loads the user's set, or the named benchmark sets (a
@@ -351,6 +380,8 @@ func positive(ns []int) []int {
 
 // evalResults are what engram eval measures on the sets.
 type evalResults struct {
+	// Backend is the store backend the sets ran on: sqlite or postgres.
+	Backend    string          `json:"backend"`
 	Results    []evalRow       `json:"results"`
 	Economy    []economyRow    `json:"economy"`
 	Confidence []confidenceRow `json:"confidence"`
@@ -376,10 +407,10 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 		return out, err
 	}
 	corpora := map[string]*evalCorpus{}
-	var stores []*sqlite.Store
+	var closers []func() error
 	defer func() {
-		for _, s := range stores {
-			_ = s.Close()
+		for _, c := range closers {
+			err = errors.Join(err, c())
 		}
 	}()
 	start := time.Now()
@@ -393,11 +424,11 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		st, err := sqlite.Open(ctx, filepath.Join(dir, name+".db"), sqlite.Options{Logger: a.log, Search: a.searchOptions()})
+		st, closeStore, err := r.stores.open(ctx, dir, set.Name, name)
 		if err != nil {
 			return out, err
 		}
-		stores = append(stores, st)
+		closers = append(closers, closeStore)
 		opts := a.engineOptions()
 		opts.KeepSecrets = true // the sets are public data: store them as they are
 		// Quality is measured on complete answers: a search that hits the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/eval"
 	"github.com/engramhq/engram/internal/retrieve"
-	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
 // economyRow is the token economy of pre-fetch on a conversation set at
@@ -254,11 +252,15 @@ func (a *app) negativeStores(ctx context.Context, set *eval.Set, engines map[str
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(dir, names[0]+".db"), sqlite.Options{Logger: a.log, Search: a.searchOptions()})
+	st, closeSt, err := r.stores.open(ctx, dir, set.Name+"-negatives", names[0])
 	if err != nil {
 		return nil, nil, err
 	}
-	closeStore := func() { _ = st.Close() }
+	closeStore := func() {
+		if err := closeSt(); err != nil {
+			fmt.Fprintf(a.stderr, "%s: negatives: %v\n", set.Name, err)
+		}
+	}
 	opts := a.engineOptions()
 	opts.KeepSecrets = true
 	opts.Retrieve.Deadline = evalDeadline

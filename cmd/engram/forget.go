@@ -251,7 +251,13 @@ func (a *app) printAfter(audit int64, compacted, dry bool) {
 	if audit > 0 {
 		fmt.Fprintf(a.stdout, "audit record %d (engram audit)\n", audit)
 	}
-	if !compacted {
+	switch {
+	case compacted:
+	case a.cfg.Store.Postgres():
+		// VACUUM ran on the tables (see internal/store/postgres purge.go);
+		// the rest is the database's, and no run of engram reaches it.
+		fmt.Fprintln(a.stderr, "note: PostgreSQL may keep the removed bytes in freed pages until they are reused, and keeps them in its write-ahead log, replicas and backups: engram cannot reach those")
+	default:
 		fmt.Fprintln(a.stderr, "note: the store's files may still hold removed bytes: its full-text indexes were not rewritten, or another engram process kept its log in use; run engram forget or redact again later to compact")
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/rerank"
 	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store/postgres"
 	"github.com/engramhq/engram/internal/store/sqlite"
 )
 
@@ -271,6 +272,17 @@ func (a *app) searchOptions() sqlite.SearchOptions {
 		MetaWeight:    a.cfg.Search.MetaWeight,
 		ContextWeight: a.cfg.Search.ContextWeight,
 		MmapSize:      a.cfg.Search.MmapSize,
+	}
+}
+
+// pgSearchOptions are the configured search settings, for a store in
+// PostgreSQL (which maps no file).
+func (a *app) pgSearchOptions() postgres.SearchOptions {
+	return postgres.SearchOptions{
+		MaxPostings:   a.cfg.Search.MaxPostings,
+		Window:        a.cfg.Search.Window,
+		MetaWeight:    a.cfg.Search.MetaWeight,
+		ContextWeight: a.cfg.Search.ContextWeight,
 	}
 }
 

@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/engramhq/engram/internal/config"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/postgres"
 	"github.com/engramhq/engram/internal/store/sqlite"
 	"github.com/engramhq/engram/internal/store/storecopy"
-	"github.com/spf13/cobra"
 )
 
 // cliStore is a store as the command line opens it: either backend.
@@ -28,7 +29,7 @@ type cliStore interface {
 // build's schema as it opens.
 func (a *app) openStore(ctx context.Context, where string) (cliStore, error) {
 	if config.IsPostgresURL(where) {
-		return postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv})
+		return postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv, Search: a.pgSearchOptions()})
 	}
 	return sqlite.Open(ctx, where, sqlite.Options{Logger: a.log, Search: a.searchOptions()})
 }
@@ -69,7 +70,7 @@ func (a *app) migrate(ctx context.Context, check bool) error {
 		if err != nil {
 			return err
 		}
-		defer st.Close()
+		defer func() { _ = st.Close() }() // read or migrated: nothing is left to write
 		have, err := st.Version(ctx)
 		if err != nil {
 			return err
@@ -181,17 +182,17 @@ func (a *app) openCopyStore(ctx context.Context, where string, create bool) (cop
 	return sqlite.Open(ctx, abs, sqlite.Options{Logger: a.log})
 }
 
-func (a *app) storeCopy(ctx context.Context, from, to string) error {
+func (a *app) storeCopy(ctx context.Context, from, to string) (err error) {
 	src, err := a.openCopyStore(ctx, from, false)
 	if err != nil {
 		return fmt.Errorf("from: %w", err)
 	}
-	defer src.Close()
+	defer func() { err = errors.Join(err, src.Close()) }()
 	dst, err := a.openCopyStore(ctx, to, true)
 	if err != nil {
 		return fmt.Errorf("to: %w", err)
 	}
-	defer dst.Close()
+	defer func() { err = errors.Join(err, dst.Close()) }()
 	fmt.Fprintf(a.stderr, "copying %s to %s\n", src.Describe(), dst.Describe())
 	start := time.Now()
 	report, err := storecopy.Copy(ctx, src, dst, func(table string, rows int64, took time.Duration) {

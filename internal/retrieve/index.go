@@ -25,7 +25,6 @@ type Index struct {
 	ids  []int64
 	vecs []float32
 	pos  map[int64]int // ID -> position, to replace a vector
-	last int64         // the largest ID added, for loading in pages
 }
 
 // NewIndex returns an empty index of vectors of dim dimensions.
@@ -43,13 +42,6 @@ func (x *Index) Len() int {
 	return len(x.ids)
 }
 
-// Last returns the largest ID added, or 0.
-func (x *Index) Last() int64 {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.last
-}
-
 // Add adds or replaces the vector of id. A vector of the wrong dimension is
 // ignored.
 func (x *Index) Add(id int64, v []float32) {
@@ -65,7 +57,6 @@ func (x *Index) Add(id int64, v []float32) {
 	x.pos[id] = len(x.ids)
 	x.ids = append(x.ids, id)
 	x.vecs = append(x.vecs, v...)
-	x.last = max(x.last, id)
 }
 
 // minHeap keeps the k best results seen, the worst on top.

@@ -11,10 +11,19 @@ import (
 
 // vectorSet is the in-memory index of one model's vectors, loaded from the
 // store and brought up to date before each search.
+//
+// It follows the store's write order (ChunkVector.Seq), not chunk IDs:
+// other processes embed too, on SQLite and on a PostgreSQL database
+// shared by several servers, and a vector may be written for a chunk
+// below the highest one loaded, or replace one loaded already. Each sync
+// asks for what was written after the last vector it read, and Index.Add
+// replaces a chunk's vector in place.
 type vectorSet struct {
-	model  string
-	mu     sync.Mutex // serialises loading
-	index  *Index
+	model string
+	mu    sync.Mutex // serialises loading; guards index and seq
+	index *Index
+	// seq is the Seq of the last vector loaded: the store's write cursor.
+	seq    int64
 	loaded atomic.Bool // a first load completed
 }
 
@@ -23,6 +32,7 @@ func (v *vectorSet) reset() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.index = nil
+	v.seq = 0
 	v.loaded.Store(false)
 }
 
@@ -31,12 +41,8 @@ func (v *vectorSet) reset() {
 func (v *vectorSet) sync(ctx context.Context, st store.Store) (*Index, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	var last int64
-	if v.index != nil {
-		last = v.index.Last()
-	}
 	for {
-		page, err := st.Vectors(ctx, v.model, last, vectorPage)
+		page, err := st.Vectors(ctx, v.model, v.seq, vectorPage)
 		if err != nil {
 			return v.index, fmt.Errorf("load vectors: %w", err)
 		}
@@ -45,7 +51,7 @@ func (v *vectorSet) sync(ctx context.Context, st store.Store) (*Index, error) {
 				v.index = NewIndex(len(c.Vector))
 			}
 			v.index.Add(c.ID, c.Vector)
-			last = c.ID
+			v.seq = c.Seq
 		}
 		if len(page) < vectorPage {
 			v.loaded.Store(true)

@@ -180,8 +180,17 @@ type Store interface {
 	// PutVectors stores vectors of chunks under model, all of dimension
 	// dim, replacing any a chunk had under it.
 	PutVectors(ctx context.Context, model string, dim int, vecs []ChunkVector) error
-	// Vectors returns up to limit vectors under model after the chunk ID
-	// after, in ID order: for loading an index.
+	// Vectors returns up to limit vectors under model whose Seq is
+	// greater than after, in Seq order: for loading an index and keeping
+	// it up to date. Every write of a vector (a new one or a replacement)
+	// gives it a Seq greater than that of every vector of the model
+	// written before, and Seqs increase in commit order, so a reader that
+	// passes the greatest Seq it has read (0 at first) as after sees every
+	// write committed since, whatever its chunk ID, however many
+	// processes write. A write is numbered after the vectors the model
+	// holds, so the Seqs of vectors a purge removed may be given again,
+	// and after DropVectors a model's vectors are numbered from 1 again:
+	// a reader starts again from 0 after either (see Purges).
 	Vectors(ctx context.Context, model string, after int64, limit int) ([]ChunkVector, error)
 	// DropVectors deletes every vector under model.
 	DropVectors(ctx context.Context, model string) error

@@ -679,6 +679,9 @@ type ChunkText struct {
 type ChunkVector struct {
 	ID     int64
 	Vector []float32
+	// Seq is the vector's place in the order its model's vectors were
+	// written: set by the store on read (Vectors), ignored on write.
+	Seq int64
 }
 
 // VectorStats says how much of the store a model has embedded.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +65,10 @@ func (m *Manager) keepLayout(key store.WindowKey, lo *laidOut) {
 // errStale says that another process changed the window between reading
 // its layout and writing: the append reads it again and retries.
 var errStale = errors.New("window changed meanwhile")
+
+// maxAttempts bounds the attempts of a change to a laid-out window that
+// other servers keep changing.
+const maxAttempts = 16
 
 // lock holds the window's lock until the function it returns is called:
 // the changes to a window and the reads of its layout that one Manager
@@ -241,11 +246,28 @@ var errRelay = errors.New("the window's references are not its layout's")
 // ledger had to be laid out anew first (which it does). Otherwise it
 // returns err.
 func (m *Manager) retry(ctx context.Context, key store.WindowKey, s Settings, err error, attempt int) (bool, error) {
-	if attempt >= 8 {
+	if attempt >= maxAttempts {
+		if errors.Is(err, errStale) {
+			// Not the caller's fault nor the server's: a conflict, which
+			// the caller may try again (HTTP 409).
+			return false, &store.ConflictError{What: "window " + key.String(), Msg: "other servers kept changing it meanwhile; try again"}
+		}
 		return false, err
 	}
 	switch {
 	case errors.Is(err, errStale):
+		// Another server's Manager changed the window meanwhile. Its
+		// next change may be under way already, and with its layout
+		// cached it is faster than this one, which rebuilds its layout
+		// from the ledger: without a pause, two servers appending to one
+		// window at once starve the slower (the multi-server test of
+		// cmd/engram saw 9 attempts in a row fail). A pause of a random
+		// few milliseconds, longer each attempt, lets it through.
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(rand.N(time.Duration(attempt+1) * 4 * time.Millisecond)):
+		}
 		return true, nil
 	case errors.Is(err, errRelay):
 		if err := m.relay(ctx, key, s); err != nil && !errors.Is(err, errStale) {

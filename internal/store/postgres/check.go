@@ -10,8 +10,9 @@ import (
 )
 
 // IntegrityCheck verifies what PostgreSQL itself does not: that the
-// totals engram keeps agree with the rows they count, and that every
-// chunk lies within its entry's content. (PostgreSQL checks its own pages
+// totals engram keeps agree with the rows they count, that every chunk
+// lies within its entry's content, and that the full-text index holds
+// every chunk in its place and nothing else. (PostgreSQL checks its own pages
 // and constraints; amcheck, where installed, checks its indexes.) It
 // reads one snapshot of the store and names every problem it finds.
 func (s *Store) IntegrityCheck(ctx context.Context) error {
@@ -43,6 +44,26 @@ func (s *Store) IntegrityCheck(ctx context.Context) error {
 		}
 		if bad > 0 {
 			problems = append(problems, fmt.Sprintf("%d chunks lie outside their entry's content", bad))
+		}
+		// The full-text index: every chunk is a document of its entry's
+		// space, nothing else is, and the statistics add up.
+		for _, c := range []struct{ what, count string }{
+			{"chunks missing from the full-text index", `SELECT count(*) FROM chunks c JOIN entries e ON e.pk = c.entry
+				WHERE NOT EXISTS (SELECT 1 FROM fts_docs d WHERE d.space = e.fts AND d.doc = c.id)`},
+			{"full-text documents of no chunk", `SELECT count(*) FROM fts_docs d WHERE d.space IN (1, 2)
+				AND NOT EXISTS (SELECT 1 FROM chunks c JOIN entries e ON e.pk = c.entry WHERE c.id = d.doc AND e.fts = d.space)`},
+			{"full-text documents of no archive record", `SELECT count(*) FROM fts_docs d WHERE d.space = 3
+				AND NOT EXISTS (SELECT 1 FROM arch_records r WHERE r.seq = d.doc)`},
+			{"full-text spaces whose statistics do not add up", `SELECT count(*) FROM fts_stats s
+				LEFT JOIN (SELECT space, count(*) AS docs, sum(len) AS len FROM fts_docs GROUP BY space) d ON d.space = s.space
+				WHERE s.docs <> coalesce(d.docs, 0) OR s.len <> coalesce(d.len, 0)`},
+		} {
+			if err := tx.QueryRow(ctx, c.count).Scan(&bad); err != nil {
+				return fmt.Errorf("%s: %w", c.what, err)
+			}
+			if bad > 0 {
+				problems = append(problems, fmt.Sprintf("%d %s", bad, c.what))
+			}
 		}
 		return nil
 	})

@@ -45,7 +45,7 @@ func (b *batch) contextOf(pk int64, size int, session string, turn int) (string,
 	if err != nil {
 		return "", fmt.Errorf("context: %w", err)
 	}
-	prevs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (p prevEntry, err error) {
+	prevs, err := collectRows(rows, func(r pgx.CollectableRow) (p prevEntry, err error) {
 		return p, r.Scan(&p.pk, &p.size)
 	})
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/engramhq/engram/internal/store/storetest"
 )
 
-// openStore opens a store on a database of its own, closed when the test
-// ends.
+// openStore opens a store on a database of its own, checked and closed
+// when the test ends.
 func openStore(t testing.TB) *postgres.Store {
 	t.Helper()
 	s, err := postgres.Open(context.Background(), database(t), postgres.Options{})
@@ -18,6 +18,9 @@ func openStore(t testing.TB) *postgres.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if err := s.IntegrityCheck(context.Background()); err != nil {
+			t.Error(err)
+		}
 		if err := s.Close(); err != nil {
 			t.Error(err)
 		}

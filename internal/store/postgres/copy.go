@@ -203,7 +203,7 @@ func reindex(ctx context.Context, tx pgx.Tx) error {
 		pk    int64
 		space int16
 	}
-	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (entry, error) {
+	entries, err := collectRows(rows, func(row pgx.CollectableRow) (entry, error) {
 		var e entry
 		return e, row.Scan(&e.pk, &e.space)
 	})

@@ -162,7 +162,7 @@ func TestPutEntries_Contexts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	ctx := context.Background()
 	mk := func(session string, turn int, typ store.ContentType, text string) store.Entry {
 		e := storetest.Entry(session, "a", typ, text)
@@ -213,7 +213,7 @@ func TestPutEntries_Contexts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer conn.Close(ctx)
+			defer func() { _ = conn.Close(ctx) }()
 			for i, e := range batch {
 				var text string
 				err := conn.QueryRow(ctx, `SELECT c.text FROM contexts c JOIN entries e ON e.pk = c.entry WHERE e.id = $1`,

@@ -292,7 +292,7 @@ func (fb *fileBatch) chunkIDs(pk int64) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	return collectRows(rows, pgx.RowTo[int64])
 }
 
 // entryDocs makes the documents of an entry's chunks, words the meta's

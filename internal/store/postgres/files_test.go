@@ -23,7 +23,7 @@ func TestPutFiles_TwoServers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { s.Close() })
+		t.Cleanup(func() { _ = s.Close() })
 		servers[i] = s
 	}
 	paths := []string{"a.go", "b.go", "c.go"}

@@ -202,19 +202,14 @@ func (p *purge) lockSessions(ids []string) error {
 }
 
 // dropSnapshots deletes the window snapshots that cond (on
-// window_snapshots) selects, and the bodies no snapshot left refers to,
-// and returns how many snapshots went.
+// window_snapshots) selects, and the bodies no snapshot left refers to
+// (see snapshot.go), and returns how many snapshots went.
 func (p *purge) dropSnapshots(cond string, args ...any) (int64, error) {
-	hashes, err := p.strs(`DELETE FROM window_snapshots WHERE `+cond+` RETURNING hash`, args...)
-	if err != nil || len(hashes) == 0 {
-		return 0, err
+	n, err := dropSnapshots(p.ctx, p.tx, cond, args...)
+	if n > 0 {
+		p.touch("window_snapshots", "snapshot_bodies")
 	}
-	if _, err := p.exec(`DELETE FROM snapshot_bodies b WHERE b.hash = ANY($1)
-		AND NOT EXISTS (SELECT 1 FROM window_snapshots s WHERE s.hash = b.hash)`, unique(hashes)); err != nil {
-		return 0, err
-	}
-	p.touch("window_snapshots", "snapshot_bodies")
-	return int64(len(hashes)), nil
+	return n, err
 }
 
 // forgetEntry removes an entry with all its occurrences. An old version of

@@ -2,16 +2,13 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"math"
-	"net/url"
-	"os"
 	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engramhq/engram/internal/store/postgres/pgtest"
 	"github.com/engramhq/engram/internal/terms"
 )
 
@@ -19,40 +16,11 @@ import (
 // test ends.
 func openInternal(t *testing.T) *Store {
 	t.Helper()
-	admin := os.Getenv("ENGRAM_TEST_POSTGRES")
-	if admin == "" {
-		t.Skip("ENGRAM_TEST_POSTGRES names no PostgreSQL server")
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
+	s, err := Open(context.Background(), pgtest.Database(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = conn.Close(ctx) }()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "engram_test_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(admin)
-	u.Path = "/" + name
-	s, err := Open(ctx, u.String(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = s.Close()
-		c, err := pgx.Connect(context.Background(), admin)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer func() { _ = c.Close(context.Background()) }()
-		if _, err := c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Error(err)
-		}
-	})
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 

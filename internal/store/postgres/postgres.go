@@ -1,13 +1,37 @@
-// Package postgres is the beginning of engram's second store backend:
-// one PostgreSQL database that several engram servers share (issue 27).
+// Package postgres is engram's second store backend: one PostgreSQL
+// database (13 or later) that several engram servers share. It implements
+// the whole store contract (internal/store) and passes the contract suite
+// (storetest) as the SQLite backend does; what differs is built for
+// several processes on several machines writing at once.
 //
-// As built so far: connecting (Open), the rules for where the password
-// comes from, the server's version check, and forward-only migrations
-// applied under an advisory lock, so that two servers starting at once
-// cannot both migrate, with a database migrated by a newer engram
-// refused. The store contract itself (internal/store: entries, search,
-// windows, the archivalist) is not implemented yet, and nothing in the
-// command line selects this backend.
+// Where to read what:
+//
+//   - postgres.go: Open, where the password comes from (never the URL),
+//     the server's version, migrations under an advisory lock.
+//   - tx.go: transactions, and which failures are retried (only those that
+//     say nothing was committed).
+//   - schema.go and each area's schema const: the SQLite schema's meaning,
+//     table for table.
+//   - put.go, context.go, read.go, write.go: entries, their occurrences,
+//     chunks, contexts; sessions locked so turns and msg_ids are decided
+//     one writer at a time.
+//   - fts.go, fts_bm25.go, search.go: the full-text index as postings
+//     engram keeps, and BM25 computed as SQLite's FTS5 does.
+//   - files.go, files_batch.go, vectors.go: the file index and vectors.
+//   - window.go, snapshot.go: context windows, locked per window.
+//   - archive.go: the archivalist's records, in commit order under one
+//     advisory lock.
+//   - purge.go, forget.go, redact.go, retain.go: the operator's removals.
+//   - copy.go: this side of engram store copy; check.go: IntegrityCheck;
+//     admin.go: databases made for eval and bench runs.
+//
+// Locks are always taken in one order (see purge.go's comment for the
+// whole list): sessions, stored entries, file rows, window rows, the
+// archive's lock, then the hot rows (search statistics, versions,
+// counters) last, so that a deadlock, which PostgreSQL breaks and the
+// transaction's retry absorbs, stays rare. A vector model's row is taken
+// only by PutVectors and DropVectors, first, before its vectors (see
+// vectors.go).
 package postgres
 
 import (
@@ -20,10 +44,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/engramhq/engram/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 // MinServerVersion is the oldest PostgreSQL engram runs on (15, Debian
@@ -58,22 +83,19 @@ var _ store.Store = (*Store)(nil)
 
 // Store is a PostgreSQL store.
 type Store struct {
-	url    string // as given, without a password
-	pool   *pgxpool.Pool
-	log    *slog.Logger
-	search SearchOptions
-	df     dfCache // see search.go
+	url string // as given, without a password
+	// beforeCommit, if set, runs before each write's COMMIT: tests use it
+	// to lose the connection there.
+	beforeCommit func(tx pgx.Tx)
+	pool         *pgxpool.Pool
+	log          *slog.Logger
+	search       SearchOptions
+	df           dfCache // see search.go
 }
 
 // ErrPasswordInURL is returned for a URL that carries a password.
 var ErrPasswordInURL = errors.New("the store's URL carries a password, which a command line shows to every user of the machine: " +
 	"give it in " + PasswordEnv + ", in a file named by " + PasswordFileEnv + ", or in PGPASSWORD or ~/.pgpass")
-
-// errNotYet says a method of the contract is not written yet.
-// TODO: goes when the last method is written (issue 27).
-func errNotYet(method string) error {
-	return fmt.Errorf("postgres: %s is not implemented yet", method)
-}
 
 // osGetenv reads the environment when Options.Getenv is nil.
 var osGetenv = os.Getenv

@@ -16,25 +16,33 @@ import (
 )
 
 // Forgetting, redaction and retention (see store.PurgeStore). A purge is
-// one transaction, all or nothing, while other servers go on writing; it
-// takes its locks in the order ordinary writes take theirs, so that the
-// two wait for each other rather than deadlock:
+// one transaction, all or nothing, at READ COMMITTED, while other servers
+// go on writing. It takes its locks in the order ordinary writes take
+// theirs, so that the two wait for each other rather than deadlock:
 //
-//   - rows it removes or rewrites are locked before it decides anything
-//     from them: an entry (FOR UPDATE) before it asks whether anything
-//     still refers to it, so that a writer adding an occurrence of it
-//     either commits first, and is seen, or waits for the purge (its
-//     foreign key check wants the row); chunks before their vectors;
-//     a window's head before its ledger, as an append takes them;
+//   - the rows of the sessions it changes first (FOR UPDATE, in ID
+//     order), as PutEntries and a window's append lock the sessions they
+//     write to: a writer to a session being forgotten waits for the purge,
+//     then finds the session gone and starts it anew;
+//   - rows it removes are locked before it decides anything from them: an
+//     entry (FOR UPDATE) before it asks whether anything still refers to
+//     it, so that a writer adding an occurrence or a file version of it
+//     (which locks it FOR KEY SHARE, as its foreign key check does)
+//     either committed first, and is seen, or waits for the purge and
+//     then stores the content anew; chunks before their vectors and
+//     access counts; a window's head before its ledger, as an append
+//     takes them; snapshot bodies as snapshot.go says;
 //   - the archive's advisory lock (archiveLock) before any archive row,
-//     as ArchiveWrite takes it, so that the archive's versions and events
-//     stay in commit order;
-//   - the archive's versions, then the counters, in name order, last.
+//     as ArchiveWrite takes it, so that the archive's versions, records
+//     and events stay in commit order;
+//   - the full-text statistics (indexDocs, unindexDocs), then the
+//     archive's versions, then the counters, in name order, last.
 //
-// A writer that refers to a row the purge removed after the purge read
-// it (a vector for a chunk being removed, say) makes the purge fail on a
-// foreign key; runPurge then runs it again, from the start, and the new
-// row is seen and removed with the rest.
+// A deadlock that remains (a writer that locks in another order) is
+// broken by PostgreSQL and retried by s.write. A writer that refers to a
+// row without locking it could still make the purge fail on a foreign
+// key; runPurge then runs it again from the start, and the new row is
+// seen and removed with the rest.
 //
 // Every committed purge bumps the counter purges (Purges) and the
 // archive's global version in its own transaction: the caches of other
@@ -132,7 +140,7 @@ func (p *purge) ints(q string, args ...any) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	return collectRows(rows, pgx.RowTo[int64])
 }
 
 // strs runs a query of one text column.
@@ -141,7 +149,7 @@ func (p *purge) strs(q string, args ...any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return collectRows(rows, pgx.RowTo[string])
 }
 
 // touch notes tables changed, for Compact.

@@ -24,7 +24,7 @@ func TestForget_WhileWriting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { s.Close() })
+		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
 	purger, writers := open(), []*postgres.Store{open(), open()}

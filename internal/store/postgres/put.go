@@ -11,10 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/terms"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/terms"
 )
 
 // Writing entries. PutEntries is prepare (validation and the CPU work:
@@ -641,7 +642,7 @@ func (b *batch) refreshEntry(pk int64) error {
 	if err != nil {
 		return fmt.Errorf("refresh entry %d: %w", pk, err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := collectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		return fmt.Errorf("refresh entry %d: %w", pk, err)
 	}

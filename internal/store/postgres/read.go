@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/engramhq/engram/internal/store"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 // collect runs a read of one statement and scans each row with scan. A
@@ -24,7 +25,7 @@ func collect[T any](ctx context.Context, s *Store, q string, args []any, scan pg
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, scan)
+		out, err = collectRows(rows, scan)
 		return err
 	})
 	return out, err

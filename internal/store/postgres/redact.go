@@ -614,7 +614,7 @@ func (r *redaction) records() error {
 	if err != nil {
 		return err
 	}
-	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.ArchiveRecord, error) { return scanArchRecord(row) })
+	recs, err := collectRows(rows, func(row pgx.CollectableRow) (store.ArchiveRecord, error) { return scanArchRecord(row) })
 	if err != nil {
 		return err
 	}

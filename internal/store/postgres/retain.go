@@ -146,7 +146,7 @@ func (s *Store) sessionsByActivity(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		out, err = collectRows(rows, pgx.RowTo[string])
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/engramhq/engram/internal/store"
 )
 
@@ -209,4 +211,15 @@ func globRegexp(p string) string {
 	}
 	b.WriteByte('$')
 	return b.String()
+}
+
+// collectRows is pgx.CollectRows, except that no rows is a nil slice, as
+// the SQLite backend returns it (an HTTP answer then says null, not [],
+// whichever backend served it).
+func collectRows[T any](rows pgx.Rows, fn pgx.RowToFunc[T]) ([]T, error) {
+	out, err := pgx.CollectRows(rows, fn)
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, err
 }

@@ -87,7 +87,7 @@ func (s *Store) PutSnapshot(ctx context.Context, snap store.WindowSnapshot, keep
 			if err != nil {
 				return err
 			}
-			if drop, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			if drop, err = collectRows(rows, pgx.RowTo[string]); err != nil {
 				return err
 			}
 		}
@@ -171,7 +171,7 @@ func dropSnapshots(ctx context.Context, tx pgx.Tx, cond string, args ...any) (in
 	if err != nil {
 		return 0, err
 	}
-	hashes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	hashes, err := collectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return 0, err
 	}
@@ -231,7 +231,7 @@ func (s *Store) Snapshots(ctx context.Context, key store.WindowKey, limit int) (
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.WindowSnapshot, error) {
+		out, err = collectRows(rows, func(row pgx.CollectableRow) (store.WindowSnapshot, error) {
 			var size int
 			snap, err := scanSnapshot(row, &size)
 			snap.Size = size
@@ -264,7 +264,7 @@ func (s *Store) Snapshot(ctx context.Context, key store.WindowKey, hash string) 
 		if err != nil {
 			return err
 		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		found, err := collectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return err
 		}

@@ -6,25 +6,35 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// How transactions survive a busy, shared database. Every write runs in
-// one transaction (write); two kinds of failure are retried, with the
-// whole transaction run again from the start, because both mean that
-// nothing of it was committed:
+// How transactions survive a busy, shared database, and a lost
+// connection. Every write runs in one transaction (write). A transaction
+// is run again from the start, when its failure says that nothing of it
+// was committed:
 //
 //   - a serialization failure (40001) or a deadlock (40P01): PostgreSQL
 //     chose this transaction to give way to another;
-//   - a connection that failed before COMMIT was sent (pgconn.SafeToRetry),
-//     such as a server restarting or a pooled connection gone stale.
+//   - a connection lost before COMMIT was sent: at BEGIN (a pooled
+//     connection gone stale, a server restarting), or in the middle of the
+//     transaction (the server terminated the backend: 57P01, the network
+//     dropped it). A transaction whose connection is gone is aborted on
+//     the server; nothing of it is left;
+//   - a COMMIT the server answered with an error (it did not commit).
 //
-// An error during COMMIT itself is never retried: the server may have
-// committed, and running the transaction again could write it twice. It
-// reaches the caller, who was not told the write succeeded.
+// A COMMIT that got no answer is never run again: the server may have
+// committed, and running the transaction again could write it twice (an
+// entry's occurrences are not idempotent). That error reaches the caller,
+// who was not told the write succeeded, and says so ("commit: ... the
+// write may or may not have been stored"). pgconn.SafeToRetry is not
+// trusted there: pgx 5.12 reports a connection cut after COMMIT was sent
+// as "conn closed", which it calls safe to retry (the cutter of
+// tx_internal_test.go sends COMMIT on, holds the answer back and cuts).
 
 // maxAttempts bounds the runs of one transaction.
 const maxAttempts = 8
@@ -32,12 +42,30 @@ const maxAttempts = 8
 // retryable reports whether err says the transaction was not committed
 // and may run again.
 func retryable(err error) bool {
+	var lost connLost
+	if errors.As(err, &lost) {
+		return true
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return pe.Code == "40001" || pe.Code == "40P01"
+		switch {
+		case pe.Code == "40001", pe.Code == "40P01": // serialization, deadlock
+			return true
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // shutdown, crash, starting up
+			return true
+		}
+		return false
 	}
 	return pgconn.SafeToRetry(err)
 }
+
+// connLost marks an error of a transaction whose connection was lost
+// before COMMIT: the server aborted it.
+type connLost struct{ err error }
+
+func (c connLost) Error() string { return "connection lost: " + c.err.Error() }
+func (c connLost) Unwrap() error { return c.err }
 
 // errCode returns the SQLSTATE of a PostgreSQL error, or "".
 func errCode(err error) string {
@@ -54,7 +82,9 @@ func uniqueViolation(err error) bool { return errCode(err) == "23505" }
 // committing marks an error of COMMIT itself, which is never retried.
 type committing struct{ err error }
 
-func (c committing) Error() string { return "commit: " + c.err.Error() }
+func (c committing) Error() string {
+	return "commit: " + c.err.Error() + " (the connection was lost during COMMIT: the write may or may not have been stored)"
+}
 func (c committing) Unwrap() error { return c.err }
 
 // write runs fn in a read-write transaction, running it again while it
@@ -78,9 +108,20 @@ func (s *Store) runTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx
 		return err
 	}
 	if err := fn(tx); err != nil {
+		if tx.Conn().IsClosed() && ctx.Err() == nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx)) // releases the dead connection
+			return connLost{err}
+		}
 		return errors.Join(err, tx.Rollback(context.WithoutCancel(ctx)))
 	}
+	if s.beforeCommit != nil && opts.AccessMode != pgx.ReadOnly {
+		s.beforeCommit(tx)
+	}
 	if err := tx.Commit(ctx); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return err // the server answered: it did not commit
+		}
 		return committing{err}
 	}
 	return nil

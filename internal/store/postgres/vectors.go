@@ -37,13 +37,17 @@ CREATE TABLE vector_models (
 
 -- vectors hold one vector per chunk and model, as little-endian float32
 -- (searched exactly, in engram, as on SQLite; where pgvector exists an
--- index column can be added beside vec: see vectors.go).
+-- index column can be added beside vec: see vectors.go). seq numbers a
+-- model's vectors in the order they were written, in commit order (see
+-- PutVectors): Vectors lists them by it.
 CREATE TABLE vectors (
 	model integer NOT NULL REFERENCES vector_models (id),
 	chunk bigint NOT NULL REFERENCES chunks (id),
 	vec   bytea NOT NULL,
+	seq   bigint NOT NULL,
 	PRIMARY KEY (model, chunk)
 );
+CREATE UNIQUE INDEX vectors_seq ON vectors (model, seq);
 `
 
 func encodeVector(v []float32) []byte {
@@ -156,12 +160,36 @@ func cutChunks(ctx context.Context, q querier, chunks []store.ChunkText, spans [
 
 // PutVectors implements store.Store.
 //
-// Several servers may embed at once. A model is made by the first that
-// needs it (INSERT ... ON CONFLICT DO NOTHING, then read back), and every
-// writer holds its row FOR SHARE until it commits, so that DropVectors,
-// which takes it FOR UPDATE, never deletes a model under a write that
-// would then refer to it. Vectors are written in chunk order, so that two
-// writers of the same chunks lock them in the same order.
+// Several servers may embed at once, and each loads the vectors into
+// memory by following their seq (Vectors), which must therefore increase
+// in commit order: a reader that has seen seq N+1 must never later find
+// an N committed after it. A bigserial would not do (two transactions
+// take numbers in one order and may commit in the other), so every
+// writer of a model first locks the model's row FOR UPDATE and holds it
+// until it commits: the writers of one model take turns, and each
+// numbers its vectors after the greatest seq of the model, read once it
+// holds the lock. PostgreSQL makes a commit visible before it releases
+// the transaction's locks, so the next writer's max(seq), and any
+// snapshot that sees the next writer's rows, sees the rows before. The
+// transaction runs at READ COMMITTED whatever the database's default,
+// so that the statements after the lock read what the writer before
+// committed (at REPEATABLE READ the snapshot would be taken before the
+// wait, and seqs would repeat); the unique index on (model, seq) makes a
+// repeat an error rather than a vector readers never load.
+//
+// The model row is the first lock PutVectors takes, and it takes no
+// other before it: in the package's order it sits before the vectors
+// and chunks it writes and refers to, and no other write takes it but
+// DropVectors, in the same place. Writers of different models do not
+// wait for each other; writers of one model write one at a time, which
+// costs little next to the embedding that produced their vectors.
+//
+// A model is made by the first writer that needs it (INSERT ... ON
+// CONFLICT DO NOTHING, then locked and read back). DropVectors takes the
+// same lock, so it never deletes a model under a write that would then
+// refer to it; a writer that waited for it finds the model gone and makes
+// it anew. Vectors are written in chunk order, so that two writers of the
+// same chunks would lock them in the same order.
 func (s *Store) PutVectors(ctx context.Context, model string, dim int, vecs []store.ChunkVector) error {
 	if model == "" || dim <= 0 {
 		return &store.ValidationError{Field: "model", Msg: "a vector model needs a name and a positive dimension"}
@@ -195,8 +223,8 @@ func (s *Store) PutVectors(ctx context.Context, model string, dim int, vecs []st
 		blobs = append(blobs, encodeVector(vecs[i].Vector))
 		index = append(index, i)
 	}
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		id, have, err := modelID(ctx, tx, model, "FOR SHARE")
+	put := func(tx pgx.Tx) error {
+		id, have, err := modelID(ctx, tx, model, "FOR UPDATE")
 		if err != nil {
 			return err
 		}
@@ -206,7 +234,7 @@ func (s *Store) PutVectors(ctx context.Context, model string, dim int, vecs []st
 				return err
 			}
 			// Ours, or another server's that committed first.
-			if id, have, err = modelID(ctx, tx, model, "FOR SHARE"); err != nil {
+			if id, have, err = modelID(ctx, tx, model, "FOR UPDATE"); err != nil {
 				return err
 			}
 		}
@@ -225,12 +253,18 @@ func (s *Store) PutVectors(ctx context.Context, model string, dim int, vecs []st
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO vectors (model, chunk, vec)
-			SELECT $1, u.chunk, u.vec FROM unnest($2::bigint[], $3::bytea[]) u (chunk, vec)
-			ON CONFLICT (model, chunk) DO UPDATE SET vec = excluded.vec`, id, ids, blobs)
+		// Numbered after the model's greatest seq, in chunk order; a
+		// replaced vector takes its new number.
+		_, err = tx.Exec(ctx, `INSERT INTO vectors (model, chunk, vec, seq)
+			SELECT $1, u.chunk, u.vec, t.top + u.n
+			FROM unnest($2::bigint[], $3::bytea[]) WITH ORDINALITY u (chunk, vec, n),
+				(SELECT coalesce(max(seq), 0) AS top FROM vectors WHERE model = $1) t
+			ON CONFLICT (model, chunk) DO UPDATE SET vec = excluded.vec, seq = excluded.seq`, id, ids, blobs)
 		return err
-	})
-	if err != nil {
+	}
+	// As s.write, at READ COMMITTED.
+	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+	if err := s.retry(ctx, func() error { return s.runTx(ctx, opts, put) }); err != nil {
 		return fmt.Errorf("put vectors of %s: %w", model, err)
 	}
 	return nil
@@ -245,16 +279,16 @@ func (s *Store) Vectors(ctx context.Context, model string, after int64, limit in
 		if err != nil || id == 0 {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT v.chunk, v.vec FROM vectors v
+		rows, err := tx.Query(ctx, `SELECT v.chunk, v.vec, v.seq FROM vectors v
 			JOIN chunks c ON c.id = v.chunk JOIN entries e ON e.pk = c.entry
-			WHERE v.model = $1 AND v.chunk > $2 AND e.fts = $3 ORDER BY v.chunk LIMIT $4`, id, after, spaceMain, limit)
+			WHERE v.model = $1 AND v.seq > $2 AND e.fts = $3 ORDER BY v.seq LIMIT $4`, id, after, spaceMain, limit)
 		if err != nil {
 			return err
 		}
 		var v store.ChunkVector
 		var b []byte
-		_, err = pgx.ForEachRow(rows, []any{&v.ID, &b}, func() error {
-			out = append(out, store.ChunkVector{ID: v.ID, Vector: decodeVector(b)})
+		_, err = pgx.ForEachRow(rows, []any{&v.ID, &b, &v.Seq}, func() error {
+			out = append(out, store.ChunkVector{ID: v.ID, Vector: decodeVector(b), Seq: v.Seq})
 			return nil
 		})
 		return err

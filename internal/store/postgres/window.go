@@ -231,7 +231,7 @@ func windowItems(ctx context.Context, q querier, key store.WindowKey, from int, 
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.WindowItem, error) { return scanItem(row) })
+	out, err := collectRows(rows, func(row pgx.CollectableRow) (store.WindowItem, error) { return scanItem(row) })
 	if out == nil {
 		out = []store.WindowItem{}
 	}
@@ -285,7 +285,7 @@ func (s *Store) WindowLedger(ctx context.Context, key store.WindowKey) (store.Wi
 		if err != nil {
 			return err
 		}
-		rs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.WindowReadmit, error) {
+		rs, err = collectRows(rows, func(row pgx.CollectableRow) (store.WindowReadmit, error) {
 			var r store.WindowReadmit
 			err := row.Scan(&r.At, &r.From, &r.To)
 			return r, err
@@ -437,7 +437,7 @@ func storedIDs(ctx context.Context, tx pgx.Tx, ids []string) (map[string]bool, e
 	if err != nil {
 		return nil, err
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	got, err := collectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, err
 	}
@@ -552,7 +552,7 @@ func windowState(ctx context.Context, tx pgx.Tx, w store.Window) (store.WindowSt
 	if err != nil {
 		return st, err
 	}
-	refs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.WindowRef, error) {
+	refs, err := collectRows(rows, func(row pgx.CollectableRow) (store.WindowRef, error) {
 		var r store.WindowRef
 		err := row.Scan(&r.ID, &r.From, &r.To, &r.Items, &r.Tokens)
 		return r, err
@@ -692,7 +692,7 @@ func (s *Store) WindowSummaries(ctx context.Context, key store.WindowKey) (int64
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.WindowSummary, error) {
+		out, err = collectRows(rows, func(row pgx.CollectableRow) (store.WindowSummary, error) {
 			var (
 				w  store.WindowSummary
 				at int64

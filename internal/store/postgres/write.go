@@ -7,8 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/engramhq/engram/internal/store"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 // PutLinks implements store.Store.
@@ -52,7 +53,7 @@ func mustExist(ctx context.Context, q querier, ids []string) error {
 	if err != nil {
 		return err
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	found, err := collectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,7 @@ var migrations = []migration{
 	{14, "context windows' re-admissions and append times", schemaV14, addAppendedAt},
 	{15, "rolling summaries of context windows", schemaV15, nil},
 	{16, "turn snapshots", schemaV16, nil},
+	{17, "vectors numbered in write order", "", addVectorSeq},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -574,6 +575,31 @@ func addRedacted(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	_, err := tx.ExecContext(ctx, `ALTER TABLE entries ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0`)
+	return err
+}
+
+// addVectorSeq numbers vectors in the order they are written (vectors.seq,
+// per model; see PutVectors), so that an index loaded from them can be
+// kept up to date by asking for what came after the last one it read.
+// The vectors stored before are numbered by their chunk ID, the order
+// they were loaded in until then. Like addAppendedAt, it adds the column
+// only where it is missing.
+func addVectorSeq(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('vectors') WHERE name = 'seq'`).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		for _, q := range []string{
+			`ALTER TABLE vectors ADD COLUMN seq INTEGER NOT NULL DEFAULT 0`,
+			`UPDATE vectors SET seq = chunk`,
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := tx.ExecContext(ctx, `CREATE UNIQUE INDEX IF NOT EXISTS vectors_seq ON vectors(model, seq)`)
 	return err
 }
 

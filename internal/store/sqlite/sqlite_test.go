@@ -465,3 +465,45 @@ func TestMigrate_RollingSummaries(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMigrate_VectorSeq opens a schema-16 store, whose vectors have no
+// write order, and checks that migration 17 numbers them by chunk ID (the
+// order they were loaded in), and that what is written after it, for a
+// lower chunk ID too, comes after them.
+func TestMigrate_VectorSeq(t *testing.T) {
+	ctx := context.Background()
+	path, _ := oldStore(t, []store.Entry{storetest.Entry("s", "a", store.Note, "otters"),
+		storetest.Entry("s", "a", store.Note, "badgers"), storetest.Entry("s", "a", store.Note, "stoats")})
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := s.PendingChunks(ctx, "m", 0, 10)
+	if err != nil || len(pending) != 3 {
+		t.Fatalf("PendingChunks = %d, %v", len(pending), err)
+	}
+	// Written in the order c, b: schema 16 lists them by chunk ID.
+	for _, c := range []store.ChunkText{pending[2], pending[1]} {
+		if err := s.PutVectors(ctx, "m", 2, []store.ChunkVector{{ID: c.ID, Vector: []float32{1, 0}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, path, "DROP INDEX vectors_seq", "ALTER TABLE vectors DROP COLUMN seq", "PRAGMA user_version = 16")
+
+	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
+	got, err := s.Vectors(ctx, "m", 0, 10)
+	if err != nil || len(got) != 2 || got[0].ID != pending[1].ID || got[0].Seq != pending[1].ID ||
+		got[1].ID != pending[2].ID || got[1].Seq != pending[2].ID {
+		t.Fatalf("after the migration: %+v, %v; want chunks %d, %d numbered by their IDs", got, err, pending[1].ID, pending[2].ID)
+	}
+	if err := s.PutVectors(ctx, "m", 2, []store.ChunkVector{{ID: pending[0].ID, Vector: []float32{0, 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Vectors(ctx, "m", pending[2].ID, 10)
+	if err != nil || len(got) != 1 || got[0].ID != pending[0].ID || got[0].Seq != pending[2].ID+1 {
+		t.Fatalf("a vector written after the migration: %+v, %v", got, err)
+	}
+}

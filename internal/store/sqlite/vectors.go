@@ -161,14 +161,22 @@ func (s *Store) PutVectors(ctx context.Context, model string, dim int, vecs []st
 		} else if have != dim {
 			return &store.ValidationError{Field: "vector", Msg: fmt.Sprintf("model %s has %d dimensions, not %d", model, have, dim)}
 		}
-		st, err := tx.PrepareContext(ctx, `INSERT INTO vectors(model, chunk, vec) VALUES (?, ?, ?)
-			ON CONFLICT(model, chunk) DO UPDATE SET vec = excluded.vec`)
+		// Each vector written, new or replaced, is numbered after every
+		// other of its model. The write transaction holds the database's
+		// one write lock from its start (BEGIN IMMEDIATE), across
+		// processes, so the numbers are in commit order.
+		var top int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM vectors WHERE model = ?`, id).Scan(&top); err != nil {
+			return err
+		}
+		st, err := tx.PrepareContext(ctx, `INSERT INTO vectors(model, chunk, vec, seq) VALUES (?, ?, ?, ?)
+			ON CONFLICT(model, chunk) DO UPDATE SET vec = excluded.vec, seq = excluded.seq`)
 		if err != nil {
 			return err
 		}
 		defer st.Close()
 		for i, v := range vecs {
-			if _, err := st.ExecContext(ctx, id, v.ID, encodeVector(v.Vector)); err != nil {
+			if _, err := st.ExecContext(ctx, id, v.ID, encodeVector(v.Vector), top+int64(i)+1); err != nil {
 				return &store.ItemError{Index: i, Err: err}
 			}
 		}
@@ -188,9 +196,9 @@ func (s *Store) Vectors(ctx context.Context, model string, after int64, limit in
 		if err != nil || id == 0 {
 			return err
 		}
-		rows, err := db.QueryContext(ctx, `SELECT v.chunk, v.vec FROM vectors v
+		rows, err := db.QueryContext(ctx, `SELECT v.chunk, v.vec, v.seq FROM vectors v
 			JOIN chunks c ON c.id = v.chunk JOIN entries e ON e.pk = c.entry
-			WHERE v.model = ? AND v.chunk > ? AND e.fts = ? ORDER BY v.chunk LIMIT ?`, id, after, ftsMain, limit)
+			WHERE v.model = ? AND v.seq > ? AND e.fts = ? ORDER BY v.seq LIMIT ?`, id, after, ftsMain, limit)
 		if err != nil {
 			return err
 		}
@@ -198,7 +206,7 @@ func (s *Store) Vectors(ctx context.Context, model string, after int64, limit in
 		for rows.Next() {
 			var v store.ChunkVector
 			var b []byte
-			if err := rows.Scan(&v.ID, &b); err != nil {
+			if err := rows.Scan(&v.ID, &b, &v.Seq); err != nil {
 				return errors.Join(err, rows.Close())
 			}
 			v.Vector = decodeVector(b)

@@ -57,7 +57,7 @@ var Tables = []Table{
 	{"files", []string{"path", "state", "reason", "entry", "size", "mtime", "hash", "language", "version", "indexed_at"}},
 	{"file_versions", []string{"path", "version", "entry", "size", "mtime", "indexed_at"}},
 	{"vector_models", []string{"id", "name", "dim"}},
-	{"vectors", []string{"model", "chunk", "vec"}},
+	{"vectors", []string{"model", "chunk", "vec", "seq"}},
 	{"arch_versions", []string{"scope", "version"}},
 	{"arch_records", []string{"seq", "id", "kind", "gv", "sv", "session_id", "agent_id", "model", "category", "key", "ref", "hash", "text", "body", "created_at"}},
 	{"arch_superseded", []string{"id", "by"}},

@@ -125,6 +125,7 @@ func Run(t *testing.T, open Opener) {
 		{"FilesBrief", testFilesBrief},
 		{"SearchSeesNewContent", testSearchSeesNewContent},
 		{"Vectors", testVectors},
+		{"VectorsWriteOrder", testVectorsWriteOrder},
 		{"Access", testAccess},
 		{"SearchPaths", testSearchPaths},
 		{"ArchiveWriteIsolation", testArchiveWriteIsolation},

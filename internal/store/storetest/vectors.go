@@ -209,3 +209,90 @@ func testConversationContext(t *testing.T, s store.Store) {
 		t.Errorf("context of the second question: %q", got)
 	}
 }
+
+// testVectorsWriteOrder checks that Vectors follows the order of writes,
+// not of chunk IDs: a reader that passes the greatest Seq it has read
+// sees every vector written since, one written for a lower chunk ID after
+// a higher one's and one replaced alike, with its last value.
+func testVectorsWriteOrder(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	put(t, s,
+		Entry("s1", "a", store.Note, "first note about otters"),
+		Entry("s1", "a", store.Note, "second note about badgers"),
+		Entry("s1", "a", store.Note, "third note about stoats"),
+	)
+	pending, err := s.PendingChunks(ctx, "m", 0, 100)
+	if err != nil || len(pending) != 3 {
+		t.Fatalf("PendingChunks = %d chunks, %v; want 3", len(pending), err)
+	}
+	a, b, c := pending[0].ID, pending[1].ID, pending[2].ID
+	vec := func(x float32) []float32 { return []float32{x, 1 - x} }
+	write := func(vs ...store.ChunkVector) {
+		t.Helper()
+		if err := s.PutVectors(ctx, "m", 2, vs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// follow reads what was written after the cursor, in pages of one,
+	// checks that the Seqs increase past it, and moves it on.
+	var cursor int64
+	follow := func() map[int64]float32 {
+		t.Helper()
+		got := map[int64]float32{}
+		for {
+			page, err := s.Vectors(ctx, "m", cursor, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) == 0 {
+				return got
+			}
+			if page[0].Seq <= cursor {
+				t.Fatalf("Vectors(after %d) returned Seq %d", cursor, page[0].Seq)
+			}
+			cursor = page[0].Seq
+			got[page[0].ID] = page[0].Vector[0]
+		}
+	}
+	eq := func(what string, got, want map[int64]float32) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Errorf("%s: read %v, want %v", what, got, want)
+			return
+		}
+		for id, x := range want {
+			if y, ok := got[id]; !ok || math.Abs(float64(x-y)) > 1e-7 {
+				t.Errorf("%s: read %v, want %v", what, got, want)
+				return
+			}
+		}
+	}
+
+	// Seq is the store's: a caller's is ignored.
+	write(store.ChunkVector{ID: c, Vector: vec(0.3), Seq: 1 << 40})
+	eq("the first write", follow(), map[int64]float32{c: 0.3})
+	if cursor >= 1<<40 {
+		t.Errorf("the store kept the caller's Seq %d", cursor)
+	}
+	write(store.ChunkVector{ID: a, Vector: vec(0.1)})
+	eq("a lower chunk ID written after a higher one", follow(), map[int64]float32{a: 0.1})
+	write(store.ChunkVector{ID: c, Vector: vec(0.6)})
+	eq("a vector replaced", follow(), map[int64]float32{c: 0.6})
+	write(store.ChunkVector{ID: b, Vector: vec(0.2)}, store.ChunkVector{ID: a, Vector: vec(0.4)})
+	eq("a new vector and a replaced one at once", follow(), map[int64]float32{a: 0.4, b: 0.2})
+	eq("nothing written", follow(), map[int64]float32{})
+
+	// From the start, each chunk once, with its last vector, in Seq order.
+	all, err := s.Vectors(ctx, "m", 0, 100)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("Vectors(0) = %+v, %v; want 3", all, err)
+	}
+	if all[0].Seq <= 0 || all[1].Seq <= all[0].Seq || all[2].Seq <= all[1].Seq {
+		t.Errorf("Vectors(0) not in Seq order: %+v", all)
+	}
+	if all[2].Seq != cursor {
+		t.Errorf("Vectors(0) ends at Seq %d, the reader's cursor is %d", all[2].Seq, cursor)
+	}
+	cursor = 0
+	eq("from the start", follow(), map[int64]float32{a: 0.4, b: 0.2, c: 0.6})
+}
