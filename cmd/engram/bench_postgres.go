@@ -85,7 +85,7 @@ func (a *app) pgKept(ctx context.Context, admin, name string, reuse, keep bool) 
 		}
 		st, err = postgres.Open(ctx, u, o)
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "3D000" { // no such database
-			st, err = nil, nil
+			st = nil
 		} else if err != nil {
 			return nil, nil, err
 		}

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
-	"github.com/jackc/pgx/v5"
 )
 
 func TestItemsOf(t *testing.T) {

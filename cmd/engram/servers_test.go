@@ -467,7 +467,7 @@ func TestServers_OneDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	recs, err := st.ArchiveRecords(ctx, store.RecordQuery{})
 	if err != nil {
 		t.Fatal(err)
