@@ -169,7 +169,13 @@ func (r *redaction) run() error {
 		return err
 	}
 	// Index documents last: they are made from content, meta and context.
+	// A dry run, rolled back, skips it: the counts do not depend on it,
+	// and the postings it would write and roll back can still grow the
+	// table's files (Stats.SizeBytes), which a dry run must not change.
 	for _, pk := range slices.Sorted(maps.Keys(r.reindex)) {
+		if r.req.DryRun {
+			break
+		}
 		if err := reindexEntry(r.ctx, r.tx, pk, r.rewritten[pk]); err != nil {
 			return err
 		}
