@@ -3,7 +3,6 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/backend"
 	"github.com/engramhq/engram/internal/terms"
 )
 
@@ -39,11 +39,9 @@ type redaction struct {
 	*purge
 	req    *store.RedactRequest
 	needle []byte
-	marker []byte
+	*backend.Replacer
 	// text says the needle can be in a text column.
 	text bool
-	// jsonNeedles are the forms the string takes inside JSON text.
-	jsonNeedles []string
 	// rewritten are entries whose content changed; reindex, entries whose
 	// index documents must be made again (meta or context changed).
 	rewritten map[int64]bool
@@ -59,11 +57,9 @@ func (s *Store) Redact(ctx context.Context, req store.RedactRequest) (store.Purg
 	p, err := s.runPurge(ctx, req.DryRun, func(p *purge) error {
 		rep.Audit = 0
 		text := utf8.Valid(req.Text) && bytes.IndexByte(req.Text, 0) < 0
-		r := &redaction{purge: p, req: &req, needle: req.Text, marker: []byte(req.Marker), text: text,
+		r := &redaction{purge: p, req: &req, needle: req.Text, text: text,
+			Replacer:  backend.NewReplacer(req.Text, []byte(req.Marker), text, &p.counts.Places),
 			rewritten: map[int64]bool{}, reindex: map[int64]bool{}}
-		if text {
-			r.jsonNeedles = jsonForms(string(req.Text))
-		}
 		if err := r.run(); err != nil {
 			return err
 		}
@@ -86,26 +82,6 @@ func (s *Store) Redact(ctx context.Context, req store.RedactRequest) (store.Purg
 	return rep, nil
 }
 
-// jsonForms returns the forms s takes inside a JSON string as Go's
-// encoder writes it (with and without HTML escaping).
-func jsonForms(s string) []string {
-	var forms []string
-	for _, html := range []bool{true, false} {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(html)
-		if err := enc.Encode(s); err != nil {
-			continue
-		}
-		f := strings.TrimSuffix(buf.String(), "\n")
-		f = f[1 : len(f)-1]
-		if !slices.Contains(forms, f) {
-			forms = append(forms, f)
-		}
-	}
-	return forms
-}
-
 // match builds the conditions of one query that look for the string, its
 // parameters in a.
 type match struct {
@@ -126,11 +102,11 @@ func (m *match) text(col string) string {
 // json is the condition that JSON text column col may hold the string in
 // one of its strings.
 func (m *match) json(col string) string {
-	if len(m.r.jsonNeedles) == 0 {
+	if len(m.r.JSONNeedles()) == 0 {
 		return "false"
 	}
 	var parts []string
-	for _, f := range m.r.jsonNeedles {
+	for _, f := range m.r.JSONNeedles() {
 		parts = append(parts, "strpos("+col+", "+m.a.add(f)+") > 0")
 	}
 	return "(" + strings.Join(parts, " OR ") + ")"
@@ -141,7 +117,7 @@ func (m *match) json(col string) string {
 func (m *match) bytes(col string, json bool) string {
 	parts := []string{"position(" + m.a.add(m.r.needle) + "::bytea IN " + col + ") > 0"}
 	if json {
-		for _, f := range m.r.jsonNeedles {
+		for _, f := range m.r.JSONNeedles() {
 			parts = append(parts, "position("+m.a.add([]byte(f))+"::bytea IN "+col+") > 0")
 		}
 	}
@@ -242,102 +218,24 @@ func (r *redaction) checkIdentifiers() error {
 	return nil
 }
 
-// cutMark ends a text cut short, as the archivalist cuts an event's detail.
-const cutMark = "…"
-
-// replaceCut is replaceString for a text that may have been cut short
-// (it ends with cutMark): a cut can fall inside the string, leaving its
-// start, which is replaced too. A text that merely ends with a few bytes
-// the string starts with loses them as well, which costs little in a text
-// already cut.
-func (r *redaction) replaceCut(s string) (string, bool) {
-	s, changed := r.replaceString(s)
-	body, cut := strings.CutSuffix(s, cutMark)
-	if !cut {
-		return s, changed
-	}
-	for k := len(r.needle) - 1; k > 0; k-- {
-		if strings.HasSuffix(body, string(r.needle[:k])) {
-			r.counts.Places++
-			return body[:len(body)-k] + string(r.marker) + cutMark, true
-		}
-	}
-	return s, changed
-}
-
-// replace replaces the needle in b, counting the places.
-func (r *redaction) replace(b []byte) ([]byte, bool) {
-	n := bytes.Count(b, r.needle)
-	if n == 0 {
-		return b, false
-	}
-	r.counts.Places += int64(n)
-	return bytes.ReplaceAll(b, r.needle, r.marker), true
-}
-
-func (r *redaction) replaceString(s string) (string, bool) {
-	b, ok := r.replace([]byte(s))
-	return string(b), ok
-}
-
 // replaceNullable is replaceString for a column that may be NULL.
 func (r *redaction) replaceNullable(s *string) (*string, bool) {
 	if s == nil {
 		return nil, false
 	}
-	v, ok := r.replaceString(*s)
+	v, ok := r.ReplaceString(*s)
 	return &v, ok
 }
 
-// replaceJSON replaces the needle in every string (and object key) of a
-// JSON value, re-encoding it as Go does; the JSON is unchanged when the
-// needle is in none of them.
+// replaceJSON is ReplaceJSON for a column that may be NULL.
 func (r *redaction) replaceJSON(raw *string) (*string, bool, error) {
-	if raw == nil || len(r.jsonNeedles) == 0 {
+	if raw == nil {
 		return raw, false, nil
 	}
-	if !slices.ContainsFunc(r.jsonNeedles, func(n string) bool { return strings.Contains(*raw, n) }) {
-		return raw, false, nil
-	}
-	dec := json.NewDecoder(strings.NewReader(*raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	s, ok, err := r.ReplaceJSON(*raw)
+	if !ok || err != nil {
 		return raw, false, err
 	}
-	changed := false
-	var walk func(v any) any
-	walk = func(v any) any {
-		switch x := v.(type) {
-		case string:
-			s, ok := r.replaceString(x)
-			changed = changed || ok
-			return s
-		case []any:
-			for i := range x {
-				x[i] = walk(x[i])
-			}
-			return x
-		case map[string]any:
-			out := make(map[string]any, len(x))
-			for k, val := range x {
-				k2, ok := r.replaceString(k)
-				changed = changed || ok
-				out[k2] = walk(val)
-			}
-			return out
-		}
-		return v
-	}
-	v = walk(v)
-	if !changed {
-		return raw, false, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return raw, false, err
-	}
-	s := string(b)
 	return &s, true, nil
 }
 
@@ -368,7 +266,7 @@ func (r *redaction) occurrences() error {
 	for _, o := range occs {
 		changed := false
 		var ok bool
-		o.agentType, ok = r.replaceString(o.agentType)
+		o.agentType, ok = r.ReplaceString(o.agentType)
 		changed = changed || ok
 		for i := range o.cols {
 			if o.cols[i], ok, err = r.replaceJSON(o.cols[i]); err != nil {
@@ -440,7 +338,7 @@ func (r *redaction) entry(pk int64) error {
 		Scan(&id, &content, &size, &tokens); err != nil {
 		return err
 	}
-	redacted, _ := r.replace(content)
+	redacted, _ := r.Replace(content)
 	// The entry as the chunker sees it: as a file if it is one, else as
 	// first seen.
 	first, err := scanOccurrence(r.tx.QueryRow(r.ctx, `SELECT `+occColumns+` FROM occurrences o JOIN entries e ON e.pk = o.entry
@@ -584,7 +482,7 @@ func (r *redaction) contexts() error {
 		return err
 	}
 	for _, c := range left {
-		text, _ := r.replaceString(c.text)
+		text, _ := r.ReplaceString(c.text)
 		if _, err := r.exec(`UPDATE contexts SET text = $1 WHERE entry = $2`, text, c.pk); err != nil {
 			return err
 		}
@@ -629,11 +527,10 @@ func (r *redaction) records() error {
 		changed := false
 		for _, f := range []*string{&rec.Text, &rec.Category, &rec.Key, &rec.Model, &rec.Hash} {
 			var ok bool
-			*f, ok = r.replaceString(*f)
+			*f, ok = r.ReplaceString(*f)
 			changed = changed || ok
 		}
-		raw := string(rec.Body)
-		body, ok, err := r.replaceJSON(&raw)
+		body, ok, err := r.ReplaceJSON(string(rec.Body))
 		if err != nil {
 			return fmt.Errorf("record %d: %w", rec.Seq, err)
 		}
@@ -641,7 +538,7 @@ func (r *redaction) records() error {
 		if !changed {
 			continue
 		}
-		rec.Body = []byte(*body)
+		rec.Body = []byte(body)
 		if r.req.Rederive != nil {
 			r.req.Rederive(rec)
 		}
@@ -690,7 +587,7 @@ func (r *redaction) rest() error {
 		{table: "refs", keys: []string{"id"}, cols: []string{"summary", "topics", "entities", "query_hints"}, json: []bool{false, true, true, true}, n: &r.counts.References},
 		{table: "arch_agents", keys: []string{"id"}, cols: []string{"name", "model", "role"}, json: []bool{false, false, false}, n: &r.counts.Agents, session: "session_id"},
 		{table: "arch_events", keys: []string{"seq"}, cols: []string{"scope", "detail"}, json: []bool{false, false}, n: &r.counts.Events,
-			extra: "right(detail, 1) = '" + cutMark + "'"},
+			extra: "right(detail, 1) = '" + backend.CutMark + "'"},
 		{table: "settings", keys: []string{"key"}, cols: []string{"value"}, json: []bool{false}, n: &r.counts.Settings},
 		{table: "files", keys: []string{"path"}, cols: []string{"reason", "language"}, json: []bool{false, false}, n: new(int64)},
 	}
@@ -753,7 +650,7 @@ func (r *redaction) rest() error {
 						return fmt.Errorf("%s: %w", c.table, err)
 					}
 				case rw.vals[i] != nil && c.table == "arch_events":
-					v, cut := r.replaceCut(*rw.vals[i])
+					v, cut := r.ReplaceCut(*rw.vals[i])
 					rw.vals[i], ok = &v, cut
 				default:
 					rw.vals[i], ok = r.replaceNullable(rw.vals[i])

@@ -1,16 +1,15 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/backend"
 	"github.com/engramhq/engram/internal/terms"
 )
 
@@ -29,9 +28,7 @@ type redaction struct {
 	*purge
 	req    *store.RedactRequest
 	needle []byte
-	marker []byte
-	// jsonNeedles are the forms the string takes inside JSON text.
-	jsonNeedles []string
+	*backend.Replacer
 	// rewritten are entries whose content changed; reindex, entries whose
 	// full-text rows must be made again (meta or context changed).
 	rewritten map[int64]bool
@@ -45,9 +42,9 @@ func (s *Store) Redact(ctx context.Context, req store.RedactRequest) (store.Purg
 	}
 	var rep store.PurgeReport
 	p, err := s.runPurge(ctx, req.DryRun, func(p *purge) error {
-		r := &redaction{purge: p, req: &req, needle: req.Text, marker: []byte(req.Marker),
+		r := &redaction{purge: p, req: &req, needle: req.Text,
+			Replacer:  backend.NewReplacer(req.Text, []byte(req.Marker), true, &p.counts.Places),
 			rewritten: map[int64]bool{}, reindex: map[int64]bool{}}
-		r.jsonNeedles = jsonForms(string(req.Text))
 		if err := r.run(); err != nil {
 			return err
 		}
@@ -68,27 +65,6 @@ func (s *Store) Redact(ctx context.Context, req store.RedactRequest) (store.Purg
 		}
 	}
 	return rep, nil
-}
-
-// jsonForms returns the forms s takes inside a JSON string as Go's
-// encoder writes it (with and without HTML escaping); none if s is not
-// valid UTF-8, which JSON text cannot hold.
-func jsonForms(s string) []string {
-	var forms []string
-	for _, html := range []bool{true, false} {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(html)
-		if err := enc.Encode(s); err != nil {
-			continue
-		}
-		f := strings.TrimSuffix(buf.String(), "\n")
-		f = f[1 : len(f)-1]
-		if !slices.Contains(forms, f) {
-			forms = append(forms, f)
-		}
-	}
-	return forms
 }
 
 func (r *redaction) run() error {
@@ -176,100 +152,23 @@ func (r *redaction) checkIdentifiers() error {
 	return nil
 }
 
-// cutMark ends a text cut short, as the archivalist cuts an event's detail.
-const cutMark = "…"
-
-// replaceCut is replaceString for a text that may have been cut short
-// (it ends with cutMark): a cut can fall inside the string, leaving its
-// start, which is replaced too. A text that merely ends with a few bytes
-// the string starts with loses them as well, which costs little in a text
-// already cut.
-func (r *redaction) replaceCut(s string) (string, bool) {
-	s, changed := r.replaceString(s)
-	body, cut := strings.CutSuffix(s, cutMark)
-	if !cut {
-		return s, changed
-	}
-	for k := len(r.needle) - 1; k > 0; k-- {
-		if strings.HasSuffix(body, string(r.needle[:k])) {
-			r.counts.Places++
-			return body[:len(body)-k] + string(r.marker) + cutMark, true
-		}
-	}
-	return s, changed
-}
-
-// replace replaces the needle in b, counting the places.
-func (r *redaction) replace(b []byte) ([]byte, bool) {
-	n := bytes.Count(b, r.needle)
-	if n == 0 {
-		return b, false
-	}
-	r.counts.Places += int64(n)
-	return bytes.ReplaceAll(b, r.needle, r.marker), true
-}
-
-func (r *redaction) replaceString(s string) (string, bool) {
-	b, ok := r.replace([]byte(s))
-	return string(b), ok
-}
-
-// replaceJSON replaces the needle in every string (and object key) of a
-// JSON value, re-encoding it as Go does; the JSON is unchanged when the
-// needle is in none of them.
+// replaceJSON is ReplaceJSON for a column that may be NULL.
 func (r *redaction) replaceJSON(raw sql.NullString) (sql.NullString, bool, error) {
-	if !raw.Valid || len(r.jsonNeedles) == 0 {
+	if !raw.Valid {
 		return raw, false, nil
 	}
-	if !slices.ContainsFunc(r.jsonNeedles, func(n string) bool { return strings.Contains(raw.String, n) }) {
-		return raw, false, nil
-	}
-	dec := json.NewDecoder(strings.NewReader(raw.String))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	s, ok, err := r.ReplaceJSON(raw.String)
+	if !ok || err != nil {
 		return raw, false, err
 	}
-	changed := false
-	var walk func(v any) any
-	walk = func(v any) any {
-		switch x := v.(type) {
-		case string:
-			s, ok := r.replaceString(x)
-			changed = changed || ok
-			return s
-		case []any:
-			for i := range x {
-				x[i] = walk(x[i])
-			}
-			return x
-		case map[string]any:
-			out := make(map[string]any, len(x))
-			for k, val := range x {
-				k2, ok := r.replaceString(k)
-				changed = changed || ok
-				out[k2] = walk(val)
-			}
-			return out
-		}
-		return v
-	}
-	v = walk(v)
-	if !changed {
-		return raw, false, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return raw, false, err
-	}
-	return sql.NullString{String: string(b), Valid: true}, true, nil
+	return sql.NullString{String: s, Valid: true}, true, nil
 }
 
 // jsonMatch is an SQL condition that a JSON column may hold the needle,
 // with the needle's JSON forms as arguments from ?2 on.
 func (r *redaction) jsonMatch(col string) string {
 	var parts []string
-	for i := range r.jsonNeedles {
+	for i := range r.JSONNeedles() {
 		parts = append(parts, fmt.Sprintf("instr(%s, ?%d) > 0", col, i+2))
 	}
 	if len(parts) == 0 {
@@ -281,7 +180,7 @@ func (r *redaction) jsonMatch(col string) string {
 // args are the needle and its JSON forms, for ?1 and jsonMatch.
 func (r *redaction) args() []any {
 	out := []any{string(r.needle)}
-	for _, f := range r.jsonNeedles {
+	for _, f := range r.JSONNeedles() {
 		out = append(out, f)
 	}
 	return out
@@ -314,7 +213,7 @@ func (r *redaction) occurrences() error {
 	for _, o := range occs {
 		changed := false
 		var ok bool
-		o.agentType, ok = r.replaceString(o.agentType)
+		o.agentType, ok = r.ReplaceString(o.agentType)
 		changed = changed || ok
 		for i := range o.cols {
 			if o.cols[i], ok, err = r.replaceJSON(o.cols[i]); err != nil {
@@ -361,7 +260,7 @@ func (r *redaction) entry(pk int64) error {
 		Scan(&id, &content, &fts, &size, &tokens); err != nil {
 		return err
 	}
-	redacted, _ := r.replace(content)
+	redacted, _ := r.Replace(content)
 	// The entry as the chunker sees it: as a file if it is one, else as
 	// first seen.
 	rows, err := r.query(`SELECT `+occColumns+` FROM occurrences o JOIN entries e ON e.pk = o.entry
@@ -523,7 +422,7 @@ func (r *redaction) contexts() error {
 		return err
 	}
 	for _, c := range left {
-		text, _ := r.replaceString(c.text)
+		text, _ := r.ReplaceString(c.text)
 		if _, err := r.exec(`UPDATE contexts SET text = ? WHERE entry = ?`, text, c.pk); err != nil {
 			return err
 		}
@@ -563,10 +462,10 @@ func (r *redaction) records() error {
 		changed := false
 		for _, f := range []*string{&rec.Text, &rec.Category, &rec.Key, &rec.Model, &rec.Hash} {
 			var ok bool
-			*f, ok = r.replaceString(*f)
+			*f, ok = r.ReplaceString(*f)
 			changed = changed || ok
 		}
-		body, ok, err := r.replaceJSON(sql.NullString{String: string(rec.Body), Valid: true})
+		body, ok, err := r.ReplaceJSON(string(rec.Body))
 		if err != nil {
 			return fmt.Errorf("record %d: %w", rec.Seq, err)
 		}
@@ -574,7 +473,7 @@ func (r *redaction) records() error {
 		if !changed {
 			continue
 		}
-		rec.Body = []byte(body.String)
+		rec.Body = []byte(body)
 		if r.req.Rederive != nil {
 			r.req.Rederive(rec)
 		}
@@ -621,7 +520,7 @@ func (r *redaction) rest() error {
 		{table: "refs", key: "id", cols: []string{"summary", "topics", "entities", "query_hints"}, json: []bool{false, true, true, true}, counter: &r.counts.References},
 		{table: "arch_agents", key: "id", cols: []string{"name", "model", "role"}, json: []bool{false, false, false}, counter: &r.counts.Agents, session: "session_id"},
 		{table: "arch_events", key: "seq", cols: []string{"scope", "detail"}, json: []bool{false, false}, counter: &r.counts.Events,
-			extra: "substr(detail, -1) = '" + cutMark + "'"},
+			extra: "substr(detail, -1) = '" + backend.CutMark + "'"},
 		{table: "settings", key: "key", cols: []string{"value"}, json: []bool{false}, counter: &r.counts.Settings},
 		{table: "files", key: "path", cols: []string{"reason", "language"}, json: []bool{false, false}, counter: new(int64)},
 	}
@@ -677,9 +576,9 @@ func (r *redaction) rest() error {
 						return fmt.Errorf("%s: %w", c.table, err)
 					}
 				} else if rw.vals[i].Valid && c.table == "arch_events" {
-					rw.vals[i].String, ok = r.replaceCut(rw.vals[i].String)
+					rw.vals[i].String, ok = r.ReplaceCut(rw.vals[i].String)
 				} else if rw.vals[i].Valid {
-					rw.vals[i].String, ok = r.replaceString(rw.vals[i].String)
+					rw.vals[i].String, ok = r.ReplaceString(rw.vals[i].String)
 				}
 				changed = changed || ok
 			}
