@@ -2,11 +2,11 @@ package postgres
 
 import (
 	"fmt"
-	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engramhq/engram/internal/store/backend"
 )
 
 // Conversation context, as on the SQLite backend (internal/store/sqlite/
@@ -14,25 +14,22 @@ import (
 // first seen in a session is indexed with a context, the end of the
 // session's previous entries (at the same turn or before), in the ctx
 // field of its first chunk's document and in the text an embedder sees.
-// A short entry gets up to contextBytes of context, minus its own length,
-// from up to contextEntries entries back; an entry of contextBytes or
+// A short entry gets up to ContextBytes of context, minus its own length,
+// from up to ContextEntries entries back; an entry of ContextBytes or
 // more gets none. The context is written once, by the transaction that
 // stores the content, which holds the session's lock: the entries before
 // it cannot change under it.
-const (
-	contextBytes = 600
-	// minContextBytes is the least context worth indexing.
-	minContextBytes = 40
-	// contextEntries is how many previous entries a context reaches back.
-	contextEntries = 3
-)
+//
+// The constants, and the walk that makes a context, are in
+// internal/store/backend (ContextBytes, ContextFrom), shared with the
+// SQLite backend.
 
 // contextOf returns the context of a new entry of size bytes seen in
 // session at turn (see contextFrom). The session's previous entries come
 // from the batch when it holds them all (see recentBefore), else from the
 // store.
 func (b *batch) contextOf(pk int64, size int, session string, turn int) (string, error) {
-	if contextBytes-size < minContextBytes {
+	if backend.ContextBytes-size < backend.MinContextBytes {
 		return "", nil
 	}
 	if prevs, ok := b.recentBefore(session, turn); ok {
@@ -41,12 +38,12 @@ func (b *batch) contextOf(pk int64, size int, session string, turn int) (string,
 		})
 	}
 	rows, err := b.tx.Query(b.ctx, `SELECT o.entry, octet_length(e.content) FROM occurrences o JOIN entries e ON e.pk = o.entry
-		WHERE o.session_id = $1 AND o.turn <= $2 ORDER BY o.turn DESC, o.seq DESC LIMIT $3`, session, turn, contextEntries)
+		WHERE o.session_id = $1 AND o.turn <= $2 ORDER BY o.turn DESC, o.seq DESC LIMIT $3`, session, turn, backend.ContextEntries)
 	if err != nil {
 		return "", fmt.Errorf("context: %w", err)
 	}
-	prevs, err := collectRows(rows, func(r pgx.CollectableRow) (p prevEntry, err error) {
-		return p, r.Scan(&p.pk, &p.size)
+	prevs, err := collectRows(rows, func(r pgx.CollectableRow) (p backend.PrevEntry, err error) {
+		return p, r.Scan(&p.PK, &p.Size)
 	})
 	if err != nil {
 		return "", fmt.Errorf("context: %w", err)
@@ -56,110 +53,33 @@ func (b *batch) contextOf(pk int64, size int, session string, turn int) (string,
 	})
 }
 
-// recentOcc is an occurrence written in the batch, for contexts.
-type recentOcc struct {
-	pk   int64
-	turn int
-}
-
 // seen records an occurrence of entry pk with content in session at turn,
 // written in the batch.
 func (b *batch) seen(session string, turn int, pk int64, content []byte) {
-	b.recent[session] = append(b.recent[session], recentOcc{pk, turn})
+	b.recent[session] = append(b.recent[session], backend.RecentOcc{PK: pk, Turn: turn})
 	b.recentContent[pk] = content
 }
 
 // recentBefore returns what contextOf's query would, the session's
-// latest contextEntries occurrences at or before turn (by turn, then
+// latest backend.ContextEntries occurrences at or before turn (by turn, then
 // order of writing), if the batch's own occurrences are enough to know
 // it. They are, when the store held none of the session's occurrences
-// before the batch, or when the batch holds contextEntries of them at
+// before the batch, or when the batch holds backend.ContextEntries of them at
 // turns no stored one can follow: a stored occurrence comes before one
 // of the batch only at a later turn, and the store's latest turn for the
 // session is known (storedTurn, read under the session's lock).
-func (b *batch) recentBefore(session string, turn int) ([]prevEntry, bool) {
+func (b *batch) recentBefore(session string, turn int) ([]backend.PrevEntry, bool) {
 	stored, ok := b.storedTurn[session]
 	if !ok {
 		return nil, false
 	}
-	// The best contextEntries by (turn, order of writing), both
-	// descending: occurrences are in order of writing, so walking them
-	// backwards, one at an equal turn ranks below those already held.
-	var best []recentOcc
-	occs := b.recent[session]
-	for i := len(occs) - 1; i >= 0; i-- {
-		o := occs[i]
-		if o.turn > turn {
-			continue
-		}
-		at := len(best)
-		for at > 0 && best[at-1].turn < o.turn {
-			at--
-		}
-		if at == contextEntries {
-			continue
-		}
-		best = slices.Insert(best, at, o)
-		if len(best) > contextEntries {
-			best = best[:contextEntries]
-		}
-		if len(best) == contextEntries && best[contextEntries-1].turn == turn {
-			break // nothing can rank above these
-		}
-	}
-	if stored > 0 && (len(best) < contextEntries || best[len(best)-1].turn < min(stored, turn)) {
-		return nil, false
-	}
-	prevs := make([]prevEntry, len(best))
-	for i, o := range best {
-		prevs[i] = prevEntry{o.pk, int64(len(b.recentContent[o.pk]))}
-	}
-	return prevs, true
+	return backend.RecentBefore(b.recent[session], stored, turn, func(pk int64) int64 { return int64(len(b.recentContent[pk])) })
 }
 
-// prevEntry is an entry seen before another in its session.
-type prevEntry struct{ pk, size int64 }
-
-// contextFrom returns the context of entry pk of size bytes, given the
-// entries before it in its session, nearest first: their tails, oldest
-// first, each cut at a word boundary, within contextBytes minus the
-// entry's size; "" if the entry needs none or has no predecessor. An
-// entry seen again stops the walk: it is no context of itself. tail reads
-// an entry's content from byte from (counted from 1, as substring counts).
-func contextFrom(pk, size int64, prevs []prevEntry, tail func(from, pk int64) ([]byte, error)) (string, error) {
-	want := contextBytes - size
-	var parts []string
-	for _, p := range prevs {
-		if p.pk == pk || want < minContextBytes {
-			break
-		}
-		from := max(1, p.size-want+1)
-		t, err := tail(from, p.pk)
-		if err != nil {
-			return "", err
-		}
-		if text := validText(contextTail(t, from > 1)); text != "" {
-			parts = append(parts, text)
-		}
-		want -= p.size
-	}
-	slices.Reverse(parts)
-	return strings.Join(parts, "\n"), nil
-}
-
-// contextTail makes a tail of content fit to read: from a rune start, and
-// if the content was cut, from the next word.
-func contextTail(tail []byte, cut bool) string {
-	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
-		tail = tail[1:]
-	}
-	s := string(tail)
-	if cut {
-		if i := strings.IndexAny(s, " \n\t"); i >= 0 && i < len(s)/2 {
-			s = s[i+1:]
-		}
-	}
-	return strings.TrimSpace(s)
+// contextFrom is backend.ContextFrom with each tail made valid text (see
+// validText).
+func contextFrom(pk, size int64, prevs []backend.PrevEntry, tail func(from, pk int64) ([]byte, error)) (string, error) {
+	return backend.ContextFrom(pk, size, prevs, tail, validText)
 }
 
 // validText is s as PostgreSQL text holds it: valid UTF-8 without NUL.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/backend"
 )
 
 // Forgetting, redaction and retention (see store.PurgeStore). A purge is
@@ -390,7 +391,7 @@ func (p *purge) flushIndex() error {
 
 // following adds to todo the entries whose conversation context may have
 // been made from an occurrence removed or changed in session: the next
-// contextEntries after each point there.
+// backend.ContextEntries after each point there.
 func (p *purge) following(session string, todo map[int64]bool) error {
 	pts := p.points[session]
 	if len(pts) == 0 {
@@ -403,7 +404,7 @@ func (p *purge) following(session string, todo map[int64]bool) error {
 	next, err := p.ints(`SELECT DISTINCT n.entry FROM unnest($2::bigint[], $3::bigint[]) AS pt(turn, seq)
 		CROSS JOIN LATERAL (SELECT o.entry FROM occurrences o WHERE o.session_id = $1
 			AND (o.turn > pt.turn OR o.turn = pt.turn AND o.seq > pt.seq) ORDER BY o.turn, o.seq LIMIT $4) n`,
-		session, turns, seqs, contextEntries)
+		session, turns, seqs, backend.ContextEntries)
 	if err != nil {
 		return err
 	}
@@ -616,16 +617,16 @@ func (p *purge) recontext(pk int64) (bool, error) {
 		return false, err
 	}
 	text := ""
-	if err == nil && session != "" && store.ContentType(typ) != store.CodeFile && size <= contextBytes-minContextBytes {
+	if err == nil && session != "" && store.ContentType(typ) != store.CodeFile && size <= backend.ContextBytes-backend.MinContextBytes {
 		rows, err := p.tx.Query(p.ctx, `SELECT o.entry, e.size FROM occurrences o JOIN entries e ON e.pk = o.entry
 			WHERE o.session_id = $1 AND (o.turn < $2 OR o.turn = $2 AND o.seq < $3) ORDER BY o.turn DESC, o.seq DESC LIMIT $4`,
-			session, turn, seq, contextEntries)
+			session, turn, seq, backend.ContextEntries)
 		if err != nil {
 			return false, err
 		}
-		var prevs []prevEntry
-		var pe prevEntry
-		if _, err := pgx.ForEachRow(rows, []any{&pe.pk, &pe.size}, func() error {
+		var prevs []backend.PrevEntry
+		var pe backend.PrevEntry
+		if _, err := pgx.ForEachRow(rows, []any{&pe.PK, &pe.Size}, func() error {
 			prevs = append(prevs, pe)
 			return nil
 		}); err != nil {

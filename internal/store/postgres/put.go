@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/backend"
 	"github.com/engramhq/engram/internal/terms"
 )
 
@@ -219,7 +220,7 @@ type batch struct {
 	turns, storedTurn map[string]int
 	// recent holds each session's occurrences written in the batch, in
 	// order, and recentContent their entries' content (see recentBefore).
-	recent        map[string][]recentOcc
+	recent        map[string][]backend.RecentOcc
 	recentContent map[int64][]byte
 	agents        map[[2]string]bool
 	// msgs maps (session, msg_id) written in this batch to its result.
@@ -244,7 +245,7 @@ func newBatch(ctx context.Context, tx pgx.Tx) *batch {
 	return &batch{
 		ctx: ctx, tx: tx, now: time.Now().UTC(),
 		pks: map[string]int64{}, locked: map[string]bool{}, turns: map[string]int{}, storedTurn: map[string]int{},
-		recent: map[string][]recentOcc{}, recentContent: map[int64][]byte{},
+		recent: map[string][]backend.RecentOcc{}, recentContent: map[int64][]byte{},
 		agents: map[[2]string]bool{}, msgs: map[[2]string]store.PutResult{},
 		refresh: map[int64]bool{},
 		byType:  map[store.ContentType]store.TypeStats{},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/backend"
 )
 
 // Forgetting (see store.PurgeStore). A purge runs in one write transaction
@@ -171,11 +172,11 @@ func column[T any](p *purge, q string, args ...any) ([]T, error) {
 
 // following adds to todo the entries whose conversation context may have
 // been made from an occurrence removed or changed in session: the next
-// contextEntries after each point there.
+// backend.ContextEntries after each point there.
 func (p *purge) following(session string, todo map[int64]bool) error {
 	for _, pt := range p.points[session] {
 		next, err := p.ints(`SELECT entry FROM occurrences WHERE session_id = ? AND (turn > ? OR turn = ? AND seq > ?)
-			ORDER BY turn, seq LIMIT ?`, session, pt.turn, pt.turn, pt.seq, contextEntries)
+			ORDER BY turn, seq LIMIT ?`, session, pt.turn, pt.turn, pt.seq, backend.ContextEntries)
 		if err != nil {
 			return err
 		}
@@ -696,7 +697,7 @@ func (p *purge) finish() error {
 		return err
 	}
 	// Entries that followed a removed occurrence in its session may have
-	// a context made from it: the next contextEntries left after each.
+	// a context made from it: the next backend.ContextEntries left after each.
 	todo := map[int64]bool{}
 	for pk := range p.survivors {
 		todo[pk] = true
@@ -920,10 +921,10 @@ func (p *purge) recontext(pk int64) (bool, error) {
 		return false, err
 	}
 	text := ""
-	if err == nil && session != "" && store.ContentType(typ) != store.CodeFile && size <= ContextBytes-minContextBytes {
+	if err == nil && session != "" && store.ContentType(typ) != store.CodeFile && size <= backend.ContextBytes-backend.MinContextBytes {
 		rows, err := p.query(`SELECT o.entry, length(e.content) FROM occurrences o JOIN entries e ON e.pk = o.entry
 			WHERE o.session_id = ? AND (o.turn < ? OR o.turn = ? AND o.seq < ?) ORDER BY o.turn DESC, o.seq DESC LIMIT ?`,
-			session, turn, turn, seq, contextEntries)
+			session, turn, turn, seq, backend.ContextEntries)
 		if err != nil {
 			return false, err
 		}
@@ -931,9 +932,9 @@ func (p *purge) recontext(pk int64) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		text, err = contextFrom(pk, size, prevs, func(from, pk int64) (tail []byte, err error) {
+		text, err = backend.ContextFrom(pk, size, prevs, func(from, pk int64) (tail []byte, err error) {
 			return tail, p.row(`SELECT substr(content, ?) FROM entries WHERE pk = ?`, from, pk).Scan(&tail)
-		})
+		}, nil)
 		if err != nil {
 			return false, err
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/backend"
 	"github.com/engramhq/engram/internal/terms"
 )
 
@@ -294,7 +295,7 @@ func buildContexts(ctx context.Context, tx *sql.Tx) error {
 	rows, err := tx.QueryContext(ctx, `SELECT e.pk, length(e.content), o.seq, o.session_id, o.turn
 		FROM entries e JOIN occurrences o ON o.seq = (SELECT min(seq) FROM occurrences WHERE entry = e.pk)
 		WHERE o.session_id != '' AND o.type != ? AND length(e.content) <= ?
-		ORDER BY e.pk`, string(store.CodeFile), ContextBytes-minContextBytes)
+		ORDER BY e.pk`, string(store.CodeFile), backend.ContextBytes-backend.MinContextBytes)
 	if err != nil {
 		return err
 	}
@@ -318,7 +319,7 @@ func buildContexts(ctx context.Context, tx *sql.Tx) error {
 		return tail, tx.QueryRowContext(ctx, `SELECT substr(content, ?) FROM entries WHERE pk = ?`, from, pk).Scan(&tail)
 	}
 	for _, f := range todo {
-		rows, err := prev.QueryContext(ctx, f.session, f.turn, f.turn, f.seq, contextEntries)
+		rows, err := prev.QueryContext(ctx, f.session, f.turn, f.turn, f.seq, backend.ContextEntries)
 		if err != nil {
 			return err
 		}
@@ -326,7 +327,7 @@ func buildContexts(ctx context.Context, tx *sql.Tx) error {
 		if err != nil {
 			return err
 		}
-		text, err := contextFrom(f.pk, f.size, prevs, tail)
+		text, err := backend.ContextFrom(f.pk, f.size, prevs, tail, nil)
 		if err != nil {
 			return err
 		}

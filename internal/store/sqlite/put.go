@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/backend"
 	"github.com/engramhq/engram/internal/terms"
 )
 
@@ -214,7 +215,7 @@ type batch struct {
 	turns, storedTurn map[string]int
 	// recent holds each session's occurrences written in the batch, in
 	// order, and recentContent their entries' content (see recentBefore).
-	recent        map[string][]recentOcc
+	recent        map[string][]backend.RecentOcc
 	recentContent map[int64][]byte
 	sessions      map[string]bool
 	agents        map[[2]string]bool
@@ -280,7 +281,7 @@ func newBatch(ctx context.Context, tx *sql.Tx) *batch {
 	b := &batch{
 		ctx: ctx, tx: tx, now: time.Now().UTC(),
 		stmts: map[string]*sql.Stmt{}, pks: map[string]int64{}, turns: map[string]int{}, storedTurn: map[string]int{},
-		recent: map[string][]recentOcc{}, recentContent: map[int64][]byte{},
+		recent: map[string][]backend.RecentOcc{}, recentContent: map[int64][]byte{},
 		sessions: map[string]bool{}, agents: map[[2]string]bool{}, msgs: map[[2]string]store.PutResult{},
 		byType:  map[store.ContentType]store.TypeStats{},
 		refresh: map[int64]bool{}, versioned: map[int64]bool{},
