@@ -53,82 +53,25 @@ func jsonObject(v map[string]any) (sql.NullString, error) {
 }
 
 func (s *Store) prepare(ctx context.Context, entries []store.Entry) ([]pending, error) {
-	var errs []error
-	ps := make([]pending, len(entries))
-	for i := range entries {
-		e := &entries[i]
-		if err := e.Prepare(); err != nil {
-			errs = append(errs, &store.ItemError{Index: i, Err: err})
-			continue
-		}
+	return backend.PrepareEntries(entries, func(e *store.Entry) (pending, error) {
 		meta, err := jsonObject(e.Metadata)
 		if err != nil {
-			errs = append(errs, &store.ItemError{Index: i, Err: err})
-			continue
+			return pending{}, err
 		}
-		ps[i] = pending{e: e, files: jsonList(e.Files), keywords: jsonList(e.Keywords),
-			entities: jsonList(e.Entities), metadata: meta}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	// Terms only for content not stored yet. Content that appears in
-	// between is simply not inserted again; content forgotten in between
-	// gets its terms in the write (see batch.content).
-	ids := make([]string, len(entries))
-	for i := range entries {
-		ids[i] = entries[i].ID
-	}
-	existing, err := s.existing(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	// Terms cost CPU in proportion to the content: spread them over the
-	// cores, before the write lock is taken.
-	var todo []*pending
-	seen := map[string]bool{}
-	for i := range ps {
-		p := &ps[i]
-		if existing[p.e.ID] || seen[p.e.ID] {
-			continue
-		}
-		seen[p.e.ID] = true
-		todo = append(todo, p)
-	}
-	var wg sync.WaitGroup
-	next := make(chan *pending)
-	for range min(runtime.GOMAXPROCS(0), len(todo)) {
-		wg.Go(func() {
-			for p := range next {
-				p.makeTerms()
-			}
-		})
-	}
-	for _, p := range todo {
-		next <- p
-	}
-	close(next)
-	wg.Wait()
-	return ps, nil
+		return pending{e: e, files: jsonList(e.Files), keywords: jsonList(e.Keywords),
+			entities: jsonList(e.Entities), metadata: meta}, nil
+	}, func(ids []string) (map[string]bool, error) { return s.existing(ctx, ids) }, (*pending).makeTerms)
 }
 
-// makeTerms computes the FTS columns of the entry's chunks.
+// makeTerms computes the full-text fields of the entry's chunks (see
+// backend.ChunkTerms), and the JSON of their symbols.
 func (p *pending) makeTerms() {
-	metaText := strings.Join(append(append(append([]string(nil), p.e.Files...), p.e.Keywords...), p.e.Entities...), " ")
-	entryMeta := terms.String(metaText)
-	p.bodies = make([]string, len(p.e.Chunks))
-	p.metas = make([]string, len(p.e.Chunks))
+	p.bodies, p.metas, p.terms = backend.ChunkTerms(p.e)
 	p.symbols = make([]sql.NullString, len(p.e.Chunks))
 	for k, c := range p.e.Chunks {
-		p.bodies[k] = string(terms.Append(nil, string(p.e.Content[c.Start:c.End])))
-		p.metas[k] = entryMeta
 		if len(c.Symbols) > 0 {
-			p.metas[k] = strings.TrimSpace(entryMeta + " " + terms.String(strings.Join(c.Symbols, " ")))
 			p.symbols[k] = jsonList(c.Symbols)
 		}
-	}
-	if p.e.Type == store.CodeFile {
-		p.terms = terms.Set(p.bodies)
 	}
 }
 
