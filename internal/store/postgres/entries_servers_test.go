@@ -16,22 +16,6 @@ import (
 	"github.com/engramhq/engram/internal/store/storetest"
 )
 
-// servers opens n stores on one database, as n engram servers would.
-func servers(t *testing.T, n int) []*postgres.Store {
-	t.Helper()
-	dsn := database(t)
-	var out []*postgres.Store
-	for range n {
-		s, err := postgres.Open(t.Context(), dsn, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		out = append(out, s)
-	}
-	return out
-}
-
 // TestPutEntries_Servers has several servers write one session at once:
 // every prompt opens a turn of its own, each content is stored once, and
 // a msg_id written by all of them is one occurrence, replayed or refused.

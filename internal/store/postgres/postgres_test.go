@@ -17,6 +17,22 @@ import (
 // database makes a database of its own for the test (pgtest.Database).
 func database(t testing.TB) string { return pgtest.Database(t) }
 
+// servers opens n stores on one database, as n engram servers would.
+func servers(t *testing.T, n int) []*postgres.Store {
+	t.Helper()
+	dsn := database(t)
+	var out []*postgres.Store
+	for range n {
+		s, err := postgres.Open(t.Context(), dsn, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		out = append(out, s)
+	}
+	return out
+}
+
 func TestOpen_Migrates(t *testing.T) {
 	dsn := database(t)
 	ctx := t.Context()

@@ -7,31 +7,14 @@ import (
 	"testing"
 
 	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/store/postgres"
 	"github.com/engramhq/engram/internal/store/storetest"
 )
-
-// windowServers opens n stores on one database: n engram servers sharing it.
-func windowServers(t *testing.T, n int) []*postgres.Store {
-	t.Helper()
-	dsn := database(t)
-	var out []*postgres.Store
-	for range n {
-		s, err := postgres.Open(t.Context(), dsn, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		out = append(out, s)
-	}
-	return out
-}
 
 // A window opened and appended to through two servers at once loses
 // nothing, never interleaves a turn, and numbers its versions without a
 // gap, with an evictor evicting as it goes.
 func TestWindow_TwoServers(t *testing.T) {
-	ss := windowServers(t, 2)
+	ss := servers(t, 2)
 	ctx := t.Context()
 	key := store.WindowKey{SessionID: "s", AgentID: "a"}
 	var wg sync.WaitGroup
@@ -111,7 +94,7 @@ func TestWindow_TwoServers(t *testing.T) {
 // one snapshot, of two bodies in turn, so that each drops the body the
 // other may be taking up.
 func TestSnapshot_SharedBodyKeep(t *testing.T) {
-	ss := windowServers(t, 2)
+	ss := servers(t, 2)
 	ctx := t.Context()
 	keys := []store.WindowKey{{SessionID: "s", AgentID: "a"}, {SessionID: "s", AgentID: "b"}}
 	for _, k := range keys {
