@@ -1,7 +1,8 @@
 // Package lexical is the part of lexical search that does not depend on a
 // backend's full-text engine: planning a query's words within a budget of
 // postings (PlanQuery), the BM25 of words known only by a capped count
-// (CappedBM25) and the share of a query a hit holds (Coverage). The SQLite
+// (CappedBM25) and the share of a query a hit holds (Coverage), or a
+// whole entry (EntryCoverage). The SQLite
 // backend matches the plan with FTS5; the PostgreSQL backend with its own
 // postings. Both rank with BM25 as FTS5 computes it, so the two return the
 // same hits in the same order.

@@ -727,12 +727,7 @@ func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (m
 		if err != nil {
 			return err
 		}
-		wanted := lexical.Terms(groups)
-		counter := terms.NewCounter(wanted)
-		var (
-			hits   []store.Hit
-			counts []map[string]int
-		)
+		cov := lexical.NewEntryCoverage(groups)
 		rows, err := tx.Query(ctx, `SELECT e.id, t.terms, CASE WHEN t.terms IS NULL THEN e.content END
 			FROM entries e LEFT JOIN entry_terms t ON t.entry = e.pk WHERE e.id = ANY($1)`, ids)
 		if err != nil {
@@ -748,28 +743,13 @@ func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (m
 				rows.Close()
 				return err
 			}
-			c := map[string]int{}
-			if set != nil {
-				for _, w := range wanted {
-					if terms.SetHas(set, w) {
-						c[w] = 1
-					}
-				}
-			} else {
-				c = counter.Count(string(content))
-			}
-			hits = append(hits, store.Hit{Chunk: store.Chunk{EntryID: id}})
-			counts = append(counts, c)
+			cov.Add(id, set, content)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		lexical.Coverage(groups, p, hits, counts, st.chunks, int64(s.search.MaxPostings)+1)
-		out = make(map[string]float64, len(hits))
-		for _, h := range hits {
-			out[h.Chunk.EntryID] = h.Coverage
-		}
+		out = cov.Shares(p, st.chunks, int64(s.search.MaxPostings)+1)
 		return nil
 	})
 	if err != nil {

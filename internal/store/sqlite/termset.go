@@ -36,12 +36,7 @@ func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (m
 	if err != nil {
 		return nil, fmt.Errorf("coverage of %q: %w", text, err)
 	}
-	wanted := lexical.Terms(groups)
-	counter := terms.NewCounter(wanted)
-	var (
-		hits   []store.Hit
-		counts []map[string]int
-	)
+	cov := lexical.NewEntryCoverage(groups)
 	const batch = 500 // stay far below SQLite's limit on bound parameters
 	for start := 0; start < len(ids); start += batch {
 		part := ids[start:min(start+batch, len(ids))]
@@ -56,30 +51,14 @@ func (s *Store) EntryCoverage(ctx context.Context, text string, ids []string) (m
 				if err := rows.Scan(&id, &set, &content); err != nil {
 					return err
 				}
-				c := map[string]int{}
-				if set != nil {
-					for _, w := range wanted {
-						if terms.SetHas(set, w) {
-							c[w] = 1
-						}
-					}
-				} else {
-					c = counter.Count(string(content))
-				}
-				hits = append(hits, store.Hit{Chunk: store.Chunk{EntryID: id}})
-				counts = append(counts, c)
+				cov.Add(id, set, content)
 				return nil
 			})
 		if err != nil {
 			return nil, fmt.Errorf("coverage of %q: %w", text, err)
 		}
 	}
-	lexical.Coverage(groups, p.lexical(), hits, counts, total, int64(s.opts.Search.MaxPostings)+1)
-	out := make(map[string]float64, len(hits))
-	for _, h := range hits {
-		out[h.Chunk.EntryID] = h.Coverage
-	}
-	return out, nil
+	return cov.Shares(p.lexical(), total, int64(s.opts.Search.MaxPostings)+1), nil
 }
 
 // buildEntryTerms writes the term set of every stored file of more than
