@@ -14,7 +14,7 @@ import (
 
 // openInternal opens a store on a database of its own, dropped when the
 // test ends.
-func openInternal(t *testing.T) *Store {
+func openInternal(t testing.TB) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), pgtest.Database(t), Options{})
 	if err != nil {
