@@ -569,10 +569,10 @@ func (b *batch) refreshLater(pk int64) { b.refresh[pk] = true }
 
 // refreshEntry puts an entry's chunks back in default search: content
 // that was only an old file version (spaceHistory) and that a session
-// sees again.
-// TODO(files): the files area owns the full refresh (the meta field from
-// the entry's current paths, and moving an entry to history); this is the
-// part PutEntries needs.
+// sees again. Its documents are made again, as the SQLite backend's
+// indexEntry makes them: their meta is what the entry's state says now
+// (its current paths, else its first occurrence's files, then keywords
+// and entities; see files_batch.go).
 func (b *batch) refreshEntry(pk int64) error {
 	tag, err := b.tx.Exec(b.ctx, `UPDATE entries SET fts = $2 WHERE pk = $1 AND fts = $3`, pk, spaceMain, spaceHistory)
 	if err != nil {
@@ -581,15 +581,23 @@ func (b *batch) refreshEntry(pk int64) error {
 	if tag.RowsAffected() == 0 {
 		return nil
 	}
-	rows, err := b.tx.Query(b.ctx, `SELECT id FROM chunks WHERE entry = $1 ORDER BY ordinal`, pk)
+	fb := &fileBatch{batch: b, ctx: b.ctx, tx: b.tx}
+	st, err := fb.entryState(pk)
 	if err != nil {
+		return err
+	}
+	docs, err := fb.entryDocs(pk, st.words)
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	if err := unindexDocs(b.ctx, b.tx, spaceHistory, ids); err != nil {
 		return fmt.Errorf("refresh entry %d: %w", pk, err)
 	}
-	ids, err := collectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("refresh entry %d: %w", pk, err)
-	}
-	return moveDocs(b.ctx, b.tx, spaceHistory, spaceMain, ids)
+	return indexDocs(b.ctx, b.tx, spaceMain, docs)
 }
 
 // Counter names: totals, and per content type typePrefix+type+":occurrences"
