@@ -39,9 +39,6 @@ func openServers(t testing.TB, dsn string, n int) []*postgres.Store {
 // version without its record, and an event tail (ArchiveEvents after the
 // last seq seen) that in the end has missed no event.
 func TestArchiveWrite_CommitOrderAcrossServers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes from several servers at once")
-	}
 	const (
 		writers      = 4 // servers
 		perWriter    = 2 // goroutines on each
