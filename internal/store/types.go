@@ -61,6 +61,14 @@ type Session struct {
 	Metadata   map[string]any
 }
 
+// Validate checks a session before it is written.
+func (s Session) Validate() error {
+	if s.ID == "" || len(s.ID) > MaxIdentifierBytes {
+		return &ValidationError{Field: "id", Msg: fmt.Sprintf("session id must be 1 to %d bytes", MaxIdentifierBytes)}
+	}
+	return nil
+}
+
 // Agent is one agent instance within a session. Agents are keyed by
 // (SessionID, ID): the same agent name in two sessions is two agents.
 type Agent struct {
@@ -77,6 +85,24 @@ type Agent struct {
 	ContextWindow int
 	RegisteredAt  time.Time
 	LastSeenAt    time.Time
+}
+
+// Validate checks an agent before it is written.
+func (a Agent) Validate() error {
+	var errs []error
+	if a.ID == "" || len(a.ID) > MaxIdentifierBytes {
+		errs = append(errs, &ValidationError{Field: "id", Msg: fmt.Sprintf("agent id must be 1 to %d bytes", MaxIdentifierBytes)})
+	}
+	if a.SessionID == "" {
+		errs = append(errs, &ValidationError{Field: "session", Msg: "an agent needs a session"})
+	}
+	if a.ParentID == a.ID && a.ID != "" {
+		errs = append(errs, &ValidationError{Field: "parent", Msg: "an agent cannot be its own parent"})
+	}
+	if a.ContextWindow < 0 {
+		errs = append(errs, &ValidationError{Field: "context_window", Msg: "is negative"})
+	}
+	return errors.Join(errs...)
 }
 
 // Entry is a piece of content an agent saw, stored once whatever the number

@@ -132,8 +132,8 @@ func insertRef(ctx context.Context, tx *sql.Tx, r store.Reference) error {
 
 // PutSession implements store.Store.
 func (s *Store) PutSession(ctx context.Context, ss store.Session) error {
-	if ss.ID == "" || len(ss.ID) > store.MaxIdentifierBytes {
-		return &store.ValidationError{Field: "id", Msg: fmt.Sprintf("session id must be 1 to %d bytes", store.MaxIdentifierBytes)}
+	if err := ss.Validate(); err != nil {
+		return err
 	}
 	meta, err := jsonObject(ss.Metadata)
 	if err != nil {
@@ -162,21 +162,8 @@ func (s *Store) PutSession(ctx context.Context, ss store.Session) error {
 
 // PutAgent implements store.Store.
 func (s *Store) PutAgent(ctx context.Context, a store.Agent) error {
-	var errs []error
-	if a.ID == "" || len(a.ID) > store.MaxIdentifierBytes {
-		errs = append(errs, &store.ValidationError{Field: "id", Msg: fmt.Sprintf("agent id must be 1 to %d bytes", store.MaxIdentifierBytes)})
-	}
-	if a.SessionID == "" {
-		errs = append(errs, &store.ValidationError{Field: "session", Msg: "an agent needs a session"})
-	}
-	if a.ParentID == a.ID && a.ID != "" {
-		errs = append(errs, &store.ValidationError{Field: "parent", Msg: "an agent cannot be its own parent"})
-	}
-	if a.ContextWindow < 0 {
-		errs = append(errs, &store.ValidationError{Field: "context_window", Msg: "is negative"})
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if err := a.Validate(); err != nil {
+		return err
 	}
 	now := time.Now()
 	reg, seen := a.RegisteredAt, a.LastSeenAt
