@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -164,6 +165,9 @@ name, with /healthz listing them and one token for all.`,
 					fmt.Fprintf(a.stderr, "  %s at /p/%s/ (MCP at /p/%[2]s/mcp, JSON API at /p/%[2]s/v1)\n", p.cfg.Project, filepath.Base(p.cfg.Project))
 				}
 			}
+			if err := a.printLogin(pageBase(ln.Addr().String(), projects), token); err != nil {
+				return err
+			}
 			if models != nil {
 				prefix := ""
 				if len(projects) > 1 {
@@ -305,6 +309,37 @@ func servedHosts(addr string) []string {
 	return out
 }
 
+// pageBase returns the dashboard's address on a server listening at
+// addr: loopback's for a wildcard bind (a browser on this machine can reach
+// it there), the first project's page when there are several.
+func pageBase(addr string, projects []*app) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		addr = net.JoinHostPort(host, port)
+	}
+	base := "http://" + addr + "/"
+	if len(projects) > 1 {
+		base += "p/" + filepath.Base(projects[0].cfg.Project) + "/"
+	}
+	return base
+}
+
+// printLogin prints a login link to the dashboard at base.
+func (a *app) printLogin(base, token string) error {
+	if token == "" {
+		return nil
+	}
+	link, err := httpapi.LoginURL(base, token, httpapi.LoginTTL)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "dashboard at %s; sign in once with (for an hour; engram token login prints another):\n  %s\n", base, link)
+	return nil
+}
+
 func (a *app) tokenCmd() *cobra.Command {
 	var path bool
 	cmd := &cobra.Command{
@@ -333,5 +368,55 @@ their own (POST /v1/agents, or engram agents register --key).`,
 		},
 	}
 	cmd.Flags().BoolVar(&path, "path", false, "print the token file's path instead")
+	cmd.AddCommand(a.tokenLoginCmd())
+	return cmd
+}
+
+func (a *app) tokenLoginCmd() *cobra.Command {
+	var (
+		addr    string
+		project string
+		ttl     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "login",
+		Short: "Print a link that signs a browser in to engram serve's dashboard",
+		Long: `Print a login link to the dashboard of engram serve, signed with the
+operator's token: opening it sets a cookie (HttpOnly, SameSite=Strict) that
+lets the browser read the server's data, never write it. Each link works once,
+for --ttl; the cookie lasts a week, across server restarts, and ends when the
+token changes. Give --addr as engram serve's, and --project NAME when it
+serves several projects.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tok := a.getenv("ENGRAM_TOKEN")
+			if tok == "" {
+				var err error
+				if tok, err = httpapi.LoadToken(a.tokenFile()); err != nil {
+					return err
+				}
+			}
+			if ttl <= 0 || ttl > 24*time.Hour {
+				return usagef("--ttl is %v; it must be more than 0 and at most 24h", ttl)
+			}
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return usagef("--addr %q is not host:port: %v", addr, err)
+			}
+			base := "http://" + addr + "/"
+			if project != "" {
+				base += "p/" + url.PathEscape(project) + "/"
+			}
+			link, err := httpapi.LoginURL(base, tok, ttl)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, link)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", DefaultAddr, "host:port engram serve listens on")
+	f.StringVar(&project, "project", "", "the project's name, when the server serves several (its page is /p/NAME/)")
+	f.DurationVar(&ttl, "ttl", httpapi.LoginTTL, "how long the link can be used")
 	return cmd
 }

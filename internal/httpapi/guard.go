@@ -35,8 +35,10 @@ import (
 //     server's own origin and Options.AllowedOrigins are let in, and a
 //     request a browser marks cross-site (Sec-Fetch-Site) is refused.
 //  3. Credentials: the operator's token, or an agent's key
-//     (Authorization: Bearer, the scheme in any case). Loopback is not
-//     trusted unless Options.TrustLoopback says so.
+//     (Authorization: Bearer, the scheme in any case), or the dashboard's
+//     session cookie (login.go), which reads only: what the JSON API
+//     serves to GET, HEAD and its query POSTs (isWrite), and no MCP. Loopback is not trusted unless
+//     Options.TrustLoopback says so.
 //  4. Content type: a write (POST, PUT, PATCH) must be JSON, which a
 //     browser's "simple" cross-site request cannot send.
 //  5. Admission: at most MaxInFlight requests are served at once and
@@ -50,6 +52,9 @@ import (
 type principal struct {
 	operator bool
 	agent    *archive.Handle // the agent whose key the request carries
+	// reader: signed in by the dashboard's cookie, which may read what
+	// the operator may, and write nothing.
+	reader bool
 }
 
 // id names the principal for the MCP SDK's session-hijacking check: a
@@ -57,6 +62,9 @@ type principal struct {
 func (p principal) id() string {
 	if p.agent != nil {
 		return "agent:" + p.agent.Agent().ID
+	}
+	if p.reader {
+		return "reader"
 	}
 	return "operator"
 }
@@ -77,6 +85,7 @@ type guard struct {
 	hosts   hostSet
 	origins map[string]bool
 	adm     *Admission
+	logins  logins
 }
 
 func newGuard(eng *engine.Engine, opts Options, log *slog.Logger) *guard {
@@ -146,10 +155,14 @@ func (g *guard) originAllowed(origin, host string) bool {
 func (g *guard) authenticate(w http.ResponseWriter, r *http.Request) (principal, bool) {
 	hdr := r.Header.Get("Authorization")
 	if hdr == "" {
+		ok, why := g.sessionCookie(r)
+		if ok {
+			return principal{operator: true, reader: true}, true
+		}
 		if g.opts.TrustLoopback && remoteLoopback(r.RemoteAddr) {
 			return principal{operator: true}, true
 		}
-		g.unauthorized(w, r, "missing token")
+		g.unauthorized(w, r, firstOf(why, "missing token"))
 		return principal{}, false
 	}
 	scheme, cred, _ := strings.Cut(strings.TrimSpace(hdr), " ")
@@ -222,6 +235,11 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := g.authenticate(w, r)
 		if !ok || !g.checkJSON(w, r) {
+			return
+		}
+		if p.reader && isWrite(r) {
+			g.refuse(w, r, http.StatusForbidden, "reader", "read_only",
+				"the dashboard's sign-in reads only: "+r.Method+" needs the token (Authorization: Bearer)")
 			return
 		}
 		if admit(r) {
@@ -407,6 +425,10 @@ func (g *guard) mcp(next http.Handler, sessions *mcpSessions) http.Handler {
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := principalOf(r.Context())
+		if p.reader {
+			g.refuse(w, r, http.StatusForbidden, "reader", "read_only", "the dashboard's sign-in does not open MCP sessions: send the token or an agent's key")
+			return
+		}
 		if p.agent != nil {
 			session := firstOf(r.Header.Get("X-Engram-Session"), r.URL.Query().Get("session"))
 			agent := firstOf(r.Header.Get("X-Engram-Agent"), r.URL.Query().Get("agent"))

@@ -1,0 +1,178 @@
+package httpapi
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Signing in to the dashboard. A browser's EventSource cannot send an
+// Authorization header, so the page rides on a cookie. Both the login link
+// and the cookie are stateless, keyed by the server's token:
+//
+//	login link:  /login?t=EXPIRY.NONCE.MAC  MAC = HMAC-SHA256(token, "login|EXPIRY|NONCE")
+//	cookie:      EXPIRY.NONCE.MAC           MAC = HMAC-SHA256(token, "session|EXPIRY|NONCE")
+//
+// so anyone who can read the token can mint a link (engram serve prints one
+// at start, engram token login prints one from any shell), a cookie survives
+// a server restart (the page keeps working), and rotating the token ends
+// every link and cookie. A link's nonce is spent once per server process
+// (kept until its expiry); a server restarted within the link's life would
+// take it again, which only its holder can use. The cookie signs the
+// dashboard in as a reader: it may GET the JSON API and its event stream,
+// never write, and never open an MCP session (sessionCookieReads).
+
+// Sign-in defaults.
+const (
+	// LoginTTL is how long a login link can be used.
+	LoginTTL = time.Hour
+	// SessionTTL is how long the cookie a login link sets lasts.
+	SessionTTL = 7 * 24 * time.Hour
+	// SessionCookie is the cookie's name.
+	SessionCookie = "engram_session"
+	// maxSpent bounds the nonces a server remembers: past it, new links
+	// are refused until old ones expire (a flood of valid links needs the
+	// token, so this is a bound, not a defence).
+	maxSpent = 10000
+)
+
+// LoginURL returns a login link to the dashboard served at base (such as
+// http://127.0.0.1:7411/ or .../p/NAME/), signed with token and valid for
+// ttl (LoginTTL if not positive).
+func LoginURL(base, token string, ttl time.Duration) (string, error) {
+	if ttl <= 0 {
+		ttl = LoginTTL
+	}
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	t := sign(token, "login", time.Now().Add(ttl), hex.EncodeToString(nonce))
+	return strings.TrimSuffix(base, "/") + "/login?t=" + url.QueryEscape(t), nil
+}
+
+// sign returns EXPIRY.NONCE.MAC for purpose.
+func sign(token, purpose string, expiry time.Time, nonce string) string {
+	exp := strconv.FormatInt(expiry.Unix(), 10)
+	return exp + "." + nonce + "." + mac(token, purpose, exp, nonce)
+}
+
+func mac(token, purpose, exp, nonce string) string {
+	h := hmac.New(sha256.New, []byte(token))
+	fmt.Fprintf(h, "%s|%s|%s", purpose, exp, nonce)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// verify checks a signed value for purpose at now: its MAC (in constant
+// time) and its expiry. It returns the nonce and expiry.
+func verify(token, purpose, v string, now time.Time) (nonce string, expiry time.Time, err error) {
+	if token == "" {
+		return "", time.Time{}, fmt.Errorf("the server has no token to sign with")
+	}
+	if len(v) > 256 {
+		return "", time.Time{}, fmt.Errorf("malformed")
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 || len(parts[1]) != 32 || strings.Trim(parts[1], "0123456789abcdef") != "" {
+		return "", time.Time{}, fmt.Errorf("malformed")
+	}
+	sec, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("malformed")
+	}
+	if !hmac.Equal([]byte(parts[2]), []byte(mac(token, purpose, parts[0], parts[1]))) {
+		return "", time.Time{}, fmt.Errorf("not signed with this server's token (was it rotated?)")
+	}
+	expiry = time.Unix(sec, 0)
+	if !now.Before(expiry) {
+		return "", time.Time{}, fmt.Errorf("expired at %s", expiry.UTC().Format(time.RFC3339))
+	}
+	return parts[1], expiry, nil
+}
+
+// logins spends login links' nonces, once each.
+type logins struct {
+	mu    sync.Mutex
+	spent map[string]time.Time // nonce -> the link's expiry
+}
+
+// spend reports whether nonce was not spent before, and spends it.
+func (l *logins) spend(nonce string, expiry, now time.Time) (ok bool, full bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.spent == nil {
+		l.spent = map[string]time.Time{}
+	}
+	for n, exp := range l.spent {
+		if !now.Before(exp) {
+			delete(l.spent, n)
+		}
+	}
+	if _, ok := l.spent[nonce]; ok {
+		return false, false
+	}
+	if len(l.spent) >= maxSpent {
+		return false, true
+	}
+	l.spent[nonce] = expiry
+	return true, false
+}
+
+// login serves GET /login?t=...: a valid, unspent link sets the session
+// cookie and sends the browser to the dashboard; anything else is a plain
+// page saying why and how to get a new link.
+func (g *guard) login(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	nonce, expiry, err := verify(g.opts.Token, "login", r.URL.Query().Get("t"), now)
+	if err == nil {
+		if ok, full := g.logins.spend(nonce, expiry, now); full {
+			err = fmt.Errorf("too many login links in use; try again later")
+		} else if !ok {
+			err = fmt.Errorf("already used")
+		}
+	}
+	if err != nil {
+		g.metrics.Refused("login")
+		g.log.Warn("login refused", "remote", r.RemoteAddr, "detail", err.Error())
+		securePage(w.Header())
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, "This login link cannot be used: %v.\n\nRun `engram token login` on the server's machine for a new one, and open the link it prints.\n", err)
+		return
+	}
+	cookieNonce := make([]byte, 16)
+	if _, err := rand.Read(cookieNonce); err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "internal error; the server's log has the details")
+		return
+	}
+	exp := now.Add(SessionTTL)
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: sign(g.opts.Token, "session", exp, hex.EncodeToString(cookieNonce)),
+		Path: "/", Expires: exp, MaxAge: int(SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	securePage(w.Header())
+	// Relative, so that a project served under /p/NAME/ lands on its own
+	// page; the link's query (the spent token) stays out of the history.
+	w.Header().Set("Location", "./")
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// sessionCookie returns the request's dashboard session, if it carries a
+// valid one, and why not otherwise ("" when it carries none).
+func (g *guard) sessionCookie(r *http.Request) (ok bool, why string) {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil {
+		return false, ""
+	}
+	if _, _, err := verify(g.opts.Token, "session", c.Value, time.Now()); err != nil {
+		return false, "the dashboard's sign-in is " + err.Error()
+	}
+	return true, ""
+}
