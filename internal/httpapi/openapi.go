@@ -104,6 +104,14 @@ func (v *v1) document() map[string]any {
 			},
 			"security": []any{map[string]any{"bearer": []string{}}},
 		}
+		if method == http.MethodGet {
+			// The dashboard's sign-in reads what a GET reads.
+			op["security"] = []any{map[string]any{"bearer": []string{}}, map[string]any{"dashboard": []string{}}}
+		}
+		if rt.pattern == streamRoute {
+			op["responses"].(map[string]any)["200"] = map[string]any{"description": "server-sent events: event names hello, windows, archive, index; each data line is JSON",
+				"content": map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"type": "string"}}}}
+		}
 		if len(params) > 0 {
 			op["parameters"] = params
 		}
@@ -131,8 +139,10 @@ func (v *v1) document() map[string]any {
 		"openapi": "3.1.0",
 		"info": map[string]any{"title": "engram", "version": "v1",
 			"description": "engram's JSON API: search, files, context, agents' context windows, session state and the shared memory of agents. The caller's session and agent go in the X-Engram-Session and X-Engram-Agent headers."},
-		"paths":      paths,
-		"components": map[string]any{"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}}},
+		"paths": paths,
+		"components": map[string]any{"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"},
+			"dashboard": map[string]any{"type": "apiKey", "in": "cookie", "name": SessionCookie,
+				"description": "the dashboard's sign-in, set by a login link (engram token login); it reads only"}}},
 	}
 }
 

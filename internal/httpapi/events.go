@@ -1,0 +1,309 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+)
+
+// The event stream, GET /v1/events/stream: server-sent events that tell a
+// page what changed, so that it re-reads it through the JSON API instead
+// of polling everything. One hub per handler polls the store while any
+// stream is open, and fans what changed out to every stream: the store is
+// the only truth (several servers may share it, and nothing caches its
+// state), so a change made through another server shows up as well.
+//
+// Events (each data line is JSON):
+//
+//	hello    {"server","version","poll_ms"}: sent first on every connection;
+//	         server names the process, so a page sees a restart and re-reads
+//	         everything
+//	windows  {"windows":[{"session","agent","version"}],"removed":[...]}:
+//	         windows opened, changed (appends, evictions, readmits, settings)
+//	         or gone since the last poll
+//	archive  {"events":[...],"more":bool}: the archivalist's new events, as
+//	         GET /v1/events gives them (more: there were more than these)
+//	index    {"chunks","embedded"}: the index's or embeddings' size changed
+//
+// and a comment every 15 s, so that proxies keep the connection.
+
+// streamRoute is the event stream's route.
+const streamRoute = "GET /v1/events/stream"
+
+// Event stream defaults.
+const (
+	// DefaultEventPoll is how often the hub reads the store.
+	DefaultEventPoll = time.Second
+	// maxStreams bounds the event streams open at once.
+	maxStreams = 64
+	// indexEvery: the index's counts are read every this many polls (they
+	// count rows, where windows and events read an index's head).
+	indexEvery = 5
+	// heartbeat is the comment interval.
+	heartbeat = 15 * time.Second
+	// streamBuffer is how many events a slow stream may lag behind
+	// before it is closed (the browser reconnects and re-reads).
+	streamBuffer = 64
+)
+
+// streamEvent is one server-sent event.
+type streamEvent struct {
+	name string
+	data []byte
+}
+
+// windowVersion names a window and its version.
+type windowVersion struct {
+	Session string `json:"session"`
+	Agent   string `json:"agent"`
+	Version int64  `json:"version"`
+}
+
+// hub polls the store for what the page shows and fans changes out.
+type hub struct {
+	eng     *engine.Engine
+	log     *slog.Logger
+	poll    time.Duration
+	version string
+	server  string
+
+	mu      sync.Mutex
+	subs    map[chan streamEvent]struct{}
+	running bool
+}
+
+func newHub(eng *engine.Engine, poll time.Duration, version string, log *slog.Logger) *hub {
+	if poll <= 0 {
+		poll = DefaultEventPoll
+	}
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	return &hub{eng: eng, log: log, poll: poll, version: version, server: hex.EncodeToString(id), subs: map[chan streamEvent]struct{}{}}
+}
+
+// subscribe adds a stream; ok is false when maxStreams are open. The
+// poller runs while there is a stream.
+func (h *hub) subscribe() (ch chan streamEvent, cancel func(), ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.subs) >= maxStreams {
+		return nil, nil, false
+	}
+	ch = make(chan streamEvent, streamBuffer)
+	h.subs[ch] = struct{}{}
+	if !h.running {
+		h.running = true
+		go h.run()
+	}
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := h.subs[ch]; ok {
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}, true
+}
+
+// broadcast sends ev to every stream; a stream too far behind is closed.
+func (h *hub) broadcast(ev streamEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- ev:
+		default:
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// run polls until the last stream is gone.
+func (h *hub) run() {
+	ctx := context.Background()
+	var p poller
+	if err := p.init(ctx, h.eng); err != nil {
+		h.log.Warn("event stream: first read of the store", "err", err)
+	}
+	t := time.NewTicker(h.poll)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		<-t.C
+		h.mu.Lock()
+		if len(h.subs) == 0 {
+			h.running = false
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+		evs, err := p.changes(ctx, h.eng, n%indexEvery == 0)
+		if err != nil {
+			h.log.Warn("event stream: read the store", "err", err)
+			continue
+		}
+		for _, ev := range evs {
+			h.broadcast(ev)
+		}
+	}
+}
+
+// poller remembers what the last poll saw.
+type poller struct {
+	windows  map[store.WindowKey]int64
+	seq      int64
+	chunks   int64
+	embedded int64
+}
+
+func (p *poller) init(ctx context.Context, eng *engine.Engine) error {
+	p.windows = map[store.WindowKey]int64{}
+	ws, err := eng.Store().Windows(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		p.windows[w.WindowKey] = w.Version
+	}
+	last, err := eng.Store().ArchiveEvents(ctx, -1, 1)
+	if err != nil {
+		return err
+	}
+	if len(last) > 0 {
+		p.seq = last[0].Seq
+	}
+	p.chunks, p.embedded, err = indexCounts(ctx, eng)
+	return err
+}
+
+func indexCounts(ctx context.Context, eng *engine.Engine) (chunks, embedded int64, err error) {
+	s, err := eng.EmbedStatus(ctx)
+	return s.Chunks, s.Embedded, err
+}
+
+// changes returns the events of what changed since the last poll.
+func (p *poller) changes(ctx context.Context, eng *engine.Engine, index bool) ([]streamEvent, error) {
+	var out []streamEvent
+	ws, err := eng.Store().Windows(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	changed := []windowVersion{}
+	seen := make(map[store.WindowKey]bool, len(ws))
+	for _, w := range ws {
+		seen[w.WindowKey] = true
+		if v, ok := p.windows[w.WindowKey]; !ok || v != w.Version {
+			changed = append(changed, windowVersion{Session: w.SessionID, Agent: w.AgentID, Version: w.Version})
+			p.windows[w.WindowKey] = w.Version
+		}
+	}
+	removed := []windowVersion{}
+	for k := range p.windows {
+		if !seen[k] {
+			removed = append(removed, windowVersion{Session: k.SessionID, Agent: k.AgentID})
+			delete(p.windows, k)
+		}
+	}
+	if len(changed)+len(removed) > 0 {
+		out = append(out, event("windows", map[string]any{"windows": changed, "removed": removed}))
+	}
+	const batch = 100
+	evs, err := eng.Store().ArchiveEvents(ctx, p.seq, batch+1)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) > 0 {
+		more := len(evs) > batch
+		if more {
+			evs = evs[:batch]
+		}
+		p.seq = evs[len(evs)-1].Seq
+		out = append(out, event("archive", map[string]any{"events": evs, "more": more}))
+	}
+	if index {
+		chunks, embedded, err := indexCounts(ctx, eng)
+		if err != nil {
+			return nil, err
+		}
+		if chunks != p.chunks || embedded != p.embedded {
+			p.chunks, p.embedded = chunks, embedded
+			out = append(out, event("index", map[string]int64{"chunks": chunks, "embedded": embedded}))
+		}
+	}
+	return out, nil
+}
+
+func event(name string, v any) streamEvent {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // maps of plain values
+	}
+	return streamEvent{name: name, data: b}
+}
+
+// stream serves GET /v1/events/stream.
+func (h *hub) stream(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	ch, cancel, ok := h.subscribe()
+	if !ok {
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusServiceUnavailable, "overloaded", fmt.Sprintf("%d event streams are open, the most this server keeps", maxStreams))
+		return
+	}
+	defer cancel()
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return // the stream is there; a HEAD reads no body
+	}
+	hello := event("hello", map[string]any{"server": h.server, "version": h.version, "poll_ms": h.poll.Milliseconds()})
+	if writeEvent(w, rc, streamEvent{name: "retry"}) != nil || writeEvent(w, rc, hello) != nil {
+		return
+	}
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, open := <-ch:
+			if !open {
+				return // too far behind: the browser reconnects and re-reads
+			}
+			if writeEvent(w, rc, ev) != nil {
+				return
+			}
+		case <-beat.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// writeEvent writes one event and flushes it; the "retry" pseudo-event
+// tells the browser to reconnect after 2 s.
+func writeEvent(w http.ResponseWriter, rc *http.ResponseController, ev streamEvent) error {
+	var err error
+	if ev.name == "retry" {
+		_, err = fmt.Fprint(w, "retry: 2000\n\n")
+	} else {
+		_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+	}
+	if err != nil {
+		return err
+	}
+	return rc.Flush()
+}
