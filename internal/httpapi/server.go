@@ -81,9 +81,12 @@ type Options struct {
 	// but neither their credential, nor their body (Proxy bounds it,
 	// above the vendors' limits), nor admission (an answer streams for
 	// minutes, and would hold the slots of engram's own requests).
-	Proxy   http.Handler
-	Version string
-	Logger  *slog.Logger
+	Proxy http.Handler
+	// EventPoll is how often the event stream reads the store while a
+	// stream is open; zero means DefaultEventPoll.
+	EventPoll time.Duration
+	Version   string
+	Logger    *slog.Logger
 }
 
 // Defaults of Options.
@@ -131,15 +134,20 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	mux.Handle("/mcp", g.wrap(limitBody(g.mcp(mcpHandler, sessions), opts.MaxBodyBytes), func(r *http.Request) bool {
 		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
 	}))
-	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, windows: opts.Windows, assembler: opts.Assembler}
+	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, windows: opts.Windows, assembler: opts.Assembler,
+		hub: newHub(eng, opts.EventPoll, opts.Version, log)}
 	always := func(*http.Request) bool { return true }
-	v.routes(mux, func(h http.Handler) http.Handler { return g.wrap(h, always) })
+	// An event stream stays open for as long as the page: it would hold an
+	// admission slot for good (the hub bounds streams instead).
+	notStreams := func(r *http.Request) bool { return r.Pattern != streamRoute }
+	v.routes(mux, func(h http.Handler) http.Handler { return g.wrap(h, notStreams) })
 	mux.Handle("/v1/", g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
 	}), always))
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", g.wrap(opts.Metrics.Handler(), func(*http.Request) bool { return false }))
 	}
+	g.dashboardRoutes(mux)
 	if opts.Proxy != nil {
 		for _, route := range proxyRoutes {
 			mux.Handle(route, opts.Proxy)

@@ -37,6 +37,8 @@ type v1 struct {
 	windows *window.Manager
 	// assembler assembles turns over windows; nil makes one per request.
 	assembler *assemble.Assembler
+	// hub serves the event stream.
+	hub *hub
 }
 
 // route is one route of the API: what serves it and what the OpenAPI
@@ -77,6 +79,8 @@ func (v *v1) table() []route {
 		{"POST /v1/intents", "Declare cross-cutting work", jsonOp(v, (*api.Ops).DeclareIntent, 201), api.IntentIn{}, nil, 201},
 		{"POST /v1/intents/{id}/complete", "Complete an intent of your session", v.completeIntent, nil, nil, 200},
 		{"GET /v1/events", "The event log", v.events, nil, []string{"after: events after this sequence number", "limit: most events"}, 200},
+		{streamRoute, "What changes, as server-sent events (text/event-stream): hello on connecting, then windows (windows opened, changed or gone), archive (the event log's new events) and index (chunks and embeddings counted anew); a page re-reads what changed through this API",
+			v.hub.stream, nil, nil, 200},
 		{"GET /v1/agents", "Registered agents", v.agents, nil, []string{"session: only this session's"}, 200},
 		{"POST /v1/agents", "Register an agent and issue its key (shown once)", v.registerAgent, archive.AgentSpec{}, nil, 201},
 		{"POST /v1/agents/{id}/key", "Issue an agent a new key, replacing its old one", v.agentKey, nil, nil, 201},

@@ -1,0 +1,367 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+)
+
+// noRedirect is a client that shows redirects instead of following them.
+func noRedirect(jar http.CookieJar) *http.Client {
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func get(t *testing.T, c *http.Client, u string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// TestDashboardSignIn follows a login link as a browser would, and checks
+// what the cookie it sets may do: read, never write, never MCP, and
+// nothing once the token changes.
+func TestDashboardSignIn(t *testing.T) {
+	eng := newEngine(t)
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok"}))
+	defer srv.Close()
+	jar, _ := cookiejar.New(nil)
+	c := noRedirect(jar)
+
+	// Without a sign-in the page loads (it holds no data) and the API
+	// says 401.
+	resp, _ := get(t, c, srv.URL+"/")
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, c, srv.URL+"/v1/windows"); resp.StatusCode != 401 {
+		t.Fatalf("GET /v1/windows without sign-in: %d", resp.StatusCode)
+	}
+
+	link, err := LoginURL(srv.URL+"/", "tok", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _ = get(t, c, link)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "./" {
+		t.Fatalf("login: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	set := resp.Header.Get("Set-Cookie")
+	for _, want := range []string{SessionCookie + "=", "HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=604800"} {
+		if !strings.Contains(set, want) {
+			t.Errorf("Set-Cookie %q lacks %q", set, want)
+		}
+	}
+	if strings.Contains(set, "tok") {
+		t.Errorf("the cookie carries the token: %q", set)
+	}
+
+	// Once only.
+	if resp, body := get(t, c, link); resp.StatusCode != 401 || !strings.Contains(body, "already used") {
+		t.Errorf("second use of a login link: %d %q", resp.StatusCode, body)
+	}
+
+	// The cookie reads the API and its event stream...
+	if resp, body := get(t, c, srv.URL+"/v1/windows"); resp.StatusCode != 200 || body != "{\"windows\":[]}\n" {
+		t.Errorf("GET /v1/windows signed in: %d %q", resp.StatusCode, body)
+	}
+	// ...runs the API's query POSTs...
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/retrieve", strings.NewReader(`{"query":"nothing at all"}`))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Errorf("POST /v1/retrieve signed in: %v %v", resp.StatusCode, err)
+	}
+	// ...and writes nothing.
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/v1/patterns", strings.NewReader(`{"pattern":"x","category":"y"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Engram-Session", "s1")
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "reads only") {
+		t.Errorf("POST /v1/patterns with the cookie: %d %s", resp.StatusCode, b)
+	}
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != 403 {
+		t.Errorf("MCP with the cookie: %v %v", resp.StatusCode, err)
+	}
+	// A page of another origin gets nothing, cookie or not (a browser
+	// would not even send a SameSite=Strict cookie from there).
+	if resp, _ := get(t, c, srv.URL+"/v1/windows", "Origin", "http://evil.example"); resp.StatusCode != 403 {
+		t.Errorf("cross-origin read with the cookie: %d", resp.StatusCode)
+	}
+
+	// The same cookie on a server with another token (rotated) is refused,
+	// and says why.
+	other := httptest.NewServer(Handler(eng, Options{Token: "new-token"}))
+	defer other.Close()
+	u, _ := url.Parse(srv.URL)
+	req, _ = http.NewRequest(http.MethodGet, other.URL+"/v1/windows", nil)
+	for _, ck := range jar.Cookies(u) {
+		req.AddCookie(ck)
+	}
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.Contains(string(b), "not signed with this server's token") {
+		t.Errorf("a cookie of another token: %d %s", resp.StatusCode, b)
+	}
+
+	// Bad links: expired, forged, malformed; none sets a cookie.
+	expired := sign("tok", "login", time.Now().Add(-time.Second), strings.Repeat("ab", 16))
+	forged := sign("guess", "login", time.Now().Add(time.Minute), strings.Repeat("cd", 16))
+	session := sign("tok", "session", time.Now().Add(time.Minute), strings.Repeat("ef", 16)) // a cookie is no login link
+	for name, v := range map[string]string{"expired": expired, "forged": forged, "cookie as link": session, "malformed": "1.2.3",
+		"empty": "", "huge": strings.Repeat("9", 5000)} {
+		resp, body := get(t, noRedirect(nil), srv.URL+"/login?t="+url.QueryEscape(v))
+		if resp.StatusCode != 401 || resp.Header.Get("Set-Cookie") != "" || !strings.Contains(body, "engram token login") {
+			t.Errorf("%s link: %d, Set-Cookie %q, %q", name, resp.StatusCode, resp.Header.Get("Set-Cookie"), body)
+		}
+	}
+	// A forged or expired cookie is no sign-in.
+	for name, v := range map[string]string{"expired": sign("tok", "session", time.Now().Add(-time.Second), strings.Repeat("ab", 16)),
+		"link as cookie": sign("tok", "login", time.Now().Add(time.Minute), strings.Repeat("ab", 16)), "garbage": "x.y.z"} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/windows", nil)
+		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: v})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("%s cookie: %d", name, resp.StatusCode)
+		}
+	}
+}
+
+// TestDashboardAssets checks what the page is made of: every response
+// carries the strict policy, and no embedded file holds what the policy
+// would block (inline script or style, handlers in markup, a foreign
+// source): the page would break in a browser, or the policy be loosened to
+// let it work.
+func TestDashboardAssets(t *testing.T) {
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "tok"}))
+	defer srv.Close()
+	c := noRedirect(nil)
+	resp, page := get(t, c, srv.URL+"/")
+	if resp.Header.Get("Content-Security-Policy") != pageCSP || !strings.Contains(pageCSP, "script-src 'self';") || strings.Contains(pageCSP, "unsafe") {
+		t.Fatalf("CSP %q", resp.Header.Get("Content-Security-Policy"))
+	}
+	for _, h := range []string{"X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy"} {
+		if resp.Header.Get(h) == "" {
+			t.Errorf("no %s", h)
+		}
+	}
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			src := ""
+			for _, a := range n.Attr {
+				switch {
+				case strings.HasPrefix(a.Key, "on"), a.Key == "style":
+					t.Errorf("<%s %s=...>: inline handlers and styles are blocked by the policy", n.Data, a.Key)
+				case a.Key == "src" || a.Key == "href":
+					src = a.Val
+				}
+			}
+			if n.Data == "style" || n.Data == "script" && src == "" {
+				t.Errorf("inline <%s>", n.Data)
+			}
+			if src != "" && !strings.HasPrefix(src, "#") {
+				if strings.Contains(src, "//") || strings.HasPrefix(src, "/") {
+					t.Errorf("%q is not relative: a project's page is served under /p/NAME/", src)
+				}
+				refs = append(refs, src)
+			}
+		}
+		for ch := n.FirstChild; ch != nil; ch = ch.NextSibling {
+			walk(ch)
+		}
+	}
+	walk(doc)
+	if len(refs) < 4 {
+		t.Fatalf("the page refers to %v", refs)
+	}
+	for _, ref := range refs {
+		resp, body := get(t, c, srv.URL+"/"+ref, "Accept-Encoding", "identity")
+		if resp.StatusCode != 200 || len(body) == 0 || resp.Header.Get("Content-Security-Policy") == "" {
+			t.Errorf("%s: %d, %d bytes, CSP %q", ref, resp.StatusCode, len(body), resp.Header.Get("Content-Security-Policy"))
+		}
+		if strings.Contains(body, "innerHTML") && !strings.Contains(ref, "vendor/") {
+			t.Errorf("%s sets innerHTML: the page puts what it shows in as text only", ref)
+		}
+		// Revalidation answers 304.
+		if resp2, _ := get(t, c, srv.URL+"/"+ref, "If-None-Match", resp.Header.Get("ETag")); resp2.StatusCode != http.StatusNotModified {
+			t.Errorf("%s revalidated: %d", ref, resp2.StatusCode)
+		}
+	}
+	// Every embedded file is reachable, the vendored library with its
+	// licence, and nothing else is.
+	err = fs.WalkDir(uiFiles, "ui", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && p != "ui/index.html" {
+			if resp, _ := get(t, c, srv.URL+"/assets/"+strings.TrimPrefix(p, "ui/")); resp.StatusCode != 200 {
+				t.Errorf("%s: %d", p, resp.StatusCode)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/assets/../server.go", "/assets/nothing.js", "/index.htm", "/assets/vendor/../../dashboard.go"} {
+		if resp, _ := get(t, http.DefaultClient, srv.URL+p); resp.StatusCode != 404 {
+			t.Errorf("%s: %d", p, resp.StatusCode)
+		}
+	}
+	// gzip when asked.
+	resp, _ = get(t, c, srv.URL+"/assets/app.js", "Accept-Encoding", "gzip")
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("app.js with Accept-Encoding gzip: %q", resp.Header.Get("Content-Encoding"))
+	}
+}
+
+// sseReader reads server-sent events.
+type sseReader struct {
+	sc *bufio.Scanner
+}
+
+// next returns the next event's name and data, skipping comments and the
+// retry field.
+func (r sseReader) next(t *testing.T) (string, string) {
+	t.Helper()
+	var name, data string
+	for r.sc.Scan() {
+		line := r.sc.Text()
+		switch {
+		case line == "" && name != "":
+			return name, data
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+	t.Fatalf("the stream ended: %v", r.sc.Err())
+	return "", ""
+}
+
+// TestEventStream follows the event stream while windows and the archive
+// change, through the API as agents change them.
+func TestEventStream(t *testing.T) {
+	eng := newEngine(t)
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", EventPoll: 20 * time.Millisecond}))
+	defer srv.Close()
+	c := client{t, srv.URL}
+	c.want(200, "PUT", "/v1/windows/s1/coder", `{"limit":3000}`, `"budget"`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := func() (*http.Response, sseReader) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/events/stream", nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = resp.Body.Close() })
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("stream: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		return resp, sseReader{bufio.NewScanner(resp.Body)}
+	}
+	_, ev := open()
+	name, data := ev.next(t)
+	var hello struct{ Server, Version string }
+	if err := json.Unmarshal([]byte(data), &hello); name != "hello" || err != nil || hello.Server == "" {
+		t.Fatalf("first event %s %s (%v)", name, data, err)
+	}
+
+	// An append is a windows event naming the window at its new version.
+	_, b := c.want(201, "POST", "/v1/windows/s1/coder/messages", `{"messages":[{"role":"user","content":"hello"}]}`, `"positions"`)
+	var out struct{ Window struct{ Version int64 } }
+	if err := json.Unmarshal([]byte(b), &out); err != nil {
+		t.Fatal(err)
+	}
+	name, data = ev.next(t)
+	var ws struct {
+		Windows []windowVersion
+	}
+	if err := json.Unmarshal([]byte(data), &ws); name != "windows" || err != nil || len(ws.Windows) != 1 ||
+		ws.Windows[0] != (windowVersion{Session: "s1", Agent: "coder", Version: out.Window.Version}) {
+		t.Fatalf("after an append: %s %s (%v)", name, data, err)
+	}
+
+	// A record is an archive event carrying the log's new events.
+	c.want(201, "POST", "/v1/insights", `{"insight":"<script>alert(1)</script> is stored as text"}`, `"id"`)
+	name, data = ev.next(t)
+	var arch struct {
+		Events []struct {
+			Type, Session string
+			Seq           int64
+		}
+	}
+	if err := json.Unmarshal([]byte(data), &arch); name != "archive" || err != nil || len(arch.Events) == 0 || arch.Events[0].Session != "s1" {
+		t.Fatalf("after a record: %s %s (%v)", name, data, err)
+	}
+
+	// A second stream gets its own hello, and both get what follows.
+	_, ev2 := open()
+	if name, _ := ev2.next(t); name != "hello" {
+		t.Fatalf("second stream's first event: %s", name)
+	}
+	c.want(201, "POST", "/v1/windows/s1/coder/messages", `{"messages":[{"role":"assistant","content":"hi"}]}`, `"positions"`)
+	for _, r := range []sseReader{ev, ev2} {
+		if name, data := r.next(t); name != "windows" || !regexp.MustCompile(`"agent":"coder"`).MatchString(data) {
+			t.Fatalf("both streams: %s %s", name, data)
+		}
+	}
+
+	// Without a credential, no stream.
+	resp, err := http.Get(srv.URL + "/v1/events/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("stream without a credential: %d", resp.StatusCode)
+	}
+}
