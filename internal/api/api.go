@@ -36,7 +36,8 @@ type Ops struct {
 	Handle func(ctx context.Context) (*archive.Handle, error)
 	// Agent is the agent recorded with content the caller records.
 	Agent string
-	// Metrics, if set, records searches and briefings.
+	// Metrics, if set, records searches and briefings, references expanded
+	// and pre-fetches served.
 	Metrics *metrics.Metrics
 	// Windows keeps the context windows of Eng's store, configured; nil
 	// means a Manager with the built-in models and defaults.
@@ -532,6 +533,7 @@ func (o *Ops) Prefetch(ctx context.Context, in PrefetchIn) (retrieve.Block, stri
 	if err != nil {
 		return retrieve.Block{}, "", err
 	}
+	o.Metrics.Prefetch(len(b.Excerpts) > 0)
 	if b.Text == "" {
 		return b, fmt.Sprintf("nothing confident enough to inject (budget %d tokens)", b.Budget), nil
 	}
