@@ -20,6 +20,7 @@ import (
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
@@ -45,6 +46,11 @@ type Ops struct {
 	// Assembler assembles turns' contexts; nil makes one per call, whose
 	// summarizer's background work the call waits for.
 	Assembler *assemble.Assembler
+	// Index is the live state of this process's watcher, which
+	// IndexStatus reports; nil when the process does not index.
+	Index *index.Activity
+	// Version is engram's version, which Status reports.
+	Version string
 }
 
 // IsolationError refuses a write that names another session than the

@@ -49,8 +49,8 @@ func TestOpenAPI(t *testing.T) {
 			}
 		}
 	}
-	if n != 40 {
-		t.Errorf("%d documented operations, want the 40 routes", n)
+	if n != 44 {
+		t.Errorf("%d documented operations, want the 44 routes", n)
 	}
 	// And a route that is not documented is not served.
 	if st, _, b := c.do("DELETE", "/v1/patterns", ""); st != 404 || !strings.Contains(b, "no such route") {

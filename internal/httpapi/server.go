@@ -27,6 +27,7 @@ import (
 
 	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/mcpserver"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/window"
@@ -81,7 +82,10 @@ type Options struct {
 	// but neither their credential, nor their body (Proxy bounds it,
 	// above the vendors' limits), nor admission (an answer streams for
 	// minutes, and would hold the slots of engram's own requests).
-	Proxy   http.Handler
+	Proxy http.Handler
+	// Index, if set, is the live state of this server's watcher, which
+	// GET /v1/index reports; nil when the server does not index.
+	Index   *index.Activity
 	Version string
 	Logger  *slog.Logger
 }
@@ -131,7 +135,8 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	mux.Handle("/mcp", g.wrap(limitBody(g.mcp(mcpHandler, sessions), opts.MaxBodyBytes), func(r *http.Request) bool {
 		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
 	}))
-	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, windows: opts.Windows, assembler: opts.Assembler}
+	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, windows: opts.Windows, assembler: opts.Assembler,
+		activity: opts.Index, version: opts.Version}
 	always := func(*http.Request) bool { return true }
 	v.routes(mux, func(h http.Handler) http.Handler { return g.wrap(h, always) })
 	mux.Handle("/v1/", g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
