@@ -296,6 +296,9 @@ type indexRun struct {
 	yes, embed, watch, json bool
 	// metrics, if set, records the watcher's queue and updates.
 	metrics *metrics.Metrics
+	// activity, if set, keeps the index's live state for the status API:
+	// the first run's summary, then the watcher's queue and updates.
+	activity *index.Activity
 }
 
 // runIndex indexes the project (or the tree of args[0]) with progress,
@@ -319,6 +322,7 @@ func (a *app) runIndex(ctx context.Context, args []string, opts index.Options, r
 	opts.Progress = p.update
 	sum, err := eng.Index(ctx, a.cfg.Project, opts)
 	p.finish()
+	r.activity.Updated(sum, err)
 	if r.json {
 		if jerr := writeJSON(a.stdout, toSummaryJSON(sum)); jerr != nil {
 			return jerr
@@ -335,7 +339,7 @@ func (a *app) runIndex(ctx context.Context, args []string, opts index.Options, r
 		}
 	}
 	if r.watch {
-		return a.runWatch(ctx, opts, r.embed, r.metrics)
+		return a.runWatch(ctx, opts, r.embed, r.metrics, r.activity)
 	}
 	return nil
 }

@@ -113,6 +113,9 @@ name, with /healthz listing them and one token for all.`,
 			var handler http.Handler
 			mounts := map[string]http.Handler{}
 			pmetrics := make([]*metrics.Metrics, len(projects))
+			// pindex are the watchers' live states, which GET /v1/index
+			// reports: none when the server does not index.
+			pindex := make([]*index.Activity, len(projects))
 			var models *proxy.Proxy // a project's proxy, for its upstreams
 			var proxies []*proxy.Proxy
 			for i, p := range projects {
@@ -143,6 +146,10 @@ name, with /healthz listing them and one token for all.`,
 					popts.Metrics.Proxy(px.Stats)
 				}
 				pmetrics[i] = popts.Metrics
+				if !noIndex {
+					popts.Index = index.NewActivity()
+					pindex[i] = popts.Index
+				}
 				handler = httpapi.Handler(eng, popts)
 				mounts[filepath.Base(p.cfg.Project)] = handler
 			}
@@ -201,9 +208,12 @@ name, with /healthz listing them and one token for all.`,
 					break
 				}
 				wg.Go(func() {
-					err := p.runIndex(ictx, nil, index.Options{}, indexRun{yes: yes, embed: !noEmbed, watch: true, metrics: pmetrics[i]})
+					err := p.runIndex(ictx, nil, index.Options{}, indexRun{yes: yes, embed: !noEmbed, watch: true, metrics: pmetrics[i], activity: pindex[i]})
 					if err != nil && ictx.Err() == nil {
 						fmt.Fprintf(a.stderr, "not indexing %s: %v\n", p.cfg.Project, err)
+						// GET /v1/index says why too: a watcher that never
+						// ran reads as one with nothing to do.
+						pindex[i].Updated(index.Summary{}, fmt.Errorf("not indexing: %w", err))
 					}
 				})
 			}

@@ -41,8 +41,9 @@ the background unless --no-embed is given. Stops cleanly on Ctrl-C.`,
 
 // runWatch watches the project until ctx ends (Ctrl-C), printing a line
 // per batch of changes; with embed, a background goroutine embeds what
-// each batch stored.
-func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool, m *metrics.Metrics) error {
+// each batch stored. The queue and updates go to m and act (either may be
+// nil).
+func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool, m *metrics.Metrics, act *index.Activity) error {
 	opts.Progress = nil
 	kick := make(chan struct{}, 1)
 	var wg sync.WaitGroup
@@ -71,10 +72,14 @@ func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool, m *m
 	}
 
 	err := a.eng.Watch(ctx, a.cfg.Project, opts, index.WatchOptions{
-		Ready:     func() { fmt.Fprintf(a.stderr, "watching %s (Ctrl-C to stop)\n", a.cfg.Project) },
-		OnPending: m.IndexPending,
+		Ready: func() { fmt.Fprintf(a.stderr, "watching %s (Ctrl-C to stop)\n", a.cfg.Project) },
+		OnPending: func(n int) {
+			m.IndexPending(n)
+			act.Pending(n)
+		},
 		OnUpdate: func(s index.Summary, err error) {
 			m.IndexUpdated(s, err)
+			act.Updated(s, err)
 			stamp := time.Now().Format(time.TimeOnly)
 			if err != nil {
 				fmt.Fprintf(a.stderr, "%s update failed: %v\n", stamp, err)

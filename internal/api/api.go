@@ -20,6 +20,7 @@ import (
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
@@ -36,7 +37,8 @@ type Ops struct {
 	Handle func(ctx context.Context) (*archive.Handle, error)
 	// Agent is the agent recorded with content the caller records.
 	Agent string
-	// Metrics, if set, records searches and briefings.
+	// Metrics, if set, records searches and briefings, references expanded
+	// and pre-fetches served.
 	Metrics *metrics.Metrics
 	// Windows keeps the context windows of Eng's store, configured; nil
 	// means a Manager with the built-in models and defaults.
@@ -44,6 +46,11 @@ type Ops struct {
 	// Assembler assembles turns' contexts; nil makes one per call, whose
 	// summarizer's background work the call waits for.
 	Assembler *assemble.Assembler
+	// Index is the live state of this process's watcher, which
+	// IndexStatus reports; nil when the process does not index.
+	Index *index.Activity
+	// Version is engram's version, which Status reports.
+	Version string
 }
 
 // IsolationError refuses a write that names another session than the
@@ -532,6 +539,7 @@ func (o *Ops) Prefetch(ctx context.Context, in PrefetchIn) (retrieve.Block, stri
 	if err != nil {
 		return retrieve.Block{}, "", err
 	}
+	o.Metrics.Prefetch(len(b.Excerpts) > 0)
 	if b.Text == "" {
 		return b, fmt.Sprintf("nothing confident enough to inject (budget %d tokens)", b.Budget), nil
 	}

@@ -127,6 +127,11 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	case err != nil:
 		return AssembleOut{}, "", windowErr(err)
 	}
+	if !in.NoRetrieval {
+		// The retrieval layer is a pre-fetch; it holds something when the
+		// pre-fetch found an excerpt that fit.
+		o.Metrics.Prefetch(turn.Layers[assemble.Retrieval] > 0)
+	}
 	st, err := m.Status(ctx, k)
 	if err != nil {
 		return AssembleOut{}, "", err

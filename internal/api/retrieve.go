@@ -114,6 +114,10 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, 
 	if err != nil {
 		return RetrieveOut{}, "", err
 	}
+	if in.RefID != "" {
+		// A marker read back: the same expansion as GET /v1/refs/{id}.
+		o.Metrics.RefExpanded()
+	}
 	query := strings.TrimSpace(in.Query)
 	ranged := in.StartLine > 0 || in.EndLine > 0
 	var ps []piece

@@ -619,15 +619,12 @@ func (o *Ops) WindowTurnStatus(ctx context.Context, in WindowIn) (TurnStatusOut,
 	}
 	a := &AssembledOut{Snapshot: snap.Hash, Seq: snap.Seq, At: snap.CreatedAt, Version: snap.Version, Current: snap.Version == w.Version,
 		Budget: r.Budget, Tokens: r.Tokens, Layers: r.Layers, Strategy: r.History.Strategy, Zones: r.History.Zones, Refs: r.History.Refs, Evicted: r.Window.Evicted,
-		Savings: SavingsOut{History: r.History.Whole, Sent: r.History.Tokens, Saved: r.History.Whole - r.History.Tokens}, Report: snap.Report}
+		Savings: savingsOf(r), Report: snap.Report}
 	if a.Layers == nil {
 		a.Layers = []LayerOut{}
 	}
 	if a.Zones == nil {
 		a.Zones = []assemble.Zone{}
-	}
-	if a.Savings.History > 0 {
-		a.Savings.Ratio = float64(a.Savings.Sent) / float64(a.Savings.History)
 	}
 	out.Assembled = a
 	var b strings.Builder

@@ -716,6 +716,7 @@ func (o *Ops) WindowExpand(ctx context.Context, in ExpandIn) (ExpandOut, string,
 		writeMessage(&b, ref.TurnFrom-1+i, msg)
 	}
 	fmt.Fprintf(&b, "(%s, %d tokens, of window %s/%s)", plural(len(msgs), "message"), out.Tokens, ref.SessionID, ref.AgentID)
+	o.Metrics.RefExpanded()
 	return out, b.String(), nil
 }
 
@@ -761,6 +762,7 @@ func (o *Ops) WindowReadmit(ctx context.Context, in WindowReadmitIn) (AppendOut,
 	if out.Evicted == nil {
 		out.Evicted = []window.Ref{}
 	}
+	o.Metrics.RefExpanded()
 	var b strings.Builder
 	fmt.Fprintf(&b, "readmitted %s", plural(len(res.Positions), "message"))
 	if n := len(res.Positions); n > 0 {

@@ -47,6 +47,12 @@ var responses = map[string]any{
 	"GET /v1/windows/{session}/{agent}/snapshots":                         api.SnapshotsOut{},
 	"GET /v1/windows/{session}/{agent}/snapshots/{snapshot}":              api.SnapshotOut{},
 	"GET /v1/windows/{session}/{agent}/snapshots/{snapshot}/diff/{other}": api.SnapshotDiffOut{},
+
+	// The status API.
+	"GET /v1/windows/{session}/{agent}/timeline": api.TimelineOut{},
+	"GET /v1/sessions":                           api.SessionsOut{},
+	"GET /v1/index":                              api.IndexOut{},
+	"GET /v1/status":                             api.StatusOut{},
 }
 
 // operationIDs name the operations whose paths alone would not: a
@@ -61,6 +67,8 @@ var operationIDs = map[string]string{
 	"POST /v1/windows/{session}/{agent}/assemble": "assemble_window_turn",
 	"GET /v1/windows/{session}/{agent}/context":   "get_window_context",
 	"GET /v1/refs/{id}":                           "expand_ref",
+	"GET /v1/windows/{session}/{agent}/timeline":  "get_window_timeline",
+	"GET /v1/sessions":                            "list_sessions",
 
 	// A window's assembled turns.
 	"GET /v1/windows/{session}/{agent}/status":                            "get_window_status",

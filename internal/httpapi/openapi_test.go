@@ -55,8 +55,8 @@ func TestOpenAPI(t *testing.T) {
 			}
 		}
 	}
-	if n != 41 {
-		t.Errorf("%d documented operations, want the 41 routes", n)
+	if n != 45 {
+		t.Errorf("%d documented operations, want the 45 routes", n)
 	}
 	// And a route that is not documented is not served.
 	if st, _, b := c.do("DELETE", "/v1/patterns", ""); st != 404 || !strings.Contains(b, "no such route") {

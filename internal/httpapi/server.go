@@ -27,6 +27,7 @@ import (
 
 	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/mcpserver"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/window"
@@ -82,6 +83,9 @@ type Options struct {
 	// above the vendors' limits), nor admission (an answer streams for
 	// minutes, and would hold the slots of engram's own requests).
 	Proxy http.Handler
+	// Index, if set, is the live state of this server's watcher, which
+	// GET /v1/index reports; nil when the server does not index.
+	Index *index.Activity
 	// EventPoll is how often the event stream reads the store while a
 	// stream is open; zero means DefaultEventPoll.
 	EventPoll time.Duration
@@ -135,7 +139,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
 	}))
 	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, windows: opts.Windows, assembler: opts.Assembler,
-		hub: newHub(eng, opts.EventPoll, opts.Version, log)}
+		activity: opts.Index, version: opts.Version, hub: newHub(eng, opts.EventPoll, opts.Version, log)}
 	always := func(*http.Request) bool { return true }
 	// An event stream stays open for as long as the page: it would hold an
 	// admission slot for good (the hub bounds streams instead).

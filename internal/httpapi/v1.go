@@ -17,6 +17,7 @@ import (
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/store"
@@ -37,6 +38,10 @@ type v1 struct {
 	windows *window.Manager
 	// assembler assembles turns over windows; nil makes one per request.
 	assembler *assemble.Assembler
+	// activity is the watcher's live state; nil when the server does not
+	// index. version is engram's.
+	activity *index.Activity
+	version  string
 	// hub serves the event stream.
 	hub *hub
 }
@@ -106,6 +111,13 @@ func (v *v1) table() []route {
 			v.windowSnapshot, nil, []string{"format: engram (default), anthropic or openai"}, 200},
 		{"GET /v1/windows/{session}/{agent}/snapshots/{snapshot}/diff/{other}", "Two assembled turns compared: a unified line diff of their contexts as text, and the changes of tokens, budget and each layer's allocation",
 			v.windowSnapshotDiff, nil, nil, 200},
+		{"GET /v1/windows/{session}/{agent}/timeline", "A window's history from its ledger: its newest turns with what the window held after each and the references each made, its events (evict, readmit, handoff_in, handoff_out, assembled) oldest first, and its fill level per turn",
+			v.windowTimeline, nil, []string{"limit: most turns, newest kept, 1-5000 (default 500)"}, 200},
+		{"GET /v1/sessions", "Every session, most recently seen first, with its agents and windows counted and its resume point", v.sessions, nil,
+			[]string{"limit: most sessions, 1-1000 (default 100)"}, 200},
+		{"GET /v1/index", "The repository index: files by state, chunks, embeddings' coverage, and the watcher's live state (watching is false when this server does not index)", v.indexStatus, nil, nil, 200},
+		{"GET /v1/status", "The server at a glance: its store, sessions, windows and what their latest assembled turns saved (in all and per window), the archivalist's records, and this server's counters since it started",
+			v.status, nil, nil, 200},
 		{"GET /v1/refs/{id}", "The messages a reference marker stands for, byte for byte (POST /v1/retrieve takes a marker whole)", v.expandRef, nil,
 			[]string{"format: engram (default), anthropic or openai"}, 200},
 	}
@@ -156,13 +168,15 @@ func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 		if session == "" || isWrite(r) {
 			session = me.SessionID
 		}
-		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Windows: v.windows, Assembler: v.assembler, Session: func() string { return session },
-			Handle: func(context.Context) (*archive.Handle, error) { return p.agent, nil }}, nil
+		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Windows: v.windows, Assembler: v.assembler, Index: v.activity, Version: v.version,
+			Session: func() string { return session },
+			Handle:  func(context.Context) (*archive.Handle, error) { return p.agent, nil }}, nil
 	}
 	if agent == "" && session != "" {
 		agent = "http@" + session
 	}
-	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Windows: v.windows, Assembler: v.assembler, Session: func() string { return session }}
+	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Windows: v.windows, Assembler: v.assembler, Index: v.activity, Version: v.version,
+		Session: func() string { return session }}
 	o.Handle = func(ctx context.Context) (*archive.Handle, error) {
 		if session == "" {
 			return nil, &httpError{http.StatusBadRequest, "validation", "name the session: X-Engram-Session"}

@@ -44,6 +44,14 @@ type Metrics struct {
 	indexFiles   *prometheus.CounterVec
 	refused      *prometheus.CounterVec
 	mcpSessions  prometheus.Gauge
+	refsExpanded prometheus.Counter
+	prefetches   *prometheus.CounterVec
+	// since is when the metrics were made: the counters count from it.
+	since time.Time
+	// expanded, prefetchHits and prefetchEmpty mirror the counters of
+	// expansions and pre-fetches, for Counters (a Prometheus counter is
+	// not meant to be read back).
+	expanded, prefetchHits, prefetchEmpty atomic.Int64
 	// briefingHits and briefingMisses count briefings served from the
 	// cache and assembled, reported with the store's caches.
 	briefingHits, briefingMisses atomic.Int64
@@ -52,7 +60,7 @@ type Metrics struct {
 // New returns the metrics, with a collector that reads the store's figures
 // from eng at each scrape.
 func New(eng *engine.Engine) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), since: time.Now()}
 	buckets := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_http_requests_total",
 		Help: "HTTP requests, by route, method and status code."}, []string{"route", "method", "code"})
@@ -82,8 +90,12 @@ func New(eng *engine.Engine) *Metrics {
 		Help: "HTTP requests refused before any route saw them, by reason: host, origin, token, content_type, forbidden (another session's state), overloaded, mcp_sessions."}, []string{"reason"})
 	m.mcpSessions = prometheus.NewGauge(prometheus.GaugeOpts{Name: "engram_mcp_sessions",
 		Help: "MCP sessions open over HTTP."})
+	m.refsExpanded = prometheus.NewCounter(prometheus.CounterOpts{Name: "engram_refs_expanded_total",
+		Help: "Reference markers expanded back into what they stand for: read (GET /v1/refs/{id}, retrieve_context with a marker) or re-admitted into their window."})
+	m.prefetches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_prefetch_total",
+		Help: "Pre-fetches served (the prefetch operation, and the retrieval layer of an assembled turn), by result: hit (at least one excerpt) or empty."}, []string{"result"})
 	m.reg.MustRegister(m.requests, m.requestTime, m.toolCalls, m.toolTime, m.searchTime, m.degraded, m.briefings,
-		m.tokensServed, m.tokensSaved, m.indexPending, m.indexUpdates, m.indexFiles, m.refused, m.mcpSessions,
+		m.tokensServed, m.tokensSaved, m.indexPending, m.indexUpdates, m.indexFiles, m.refused, m.mcpSessions, m.refsExpanded, m.prefetches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if eng != nil {
 		m.reg.MustRegister(&storeCollector{eng: eng, m: m})
@@ -197,6 +209,53 @@ func (m *Metrics) IndexUpdated(s index.Summary, err error) {
 			m.indexFiles.WithLabelValues(change).Add(float64(n))
 		}
 	}
+}
+
+// RefExpanded counts a reference marker expanded: read back or
+// re-admitted.
+func (m *Metrics) RefExpanded() {
+	if m == nil {
+		return
+	}
+	m.refsExpanded.Inc()
+	m.expanded.Add(1)
+}
+
+// Prefetch counts a pre-fetch served: a hit when it returned at least one
+// excerpt.
+func (m *Metrics) Prefetch(hit bool) {
+	if m == nil {
+		return
+	}
+	if hit {
+		m.prefetches.WithLabelValues("hit").Inc()
+		m.prefetchHits.Add(1)
+		return
+	}
+	m.prefetches.WithLabelValues("empty").Inc()
+	m.prefetchEmpty.Add(1)
+}
+
+// Counters are what the dashboard shows of the metrics: counts since
+// Since, when this server started (made its Metrics). They are kept in
+// memory only: a restart starts them over, and with several servers on
+// one store each counts its own requests.
+type Counters struct {
+	Since        time.Time `json:"since"`
+	RefsExpanded int64     `json:"refs_expanded"`
+	// Prefetches counts every pre-fetch served, PrefetchHits those that
+	// returned at least one excerpt.
+	Prefetches   int64 `json:"prefetches"`
+	PrefetchHits int64 `json:"prefetch_hits"`
+}
+
+// Counters returns the counts so far; the zero Counters for nil metrics.
+func (m *Metrics) Counters() Counters {
+	if m == nil {
+		return Counters{}
+	}
+	hits := m.prefetchHits.Load()
+	return Counters{Since: m.since, RefsExpanded: m.expanded.Load(), Prefetches: hits + m.prefetchEmpty.Load(), PrefetchHits: hits}
 }
 
 // Served counts tokens of an answer served by an operation.
