@@ -581,3 +581,17 @@ func formatMessages(ms []Message) string {
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
+
+// Capture returns a full-page PNG of the tab, for a test that keeps it
+// (the README's pictures); Screenshot saves one for a person looking into
+// a test.
+func (tab *Tab) Capture() []byte {
+	tab.t.Helper()
+	ctx, cancel := tab.context()
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		tab.fail("capture: %v", err)
+	}
+	return png
+}

@@ -249,7 +249,16 @@ function select(w, quiet) {
 
 async function loadDetail(w) {
   const d = $('#window-detail');
+  const key = `${w.session}/${w.agent}`;
   d.hidden = false;
+  if (d.dataset.key !== key) {
+    // Another window: nothing of the last one may stay under its title.
+    delete d.dataset.key;
+    for (const sel of ['#wd-facts', '#wd-layers', '#wd-legend', '#wd-timeline', '#wd-context', '#wd-chart']) clear($(sel));
+    $('#wd-turn').textContent = '';
+    $('#wd-chart-cap').textContent = 'Loading…';
+    $('#wd-timeline-more').textContent = '';
+  }
   $('#wd-title').textContent = `${w.agent} · ${w.session}`;
   const [st, tl, cx] = await Promise.allSettled([
     api(`${windowPath(w)}/status`),
@@ -260,6 +269,7 @@ async function loadDetail(w) {
   if (st.status === 'fulfilled') renderStatus(st.value);
   if (tl.status === 'fulfilled') renderTimeline(tl.value);
   if (cx.status === 'fulfilled') renderContext(cx.value);
+  d.dataset.key = key; // what the detail shows now, whole
   if (errs.length) {
     const e = errs[0];
     if (e.status === 404) throw new Error(`Window ${w.session}/${w.agent} no longer exists.`);
@@ -303,6 +313,14 @@ function renderStatus(s) {
 }
 
 let chart = null;
+const chartWidth = (host) => Math.max(220, Math.min(host.parentElement.clientWidth || 600, 900) - 8);
+// The chart follows its box (a rotated phone, a resized window).
+const resized = new ResizeObserver(() => {
+  if (chart) {
+    const w = chartWidth($('#wd-chart'));
+    if (Math.abs(w - chart.width) > 4) chart.setSize({ width: w, height: 180 });
+  }
+});
 function renderChart(fill) {
   const host = clear($('#wd-chart'));
   if (chart) {
@@ -318,11 +336,11 @@ function renderChart(fill) {
   cap.textContent = `${fill.length} turns; now ${num(last.used)} of ${num(last.budget)} tokens.`;
   if (typeof uPlot !== 'function') return; // the chart's script did not load: the caption says it
   const xs = fill.map((_, i) => i + 1);
-  const width = Math.max(260, Math.min(host.parentElement.clientWidth || 600, 900) - 8);
+  const width = chartWidth(host);
   chart = new uPlot({
     width, height: 180,
     scales: { x: { time: false } },
-    axes: [{ label: 'turn' }, { label: 'tokens', size: 60 }],
+    axes: [{ label: 'turn', incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }, { label: 'tokens', size: 60 }],
     series: [{ label: 'turn' }, { label: 'used', stroke: '#1f4e79', width: 2, fill: 'rgba(31,78,121,0.12)' },
       { label: 'budget', stroke: '#8a5a00', dash: [6, 4] }],
   }, [xs, fill.map((p) => p.used), fill.map((p) => p.budget)], host);
@@ -372,7 +390,7 @@ function renderTimeline(t) {
     }
     ol.append(li);
   }
-  const total = t.total_turns ?? (t.turns || []).length;
+  const total = t.turns_total ?? (t.turns || []).length;
   $('#wd-timeline-more').textContent = total > (t.turns || []).length ? `Showing the newest ${(t.turns || []).length} of ${num(total)} turns.` : '';
 }
 
@@ -393,7 +411,11 @@ function renderContext(c) {
       ol.append(el('li', { class: 'marker' }, refButton(it.ref_id, it.marker), it.excerpt ? el('span', { class: 'sub', text: ` ${it.excerpt}` }) : ''));
       continue;
     }
-    const m = it.message || {};
+    if (!it.message) {
+      ol.append(el('li', { class: 'msg excerpt' }, el('span', { class: 'role', text: 'excerpt' }), ' ', el('span', { class: 'excerpt', text: it.excerpt || '' })));
+      continue;
+    }
+    const m = it.message;
     const text = messageText(m);
     ol.append(el('li', { class: `msg ${m.role || ''}` }, el('span', { class: 'role', text: m.role || '?' }),
       el('span', { class: 'sub', text: ` ${num(it.tokens)} tokens ` }), el('span', { class: 'excerpt', text: text.length > 240 ? `${text.slice(0, 240)}…` : text })));
@@ -445,13 +467,16 @@ async function openSpan(title, req) {
   const d = viewer(title);
   try {
     const r = await post('v1/retrieve', req);
-    const spans = r.spans || [];
-    if (!spans.length) {
-      $('#viewer-sub').textContent = 'Nothing is stored there any more.';
+    const items = r.items || [];
+    if (!items.length) {
+      $('#viewer-sub').textContent = r.message || 'Nothing is stored there any more.';
       return;
     }
-    $('#viewer-sub').textContent = spans.map((s) => `${s.where || s.id} lines ${s.start_line}–${s.end_line}`).join('; ');
-    for (const s of spans) $('#viewer-body').append(el('pre', { class: 'block text', text: s.text || '' }));
+    $('#viewer-sub').textContent = items.map((s) => `${s.where || s.id}, lines ${s.start_line}–${s.end_line}${s.truncated ? ' (cut)' : ''}`).join('; ');
+    for (const s of items) {
+      const text = s.content_base64 ? `(${s.end_byte - s.start_byte} bytes that are not text)` : s.content;
+      $('#viewer-body').append(el('pre', { class: 'block text', text }));
+    }
   } catch (e) {
     $('#viewer-sub').textContent = '';
     failed(d, e);
@@ -483,9 +508,9 @@ async function loadSavings() {
   for (const r of rows) {
     const cell = el('td', { class: 'fill' });
     const b = el('div', { class: 'pair', role: 'img', 'aria-label': `sent ${r.sent} of ${r.history} tokens` });
-    const h = el('span', { class: 'history' });
+    const h = el('span', { class: 'whole' });
     h.style.width = `${((r.history || 0) / most) * 100}%`;
-    const snt = el('span', { class: 'sent' });
+    const snt = el('span', { class: 'part' });
     snt.style.width = `${((r.sent || 0) / most) * 100}%`;
     b.append(h, snt);
     cell.append(b);
@@ -532,7 +557,7 @@ async function loadMemory() {
   else {
     for (const s of ss.value.sessions || []) {
       const r = s.resume;
-      ul.append(el('li', { 'data-session': s.id }, el('div', { class: 'main', text: s.name ? `${s.name} (${s.id})` : s.id }),
+      ul.append(el('li', { 'data-session': s.session }, el('div', { class: 'main', text: s.name ? `${s.name} (${s.session})` : s.session }),
         r ? el('div', { class: 'extra', text: [r.task && `Task: ${r.task}`, r.current && `Now: ${r.current}`, r.next && r.next.length && `Next: ${r.next.join('; ')}`].filter(Boolean).join(' · ') }) : el('div', { class: 'extra', text: 'No resume point.' }),
         el('div', { class: 'sub', text: [`${num(s.agents)} agents`, `${num(s.windows)} windows`, s.last_seen && `seen ${when(s.last_seen)}`].filter(Boolean).join(' · ') })));
     }
@@ -551,7 +576,7 @@ function renderEvents() {
   const body = clear($('#events-table tbody'));
   for (const e of state.events.slice(0, 300)) {
     body.append(el('tr', { 'data-seq': e.seq }, el('td', { class: 'num', text: e.seq }), el('td', { text: when(e.at) }), el('td', { text: e.type }),
-      el('td', { text: [e.session, e.agent].filter(Boolean).join(' · ') }), el('td', { class: 'detail', text: e.detail || e.record || '' })));
+      el('td', { text: [e.session, e.agent].filter(Boolean).join(' · ') }), el('td', { class: 'wrap', text: e.detail || e.record || '' })));
   }
 }
 
@@ -574,7 +599,7 @@ async function search(e) {
     const hs = r.hits || [];
     $('#search-status').textContent = hs.length ? `${hs.length} results for “${q}”${r.degraded ? ' (lexical only: ' + (r.faults || []).join('; ') + ')' : ''}.` : `Nothing matches “${q}”.`;
     for (const h of hs) {
-      const where = h.start_line ? `${h.where}:${h.start_line}-${h.end_line}` : h.where;
+      const where = h.where;
       const open = el('button', { type: 'button', class: 'link', onclick: () => openSpan(where, { content_ids: [h.entry], start_line: h.start_line || 1, end_line: h.end_line || 200 }) }, where);
       hits.append(el('li', { 'data-entry': h.entry }, el('div', { class: 'main' }, open, el('span', { class: 'sub', text: ` ${h.type}` })),
         el('div', { class: 'scores' }, 'score ', value(Number(h.score.toFixed(4)), 'score'), ' · lexical ', value(Number((h.lexical || 0).toFixed(4)), 'lexical'),
@@ -592,22 +617,22 @@ async function search(e) {
 async function loadIndex() {
   const s = await api('v1/index');
   const files = s.files || {};
-  const e = s.embeddings || s.embed || {};
+  const e = s.embeddings || {};
   const cards = clear($('#index-cards'));
   const indexed = Object.values(files).reduce((a, b) => a + b, 0);
   cards.append(card('Files', value(indexed, 'files'), Object.entries(files).map(([k, v]) => `${v} ${k}`).join(', ')),
     card('Chunks', value(e.chunks ?? s.chunks, 'chunks'), ''),
-    card('Embedding queue', value(e.pending, 'pending'), e.model ? `model ${e.model}` : (e.provider ? `provider ${e.provider}` : 'no embedder')),
-    card('Watching', el('span', { text: s.watching ? 'yes' : 'no' }), s.watching ? `${num((s.activity || {}).pending || 0)} paths pending` : 'this server does not index'));
+    card('Embedding queue', value(e.pending, 'pending'), e.model ? `model ${e.model}` : `${e.provider || 'no embedder'}: no model yet, search is lexical`),
+    card('Watching', el('span', { text: s.watching ? 'yes' : 'no' }), s.watching ? `${num((s.live || {}).pending || 0)} paths pending` : 'this server does not index'));
   const cover = e.chunks ? e.embedded / e.chunks : 0;
   const b = $('#index-cover span');
   b.style.width = `${cover * 100}%`;
   $('#index-cover').setAttribute('role', 'img');
   $('#index-cover').setAttribute('aria-label', `${pct(cover)} of chunks embedded`);
   $('#index-cover-label').textContent = `${num(e.embedded)} of ${num(e.chunks)} chunks embedded (${pct(cover)})`;
-  const act = s.activity || {};
-  const last = act.last_update;
-  $('#index-last').textContent = last ? `${when(last.at)}: ${num(last.new)} new, ${num(last.changed)} changed, ${num(last.deleted)} deleted${last.took ? ` in ${last.took}` : ''}${last.error ? ` — failed: ${last.error}` : ''}` : (s.watching ? 'None since the server started.' : '–');
+  const act = s.live || {};
+  const last = act.last;
+  $('#index-last').textContent = last ? `${when(last.at)}: ${num(last.new)} new, ${num(last.changed)} changed, ${num(last.deleted)} deleted in ${num(last.took_ms)} ms${last.error ? ` — failed: ${last.error}` : ''}` : (s.watching ? 'None since the server started.' : 'This server does not index (--no-index).');
   const ul = clear($('#index-errors'));
   for (const er of act.errors || []) ul.append(el('li', {}, el('div', { class: 'main', text: er.path ? `${er.path}: ${er.message}` : er.message }), el('div', { class: 'sub', text: when(er.at) })));
   if (!(act.errors || []).length) ul.append(el('li', { class: 'empty', text: 'None.' }));
@@ -666,6 +691,7 @@ function refreshAll() {
 
 function init() {
   setupTabs();
+  resized.observe($('#window-detail'));
   $('#search-form').addEventListener('submit', search);
   $('#viewer-close').addEventListener('click', () => $('#viewer').close());
   show(location.hash.slice(1) || 'windows');

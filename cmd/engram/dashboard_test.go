@@ -1,0 +1,545 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/engramhq/engram/internal/browsertest"
+)
+
+// dashServer is an engram serve process on a fixed address, so that it can
+// be stopped and started again under the page.
+type dashServer struct {
+	t     *testing.T
+	e     *env
+	addr  string
+	cmd   *exec.Cmd
+	login string // the login link it printed
+	token string
+}
+
+// start runs engram serve and waits until it has printed its login link.
+func (s *dashServer) start(ctx context.Context) {
+	t := s.t
+	t.Helper()
+	s.cmd = s.e.command(ctx, "serve", "--addr", s.addr, "--yes", "--no-embed")
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := s.cmd
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(stderr)
+	linkRe := regexp.MustCompile(`(http://\S+/login\?t=\S+)`)
+	fileRe := regexp.MustCompile(`bearer token in (\S+)`)
+	var log strings.Builder
+	s.login = ""
+	tokenFile := ""
+	for (s.login == "" || tokenFile == "") && sc.Scan() {
+		line := sc.Text()
+		log.WriteString(line + "\n")
+		if m := linkRe.FindStringSubmatch(line); m != nil {
+			s.login = m[1]
+		}
+		if m := fileRe.FindStringSubmatch(line); m != nil {
+			tokenFile = m[1]
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if s.login == "" || tokenFile == "" {
+		t.Fatalf("serve did not print a login link and its token file:\n%s", log.String())
+	}
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.token = strings.TrimSpace(string(tok))
+}
+
+// stop ends the server as Ctrl-C would.
+func (s *dashServer) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.cmd.Wait()
+}
+
+// call sends a request to the API with the operator's token and decodes
+// its answer into out (if not nil); it fails the test on another status
+// than want.
+func (s *dashServer) call(method, path string, body any, want int, out any) {
+	t := s.t
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+s.addr+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Engram-Session", "s-dash")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: HTTP %d, want %d: %s", method, path, resp.StatusCode, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+}
+
+// xss is a tool's output that would run script if the page put it in as
+// markup.
+const xss = `<script>window.__xss = "script"</script><img src=x onerror="window.__xss = 'img'"> fetched from a hostile page`
+
+// dashTurn is a turn of a coding agent in Anthropic's shape: a prompt, a
+// call, its (long) result and an answer.
+func dashTurn(i int, result string) []json.RawMessage {
+	if result == "" {
+		result = fmt.Sprintf("package pkg%d\n\n// handler%d serves requests.\n%s", i, i, strings.Repeat("\t// a line of the body, ünïcödé ✓\n", 40))
+	}
+	res, _ := json.Marshal(result)
+	return []json.RawMessage{
+		json.RawMessage(fmt.Sprintf(`{"role":"user","content":"Step %d: read internal/pkg%d/file.go"}`, i, i)),
+		json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":"Reading it."},{"type":"tool_use","id":"call-%d","name":"read_file","input":{"path":"internal/pkg%d/file.go"}}]}`, i, i)),
+		json.RawMessage(fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"call-%d","content":%s}]}`, i, res)),
+		json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":"handler%d serves requests."}`, i)),
+	}
+}
+
+type apiWindow struct {
+	Session, Agent, Role, Model, Strategy string
+	Budget, Used, EvictAt                 int
+	Messages, Evicted, Refs               int
+	Version                               int64
+}
+
+// freeAddr returns a loopback address with a port free now.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String()
+}
+
+// TestDashboard drives the dashboard in a real Chromium against a real
+// engram serve, on a store where agents worked: every view shows what the
+// API says, a reference opens to its exact bytes, a message appended
+// through the API shows up without a reload, a hostile tool output stays
+// text, the page survives a restart of the server and things that vanish
+// under it, and axe-core finds no serious violation in any view.
+func TestDashboard(t *testing.T) {
+	b := browsertest.New(t)
+	e := newEnv(t)
+	for name, src := range map[string]string{
+		"retry.go":   "package p\n\n// Backoff waits longer after each failed attempt.\nfunc Backoff(n int) int { return n * n }\n",
+		"handler.go": "package p\n\n// Serve answers a request.\nfunc Serve() {}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(e.project, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &dashServer{t: t, e: e, addr: freeAddr(t)}
+	s.start(ctx)
+
+	// What agents did: a coder whose window evicted, a reviewer, a window
+	// of a session about to be forgotten, and the shared memory.
+	const coder = "/v1/windows/s-dash/coder"
+	s.call("PUT", coder, map[string]any{"limit": 3000, "output": 200, "safety": 100, "role": "coder"}, 200, nil)
+	s.call("POST", coder+"/messages", map[string]any{"messages": []any{map[string]any{"role": "system", "content": "You are a careful engineer."}}}, 201, nil)
+	for i := range 7 {
+		result := ""
+		if i == 6 {
+			result = xss
+		}
+		s.call("POST", coder+"/messages", map[string]any{"format": "anthropic", "messages": dashTurn(i, result)}, 201, nil)
+		if i%3 == 2 {
+			s.call("POST", coder+"/assemble", map[string]any{"message": fmt.Sprintf("What does handler%d do?", i)}, 200, nil)
+		}
+	}
+	s.call("PUT", "/v1/windows/s-dash/reviewer", map[string]any{"limit": 20000, "role": "reviewer"}, 200, nil)
+	s.call("POST", "/v1/windows/s-dash/reviewer/messages", map[string]any{"format": "anthropic", "messages": dashTurn(9, "")}, 201, nil)
+	s.call("PUT", "/v1/windows/s-gone/tmp", map[string]any{"limit": 1500}, 200, nil)
+	for i := range 3 {
+		req, _ := json.Marshal(map[string]any{"format": "anthropic", "messages": dashTurn(20+i, "")})
+		s.callAs("s-gone", "POST", "/v1/windows/s-gone/tmp/messages", req, 201)
+	}
+	s.call("POST", "/v1/patterns", map[string]any{"pattern": "Wrap errors with the operation's name", "category": "error.handling"}, 201, nil)
+	s.call("POST", "/v1/failures", map[string]any{"approach": "Retry without a limit", "reason": "it hammered the API", "error": "429 Too Many Requests"}, 201, nil)
+	s.call("POST", "/v1/insights", map[string]any{"insight": "Backoff squares the attempt number"}, 201, nil)
+	s.call("POST", "/v1/decisions", map[string]any{"decision": "Keep the handler synchronous", "rationale": "callers expect it"}, 201, nil)
+	s.call("POST", "/v1/intents", map[string]any{"description": "Refactor the retry loop", "paths": []string{"retry.go"}}, 201, nil)
+	s.call("PUT", "/v1/sessions/s-dash/resume", map[string]any{"task": "Make retries bounded", "current": "reviewing handler.go", "next": []string{"add a limit"}}, 200, nil)
+
+	tab := b.Tab(t)
+	shots := os.Getenv("ENGRAM_DASHBOARD_SHOTS") // where to keep the README's pictures, if anywhere
+	keep := func(name string) {
+		if shots == "" {
+			return
+		}
+		if err := os.WriteFile(filepath.Join(shots, "dashboard-"+name+".png"), tab.Capture(), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	view := func(name string) {
+		t.Helper()
+		tab.Run(chromedp.Click(chromedp.CSS("#tab-" + name)))
+		tab.Eval(`new Promise(r => setTimeout(r, 50)).then(() => document.querySelector('#view-`+name+`').hidden === false)`, nil)
+	}
+	axe := func(name string) {
+		t.Helper()
+		if os.Getenv("ENGRAM_TEST_AXE") == "" {
+			return // Axe skips the whole test without it; the rest still runs
+		}
+		if v := browsertest.SeriousViolations(tab.Axe(browsertest.AxeOptions{})); v != "" {
+			t.Errorf("axe-core, %s view: serious violations:\n%s", name, v)
+		}
+	}
+	shotOnFail := func(name string) {
+		if t.Failed() {
+			tab.Screenshot(name)
+		}
+	}
+
+	// Signing in: the link engram serve printed lands on the page, live.
+	tab.Navigate(s.login)
+	tab.WaitText("#conn", "Live")
+	var loc string
+	tab.Eval(`location.pathname + location.search`, &loc)
+	if loc != "/" {
+		t.Errorf("after the login link the page is at %q: the spent link should not stay in the address bar", loc)
+	}
+	tab.Eval(`window.__marker = 42`, nil) // gone if the page reloads
+
+	// Windows: the numbers on the page are the API's.
+	var ws struct{ Windows []apiWindow }
+	s.call("GET", "/v1/windows", nil, 200, &ws)
+	if len(ws.Windows) != 3 {
+		t.Fatalf("windows: %+v", ws)
+	}
+	type rowNums struct{ Used, Budget, Evicted int }
+	rows := func() map[string]rowNums {
+		var out map[string]rowNums
+		tab.Eval(`Object.fromEntries([...document.querySelectorAll('#windows-table tbody tr')].map(tr => [tr.dataset.key,
+			{used: +tr.querySelector('.used').dataset.value, budget: +tr.querySelector('.budget').dataset.value, evicted: +tr.querySelector('.evicted').dataset.value}]))`, &out)
+		return out
+	}
+	tab.Eval(`new Promise(r => { const f = () => document.querySelectorAll('#windows-table tbody tr').length === 3 ? r(true) : setTimeout(f, 50); f(); })`, nil)
+	got := rows()
+	for _, w := range ws.Windows {
+		k := w.Session + "/" + w.Agent
+		if got[k] != (rowNums{w.Used, w.Budget, w.Evicted}) {
+			t.Errorf("window %s on the page %+v, the API's used %d budget %d evicted %d", k, got[k], w.Used, w.Budget, w.Evicted)
+		}
+	}
+
+	// The coder's window in detail: its numbers, layers, chart, timeline.
+	tab.Run(chromedp.Click(chromedp.CSS(`tr[data-key="s-dash/coder"] button`)))
+	tab.Run(chromedp.WaitVisible(chromedp.CSS(`#window-detail[data-key="s-dash/coder"]`)))
+	var st struct {
+		Window    apiWindow
+		Assembled struct {
+			Layers []struct {
+				Name      string
+				Allocated int
+			}
+		}
+	}
+	s.call("GET", coder+"/status", nil, 200, &st)
+	tab.WaitText("#wd-turn", "turn")
+	var detail struct {
+		Used, Evicted int
+		Layers        map[string]int
+		Canvas        bool
+		Evicts        int
+	}
+	tab.Eval(`({used: +document.querySelector('#wd-facts .wd-used').dataset.value, evicted: +document.querySelector('#wd-facts .wd-evicted').dataset.value,
+		layers: Object.fromEntries([...document.querySelectorAll('#wd-legend li')].map(li => [li.dataset.layer, +li.querySelector('.alloc').dataset.value])),
+		canvas: !!document.querySelector('#wd-chart canvas'), evicts: document.querySelectorAll('#wd-timeline li.evict').length})`, &detail)
+	if detail.Used != st.Window.Used || detail.Evicted != st.Window.Evicted || !detail.Canvas || detail.Evicts == 0 {
+		t.Errorf("the coder's detail %+v, the API's used %d evicted %d", detail, st.Window.Used, st.Window.Evicted)
+	}
+	if len(detail.Layers) != len(st.Assembled.Layers) || len(detail.Layers) == 0 {
+		t.Errorf("layers on the page %v, the API's %+v", detail.Layers, st.Assembled.Layers)
+	}
+	for _, l := range st.Assembled.Layers {
+		if detail.Layers[l.Name] != l.Allocated {
+			t.Errorf("layer %s: %d on the page, %d in the API", l.Name, detail.Layers[l.Name], l.Allocated)
+		}
+	}
+	axe("windows")
+	keep("windows")
+
+	// A reference opens to its exact bytes.
+	var refID string
+	tab.Eval(`document.querySelector('#wd-timeline li.evict button.ref').dataset.ref`, &refID)
+	tab.Run(chromedp.Click(chromedp.CSS(`#wd-timeline li.evict button.ref`)))
+	tab.WaitText("#viewer-sub", "byte for byte")
+	var shown []string
+	tab.Eval(`[...document.querySelectorAll('#viewer-body section.message pre.block.text')].map(p => p.textContent)`, &shown)
+	var ref struct {
+		Messages []struct {
+			Blocks []struct{ Type, Text string }
+		}
+	}
+	s.call("GET", "/v1/refs/"+refID, nil, 200, &ref)
+	var stored []string
+	for _, m := range ref.Messages {
+		for _, bl := range m.Blocks {
+			if bl.Type == "text" || bl.Type == "tool_result" {
+				stored = append(stored, bl.Text)
+			}
+		}
+	}
+	if len(stored) == 0 || strings.Join(shown, "\x00") != strings.Join(stored, "\x00") {
+		t.Errorf("reference %s: the page shows %d texts %q, the store holds %d %q", refID, len(shown), shown, len(stored), stored)
+	}
+	axe("reference")
+	tab.Run(chromedp.Click(chromedp.CSS("#viewer-close")))
+	shotOnFail("windows")
+
+	// A hostile tool output is text: shown, never run.
+	tab.WaitText("#wd-context", `<script>window.__xss = "script"</script>`)
+	var xssRan any
+	tab.Eval(`window.__xss === undefined ? null : String(window.__xss)`, &xssRan)
+	if xssRan != nil {
+		t.Errorf("the stored payload ran: window.__xss = %v", xssRan)
+	}
+
+	// Live: a message appended through the API shows without a reload.
+	var appended struct{ Window apiWindow }
+	s.call("POST", coder+"/messages", map[string]any{"format": "anthropic", "messages": dashTurn(7, "")}, 201, &appended)
+	tab.Eval(fmt.Sprintf(`new Promise(r => { const f = () => { const tr = document.querySelector('tr[data-key="s-dash/coder"] .used');
+		tr && +tr.dataset.value === %d ? r(true) : setTimeout(f, 50); }; f(); })`, appended.Window.Used), nil)
+	var marker int
+	tab.Eval(`window.__marker`, &marker)
+	if marker != 42 {
+		t.Errorf("the page reloaded to show the append")
+	}
+	tab.WaitText("#wd-timeline", fmt.Sprintf("Turn at version %d", appended.Window.Version)) // the timeline follows too
+	shotOnFail("live")
+
+	// Savings: the totals and each window's are the API's.
+	view("savings")
+	var status struct {
+		TokensStored int `json:"tokens_stored"`
+		Savings      struct{ History, Sent, Saved int }
+		PerWindow    []struct {
+			Session, Agent       string
+			History, Sent, Saved int
+		} `json:"per_window"`
+	}
+	s.call("GET", "/v1/status", nil, 200, &status)
+	tab.WaitText("#savings-cards", "Saved")
+	var cards map[string]int
+	tab.Eval(`Object.fromEntries(['tokens-stored','savings-history','savings-sent','savings-saved'].map(c => [c, +document.querySelector('#savings-cards .'+c).dataset.value]))`, &cards)
+	if cards["savings-history"] != status.Savings.History || cards["savings-sent"] != status.Savings.Sent || cards["savings-saved"] != status.Savings.Saved ||
+		cards["tokens-stored"] != status.TokensStored || status.Savings.Saved <= 0 {
+		t.Errorf("savings on the page %v, the API's %+v (stored %d)", cards, status.Savings, status.TokensStored)
+	}
+	var perWindow map[string][3]int
+	tab.Eval(`Object.fromEntries([...document.querySelectorAll('#savings-table tbody tr')].map(tr => [tr.dataset.key, ['history','sent','saved'].map(c => +tr.querySelector('.'+c).dataset.value)]))`, &perWindow)
+	for _, w := range status.PerWindow {
+		if perWindow[w.Session+"/"+w.Agent] != [3]int{w.History, w.Sent, w.Saved} {
+			t.Errorf("savings of %s/%s on the page %v, the API's %+v", w.Session, w.Agent, perWindow[w.Session+"/"+w.Agent], w)
+		}
+	}
+	axe("savings")
+	keep("savings")
+	shotOnFail("savings")
+
+	// Memory: the records, the sessions' resume points, the event log,
+	// which follows new events live.
+	view("memory")
+	tab.WaitText("#m-patterns", "Wrap errors with the operation's name")
+	tab.WaitText("#m-failures", "Retry without a limit")
+	tab.WaitText("#m-decisions", "Keep the handler synchronous")
+	tab.WaitText("#m-intents", "Refactor the retry loop")
+	tab.WaitText("#m-sessions", "Make retries bounded")
+	s.call("POST", "/v1/insights", map[string]any{"insight": "The event log is live"}, 201, nil)
+	tab.WaitText("#m-insights", "The event log is live")
+	var events struct{ Events []struct{ Seq int } }
+	s.call("GET", "/v1/events?limit=1", nil, 200, &events)
+	tab.WaitText("#events-table tbody tr:first-child td", fmt.Sprint(events.Events[0].Seq))
+	axe("memory")
+	keep("memory")
+	shotOnFail("memory")
+
+	// Search: scores as the API gives them; a hit opens to its lines; a
+	// search that finds nothing says so.
+	view("search")
+	tab.Run(chromedp.SendKeys(chromedp.CSS("#search-q"), "Backoff attempt"), chromedp.Click(chromedp.CSS("#search-form button")))
+	tab.WaitText("#search-status", "results for")
+	var hits struct {
+		Hits []struct {
+			Where           string
+			Score           float64
+			StartLine       int `json:"start_line"`
+			EndLine         int `json:"end_line"`
+			Lexical, Vector float64
+		}
+	}
+	s.call("GET", "/v1/search?q=Backoff+attempt&limit=20", nil, 200, &hits)
+	var first struct {
+		Where string
+		Score float64
+	}
+	tab.Eval(`({where: document.querySelector('#search-hits li button').textContent, score: +document.querySelector('#search-hits li .score').dataset.value})`, &first)
+	if len(hits.Hits) == 0 || first.Where != hits.Hits[0].Where ||
+		fmt.Sprintf("%.4f", first.Score) != fmt.Sprintf("%.4f", hits.Hits[0].Score) {
+		t.Errorf("the first hit on the page %+v, the API's %+v", first, hits.Hits)
+	}
+	tab.Run(chromedp.Click(chromedp.CSS("#search-hits li button")))
+	tab.WaitText("#viewer-body", "func Backoff(n int) int")
+	axe("search")
+	keep("search")
+	tab.Run(chromedp.Click(chromedp.CSS("#viewer-close")))
+	tab.Run(chromedp.SetValue(chromedp.CSS("#search-q"), "zqxjv wplmk"), chromedp.Click(chromedp.CSS("#search-form button")))
+	tab.WaitText("#search-status", "Nothing matches")
+	shotOnFail("search")
+
+	// Index: the files and embeddings the API counts, the watcher's state.
+	view("index")
+	var idx struct {
+		Files    map[string]int
+		Watching bool
+	}
+	s.call("GET", "/v1/index", nil, 200, &idx)
+	n := 0
+	for _, v := range idx.Files {
+		n += v
+	}
+	tab.WaitText("#index-cards", "Files")
+	var files int
+	tab.Eval(`+document.querySelector('#index-cards .files').dataset.value`, &files)
+	if files != n || n < 2 || !idx.Watching {
+		t.Errorf("files on the page %d, the API's %v (watching %v)", files, idx.Files, idx.Watching)
+	}
+	axe("index")
+	keep("index")
+	shotOnFail("index")
+
+	// The keyboard moves between views (the tabs' arrows).
+	tab.Run(chromedp.Focus(chromedp.CSS("#tab-index")), chromedp.KeyEvent(kb.ArrowRight))
+	tab.WaitText(`[role=tab][aria-selected=true]`, "Windows")
+
+	// Things that vanish under the page: a forgotten session's window and
+	// its reference.
+	tab.Run(chromedp.Click(chromedp.CSS(`tr[data-key="s-gone/tmp"] button`)))
+	tab.Run(chromedp.WaitVisible(chromedp.CSS(`#window-detail[data-key="s-gone/tmp"]`)))
+	var goneRef string
+	tab.Eval(`new Promise(r => { const f = () => { const b = document.querySelector('#wd-timeline button.ref'); b ? r(b.dataset.ref) : setTimeout(f, 50); }; f(); })`, &goneRef)
+	if out, err := e.command(ctx, "forget", "session", "s-gone", "--yes").CombinedOutput(); err != nil {
+		t.Fatalf("engram forget: %v\n%s", err, out)
+	}
+	tab.WaitText("#window-detail .error", "no longer exists")
+	tab.Run(chromedp.Click(chromedp.CSS(`#wd-timeline button.ref[data-ref="` + goneRef + `"]`)))
+	tab.WaitText("#viewer .error", "no longer exists")
+	tab.Run(chromedp.Click(chromedp.CSS("#viewer-close")))
+	var left int
+	tab.Eval(`document.querySelectorAll('#windows-table tbody tr').length`, &left)
+	if left != 2 {
+		t.Errorf("%d windows listed after the forget, want 2", left)
+	}
+	shotOnFail("vanished")
+
+	// A server that restarts under the page: it says so, a search while it
+	// is down fails plainly, and once it is back the page is live again on
+	// the same cookie.
+	s.stop()
+	tab.WaitText("#conn", "connect")
+	view("search")
+	tab.Run(chromedp.SetValue(chromedp.CSS("#search-q"), "Backoff"), chromedp.Click(chromedp.CSS("#search-form button")))
+	tab.WaitText("#view-search .error", "cannot be reached")
+	s.start(ctx)
+	tab.WaitText("#conn", "restarted")
+	tab.Run(chromedp.Click(chromedp.CSS("#search-form button")))
+	tab.WaitText("#search-status", "results for")
+	var errHidden bool
+	tab.Eval(`document.querySelector('#view-search .error').hidden`, &errHidden)
+	if !errHidden {
+		t.Errorf("the search's error stays after a search that worked")
+	}
+	shotOnFail("restart")
+
+	// A phone's screen: nothing wider than it.
+	tab.Run(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	view("windows")
+	var width int
+	tab.Eval(`document.documentElement.scrollWidth`, &width)
+	if width > 390 {
+		t.Errorf("on a 390 px screen the page is %d px wide", width)
+	}
+	shotOnFail("phone")
+
+	// The page's own errors: none. (The browser logs the requests that
+	// failed on purpose above: the vanished reference's 404, the stopped
+	// server's refused connections.)
+	for _, m := range tab.Errors() {
+		if m.Kind != browsertest.KindLog || m.Source != "network" {
+			t.Errorf("the page reported an error: %v", m)
+		}
+	}
+}
+
+// callAs is call for another session, with a body already encoded.
+func (s *dashServer) callAs(session, method, path string, body []byte, want int) {
+	t := s.t
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+s.addr+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Engram-Session", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, b)
+	}
+}
