@@ -18,7 +18,7 @@ import (
 	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 )
 
-func newEngine(t *testing.T) *engine.Engine {
+func newEngine(t testing.TB) *engine.Engine {
 	t.Helper()
 	st := sqlitetest.Open(t, sqlite.Options{})
 	eng, err := engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
