@@ -180,7 +180,7 @@ name, with /healthz listing them and one token for all.`,
 				if len(projects) > 1 {
 					prefix = "/p/NAME"
 				}
-				fmt.Fprintf(a.stderr, "model APIs at %s/v1/messages (to %s), %[1]s/v1/chat/completions and %[1]s/v1/responses (to %s); they need X-Engram-Token\n",
+				fmt.Fprintf(a.stderr, "model APIs at %s/v1/messages (to %s), %[1]s/v1/chat/completions and %[1]s/v1/responses (to %[3]s); they need X-Engram-Token\n",
 					prefix, models.Upstream("anthropic"), models.Upstream("openai"))
 			}
 			switch {
