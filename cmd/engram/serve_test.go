@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -255,6 +256,46 @@ func TestServeProjects(t *testing.T) {
 		t.Errorf("get_file over /p/web/mcp: %+v, %v", res, err)
 	}
 	_ = cs.Close()
+
+	// The dashboard of a project: engram token login mints a link to its
+	// page, which signs the browser in for every project of the server
+	// (one token, one cookie), to read only.
+	addr := strings.TrimPrefix(url, "http://")
+	code, out, errOut := e.run("", "token", "login", "--addr", addr, "--project", "web")
+	link := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(link, url+"/p/web/login?t=") {
+		t.Fatalf("engram token login: exit %d, %q %s", code, out, errOut)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Request.URL.Path != "/p/web/" || !strings.Contains(string(page), `src="assets/app.js"`) {
+		t.Errorf("the login link led to %s: %d %.200s", resp.Request.URL, resp.StatusCode, page)
+	}
+	for _, p := range []string{"/p/web/v1/windows", "/p/api/v1/windows"} {
+		resp, err := browser.Get(url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s signed in: %d", p, resp.StatusCode)
+		}
+	}
+	if resp, err := browser.Get(link); err != nil || resp.StatusCode != 401 {
+		t.Errorf("a login link used twice: %v %v", resp.StatusCode, err)
+	}
+	for _, args := range [][]string{{"--ttl", "0s"}, {"--ttl", "48h"}, {"--addr", "nowhere"}} {
+		if code, _, errOut := e.run("", append([]string{"token", "login"}, args...)...); code != 2 || errOut == "" {
+			t.Errorf("engram token login %v: exit %d, %s", args, code, errOut)
+		}
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
