@@ -147,4 +147,5 @@ func (g *guard) dashboardRoutes(mux *http.ServeMux) {
 		as.serve(w, r, name)
 	})
 	mux.HandleFunc("GET /login", g.login)
+	mux.HandleFunc("POST /logout", g.logout)
 }

@@ -122,6 +122,24 @@ func TestDashboardSignIn(t *testing.T) {
 		t.Errorf("cross-origin read with the cookie: %d", resp.StatusCode)
 	}
 
+	// Signing out: the page's form posts /logout, which drops the cookie;
+	// a page of another origin cannot.
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/logout", nil)
+	req.Header.Set("Origin", "http://evil.example")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != 403 {
+		t.Errorf("a cross-site sign-out: %v %v", resp.StatusCode, err)
+	}
+	saved := jar.Cookies(mustURL(t, srv.URL))
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/logout", nil)
+	req.Header.Set("Origin", srv.URL)
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Errorf("sign out: %v %v", resp.Header.Get("Set-Cookie"), err)
+	}
+	if resp, _ := get(t, c, srv.URL+"/v1/windows"); resp.StatusCode != 401 {
+		t.Errorf("GET /v1/windows after signing out: %d", resp.StatusCode)
+	}
+	jar.SetCookies(mustURL(t, srv.URL), saved) // the cookie as it was, for what follows
+
 	// The same cookie on a server with another token (rotated) is refused,
 	// and says why.
 	other := httptest.NewServer(Handler(eng, Options{Token: "new-token"}))
@@ -364,4 +382,13 @@ func TestEventStream(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Errorf("stream without a credential: %d", resp.StatusCode)
 	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

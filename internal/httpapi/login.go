@@ -176,3 +176,15 @@ func (g *guard) sessionCookie(r *http.Request) (ok bool, why string) {
 	}
 	return true, ""
 }
+
+// logout serves POST /logout: the cookie goes, and the browser back to the
+// page, which then says how to sign in. A form on the page posts it; the
+// site's Origin check keeps other pages from doing so (and all they could
+// do is sign the user out).
+func (g *guard) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	securePage(w.Header())
+	w.Header().Set("Location", "./")
+	w.WriteHeader(http.StatusSeeOther)
+}
