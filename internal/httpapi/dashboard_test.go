@@ -10,12 +10,20 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/html"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/postgres"
+	"github.com/engramhq/engram/internal/store/postgres/pgtest"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 )
 
 // noRedirect is a client that shows redirects instead of following them.
@@ -391,4 +399,76 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// openStream opens the event stream of the server at url with the token
+// "tok" and reads its hello.
+func openStream(ctx context.Context, t *testing.T, url string) sseReader {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/events/stream", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	r := sseReader{bufio.NewScanner(resp.Body)}
+	if name, _ := r.next(t); resp.StatusCode != 200 || name != "hello" {
+		t.Fatalf("stream: %d, first event %s", resp.StatusCode, name)
+	}
+	return r
+}
+
+// TestEventStreamTwoServers: a page open on one server sees what agents
+// do through another server of the same store, since the hub reads the
+// store, not the server's own writes: two processes on one SQLite file,
+// two servers on one PostgreSQL database.
+func TestEventStreamTwoServers(t *testing.T) {
+	ctx := context.Background()
+	stores := map[string]func(t *testing.T) (store.Store, store.Store){
+		"sqlite": func(t *testing.T) (store.Store, store.Store) {
+			path := filepath.Join(t.TempDir(), "engram.db")
+			return sqlitetest.OpenPath(t, path, sqlite.Options{}), sqlitetest.OpenPath(t, path, sqlite.Options{})
+		},
+		"postgres": func(t *testing.T) (store.Store, store.Store) {
+			u := pgtest.Database(t)
+			var out [2]store.Store
+			for i := range out {
+				st, err := postgres.Open(ctx, u, postgres.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = st.Close() })
+				out[i] = st
+			}
+			return out[0], out[1]
+		},
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			a, b := open(t)
+			var urls [2]string
+			for i, st := range []store.Store{a, b} {
+				eng, err := engine.New(st, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv := httptest.NewServer(Handler(eng, Options{Token: "tok", EventPoll: 20 * time.Millisecond}))
+				t.Cleanup(srv.Close)
+				urls[i] = srv.URL
+			}
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			ev := openStream(sctx, t, urls[0])
+			other := client{t, urls[1]}
+			other.want(200, "PUT", "/v1/windows/s1/coder", `{"limit":3000}`, `"budget"`)
+			if name, data := ev.next(t); name != "windows" || !strings.Contains(data, `"agent":"coder"`) {
+				t.Fatalf("a window opened through the other server: %s %s", name, data)
+			}
+			other.want(201, "POST", "/v1/insights", `{"insight":"seen from the other server"}`, `"id"`)
+			if name, data := ev.next(t); name != "archive" || !strings.Contains(data, `"type":"insight_add"`) {
+				t.Fatalf("a record written through the other server: %s %s", name, data)
+			}
+		})
+	}
 }
