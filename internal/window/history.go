@@ -1,9 +1,11 @@
 package window
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/engramhq/engram/internal/store"
@@ -130,16 +132,8 @@ func (m *Manager) History(ctx context.Context, key store.WindowKey) (Settings, s
 
 // searchPos is the index of the first item at place pos or after.
 func searchPos(items []store.WindowItem, pos int) int {
-	lo, hi := 0, len(items)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if items[mid].Pos < pos {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo
+	i, _ := slices.BinarySearchFunc(items, pos, func(it store.WindowItem, p int) int { return cmp.Compare(it.Pos, p) })
+	return i
 }
 
 // hasContent reports whether any of items holds stored content: a
