@@ -201,7 +201,10 @@ function setConn(text, cls) {
 
 // --- windows ---------------------------------------------------------------
 
-async function loadWindows() {
+// loadWindows lists the windows and, unless detail is false, reads the
+// selected one's detail again (its timeline replays its whole ledger: an
+// event that does not name it leaves it be).
+async function loadWindows(detail = true) {
   const out = await api('v1/windows');
   const ws = (out.windows || []).slice();
   ws.sort((a, b) => b.used / (b.budget || 1) - a.used / (a.budget || 1) || `${a.session}/${a.agent}`.localeCompare(`${b.session}/${b.agent}`));
@@ -225,7 +228,8 @@ async function loadWindows() {
   if (!state.selected && ws.length) select(ws[0], true);
   else if (state.selected) {
     const still = ws.find((w) => w.session === state.selected.session && w.agent === state.selected.agent);
-    if (still) await loadDetail(still);
+    if (still && detail) await loadDetail(still);
+    else if (still) return;
     else {
       const d = $('#window-detail');
       failed(d, new Error(`Window ${state.selected.session}/${state.selected.agent} no longer exists.`));
@@ -654,9 +658,18 @@ function connect() {
   });
   source.addEventListener('windows', (e) => {
     const d = JSON.parse(e.data);
-    if (state.view === 'windows') coalesce('windows', () => guarded($('#view-windows'), loadWindows));
+    const sel = state.selected;
+    const named = (w) => sel && w.session === sel.session && w.agent === sel.agent;
+    if (named && ((d.windows || []).some(named) || (d.removed || []).some(named))) state.detailStale = true;
+    if (state.view === 'windows') {
+      coalesce('windows', () => {
+        const detail = state.detailStale;
+        state.detailStale = false;
+        guarded($('#view-windows'), () => loadWindows(detail));
+      }, 500);
+    }
     if (state.view === 'savings') coalesce('savings', () => guarded($('#view-savings'), loadSavings));
-    coalesce('header', () => loadHeader().catch(() => {}), 1000);
+    coalesce('header', () => loadHeader().catch(() => {}), 5000); // counts for the header: no hurry
     return d;
   });
   source.addEventListener('archive', (e) => {
