@@ -409,7 +409,7 @@ func TestDashboard(t *testing.T) {
 	// search that finds nothing says so.
 	view("search")
 	tab.Run(chromedp.SendKeys(chromedp.CSS("#search-q"), "Backoff attempt"), chromedp.Click(chromedp.CSS("#search-form button")))
-	tab.WaitText("#search-status", "results for")
+	tab.WaitText("#search-status", " for “")
 	var hits struct {
 		Hits []struct {
 			Where           string
@@ -494,7 +494,7 @@ func TestDashboard(t *testing.T) {
 	s.start(ctx)
 	tab.WaitText("#conn", "restarted")
 	tab.Run(chromedp.Click(chromedp.CSS("#search-form button")))
-	tab.WaitText("#search-status", "results for")
+	tab.WaitText("#search-status", " for “")
 	var errHidden bool
 	tab.Eval(`document.querySelector('#view-search .error').hidden`, &errHidden)
 	if !errHidden {

@@ -601,7 +601,7 @@ async function search(e) {
     const hist = $('#search-history').checked ? '&history=true' : '';
     const r = await api(`v1/search?q=${enc(q)}&limit=20${hist}`);
     const hs = r.hits || [];
-    $('#search-status').textContent = hs.length ? `${hs.length} results for “${q}”${r.degraded ? ' (lexical only: ' + (r.faults || []).join('; ') + ')' : ''}.` : `Nothing matches “${q}”.`;
+    $('#search-status').textContent = hs.length ? `${hs.length} ${hs.length === 1 ? 'result' : 'results'} for “${q}”${r.degraded ? ' (lexical only: ' + (r.faults || []).join('; ') + ')' : ''}.` : `Nothing matches “${q}”.`;
     for (const h of hs) {
       const where = h.where;
       const open = el('button', { type: 'button', class: 'link', onclick: () => openSpan(where, { content_ids: [h.entry], start_line: h.start_line || 1, end_line: h.end_line || 200 }) }, where);
