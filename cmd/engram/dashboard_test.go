@@ -384,6 +384,11 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("savings of %s/%s on the page %v, the API's %+v", w.Session, w.Agent, perWindow[w.Session+"/"+w.Agent], w)
 		}
 	}
+	var bars bool
+	tab.Eval(`!!document.querySelector('#savings-chart canvas')`, &bars)
+	if !bars {
+		t.Errorf("no chart of the savings")
+	}
 	axe("savings")
 	keep("savings")
 	shotOnFail("savings")

@@ -324,6 +324,10 @@ const resized = new ResizeObserver(() => {
     const w = chartWidth($('#wd-chart'));
     if (Math.abs(w - chart.width) > 4) chart.setSize({ width: w, height: 180 });
   }
+  if (savingsChart) {
+    const w = chartWidth($('#savings-chart'));
+    if (Math.abs(w - savingsChart.width) > 4) savingsChart.setSize({ width: w, height: 200 });
+  }
 });
 function renderChart(fill) {
   const host = clear($('#wd-chart'));
@@ -508,20 +512,44 @@ async function loadSavings() {
   const rows = s.per_window || [];
   const body = clear($('#savings-table tbody'));
   $('#savings-empty').hidden = rows.some((r) => r.history > 0);
-  const most = Math.max(1, ...rows.map((r) => r.history || 0));
   for (const r of rows) {
-    const cell = el('td', { class: 'fill' });
-    const b = el('div', { class: 'pair', role: 'img', 'aria-label': `sent ${r.sent} of ${r.history} tokens` });
-    const h = el('span', { class: 'whole' });
-    h.style.width = `${((r.history || 0) / most) * 100}%`;
-    const snt = el('span', { class: 'part' });
-    snt.style.width = `${((r.sent || 0) / most) * 100}%`;
-    b.append(h, snt);
-    cell.append(b);
-    body.append(el('tr', { 'data-key': `${r.session}/${r.agent}` }, el('td', {}, el('strong', { text: r.agent }), el('span', { class: 'sub', text: ` ${r.session}` })), cell,
-      el('td', { class: 'num' }, value(r.history, 'history')), el('td', { class: 'num' }, value(r.sent, 'sent')), el('td', { class: 'num' }, value(r.saved, 'saved'))));
+    body.append(el('tr', { 'data-key': `${r.session}/${r.agent}` }, el('td', {}, el('strong', { text: r.agent }), el('span', { class: 'sub', text: ` ${r.session}` })),
+      el('td', { class: 'num' }, value(r.history, 'history')), el('td', { class: 'num' }, value(r.sent, 'sent')), el('td', { class: 'num' }, value(r.saved, 'saved')),
+      el('td', { class: 'num', text: r.history ? pct(r.saved / r.history) : '–' })));
   }
   $('#savings-note').textContent = s.more ? 'Only the first windows are listed.' : '';
+  renderSavingsChart(rows.filter((r) => r.history > 0));
+}
+
+// renderSavingsChart draws, for each window with an assembled turn, its
+// whole history and what its latest turn sent, side by side (the table
+// under it says the same in numbers).
+let savingsChart = null;
+function renderSavingsChart(rows) {
+  const host = clear($('#savings-chart'));
+  if (savingsChart) {
+    savingsChart.destroy();
+    savingsChart = null;
+  }
+  const saved = rows.reduce((a, r) => a + r.saved, 0);
+  const whole = rows.reduce((a, r) => a + r.history, 0);
+  $('#savings-chart-cap').textContent = rows.length
+    ? `${rows.length} ${rows.length === 1 ? 'window' : 'windows'}: ${num(saved)} of ${num(whole)} tokens of history not sent in their latest turns (${pct(whole ? saved / whole : 0)}).`
+    : '';
+  if (!rows.length || typeof uPlot !== 'function') return;
+  const xs = rows.map((_, i) => i);
+  const names = rows.map((r) => r.agent);
+  const bars = (offset) => uPlot.paths.bars({ size: [0.35, 48], align: offset });
+  savingsChart = new uPlot({
+    width: Math.max(260, Math.min(host.parentElement.clientWidth || 600, 900) - 8), height: 200,
+    scales: { x: { time: false, range: [-0.5, rows.length - 0.5] } },
+    axes: [{ values: (u, ticks) => ticks.map((t) => names[t] ?? ''), incrs: [1], gap: 4 }, { label: 'tokens', size: 60 }],
+    series: [{ label: 'window', value: (u, i) => names[i] ?? '' },
+      { label: 'history', fill: '#d0d7de', stroke: '#57606a', paths: bars(-1), points: { show: false } },
+      { label: 'sent', fill: '#1f4e79', stroke: '#1f4e79', paths: bars(1), points: { show: false } }],
+  }, [xs, rows.map((r) => r.history), rows.map((r) => r.sent)], host);
+  host.setAttribute('role', 'img');
+  host.setAttribute('aria-label', $('#savings-chart-cap').textContent);
 }
 
 // --- memory ----------------------------------------------------------------
@@ -705,6 +733,7 @@ function refreshAll() {
 function init() {
   setupTabs();
   resized.observe($('#window-detail'));
+  resized.observe($('#view-savings'));
   $('#search-form').addEventListener('submit', search);
   $('#viewer-close').addEventListener('click', () => $('#viewer').close());
   show(location.hash.slice(1) || 'windows');
