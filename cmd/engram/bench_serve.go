@@ -109,8 +109,14 @@ by as many goroutines, in the same run.`,
 			runtime.ReadMemStats(&heap)
 			run := func(front string, n int, call func(i int, op string, q string) error) time.Duration {
 				rctx, cancel := context.WithTimeout(ctx, duration)
-				defer cancel()
-				go sample(rctx, front)
+				// The sampler ends before run returns: the report reads peak
+				// without the lock.
+				var sampler sync.WaitGroup
+				defer func() {
+					cancel()
+					sampler.Wait()
+				}()
+				sampler.Go(func() { sample(rctx, front) })
 				start := time.Now()
 				var wg sync.WaitGroup
 				for c := range n {
