@@ -40,6 +40,9 @@ it has no index yet (the first time it needs your permission: --yes, or run
 engram index on a terminal), keep the index current as files change, and
 serve over HTTP:
 
+  /         the dashboard, for a browser: windows, savings, memory, search,
+            the index, live (sign in with the login link it prints at start,
+            or one engram token login prints)
   /mcp      the MCP endpoint, streamable HTTP: the tools of engram mcp
   /v1/...   the JSON API over the same operations (see the README)
   /metrics  Prometheus metrics
