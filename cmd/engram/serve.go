@@ -112,7 +112,9 @@ name, with /healthz listing them and one token for all.`,
 			opts := httpapi.Options{Token: token, TrustLoopback: sv.TrustLoopback, Version: v, MaxBodyBytes: maxBody, Logger: a.log,
 				AllowedHosts: append(servedHosts(ln.Addr().String()), sv.AllowedHosts...), AllowedOrigins: sv.AllowedOrigins,
 				Admission:      httpapi.NewAdmission(sv.MaxInFlight, sv.MaxQueue, sv.QueueWait.Duration),
-				MCPSessionIdle: sv.MCPIdle.Duration, MaxMCPSessions: sv.MaxMCPSessions}
+				MCPSessionIdle: sv.MCPIdle.Duration, MaxMCPSessions: sv.MaxMCPSessions,
+				// One for every project: a link spent through one is spent.
+				Logins: httpapi.NewLogins()}
 			var handler http.Handler
 			mounts := map[string]http.Handler{}
 			pmetrics := make([]*metrics.Metrics, len(projects))

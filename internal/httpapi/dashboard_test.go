@@ -81,7 +81,8 @@ func TestDashboardSignIn(t *testing.T) {
 		t.Fatalf("login: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	set := resp.Header.Get("Set-Cookie")
-	for _, want := range []string{SessionCookie + "=", "HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=604800"} {
+	name := SessionCookie + "_" + mustURL(t, srv.URL).Port()
+	for _, want := range []string{name + "=", "HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=604800"} {
 		if !strings.Contains(set, want) {
 			t.Errorf("Set-Cookie %q lacks %q", set, want)
 		}
@@ -105,18 +106,36 @@ func TestDashboardSignIn(t *testing.T) {
 	if resp, err := c.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Errorf("POST /v1/retrieve signed in: %v %v", resp.StatusCode, err)
 	}
-	// ...and writes nothing.
-	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/v1/patterns", strings.NewReader(`{"pattern":"x","category":"y"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Engram-Session", "s1")
-	resp, err = c.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// ...and writes nothing: not a record, not one through recall's
+	// @arch:store:, and no other query POST either.
+	var b []byte
+	for path, body := range map[string]string{"/v1/patterns": `{"pattern":"x","category":"api.design"}`,
+		"/v1/recall":   `{"query":"@arch:store:pattern{\"pattern\":\"READER WROTE THIS\",\"category\":\"api.design\"}"}`,
+		"/v1/prefetch": `{"task":"retry"}`} {
+		req, _ = http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Engram-Session", "s1")
+		resp, err = c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 403 || !strings.Contains(string(b), "reads only") {
+			t.Errorf("POST %s with the cookie: %d %s", path, resp.StatusCode, b)
+		}
 	}
-	b, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != 403 || !strings.Contains(string(b), "reads only") {
-		t.Errorf("POST /v1/patterns with the cookie: %d %s", resp.StatusCode, b)
+	if agents, err := eng.Store().Agents(context.Background(), ""); err != nil || len(agents) != 0 {
+		t.Errorf("the reader registered agents: %v %v", agents, err)
+	}
+	// A HEAD of a link (a previewer's) does not spend it.
+	link2, _ := LoginURL(srv.URL+"/", "tok", time.Minute)
+	req, _ = http.NewRequest(http.MethodHead, link2, nil)
+	if resp, err := noRedirect(nil).Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Set-Cookie") != "" {
+		t.Errorf("HEAD of a login link: %v %v", resp.StatusCode, err)
+	}
+	if resp, _ := get(t, noRedirect(nil), link2); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the link after a HEAD: %d", resp.StatusCode)
 	}
 	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 	req.Header.Set("Content-Type", "application/json")
@@ -138,6 +157,22 @@ func TestDashboardSignIn(t *testing.T) {
 		t.Errorf("a cross-site sign-out: %v %v", resp.StatusCode, err)
 	}
 	saved := jar.Cookies(mustURL(t, srv.URL))
+	other := noRedirect(nil) // another copy of the cookie, kept
+	replay := func() int {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/windows", nil)
+		for _, ck := range saved {
+			req.AddCookie(ck)
+		}
+		resp, err := other.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := replay(); st != 200 {
+		t.Fatalf("a copy of the cookie: %d", st)
+	}
 	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/logout", nil)
 	req.Header.Set("Origin", srv.URL)
 	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Set-Cookie"), "Max-Age=0") {
@@ -146,16 +181,24 @@ func TestDashboardSignIn(t *testing.T) {
 	if resp, _ := get(t, c, srv.URL+"/v1/windows"); resp.StatusCode != 401 {
 		t.Errorf("GET /v1/windows after signing out: %d", resp.StatusCode)
 	}
-	jar.SetCookies(mustURL(t, srv.URL), saved) // the cookie as it was, for what follows
+	// Signed out on the server too: a copy of the cookie is refused.
+	if st := replay(); st != 401 {
+		t.Errorf("a copy of the cookie after signing out: %d", st)
+	}
+	link3, _ := LoginURL(srv.URL+"/", "tok", time.Minute)
+	resp, _ = get(t, c, link3) // signed in again, for what follows
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in again: %d", resp.StatusCode)
+	}
 
 	// The same cookie on a server with another token (rotated) is refused,
 	// and says why.
-	other := httptest.NewServer(Handler(eng, Options{Token: "new-token"}))
-	defer other.Close()
+	rotated := httptest.NewServer(Handler(eng, Options{Token: "new-token"}))
+	defer rotated.Close()
 	u, _ := url.Parse(srv.URL)
-	req, _ = http.NewRequest(http.MethodGet, other.URL+"/v1/windows", nil)
+	req, _ = http.NewRequest(http.MethodGet, rotated.URL+"/v1/windows", nil)
 	for _, ck := range jar.Cookies(u) {
-		req.AddCookie(ck)
+		req.AddCookie(&http.Cookie{Name: SessionCookie + "_" + mustURL(t, rotated.URL).Port(), Value: ck.Value})
 	}
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
@@ -182,7 +225,7 @@ func TestDashboardSignIn(t *testing.T) {
 	for name, v := range map[string]string{"expired": sign("tok", "session", time.Now().Add(-time.Second), strings.Repeat("ab", 16)),
 		"link as cookie": sign("tok", "login", time.Now().Add(time.Minute), strings.Repeat("ab", 16)), "garbage": "x.y.z"} {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/windows", nil)
-		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: v})
+		req.AddCookie(&http.Cookie{Name: name, Value: v})
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

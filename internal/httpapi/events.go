@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -50,6 +51,8 @@ const (
 	indexEvery = 5
 	// heartbeat is the comment interval.
 	heartbeat = 15 * time.Second
+	// writeWait bounds each write of an event to a stream.
+	writeWait = 10 * time.Second
 	// streamBuffer is how many events a slow stream may lag behind
 	// before it is closed (the browser reconnects and re-reads).
 	streamBuffer = 64
@@ -101,8 +104,14 @@ func (h *hub) subscribe() (ch chan streamEvent, cancel func(), ok bool) {
 	ch = make(chan streamEvent, streamBuffer)
 	h.subs[ch] = struct{}{}
 	if !h.running {
+		// The baseline is read before the stream's hello, which a page
+		// answers by reading everything: a change after it is an event.
+		p := &poller{}
+		if err := p.init(context.Background(), h.eng); err != nil {
+			h.log.Warn("event stream: first read of the store", "err", err)
+		}
 		h.running = true
-		go h.run()
+		go h.run(p)
 	}
 	return ch, func() {
 		h.mu.Lock()
@@ -129,12 +138,8 @@ func (h *hub) broadcast(ev streamEvent) {
 }
 
 // run polls until the last stream is gone.
-func (h *hub) run() {
+func (h *hub) run(p *poller) {
 	ctx := context.Background()
-	var p poller
-	if err := p.init(ctx, h.eng); err != nil {
-		h.log.Warn("event stream: first read of the store", "err", err)
-	}
 	t := time.NewTicker(h.poll)
 	defer t.Stop()
 	for n := 1; ; n++ {
@@ -286,7 +291,7 @@ func (h *hub) stream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-beat.C:
-			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil || rc.Flush() != nil {
+			if writeEvent(w, rc, streamEvent{name: "ping"}) != nil {
 				return
 			}
 		}
@@ -296,10 +301,18 @@ func (h *hub) stream(w http.ResponseWriter, r *http.Request) {
 // writeEvent writes one event and flushes it; the "retry" pseudo-event
 // tells the browser to reconnect after 2 s.
 func writeEvent(w http.ResponseWriter, rc *http.ResponseController, ev streamEvent) error {
+	// A client that stops reading would hold its connection (and this
+	// handler) for good, no longer counted by the hub once dropped.
+	if err := rc.SetWriteDeadline(time.Now().Add(writeWait)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
 	var err error
-	if ev.name == "retry" {
+	switch ev.name {
+	case "retry":
 		_, err = fmt.Fprint(w, "retry: 2000\n\n")
-	} else {
+	case "ping":
+		_, err = fmt.Fprint(w, ": ping\n\n")
+	default:
 		_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
 	}
 	if err != nil {

@@ -37,7 +37,8 @@ import (
 //  3. Credentials: the operator's token, or an agent's key
 //     (Authorization: Bearer, the scheme in any case), or the dashboard's
 //     session cookie (login.go), which reads only: what the JSON API
-//     serves to GET, HEAD and its query POSTs (isWrite), and no MCP. Loopback is not trusted unless
+//     serves to GET and HEAD, and POST /v1/retrieve; no other POST (recall
+//     takes @arch:store:) and no MCP. Loopback is not trusted unless
 //     Options.TrustLoopback says so.
 //  4. Content type: a write (POST, PUT, PATCH) must be JSON, which a
 //     browser's "simple" cross-site request cannot send.
@@ -85,7 +86,7 @@ type guard struct {
 	hosts   hostSet
 	origins map[string]bool
 	adm     *Admission
-	logins  logins
+	logins  *Logins
 }
 
 func newGuard(eng *engine.Engine, opts Options, log *slog.Logger) *guard {
@@ -96,6 +97,9 @@ func newGuard(eng *engine.Engine, opts Options, log *slog.Logger) *guard {
 	}
 	if g.adm == nil {
 		g.adm = NewAdmission(0, 0, 0)
+	}
+	if g.logins = opts.Logins; g.logins == nil {
+		g.logins = NewLogins()
 	}
 	return g
 }
@@ -237,7 +241,9 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 		if !ok || !g.checkJSON(w, r) {
 			return
 		}
-		if p.reader && isWrite(r) {
+		// Of the query POSTs the reader runs only retrieve: recall takes
+		// @arch:store:, and prefetch needs no page.
+		if p.reader && (isWrite(r) || r.Method == http.MethodPost && r.Pattern != "POST /v1/retrieve") {
 			g.refuse(w, r, http.StatusForbidden, "reader", "read_only",
 				"the dashboard's sign-in reads only: "+r.Method+" needs the token (Authorization: Bearer)")
 			return

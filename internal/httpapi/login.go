@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -28,8 +29,15 @@ import (
 // every link and cookie. A link's nonce is spent once per server process
 // (kept until its expiry); a server restarted within the link's life would
 // take it again, which only its holder can use. The cookie signs the
-// dashboard in as a reader: it may GET the JSON API and its event stream,
-// never write, and never open an MCP session (sessionCookieReads).
+// dashboard in as a reader: it may GET the JSON API and its event stream
+// and POST /v1/retrieve, never write, and never open an MCP session.
+//
+// A browser sends a host's cookies to every port of it, and another port
+// of loopback is the same site: a process listening on another loopback
+// port that the browser visits receives the cookie. It reads only, and
+// signing out (POST /logout) revokes it in this process; a credential the
+// page held in sessionStorage (per origin) would close that, at the price
+// of an event stream read with fetch instead of EventSource.
 
 // Sign-in defaults.
 const (
@@ -37,7 +45,8 @@ const (
 	LoginTTL = time.Hour
 	// SessionTTL is how long the cookie a login link sets lasts.
 	SessionTTL = 7 * 24 * time.Hour
-	// SessionCookie is the cookie's name.
+	// SessionCookie is the cookie's name, the server's port after it
+	// (cookieName).
 	SessionCookie = "engram_session"
 	// maxSpent bounds the nonces a server remembers: past it, new links
 	// are refused until old ones expire (a flood of valid links needs the
@@ -99,14 +108,19 @@ func verify(token, purpose, v string, now time.Time) (nonce string, expiry time.
 	return parts[1], expiry, nil
 }
 
-// logins spends login links' nonces, once each.
-type logins struct {
+// Logins spends login links' nonces, once each, and keeps the sessions
+// signed out. One Logins serves every project of a server (Options.Logins):
+// a link minted for one project must not sign in again through another.
+type Logins struct {
 	mu    sync.Mutex
-	spent map[string]time.Time // nonce -> the link's expiry
+	spent map[string]time.Time // nonce -> the link's or cookie's expiry
 }
 
+// NewLogins returns an empty Logins.
+func NewLogins() *Logins { return &Logins{} }
+
 // spend reports whether nonce was not spent before, and spends it.
-func (l *logins) spend(nonce string, expiry, now time.Time) (ok bool, full bool) {
+func (l *Logins) spend(nonce string, expiry, now time.Time) (ok bool, full bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.spent == nil {
@@ -131,6 +145,12 @@ func (l *logins) spend(nonce string, expiry, now time.Time) (ok bool, full bool)
 // cookie and sends the browser to the dashboard; anything else is a plain
 // page saying why and how to get a new link.
 func (g *guard) login(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		// A HEAD (a link previewer's) would spend the link.
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "open the login link with GET, in a browser")
+		return
+	}
 	now := time.Now()
 	nonce, expiry, err := verify(g.opts.Token, "login", r.URL.Query().Get("t"), now)
 	if err == nil {
@@ -155,7 +175,7 @@ func (g *guard) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	exp := now.Add(SessionTTL)
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: sign(g.opts.Token, "session", exp, hex.EncodeToString(cookieNonce)),
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: sign(g.opts.Token, "session", exp, hex.EncodeToString(cookieNonce)),
 		Path: "/", Expires: exp, MaxAge: int(SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	securePage(w.Header())
 	// Relative, so that a project served under /p/NAME/ lands on its own
@@ -167,14 +187,37 @@ func (g *guard) login(w http.ResponseWriter, r *http.Request) {
 // sessionCookie returns the request's dashboard session, if it carries a
 // valid one, and why not otherwise ("" when it carries none).
 func (g *guard) sessionCookie(r *http.Request) (ok bool, why string) {
-	c, err := r.Cookie(SessionCookie)
+	c, err := r.Cookie(cookieName(r))
 	if err != nil {
 		return false, ""
 	}
-	if _, _, err := verify(g.opts.Token, "session", c.Value, time.Now()); err != nil {
+	nonce, _, err := verify(g.opts.Token, "session", c.Value, time.Now())
+	if err != nil {
 		return false, "the dashboard's sign-in is " + err.Error()
 	}
+	if g.logins.spentNonce(nonce) {
+		return false, "the dashboard's sign-in was signed out"
+	}
 	return true, ""
+}
+
+// spentNonce reports whether nonce was spent (a cookie's: signed out).
+func (l *Logins) spentNonce(nonce string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.spent[nonce]
+	return ok
+}
+
+// cookieName is the session cookie's name for the server a request was
+// sent to: SessionCookie and the port. A browser sends a host's cookies to
+// every port of it, so two servers on one machine would overwrite each
+// other's under one name.
+func cookieName(r *http.Request) string {
+	if _, port, err := net.SplitHostPort(r.Host); err == nil && port != "" {
+		return SessionCookie + "_" + port
+	}
+	return SessionCookie
 }
 
 // logout serves POST /logout: the cookie goes, and the browser back to the
@@ -182,7 +225,14 @@ func (g *guard) sessionCookie(r *http.Request) (ok bool, why string) {
 // site's Origin check keeps other pages from doing so (and all they could
 // do is sign the user out).
 func (g *guard) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+	// The cookie is stateless: what signs it out on the server is its
+	// nonce, spent until it would have expired (in this process).
+	if c, err := r.Cookie(cookieName(r)); err == nil {
+		if nonce, exp, err := verify(g.opts.Token, "session", c.Value, time.Now()); err == nil {
+			g.logins.spend(nonce, exp, time.Now())
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	securePage(w.Header())
 	w.Header().Set("Location", "./")

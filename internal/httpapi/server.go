@@ -86,6 +86,10 @@ type Options struct {
 	// Index, if set, is the live state of this server's watcher, which
 	// GET /v1/index reports; nil when the server does not index.
 	Index *index.Activity
+	// Logins spends the dashboard's login links and keeps its signed-out
+	// sessions; share one between the projects of a server (nil: one of
+	// its own).
+	Logins *Logins
 	// EventPoll is how often the event stream reads the store while a
 	// stream is open; zero means DefaultEventPoll.
 	EventPoll time.Duration

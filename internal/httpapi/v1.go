@@ -660,6 +660,7 @@ func parseETag(s string) (gv, sv uint64, ok bool) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // "<=" stays readable; the API serves no HTML
