@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,7 +96,7 @@ func (o *Ops) Sessions(ctx context.Context, in SessionsIn) (SessionsOut, string,
 		out.Sessions = append(out.Sessions, so)
 		fmt.Fprintf(&b, "%s  last seen %s, %s, %s", s.ID, s.LastSeenAt.Local().Format(time.DateTime), plural(so.Agents, "agent"), plural(so.Windows, "window"))
 		if r := so.Resume; r != nil {
-			fmt.Fprintf(&b, "; resume: %s", firstNonEmpty(r.Current, r.Task, r.Objective, strings.Join(r.Next, "; ")))
+			fmt.Fprintf(&b, "; resume: %s", cmp.Or(r.Current, r.Task, r.Objective, strings.Join(r.Next, "; ")))
 		}
 		b.WriteString("\n")
 	}
@@ -112,15 +113,6 @@ func (o *Ops) Sessions(ctx context.Context, in SessionsIn) (SessionsOut, string,
 func emptyResume(r archive.Resume) bool {
 	return r.Task == "" && r.Objective == "" && r.Current == "" && len(r.Done) == 0 && len(r.Next) == 0 &&
 		len(r.Blockers) == 0 && len(r.FilesToRead) == 0
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // EmbeddingsOut is the embeddings' coverage: Chunks in default search,
@@ -190,7 +182,7 @@ func (o *Ops) IndexStatus(ctx context.Context) (IndexOut, string, error) {
 			}
 		}
 		for _, e := range l.Errors {
-			fmt.Fprintf(&b, "\nerror %s %s: %s", e.At.Local().Format(time.DateTime), firstNonEmpty(e.Path, "(update)"), e.Message)
+			fmt.Fprintf(&b, "\nerror %s %s: %s", e.At.Local().Format(time.DateTime), cmp.Or(e.Path, "(update)"), e.Message)
 		}
 	} else {
 		b.WriteString("\nnot watching: this server does not index")
@@ -422,7 +414,7 @@ func (o *Ops) memory(ctx context.Context) (MemoryOut, error) {
 func (s StatusOut) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "engram %s, %s store %s (%d bytes): %d sessions, %d agents, %d entries, %d tokens stored\n",
-		firstNonEmpty(s.Version, "(dev)"), s.Store.Backend, s.Store.Location, s.Store.SizeBytes, s.Sessions, s.Agents, s.Entries, s.TokensStored)
+		cmp.Or(s.Version, "(dev)"), s.Store.Backend, s.Store.Location, s.Store.SizeBytes, s.Sessions, s.Agents, s.Entries, s.TokensStored)
 	w := s.Windows
 	fmt.Fprintf(&b, "windows: %d open; %d messages in them, %d evicted under %s; %d of %d tokens used\n",
 		w.Open, w.Messages, w.Evicted, plural(w.Refs, "reference"), w.Used, w.Budget)

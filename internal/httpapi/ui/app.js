@@ -556,17 +556,25 @@ function renderSavingsChart(rows) {
 
 function recordItem(r) {
   const meta = el('div', { class: 'sub', text: [r.category, r.agent && `by ${r.agent}`, when(r.created_at)].filter(Boolean).join(' · ') });
-  let main;
+  let main = r.id;
   let extra = null;
-  if (r.pattern) main = r.pattern.pattern, extra = r.pattern.description;
-  else if (r.failure) {
+  if (r.pattern) {
+    main = r.pattern.pattern;
+    extra = r.pattern.description;
+  } else if (r.failure) {
     main = `${r.failure.approach}: ${r.failure.reason}`;
     const res = r.failure.resolution || r.resolution;
     extra = res ? `Resolved (${res.outcome}): ${res.approach}` : (r.failure.error || 'No resolution yet');
-  } else if (r.insight) main = r.insight.insight, extra = r.insight.evidence;
-  else if (r.decision) main = r.decision.decision, extra = r.decision.rationale;
-  else if (r.intent) main = r.intent.description, extra = (r.intent.paths || []).join(', ');
-  else main = r.id;
+  } else if (r.insight) {
+    main = r.insight.insight;
+    extra = r.insight.evidence;
+  } else if (r.decision) {
+    main = r.decision.decision;
+    extra = r.decision.rationale;
+  } else if (r.intent) {
+    main = r.intent.description;
+    extra = (r.intent.paths || []).join(', ');
+  }
   return el('li', { 'data-id': r.id }, el('div', { class: 'main', text: main }), extra ? el('div', { class: 'extra', text: extra }) : '', meta);
 }
 
@@ -698,7 +706,6 @@ function connect() {
     }
     if (state.view === 'savings') coalesce('savings', () => guarded($('#view-savings'), loadSavings));
     coalesce('header', () => loadHeader().catch(() => {}), 5000); // counts for the header: no hurry
-    return d;
   });
   source.addEventListener('archive', (e) => {
     const d = JSON.parse(e.data);
