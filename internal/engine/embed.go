@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -575,11 +578,21 @@ func (e *Engine) corpusTermsStale(ctx context.Context) (bool, error) {
 	return version != terms.Version, nil
 }
 
-// trainCorpus trains a corpus model on an even sample of the store's
-// chunks.
+// trainCorpus trains a corpus model on a sample of about
+// CorpusSample of the store's chunks. The sample is chosen by a hash of
+// each chunk's text and taken in the hashes' order, so that the same
+// chunks give the same model whatever order they were stored in (indexing
+// on several workers stores a repository's files in another order each
+// time, and a sample of every n-th chunk by ID, in ID order, trained
+// another model each time: engram eval's code sets moved by about 0.01
+// from run to run for it).
 func (e *Engine) trainCorpus(ctx context.Context, total int64, progress func(embed.Progress)) (*embed.Corpus, error) {
-	stride := max(1, (total+int64(e.opts.Embed.CorpusSample)-1)/int64(e.opts.Embed.CorpusSample))
-	var texts []string
+	stride := uint64(max(1, (total+int64(e.opts.Embed.CorpusSample)-1)/int64(e.opts.Embed.CorpusSample)))
+	type sampled struct {
+		hash uint64
+		text string
+	}
+	var sample []sampled
 	var seen, after int64
 	for {
 		cs, err := e.st.PendingChunks(ctx, corpusListingModel, after, corpusPendingBatches)
@@ -590,8 +603,11 @@ func (e *Engine) trainCorpus(ctx context.Context, total int64, progress func(emb
 			break
 		}
 		for _, c := range cs {
-			if seen%stride == 0 {
-				texts = append(texts, embed.Text(c))
+			text := embed.Text(c)
+			h := fnv.New64a()
+			h.Write([]byte(text))
+			if sum := h.Sum64(); sum%stride == 0 {
+				sample = append(sample, sampled{sum, text})
 			}
 			seen++
 		}
@@ -599,6 +615,13 @@ func (e *Engine) trainCorpus(ctx context.Context, total int64, progress func(emb
 		if progress != nil {
 			progress(embed.Progress{Done: seen, Total: total})
 		}
+	}
+	slices.SortFunc(sample, func(a, b sampled) int {
+		return cmp.Or(cmp.Compare(a.hash, b.hash), strings.Compare(a.text, b.text))
+	})
+	texts := make([]string, len(sample))
+	for i, s := range sample {
+		texts[i] = s.text
 	}
 	return embed.TrainCorpus(texts, e.opts.Embed.Corpus)
 }

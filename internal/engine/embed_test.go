@@ -225,3 +225,45 @@ func TestFusionDefaults(t *testing.T) {
 		t.Errorf("provider none: fusion %+v", f)
 	}
 }
+
+// TestEmbed_CorpusDeterministic: the same chunks stored in another order
+// train the same model, bit for bit, whether the store is small enough to
+// train on all of its chunks or sampled. Indexing on several workers
+// stores a repository's files in another order every time; the model and
+// every score that uses it must not depend on it. (Each note is a session
+// of its own: a conversation's turns are embedded with the turns before
+// them, so their order is their text.)
+func TestEmbed_CorpusDeterministic(t *testing.T) {
+	notes := func(e *engine.Engine, from, n int) {
+		var recs []engine.Record
+		for i := from; i < from+n; i++ {
+			w := embedTopics[i%3]
+			recs = append(recs, engine.Record{Session: fmt.Sprintf("s%d", i), Agent: "a", Type: store.Note,
+				Content: []byte(fmt.Sprintf("note %d about the %s and the %s with %s", i, w[i%6], w[(i+2)%6], w[(i+3)%6]))})
+		}
+		if _, err := e.Add(t.Context(), recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sample := range []int{0, 80} {
+		t.Run(fmt.Sprintf("sample=%d", sample), func(t *testing.T) {
+			opts := engine.Options{Embed: engine.EmbedOptions{Corpus: lsa.Options{Dim: 8}, Batch: 64, CorpusSample: sample}}
+			forward, backward := newEngine(t, opts), newEngine(t, opts)
+			notes(forward, 0, 60)
+			notes(forward, 60, 60)
+			notes(backward, 60, 60)
+			notes(backward, 0, 60)
+			a, err := forward.Embed(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := backward.Embed(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a.Trained || a.Model != b.Model {
+				t.Fatalf("the same chunks in two orders trained %s and %s (%+v)", a.Model, b.Model, a)
+			}
+		})
+	}
+}

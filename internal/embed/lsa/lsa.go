@@ -15,12 +15,14 @@
 package lsa
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -228,18 +230,28 @@ type csr struct {
 // document's row normalised.
 func (m *Model) matrix(docs [][]string) *csr {
 	a := &csr{rows: len(docs), cols: len(m.vocab), ptr: make([]int, 1, len(docs)+1)}
+	type entry struct {
+		i int32
+		w float64
+	}
+	var row []entry
 	for _, d := range docs {
 		start := len(a.idx)
-		var norm float64
+		// A row's entries in the vocabulary's order, not the map's: the
+		// sums below then add in the same order every time, and the same
+		// documents train the same model to the bit.
+		row = row[:0]
 		for t, n := range counts(d) {
-			i, ok := m.vocab[t]
-			if !ok {
-				continue
+			if i, ok := m.vocab[t]; ok {
+				row = append(row, entry{i, (1 + math.Log(float64(n))) * float64(m.idf[i])})
 			}
-			w := (1 + math.Log(float64(n))) * float64(m.idf[i])
-			a.idx = append(a.idx, i)
-			a.val = append(a.val, w)
-			norm += w * w
+		}
+		slices.SortFunc(row, func(x, y entry) int { return cmp.Compare(x.i, y.i) })
+		var norm float64
+		for _, e := range row {
+			a.idx = append(a.idx, e.i)
+			a.val = append(a.val, e.w)
+			norm += e.w * e.w
 		}
 		if norm > 0 {
 			inv := 1 / math.Sqrt(norm)
