@@ -68,7 +68,7 @@ func (s *Store) PendingChunks(ctx context.Context, model string, after int64, li
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT c.id, c.entry, c.start_byte, c.end_byte,
 				CASE WHEN e.size <= ? THEN substr(e.content, c.start_byte + 1, c.end_byte - c.start_byte) END,
-				coalesce((SELECT f.path FROM files f WHERE f.entry = e.pk AND f.state = 'current' LIMIT 1), ''),
+				coalesce((SELECT f.path FROM files f WHERE f.entry = e.pk AND f.state = 'current' ORDER BY f.path LIMIT 1), ''),
 				CASE WHEN c.ordinal = 0 THEN coalesce((SELECT x.text FROM contexts x WHERE x.entry = e.pk), '') ELSE '' END
 			FROM chunks c JOIN entries e ON e.pk = c.entry
 			WHERE c.id > ? AND e.fts = ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.chunk = c.id)

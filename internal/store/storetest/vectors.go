@@ -119,6 +119,27 @@ func testVectors(t *testing.T, s store.Store) {
 	if err := s.DeleteBlob(ctx, "lsa"); err != nil {
 		t.Errorf("DeleteBlob of a missing blob: %v", err)
 	}
+	// Content at two paths is embedded with the first path by name, not
+	// the first stored: the text the embedder sees (and the corpus model
+	// trained on it) must not depend on the order files were indexed in.
+	putFiles(t, s, Version("zz/same.go", "package same\n"))
+	putFiles(t, s, Version("aa/same.go", "package same\n"))
+	twice, err := s.PendingChunks(ctx, "m4", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range twice {
+		if strings.HasSuffix(c.Path, "same.go") {
+			found = true
+			if c.Path != "aa/same.go" {
+				t.Errorf("content at zz/same.go, then aa/same.go: pending with %q, want aa/same.go", c.Path)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the content of same.go is not pending: %+v", twice)
+	}
 }
 
 func testAccess(t *testing.T, s store.Store) {
