@@ -311,8 +311,12 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 			n -= over
 		}
 		// The markers shown are the way back: their references are stored,
-		// in one write, before the context is given.
-		if err := a.Windows.Keep(ctx, t.History.Items); err != nil {
+		// in one write, before the context is given. They name runs of the
+		// window's ledger, and the next turn lays the same runs out under
+		// the same IDs, so the write need not wait for the disk
+		// (store.Derived): a crash of the machine before the store's next
+		// synced write may lose it, and the next turn writes it again.
+		if err := a.Windows.Keep(store.Derived(ctx), t.History.Items); err != nil {
 			return Turn{}, err
 		}
 	}

@@ -144,7 +144,10 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 		put = append(put, out[i])
 	}
 	a.forgetSummaries(c.key)
-	if _, err := a.Engine.Store().PutWindowSummaries(ctx, c.key, epoch, put); errors.Is(err, store.ErrStaleEpoch) {
+	// Extractive summaries are a function of the chunks' messages (their
+	// digest names them): derived data, written without waiting for the
+	// disk (store.Derived); a model's, which cost a call, are synced.
+	if _, err := a.Engine.Store().PutWindowSummaries(store.Derived(ctx), c.key, epoch, put); errors.Is(err, store.ErrStaleEpoch) {
 		// Another turn wrote meanwhile: its summaries are the newer.
 		rep.Stale = len(put)
 		_, stored, err := a.Engine.Store().WindowSummaries(ctx, c.key)

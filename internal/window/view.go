@@ -179,8 +179,11 @@ func (m *Manager) putViewRef(ctx context.Context, key store.WindowKey, part *lai
 	}
 	// Another view may have stored it meanwhile: the same ID is the same
 	// run of the same content.
+	// A view's reference names a run of the ledger that the next view of
+	// the same span names again: derived data, written without waiting
+	// for the disk (store.Derived).
 	var ce *store.ConflictError
-	if err := m.eng.Store().PutReference(ctx, ref); err != nil && !errors.As(err, &ce) {
+	if err := m.eng.Store().PutReference(store.Derived(ctx), ref); err != nil && !errors.As(err, &ce) {
 		return fmt.Errorf("window %s: store the view's reference %s: %w", key, ref.ID, err)
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 // How transactions survive a busy, shared database, and a lost
@@ -106,6 +108,13 @@ func (s *Store) runTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx
 	tx, err := s.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return err
+	}
+	if store.IsDerived(ctx) && opts.AccessMode != pgx.ReadOnly {
+		// Derived data (store.Derived): the commit does not wait for the
+		// WAL's flush; a server crash may lose it, never half of it.
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit TO OFF"); err != nil {
+			return errors.Join(err, tx.Rollback(context.WithoutCancel(ctx)))
+		}
 	}
 	if err := fn(tx); err != nil {
 		if tx.Conn().IsClosed() && ctx.Err() == nil {

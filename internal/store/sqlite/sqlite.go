@@ -2,7 +2,9 @@
 // through the pure-Go driver modernc.org/sqlite.
 //
 // The file is opened in WAL mode with synchronous=FULL, so a write that
-// returned is on disk and readers never wait for the writer. All writes go
+// returned is on disk and readers never wait for the writer (but for
+// derived data, store.Derived, which commits at NORMAL and reaches the
+// disk with the next synced commit). All writes go
 // through one connection in short BEGIN IMMEDIATE transactions; reads use a
 // separate pool of query-only connections. Several processes may open the
 // same file at once: SQLite's lock serialises their writers, busy_timeout
@@ -20,6 +22,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -302,6 +305,9 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 // the store is busy. fn may run more than once, so it must not keep state
 // from an attempt that failed.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if store.IsDerived(ctx) {
+		return s.retry(ctx, func() error { return s.writeUnsynced(ctx, fn) })
+	}
 	return s.retry(ctx, func() error {
 		tx, err := s.w.BeginTx(ctx, nil)
 		if err != nil {
@@ -312,6 +318,39 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		}
 		return tx.Commit()
 	})
+}
+
+// writeUnsynced is write for derived data (store.Derived): the writer
+// connection, held for the whole of it, commits with synchronous=NORMAL,
+// which in WAL mode appends the transaction to the WAL without an fsync.
+// A process crash loses nothing (the WAL is the file's); a machine crash
+// may lose it until the next commit at FULL, whose fsync of the WAL takes
+// it too. The connection goes back to FULL before anyone else writes on
+// it, or is dropped from the pool.
+func (s *Store) writeUnsynced(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); rerr != nil {
+			// A connection left at NORMAL must never write again.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			err = errors.Join(err, fmt.Errorf("restore synchronous=FULL: %w", rerr))
+		}
+		_ = conn.Close()
+	}()
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+		return err
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
 }
 
 // read runs fn with the read pool, retrying while the store is busy (a

@@ -876,6 +876,30 @@ func testReferences(t *testing.T, s store.Store) {
 			t.Errorf("reference with ID %q accepted", id)
 		}
 	}
+	// A derived write (store.Derived: committed without waiting for the
+	// disk) is stored and refused as any other, and the writes after it
+	// are as they were.
+	derived := ref
+	derived.ID = "ref_derived"
+	if err := s.PutReference(store.Derived(ctx), derived); err != nil {
+		t.Fatalf("derived PutReference: %v", err)
+	}
+	if got, err := s.Reference(ctx, derived.ID); err != nil || got.ID != derived.ID {
+		t.Errorf("derived reference read back: %+v, %v", got, err)
+	}
+	if err := s.PutReference(store.Derived(ctx), derived); !errors.As(err, &ce) {
+		t.Errorf("second derived PutReference = %v, want *ConflictError", err)
+	}
+	bad.ID = "ref_derived_bad"
+	bad.ContentIDs = []string{store.ID([]byte("never"))}
+	if err := s.PutReference(store.Derived(ctx), bad); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("derived reference to missing content = %v, want ErrNotFound", err)
+	}
+	after := ref
+	after.ID = "ref_after_derived"
+	if err := s.PutReference(ctx, after); err != nil {
+		t.Fatalf("PutReference after derived writes: %v", err)
+	}
 }
 
 func testSessionsAgents(t *testing.T, s store.Store) {
