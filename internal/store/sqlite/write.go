@@ -55,6 +55,33 @@ func mustExist(ctx context.Context, tx *sql.Tx, id string) error {
 	return err
 }
 
+// mustAllExist is mustExist for each of ids, in one query while they all
+// exist (a reference over a long run names hundreds of entries, and a
+// query each was most of the cost of storing it).
+func mustAllExist(ctx context.Context, tx *sql.Tx, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	distinct := map[string]bool{}
+	for _, id := range ids {
+		distinct[id] = true
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM entries WHERE id IN (SELECT value FROM json_each(?))`,
+		jsonList(ids)).Scan(&n); err != nil {
+		return err
+	}
+	if n == len(distinct) {
+		return nil
+	}
+	for _, id := range ids { // name the one missing
+		if err := mustExist(ctx, tx, id); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("entries of %d ids: %d found, %d distinct", len(ids), n, len(distinct))
+}
+
 // PutReference implements store.Store.
 func (s *Store) PutReference(ctx context.Context, r store.Reference) error {
 	if err := r.Validate(); err != nil {
@@ -108,10 +135,8 @@ func (s *Store) PutReferences(ctx context.Context, refs []store.Reference) error
 
 // insertRef writes a valid reference whose content must be stored.
 func insertRef(ctx context.Context, tx *sql.Tx, r store.Reference) error {
-	for _, id := range r.ContentIDs {
-		if err := mustExist(ctx, tx, id); err != nil {
-			return err
-		}
+	if err := mustAllExist(ctx, tx, r.ContentIDs); err != nil {
+		return err
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO refs(id, type, session_id, agent_id, content_ids, summary,
 		tokens_saved, turn_from, turn_to, created_at, topics, entities, query_hints)
