@@ -144,7 +144,14 @@ var ErrNoHistoryRoom = errors.New("the budget leaves no room for the conversatio
 // history layer cannot show whole stands under markers that expand, and a
 // context never exceeds the budget (the window's, less the tools).
 func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
-	st, msgs, items, err := a.Windows.Messages(ctx, req.Key)
+	// The window is read once: its messages, views and markers are of one
+	// head, and the references of the markers shown are stored in one
+	// write (Keep, below).
+	win, err := a.Windows.Turn(ctx, req.Key)
+	if err != nil {
+		return Turn{}, err
+	}
+	st, msgs, items, err := win.Messages(ctx)
 	if err != nil {
 		return Turn{}, err
 	}
@@ -281,7 +288,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// cost a little framing more, so a history over its allocation so
 	// counted is laid out again to less.
 	if to > from {
-		c := &conv{key: req.Key, enc: enc, msgs: msgs, items: items, from: from, to: to, loop: loop}
+		c := &conv{key: req.Key, win: win, enc: enc, msgs: msgs, items: items, from: from, to: to, loop: loop}
 		if q := terms.Content(query); len(q) > 0 {
 			c.query = terms.NewCounter(q)
 			uniq := map[string]bool{}

@@ -141,7 +141,9 @@ func (h *Compaction) shown() map[int]bool {
 // their ledger items, the run [from, to) to show, its units, and the
 // turn's message for scoring.
 type conv struct {
-	key      store.WindowKey
+	key store.WindowKey
+	// win is the window as read for the turn.
+	win      *window.Turn
 	enc      *tokens.Encoding
 	msgs     []window.Message
 	items    []store.WindowItem
@@ -290,11 +292,11 @@ func (a *Assembler) recent(ctx context.Context, c *conv, h *Compaction, from, to
 	if from >= to {
 		return nil
 	}
-	view := a.Windows.View
+	view := c.win.View
 	if c.loop {
-		view = a.Windows.LaidOut
+		view = c.win.LaidOut
 	}
-	v, err := view(ctx, c.key, from, to, n)
+	v, err := view(ctx, from, to, n)
 	if err != nil {
 		return err
 	}
@@ -489,7 +491,7 @@ const markerTokens = 70
 // ones when that many markers would take more than half of n.
 func (a *Assembler) markers(ctx context.Context, c *conv, from, to, n int) ([]window.Item, int, error) {
 	most := max(1, n/2/markerTokens)
-	marks, err := a.Windows.Refer(ctx, c.key, from, to, max(window.DefaultMaxRefTokens, (c.whole(from, to)+most-1)/most))
+	marks, err := c.win.Refer(ctx, from, to, max(window.DefaultMaxRefTokens, (c.whole(from, to)+most-1)/most))
 	if err != nil {
 		return nil, 0, err
 	}

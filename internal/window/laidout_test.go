@@ -292,3 +292,68 @@ func TestView(t *testing.T) {
 		t.Error("a view of messages 5 to 2")
 	}
 }
+
+// TestTurn_View: a turn's view is the Manager's, read at one head, and the
+// references of its markers wait for Keep: none is written before, each
+// of those Keep is given expands after, and a marker not kept stays
+// unwritten.
+func TestTurn_View(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := toolLoop(20)
+	if _, err := m.Append(ctx, key, msgs); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := m.Turn(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got, _, err := turn.Messages(ctx)
+	if err != nil || len(got) != len(msgs) {
+		t.Fatalf("a turn's messages: %d of %d, %v", len(got), len(msgs), err)
+	}
+	whole, err := turn.View(ctx, 1, len(msgs), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := turn.View(ctx, 1, len(msgs), whole.Whole/3)
+	if err != nil || v.Refs < 2 {
+		t.Fatalf("a view of a third: %+v, %v", v, err)
+	}
+	var refs []window.Item
+	for _, it := range v.Items {
+		if it.RefID != "" {
+			refs = append(refs, it)
+			if _, err := m.Expand(ctx, it.RefID); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("the reference %s of a turn's view before Keep: %v, want not found", it.RefID, err)
+			}
+		}
+	}
+	if err := m.Keep(ctx, refs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Expand(ctx, refs[0].RefID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a marker not kept was stored: %v", err)
+	}
+	for _, it := range refs[1:] {
+		if back, err := m.Expand(ctx, it.RefID); err != nil || len(back) == 0 {
+			t.Errorf("the kept reference %s: %d messages, %v", it.RefID, len(back), err)
+		}
+	}
+	// The same view again knows what is stored, and Keep of all of them
+	// writes the one left.
+	again, err := turn.View(ctx, 1, len(msgs), whole.Whole/3)
+	if err != nil || !cmp.Equal(again, v) {
+		t.Fatalf("the same view again differs: %v", err)
+	}
+	if err := m.Keep(ctx, again.Items); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Expand(ctx, refs[0].RefID); err != nil {
+		t.Errorf("the first marker, kept now: %v", err)
+	}
+}

@@ -34,6 +34,11 @@ func (m *Manager) Refer(ctx context.Context, key store.WindowKey, from, to, maxT
 	if err != nil {
 		return nil, err
 	}
+	return m.refer(ctx, key, w, s, from, to, maxTokens)
+}
+
+// refer is Refer at the head w with settings s.
+func (m *Manager) refer(ctx context.Context, key store.WindowKey, w store.Window, s Settings, from, to, maxTokens int) ([]Item, error) {
 	defer m.lock(key)()
 	lo, err := m.laidOutAt(ctx, key, s, w)
 	if err != nil {
@@ -80,12 +85,7 @@ func (m *Manager) Refer(ctx context.Context, key store.WindowKey, from, to, maxT
 			if ref, ok := m.segmentRef(key, lo, l, seg); ok {
 				sp.ref = &ref
 			}
-			m.mu.Lock()
-			if len(m.spans) >= maxSpans {
-				clear(m.spans)
-			}
-			m.spans[id] = sp
-			m.mu.Unlock()
+			m.remember(id, sp)
 		}
 		out = append(out, Item{Pos: lo.items[a].Pos, RefID: id, Marker: sp.marker})
 		a = b
@@ -96,15 +96,25 @@ func (m *Manager) Refer(ctx context.Context, key store.WindowKey, from, to, maxT
 // maxSpans bounds the references Refer made that a Manager remembers.
 const maxSpans = 1 << 14
 
-// span is a run Refer made a marker for: the marker, and its reference
-// until it is stored (nil after).
+// span is a run Refer or a Turn's view made a marker for: the marker, and
+// its reference until it is stored (nil after).
 type span struct {
 	marker string
 	ref    *store.Reference
 }
 
-// Keep stores the references of the markers Refer returned among items
-// that the store does not hold yet, in one write.
+// remember keeps sp as the span of reference id.
+func (m *Manager) remember(id string, sp *span) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.spans) >= maxSpans {
+		clear(m.spans)
+	}
+	m.spans[id] = sp
+}
+
+// Keep stores the references of the markers among items that Refer or a
+// Turn's views made and the store does not hold yet, in one write.
 func (m *Manager) Keep(ctx context.Context, items []Item) error {
 	var put []store.Reference
 	var ids []string

@@ -26,17 +26,60 @@ type View struct {
 // content, and their items in the ledger (places, stored entries), as of
 // one version. The caller must not change them.
 func (m *Manager) Messages(ctx context.Context, key store.WindowKey) (Status, []Message, []store.WindowItem, error) {
+	t, err := m.Turn(ctx, key)
+	if err != nil {
+		return Status{}, nil, nil, err
+	}
+	return t.Messages(ctx)
+}
+
+// Turn is a window read once for a turn's assembly: its head and settings
+// as of one read, and what Messages, View, LaidOut and Refer do, at that
+// head. Unlike the Manager's View, its views do not store the references
+// of their markers: as Refer's, they wait for Keep, which stores those of
+// the markers a turn shows in one write.
+type Turn struct {
+	m   *Manager
+	key store.WindowKey
+	w   store.Window
+	s   Settings
+}
+
+// Turn reads the window's head and settings for a turn.
+func (m *Manager) Turn(ctx context.Context, key store.WindowKey) (*Turn, error) {
 	w, s, err := m.settings(ctx, key)
 	if err != nil {
-		return Status{}, nil, nil, err
+		return nil, err
 	}
-	defer m.lock(key)()
-	lo, err := m.laidOutAt(ctx, key, s, w)
+	return &Turn{m: m, key: key, w: w, s: s}, nil
+}
+
+// Messages is Manager.Messages at the turn's head.
+func (t *Turn) Messages(ctx context.Context) (Status, []Message, []store.WindowItem, error) {
+	defer t.m.lock(t.key)()
+	lo, err := t.m.laidOutAt(ctx, t.key, t.s, t.w)
 	if err != nil {
 		return Status{}, nil, nil, err
 	}
+	w := t.w
 	w.Version = lo.version
-	return m.laidOutStatusOf(key, s, w, lo), lo.layout.Messages(), lo.items, nil
+	return t.m.laidOutStatusOf(t.key, t.s, w, lo), lo.layout.Messages(), lo.items, nil
+}
+
+// View is Manager.View at the turn's head, its references left to Keep.
+func (t *Turn) View(ctx context.Context, from, to, budget int) (View, error) {
+	return t.m.view(ctx, t.key, t.w, t.s, from, to, budget, true, true)
+}
+
+// LaidOut is Manager.LaidOut at the turn's head, its references left to
+// Keep.
+func (t *Turn) LaidOut(ctx context.Context, from, to, budget int) (View, error) {
+	return t.m.view(ctx, t.key, t.w, t.s, from, to, budget, false, true)
+}
+
+// Refer is Manager.Refer at the turn's head.
+func (t *Turn) Refer(ctx context.Context, from, to, maxTokens int) ([]Item, error) {
+	return t.m.refer(ctx, t.key, t.w, t.s, from, to, maxTokens)
 }
 
 // View lays out the window's messages [from, to) (indexes in Messages'
@@ -48,7 +91,11 @@ func (m *Manager) Messages(ctx context.Context, key store.WindowKey) (Status, []
 // same run always gets the same one). A budget under MinBudget is raised to
 // it; when the messages fit whole they are shown whole.
 func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budget int) (View, error) {
-	return m.view(ctx, key, from, to, budget, true)
+	w, s, err := m.settings(ctx, key)
+	if err != nil {
+		return View{}, err
+	}
+	return m.view(ctx, key, w, s, from, to, budget, true, false)
 }
 
 // LaidOut is View as the window lays itself out: messages that fit the
@@ -56,14 +103,17 @@ func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budge
 // threshold, so that the view evicts when and as the window would (a tool
 // loop's history, which a prompt cache reads as the window's).
 func (m *Manager) LaidOut(ctx context.Context, key store.WindowKey, from, to, budget int) (View, error) {
-	return m.view(ctx, key, from, to, budget, false)
-}
-
-func (m *Manager) view(ctx context.Context, key store.WindowKey, from, to, budget int, wholeIfFits bool) (View, error) {
 	w, s, err := m.settings(ctx, key)
 	if err != nil {
 		return View{}, err
 	}
+	return m.view(ctx, key, w, s, from, to, budget, false, false)
+}
+
+// view is View and LaidOut at the head w with settings s. With deferred,
+// the references of its markers are not stored but left to Keep (see
+// Turn).
+func (m *Manager) view(ctx context.Context, key store.WindowKey, w store.Window, s Settings, from, to, budget int, wholeIfFits, deferred bool) (View, error) {
 	defer m.lock(key)()
 	lo, err := m.laidOutAt(ctx, key, s, w)
 	if err != nil {
@@ -129,6 +179,10 @@ func (m *Manager) view(ctx context.Context, key store.WindowKey, from, to, budge
 		if seg.Kind == Kept || vc.stored[seg.Marker] {
 			continue
 		}
+		if deferred {
+			m.pend(key, part, l, seg)
+			continue
+		}
 		if err := m.putViewRef(ctx, key, part, l, seg); err != nil {
 			return View{}, err
 		}
@@ -187,6 +241,25 @@ func (m *Manager) putViewRef(ctx context.Context, key store.WindowKey, part *lai
 		return fmt.Errorf("window %s: store the view's reference %s: %w", key, ref.ID, err)
 	}
 	return nil
+}
+
+// pend remembers the reference of a segment of a view for Keep, unless
+// this Manager knows it (stored, or pending already). A segment's
+// reference is not marked stored in the view's cache: it is stored only
+// if a turn shows its marker.
+func (m *Manager) pend(key store.WindowKey, part *laidOut, l *Layout, seg Segment) {
+	id := part.refID(key, seg.From, seg.To)
+	m.mu.Lock()
+	_, known := m.spans[id]
+	m.mu.Unlock()
+	if known {
+		return
+	}
+	sp := &span{marker: seg.Marker}
+	if ref, ok := m.segmentRef(key, part, l, seg); ok {
+		sp.ref = &ref
+	}
+	m.remember(id, sp)
 }
 
 // segmentRef is the reference of a segment of a layout over part's items;
