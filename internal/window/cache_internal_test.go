@@ -1,6 +1,8 @@
 package window
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -44,5 +46,25 @@ func TestManager_LayoutCacheBounded(t *testing.T) {
 	_, msgs, _, err := m.Messages(ctx, key(0))
 	if err != nil || len(msgs) != 1 || msgs[0].Blocks[0].Text != "prompt 0" {
 		t.Errorf("the first window, its layout dropped: %d messages, %v", len(msgs), err)
+	}
+}
+
+// A reference's ID is the same as engram has always named it: ledgers and
+// stored references hold IDs made by earlier versions, and a layout
+// rebuilt from its ledger finds its references by them.
+func TestRefID_Stable(t *testing.T) {
+	key := store.WindowKey{SessionID: "sess-1", AgentID: "claude"}
+	lo := &laidOut{items: []store.WindowItem{
+		{Pos: 7, EntryIDs: []string{"e1", "e2"}}, {Pos: 8}, {Pos: 9, EntryIDs: []string{"e3"}},
+	}}
+	// The formula of the first versions, written out.
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d", key.SessionID, key.AgentID, 7, 9)
+	for _, id := range []string{"e1", "e2", "e3"} {
+		h.Write([]byte(id))
+	}
+	want := "r" + hex.EncodeToString(h.Sum(nil))[:15]
+	if got := lo.refID(key, 0, 3); got != want {
+		t.Errorf("refID = %s, want %s", got, want)
 	}
 }

@@ -165,11 +165,13 @@ func (m *Manager) newLayout(key store.WindowKey, s Settings, lo *laidOut) (*Layo
 
 // refID names the reference of the Layout's messages [from, to).
 func (lo *laidOut) refID(key store.WindowKey, from, to int) string {
-	var ids []string
+	b := refHead(key, lo.items[from].Pos, lo.items[to-1].Pos)
 	for _, it := range lo.items[from:to] {
-		ids = append(ids, it.EntryIDs...)
+		for _, id := range it.EntryIDs {
+			b = append(b, id...)
+		}
 	}
-	return refID(key, lo.items[from].Pos, lo.items[to-1].Pos, ids)
+	return refName(b)
 }
 
 // appendLaidOut appends to a window of a layout policy: in the store's

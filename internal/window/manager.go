@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -515,15 +516,21 @@ func decode(items []store.WindowItem) (*decoded, error) {
 	return d, nil
 }
 
-// refID names a reference by what it stands for: the same run of the
-// same window always gets the same ID.
-func refID(key store.WindowKey, from, to int, ids []string) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d", key.SessionID, key.AgentID, from, to)
-	for _, id := range ids {
-		h.Write([]byte(id))
-	}
-	return "r" + hex.EncodeToString(h.Sum(nil))[:15]
+// refHead and refName name a reference by what it stands for: the
+// window, the places of its first and last messages, and its entries'
+// IDs, which the caller appends to the head in order (laidOut.refID). The
+// same run of the same window always gets the same ID.
+func refHead(key store.WindowKey, from, to int) []byte {
+	b := make([]byte, 0, len(key.SessionID)+len(key.AgentID)+24+64*(to-from+1))
+	b = append(append(append(b, key.SessionID...), 0), key.AgentID...)
+	b = strconv.AppendInt(append(b, 0), int64(from), 10)
+	return strconv.AppendInt(append(b, 0), int64(to), 10)
+}
+
+// refName is a reference's ID from its head and entries (see refHead).
+func refName(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "r" + hex.EncodeToString(sum[:8])[:15]
 }
 
 // entitiesOf returns the names a message mentions most, at most eight,
