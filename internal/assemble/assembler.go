@@ -42,6 +42,9 @@ type Assembler struct {
 	// failures why its last work on a window failed.
 	pending  map[store.WindowKey]bool
 	failures map[store.WindowKey]string
+	// preparing are the windows whose next zone is laid out in the
+	// background (see prepare).
+	preparing map[store.WindowKey]bool
 	// sums are windows' rolling summaries as last read.
 	sums map[store.WindowKey]cachedSummaries
 	wg   sync.WaitGroup
@@ -133,6 +136,50 @@ type Turn struct {
 	// Briefing says where L2 came from: "request", the archivalist's tier
 	// ("standard", "full"), or why there was none.
 	Briefing string
+}
+
+// prepare lays out, in the background, the recent zone the window's next
+// turns will likely show: the one that starts a chunk later, which the
+// zone moves to when its oldest chunk leaves it. Laid out from scratch,
+// that view would be most of the work of the turn that moves it; laid out
+// now, while the model answers, the turns to come add their messages to
+// it as to the zone's own (window.Turn.Prepare).
+func (a *Assembler) prepare(win *window.Turn, c *conv) {
+	v := c.view
+	if c.loop || v.to == 0 {
+		return
+	}
+	next := -1
+	for _, ch := range c.chunkList {
+		if ch[0] > v.from {
+			next = ch[0]
+			break
+		}
+	}
+	if next < 0 || next >= v.to {
+		return
+	}
+	a.mu.Lock()
+	if a.preparing == nil {
+		a.preparing = map[store.WindowKey]bool{}
+	}
+	if a.preparing[c.key] {
+		a.mu.Unlock()
+		return
+	}
+	key := c.key
+	a.preparing[key] = true
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		if err := win.Prepare(next, v.to, v.n); err != nil {
+			a.logger().Warn("lay out the next zone of a window ahead", "window", key.String(), "err", err)
+		}
+		a.mu.Lock()
+		delete(a.preparing, key)
+		a.mu.Unlock()
+	}()
 }
 
 // ErrNoHistoryRoom is returned when the budget leaves the history layer
@@ -326,6 +373,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		if err := a.Windows.Keep(store.Derived(ctx), t.History.Items); err != nil {
 			return Turn{}, err
 		}
+		a.prepare(win, c)
 	}
 	// The system message: the window's, then the preferences and the
 	// briefing as blocks of their own, each within its allocation.

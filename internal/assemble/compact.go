@@ -155,6 +155,9 @@ type conv struct {
 	qterms    int
 	// loop: a tool loop's window, laid out by its own layout.
 	loop bool
+	// view is the recent zone the turn's history showed last: messages
+	// [from, to) in n tokens (see prepare).
+	view struct{ from, to, n int }
 }
 
 func (c *conv) whole(a, b int) int {
@@ -300,6 +303,7 @@ func (a *Assembler) recent(ctx context.Context, c *conv, h *Compaction, from, to
 	if err != nil {
 		return err
 	}
+	c.view.from, c.view.to, c.view.n = from, to, n
 	h.Items = append(h.Items, v.Items...)
 	if v.Shown < v.Messages && form == "whole" {
 		form = "recent"

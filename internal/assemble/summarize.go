@@ -341,7 +341,8 @@ func (a *Assembler) fallback(key store.WindowKey) string {
 	return a.failures[key]
 }
 
-// Wait waits for the summaries being made in the background.
+// Wait waits for the Assembler's work in the background: the summaries
+// being made, the zones laid out ahead (see prepare).
 func (a *Assembler) Wait() { a.wg.Wait() }
 
 func (a *Assembler) logger() *slog.Logger {

@@ -14,8 +14,8 @@ import (
 	"github.com/engramhq/engram/internal/tokens"
 )
 
-// A Manager keeps at most maxLayouts layouts in memory, whatever the
-// windows it sees; one dropped is rebuilt from its ledger when its window
+// A Manager keeps at most maxLayouts layouts in memory, and views of
+// those windows only, whatever the windows it sees; one dropped is rebuilt from its ledger when its window
 // comes back, the same.
 func TestManager_LayoutCacheBounded(t *testing.T) {
 	eng, err := engine.New(sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "e.db"), sqlite.Options{}), engine.Options{})
@@ -36,12 +36,18 @@ func TestManager_LayoutCacheBounded(t *testing.T) {
 		if _, err := m.Append(ctx, key(i), []Message{{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: fmt.Sprintf("prompt %d", i)}}}}); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := m.LaidOut(ctx, key(i), 0, 1, MinBudget); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m.mu.Lock()
-	n := len(m.layouts)
+	n, views := len(m.layouts), len(m.views)
 	m.mu.Unlock()
 	if n > maxLayouts {
 		t.Errorf("%d layouts cached, want at most %d", n, maxLayouts)
+	}
+	if views > maxLayouts {
+		t.Errorf("views of %d windows cached, want at most %d (a view holds its layout)", views, maxLayouts)
 	}
 	_, msgs, _, err := m.Messages(ctx, key(0))
 	if err != nil || len(msgs) != 1 || msgs[0].Blocks[0].Text != "prompt 0" {

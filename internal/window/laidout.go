@@ -60,6 +60,7 @@ func (m *Manager) keepLayout(key store.WindowKey, lo *laidOut) {
 		}
 	}
 	delete(m.layouts, oldest)
+	delete(m.views, oldest) // a view holds its layout
 }
 
 // errStale says that another process changed the window between reading
@@ -311,6 +312,7 @@ func (m *Manager) settle(key store.WindowKey, lo *laidOut, w store.Window, touch
 		m.keepLayout(key, lo)
 	} else if touched || errors.Is(err, errStale) {
 		delete(m.layouts, key)
+		delete(m.views, key)
 	}
 }
 

@@ -357,3 +357,66 @@ func TestTurn_View(t *testing.T) {
 		t.Errorf("the first marker, kept now: %v", err)
 	}
 }
+
+// TestTurn_Prepare: a view laid out ahead (Turn.Prepare), then taken by a
+// later turn with the messages appended since, is the view a Manager that
+// never saw the window lays out from the ledger; and a window changed
+// since its turn was read is not laid out ahead.
+func TestTurn_Prepare(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	m := manager(t, path)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := toolLoop(30)
+	if _, err := m.Append(ctx, key, msgs[:42]); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := m.Turn(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := turn.View(ctx, 1, 42, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := whole.Whole / 3
+	if _, err := turn.View(ctx, 1, 42, budget); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Prepare(10, 42, budget); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.ViewStarts(key); !slices.Equal(got, []int{10, 1}) {
+		t.Fatalf("views kept after Prepare start at %v, want [10 1]", got)
+	}
+	if _, err := m.Append(ctx, key, msgs[42:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Prepare(20, 42, budget); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.ViewStarts(key); !slices.Equal(got, []int{10, 1}) {
+		t.Errorf("a turn of an older head laid out ahead: views start at %v", got)
+	}
+	next, err := m.Turn(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := next.View(ctx, 10, len(msgs), budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := manager(t, path).View(ctx, key, 10, len(msgs), budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Refs == 0 {
+		t.Fatalf("the view shows every message (%d tokens for %d): it proves nothing", got.Tokens, got.Whole)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the view laid out ahead differs from one laid out anew (-anew +ahead):\n%s", diff)
+	}
+}

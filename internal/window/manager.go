@@ -52,8 +52,10 @@ type Manager struct {
 	// layouts are the windows laid out (see laidOut), each as of a
 	// version of its ledger.
 	layouts map[store.WindowKey]*laidOut
-	// views are the windows' last views (see View).
-	views map[store.WindowKey]*viewCache
+	// views are the windows' last views (see View and Prepare), the
+	// latest first, at most maxViews of a window, kept while its layout
+	// is.
+	views map[store.WindowKey][]*viewCache
 	// spans are Refer's markers and their references, by ID (see Keep).
 	spans map[string]*span
 	// locks serialize what the Manager does to one window (see lock).
@@ -143,7 +145,7 @@ func (m *Manager) limitsFor(model tokens.Model) Limits {
 // NewManager returns a Manager over the engine's store, with the model
 // catalog that gives windows their limits and encodings.
 func NewManager(eng *engine.Engine, cat *tokens.Catalog) *Manager {
-	return &Manager{eng: eng, cat: cat, now: time.Now, layouts: map[store.WindowKey]*laidOut{}, views: map[store.WindowKey]*viewCache{}, spans: map[string]*span{}, policies: maps.Clone(Policies),
+	return &Manager{eng: eng, cat: cat, now: time.Now, layouts: map[store.WindowKey]*laidOut{}, views: map[store.WindowKey][]*viewCache{}, spans: map[string]*span{}, policies: maps.Clone(Policies),
 		defaults: Defaults{Output: DefaultOutput, Safety: DefaultSafety, Margin: DefaultMargin, MaxRefTokens: DefaultMaxRefTokens}}
 }
 

@@ -139,37 +139,10 @@ func (m *Manager) view(ctx context.Context, key store.WindowKey, w store.Window,
 		}
 		return v, nil
 	}
-	// The window's last view, if it was of the same start and budget, over
-	// the same layout of the window, takes only the messages since: a
-	// turn's view costs what the turn added.
-	m.mu.Lock()
-	vc := m.views[key]
-	m.mu.Unlock()
-	// (A layout rebuilt from the ledger, after another process's change,
-	// a restart or a forget, makes the view again.)
-	if vc == nil || vc.lo != lo || vc.from != from || vc.budget != budget || vc.to > to || vc.policy != fmt.Sprint(s.Policy) {
-		vc = &viewCache{lo: lo, from: from, to: from, budget: budget, policy: fmt.Sprint(s.Policy), stored: map[string]bool{},
-			part: &laidOut{markers: map[string]string{}}}
-		part := vc.part
-		if vc.layout, err = NewLayout(Options{Policy: s.Policy, Budget: max(budget, MinBudget), Count: enc.Count,
-			RefID: func(a, b int) string { return part.refID(key, a, b) },
-			Place: func(i int) int { return part.items[i].Pos + 1 }}); err != nil {
-			return View{}, err
-		}
+	vc, err := m.viewCache(key, s, lo, enc, from, to, budget)
+	if err != nil {
+		return View{}, err
 	}
-	for i := vc.to; i < to; i++ {
-		vc.part.items = append(vc.part.items, lo.items[i])
-		if err := vc.layout.Append(msgs[i]); err != nil {
-			m.mu.Lock()
-			delete(m.views, key)
-			m.mu.Unlock()
-			return View{}, fmt.Errorf("window %s: lay out message %d: %w", key, lo.items[i].Pos, err)
-		}
-	}
-	vc.to = to
-	m.mu.Lock()
-	m.views[key] = vc
-	m.mu.Unlock()
 	part, l := vc.part, vc.layout
 	v := View{Items: []Item{}, Tokens: l.Tokens(), Messages: to - from}
 	for i := from; i < to; i++ {
@@ -209,7 +182,100 @@ func (m *Manager) view(ctx context.Context, key store.WindowKey, w store.Window,
 	return v, nil
 }
 
-// viewCache is a window's last view: the Layout of its messages
+// Prepare lays out ahead, off a turn, the view of messages [from, to) at
+// budget that a coming turn will likely ask for (the assembler's next
+// zone, when the oldest of its chunks leaves it), so that the turn only
+// adds what came since, as it does to its own view. It does nothing if
+// the window changed since the turn read it, or if the messages fit the
+// budget whole. Its markers' references are neither stored nor left to
+// Keep: the turn that shows the view does that.
+func (t *Turn) Prepare(from, to, budget int) error {
+	defer t.m.lock(t.key)()
+	t.m.mu.Lock()
+	lo := t.m.layouts[t.key]
+	t.m.mu.Unlock()
+	if lo == nil || lo.version != t.w.Version || !lo.created.Equal(t.w.CreatedAt) {
+		return nil
+	}
+	msgs := lo.layout.Messages()
+	if from < 0 || to > len(msgs) || from >= to {
+		return fmt.Errorf("%w: messages %d to %d of a window of %d", ErrInvalid, from, to, len(msgs))
+	}
+	enc, err := tokens.Get(t.s.Encoding)
+	if err != nil {
+		return err
+	}
+	whole := 0
+	for i := from; i < to; i++ {
+		whole += msgs[i].Tokens
+	}
+	if whole <= budget {
+		return nil
+	}
+	_, err = t.m.viewCache(t.key, t.s, lo, enc, from, to, budget)
+	return err
+}
+
+// maxViews is how many views of a window a Manager keeps: a turn's, and
+// the next one Prepare laid out.
+const maxViews = 2
+
+// viewCache returns the window's view of messages [from, to) at budget,
+// laid out: a view kept of the same start and budget, over the same
+// layout of the window, takes only the messages since, so that a turn's
+// view costs what the turn added; else it is laid out anew. The caller
+// holds the window's lock.
+func (m *Manager) viewCache(key store.WindowKey, s Settings, lo *laidOut, enc *tokens.Encoding, from, to, budget int) (*viewCache, error) {
+	msgs := lo.layout.Messages()
+	policy := fmt.Sprint(s.Policy)
+	m.mu.Lock()
+	kept := m.views[key]
+	m.mu.Unlock()
+	var vc *viewCache
+	for _, c := range kept {
+		// (A layout rebuilt from the ledger, after another process's
+		// change, a restart or a forget, makes the view again.)
+		if c.lo == lo && c.from == from && c.budget == budget && c.to <= to && c.policy == policy {
+			vc = c
+			break
+		}
+	}
+	if vc == nil {
+		vc = &viewCache{lo: lo, from: from, to: from, budget: budget, policy: policy, stored: map[string]bool{},
+			part: &laidOut{markers: map[string]string{}}}
+		part := vc.part
+		var err error
+		if vc.layout, err = NewLayout(Options{Policy: s.Policy, Budget: max(budget, MinBudget), Count: enc.Count,
+			RefID: func(a, b int) string { return part.refID(key, a, b) },
+			Place: func(i int) int { return part.items[i].Pos + 1 }}); err != nil {
+			return nil, err
+		}
+	}
+	// The view is out of the window's views while it changes (an append
+	// that fails leaves it half laid out), then leads them.
+	m.mu.Lock()
+	var others []*viewCache
+	for _, c := range m.views[key] {
+		if c != vc && c.lo == lo {
+			others = append(others, c)
+		}
+	}
+	m.views[key] = others
+	m.mu.Unlock()
+	for i := vc.to; i < to; i++ {
+		vc.part.items = append(vc.part.items, lo.items[i])
+		if err := vc.layout.Append(msgs[i]); err != nil {
+			return nil, fmt.Errorf("window %s: lay out message %d: %w", key, lo.items[i].Pos, err)
+		}
+	}
+	vc.to = to
+	m.mu.Lock()
+	m.views[key] = append([]*viewCache{vc}, others[:min(len(others), maxViews-1)]...)
+	m.mu.Unlock()
+	return vc, nil
+}
+
+// viewCache is a window's view: the Layout of its messages
 // [from, to) at budget, and the markers whose references are stored.
 type viewCache struct {
 	// lo is the window's layout the view was made from.
