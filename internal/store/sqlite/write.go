@@ -113,13 +113,6 @@ func (s *Store) PutReferences(ctx context.Context, refs []store.Reference) error
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		for _, r := range refs {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM refs WHERE id = ?`, r.ID).Scan(&n); err != nil {
-				return err
-			}
-			if n > 0 {
-				continue
-			}
 			var ce *store.ConflictError
 			if err := insertRef(ctx, tx, r); err != nil && !errors.As(err, &ce) {
 				return fmt.Errorf("reference %s: %w", r.ID, err)
@@ -135,9 +128,8 @@ func (s *Store) PutReferences(ctx context.Context, refs []store.Reference) error
 
 // insertRef writes a valid reference whose content must be stored.
 func insertRef(ctx context.Context, tx *sql.Tx, r store.Reference) error {
-	if err := mustAllExist(ctx, tx, r.ContentIDs); err != nil {
-		return err
-	}
+	// Inserted first: a reference stored already was checked then, and
+	// one whose entries are missing fails the transaction.
 	res, err := tx.ExecContext(ctx, `INSERT INTO refs(id, type, session_id, agent_id, content_ids, summary,
 		tokens_saved, turn_from, turn_to, created_at, topics, entities, query_hints)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
@@ -152,7 +144,7 @@ func insertRef(ctx context.Context, tx *sql.Tx, r store.Reference) error {
 	} else if n == 0 {
 		return &store.ConflictError{What: "reference " + r.ID, Msg: "already exists"}
 	}
-	return nil
+	return mustAllExist(ctx, tx, r.ContentIDs)
 }
 
 // PutSession implements store.Store.
