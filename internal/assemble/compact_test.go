@@ -382,3 +382,68 @@ func TestModel_Summarize(t *testing.T) {
 		t.Errorf("an answer without a summary gave %q", s)
 	}
 }
+
+// TestRollingSummaries_Kept: an Assembler keeps the summaries it wrote and
+// reads the store again only when a write of its own is refused. Another
+// process's summary, written meanwhile, makes the next chunk's write
+// stale: nothing of the other's is overwritten, and the turn after writes
+// the new chunks at the store's epoch.
+func TestRollingSummaries_Kept(t *testing.T) {
+	ctx := context.Background()
+	a := assembler(t)
+	t.Cleanup(a.Wait)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 1500, Output: 100, Safety: 50}); err != nil {
+		t.Fatal(err)
+	}
+	conv := conversation(70)
+	if _, err := a.Windows.Append(ctx, key, conv[:1+4*60]); err != nil {
+		t.Fatal(err)
+	}
+	turn := func() assemble.SummaryReport {
+		t.Helper()
+		tr, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Tokens > tr.Budget {
+			t.Fatalf("%d tokens of %d", tr.Tokens, tr.Budget)
+		}
+		return tr.History.Summaries
+	}
+	if r := turn(); r.Chunks == 0 || r.Made != r.Chunks {
+		t.Fatalf("first turn: %+v", r)
+	}
+	epoch, sums, err := a.Engine.Store().WindowSummaries(ctx, key)
+	if err != nil || epoch != 1 || len(sums) == 0 {
+		t.Fatalf("after the first turn: epoch %d, %d summaries, %v", epoch, len(sums), err)
+	}
+	other := sums[0]
+	other.Text, other.By = "the other process's summary", "other"
+	if _, err := a.Engine.Store().PutWindowSummaries(ctx, key, epoch, []store.WindowSummary{other}); err != nil {
+		t.Fatal(err)
+	}
+	if r := turn(); r.Stored != r.Chunks || r.Made != 0 || r.Stale != 0 {
+		t.Errorf("a turn with no new chunk: %+v", r)
+	}
+	if _, err := a.Windows.Append(ctx, key, conv[1+4*60:]); err != nil {
+		t.Fatal(err)
+	}
+	if r := turn(); r.Made == 0 || r.Stale != r.Made {
+		t.Errorf("the turn after the other's write, with new chunks: %+v, want its write stale", r)
+	}
+	_, sums, err = a.Engine.Store().WindowSummaries(ctx, key)
+	if err != nil || sums[0].Text != other.Text {
+		t.Fatalf("the other's summary was overwritten: %+v, %v", sums[0], err)
+	}
+	r := turn()
+	if r.Made == 0 || r.Stale != 0 {
+		t.Errorf("the turn after the stale write: %+v, want the new chunks written", r)
+	}
+	if epoch, _, err := a.Engine.Store().WindowSummaries(ctx, key); err != nil || epoch != 3 {
+		t.Errorf("epoch %d after three writes, %v", epoch, err)
+	}
+	if r := turn(); r.Stored != r.Chunks || r.Made != 0 {
+		t.Errorf("the turn after: %+v", r)
+	}
+}

@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -147,7 +149,11 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 	// Extractive summaries are a function of the chunks' messages (their
 	// digest names them): derived data, written without waiting for the
 	// disk (store.Derived); a model's, which cost a call, are synced.
-	if _, err := a.Engine.Store().PutWindowSummaries(store.Derived(ctx), c.key, epoch, put); errors.Is(err, store.ErrStaleEpoch) {
+	next, err := a.Engine.Store().PutWindowSummaries(store.Derived(ctx), c.key, epoch, put)
+	if err == nil {
+		a.keepSummaries(c.key, next, stored, put)
+	}
+	if errors.Is(err, store.ErrStaleEpoch) {
 		// Another turn wrote meanwhile: its summaries are the newer.
 		rep.Stale = len(put)
 		_, stored, err := a.Engine.Store().WindowSummaries(ctx, c.key)
@@ -167,32 +173,18 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 	return out, nil
 }
 
-// summaries returns the window's stored summaries and their epoch: as
-// last read, while they hold every chunk asked for with its content (a
-// turn reads the store only when a chunk was done since, or a summary
-// written by this Assembler or missing); a model's summaries written by
-// another process meanwhile are found on the next chunk.
+// summaries returns the window's stored summaries and their epoch, as
+// last read or written by this Assembler: the store is read only for a
+// window it has not seen, or whose last write failed. The summaries of a
+// chunk done since are missing from them, and rolling writes those at
+// the epoch it was given: if another process (a model's summaries) wrote
+// meanwhile, the write is stale, and the turn reads what it wrote.
 func (a *Assembler) summaries(ctx context.Context, c *conv, chunks [][2]int) (int64, []store.WindowSummary, error) {
 	a.mu.Lock()
 	cached, ok := a.sums[c.key]
 	a.mu.Unlock()
 	if ok {
-		have := map[int]string{}
-		for _, s := range cached.sums {
-			if s.Level == 1 {
-				have[s.From] = s.Digest
-			}
-		}
-		all := true
-		for _, ch := range chunks {
-			if have[c.items[ch[0]].Pos] != c.digest(ch[0], ch[1]) {
-				all = false
-				break
-			}
-		}
-		if all {
-			return cached.epoch, cached.sums, nil
-		}
+		return cached.epoch, cached.sums, nil
 	}
 	epoch, stored, err := a.Engine.Store().WindowSummaries(ctx, c.key)
 	if err != nil {
@@ -217,6 +209,29 @@ type cachedSummaries struct {
 const maxCachedWindows = 1024
 
 // forgetSummaries drops a window's cached summaries: they are written.
+// keepSummaries keeps a window's summaries as written: stored, as read at
+// the epoch the write was made at, with put replacing those of their
+// level and place, at the write's epoch.
+func (a *Assembler) keepSummaries(key store.WindowKey, epoch int64, stored, put []store.WindowSummary) {
+	type place struct{ level, from int }
+	byPlace := map[place]store.WindowSummary{}
+	for _, s := range stored {
+		byPlace[place{s.Level, s.From}] = s
+	}
+	for _, s := range put {
+		byPlace[place{s.Level, s.From}] = s
+	}
+	sums := slices.SortedFunc(maps.Values(byPlace), func(x, y store.WindowSummary) int {
+		return cmp.Or(cmp.Compare(x.Level, y.Level), cmp.Compare(x.From, y.From))
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sums == nil || len(a.sums) >= maxCachedWindows {
+		a.sums = map[store.WindowKey]cachedSummaries{}
+	}
+	a.sums[key] = cachedSummaries{epoch, sums}
+}
+
 func (a *Assembler) forgetSummaries(key store.WindowKey) {
 	a.mu.Lock()
 	delete(a.sums, key)
