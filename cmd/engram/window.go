@@ -88,6 +88,7 @@ func (a *app) windowOps(cmd *cobra.Command, w windowFlags, needSession, needAgen
 	if err != nil {
 		return nil, err
 	}
+	asm.OneTurn = true // a command's
 	session := w.session
 	return &api.Ops{Eng: eng, Agent: w.agent, Windows: m, Assembler: asm, Session: func() string { return session }}, nil
 }

@@ -117,6 +117,7 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 		if a, err = NewAssembler(o.Eng, m, "auto", 0); err != nil {
 			return AssembleOut{}, "", err
 		}
+		a.OneTurn = true
 		defer a.Wait()
 	}
 	turn, err := a.Assemble(ctx, assemble.Request{Key: k, Message: in.Message, Tools: in.Tools, Preferences: in.Preferences,

@@ -31,6 +31,10 @@ type Assembler struct {
 	// summaries (zero: DefaultSummaryTimeout).
 	SummaryTimeout time.Duration
 	Logger         *slog.Logger
+	// OneTurn says the Assembler serves one turn and its process ends (a
+	// command): nothing is laid out ahead for the turns to come (see
+	// prepare).
+	OneTurn bool
 
 	mu sync.Mutex
 	// lines caches the tokens of the lines the Assembler shows (the arc's,
@@ -146,7 +150,7 @@ type Turn struct {
 // it as to the zone's own (window.Turn.Prepare).
 func (a *Assembler) prepare(win *window.Turn, c *conv) {
 	v := c.view
-	if c.loop || v.to == 0 {
+	if a.OneTurn || c.loop || v.to == 0 {
 		return
 	}
 	next := -1
