@@ -73,6 +73,14 @@ type FuseOptions struct {
 	// the defaults.
 	LexicalWeight float64 `json:"lexical_weight"`
 	VectorWeight  float64 `json:"vector_weight"`
+	// LexicalShares normalises the weighted merge's lexical scores as
+	// shares of the best (score / best) rather than min-max: BM25 is zero
+	// for content that shares no word with the query, so the shares keep
+	// the candidates' lexical scores as close as BM25 found them, and the
+	// vector signal decides among those it cannot tell apart. The
+	// pipeline sets it per query, by the kind of content the best lexical
+	// hit is (see lexicalShares).
+	LexicalShares bool `json:"-"`
 }
 
 // WithDefaults returns o with its zero fields set to the defaults.
@@ -113,6 +121,9 @@ func Fuse(lex, vec []Ranked, opts FuseOptions) []Fused {
 		return f
 	}
 	lexNorm, vecNorm := normalizer(lex), normalizer(vec)
+	if opts.LexicalShares {
+		lexNorm = shares(lex)
+	}
 	for i, r := range lex {
 		f := get(r)
 		if f.LexicalRank > 0 {
@@ -162,4 +173,18 @@ func normalizer(l []Ranked) func(float64) float64 {
 		return func(float64) float64 { return 1 }
 	}
 	return func(s float64) float64 { return (s - lo) / (hi - lo) }
+}
+
+// shares returns normalisation of non-negative scores as shares of the
+// best: the best maps to 1, zero to 0; a list whose best is not positive
+// maps to 1.
+func shares(l []Ranked) func(float64) float64 {
+	hi := 0.0
+	for _, r := range l {
+		hi = max(hi, r.Score)
+	}
+	if hi <= 0 {
+		return func(float64) float64 { return 1 }
+	}
+	return func(s float64) float64 { return max(s, 0) / hi }
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 func ids(fs []Fused) []int64 {
@@ -45,6 +47,49 @@ func TestFuseWeighted(t *testing.T) {
 	}
 	if math.Abs(got[0].Score-0.7) > 1e-12 || math.Abs(got[2].Score-0.29) > 1e-12 {
 		t.Fatalf("scores %+v", got)
+	}
+}
+
+// TestFuseWeighted_Shares: lexical scores as shares of the best keep the
+// candidates as close as BM25 found them, where min-max puts the worst at
+// zero, and the vector signal then decides.
+func TestFuseWeighted_Shares(t *testing.T) {
+	lex := []Ranked{{ID: 1, Score: 10}, {ID: 2, Score: 9}, {ID: 3, Score: 8}}
+	vec := []Ranked{{ID: 3, Score: 0.9}, {ID: 2, Score: 0.5}, {ID: 1, Score: 0.1}}
+	// Min-max: 1: 0.3; 2: 0.15 + 0.35 = 0.5; 3: 0 + 0.7 = 0.7.
+	if got := Fuse(lex, vec, FuseOptions{Method: Weighted}); !slices.Equal(ids(got), []int64{3, 2, 1}) || math.Abs(got[1].Score-0.5) > 1e-12 {
+		t.Fatalf("min-max: %+v", got)
+	}
+	// Shares: 1: 0.3; 2: 0.27 + 0.35 = 0.62; 3: 0.24 + 0.7 = 0.94.
+	got := Fuse(lex, vec, FuseOptions{Method: Weighted, LexicalShares: true})
+	if !slices.Equal(ids(got), []int64{3, 2, 1}) || math.Abs(got[0].Score-0.94) > 1e-12 || math.Abs(got[1].Score-0.62) > 1e-12 {
+		t.Fatalf("shares: %+v", got)
+	}
+	// A list with no positive score counts each in full, as min-max does
+	// a list of equal scores.
+	if got := Fuse([]Ranked{{ID: 1, Score: 0}}, nil, FuseOptions{Method: Weighted, LexicalShares: true}); math.Abs(got[0].Score-0.3) > 1e-12 {
+		t.Fatalf("zero scores: %+v", got)
+	}
+}
+
+// TestLexicalShares: a list is fused as shares of the best when its best
+// hit is what a person or an agent said, min-max when it is code or a
+// tool's output.
+func TestLexicalShares(t *testing.T) {
+	hit := func(typ store.ContentType) store.Hit { return store.Hit{Occurrence: store.Occurrence{Type: typ}} }
+	for _, tc := range []struct {
+		lex  []store.Hit
+		want bool
+	}{
+		{nil, false},
+		{[]store.Hit{hit(store.UserPrompt), hit(store.CodeFile)}, true},
+		{[]store.Hit{hit(store.AgentResponse)}, true},
+		{[]store.Hit{hit(store.CodeFile), hit(store.UserPrompt)}, false},
+		{[]store.Hit{hit(store.ToolResult)}, false},
+	} {
+		if got := lexicalShares(tc.lex); got != tc.want {
+			t.Errorf("lexicalShares(%v) = %v, want %v", tc.lex, got, tc.want)
+		}
 	}
 }
 
