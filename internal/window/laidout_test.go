@@ -251,19 +251,27 @@ func TestLaidOutRefusal(t *testing.T) {
 	}
 }
 
+// viewed is a Manager with a window of a 20-step tool loop, in a
+// 40,000-token window: whole.
+func viewed(t *testing.T) (*window.Manager, store.WindowKey, []window.Message) {
+	t.Helper()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := m.Open(context.Background(), key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := toolLoop(20)
+	if _, err := m.Append(context.Background(), key, msgs); err != nil {
+		t.Fatal(err)
+	}
+	return m, key, msgs
+}
+
 // TestView: a window's messages laid out to another budget show whole
 // when they fit it, and otherwise stand under markers that expand.
 func TestView(t *testing.T) {
 	ctx := context.Background()
-	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
-		t.Fatal(err)
-	}
-	msgs := toolLoop(20)
-	if _, err := m.Append(ctx, key, msgs); err != nil {
-		t.Fatal(err)
-	}
+	m, key, msgs := viewed(t)
 	whole, err := m.View(ctx, key, 1, len(msgs), 1<<20)
 	if err != nil || whole.Shown != len(msgs)-1 || whole.Refs != 0 || whole.Tokens != whole.Whole {
 		t.Fatalf("a view with room for all: %+v, %v", whole, err)
@@ -299,15 +307,7 @@ func TestView(t *testing.T) {
 // unwritten.
 func TestTurn_View(t *testing.T) {
 	ctx := context.Background()
-	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
-		t.Fatal(err)
-	}
-	msgs := toolLoop(20)
-	if _, err := m.Append(ctx, key, msgs); err != nil {
-		t.Fatal(err)
-	}
+	m, key, msgs := viewed(t)
 	turn, err := m.Turn(ctx, key)
 	if err != nil {
 		t.Fatal(err)
