@@ -74,3 +74,20 @@ func TestRefID_Stable(t *testing.T) {
 		t.Errorf("refID = %s, want %s", got, want)
 	}
 }
+
+// A Manager past maxSpans forgets the spans whose references are stored,
+// not those a turn's Keep has yet to store.
+func TestRemember_KeepsPending(t *testing.T) {
+	m := &Manager{spans: map[string]*span{}}
+	pending := &span{marker: "m", ref: &store.Reference{ID: "pending"}}
+	m.remember("pending", pending)
+	for i := range maxSpans {
+		m.remember(fmt.Sprintf("stored-%d", i), &span{marker: "m"})
+	}
+	if got := m.spans["pending"]; got != pending {
+		t.Fatalf("the span waiting for Keep was forgotten (%d spans kept)", len(m.spans))
+	}
+	if len(m.spans) > maxSpans {
+		t.Errorf("%d spans kept, want at most %d", len(m.spans), maxSpans)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/engramhq/engram/internal/store"
@@ -103,12 +104,19 @@ type span struct {
 	ref    *store.Reference
 }
 
-// remember keeps sp as the span of reference id.
+// remember keeps sp as the span of reference id. Past maxSpans it forgets
+// the spans whose references are stored (a marker made again finds its
+// reference in the store) before those still waiting for Keep: a turn
+// between its markers and its Keep, on another window, must not lose
+// them. Only if every span waits are they all forgotten.
 func (m *Manager) remember(id string, sp *span) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.spans) >= maxSpans {
-		clear(m.spans)
+		maps.DeleteFunc(m.spans, func(_ string, s *span) bool { return s.ref == nil })
+		if len(m.spans) >= maxSpans {
+			clear(m.spans)
+		}
 	}
 	m.spans[id] = sp
 }
