@@ -223,7 +223,7 @@ func TestDashboard(t *testing.T) {
 	}
 	view := func(name string) {
 		t.Helper()
-		tab.Run(chromedp.Click(chromedp.CSS("#tab-" + name)))
+		tab.Click("#tab-" + name)
 		tab.Eval(`new Promise(r => setTimeout(r, 50)).then(() => document.querySelector('#view-`+name+`').hidden === false)`, nil)
 	}
 	axe := func(name string) {
@@ -274,7 +274,7 @@ func TestDashboard(t *testing.T) {
 	}
 
 	// The coder's window in detail: its numbers, layers, chart, timeline.
-	tab.Run(chromedp.Click(chromedp.CSS(`tr[data-key="s-dash/coder"] button`)))
+	tab.Click(`tr[data-key="s-dash/coder"] button`)
 	tab.Run(chromedp.WaitVisible(chromedp.CSS(`#window-detail[data-key="s-dash/coder"]`)))
 	var st struct {
 		Window    apiWindow
@@ -313,7 +313,7 @@ func TestDashboard(t *testing.T) {
 	// A reference opens to its exact bytes.
 	var refID string
 	tab.Eval(`document.querySelector('#wd-timeline li.evict button.ref').dataset.ref`, &refID)
-	tab.Run(chromedp.Click(chromedp.CSS(`#wd-timeline li.evict button.ref`)))
+	tab.Click(`#wd-timeline li.evict button.ref`)
 	tab.WaitText("#viewer-sub", "byte for byte")
 	var shown []string
 	tab.Eval(`[...document.querySelectorAll('#viewer-body section.message pre.block.text')].map(p => p.textContent)`, &shown)
@@ -335,7 +335,7 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("reference %s: the page shows %d texts %q, the store holds %d %q", refID, len(shown), shown, len(stored), stored)
 	}
 	axe("reference")
-	tab.Run(chromedp.Click(chromedp.CSS("#viewer-close")))
+	tab.Click("#viewer-close")
 	shotOnFail("windows")
 
 	// A hostile tool output is text: shown, never run.
@@ -434,11 +434,11 @@ func TestDashboard(t *testing.T) {
 		fmt.Sprintf("%.4f", first.Score) != fmt.Sprintf("%.4f", hits.Hits[0].Score) {
 		t.Errorf("the first hit on the page %+v, the API's %+v", first, hits.Hits)
 	}
-	tab.Run(chromedp.Click(chromedp.CSS("#search-hits li button")))
+	tab.Click("#search-hits li button")
 	tab.WaitText("#viewer-body", "func Backoff(n int) int")
 	axe("search")
 	keep("search")
-	tab.Run(chromedp.Click(chromedp.CSS("#viewer-close")))
+	tab.Click("#viewer-close")
 	tab.Run(chromedp.SetValue(chromedp.CSS("#search-q"), "zqxjv wplmk"), chromedp.Click(chromedp.CSS("#search-form button")))
 	tab.WaitText("#search-status", "Nothing matches")
 	shotOnFail("search")
@@ -470,7 +470,7 @@ func TestDashboard(t *testing.T) {
 
 	// Things that vanish under the page: a forgotten session's window and
 	// its reference.
-	tab.Run(chromedp.Click(chromedp.CSS(`tr[data-key="s-gone/tmp"] button`)))
+	tab.Click(`tr[data-key="s-gone/tmp"] button`)
 	tab.Run(chromedp.WaitVisible(chromedp.CSS(`#window-detail[data-key="s-gone/tmp"]`)))
 	var goneRef string
 	tab.Eval(`new Promise(r => { const f = () => { const b = document.querySelector('#wd-timeline button.ref'); b ? r(b.dataset.ref) : setTimeout(f, 50); }; f(); })`, &goneRef)
@@ -478,9 +478,9 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("engram forget: %v\n%s", err, out)
 	}
 	tab.WaitText("#window-detail .error", "no longer exists")
-	tab.Run(chromedp.Click(chromedp.CSS(`#wd-timeline button.ref[data-ref="` + goneRef + `"]`)))
+	tab.Click(`#wd-timeline button.ref[data-ref="` + goneRef + `"]`)
 	tab.WaitText("#viewer .error", "no longer exists")
-	tab.Run(chromedp.Click(chromedp.CSS("#viewer-close")))
+	tab.Click("#viewer-close")
 	var left int
 	tab.Eval(`document.querySelectorAll('#windows-table tbody tr').length`, &left)
 	if left != 2 {
@@ -498,7 +498,7 @@ func TestDashboard(t *testing.T) {
 	tab.WaitText("#view-search .error", "cannot be reached")
 	s.start(ctx)
 	tab.WaitText("#conn", "restarted")
-	tab.Run(chromedp.Click(chromedp.CSS("#search-form button")))
+	tab.Click("#search-form button")
 	tab.WaitText("#search-status", " for “")
 	var errHidden bool
 	tab.Eval(`document.querySelector('#view-search .error').hidden`, &errHidden)

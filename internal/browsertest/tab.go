@@ -234,6 +234,35 @@ func (tab *Tab) Run(actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// Click clicks the element sel finds, as a user's mouse does, within the
+// tab's Timeout. A page that renders a list anew (the dashboard's, on each
+// event of its stream) can replace the element between the query that
+// found it and the click: the click then finds it again, rather than
+// failing on a node that left the document.
+func (tab *Tab) Click(sel string) {
+	tab.t.Helper()
+	ctx, cancel := tab.context()
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		if err == nil {
+			return
+		}
+		if !replaced(err) || ctx.Err() != nil {
+			tab.fail("click %s: %v", sel, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// replaced reports whether err says a node the browser was asked about
+// left the document (the page replaced it).
+func replaced(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") || strings.Contains(msg, "Node is detached from document") ||
+		strings.Contains(msg, "No node with given id found")
+}
+
 // Navigate loads url in the tab and waits for its load event.
 func (tab *Tab) Navigate(url string) {
 	tab.t.Helper()
