@@ -56,6 +56,11 @@ nDCG@10, latency p50/p95/p99), as the bench README prescribes:
                turns, evidence turns
   longmemeval  LongMemEval questions (no abstentions) against all 940 sessions
                pooled, evidence turns
+  mixed        the ripgrep repository and LongMemEval's sessions in one store,
+               as a project's store holds code and sessions; both sets'
+               questions asked of it, scored as parts mixed/ripgrep and
+               mixed/longmemeval, a turn counting against a code question
+               and a file against a conversation question (no economy)
 
 Your own repository: --queries FILE --corpus DIR, where each line of FILE is
 {"id": "...", "query": "...", "relevant": ["path/in/DIR.go", ...]} (the
@@ -445,11 +450,13 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 				return out, err
 			}
 			items += len(c.files)
-		} else {
-			if c.shared, err = ingest(ctx, eng, set.Corpora[name]); err != nil {
+		}
+		// A mixed set's repository holds sessions too (eval.Mix).
+		if turns := set.Corpora[name]; len(turns) > 0 {
+			if c.shared, err = ingest(ctx, eng, turns); err != nil {
 				return out, fmt.Errorf("load %s: %w", name, err)
 			}
-			items += len(set.Corpora[name])
+			items += len(turns)
 		}
 		corpora[name] = c
 	}
@@ -499,32 +506,42 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 	for name, c := range corpora {
 		engines[name], shared[name] = c.eng, c.shared
 	}
+	// A mixed set's parts are scored each on its own, over the one store.
+	parts := set.Parts()
 	for _, mode := range r.modes {
-		var row evalRow
-		var err error
 		switch {
-		case mode.bm25:
-			row, err = a.evalBM25(ctx, set, corpora)
-		case mode.mode != retrieve.ModeLexical && model == "":
+		case mode.mode != retrieve.ModeLexical && !mode.bm25 && model == "":
 			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no embedder (embed.provider %s)\n", set.Name, mode.name, a.cfg.Embed.Provider)
 			continue
 		case mode.rerank && a.reranker() == nil:
 			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no re-ranker (rerank.provider %s)\n", set.Name, mode.name, a.cfg.Rerank.Provider)
 			continue
-		default:
-			row, err = a.evalMode(ctx, set, corpora, mode, r.dump)
 		}
-		if err != nil {
-			return out, err
+		for _, part := range parts {
+			var row evalRow
+			var err error
+			if mode.bm25 {
+				row, err = a.evalBM25(ctx, part, corpora)
+			} else {
+				row, err = a.evalMode(ctx, part, corpora, mode, r.dump)
+			}
+			if err != nil {
+				return out, err
+			}
+			row.Items, row.IngestSec, row.EmbedSec = items, ingestTime.Seconds(), embedTime.Seconds()
+			if !mode.bm25 {
+				row.Model = model
+			}
+			out.Results = append(out.Results, row)
 		}
-		row.Items, row.IngestSec, row.EmbedSec = items, ingestTime.Seconds(), embedTime.Seconds()
-		if !mode.bm25 {
-			row.Model = model
-		}
-		out.Results = append(out.Results, row)
+	}
+	economy := positive(r.economy)
+	if set.Mixed() && len(economy) > 0 {
+		// Its negatives would be stores of sessions without the code.
+		fmt.Fprintf(a.stderr, "%s: pre-fetch economy not measured on a mixed set\n", set.Name)
+		economy = nil
 	}
 	econStart := time.Now()
-	economy := positive(r.economy)
 	if out.Economy, err = a.evalEconomy(ctx, set, engines, shared, economy, filepath.Join(dir, "negatives"), r); err != nil {
 		return out, fmt.Errorf("economy: %w", err)
 	}
@@ -532,8 +549,12 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 		fmt.Fprintf(a.stderr, "%s: pre-fetch economy at %s tokens in %v\n", set.Name, joinInts(economy), time.Since(econStart).Round(time.Millisecond))
 	}
 	if r.confidence {
-		if out.Confidence, err = a.evalConfidence(ctx, set, engines, shared); err != nil {
-			return out, fmt.Errorf("confidence: %w", err)
+		for _, part := range parts {
+			rows, err := a.evalConfidence(ctx, part, engines, shared)
+			if err != nil {
+				return out, fmt.Errorf("confidence: %w", err)
+			}
+			out.Confidence = append(out.Confidence, rows...)
 		}
 	}
 	return out, nil
@@ -572,7 +593,7 @@ func (a *app) evalMode(ctx context.Context, set *eval.Set, corpora map[string]*e
 		for i, h := range res.Hits {
 			hits[i] = h.Hit
 		}
-		return itemsOf(hits, set.Code, corpora[q.Corpus].shared, k), len(hits) == limit, nil
+		return itemsOf(hits, corpora[q.Corpus].shared, k), len(hits) == limit, nil
 	}
 	rec := newDump(set, dump != "")
 	top := map[string][]string{} // question -> first ten items of evalHits hits
@@ -736,11 +757,12 @@ func ingest(ctx context.Context, eng *engine.Engine, items []eval.Item) (shared 
 	return shared, err
 }
 
-// itemsOf turns hits into distinct items, best first. A turn's hit is
-// also a hit for every other turn with the same content (shared: entry ID
-// to items), as a search over turns stored separately would rank them
-// together.
-func itemsOf(hits []store.Hit, code bool, shared map[string][]string, k int) []string {
+// itemsOf turns hits into distinct items, best first: a file's path for
+// a hit in a file, a turn's ID for a hit in a turn (a mixed set's store
+// holds both). A turn's hit is also a hit for every other turn with the
+// same content (shared: entry ID to items), as a search over turns stored
+// separately would rank them together.
+func itemsOf(hits []store.Hit, shared map[string][]string, k int) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(id string) {
@@ -750,10 +772,8 @@ func itemsOf(hits []store.Hit, code bool, shared map[string][]string, k int) []s
 		}
 	}
 	for _, h := range hits {
-		if code {
-			if len(h.Occurrence.Files) > 0 {
-				add(h.Occurrence.Files[0])
-			}
+		if len(h.Occurrence.Files) > 0 {
+			add(h.Occurrence.Files[0])
 		} else {
 			add(h.Occurrence.MsgID)
 			for _, id := range shared[h.Chunk.EntryID] {

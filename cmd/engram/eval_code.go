@@ -48,10 +48,17 @@ func (a *app) indexCodeSet(ctx context.Context, eng *engine.Engine, set *eval.Se
 	if len(current) == 0 {
 		return nil, fmt.Errorf("corpus %s: engram indexes none of its %d files (skipped: %s)", set.Dir, sum.Seen, orNone(counts(sum.Skipped)))
 	}
-	// Relevant files engram does not hold, and why.
+	// Relevant files engram does not hold, and why (a mixed set's
+	// conversation questions name turns).
 	missing := map[string]bool{}
 	var why []string
-	for _, q := range set.Questions {
+	var questions []eval.Question
+	for _, part := range set.Parts() {
+		if part.Code {
+			questions = append(questions, part.Questions...)
+		}
+	}
+	for _, q := range questions {
 		for _, p := range q.Relevant {
 			f, ok := state[p]
 			if missing[p] || ok && f.State == store.FileCurrent {
@@ -92,7 +99,8 @@ func (a *app) evalBM25(ctx context.Context, set *eval.Set, corpora map[string]*e
 	docs := 0
 	for name, c := range corpora {
 		var ds []eval.Doc
-		if set.Code {
+		// A mixed set's store holds files and turns (eval.Mix).
+		if len(c.files) > 0 {
 			for _, p := range c.files {
 				if err := ctx.Err(); err != nil {
 					return evalRow{}, err
@@ -103,10 +111,9 @@ func (a *app) evalBM25(ctx context.Context, set *eval.Set, corpora map[string]*e
 				}
 				ds = append(ds, eval.Doc{ID: p, Path: p, Text: string(data)})
 			}
-		} else {
-			for _, it := range set.Corpora[name] {
-				ds = append(ds, eval.Doc{ID: it.ID, Text: it.Text})
-			}
+		}
+		for _, it := range set.Corpora[name] {
+			ds = append(ds, eval.Doc{ID: it.ID, Text: it.Text})
 		}
 		indexes[name] = eval.NewBM25(ds, eval.BM25Options{StopWords: !set.Code})
 		docs += len(ds)

@@ -84,7 +84,7 @@ func (a *app) evalConfidence(ctx context.Context, set *eval.Set, engines map[str
 				i = confidenceBin(conf)
 			}
 			rows[i].Candidates++
-			for _, id := range itemsOf([]store.Hit{hit.Hit}, set.Code, shared[q.Corpus], 1<<20) {
+			for _, id := range itemsOf([]store.Hit{hit.Hit}, shared[q.Corpus], 1<<20) {
 				if relevant[id] {
 					rows[i].Relevant++
 					break

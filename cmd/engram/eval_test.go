@@ -1,8 +1,13 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/http/httptest"
 	"os"
@@ -28,15 +33,20 @@ func TestItemsOf(t *testing.T) {
 	// all, the hit's own occurrence first; repeats count once.
 	shared := map[string][]string{"e1": {"s1:1", "s9:1"}, "e2": {"s1:2"}}
 	hits := []store.Hit{hit("e1", "s9:1"), hit("e1", "s1:1"), hit("e2", "s1:2"), hit("e3", "")}
-	if got := itemsOf(hits, false, shared, 10); !slices.Equal(got, []string{"s9:1", "s1:1", "s1:2"}) {
+	if got := itemsOf(hits, shared, 10); !slices.Equal(got, []string{"s9:1", "s1:1", "s1:2"}) {
 		t.Errorf("turns: %v", got)
 	}
-	if got := itemsOf(hits, false, shared, 2); !slices.Equal(got, []string{"s9:1", "s1:1"}) {
+	if got := itemsOf(hits, shared, 2); !slices.Equal(got, []string{"s9:1", "s1:1"}) {
 		t.Errorf("turns, k 2: %v", got)
 	}
 	files := []store.Hit{hit("a", "", "x.go"), hit("b", "", "x.go"), hit("c", "", "y.go")}
-	if got := itemsOf(files, true, nil, 10); !slices.Equal(got, []string{"x.go", "y.go"}) {
+	if got := itemsOf(files, nil, 10); !slices.Equal(got, []string{"x.go", "y.go"}) {
 		t.Errorf("files: %v", got)
+	}
+	// A mixed store's hits are files and turns, each its own item.
+	mixed := []store.Hit{hit("a", "", "x.go"), hit("e2", "s1:2"), hit("b", "", "x.go"), hit("e1", "s1:1")}
+	if got := itemsOf(mixed, shared, 10); !slices.Equal(got, []string{"x.go", "s1:2", "s1:1", "s9:1"}) {
+		t.Errorf("files and turns: %v", got)
 	}
 }
 
@@ -316,6 +326,115 @@ func TestCLI_EvalOwnSet(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestCLI_EvalMixed runs engram eval --set mixed on a bench folder the
+// test writes: a ripgrep set whose archive is a tiny repository, and a
+// LongMemEval pool with a session about the same code. The repository and
+// the sessions go into one store; each set's questions are scored as a
+// part of their own, over files and turns alike.
+func TestCLI_EvalMixed(t *testing.T) {
+	e := newEnv(t)
+	bench := t.TempDir()
+	repo := tinyRepo(t)
+	writeFiles(t, bench, map[string]string{
+		"ripgrep/queries.jsonl": `{"id":"r1","query":"parse the Set-Cookie header values in readSetCookies","relevant":["net/cookie.go"]}
+{"id":"r2","query":"timeout on a client request","relevant":["net/client.go"]}
+`,
+		"longmemeval/longmemeval_oracle.json": `[{"question_id":"q1","question_type":"single-session-user","question":"What breed is my dog?",
+  "haystack_dates":["2023/05/20 (Sat) 10:00","2023/05/21 (Sun) 10:00"],"haystack_session_ids":["s1","s2"],
+  "haystack_sessions":[[{"role":"user","content":"My dog is a beagle named Rex.","has_answer":true},{"role":"assistant","content":"Beagles are lovely."}],
+    [{"role":"user","content":"My client request needs a timeout, and readSetCookies drops a cookie."},{"role":"assistant","content":"Set Timeout on the Client."}]],
+  "answer_session_ids":["s1"]}]`,
+	})
+	writeTarGz(t, filepath.Join(bench, "ripgrep", "ripgrep.tar.gz"), repo, "ripgrep")
+	code, out, errOut := e.run("", "eval", "--bench-dir", bench, "--set", "mixed", "--dir", filepath.Join(t.TempDir(), "stores"), "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var got evalResults
+	if err := jsonUnmarshal(out, &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if strings.Contains(errOut, "not indexed") {
+		t.Errorf("a turn taken for a file left out of the index:\n%s", errOut)
+	}
+	rows := map[string]evalRow{}
+	for _, r := range got.Results {
+		rows[r.Set+" "+r.Mode] = r
+		// 34 files and 4 turns, in one store.
+		if r.Items != 38 {
+			t.Errorf("%s %s: %d items, want the 34 files and 4 turns", r.Set, r.Mode, r.Items)
+		}
+	}
+	for _, part := range []struct {
+		name      string
+		questions int
+		code      bool
+	}{{"mixed/ripgrep", 2, true}, {"mixed/longmemeval", 1, false}} {
+		for _, m := range []string{"lexical", "vector", "hybrid", "bm25"} {
+			r, ok := rows[part.name+" "+m]
+			if !ok {
+				t.Errorf("no %s row for %s: %+v", m, part.name, got.Results)
+				continue
+			}
+			if r.Questions != part.questions || (r.DistractorFirst != nil) != part.code {
+				t.Errorf("%s %s: %d questions, test/doc first %v", part.name, m, r.Questions, r.DistractorFirst)
+			}
+			if m != "vector" && r.Recall10 != 1 {
+				t.Errorf("%s %s: recall@10 %.3f; every answer is among the 38 items", part.name, m, r.Recall10)
+			}
+		}
+	}
+	if len(got.Results) != 8 {
+		t.Errorf("want 8 rows (4 modes, 2 parts), got %d", len(got.Results))
+	}
+	if len(got.Economy) != 0 || !strings.Contains(errOut, "pre-fetch economy not measured on a mixed set") {
+		t.Errorf("economy on a mixed set: %+v\n%s", got.Economy, errOut)
+	}
+	sets := map[string]bool{}
+	for _, r := range got.Confidence {
+		sets[r.Set] = true
+	}
+	if !sets["mixed/ripgrep"] || !sets["mixed/longmemeval"] || len(sets) != 2 {
+		t.Errorf("confidence rows for %v, want one table per part", sets)
+	}
+}
+
+// writeTarGz writes the tree at dir to a gzip-compressed tar archive at
+// path, under the top directory top, as the ripgrep set's archive is.
+func writeTarGz(t *testing.T, path, dir, top string) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: top + "/" + filepath.ToSlash(rel), Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+	if err == nil {
+		err = errors.Join(tw.Close(), zw.Close())
+	}
+	if err == nil {
+		err = os.WriteFile(path, buf.Bytes(), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -64,6 +64,8 @@ type Question struct {
 	// Sessions are the sessions the question is asked over, in order, if
 	// the set says (LongMemEval's haystack).
 	Sessions []string
+	// Part is, in a mixed set (Mix), the set the question comes from.
+	Part string
 }
 
 // Set is a benchmark set: a repository (Code) or conversations
@@ -79,6 +81,10 @@ type Set struct {
 	Questions []Question
 	// cleanup removes what loading made (an extracted archive).
 	cleanup func() error
+	// conv names, in a mixed set, its conversation parts; part is true
+	// for a part of a mixed set (Parts).
+	conv map[string]bool
+	part bool
 }
 
 // Close removes what loading the set made, such as the directory an

@@ -20,10 +20,13 @@ const (
 	RipGrep     = "ripgrep"
 	LoCoMo      = "locomo"
 	LongMemEval = "longmemeval"
+	// Mixed is ripgrep's repository and LongMemEval's sessions in one
+	// store, both sets' questions asked of it (Mix).
+	Mixed = "mixed"
 )
 
 // SetNames lists the benchmark sets in the order engram eval runs them.
-func SetNames() []string { return []string{GoCommits, RipGrep, LoCoMo, LongMemEval} }
+func SetNames() []string { return []string{GoCommits, RipGrep, LoCoMo, LongMemEval, Mixed} }
 
 // Load loads the named benchmark set from the bench folder; goroot is the
 // Go tree gocommits searches (its src directory is the corpus). A set
@@ -40,6 +43,20 @@ func Load(name, benchDir, goroot string) (*Set, error) {
 		return LoadLoCoMo(filepath.Join(benchDir, "locomo", "locomo10.json"))
 	case LongMemEval:
 		return LoadLongMemEval(filepath.Join(benchDir, "longmemeval", "longmemeval_oracle.json"))
+	case Mixed:
+		code, err := Load(RipGrep, benchDir, goroot)
+		if err != nil {
+			return nil, err
+		}
+		conv, err := Load(LongMemEval, benchDir, goroot)
+		if err != nil {
+			return nil, errors.Join(err, code.Close())
+		}
+		set, err := Mix(Mixed, code, conv)
+		if err != nil {
+			return nil, errors.Join(err, code.Close(), conv.Close())
+		}
+		return set, nil
 	}
 	return nil, fmt.Errorf("unknown benchmark set %q (known: %s)", name, strings.Join(SetNames(), ", "))
 }
