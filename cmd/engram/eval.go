@@ -619,7 +619,7 @@ func (a *app) evalMode(ctx context.Context, set *eval.Set, corpora map[string]*e
 	}
 	fmt.Fprintf(a.stderr, "%s: %s: %d questions in %v, recall@10 %.3f\n", set.Name, mode.name, m.Questions,
 		time.Since(modeStart).Round(time.Millisecond), m.Recall[10])
-	if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, set.Name, mode.name)); err != nil {
+	if err := rec.write(fmt.Sprintf("%s.%s.%s.json", dump, strings.ReplaceAll(set.Name, "/", "-"), mode.name)); err != nil {
 		return evalRow{}, err
 	}
 	// The limit check: the same questions, evalFewHits hits each; and the

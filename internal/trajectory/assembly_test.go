@@ -186,3 +186,51 @@ func TestAssembly_LargeStep(t *testing.T) {
 		t.Errorf("score %+v: want 3 turns assembled, none over budget or unpaired", sc)
 	}
 }
+
+// capture wraps a strategy and keeps the text of each of its contexts.
+type capture struct {
+	s        trajectory.Strategy
+	contexts []string
+}
+
+func (c *capture) Add(m trajectory.Message, tokens int) error { return c.s.Add(m, tokens) }
+
+func (c *capture) Context() ([]trajectory.Block, error) {
+	blocks, err := c.s.Context()
+	var b strings.Builder
+	for _, bl := range blocks {
+		fmt.Fprintf(&b, "%v %d %s\n", bl.Kind, bl.Tokens, bl.Text)
+	}
+	c.contexts = append(c.contexts, b.String())
+	return blocks, err
+}
+
+// TestAssembly_SameEveryTime: the same run replayed into two stores,
+// with the pre-fetch, gives the same contexts, byte for byte.
+func TestAssembly_SameEveryTime(t *testing.T) {
+	run := longRun(30)
+	var got [2]*capture
+	for i := range got {
+		specs := newAssembly(t).Specs(t.Context(), 2000)
+		got[i] = &capture{}
+		spec := trajectory.Spec{Name: specs[0].Name, Budget: specs[0].Budget, New: func(b int) trajectory.Strategy {
+			got[i].s = specs[0].New(b)
+			return got[i]
+		}}
+		if _, _, err := trajectory.Replay(run, []trajectory.Spec{spec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := got[0].contexts, got[1].contexts
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("%d and %d contexts", len(a), len(b))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("context %d differs between two replays:\n%s\n---\n%s", i, a[i], b[i])
+		}
+	}
+	if last := a[len(a)-1]; !strings.Contains(last, "[CTX-REF:") || !strings.Contains(last, "checkout module failing test") {
+		t.Errorf("the last context should hold markers and the pre-fetch's text:\n%s", last)
+	}
+}
