@@ -196,8 +196,9 @@ var ErrNoHistoryRoom = errors.New("the budget leaves no room for the conversatio
 // context never exceeds the budget (the window's, less the tools).
 func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// The window is read once: its messages, views and markers are of one
-	// head, and the references of the markers shown are stored in one
-	// write (Keep, below).
+	// head. The markers shown are the way back, and cost no write: their
+	// IDs name runs of the window's ledger (store.RunRefID), which expand
+	// from it in this process or any other.
 	win, err := a.Windows.Turn(ctx, req.Key)
 	if err != nil {
 		return Turn{}, err
@@ -367,15 +368,6 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 					ErrNoHistoryRoom, alloc, used, budget, s.IdentityTokens+s.MessageTokens)
 			}
 			n -= over
-		}
-		// The markers shown are the way back: their references are stored,
-		// in one write, before the context is given. They name runs of the
-		// window's ledger, and the next turn lays the same runs out under
-		// the same IDs, so the write need not wait for the disk
-		// (store.Derived): a crash of the machine before the store's next
-		// synced write may lose it, and the next turn writes it again.
-		if err := a.Windows.Keep(store.Derived(ctx), t.History.Items); err != nil {
-			return Turn{}, err
 		}
 		a.prepare(win, c)
 	}

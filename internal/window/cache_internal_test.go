@@ -55,39 +55,37 @@ func TestManager_LayoutCacheBounded(t *testing.T) {
 	}
 }
 
-// A reference's ID is the same as engram has always named it: ledgers and
-// stored references hold IDs made by earlier versions, and a layout
-// rebuilt from its ledger finds its references by them.
+// A reference's ID names the run of the ledger it stands for, as
+// store.RunRefID says, written out here: a type letter, the window's key,
+// the first and last places from 1, and the content. Markers shown to
+// agents hold these IDs, and the store reads them back from the ledger by
+// this formula.
 func TestRefID_Stable(t *testing.T) {
 	key := store.WindowKey{SessionID: "sess-1", AgentID: "claude"}
 	lo := &laidOut{items: []store.WindowItem{
 		{Pos: 7, EntryIDs: []string{"e1", "e2"}}, {Pos: 8}, {Pos: 9, EntryIDs: []string{"e3"}},
 	}}
-	// The formula of the first versions, written out.
+	msgs := []Message{{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: "a"}}}, {Role: RoleAssistant}, {Role: RoleUser}}
+	k := sha256.Sum256([]byte(key.SessionID + "\x00" + key.AgentID))
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d", key.SessionID, key.AgentID, 7, 9)
 	for _, id := range []string{"e1", "e2", "e3"} {
 		h.Write([]byte(id))
 	}
-	want := "r" + hex.EncodeToString(h.Sum(nil))[:15]
-	if got := lo.refID(key, 0, 3); got != want {
+	want := "c" + hex.EncodeToString(k[:])[:7] + ".8.10." + hex.EncodeToString(h.Sum(nil))[:5]
+	if got := lo.refID(key, msgs, 0, 3); got != want {
 		t.Errorf("refID = %s, want %s", got, want)
 	}
 }
 
-// A Manager past maxSpans forgets the spans whose references are stored,
-// not those a turn's Keep has yet to store.
-func TestRemember_KeepsPending(t *testing.T) {
-	m := &Manager{spans: map[string]*span{}}
-	pending := &span{marker: "m", ref: &store.Reference{ID: "pending"}}
-	m.remember("pending", pending)
-	for i := range maxSpans {
-		m.remember(fmt.Sprintf("stored-%d", i), &span{marker: "m"})
+// A Manager past maxSpans forgets the markers it made, and keeps making
+// them.
+func TestRemember_Bounded(t *testing.T) {
+	m := &Manager{spans: map[string]string{}}
+	for i := range maxSpans + 10 {
+		m.remember(fmt.Sprintf("r%d", i), "marker")
 	}
-	if got := m.spans["pending"]; got != pending {
-		t.Fatalf("the span waiting for Keep was forgotten (%d spans kept)", len(m.spans))
-	}
-	if len(m.spans) > maxSpans {
-		t.Errorf("%d spans kept, want at most %d", len(m.spans), maxSpans)
+	if len(m.spans) > maxSpans || m.spans[fmt.Sprintf("r%d", maxSpans+9)] != "marker" {
+		t.Errorf("%d markers kept (at most %d), the last one %q", len(m.spans), maxSpans, m.spans[fmt.Sprintf("r%d", maxSpans+9)])
 	}
 }

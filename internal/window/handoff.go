@@ -230,17 +230,13 @@ func (m *Manager) checkNext(ctx context.Context, to store.WindowKey, link Handof
 	return nil
 }
 
-// ledgerRefs stands markers for the whole of a window's ledger, their
-// references stored: runs of whole units (a tool call with its results) of
-// at most the policy's cap on a reference, as Refer makes them, written in
-// one transaction.
+// ledgerRefs stands markers for the whole of a window's ledger: runs of
+// whole units (a tool call with its results) of at most the policy's cap
+// on a reference, as Refer makes them, which expand from the ledger.
 func (m *Manager) ledgerRefs(ctx context.Context, key store.WindowKey, msgs []Message) ([]HandoffRef, error) {
 	marks, err := m.Refer(ctx, key, 0, len(msgs), 0)
 	if err != nil {
 		return nil, err
-	}
-	if err := m.Keep(ctx, marks); err != nil {
-		return nil, fmt.Errorf("window %s: store the references of the prior window: %w", key, err)
 	}
 	out := []HandoffRef{}
 	for _, it := range marks {

@@ -92,7 +92,7 @@ func (m *Manager) History(ctx context.Context, key store.WindowKey) (Settings, s
 			if before[at] || !hasContent(items[seg.From:seg.To]) {
 				continue
 			}
-			st.Evicted = append(st.Evicted, Ref{ID: lo.refID(key, seg.From, seg.To), Marker: seg.Marker,
+			st.Evicted = append(st.Evicted, Ref{ID: lo.refID(key, lo.layout.Messages(), seg.From, seg.To), Marker: seg.Marker,
 				From: items[seg.From].Pos, To: items[seg.To-1].Pos + 1, Messages: seg.To - seg.From, Tokens: seg.Tokens})
 		}
 		before = now
@@ -109,7 +109,7 @@ func (m *Manager) History(ctx context.Context, key store.WindowKey) (Settings, s
 			to := searchPos(items[:n], rd.To)
 			st := HistoryStep{Readmit: &rd}
 			if from < to && lo.layout.Readmit(from, to) == nil {
-				st.ReadmitRef = lo.refID(key, from, to)
+				st.ReadmitRef = lo.refID(key, lo.layout.Messages(), from, to)
 			}
 			observe(st)
 		}

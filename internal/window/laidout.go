@@ -160,19 +160,27 @@ func (m *Manager) newLayout(key store.WindowKey, s Settings, lo *laidOut) (*Layo
 		return nil, err
 	}
 	return NewLayout(Options{Policy: s.Policy, Budget: s.Limits.Budget(), Count: enc.Count,
-		RefID: func(from, to int) string { return lo.refID(key, from, to) },
+		RefID: func(from, to int) string { return lo.refID(key, lo.layout.Messages(), from, to) },
 		Place: func(i int) int { return lo.items[i].Pos + 1 }})
 }
 
-// refID names the reference of the Layout's messages [from, to).
-func (lo *laidOut) refID(key store.WindowKey, from, to int) string {
-	b := refHead(key, lo.items[from].Pos, lo.items[to-1].Pos)
-	for _, it := range lo.items[from:to] {
-		for _, id := range it.EntryIDs {
-			b = append(b, id...)
+// refID names the reference of the Layout's messages [from, to) (msgs
+// are the Layout's, in its items' order) by the run of the ledger they
+// are (store.RunRefID): a marker needs no row to expand, and the same
+// run of the same window always gets the same ID.
+func (lo *laidOut) refID(key store.WindowKey, msgs []Message, from, to int) string {
+	return store.RunRefID(key, allTools(msgs[from:to]), lo.items[from:to])
+}
+
+// allTools reports whether msgs are tool calls and results only: their
+// reference's type is tool results.
+func allTools(msgs []Message) bool {
+	for i := range msgs {
+		if t := msgs[i].Type(); t != store.ToolCall && t != store.ToolResult {
+			return false
 		}
 	}
-	return refName(b)
+	return true
 }
 
 // appendLaidOut appends to a window of a layout policy: in the store's
@@ -329,7 +337,7 @@ func (m *Manager) readmitLaidOut(ctx context.Context, key store.WindowKey, s Set
 		}
 		from, to := -1, -1
 		for _, seg := range lo.layout.Segments() {
-			if seg.Kind != Kept && lo.refID(key, seg.From, seg.To) == ref.ID {
+			if seg.Kind != Kept && lo.refID(key, lo.layout.Messages(), seg.From, seg.To) == ref.ID {
 				from, to = seg.From, seg.To
 			}
 		}
@@ -451,23 +459,20 @@ func (m *Manager) layoutEvictions(key store.WindowKey, s Settings, lo *laidOut, 
 			continue
 		}
 		refs++
-		id := lo.refID(key, seg.From, seg.To)
+		id := lo.refID(key, msgs, seg.From, seg.To)
 		if have[id] {
 			continue
 		}
 		from, to := lo.items[seg.From].Pos, lo.items[seg.To-1].Pos+1
 		ref := store.Reference{ID: id, Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
 			TokensSaved: seg.Tokens, TurnFrom: from + 1, TurnTo: to, CreatedAt: m.now()}
-		allTools := true
 		for i := seg.From; i < seg.To; i++ {
 			ref.ContentIDs = append(ref.ContentIDs, lo.items[i].EntryIDs...)
-			t := msgs[i].Type()
-			allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
 		}
 		if len(ref.ContentIDs) == 0 {
 			continue // messages with no content: nothing to expand
 		}
-		if allTools {
+		if allTools(msgs[seg.From:seg.To]) {
 			ref.Type = store.RefToolResults
 		}
 		// The reference's marker is the one the window shows.

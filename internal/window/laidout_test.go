@@ -12,7 +12,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 	"github.com/engramhq/engram/internal/window"
 )
 
@@ -301,13 +304,31 @@ func TestView(t *testing.T) {
 	}
 }
 
-// TestTurn_View: a turn's view is the Manager's, read at one head, and the
-// references of its markers wait for Keep: none is written before, each
-// of those Keep is given expands after, and a marker not kept stays
-// unwritten.
+// TestTurn_View: a turn's view is the Manager's, read at one head, and
+// writes nothing: its markers name runs of the ledger, and a Manager that
+// never saw the window (another process) expands each to the messages it
+// stands for, byte for byte.
 func TestTurn_View(t *testing.T) {
 	ctx := context.Background()
-	m, key, msgs := viewed(t)
+	path := filepath.Join(t.TempDir(), "engram.db")
+	m := manager(t, path)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := toolLoop(20)
+	if _, err := m.Append(ctx, key, msgs); err != nil {
+		t.Fatal(err)
+	}
+	st := sqlitetest.OpenPath(t, path, sqlite.Options{})
+	refsStored := func() int64 {
+		s, err := st.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.References
+	}
+	before := refsStored()
 	turn, err := m.Turn(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -324,38 +345,49 @@ func TestTurn_View(t *testing.T) {
 	if err != nil || v.Refs < 2 {
 		t.Fatalf("a view of a third: %+v, %v", v, err)
 	}
-	var refs []window.Item
+	if n := refsStored(); n != before {
+		t.Errorf("a turn's views wrote %d references", n-before)
+	}
+	other := manager(t, path)
+	covered := 0
 	for _, it := range v.Items {
-		if it.RefID != "" {
-			refs = append(refs, it)
-			if _, err := m.Expand(ctx, it.RefID); !errors.Is(err, store.ErrNotFound) {
-				t.Fatalf("the reference %s of a turn's view before Keep: %v, want not found", it.RefID, err)
-			}
+		if it.Message != nil {
+			covered++
+			continue
 		}
-	}
-	if err := m.Keep(ctx, refs[1:]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Expand(ctx, refs[0].RefID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("a marker not kept was stored: %v", err)
-	}
-	for _, it := range refs[1:] {
-		if back, err := m.Expand(ctx, it.RefID); err != nil || len(back) == 0 {
-			t.Errorf("the kept reference %s: %d messages, %v", it.RefID, len(back), err)
+		if it.RefID == "" {
+			continue
 		}
+		mk, err := ctxref.Parse(it.Marker)
+		if err != nil || mk.ID != it.RefID {
+			t.Fatalf("marker %q: %v", it.Marker, err)
+		}
+		back, err := other.Expand(ctx, it.RefID)
+		if err != nil {
+			t.Fatalf("the reference %s of a turn's view, expanded by another Manager: %v", it.RefID, err)
+		}
+		if diff := cmp.Diff(stripped(msgs[mk.TurnFrom-1:mk.TurnTo]), stripped(back)); diff != "" {
+			t.Errorf("reference %s (places %d-%d) expands to other messages (-want +got):\n%s", it.RefID, mk.TurnFrom, mk.TurnTo, diff)
+		}
+		covered += len(back)
 	}
-	// The same view again knows what is stored, and Keep of all of them
-	// writes the one left.
+	if covered != len(msgs)-1 {
+		t.Errorf("the view covers %d messages of %d", covered, len(msgs)-1)
+	}
 	again, err := turn.View(ctx, 1, len(msgs), whole.Whole/3)
 	if err != nil || !cmp.Equal(again, v) {
 		t.Fatalf("the same view again differs: %v", err)
 	}
-	if err := m.Keep(ctx, again.Items); err != nil {
-		t.Fatal(err)
+}
+
+// stripped is messages as a window's ledger gives them back, without what
+// the window adds (tokens, entities, the time of their append).
+func stripped(msgs []window.Message) []window.Message {
+	out := make([]window.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = window.Message{Role: m.Role, Blocks: m.Blocks, Pinned: m.Pinned}
 	}
-	if _, err := m.Expand(ctx, refs[0].RefID); err != nil {
-		t.Errorf("the first marker, kept now: %v", err)
-	}
+	return out
 }
 
 // TestTurn_Prepare: a view laid out ahead (Turn.Prepare), then taken by a

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -56,8 +53,8 @@ type Manager struct {
 	// latest first, at most maxViews of a window, kept while its layout
 	// is.
 	views map[store.WindowKey][]*viewCache
-	// spans are Refer's markers and their references, by ID (see Keep).
-	spans map[string]*span
+	// spans are Refer's markers, by reference ID.
+	spans map[string]string
 	// locks serialize what the Manager does to one window (see lock).
 	locks [64]sync.Mutex
 }
@@ -145,7 +142,7 @@ func (m *Manager) limitsFor(model tokens.Model) Limits {
 // NewManager returns a Manager over the engine's store, with the model
 // catalog that gives windows their limits and encodings.
 func NewManager(eng *engine.Engine, cat *tokens.Catalog) *Manager {
-	return &Manager{eng: eng, cat: cat, now: time.Now, layouts: map[store.WindowKey]*laidOut{}, views: map[store.WindowKey][]*viewCache{}, spans: map[string]*span{}, policies: maps.Clone(Policies),
+	return &Manager{eng: eng, cat: cat, now: time.Now, layouts: map[store.WindowKey]*laidOut{}, views: map[store.WindowKey][]*viewCache{}, spans: map[string]string{}, policies: maps.Clone(Policies),
 		defaults: Defaults{Output: DefaultOutput, Safety: DefaultSafety, Margin: DefaultMargin, MaxRefTokens: DefaultMaxRefTokens}}
 }
 
@@ -516,23 +513,6 @@ func decode(items []store.WindowItem) (*decoded, error) {
 		d.msgs[i] = msg
 	}
 	return d, nil
-}
-
-// refHead and refName name a reference by what it stands for: the
-// window, the places of its first and last messages, and its entries'
-// IDs, which the caller appends to the head in order (laidOut.refID). The
-// same run of the same window always gets the same ID.
-func refHead(key store.WindowKey, from, to int) []byte {
-	b := make([]byte, 0, len(key.SessionID)+len(key.AgentID)+24+64*(to-from+1))
-	b = append(append(append(b, key.SessionID...), 0), key.AgentID...)
-	b = strconv.AppendInt(append(b, 0), int64(from), 10)
-	return strconv.AppendInt(append(b, 0), int64(to), 10)
-}
-
-// refName is a reference's ID from its head and entries (see refHead).
-func refName(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "r" + hex.EncodeToString(sum[:8])[:15]
 }
 
 // entitiesOf returns the names a message mentions most, at most eight,

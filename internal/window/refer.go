@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/engramhq/engram/internal/store"
@@ -24,12 +23,12 @@ func (l *Layout) Span(from, to int) Segment {
 }
 
 // Refer returns markers standing for the window's messages [from, to)
-// (indexes in Messages' order), with their references stored so that they
-// expand as any window's: one marker for each run of whole units of at
-// most maxTokens (zero: the policy's MaxRefTokens; a unit larger than
-// that is a run of its own). from and to must fall between units (a tool call stays with its
-// results). The references' IDs name the window, the places and the
-// content, so the same run always gets the same one.
+// (indexes in Messages' order), which expand as any window's: one marker
+// for each run of whole units of at most maxTokens (zero: the policy's
+// MaxRefTokens; a unit larger than that is a run of its own). from and to
+// must fall between units (a tool call stays with its results). The
+// references' IDs name the runs of the ledger (store.RunRefID): nothing
+// is written, and the same run always gets the same ID.
 func (m *Manager) Refer(ctx context.Context, key store.WindowKey, from, to, maxTokens int) ([]Item, error) {
 	w, s, err := m.settings(ctx, key)
 	if err != nil {
@@ -78,74 +77,28 @@ func (m *Manager) refer(ctx context.Context, key store.WindowKey, w store.Window
 		}
 		id := l.o.RefID(a, b)
 		m.mu.Lock()
-		sp, known := m.spans[id]
+		marker, known := m.spans[id]
 		m.mu.Unlock()
 		if !known {
-			seg := l.Span(a, b)
-			sp = &span{marker: seg.Marker}
-			if ref, ok := m.segmentRef(key, lo, l, seg); ok {
-				sp.ref = &ref
-			}
-			m.remember(id, sp)
+			marker = l.Span(a, b).Marker
+			m.remember(id, marker)
 		}
-		out = append(out, Item{Pos: lo.items[a].Pos, RefID: id, Marker: sp.marker})
+		out = append(out, Item{Pos: lo.items[a].Pos, RefID: id, Marker: marker})
 		a = b
 	}
 	return out, nil
 }
 
-// maxSpans bounds the references Refer made that a Manager remembers.
+// maxSpans bounds the markers Refer made that a Manager remembers.
 const maxSpans = 1 << 14
 
-// span is a run Refer or a Turn's view made a marker for: the marker, and
-// its reference until it is stored (nil after).
-type span struct {
-	marker string
-	ref    *store.Reference
-}
-
-// remember keeps sp as the span of reference id. Past maxSpans it forgets
-// the spans whose references are stored (a marker made again finds its
-// reference in the store) before those still waiting for Keep: a turn
-// between its markers and its Keep, on another window, must not lose
-// them. Only if every span waits are they all forgotten.
-func (m *Manager) remember(id string, sp *span) {
+// remember keeps the marker of reference id; past maxSpans the Manager
+// forgets the others (a marker asked for again is made again).
+func (m *Manager) remember(id, marker string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.spans) >= maxSpans {
-		maps.DeleteFunc(m.spans, func(_ string, s *span) bool { return s.ref == nil })
-		if len(m.spans) >= maxSpans {
-			clear(m.spans)
-		}
+		clear(m.spans)
 	}
-	m.spans[id] = sp
-}
-
-// Keep stores the references of the markers among items that Refer or a
-// Turn's views made and the store does not hold yet, in one write.
-func (m *Manager) Keep(ctx context.Context, items []Item) error {
-	var put []store.Reference
-	var ids []string
-	m.mu.Lock()
-	for _, it := range items {
-		if sp := m.spans[it.RefID]; it.RefID != "" && sp != nil && sp.ref != nil {
-			put = append(put, *sp.ref)
-			ids = append(ids, it.RefID)
-		}
-	}
-	m.mu.Unlock()
-	if len(put) == 0 {
-		return nil
-	}
-	if err := m.eng.Store().PutReferences(ctx, put); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	for _, id := range ids {
-		if sp := m.spans[id]; sp != nil {
-			sp.ref = nil // stored
-		}
-	}
-	m.mu.Unlock()
-	return nil
+	m.spans[id] = marker
 }

@@ -2,7 +2,6 @@ package window
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/engramhq/engram/internal/ctxref"
@@ -35,9 +34,8 @@ func (m *Manager) Messages(ctx context.Context, key store.WindowKey) (Status, []
 
 // Turn is a window read once for a turn's assembly: its head and settings
 // as of one read, and what Messages, View, LaidOut and Refer do, at that
-// head. Unlike the Manager's View, its views do not store the references
-// of their markers: as Refer's, they wait for Keep, which stores those of
-// the markers a turn shows in one write.
+// head. A turn writes nothing: its markers' references name runs of the
+// ledger (store.RunRefID), which expand from it.
 type Turn struct {
 	m   *Manager
 	key store.WindowKey
@@ -66,15 +64,14 @@ func (t *Turn) Messages(ctx context.Context) (Status, []Message, []store.WindowI
 	return t.m.laidOutStatusOf(t.key, t.s, w, lo), lo.layout.Messages(), lo.items, nil
 }
 
-// View is Manager.View at the turn's head, its references left to Keep.
+// View is Manager.View at the turn's head.
 func (t *Turn) View(ctx context.Context, from, to, budget int) (View, error) {
-	return t.m.view(ctx, t.key, t.w, t.s, from, to, budget, true, true)
+	return t.m.view(ctx, t.key, t.w, t.s, from, to, budget, true)
 }
 
-// LaidOut is Manager.LaidOut at the turn's head, its references left to
-// Keep.
+// LaidOut is Manager.LaidOut at the turn's head.
 func (t *Turn) LaidOut(ctx context.Context, from, to, budget int) (View, error) {
-	return t.m.view(ctx, t.key, t.w, t.s, from, to, budget, false, true)
+	return t.m.view(ctx, t.key, t.w, t.s, from, to, budget, false)
 }
 
 // Refer is Manager.Refer at the turn's head.
@@ -85,17 +82,17 @@ func (t *Turn) Refer(ctx context.Context, from, to, maxTokens int) ([]Item, erro
 // View lays out the window's messages [from, to) (indexes in Messages'
 // order) to budget tokens, by the window's policy: the same engine as the
 // window's, so tool calls stay with their results, nothing is over the
-// budget and every message not shown whole stands under a marker. The
-// references of its markers are stored, so that they expand as any
-// window's (their IDs name the window, the places and the content, so the
-// same run always gets the same one). A budget under MinBudget is raised to
-// it; when the messages fit whole they are shown whole.
+// budget and every message not shown whole stands under a marker. Its
+// markers expand as any window's: their IDs name the run of the ledger
+// they stand for (store.RunRefID), so a view writes nothing, and the same
+// run always gets the same ID. A budget under MinBudget is raised to it;
+// when the messages fit whole they are shown whole.
 func (m *Manager) View(ctx context.Context, key store.WindowKey, from, to, budget int) (View, error) {
 	w, s, err := m.settings(ctx, key)
 	if err != nil {
 		return View{}, err
 	}
-	return m.view(ctx, key, w, s, from, to, budget, true, false)
+	return m.view(ctx, key, w, s, from, to, budget, true)
 }
 
 // LaidOut is View as the window lays itself out: messages that fit the
@@ -107,13 +104,11 @@ func (m *Manager) LaidOut(ctx context.Context, key store.WindowKey, from, to, bu
 	if err != nil {
 		return View{}, err
 	}
-	return m.view(ctx, key, w, s, from, to, budget, false, false)
+	return m.view(ctx, key, w, s, from, to, budget, false)
 }
 
-// view is View and LaidOut at the head w with settings s. With deferred,
-// the references of its markers are not stored but left to Keep (see
-// Turn).
-func (m *Manager) view(ctx context.Context, key store.WindowKey, w store.Window, s Settings, from, to, budget int, wholeIfFits, deferred bool) (View, error) {
+// view is View and LaidOut at the head w with settings s.
+func (m *Manager) view(ctx context.Context, key store.WindowKey, w store.Window, s Settings, from, to, budget int, wholeIfFits bool) (View, error) {
 	defer m.lock(key)()
 	lo, err := m.laidOutAt(ctx, key, s, w)
 	if err != nil {
@@ -148,19 +143,6 @@ func (m *Manager) view(ctx context.Context, key store.WindowKey, w store.Window,
 	for i := from; i < to; i++ {
 		v.Whole += msgs[i].Tokens
 	}
-	for _, seg := range l.Segments() {
-		if seg.Kind == Kept || vc.stored[seg.Marker] {
-			continue
-		}
-		if deferred {
-			m.pend(key, part, l, seg)
-			continue
-		}
-		if err := m.putViewRef(ctx, key, part, l, seg); err != nil {
-			return View{}, err
-		}
-		vc.stored[seg.Marker] = true
-	}
 	sub := l.Messages()
 	for _, p := range l.Pieces() {
 		switch p.Kind {
@@ -187,8 +169,7 @@ func (m *Manager) view(ctx context.Context, key store.WindowKey, w store.Window,
 // zone, when the oldest of its chunks leaves it), so that the turn only
 // adds what came since, as it does to its own view. It does nothing if
 // the window changed since the turn read it, or if the messages fit the
-// budget whole. Its markers' references are neither stored nor left to
-// Keep: the turn that shows the view does that.
+// budget whole.
 func (t *Turn) Prepare(from, to, budget int) error {
 	defer t.m.lock(t.key)()
 	t.m.mu.Lock()
@@ -241,12 +222,12 @@ func (m *Manager) viewCache(key store.WindowKey, s Settings, lo *laidOut, enc *t
 		}
 	}
 	if vc == nil {
-		vc = &viewCache{lo: lo, from: from, to: from, budget: budget, policy: policy, stored: map[string]bool{},
+		vc = &viewCache{lo: lo, from: from, to: from, budget: budget, policy: policy,
 			part: &laidOut{markers: map[string]string{}}}
-		part := vc.part
+		part, layout := vc.part, &vc.layout
 		var err error
 		if vc.layout, err = NewLayout(Options{Policy: s.Policy, Budget: max(budget, MinBudget), Count: enc.Count,
-			RefID: func(a, b int) string { return part.refID(key, a, b) },
+			RefID: func(a, b int) string { return part.refID(key, (*layout).Messages(), a, b) },
 			Place: func(i int) int { return part.items[i].Pos + 1 }}); err != nil {
 			return nil, err
 		}
@@ -276,7 +257,7 @@ func (m *Manager) viewCache(key store.WindowKey, s Settings, lo *laidOut, enc *t
 }
 
 // viewCache is a window's view: the Layout of its messages
-// [from, to) at budget, and the markers whose references are stored.
+// [from, to) at budget.
 type viewCache struct {
 	// lo is the window's layout the view was made from.
 	lo               *laidOut
@@ -284,70 +265,4 @@ type viewCache struct {
 	policy           string
 	part             *laidOut
 	layout           *Layout
-	stored           map[string]bool
-}
-
-// putViewRef stores the reference of a segment of a view, unless the
-// store holds it.
-func (m *Manager) putViewRef(ctx context.Context, key store.WindowKey, part *laidOut, l *Layout, seg Segment) error {
-	ref, ok := m.segmentRef(key, part, l, seg)
-	if !ok {
-		return nil
-	}
-	if _, err := m.eng.Store().Reference(ctx, ref.ID); err == nil {
-		return nil
-	}
-	// Another view may have stored it meanwhile: the same ID is the same
-	// run of the same content.
-	// A view's reference names a run of the ledger that the next view of
-	// the same span names again: derived data, written without waiting
-	// for the disk (store.Derived).
-	var ce *store.ConflictError
-	if err := m.eng.Store().PutReference(store.Derived(ctx), ref); err != nil && !errors.As(err, &ce) {
-		return fmt.Errorf("window %s: store the view's reference %s: %w", key, ref.ID, err)
-	}
-	return nil
-}
-
-// pend remembers the reference of a segment of a view for Keep, unless
-// this Manager knows it (stored, or pending already). A segment's
-// reference is not marked stored in the view's cache: it is stored only
-// if a turn shows its marker.
-func (m *Manager) pend(key store.WindowKey, part *laidOut, l *Layout, seg Segment) {
-	id := part.refID(key, seg.From, seg.To)
-	m.mu.Lock()
-	_, known := m.spans[id]
-	m.mu.Unlock()
-	if known {
-		return
-	}
-	sp := &span{marker: seg.Marker}
-	if ref, ok := m.segmentRef(key, part, l, seg); ok {
-		sp.ref = &ref
-	}
-	m.remember(id, sp)
-}
-
-// segmentRef is the reference of a segment of a layout over part's items;
-// false for a segment of no stored content.
-func (m *Manager) segmentRef(key store.WindowKey, part *laidOut, l *Layout, seg Segment) (store.Reference, bool) {
-	id := part.refID(key, seg.From, seg.To)
-	ref := store.Reference{ID: id, Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
-		TokensSaved: seg.Tokens, TurnFrom: part.items[seg.From].Pos + 1, TurnTo: part.items[seg.To-1].Pos + 1, CreatedAt: m.now()}
-	allTools := true
-	for i := seg.From; i < seg.To; i++ {
-		ref.ContentIDs = append(ref.ContentIDs, part.items[i].EntryIDs...)
-		t := l.Messages()[i].Type()
-		allTools = allTools && (t == store.ToolCall || t == store.ToolResult)
-	}
-	if len(ref.ContentIDs) == 0 {
-		return ref, false
-	}
-	if allTools {
-		ref.Type = store.RefToolResults
-	}
-	if mk, err := ctxref.Parse(seg.Marker); err == nil {
-		ref.Entities, ref.QueryHints = mk.Entities, mk.Hints
-	}
-	return ref, true
 }

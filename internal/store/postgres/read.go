@@ -197,6 +197,9 @@ func (s *Store) Reference(ctx context.Context, id string) (store.Reference, erro
 		return store.Reference{}, fmt.Errorf("get reference %s: %w", id, err)
 	}
 	if len(out) == 0 {
+		if store.IsRunRef(id) {
+			return store.ResolveRunRef(ctx, s, id) // a run of a window's ledger, named by it
+		}
 		return store.Reference{}, fmt.Errorf("reference %s: %w", id, store.ErrNotFound)
 	}
 	return out[0], nil

@@ -295,6 +295,9 @@ func (s *Store) Reference(ctx context.Context, id string) (store.Reference, erro
 		r, err = reference(ctx, db, id)
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) && store.IsRunRef(id) {
+		return store.ResolveRunRef(ctx, s, id) // a run of a window's ledger, named by it
+	}
 	return r, err
 }
 

@@ -145,6 +145,7 @@ func Run(t *testing.T, open Opener) {
 		{"WindowAbsorb", testWindowAbsorb},
 		{"WindowSummaries", testWindowSummaries},
 		{"PutReferences", testPutReferences},
+		{"RunRefs", testRunRefs},
 		{"Snapshots", testSnapshots},
 		{"ForgetSnapshots", testForgetSnapshots},
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -410,4 +411,77 @@ func testPutReferences(t *testing.T, s store.Store) {
 	if _, err := s.Reference(ctx, "r3"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("r3 of a failed batch: %v", err)
 	}
+}
+
+// testRunRefs: a run reference's ID, which no row holds, reads back from
+// its window's ledger (the run's places, content and tokens); an ID whose
+// content, places or window do not match is not found, and neither is
+// one of a window forgotten and opened again under the same key.
+func testRunRefs(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	key := store.WindowKey{SessionID: "runs", AgentID: "claude"}
+	other := store.WindowKey{SessionID: "runs", AgentID: "codex"}
+	for _, k := range []store.WindowKey{key, other} {
+		if _, err := s.PutWindow(ctx, k, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	none := func(store.WindowState) ([]store.Eviction, error) { return nil, nil }
+	items, _ := appendMessages(t, s, key, none, "run one: the build fails", "run two: a flaky test", "run three: fixed", "run four")
+	appendMessages(t, s, other, none, "run one: the build fails", "run two: a flaky test", "run three: fixed", "run four")
+	id := store.RunRefID(key, false, items[1:3])
+	if !store.ValidRefID(id) || !store.IsRunRef(id) {
+		t.Fatalf("RunRefID = %q: want a valid run reference ID", id)
+	}
+	got, err := s.Reference(ctx, id)
+	if err != nil {
+		t.Fatalf("Reference(%s) = %v", id, err)
+	}
+	want := store.Reference{ID: id, Type: store.RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
+		ContentIDs: append(slices.Clone(items[1].EntryIDs), items[2].EntryIDs...), TokensSaved: items[1].Tokens + items[2].Tokens,
+		TurnFrom: 2, TurnTo: 3}
+	got.CreatedAt = time.Time{}
+	if !reflectEqualRef(got, want) {
+		t.Errorf("Reference(%s) =\n%+v\nwant\n%+v", id, got, want)
+	}
+	tools := store.RunRefID(other, true, items[3:4])
+	if got, err := s.Reference(ctx, tools); err != nil || got.Type != store.RefToolResults || got.AgentID != "codex" || got.TurnFrom != 4 || got.TurnTo != 4 {
+		t.Errorf("Reference(%s) = %+v, %v: want the tool results of place 4 of %s", tools, got, err, other)
+	}
+	// The same places of another window, other places, another digest,
+	// an unknown window: not found.
+	flip := []byte(id)
+	if flip[len(flip)-1] == '0' {
+		flip[len(flip)-1] = '1'
+	} else {
+		flip[len(flip)-1] = '0'
+	}
+	for _, bad := range []string{
+		string(flip),
+		store.RunRefID(store.WindowKey{SessionID: "runs", AgentID: "nobody"}, false, items[1:3]),
+		strings.Replace(id, ".2.3.", ".2.4.", 1),
+		strings.Replace(id, ".2.3.", ".1.3.", 1),
+		"c0000000.2.3.00000",
+	} {
+		if _, err := s.Reference(ctx, bad); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Reference(%s) = %v, want ErrNotFound", bad, err)
+		}
+	}
+	// Forgotten, then opened again with other messages: the old ID names
+	// content the window no longer holds.
+	forget(t, s, store.ForgetRequest{Sessions: []string{"runs"}})
+	if _, err := s.PutWindow(ctx, key, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	appendMessages(t, s, key, none, "another one", "another two", "another three")
+	if _, err := s.Reference(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Reference(%s) after the window was forgotten and opened again = %v, want ErrNotFound", id, err)
+	}
+}
+
+// reflectEqualRef compares references as ResolveRunRef makes them.
+func reflectEqualRef(a, b store.Reference) bool {
+	return a.ID == b.ID && a.Type == b.Type && a.SessionID == b.SessionID && a.AgentID == b.AgentID &&
+		slices.Equal(a.ContentIDs, b.ContentIDs) && a.TokensSaved == b.TokensSaved && a.TurnFrom == b.TurnFrom && a.TurnTo == b.TurnTo &&
+		a.Summary == b.Summary && len(a.Topics)+len(a.Entities)+len(a.QueryHints) == 0
 }

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+)
+
+// Run references. A reference that stands for a run of a window's ledger
+// (the messages a window or a view of it shows under one marker) is named
+// by the run itself: the window, the places of its first and last
+// messages, and a digest of its content. Such an ID needs no row: a
+// store's Reference reads it back from the ledger (ResolveRunRef), so a
+// marker costs no write when it is made, and expands for as long as the
+// window holds its messages. The messages a window holds are appended
+// once and never change, so a run's ID always names the same content;
+// the digest tells a window forgotten and opened again under the same
+// key (or a run some of whose messages were purged) from the one the
+// marker was made of, and a reference of it is then not found.
+//
+// An ID is "c" (a conversation) or "t" (tool calls and results only),
+// seven hex digits of the window's key, the first and last places from 1
+// as TurnFrom and TurnTo, and five hex digits of the content:
+// "c1f0a9c3.12.26.8e41b". A row of the refs table under the same ID (a
+// window's own evictions are written with their append) takes precedence.
+
+// RunRefID names the reference of the run of key's ledger made of items
+// (in the ledger's order, their places from items[0].Pos to the last's):
+// a conversation, or tool results with tools set.
+func RunRefID(key WindowKey, tools bool, items []WindowItem) string {
+	first, last := items[0].Pos, items[len(items)-1].Pos
+	b := make([]byte, 0, 128)
+	if tools {
+		b = append(b, 't')
+	} else {
+		b = append(b, 'c')
+	}
+	b = append(b, keyDigest(key)...)
+	b = strconv.AppendInt(append(b, '.'), int64(first+1), 10)
+	b = strconv.AppendInt(append(b, '.'), int64(last+1), 10)
+	return string(append(append(b, '.'), runDigest(key, items)...))
+}
+
+// keyDigest is the part of a run reference's ID that names its window.
+func keyDigest(key WindowKey) string {
+	h := sha256.New()
+	h.Write([]byte(key.SessionID))
+	h.Write([]byte{0})
+	h.Write([]byte(key.AgentID))
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:4])[:7]
+}
+
+// runDigest is the part of a run reference's ID that names its content:
+// the window, the first and last places, and the entries in order.
+func runDigest(key WindowKey, items []WindowItem) string {
+	h := sha256.New()
+	b := make([]byte, 0, len(key.SessionID)+len(key.AgentID)+24)
+	b = append(append(append(b, key.SessionID...), 0), key.AgentID...)
+	b = strconv.AppendInt(append(b, 0), int64(items[0].Pos), 10)
+	b = strconv.AppendInt(append(b, 0), int64(items[len(items)-1].Pos), 10)
+	h.Write(b)
+	for _, it := range items {
+		for _, id := range it.EntryIDs {
+			h.Write([]byte(id))
+		}
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:3])[:5]
+}
+
+// runRef is a run reference's ID, parsed.
+type runRef struct {
+	tools            bool
+	key, digest      string
+	turnFrom, turnTo int
+}
+
+// parseRunRef parses a run reference's ID; false if id is not one.
+func parseRunRef(id string) (runRef, bool) {
+	var r runRef
+	if len(id) < 1+7+2+2+6 || (id[0] != 'c' && id[0] != 't') {
+		return r, false
+	}
+	r.tools = id[0] == 't'
+	rest := id[1:]
+	r.key, rest = rest[:7], rest[7:]
+	if !isHex(r.key) {
+		return r, false
+	}
+	num := func() (int, bool) {
+		if len(rest) < 2 || rest[0] != '.' {
+			return 0, false
+		}
+		i := 1
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
+		}
+		if i == 1 || i > 10 || rest[1] == '0' {
+			return 0, false
+		}
+		n, err := strconv.Atoi(rest[1:i])
+		rest = rest[i:]
+		return n, err == nil
+	}
+	var ok bool
+	if r.turnFrom, ok = num(); !ok {
+		return r, false
+	}
+	if r.turnTo, ok = num(); !ok || r.turnTo < r.turnFrom {
+		return r, false
+	}
+	if len(rest) != 6 || rest[0] != '.' || !isHex(rest[1:]) {
+		return r, false
+	}
+	r.digest = rest[1:]
+	return r, true
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsRunRef reports whether id is a run reference's ID (see RunRefID).
+func IsRunRef(id string) bool {
+	_, ok := parseRunRef(id)
+	return ok
+}
+
+// WindowReader is what ResolveRunRef reads a window's ledger with.
+type WindowReader interface {
+	Windows(ctx context.Context, sessionID string) ([]Window, error)
+	WindowItems(ctx context.Context, key WindowKey, from int) ([]WindowItem, error)
+}
+
+// ResolveRunRef reads the reference a run reference's ID names from the
+// ledger of its window: its session and agent, places, content (every
+// entry of the run's messages, in order), the tokens the messages take,
+// and when the last was appended. It is ErrNotFound if id is not a run
+// reference's, or if no window holds that run with that content any more
+// (forgotten, or opened again under the same key).
+func ResolveRunRef(ctx context.Context, s WindowReader, id string) (Reference, error) {
+	r, ok := parseRunRef(id)
+	if !ok {
+		return Reference{}, fmt.Errorf("reference %s: %w", id, ErrNotFound)
+	}
+	windows, err := s.Windows(ctx, "")
+	if err != nil {
+		return Reference{}, fmt.Errorf("reference %s: %w", id, err)
+	}
+	for _, w := range windows {
+		key := WindowKey{SessionID: w.SessionID, AgentID: w.AgentID}
+		if keyDigest(key) != r.key {
+			continue
+		}
+		items, err := s.WindowItems(ctx, key, r.turnFrom-1)
+		if err != nil {
+			return Reference{}, fmt.Errorf("reference %s: %w", id, err)
+		}
+		var run []WindowItem
+		for _, it := range items {
+			if it.Pos < r.turnTo {
+				run = append(run, it)
+			}
+		}
+		if len(run) == 0 || run[0].Pos != r.turnFrom-1 || run[len(run)-1].Pos != r.turnTo-1 || runDigest(key, run) != r.digest {
+			continue
+		}
+		ref := Reference{ID: id, Type: RefConversation, SessionID: key.SessionID, AgentID: key.AgentID,
+			TurnFrom: r.turnFrom, TurnTo: r.turnTo, CreatedAt: run[len(run)-1].Time}
+		if r.tools {
+			ref.Type = RefToolResults
+		}
+		for _, it := range run {
+			ref.ContentIDs = append(ref.ContentIDs, it.EntryIDs...)
+			ref.TokensSaved += it.Tokens
+		}
+		if len(ref.ContentIDs) == 0 {
+			continue
+		}
+		return ref, nil
+	}
+	return Reference{}, fmt.Errorf("reference %s: %w", id, ErrNotFound)
+}
