@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
@@ -59,14 +61,20 @@ const maxCachedLines = 1 << 16
 
 // countLine counts a line of the arc, with its line break.
 func (a *Assembler) countLine(enc *tokens.Encoding, line string) int {
-	k := enc.Name() + "\x00" + line
+	return a.cached(enc, "\x00", line, func() int { return enc.Count(line) + 1 })
+}
+
+// cached returns the count of s that count makes, kept under kind
+// between turns.
+func (a *Assembler) cached(enc *tokens.Encoding, kind, s string, count func() int) int {
+	k := enc.Name() + kind + s
 	a.mu.Lock()
 	n, ok := a.lines[k]
 	a.mu.Unlock()
 	if ok {
 		return n
 	}
-	n = enc.Count(line) + 1
+	n = count()
 	a.mu.Lock()
 	if a.lines == nil || len(a.lines) >= maxCachedLines {
 		a.lines = map[string]int{}
@@ -356,7 +364,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 			}
 			t.History = h
 			used := 0
-			for _, m := range historyMessages(enc, h.Items) {
+			for _, m := range a.historyMessages(enc, h.Items) {
 				used += m.Tokens
 			}
 			over := used - alloc
@@ -394,7 +402,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	if len(sys.Blocks) > 0 {
 		out = append(out, sys)
 	}
-	hist := historyMessages(enc, t.History.Items)
+	hist := a.historyMessages(enc, t.History.Items)
 	for _, m := range hist {
 		t.Layers[History] += m.Tokens
 	}
@@ -512,7 +520,7 @@ func (a *Assembler) briefing(ctx context.Context, req Request, budget int) (stri
 
 // historyMessages are the messages of a view: its messages, and each run
 // of its markers and excerpts as one user message.
-func historyMessages(enc *tokens.Encoding, items []window.Item) []window.Message {
+func (a *Assembler) historyMessages(enc *tokens.Encoding, items []window.Item) []window.Message {
 	var out []window.Message
 	var run []string
 	flush := func() {
@@ -520,7 +528,7 @@ func historyMessages(enc *tokens.Encoding, items []window.Item) []window.Message
 			return
 		}
 		m := window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockText, Text: strings.Join(run, "\n")}}}
-		m.Tokens = messageTokens(enc, &m)
+		m.Tokens = 4 + a.countLines(enc, run) // as messageTokens counts it
 		out = append(out, m)
 		run = nil
 	}
@@ -534,6 +542,37 @@ func historyMessages(enc *tokens.Encoding, items []window.Item) []window.Message
 	}
 	flush()
 	return out
+}
+
+// countLines counts parts joined by line breaks, exactly as enc counts
+// the joined text, from counts of the parts kept between turns (a turn's
+// markers and excerpts are mostly the last turn's). A piece of text that
+// encodings split off never crosses a line break into the next line's
+// text unless that starts with white space or a slash (o200k's
+// punctuation takes line breaks and slashes after it), so each part with
+// its line break counts on its own; where a part starts otherwise, or is
+// empty, the whole is counted (TestCountLines holds this to Count).
+func (a *Assembler) countLines(enc *tokens.Encoding, parts []string) int {
+	n := 0
+	for i, p := range parts {
+		if i+1 < len(parts) {
+			if next := parts[i+1]; next == "" || p == "" || !joinsApart(next) {
+				return enc.Count(strings.Join(parts, "\n"))
+			}
+			n += a.cached(enc, "\x01", p, func() int { return enc.Count(p + "\n") })
+			continue
+		}
+		n += a.cached(enc, "\x02", p, func() int { return enc.Count(p) })
+	}
+	return n
+}
+
+// joinsApart reports whether a text after a line break starts a piece of
+// its own in the encodings engram counts with: not with white space or a
+// slash.
+func joinsApart(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return r != '/' && r != utf8.RuneError && !unicode.IsSpace(r)
 }
 
 // textPart is a text and its tokens.
