@@ -42,7 +42,7 @@ type Assembler struct {
 	// lines caches the tokens of the lines the Assembler shows (the arc's,
 	// summaries', markers), which stay the same from turn to turn, by
 	// encoding and line; scores the static part of messages' scores.
-	lines  map[string]int
+	lines  map[countKey]int
 	scores map[string]float64
 	// pending are the windows a Summarizer works on in the background,
 	// failures why its last work on a window failed.
@@ -56,18 +56,26 @@ type Assembler struct {
 	wg   sync.WaitGroup
 }
 
+// countKey is what a count is kept under: the encoding, what was counted
+// of the text (see cached's callers), and the text.
+type countKey struct {
+	enc  *tokens.Encoding
+	kind byte
+	text string
+}
+
 // maxCachedLines bounds the lines an Assembler keeps counted.
 const maxCachedLines = 1 << 16
 
 // countLine counts a line of the arc, with its line break.
 func (a *Assembler) countLine(enc *tokens.Encoding, line string) int {
-	return a.cached(enc, "\x00", line, func() int { return enc.Count(line) + 1 })
+	return a.cached(enc, 0, line, func() int { return enc.Count(line) + 1 })
 }
 
 // cached returns the count of s that count makes, kept under kind
 // between turns.
-func (a *Assembler) cached(enc *tokens.Encoding, kind, s string, count func() int) int {
-	k := enc.Name() + kind + s
+func (a *Assembler) cached(enc *tokens.Encoding, kind byte, s string, count func() int) int {
+	k := countKey{enc, kind, s}
 	a.mu.Lock()
 	n, ok := a.lines[k]
 	a.mu.Unlock()
@@ -77,7 +85,7 @@ func (a *Assembler) cached(enc *tokens.Encoding, kind, s string, count func() in
 	n = count()
 	a.mu.Lock()
 	if a.lines == nil || len(a.lines) >= maxCachedLines {
-		a.lines = map[string]int{}
+		a.lines = map[countKey]int{}
 	}
 	a.lines[k] = n
 	a.mu.Unlock()
@@ -559,10 +567,10 @@ func (a *Assembler) countLines(enc *tokens.Encoding, parts []string) int {
 			if next := parts[i+1]; next == "" || p == "" || !joinsApart(next) {
 				return enc.Count(strings.Join(parts, "\n"))
 			}
-			n += a.cached(enc, "\x01", p, func() int { return enc.Count(p + "\n") })
+			n += a.cached(enc, 1, p, func() int { return enc.Count(p + "\n") })
 			continue
 		}
-		n += a.cached(enc, "\x02", p, func() int { return enc.Count(p) })
+		n += a.cached(enc, 2, p, func() int { return enc.Count(p) })
 	}
 	return n
 }

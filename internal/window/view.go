@@ -3,6 +3,7 @@ package window
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/store"
@@ -208,7 +209,6 @@ const maxViews = 2
 // holds the window's lock.
 func (m *Manager) viewCache(key store.WindowKey, s Settings, lo *laidOut, enc *tokens.Encoding, from, to, budget int) (*viewCache, error) {
 	msgs := lo.layout.Messages()
-	policy := fmt.Sprint(s.Policy)
 	m.mu.Lock()
 	kept := m.views[key]
 	m.mu.Unlock()
@@ -216,13 +216,13 @@ func (m *Manager) viewCache(key store.WindowKey, s Settings, lo *laidOut, enc *t
 	for _, c := range kept {
 		// (A layout rebuilt from the ledger, after another process's
 		// change, a restart or a forget, makes the view again.)
-		if c.lo == lo && c.from == from && c.budget == budget && c.to <= to && c.policy == policy {
+		if c.lo == lo && c.from == from && c.budget == budget && c.to <= to && reflect.DeepEqual(c.policy, s.Policy) {
 			vc = c
 			break
 		}
 	}
 	if vc == nil {
-		vc = &viewCache{lo: lo, from: from, to: from, budget: budget, policy: policy,
+		vc = &viewCache{lo: lo, from: from, to: from, budget: budget, policy: s.Policy,
 			part: &laidOut{markers: map[string]string{}}}
 		part, layout := vc.part, &vc.layout
 		var err error
@@ -262,7 +262,7 @@ type viewCache struct {
 	// lo is the window's layout the view was made from.
 	lo               *laidOut
 	from, to, budget int
-	policy           string
+	policy           Policy
 	part             *laidOut
 	layout           *Layout
 }
