@@ -31,44 +31,62 @@ import (
 // a conversation, or tool results with tools set.
 func RunRefID(key WindowKey, tools bool, items []WindowItem) string {
 	first, last := items[0].Pos, items[len(items)-1].Pos
-	b := make([]byte, 0, 128)
-	if tools {
-		b = append(b, 't')
-	} else {
-		b = append(b, 'c')
+	n := len(key.SessionID) + len(key.AgentID) + 24
+	for _, it := range items {
+		for _, id := range it.EntryIDs {
+			n += len(id)
+		}
 	}
-	b = append(b, keyDigest(key)...)
-	b = strconv.AppendInt(append(b, '.'), int64(first+1), 10)
-	b = strconv.AppendInt(append(b, '.'), int64(last+1), 10)
-	return string(append(append(b, '.'), runDigest(key, items)...))
+	b := runHead(make([]byte, 0, n), key)
+	k := sha256.Sum256(b)
+	b = runPlaces(b, first, last)
+	for _, it := range items {
+		for _, id := range it.EntryIDs {
+			b = append(b, id...)
+		}
+	}
+	c := sha256.Sum256(b)
+	var out [64]byte
+	id := append(out[:0], 'c')
+	if tools {
+		id[0] = 't'
+	}
+	id = hex.AppendEncode(id, k[:4])[:1+7]
+	id = strconv.AppendInt(append(id, '.'), int64(first+1), 10)
+	id = strconv.AppendInt(append(id, '.'), int64(last+1), 10)
+	id = hex.AppendEncode(append(id, '.'), c[:3])
+	return string(id[:len(id)-1])
+}
+
+// runHead and runPlaces write what a run reference's digests are of: the
+// window's key (the key digest), then the places of the run's first and
+// last messages (the content digest goes on with its entries' IDs).
+func runHead(b []byte, key WindowKey) []byte {
+	return append(append(append(b, key.SessionID...), 0), key.AgentID...)
+}
+
+func runPlaces(b []byte, first, last int) []byte {
+	b = strconv.AppendInt(append(b, 0), int64(first), 10)
+	return strconv.AppendInt(append(b, 0), int64(last), 10)
 }
 
 // keyDigest is the part of a run reference's ID that names its window.
 func keyDigest(key WindowKey) string {
-	h := sha256.New()
-	h.Write([]byte(key.SessionID))
-	h.Write([]byte{0})
-	h.Write([]byte(key.AgentID))
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:4])[:7]
+	k := sha256.Sum256(runHead(nil, key))
+	return hex.EncodeToString(k[:4])[:7]
 }
 
 // runDigest is the part of a run reference's ID that names its content:
 // the window, the first and last places, and the entries in order.
 func runDigest(key WindowKey, items []WindowItem) string {
-	h := sha256.New()
-	b := make([]byte, 0, len(key.SessionID)+len(key.AgentID)+24)
-	b = append(append(append(b, key.SessionID...), 0), key.AgentID...)
-	b = strconv.AppendInt(append(b, 0), int64(items[0].Pos), 10)
-	b = strconv.AppendInt(append(b, 0), int64(items[len(items)-1].Pos), 10)
-	h.Write(b)
+	b := runPlaces(runHead(nil, key), items[0].Pos, items[len(items)-1].Pos)
 	for _, it := range items {
 		for _, id := range it.EntryIDs {
-			h.Write([]byte(id))
+			b = append(b, id...)
 		}
 	}
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:3])[:5]
+	c := sha256.Sum256(b)
+	return hex.EncodeToString(c[:3])[:5]
 }
 
 // runRef is a run reference's ID, parsed.
