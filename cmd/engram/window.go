@@ -40,8 +40,8 @@ The window is named by --session (default $ENGRAM_SESSION) and --agent
   engram window context --session s1 --agent claude
   engram window snapshots --session s1 --agent claude
   engram window diff 1 latest --session s1 --agent claude
-  engram window expand r3f9a2c1d0b4e5f6
-  engram window readmit r3f9a2c1d0b4e5f6
+  engram window expand c3f9a2c1.2.9.d0b4e
+  engram window readmit c3f9a2c1.2.9.d0b4e
   engram window handoff --session s1 --agent engineer
   engram window replay examples/session.jsonl --budget 2000`,
 		Args: noArgs,
@@ -548,8 +548,8 @@ budget. The reference stays: its markers still expand, and a later eviction
 may take the messages again. REF is the marker, whole ([CTX-REF:...],
 quoted), its short form [CTX-REF:id], or the id; the window is the
 reference's.`,
-		Example: `  engram window readmit r3f9a2c1d0b4e5f6
-  engram window readmit '[CTX-REF:r3f9a2c1d0b4e5f6]' --json`,
+		Example: `  engram window readmit c3f9a2c1.2.9.d0b4e
+  engram window readmit '[CTX-REF:c3f9a2c1.2.9.d0b4e]' --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("window readmit takes one reference: a marker or its id")
@@ -595,8 +595,8 @@ func (a *app) windowExpandCmd() *cobra.Command {
 were appended (secrets aside, which never enter the store), tool calls with
 their results. REF is the marker, whole ([CTX-REF:...], quoted), its short
 form [CTX-REF:id], or the id.`,
-		Example: `  engram window expand r3f9a2c1d0b4e5f6
-  engram window expand '[CTX-REF:conversation | 8 turns 2-9 (1,204 tokens) @ ... | retrieve_context(ref_id="r3f9a2c1d0b4e5f6")]' --json`,
+		Example: `  engram window expand c3f9a2c1.2.9.d0b4e
+  engram window expand '[CTX-REF:conversation | 8 turns 2-9 (1,204 tokens) @ ... | retrieve_context(ref_id="c3f9a2c1.2.9.d0b4e")]' --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("window expand takes one reference: a marker or its id")
