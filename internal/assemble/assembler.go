@@ -43,7 +43,7 @@ type Assembler struct {
 	// summaries', markers), which stay the same from turn to turn, by
 	// encoding and line; scores the static part of messages' scores.
 	lines  map[countKey]int
-	scores map[string]float64
+	scores map[scoreKey]float64
 	// pending are the windows a Summarizer works on in the background,
 	// failures why its last work on a window failed.
 	pending  map[store.WindowKey]bool

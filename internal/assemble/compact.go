@@ -734,11 +734,23 @@ func (a *Assembler) score(c *conv, i int) float64 {
 	return s
 }
 
+// scoreKey is what a message's static score is kept under: its stored
+// content and its role.
+type scoreKey struct {
+	content string
+	role    window.Role
+}
+
 // staticScore is the part of a message's score that depends on it alone,
 // cached by its stored content.
 func (a *Assembler) staticScore(c *conv, i int) float64 {
 	m := &c.msgs[i]
-	k := "score\x00" + strings.Join(c.items[i].EntryIDs, ",") + string(m.Role)
+	k := scoreKey{role: m.Role}
+	if ids := c.items[i].EntryIDs; len(ids) == 1 {
+		k.content = ids[0] // most messages: no string to build
+	} else {
+		k.content = strings.Join(ids, ",")
+	}
 	a.mu.Lock()
 	v, ok := a.scores[k]
 	a.mu.Unlock()
@@ -756,7 +768,7 @@ func (a *Assembler) staticScore(c *conv, i int) float64 {
 	}
 	a.mu.Lock()
 	if a.scores == nil || len(a.scores) >= maxCachedLines {
-		a.scores = map[string]float64{}
+		a.scores = map[scoreKey]float64{}
 	}
 	a.scores[k] = s
 	a.mu.Unlock()
