@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
@@ -62,8 +63,10 @@ itself: the replay reserves nothing for the response, as the baselines
 do not.
 
 --assembly adds engram's turn assembly (internal/assemble), in the same
-run: each run a window of the tool_loop role in one store (a temporary
-one, or in --dir), appended a step at a time as a harness appends them,
+run: each run a window of the tool_loop role in a store of its own (under
+a temporary directory, or --dir), so that a run's pre-fetch scores against
+its own words whichever runs are replayed beside it and two replays give
+the same rows, appended a step at a time as a harness appends them,
 and each context the turn the Assembler builds for the step, within a
 budget that is the row's exactly: "engram assembly" with engram's
 pre-fetch (lexical, within the run's own window), and "engram assembly,
@@ -165,47 +168,49 @@ is an error naming the file and line.`,
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.StringVar(&split, "split", "", "replay half the runs: even or odd (by place in the file, from 0)")
 	f.BoolVar(&assembly, "assembly", false, "also replay the runs through engram's turn assembly, with and without the pre-fetch")
-	f.StringVar(&dir, "dir", "", "with --assembly, the directory for its store (default: a temporary one, removed after)")
+	f.StringVar(&dir, "dir", "", "with --assembly, the directory its runs' stores are made in, each removed when its run is done (default: a temporary one)")
 	f.IntVar(&limitRuns, "runs", 0, "replay only the first N runs (after --split; 0: all)")
 	return cmd
 }
 
-// trajectoryAssembly makes the store of the assembly's windows, in dir or
-// a temporary directory: an engine counting in o200k_base as the runs'
-// counts do, keeping secrets so that every message is stored as given,
-// retrieving without an embedder. done closes and removes it.
-func (a *app) trajectoryAssembly(ctx context.Context, dir string) (asm *trajectory.Assembly, done func(), err error) {
+// trajectoryAssembly makes the assembly's windows, each run's in a store
+// of its own under dir or a temporary directory (so that a run's pre-fetch
+// scores against its own run alone, whichever runs are replayed beside
+// it): engines counting in o200k_base as the runs' counts do, keeping
+// secrets so that every message is stored as given, retrieving without an
+// embedder. done removes the directory.
+func (a *app) trajectoryAssembly(_ context.Context, dir string) (asm *trajectory.Assembly, done func(), err error) {
 	d, cleanup, err := benchDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(d, "trajectories-assembly.db"), sqlite.Options{Logger: a.log})
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	done = func() {
-		if err := st.Close(); err != nil {
-			a.log.Warn("close the assembly's store", "err", err)
-		}
-		cleanup()
-	}
 	opts := a.engineOptions()
 	opts.Encoding, opts.KeepSecrets = tokens.O200kBase, true
 	opts.Embed = engine.EmbedOptions{Provider: "none"}
-	eng, err := engine.New(st, opts)
-	if err != nil {
-		done()
-		return nil, nil, err
+	open := func() (*engine.Engine, func() error, error) {
+		sub, err := os.MkdirTemp(d, "run-")
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := sqlite.Open(context.Background(), filepath.Join(sub, "engram.db"), sqlite.Options{Logger: a.log})
+		if err != nil {
+			return nil, nil, errors.Join(err, os.RemoveAll(sub))
+		}
+		closeStore := func() error { return errors.Join(st.Close(), os.RemoveAll(sub)) }
+		eng, err := engine.New(st, opts)
+		if err != nil {
+			return nil, nil, errors.Join(err, closeStore())
+		}
+		return eng, closeStore, nil
 	}
 	cat, err := a.cfg.Catalog()
 	if err != nil {
-		done()
+		cleanup()
 		return nil, nil, err
 	}
 	margin := cmp.Or(a.cfg.Window.Margin, window.DefaultMargin)
-	return &trajectory.Assembly{Engine: eng, Catalog: cat, Config: window.ConfigFrom(a.cfg.Window),
-		Limit: func(budget int) int { return limitFor(budget, margin) }}, done, nil
+	return &trajectory.Assembly{Open: open, Catalog: cat, Config: window.ConfigFrom(a.cfg.Window),
+		Limit: func(budget int) int { return limitFor(budget, margin) }}, cleanup, nil
 }
 
 // trajectoryRow is one line of engram bench trajectories' table.

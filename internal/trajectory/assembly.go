@@ -22,7 +22,8 @@ const (
 
 // Assembly replays runs through engram's turn assembly (internal/assemble)
 // over store-backed windows: each run is a window of the role
-// window.ToolLoopRole in Engine's store, fed the run a step at a time as
+// window.ToolLoopRole in Engine's store (or a store of its own, Open), fed
+// the run a step at a time as
 // a harness appends them, and each context is the turn the Assembler
 // builds for the step, with or without engram's pre-fetch. An Assembly's
 // strategies may run on many goroutines; each makes a window of its own.
@@ -31,6 +32,12 @@ type Assembly struct {
 	// counts are, and keeping secrets, so that every message is stored as
 	// given. With no embedder, the pre-fetch is lexical.
 	Engine *engine.Engine
+	// Open, if set, makes each run's strategy a store of its own instead
+	// (an engine as Engine is, and what closes it), so that a run's
+	// pre-fetch scores its words against its own run's alone, whichever
+	// runs are replayed beside it, and a replay gives the same rows every
+	// time. The strategy closes it when its run is done (Close).
+	Open func() (*engine.Engine, func() error, error)
 	// Catalog and Config make each window's Manager (window.NewManager,
 	// Manager.Configure).
 	Catalog *tokens.Catalog
@@ -91,12 +98,37 @@ func (a *Assembly) Specs(ctx context.Context, budgets ...int) []Spec {
 // step alone pass it) is ErrNoContext.
 func (a *Assembly) New(ctx context.Context, budget int, retrieve bool) Strategy {
 	s := &assembly{ctx: ctx, retrieve: retrieve, enc: tokens.MustGet(tokens.O200kBase)}
-	n := a.windows.Add(1)
 	// The session names the window in the pre-fetch's sources: letters
-	// only, so that it holds no needle (a number, a path, a long name).
+	// only, so that it holds no needle (a number, a path, a long name). In
+	// a store of its own, every run's is the same.
+	n := int64(1)
+	eng := a.Engine
+	if a.Open != nil {
+		var err error
+		if eng, s.close, err = a.Open(); err != nil {
+			s.err = err
+			return s
+		}
+	} else {
+		n = a.windows.Add(1)
+	}
 	s.key = store.WindowKey{SessionID: "run-" + letters(n), AgentID: "agent"}
-	s.err = s.open(a, budget)
+	s.err = s.open(a, eng, budget)
 	return s
+}
+
+// Close waits for the Assembler's work in the background and closes the
+// run's store, if it has one of its own (Assembly.Open).
+func (s *assembly) Close() error {
+	if s.asm != nil {
+		s.asm.Wait()
+	}
+	if s.close == nil {
+		return nil
+	}
+	c := s.close
+	s.close = nil
+	return c()
 }
 
 // letters writes n > 0 in base 26 with the letters a to z.
@@ -108,13 +140,13 @@ func letters(n int64) string {
 	return string(b)
 }
 
-func (s *assembly) open(a *Assembly, budget int) error {
-	s.m = window.NewManager(a.Engine, a.Catalog)
+func (s *assembly) open(a *Assembly, eng *engine.Engine, budget int) error {
+	s.m = window.NewManager(eng, a.Catalog)
 	if err := s.m.Configure(a.Config); err != nil {
 		return err
 	}
-	s.asm = &assemble.Assembler{Engine: a.Engine, Windows: s.m}
-	if _, err := a.Engine.Store().Window(s.ctx, s.key); err == nil {
+	s.asm = &assemble.Assembler{Engine: eng, Windows: s.m}
+	if _, err := eng.Store().Window(s.ctx, s.key); err == nil {
 		return fmt.Errorf("window %s is in the store already: an assembly's replay needs a store of its own", s.key)
 	}
 	st, err := s.m.Open(s.ctx, s.key, window.OpenOptions{Role: window.ToolLoopRole, Limit: a.Limit(budget), Output: 1, Safety: 1})
@@ -134,7 +166,9 @@ type assembly struct {
 	key      store.WindowKey
 	m        *window.Manager
 	asm      *assemble.Assembler
-	err      error
+	// close closes the run's own store (Assembly.Open).
+	close func() error
+	err   error
 	mapper
 	// given are the run's messages mapped, in order; appended how many of
 	// them the window holds.

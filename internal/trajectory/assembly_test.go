@@ -2,6 +2,7 @@ package trajectory_test
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -233,4 +234,57 @@ func TestAssembly_SameEveryTime(t *testing.T) {
 	if last := a[len(a)-1]; !strings.Contains(last, "[CTX-REF:") || !strings.Contains(last, "checkout module failing test") {
 		t.Errorf("the last context should hold markers and the pre-fetch's text:\n%s", last)
 	}
+}
+
+// TestAssembly_OwnStores: with Open, each run's strategy works in a store
+// of its own, which it closes when its run is done: a run replayed after
+// another gives the contexts it gives alone (in one store, the other run's
+// words would weigh in its pre-fetch's scores).
+func TestAssembly_OwnStores(t *testing.T) {
+	base := newAssembly(t)
+	opened, closed := 0, 0
+	asm := &trajectory.Assembly{Catalog: base.Catalog, Limit: base.Limit, Open: func() (*engine.Engine, func() error, error) {
+		opened++
+		st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		eng, err := engine.New(st, engine.Options{Encoding: tokens.O200kBase, KeepSecrets: true, Embed: engine.EmbedOptions{Provider: "none"}})
+		return eng, func() error { closed++; return st.Close() }, err
+	}}
+	run := longRun(12)
+	contexts := func(runs ...trajectory.Run) []string {
+		var got *capture // the last run's
+		specs := asm.Specs(t.Context(), 2000)
+		spec := trajectory.Spec{Name: specs[0].Name, Budget: specs[0].Budget, New: func(b int) trajectory.Strategy {
+			got = &capture{s: specs[0].New(b)}
+			return closer{got}
+		}}
+		for _, r := range runs {
+			if _, _, err := trajectory.Replay(r, []trajectory.Spec{spec}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return got.contexts
+	}
+	alone := contexts(run)
+	other := longRun(20)
+	other.ID = "other"
+	after := contexts(other, run)
+	if len(alone) == 0 || strings.Join(alone, "\n") != strings.Join(after, "\n") {
+		t.Errorf("a run's contexts differ when another run was replayed before it: %d and %d contexts", len(alone), len(after))
+	}
+	if opened != 3 || closed != 3 {
+		t.Errorf("%d stores opened, %d closed; want 3 and 3", opened, closed)
+	}
+}
+
+// closer passes Close on to a captured strategy's own.
+type closer struct{ *capture }
+
+func (c closer) Close() error {
+	if cl, ok := c.s.(io.Closer); ok {
+		return cl.Close()
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"strings"
@@ -174,7 +175,11 @@ func Replay(run Run, specs []Spec) (full Score, scores []Score, err error) {
 	}
 	scores = make([]Score, len(specs))
 	for j, s := range specs {
-		scores[j], err = a.replay(run, s.New(s.Budget), s.Budget)
+		st := s.New(s.Budget)
+		scores[j], err = a.replay(run, st, s.Budget)
+		if c, ok := st.(io.Closer); ok {
+			err = errors.Join(err, c.Close())
+		}
 		if err != nil {
 			return full, nil, fmt.Errorf("run %s: %s at %d: %w", run.ID, s.Name, s.Budget, err)
 		}

@@ -7,6 +7,9 @@ import "errors"
 // assistant message t (t ≥ 3) calls Context for the context that would be
 // sent then, so that a context is built from messages[:t] only. A Strategy
 // is used by one goroutine.
+//
+// A Strategy that holds resources (a store) also implements io.Closer:
+// Replay closes it when its run is done.
 type Strategy interface {
 	// Add appends the run's next message and its tokens.
 	Add(m Message, tokens int) error
