@@ -44,6 +44,7 @@ type Assembler struct {
 	// encoding and line; scores the static part of messages' scores.
 	lines  map[countKey]int
 	scores map[scoreKey]float64
+	quotes map[scoreKey]quotedLine
 	// pending are the windows a Summarizer works on in the background,
 	// failures why its last work on a window failed.
 	pending  map[store.WindowKey]bool

@@ -559,7 +559,7 @@ func (a *Assembler) pick(c *conv, from, to, room int, one bool, score func(i int
 	}
 	var cands []cand
 	for i := from; i < to; i++ {
-		line, whole := quote(&c.msgs[i])
+		line, whole := a.quoteOf(c, i)
 		if line == "" {
 			continue
 		}
@@ -734,6 +734,61 @@ func (a *Assembler) score(c *conv, i int) float64 {
 	return s
 }
 
+// quoteOf is quote of message i, kept under the message's stored content
+// between turns (a summary quotes the same messages turn after turn).
+func (a *Assembler) quoteOf(c *conv, i int) (string, bool) {
+	k := a.messageKey(c, i)
+	a.mu.Lock()
+	q, ok := a.quotes[k]
+	a.mu.Unlock()
+	if ok {
+		return q.line, q.whole
+	}
+	q.line, q.whole = quote(&c.msgs[i])
+	a.mu.Lock()
+	if a.quotes == nil || len(a.quotes) >= maxCachedLines {
+		a.quotes = map[scoreKey]quotedLine{}
+	}
+	a.quotes[k] = q
+	a.mu.Unlock()
+	return q.line, q.whole
+}
+
+// quotedLine is a message's quote (see quote).
+type quotedLine struct {
+	line  string
+	whole bool
+}
+
+// messageKey is what the Assembler keeps a message's static score and
+// quote under: its stored content, and the names of the tools it calls
+// (a call's input is stored, its tool's name is not).
+func (a *Assembler) messageKey(c *conv, i int) scoreKey {
+	m := &c.msgs[i]
+	k := scoreKey{role: m.Role}
+	calls := false
+	for _, b := range m.Blocks {
+		calls = calls || b.Type == window.BlockToolUse
+	}
+	if ids := c.items[i].EntryIDs; len(ids) == 1 && !calls {
+		k.content = ids[0] // most messages: no string to build
+		return k
+	}
+	var b strings.Builder
+	for _, id := range c.items[i].EntryIDs {
+		b.WriteString(id)
+		b.WriteByte(',')
+	}
+	for _, bl := range m.Blocks {
+		if bl.Type == window.BlockToolUse {
+			b.WriteString(bl.Name)
+			b.WriteByte(0)
+		}
+	}
+	k.content = b.String()
+	return k
+}
+
 // scoreKey is what a message's static score is kept under: its stored
 // content and its role.
 type scoreKey struct {
@@ -745,12 +800,7 @@ type scoreKey struct {
 // cached by its stored content.
 func (a *Assembler) staticScore(c *conv, i int) float64 {
 	m := &c.msgs[i]
-	k := scoreKey{role: m.Role}
-	if ids := c.items[i].EntryIDs; len(ids) == 1 {
-		k.content = ids[0] // most messages: no string to build
-	} else {
-		k.content = strings.Join(ids, ",")
-	}
+	k := a.messageKey(c, i)
 	a.mu.Lock()
 	v, ok := a.scores[k]
 	a.mu.Unlock()

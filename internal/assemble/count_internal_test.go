@@ -1,11 +1,14 @@
 package assemble
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // TestCountLines: parts joined by line breaks count as the joined text
@@ -38,6 +41,26 @@ func TestCountLines(t *testing.T) {
 				if got := a.countLines(enc, parts); got != want {
 					t.Fatalf("%s: %q: countLines = %d (pass %d), Count of the joined text = %d", name, parts, got, pass, want)
 				}
+			}
+		}
+	}
+}
+
+// TestQuoteOf_Kept: a message's quote is kept under its content and the
+// tools it calls: two calls with the same input to different tools quote
+// their own tools, the first time and from the cache.
+func TestQuoteOf_Kept(t *testing.T) {
+	call := func(name string) window.Message {
+		return window.Message{Role: window.RoleAssistant, Blocks: []window.Block{
+			{Type: window.BlockToolUse, ID: "t1", Name: name, Input: json.RawMessage(`{"path":"a.go"}`)}}}
+	}
+	c := &conv{msgs: []window.Message{call("Read"), call("Edit")},
+		items: []store.WindowItem{{EntryIDs: []string{"e1"}}, {EntryIDs: []string{"e1"}}}}
+	a := &Assembler{}
+	for pass := range 2 {
+		for i, want := range []string{`- assistant: called Read {"path":"a.go"}`, `- assistant: called Edit {"path":"a.go"}`} {
+			if got, _ := a.quoteOf(c, i); got != want {
+				t.Errorf("pass %d: quote of message %d = %q, want %q", pass, i, got, want)
 			}
 		}
 	}
