@@ -258,16 +258,23 @@ func TestLaidOutRefusal(t *testing.T) {
 // 40,000-token window: whole.
 func viewed(t *testing.T) (*window.Manager, store.WindowKey, []window.Message) {
 	t.Helper()
-	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	if _, err := m.Open(context.Background(), key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
-		t.Fatal(err)
-	}
+	m, key := openedAt(t, filepath.Join(t.TempDir(), "engram.db"))
 	msgs := toolLoop(20)
 	if _, err := m.Append(context.Background(), key, msgs); err != nil {
 		t.Fatal(err)
 	}
 	return m, key, msgs
+}
+
+// openedAt opens the window s/claude of 40,000 tokens in a store at path.
+func openedAt(t *testing.T, path string) (*window.Manager, store.WindowKey) {
+	t.Helper()
+	m := manager(t, path)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := m.Open(context.Background(), key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return m, key
 }
 
 // TestView: a window's messages laid out to another budget show whole
@@ -311,11 +318,7 @@ func TestView(t *testing.T) {
 func TestTurn_View(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "engram.db")
-	m := manager(t, path)
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
-		t.Fatal(err)
-	}
+	m, key := openedAt(t, path)
 	msgs := toolLoop(20)
 	if _, err := m.Append(ctx, key, msgs); err != nil {
 		t.Fatal(err)
@@ -397,11 +400,7 @@ func stripped(msgs []window.Message) []window.Message {
 func TestTurn_Prepare(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "engram.db")
-	m := manager(t, path)
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000, Output: 1, Safety: 1}); err != nil {
-		t.Fatal(err)
-	}
+	m, key := openedAt(t, path)
 	msgs := toolLoop(30)
 	if _, err := m.Append(ctx, key, msgs[:42]); err != nil {
 		t.Fatal(err)
