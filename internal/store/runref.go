@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 )
 
 // Run references. A reference that stands for a run of a window's ledger
@@ -158,29 +160,71 @@ type WindowReader interface {
 	WindowItems(ctx context.Context, key WindowKey, from int) ([]WindowItem, error)
 }
 
-// ResolveRunRef reads the reference a run reference's ID names from the
-// ledger of its window: its session and agent, places, content (every
-// entry of the run's messages, in order), the tokens the messages take,
-// and when the last was appended. It is ErrNotFound if id is not a run
-// reference's, or if no window holds that run with that content any more
-// (forgotten, or opened again under the same key).
-func ResolveRunRef(ctx context.Context, s WindowReader, id string) (Reference, error) {
+// RunRefs resolves run references (ResolveRunRef) for a store, and keeps
+// the windows' keys by their digest between calls, so that a marker
+// expanded again, or another of the same window, reads its window's items
+// only; a digest it does not know, or a window it knew that no longer
+// holds the run, makes it read the windows again. The zero value is ready
+// to use, and it is safe for concurrent use.
+type RunRefs struct {
+	mu   sync.Mutex
+	keys map[string][]WindowKey // by keyDigest
+}
+
+// Resolve is ResolveRunRef with the keys kept.
+func (c *RunRefs) Resolve(ctx context.Context, s WindowReader, id string) (Reference, error) {
 	r, ok := parseRunRef(id)
 	if !ok {
 		return Reference{}, fmt.Errorf("reference %s: %w", id, ErrNotFound)
+	}
+	c.mu.Lock()
+	known := c.keys[r.key]
+	c.mu.Unlock()
+	if ref, ok, err := resolveIn(ctx, s, id, r, known); ok || err != nil {
+		return ref, err
 	}
 	windows, err := s.Windows(ctx, "")
 	if err != nil {
 		return Reference{}, fmt.Errorf("reference %s: %w", id, err)
 	}
+	keys := make(map[string][]WindowKey, len(windows))
 	for _, w := range windows {
-		key := WindowKey{SessionID: w.SessionID, AgentID: w.AgentID}
-		if keyDigest(key) != r.key {
-			continue
-		}
+		k := WindowKey{SessionID: w.SessionID, AgentID: w.AgentID}
+		d := keyDigest(k)
+		keys[d] = append(keys[d], k)
+	}
+	c.mu.Lock()
+	c.keys = keys
+	c.mu.Unlock()
+	if ref, ok, err := resolveIn(ctx, s, id, r, keys[r.key]); ok || err != nil {
+		return ref, err
+	}
+	return Reference{}, fmt.Errorf("reference %s: %w", id, ErrNotFound)
+}
+
+// ResolveRunRef reads the reference a run reference's ID names from the
+// ledger of its window: its session and agent, places, content (every
+// entry of the run's messages, in order), the tokens the messages take,
+// and when the last was appended. It is ErrNotFound if id is not a run
+// reference's, or if no window holds that run with that content any more
+// (forgotten, or opened again under the same key). It reads every
+// window's key to find the one the ID names; a store keeps them between
+// calls with RunRefs.
+func ResolveRunRef(ctx context.Context, s WindowReader, id string) (Reference, error) {
+	var c RunRefs
+	return c.Resolve(ctx, s, id)
+}
+
+// resolveIn looks for run r among the windows of keys; false if none
+// holds it.
+func resolveIn(ctx context.Context, s WindowReader, id string, r runRef, keys []WindowKey) (Reference, bool, error) {
+	for _, key := range keys {
 		items, err := s.WindowItems(ctx, key, r.turnFrom-1)
+		if errors.Is(err, ErrNotFound) {
+			continue // forgotten since its key was read
+		}
 		if err != nil {
-			return Reference{}, fmt.Errorf("reference %s: %w", id, err)
+			return Reference{}, false, fmt.Errorf("reference %s: %w", id, err)
 		}
 		var run []WindowItem
 		for _, it := range items {
@@ -203,7 +247,7 @@ func ResolveRunRef(ctx context.Context, s WindowReader, id string) (Reference, e
 		if len(ref.ContentIDs) == 0 {
 			continue
 		}
-		return ref, nil
+		return ref, true, nil
 	}
-	return Reference{}, fmt.Errorf("reference %s: %w", id, ErrNotFound)
+	return Reference{}, false, nil
 }

@@ -90,7 +90,8 @@ type Store struct {
 	pool         *pgxpool.Pool
 	log          *slog.Logger
 	search       SearchOptions
-	df           dfCache // see search.go
+	df           dfCache       // see search.go
+	runs         store.RunRefs // windows' keys, to read run references back
 }
 
 // ErrPasswordInURL is returned for a URL that carries a password.

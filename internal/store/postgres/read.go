@@ -198,7 +198,7 @@ func (s *Store) Reference(ctx context.Context, id string) (store.Reference, erro
 	}
 	if len(out) == 0 {
 		if store.IsRunRef(id) {
-			return store.ResolveRunRef(ctx, s, id) // a run of a window's ledger, named by it
+			return s.runs.Resolve(ctx, s, id) // a run of a window's ledger, named by it
 		}
 		return store.Reference{}, fmt.Errorf("reference %s: %w", id, store.ErrNotFound)
 	}

@@ -296,7 +296,7 @@ func (s *Store) Reference(ctx context.Context, id string) (store.Reference, erro
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) && store.IsRunRef(id) {
-		return store.ResolveRunRef(ctx, s, id) // a run of a window's ledger, named by it
+		return s.runs.Resolve(ctx, s, id) // a run of a window's ledger, named by it
 	}
 	return r, err
 }

@@ -72,6 +72,7 @@ type Store struct {
 	r    *sql.DB // query-only readers
 	df   dfCache // document frequencies for query planning
 	arch archCommitter
+	runs store.RunRefs // windows' keys, to read run references back
 	// afterPrepare, if set, runs between the preparation of a write and
 	// its transaction: tests use it to change the store in between.
 	afterPrepare func()
