@@ -13,7 +13,10 @@
 // evict.go), re-admission, and its digest of lines of evicted tool results
 // (digest.go, lines.go, entities.go). The Manager (manager.go, laidout.go)
 // keeps windows in the store: a window's Layout is rebuilt from its ledger
-// in any process, byte for byte the same. A pipeline agent's window hands
+// in any process, byte for byte the same. A marker's reference is named by
+// the run of the ledger it stands for (store.RunRefID), so the markers of
+// views and assembled turns (view.go, refer.go) expand from the ledger
+// with nothing written. A pipeline agent's window hands
 // off to a new instance of the agent (handoff.go: Manager.Handoff, due at
 // its policy's Handoff share): a structured state (handoff_state.go),
 // built with no model from the window and the archivalist's facts, stored
