@@ -14,7 +14,7 @@ import (
 // (the messages a window or a view of it shows under one marker) is named
 // by the run itself: the window, the places of its first and last
 // messages, and a digest of its content. Such an ID needs no row: a
-// store's Reference reads it back from the ledger (ResolveRunRef), so a
+// store's Reference reads it back from the ledger (RunRefs), so a
 // marker costs no write when it is made, and expands for as long as the
 // window holds its messages. The messages a window holds are appended
 // once and never change, so a run's ID always names the same content;
@@ -154,14 +154,19 @@ func IsRunRef(id string) bool {
 	return ok
 }
 
-// WindowReader is what ResolveRunRef reads a window's ledger with.
+// WindowReader is what RunRefs reads a window's ledger with.
 type WindowReader interface {
 	Windows(ctx context.Context, sessionID string) ([]Window, error)
 	WindowItems(ctx context.Context, key WindowKey, from int) ([]WindowItem, error)
 }
 
-// RunRefs resolves run references (ResolveRunRef) for a store, and keeps
-// the windows' keys by their digest between calls, so that a marker
+// RunRefs reads run references back from a store's ledgers: the
+// reference a run reference's ID names, with its window's session and
+// agent, places, content (every entry of the run's messages, in order),
+// the tokens the messages take, and when the last was appended; or
+// ErrNotFound if no window holds that run with that content any more
+// (forgotten, or opened again under the same key). It keeps the windows'
+// keys by their digest between calls, so that a marker
 // expanded again, or another of the same window, reads its window's items
 // only; a digest it does not know, or a window it knew that no longer
 // holds the run, makes it read the windows again. The zero value is ready
@@ -171,7 +176,7 @@ type RunRefs struct {
 	keys map[string][]WindowKey // by keyDigest
 }
 
-// Resolve is ResolveRunRef with the keys kept.
+// Resolve reads back the reference of run reference id.
 func (c *RunRefs) Resolve(ctx context.Context, s WindowReader, id string) (Reference, error) {
 	r, ok := parseRunRef(id)
 	if !ok {
@@ -200,19 +205,6 @@ func (c *RunRefs) Resolve(ctx context.Context, s WindowReader, id string) (Refer
 		return ref, err
 	}
 	return Reference{}, fmt.Errorf("reference %s: %w", id, ErrNotFound)
-}
-
-// ResolveRunRef reads the reference a run reference's ID names from the
-// ledger of its window: its session and agent, places, content (every
-// entry of the run's messages, in order), the tokens the messages take,
-// and when the last was appended. It is ErrNotFound if id is not a run
-// reference's, or if no window holds that run with that content any more
-// (forgotten, or opened again under the same key). It reads every
-// window's key to find the one the ID names; a store keeps them between
-// calls with RunRefs.
-func ResolveRunRef(ctx context.Context, s WindowReader, id string) (Reference, error) {
-	var c RunRefs
-	return c.Resolve(ctx, s, id)
 }
 
 // resolveIn looks for run r among the windows of keys; false if none

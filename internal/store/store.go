@@ -73,13 +73,9 @@ type Store interface {
 	// entries. A reference ID is written once: a second write with the same
 	// ID is a *ConflictError.
 	PutReference(ctx context.Context, ref Reference) error
-	// PutReferences stores references in one transaction, all or none;
-	// those whose ID is stored already are left as they are (an ID names
-	// its content, so the same ID is the same reference).
-	PutReferences(ctx context.Context, refs []Reference) error
 	// Reference returns the reference with the given ID, or ErrNotFound:
 	// a stored one, else one a run reference's ID names, read from its
-	// window's ledger (RunRefID, ResolveRunRef).
+	// window's ledger (RunRefID, RunRefs).
 	Reference(ctx context.Context, id string) (Reference, error)
 
 	// PutWindow creates the context window of an agent of a session, or

@@ -86,36 +86,6 @@ func (s *Store) PutReference(ctx context.Context, r store.Reference) error {
 	return nil
 }
 
-// PutReferences implements store.Store: references already stored are
-// left as they are (another server may have written the same one at
-// once).
-func (s *Store) PutReferences(ctx context.Context, refs []store.Reference) error {
-	now := time.Now()
-	for i := range refs {
-		if err := refs[i].Validate(); err != nil {
-			return fmt.Errorf("put references: %w", err)
-		}
-		if refs[i].CreatedAt.IsZero() {
-			refs[i].CreatedAt = now
-		}
-	}
-	if len(refs) == 0 {
-		return nil
-	}
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		for _, r := range refs {
-			if _, err := insertRef(ctx, tx, r); err != nil {
-				return fmt.Errorf("reference %s: %w", r.ID, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("put references: %w", err)
-	}
-	return nil
-}
-
 // insertRef writes a valid reference whose content must be stored, unless
 // one of its ID is; it reports whether it wrote it.
 func insertRef(ctx context.Context, tx pgx.Tx, r store.Reference) (bool, error) {

@@ -97,35 +97,6 @@ func (s *Store) PutReference(ctx context.Context, r store.Reference) error {
 	return nil
 }
 
-// PutReferences implements store.Store.
-func (s *Store) PutReferences(ctx context.Context, refs []store.Reference) error {
-	now := time.Now()
-	for i := range refs {
-		if err := refs[i].Validate(); err != nil {
-			return fmt.Errorf("put references: %w", err)
-		}
-		if refs[i].CreatedAt.IsZero() {
-			refs[i].CreatedAt = now
-		}
-	}
-	if len(refs) == 0 {
-		return nil
-	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		for _, r := range refs {
-			var ce *store.ConflictError
-			if err := insertRef(ctx, tx, r); err != nil && !errors.As(err, &ce) {
-				return fmt.Errorf("reference %s: %w", r.ID, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("put references: %w", err)
-	}
-	return nil
-}
-
 // insertRef writes a valid reference whose content must be stored.
 func insertRef(ctx context.Context, tx *sql.Tx, r store.Reference) error {
 	// Inserted first: a reference stored already was checked then, and

@@ -144,7 +144,6 @@ func Run(t *testing.T, open Opener) {
 		{"WindowConcurrentAppends", testWindowConcurrentAppends},
 		{"WindowAbsorb", testWindowAbsorb},
 		{"WindowSummaries", testWindowSummaries},
-		{"PutReferences", testPutReferences},
 		{"RunRefs", testRunRefs},
 		{"Snapshots", testSnapshots},
 		{"ForgetSnapshots", testForgetSnapshots},

@@ -385,34 +385,6 @@ func testWindowSummaries(t *testing.T, s store.Store) {
 	}
 }
 
-// testPutReferences: references written together are all written or none,
-// and one already stored is left as it is.
-func testPutReferences(t *testing.T, s store.Store) {
-	ctx := context.Background()
-	res := put(t, s, Entry("s1", "a1", store.UserPrompt, "the parser drops comments"), Entry("s1", "a1", store.AgentResponse, "keep them"))
-	ref := func(id string, ids ...string) store.Reference {
-		return store.Reference{ID: id, Type: store.RefConversation, SessionID: "s1", AgentID: "a1", ContentIDs: ids, TurnFrom: 1, TurnTo: 1}
-	}
-	if err := s.PutReference(ctx, ref("r1", res[0].ID)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutReferences(ctx, []store.Reference{ref("r1", res[1].ID), ref("r2", res[1].ID)}); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := s.Reference(ctx, "r1"); err != nil || r.ContentIDs[0] != res[0].ID {
-		t.Errorf("r1 after the batch: %+v, %v", r, err)
-	}
-	if _, err := s.Reference(ctx, "r2"); err != nil {
-		t.Errorf("r2: %v", err)
-	}
-	if err := s.PutReferences(ctx, []store.Reference{ref("r3", res[0].ID), ref("r4", store.ID([]byte("never stored")))}); err == nil {
-		t.Error("a reference to content never stored was written")
-	}
-	if _, err := s.Reference(ctx, "r3"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("r3 of a failed batch: %v", err)
-	}
-}
-
 // testRunRefs: a run reference's ID, which no row holds, reads back from
 // its window's ledger (the run's places, content and tokens); an ID whose
 // content, places or window do not match is not found, and neither is
@@ -479,7 +451,7 @@ func testRunRefs(t *testing.T, s store.Store) {
 	}
 }
 
-// reflectEqualRef compares references as ResolveRunRef makes them.
+// reflectEqualRef compares references as RunRefs makes them.
 func reflectEqualRef(a, b store.Reference) bool {
 	return a.ID == b.ID && a.Type == b.Type && a.SessionID == b.SessionID && a.AgentID == b.AgentID &&
 		slices.Equal(a.ContentIDs, b.ContentIDs) && a.TokensSaved == b.TokensSaved && a.TurnFrom == b.TurnFrom && a.TurnTo == b.TurnTo &&
