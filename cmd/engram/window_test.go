@@ -465,7 +465,7 @@ func TestCLI_WindowAssemble(t *testing.T) {
 			t.Errorf("assemble lacks %q:\n%s", want, out)
 		}
 	}
-	e.fail("", 1, "no message for the turn", args("window", "assemble")...)
+	e.fail("", 1, "no turn to assemble: no message for the turn", args("window", "assemble")...)
 	e.fail("", 1, "tools is 99999999", args("window", "assemble", "--message", "x", "--tools", "99999999")...)
 	e.fail("", 1, "no such file", args("window", "assemble", "--message", "x", "--briefing-file", "/nonexistent")...)
 }

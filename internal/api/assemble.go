@@ -123,7 +123,8 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	turn, err := a.Assemble(ctx, assemble.Request{Key: k, Message: in.Message, Tools: in.Tools, Preferences: in.Preferences,
 		Briefing: in.Briefing, Brief: !in.NoBriefing, Retrieve: !in.NoRetrieval})
 	switch {
-	case errors.Is(err, assemble.ErrInvalid), errors.Is(err, assemble.ErrOverBudget), errors.Is(err, assemble.ErrNoHistoryRoom):
+	case errors.Is(err, assemble.ErrInvalid), errors.Is(err, assemble.ErrOverBudget), errors.Is(err, assemble.ErrNoHistoryRoom),
+		errors.Is(err, assemble.ErrNoTurn):
 		return AssembleOut{}, "", &InputError{Msg: err.Error()}
 	case err != nil:
 		return AssembleOut{}, "", windowErr(err)

@@ -208,6 +208,10 @@ func (a *Assembler) prepare(win *window.Turn, c *conv) {
 // is not shown, so it is never dropped.
 var ErrNoHistoryRoom = errors.New("the budget leaves no room for the conversation's history")
 
+// ErrNoTurn is returned when the window has no turn to assemble: nothing
+// for the model to answer, or a tool call still waiting for its result.
+var ErrNoTurn = errors.New("no turn to assemble")
+
 // Assemble builds the context of a turn. Nothing is lost: what the
 // history layer cannot show whole stands under markers that expand, and a
 // context never exceeds the budget (the window's, less the tools).
@@ -288,10 +292,10 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 			}
 		}
 	default:
-		return Turn{}, fmt.Errorf("%w: no message for the turn: the window's newest message is neither a user's prompt nor a tool's result, and the request gives none", ErrInvalid)
+		return Turn{}, fmt.Errorf("%w: no message for the turn: the window's newest message is neither a user's prompt nor a tool's result, and the request gives none", ErrNoTurn)
 	}
 	if unanswered(msgs[from:to]) || unanswered(tail) {
-		return Turn{}, fmt.Errorf("%w: the window holds a tool call without its result: append the result before the turn's message", ErrInvalid)
+		return Turn{}, fmt.Errorf("%w: the window holds a tool call without its result: append the result before the turn's message", ErrNoTurn)
 	}
 	last := window.Message{}
 	for _, m := range tail {

@@ -152,7 +152,7 @@ func TestAssembleBadInput(t *testing.T) {
 	if _, err := a.Windows.Append(ctx, key, conversation(3)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Assemble(ctx, assemble.Request{Key: key}); !errors.Is(err, assemble.ErrInvalid) {
+	if _, err := a.Assemble(ctx, assemble.Request{Key: key}); !errors.Is(err, assemble.ErrNoTurn) {
 		t.Errorf("no message: %v", err)
 	}
 	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "hi", Tools: 1 << 20}); !errors.Is(err, assemble.ErrInvalid) {
@@ -172,7 +172,7 @@ func TestAssembleBadInput(t *testing.T) {
 		{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: "c1", Name: "ls", Input: []byte(`{}`)}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Assemble(ctx, assemble.Request{Key: open, Message: "and?"}); !errors.Is(err, assemble.ErrInvalid) {
+	if _, err := a.Assemble(ctx, assemble.Request{Key: open, Message: "and?"}); !errors.Is(err, assemble.ErrNoTurn) {
 		t.Errorf("an open tool call before the message: %v", err)
 	}
 	// A short conversation is shown whole, however small its share.
