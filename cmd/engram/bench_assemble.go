@@ -68,8 +68,9 @@ evidence turns is in the context verbatim. Beside it, in the same run,
 recency truncation: the most recent turns that fit the same budget with
 the question; and how many histories fit whole.
 
-Retrieval is lexical here (no embedder), so that the figure does not
-depend on a model. --bench-dir defaults to $ENGRAM_BENCH_DIR, else
+Retrieval is engram's hybrid search with the configured embedder (by
+default the corpus model, trained on each store; nothing is downloaded);
+--lexical leaves vectors out. --bench-dir defaults to $ENGRAM_BENCH_DIR, else
 ../shared/bench from the project.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
