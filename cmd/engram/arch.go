@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -829,11 +830,13 @@ its parent wrote.`,
 				return err
 			}
 			f := cmd.Flags()
-			// A list flag given replaces the list; one not given keeps it.
+			// A list flag given replaces the list; one not given keeps it;
+			// given only empty (--blocker=), it clears the list.
 			for name, dst := range map[string]*[]string{"done": &r.Done, "next": &r.Next, "blocker": &r.Blockers, "read": &r.FilesToRead} {
-				if !f.Changed(name) {
+				switch {
+				case !f.Changed(name):
 					*dst = nil
-				} else if *dst == nil {
+				case !slices.ContainsFunc(*dst, func(s string) bool { return strings.TrimSpace(s) != "" }):
 					*dst = []string{}
 				}
 			}
@@ -848,10 +851,10 @@ its parent wrote.`,
 	f.StringVar(&r.Task, "task", "", "the task")
 	f.StringVar(&r.Objective, "objective", "", "what done looks like")
 	f.StringVar(&r.Current, "current", "", "the current step")
-	f.StringArrayVar(&r.Done, "done", nil, "a step done (repeatable; replaces the list)")
-	f.StringArrayVar(&r.Next, "next", nil, "a next step (repeatable; replaces the list)")
+	f.StringArrayVar(&r.Done, "done", nil, "a step done (repeatable; replaces the list; --done= clears)")
+	f.StringArrayVar(&r.Next, "next", nil, "a next step (repeatable; replaces the list; --next= clears)")
 	f.StringArrayVar(&r.Blockers, "blocker", nil, "a blocker (repeatable; replaces the list; --blocker= clears)")
-	f.StringArrayVar(&r.FilesToRead, "read", nil, "a file the next agent should read first (repeatable)")
+	f.StringArrayVar(&r.FilesToRead, "read", nil, "a file the next agent should read first (repeatable; replaces the list; --read= clears)")
 	f.BoolVar(&jsonOut, "json", false, "print as JSON")
 	w.flags(resume)
 

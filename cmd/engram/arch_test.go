@@ -79,6 +79,15 @@ func TestCLI_Archivalist(t *testing.T) {
 	}
 	// Session state through the CLI, and the hierarchy: o2 is o1's sub-agent.
 	e.ok("", "session", "resume", "--agent", "o1", "--task", "auth rewrite", "--current", "middleware", "--next", "tests", "--next", "docs")
+	// A blocker, then --blocker= clears the list; the rest stays.
+	e.ok("", "session", "resume", "--agent", "o1", "--blocker", "waiting on the signing keys")
+	if show := e.ok("", "session", "show", "--session", "s1"); !strings.Contains(show, "waiting on the signing keys") {
+		t.Errorf("session show lacks the blocker:\n%s", show)
+	}
+	e.ok("", "session", "resume", "--agent", "o1", "--blocker=")
+	if show := e.ok("", "session", "show", "--session", "s1"); strings.Contains(show, "waiting on the signing keys") || !strings.Contains(show, "tests; docs") {
+		t.Errorf("--blocker= should clear the blockers and keep the rest:\n%s", show)
+	}
 	code, _, errOut = e.run("", "session", "resume", "--agent", "o2", "--current", "something else")
 	if code != 1 || !strings.Contains(errOut, "cannot override its parent") {
 		t.Errorf("sub-agent overriding its parent: exit %d, %q", code, errOut)
