@@ -34,10 +34,13 @@ arrives, streams included. The caller's vendor credentials go through as
 given, never stored or logged; engram's own token (engram token) is required
 in the X-Engram-Token header.
 
-Anthropic Messages requests are stored and laid out: each conversation is a
-context window (the session of X-Engram-Session, else Claude Code's session, else a
-hash of the conversation's start) that takes only the new messages of each
-resent history, and the model's answers are stored as they arrived. Other
+Anthropic Messages, OpenAI Chat Completions and OpenAI Responses requests
+are stored and laid out: each conversation is a context window (the session
+of X-Engram-Session, else the session the harness names, else a hash of the
+conversation's start) that takes only the new messages of each resent
+history, and the model's answers are stored as they arrived. A history the
+harness edits in place (Claude Code clears old tool results) is followed:
+the window keeps what it stored, and the edit goes upstream as sent. Other
 paths go through untouched. What engram cannot store goes through as it
 came.
 
@@ -64,10 +67,7 @@ GET /metrics on the same address reports the proxy's counters (requests
 by route, layouts, refusals, upstream answers, stored answers, edited
 histories) and the store's figures to Prometheus: it needs engram's token,
 in X-Engram-Token or Authorization: Bearer, and a loopback name or the
-address bound. Every other path goes upstream.
-
-Not yet: the OpenAI formats' storage and layout; a history the harness
-edits is sent whole.`,
+address bound. Every other path goes upstream.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if printConfig != "" {

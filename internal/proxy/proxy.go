@@ -3,9 +3,10 @@
 // request to the vendor's API and the answer back as it arrives, and
 // stores what it saw on the way.
 //
-//   - Routes. Anthropic Messages (POST /v1/messages, streaming and not)
-//     and OpenAI Chat Completions (POST /v1/chat/completions) are read,
-//     stored and laid out (protocol.go); a count of tokens (POST
+//   - Routes. Anthropic Messages (POST /v1/messages, streaming and not),
+//     OpenAI Chat Completions (POST /v1/chat/completions) and OpenAI
+//     Responses (POST /v1/responses, responses.go) are read, stored and
+//     laid out (protocol.go); a count of tokens (POST
 //     /v1/messages/count_tokens) is laid out as its conversation would be
 //     sent, and not stored; every other path goes through untouched, to
 //     the Anthropic upstream when the request carries Anthropic's headers
