@@ -45,7 +45,8 @@ turn, time (RFC 3339), msg_id, parent (a msg_id or an entry id), files,
 keywords, entities, metadata.
 
 The whole input is read and checked before anything is written: a bad line
-writes nothing, and every bad line is reported with its number and field.
+writes nothing, and the bad lines (the first 20) are reported with their
+numbers and fields.
 Records are then written in transactions of --batch-size; each entry ID is
 printed once its transaction has committed. Storing content that is already
 stored records a new occurrence and prints the same ID.`,
@@ -123,7 +124,7 @@ stored records a new occurrence and prints the same ID.`,
 	f.StringVar(&defaults.AgentType, "agent-type", "", "agent type for lines that name none")
 	f.StringVar(&typ, "type", "", "content type for lines that give neither type nor role")
 	f.IntVar(&batchSize, "batch-size", 0, "records per transaction (default from ingest.batch_size, 1000)")
-	f.BoolVar(&jsonOut, "json", false, "print one JSON object per record: line, id, seq, turn, new, replayed")
+	f.BoolVar(&jsonOut, "json", false, "print one JSON object per record: line, id, seq, turn, new, replayed, redacted")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no summary on standard error")
 	f.BoolVar(&noEmbed, "no-embed", false, "do not embed the new chunks now (engram embed does it later)")
 	return cmd

@@ -725,8 +725,9 @@ to search for), scope (a category such as auth, or words), category, id, path,
 error, approach, agent, session, since (a global version), limit, all (true:
 superseded too), budget (tokens).
 
-A question in words is classified by rules (intent, domain, time, entities)
-and answered if it is about the past or what the shared memory holds ("what
+A question in words is classified (intent, domain, time, entities) by the
+chat model of [llm] when one is configured, else, or when it fails, by
+rules, and answered if it is about the past or what the shared memory holds ("what
 did we decide about X?", "what patterns do we have for error handling?"); a
 question about what to do next ("how should we handle errors?") is refused:
 the reason goes to standard error and the exit status is 1. An unsure one is

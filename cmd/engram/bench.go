@@ -27,13 +27,14 @@ import (
 func (a *app) benchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure ingest and search on a synthetic corpus, with baselines",
-		Long: `Measure engram on a synthetic corpus of agent sessions (deterministic, with
-realistic message sizes and word frequencies), each figure beside a baseline
-measured in the same run. Stores are created under --dir (default: a new
-temporary directory, removed afterwards); the project's own store is not
-touched. bench trajectories replays real agent runs from the shared bench
-folder instead. BENCHMARKS.md records the figures and the commands.`,
+		Short: "Measure engram, each figure beside a baseline measured in the same run",
+		Long: `Measure engram, each figure beside a baseline measured in the same run.
+Most benchmarks use a synthetic corpus of agent sessions (deterministic,
+with realistic message sizes and word frequencies); trajectories, lossless,
+assemble, compaction and import read real data from the shared bench folder
+instead. Stores are created under --dir (default: a new temporary
+directory, removed afterwards); the project's own store is not touched.
+BENCHMARKS.md records the figures and the commands.`,
 	}
 	cmd.AddCommand(a.benchIngestCmd(), a.benchSearchCmd(), a.benchIndexCmd(), a.benchHybridCmd(), a.benchArchiveCmd(), a.benchToolsCmd(), a.benchServeCmd(), a.benchShedCmd(), a.benchTrajectoriesCmd(), a.benchLosslessCmd(), a.benchAssembleCmd(), a.benchHooksCmd(), a.benchImportCmd(), a.benchCompactionCmd(), a.benchProxyCmd())
 	return cmd

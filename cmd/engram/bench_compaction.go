@@ -178,7 +178,7 @@ embedded before the questions are asked.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&benchPath, "bench-dir", "", "the shared bench folder (default ../shared/bench from the project, or $ENGRAM_BENCH_DIR)")
+	f.StringVar(&benchPath, "bench-dir", "", "the shared bench folder (default $ENGRAM_BENCH_DIR, else ../shared/bench)")
 	f.StringVar(&dir, "dir", "", "directory for the transcripts and the store (default: a temporary one, removed after)")
 	f.IntVar(&limitQ, "questions", 0, "only the first N questions (0: all)")
 	f.IntVar(&expand, "expand", 4000, "tokens of the one expansion of the compaction's marker")

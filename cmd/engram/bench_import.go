@@ -115,7 +115,7 @@ line and decode it as JSON without storing anything.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&benchPath, "bench-dir", "", "the shared bench folder (default ../shared/bench from the project, or $ENGRAM_BENCH_DIR)")
+	f.StringVar(&benchPath, "bench-dir", "", "the shared bench folder (default $ENGRAM_BENCH_DIR, else ../shared/bench)")
 	f.StringVar(&dir, "dir", "", "directory for the transcripts and the store (default: a temporary one, removed after)")
 	f.IntVar(&limitRuns, "runs", 0, "import only the first N runs (0: all)")
 	return cmd

@@ -20,7 +20,8 @@ func (a *app) tokensCmd() *cobra.Command {
 		Short: "Count tokens in files or standard input",
 		Long: `Count the tokens of each FILE (or of standard input), exactly as OpenAI's
 tokenizer counts them, with the configured encoding, --encoding, or the
-encoding of --model. Prints one count per input, with its name.`,
+encoding of --model. Prints one count per file, with its name (standard
+input: the count alone).`,
 		Example: `  engram tokens README.md
   git diff | engram tokens --model gpt-4o`,
 		RunE: func(cmd *cobra.Command, args []string) error {
