@@ -42,6 +42,16 @@ type assembleRow struct {
 	HistoryTokens float64 `json:"history_tokens"`
 	ContextTokens float64 `json:"context_tokens"`
 	Seconds       float64 `json:"seconds"`
+	// Kinds are the same shares by the set's kind of question.
+	Kinds []assembleKind `json:"kinds"`
+}
+
+// assembleKind is what bench assemble measured of one kind of question.
+type assembleKind struct {
+	Kind      string  `json:"kind"`
+	Questions int     `json:"questions"`
+	Engram    float64 `json:"engram"`
+	Recency   float64 `json:"recency"`
 }
 
 func (a *app) benchAssembleCmd() *cobra.Command {
@@ -53,6 +63,7 @@ func (a *app) benchAssembleCmd() *cobra.Command {
 		jsonOut   bool
 		limitQ    int
 		lexical   bool
+		byKind    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "assemble",
@@ -125,10 +136,19 @@ default the corpus model, trained on each store; nothing is downloaded);
 				fmt.Fprintf(w, "%s\t%d\t%d\t%.3f\t%.3f\t%d\t%d\t%.0f\t%.0f\t%.1f\n", r.Set, r.Budget, r.Questions, r.Engram, r.Recency, r.Fit,
 					r.Refused, r.HistoryTokens, r.ContextTokens, r.Seconds)
 			}
+			if byKind {
+				fmt.Fprintln(w, "\nset\tbudget\tkind\tquestions\tengram\trecency")
+				for _, r := range rows {
+					for _, k := range r.Kinds {
+						fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%.3f\t%.3f\n", r.Set, r.Budget, k.Kind, k.Questions, k.Engram, k.Recency)
+					}
+				}
+			}
 			return w.Flush()
 		},
 	}
 	f := cmd.Flags()
+	f.BoolVar(&byKind, "by-kind", false, "also print the shares by kind of question")
 	f.StringSliceVar(&sets, "set", []string{eval.LoCoMo, eval.LongMemEval}, "conversation sets")
 	f.IntSliceVar(&budgets, "budget", nil, "the contexts' budgets, in tokens (default by set)")
 	f.IntVar(&limitQ, "questions", 0, "at most this many questions a conversation (0: all)")
@@ -176,6 +196,7 @@ func (a *app) assembleEvidence(ctx context.Context, set *eval.Set, budget, limit
 		}
 	}
 	var hit, recent, histTokens, ctxTokens float64
+	kinds := map[string]*assembleKind{}
 	limit := limitFor(budget, window.DefaultMargin)
 	type conv struct {
 		key   store.WindowKey
@@ -276,12 +297,19 @@ func (a *app) assembleEvidence(ctx context.Context, set *eval.Set, budget, limit
 					all.WriteByte('\n')
 				}
 			}
+			k := kinds[q.Kind]
+			if k == nil {
+				k = &assembleKind{Kind: q.Kind}
+				kinds[q.Kind] = k
+			}
+			k.Questions++
 			in := true
 			for _, id := range q.Relevant {
 				in = in && strings.Contains(all.String(), c.text[id])
 			}
 			if in {
 				hit++
+				k.Engram++
 			}
 			// Recency truncation: the newest turns that fit with the
 			// question.
@@ -297,12 +325,18 @@ func (a *app) assembleEvidence(ctx context.Context, set *eval.Set, budget, limit
 			}
 			if in {
 				recent++
+				k.Recency++
 			}
 		}
 	}
 	n := float64(max(1, row.Questions))
 	row.Engram, row.Recency = hit/n, recent/n
 	row.HistoryTokens, row.ContextTokens = histTokens/n, ctxTokens/n
+	for _, k := range kinds {
+		k.Engram, k.Recency = k.Engram/float64(k.Questions), k.Recency/float64(k.Questions)
+		row.Kinds = append(row.Kinds, *k)
+	}
+	slices.SortFunc(row.Kinds, func(a, b assembleKind) int { return strings.Compare(a.Kind, b.Kind) })
 	row.Seconds = time.Since(start).Seconds()
 	return row, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,7 +37,7 @@ func TestBenchAssemble(t *testing.T) {
 	data := `[{"sample_id":"conv-1","conversation":{"speaker_a":"Ann","speaker_b":"Bo",
 	  "session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[` + strings.Join(turns, ",") + `]},
 	 "qa":[{"question":"What is the name of Ann's beagle?","evidence":["D1:1"],"category":4},
-	       {"question":"Where does Ann's new job start?","evidence":["D1:3"],"category":4}]}]`
+	       {"question":"Where does Ann's new job start?","evidence":["D1:3"],"category":2}]}]`
 	if err := os.WriteFile(filepath.Join(bench, "locomo", "locomo10.json"), []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +55,12 @@ func TestBenchAssemble(t *testing.T) {
 	}
 	if r.Engram != 1 || r.Recency != 0 {
 		t.Errorf("the evidence is at the start of a conversation over the budget: engram %.2f, recency %.2f", r.Engram, r.Recency)
+	}
+	if want := []assembleKind{{"single-hop", 1, 1, 0}, {"temporal", 1, 1, 0}}; !slices.Equal(r.Kinds, want) {
+		t.Errorf("by kind: %+v, want %+v", r.Kinds, want)
+	}
+	if out := e.ok("", "bench", "assemble", "--set", "locomo", "--bench-dir", bench, "--budget", "600", "--lexical", "--by-kind"); !strings.Contains(out, "temporal") {
+		t.Errorf("--by-kind prints no kinds:\n%s", out)
 	}
 	// LongMemEval: each question over its own sessions, in order.
 	if err := os.MkdirAll(filepath.Join(bench, "longmemeval"), 0o755); err != nil {
