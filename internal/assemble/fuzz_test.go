@@ -3,6 +3,7 @@ package assemble_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -24,20 +25,32 @@ import (
 // show each message of the history whole or under a marker that expands
 // to it; and be the context a new Assembler, with none of this one's
 // caches, gives for the same request. Conversations stop at 60
-// exchanges, since a fuzzing worker gives an input 10 seconds. The seeds
+// exchanges, 25 when fuzzing, since a fuzzing worker gives an input 10
+// seconds. The seeds
 // below run with the tests (under the race detector, which makes them
 // twenty times slower, only seed 5 for 30 exchanges: its small window goes
 // through every strategy but windowed); `go test -fuzz FuzzAssemble
 // ./internal/assemble` (make fuzz) looks for more.
 func FuzzAssemble(f *testing.F) {
 	seeds, steps := []uint64{0, 5, 81, 163}, 60
-	if raceOn {
+	switch {
+	case raceOn:
 		seeds, steps = []uint64{5}, 30
+	case fuzzWorker():
+		// Code built for fuzzing runs three to five times slower here.
+		steps = 25
 	}
 	for _, seed := range seeds {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, seed uint64) { growWindow(t, seed, steps) })
+}
+
+// fuzzWorker reports whether this process is a worker of go test -fuzz,
+// which stops an input after 10 seconds.
+func fuzzWorker() bool {
+	w := flag.Lookup("test.fuzzworker")
+	return w != nil && w.Value.String() == "true"
 }
 
 // scraps are what the random messages are made of: words, code, other
