@@ -94,8 +94,8 @@ func (a *Assembler) cached(enc *tokens.Encoding, kind byte, s string, count func
 }
 
 // arc is the arc's text within n tokens: its header, then as many of its
-// lines as fit, oldest first, each counted once (and the whole counted
-// again, to be sure).
+// lines as fit, oldest first, each counted once, and the whole counted
+// exactly from its lines' counts (countLines).
 func (a *Assembler) arc(enc *tokens.Encoding, lines []string, n int) textPart {
 	if len(lines) == 0 {
 		return textPart{}
@@ -105,10 +105,11 @@ func (a *Assembler) arc(enc *tokens.Encoding, lines []string, n int) textPart {
 		used += a.countLine(enc, lines[k])
 		k++
 	}
+	parts := append(make([]string, 0, k+1), arcHeader)
+	parts = append(parts, lines[:k]...)
 	for ; k > 0; k-- {
-		t := arcHeader + "\n" + strings.Join(lines[:k], "\n")
-		if c := enc.Count(t); c <= n {
-			return textPart{t, c}
+		if c := a.countLines(enc, parts[:k+1]); c <= n {
+			return textPart{strings.Join(parts[:k+1], "\n"), c}
 		}
 	}
 	return textPart{}

@@ -38,8 +38,12 @@ type Unit struct {
 // A result whose call is not earlier in msgs, a call id used twice, and a
 // call answered twice are errors, naming the message.
 func Units(msgs []Message) ([]Unit, error) {
-	callAt := make(map[string]int)
-	answered := make(map[string]bool)
+	// calls holds each tool call's message, and whether it was answered.
+	type call struct {
+		at       int
+		answered bool
+	}
+	calls := make(map[string]call)
 	// reach[i] is the last message that must stay with message i.
 	reach := make([]int, len(msgs))
 	open := make([]bool, len(msgs))
@@ -49,29 +53,29 @@ func Units(msgs []Message) ([]Unit, error) {
 		for _, b := range m.Blocks {
 			switch b.Type {
 			case BlockToolUse:
-				if _, dup := callAt[b.ID]; dup {
+				if _, dup := calls[b.ID]; dup {
 					return nil, &PairingError{Message: j, CallID: b.ID, Problem: fmt.Sprintf("tool call id %q is used twice", b.ID)}
 				}
-				callAt[b.ID] = j
+				calls[b.ID] = call{at: j}
 			case BlockToolResult:
-				i, ok := callAt[b.ToolUseID]
+				c, ok := calls[b.ToolUseID]
 				switch {
 				case !ok:
 					return nil, &PairingError{Message: j, CallID: b.ToolUseID, Problem: fmt.Sprintf("a result for tool call %q, which no earlier message makes", b.ToolUseID)}
-				case answered[b.ToolUseID]:
+				case c.answered:
 					return nil, &PairingError{Message: j, CallID: b.ToolUseID, Problem: fmt.Sprintf("tool call %q is answered twice", b.ToolUseID)}
 				}
-				answered[b.ToolUseID] = true
-				reach[i] = max(reach[i], j)
+				calls[b.ToolUseID] = call{at: c.at, answered: true}
+				reach[c.at] = max(reach[c.at], j)
 			}
 		}
 	}
-	for id, i := range callAt {
-		if !answered[id] {
-			reach[i], open[i] = len(msgs)-1, true
+	for _, c := range calls {
+		if !c.answered {
+			reach[c.at], open[c.at] = len(msgs)-1, true
 		}
 	}
-	var units []Unit
+	units := make([]Unit, 0, len(msgs)/2+1)
 	for from := 0; from < len(msgs); {
 		u := Unit{From: from, To: from + 1}
 		for k := from; k < u.To; k++ {
