@@ -157,7 +157,7 @@ func IsRunRef(id string) bool {
 // WindowReader is what RunRefs reads a window's ledger with.
 type WindowReader interface {
 	Windows(ctx context.Context, sessionID string) ([]Window, error)
-	WindowItems(ctx context.Context, key WindowKey, from int) ([]WindowItem, error)
+	WindowItems(ctx context.Context, key WindowKey, from, to int) ([]WindowItem, error)
 }
 
 // RunRefs reads run references back from a store's ledgers: the
@@ -211,19 +211,14 @@ func (c *RunRefs) Resolve(ctx context.Context, s WindowReader, id string) (Refer
 // holds it.
 func resolveIn(ctx context.Context, s WindowReader, id string, r runRef, keys []WindowKey) (Reference, bool, error) {
 	for _, key := range keys {
-		items, err := s.WindowItems(ctx, key, r.turnFrom-1)
+		items, err := s.WindowItems(ctx, key, r.turnFrom-1, r.turnTo)
 		if errors.Is(err, ErrNotFound) {
 			continue // forgotten since its key was read
 		}
 		if err != nil {
 			return Reference{}, false, fmt.Errorf("reference %s: %w", id, err)
 		}
-		var run []WindowItem
-		for _, it := range items {
-			if it.Pos < r.turnTo {
-				run = append(run, it)
-			}
-		}
+		run := items
 		if len(run) == 0 || run[0].Pos != r.turnFrom-1 || run[len(run)-1].Pos != r.turnTo-1 || runDigest(key, run) != r.digest {
 			continue
 		}

@@ -87,9 +87,10 @@ type Store interface {
 	// Windows returns the windows of a session, or of all sessions if
 	// sessionID is empty, the most recently changed first.
 	Windows(ctx context.Context, sessionID string) ([]Window, error)
-	// WindowItems returns the items of a window with Pos >= from, in
-	// order; ErrNotFound if there is no such window.
-	WindowItems(ctx context.Context, key WindowKey, from int) ([]WindowItem, error)
+	// WindowItems returns the items of a window with from <= Pos < to,
+	// in order, to the ledger's end when to is negative; ErrNotFound if
+	// there is no such window.
+	WindowItems(ctx context.Context, key WindowKey, from, to int) ([]WindowItem, error)
 	// AppendWindow appends messages to a window in one transaction: it
 	// stores a.Entries as PutEntries does, appends a.Items after the
 	// window's last item, then, if evict is not nil, calls it with the

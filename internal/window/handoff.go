@@ -220,7 +220,7 @@ func (m *Manager) checkNext(ctx context.Context, to store.WindowKey, link Handof
 	if err := json.Unmarshal(w.Settings, &s); err != nil || s.Handoff == nil || s.Handoff.From != link.From || s.Handoff.Index != link.Index {
 		return conflict
 	}
-	items, err := m.eng.Store().WindowItems(ctx, to, 0)
+	items, err := m.eng.Store().WindowItems(ctx, to, 0, -1)
 	if err != nil {
 		return err
 	}

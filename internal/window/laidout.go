@@ -344,7 +344,7 @@ func (m *Manager) readmitLaidOut(ctx context.Context, key store.WindowKey, s Set
 		if from < 0 {
 			// The layout's items are as of its rebuild: read what the
 			// ledger says of them now.
-			items, err := m.eng.Store().WindowItems(ctx, key, ref.TurnFrom-1)
+			items, err := m.eng.Store().WindowItems(ctx, key, ref.TurnFrom-1, ref.TurnTo)
 			if err != nil {
 				return AppendResult{}, err
 			}

@@ -709,7 +709,7 @@ func (m *Manager) Expand(ctx context.Context, refID string) ([]Message, error) {
 		return nil, err
 	}
 	key := store.WindowKey{SessionID: ref.SessionID, AgentID: ref.AgentID}
-	items, err := m.eng.Store().WindowItems(ctx, key, ref.TurnFrom-1)
+	items, err := m.eng.Store().WindowItems(ctx, key, ref.TurnFrom-1, ref.TurnTo)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("reference %s is not a window's: %w", refID, store.ErrNotFound)
 	}

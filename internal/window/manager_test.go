@@ -542,7 +542,7 @@ func TestManagerRelay(t *testing.T) {
 	// the context shows it whole, and that every marker expands.
 	consistent := func(when string) {
 		t.Helper()
-		items, err := eng.Store().WindowItems(ctx, key, 0)
+		items, err := eng.Store().WindowItems(ctx, key, 0, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -582,7 +582,7 @@ func TestManagerRelay(t *testing.T) {
 	}
 	consistent("after a model switch")
 	// Forget a message evicted in the middle of the window's history.
-	items, err := eng.Store().WindowItems(ctx, key, 0)
+	items, err := eng.Store().WindowItems(ctx, key, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,13 +221,16 @@ func scanItem(sc scanner) (store.WindowItem, error) {
 
 // windowItems reads a window's items with Pos >= from, in order; only
 // those in the window if live.
-func windowItems(ctx context.Context, q querier, key store.WindowKey, from int, live bool) ([]store.WindowItem, error) {
-	cond := ""
+func windowItems(ctx context.Context, q querier, key store.WindowKey, from, to int, live bool) ([]store.WindowItem, error) {
+	cond, args := "", []any{key.SessionID, key.AgentID, from}
 	if live {
 		cond = ` AND ref_id = ''`
 	}
+	if to >= 0 {
+		cond, args = cond+` AND pos < $4`, append(args, to)
+	}
 	rows, err := q.Query(ctx, `SELECT `+itemCols+` FROM window_items
-		WHERE session_id = $1 AND agent_id = $2 AND pos >= $3`+cond+` ORDER BY pos`, key.SessionID, key.AgentID, from)
+		WHERE session_id = $1 AND agent_id = $2 AND pos >= $3`+cond+` ORDER BY pos`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +251,7 @@ func jsonIDs(ids []string) string {
 }
 
 // WindowItems implements store.Store.
-func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) ([]store.WindowItem, error) {
+func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from, to int) ([]store.WindowItem, error) {
 	var out []store.WindowItem
 	// One read transaction, so that the head and the items agree.
 	err := s.read(ctx, func(tx pgx.Tx) error {
@@ -256,7 +259,7 @@ func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) 
 			return err
 		}
 		var err error
-		out, err = windowItems(ctx, tx, key, from, false)
+		out, err = windowItems(ctx, tx, key, from, to, false)
 		return err
 	})
 	if err != nil {
@@ -277,7 +280,7 @@ func (s *Store) WindowLedger(ctx context.Context, key store.WindowKey) (store.Wi
 		if w, err = windowHead(ctx, tx, key); err != nil {
 			return err
 		}
-		if items, err = windowItems(ctx, tx, key, 0, false); err != nil {
+		if items, err = windowItems(ctx, tx, key, 0, -1, false); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT at_pos, from_pos, to_pos FROM window_readmits
@@ -542,7 +545,7 @@ func finishWindow(ctx context.Context, tx pgx.Tx, w store.Window, evict store.Ev
 func windowState(ctx context.Context, tx pgx.Tx, w store.Window) (store.WindowState, error) {
 	st := store.WindowState{Window: w, Refs: []store.WindowRef{}}
 	var err error
-	if st.Live, err = windowItems(ctx, tx, w.WindowKey, 0, true); err != nil {
+	if st.Live, err = windowItems(ctx, tx, w.WindowKey, 0, -1, true); err != nil {
 		return st, err
 	}
 	st.Ref = func(id string) (store.Reference, error) { return windowReference(ctx, tx, id) }

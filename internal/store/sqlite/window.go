@@ -150,7 +150,7 @@ func (s *Store) WindowLedger(ctx context.Context, key store.WindowKey) (store.Wi
 }
 
 // WindowItems implements store.Store.
-func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) ([]store.WindowItem, error) {
+func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from, to int) ([]store.WindowItem, error) {
 	var out []store.WindowItem
 	// One read transaction, so that the head and the items agree.
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
@@ -158,7 +158,11 @@ func (s *Store) WindowItems(ctx context.Context, key store.WindowKey, from int) 
 		if _, err := windowHead(ctx, tx, key); err != nil {
 			return err
 		}
-		out, err = windowItems(ctx, tx, key, from, "")
+		cond, args := "", []any(nil)
+		if to >= 0 {
+			cond, args = "AND pos < ?", []any{to}
+		}
+		out, err = windowItems(ctx, tx, key, from, cond, args...)
 		return err
 	})
 	if err != nil {
@@ -191,9 +195,9 @@ func windowState(ctx context.Context, tx *sql.Tx, w store.Window) (store.WindowS
 	return st, errors.Join(rows.Err(), rows.Close())
 }
 
-func windowItems(ctx context.Context, tx *sql.Tx, key store.WindowKey, from int, cond string) ([]store.WindowItem, error) {
+func windowItems(ctx context.Context, tx *sql.Tx, key store.WindowKey, from int, cond string, args ...any) ([]store.WindowItem, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+` FROM window_items WHERE session_id = ? AND agent_id = ? AND pos >= ? `+cond+` ORDER BY pos`,
-		key.SessionID, key.AgentID, from)
+		append([]any{key.SessionID, key.AgentID, from}, args...)...)
 	if err != nil {
 		return nil, err
 	}

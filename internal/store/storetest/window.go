@@ -66,7 +66,7 @@ func testWindows(t *testing.T, s store.Store) {
 	if string(w2.Settings) != `{"model":"b"}` || w2.Version <= items[0].Append {
 		t.Errorf("after a settings change: %+v", w2)
 	}
-	got, err := s.WindowItems(ctx, key, 0)
+	got, err := s.WindowItems(ctx, key, 0, -1)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("WindowItems after a model switch: %v, %v", got, err)
 	}
@@ -104,7 +104,7 @@ func testWindows(t *testing.T, s store.Store) {
 		state.Refs[0].From != 0 || state.Refs[0].To != 2 || state.Refs[0].Items != 2 || len(content) != 2 {
 		t.Errorf("the evictor's state after one eviction: %d live, %d evicted, refs %+v", len(state.Live), state.Evicted, state.Refs)
 	}
-	got, err = s.WindowItems(ctx, key, 0)
+	got, err = s.WindowItems(ctx, key, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +115,14 @@ func testWindows(t *testing.T, s store.Store) {
 	if err != nil || !slices.Equal(ref.ContentIDs, append(slices.Clone(got[0].EntryIDs), got[1].EntryIDs...)) {
 		t.Errorf("reference: %+v, %v", ref, err)
 	}
-	if from2, err := s.WindowItems(ctx, key, 2); err != nil || len(from2) != 2 || from2[0].Pos != 2 {
+	if from2, err := s.WindowItems(ctx, key, 2, -1); err != nil || len(from2) != 2 || from2[0].Pos != 2 {
 		t.Errorf("WindowItems from 2: %+v, %v", from2, err)
+	}
+	if mid, err := s.WindowItems(ctx, key, 1, 3); err != nil || len(mid) != 2 || mid[0].Pos != 1 || mid[1].Pos != 2 {
+		t.Errorf("WindowItems from 1 to 3: %+v, %v", mid, err)
+	}
+	if none, err := s.WindowItems(ctx, key, 2, 2); err != nil || len(none) != 0 {
+		t.Errorf("WindowItems from 2 to 2: %+v, %v", none, err)
 	}
 	// Re-admitted, the run is back in its place; evicted again, it goes
 	// back under the same reference.
@@ -126,7 +132,7 @@ func testWindows(t *testing.T, s store.Store) {
 	if _, _, err := s.ReadmitWindow(ctx, key, "ref-1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if back, _ := s.WindowItems(ctx, key, 0); back[0].RefID != "" || back[1].RefID != "" {
+	if back, _ := s.WindowItems(ctx, key, 0, -1); back[0].RefID != "" || back[1].RefID != "" {
 		t.Errorf("after readmission: %+v", back)
 	}
 	if _, evs, err := s.ReadmitWindow(ctx, key, "ref-1", nil); !errors.Is(err, store.ErrNotFound) || evs != nil {
@@ -141,7 +147,7 @@ func testWindows(t *testing.T, s store.Store) {
 	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{Entries: []store.Entry{e}, Items: []store.WindowItem{it}}, evict); err != nil {
 		t.Fatalf("evicting a run again under its reference: %v", err)
 	}
-	got, err = s.WindowItems(ctx, key, 0)
+	got, err = s.WindowItems(ctx, key, 0, -1)
 	if err != nil || got[0].RefID != "ref-1" || got[1].RefID != "ref-1" || len(got) != 5 {
 		t.Fatalf("after evicting again: %+v, %v", got, err)
 	}
@@ -163,7 +169,7 @@ func testWindows(t *testing.T, s store.Store) {
 	if _, _, err := s.RelayWindow(ctx, key, evict); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = s.WindowItems(ctx, key, 0); err != nil || got[0].RefID != "ref-1" || got[1].RefID != "ref-1" {
+	if got, err = s.WindowItems(ctx, key, 0, -1); err != nil || got[0].RefID != "ref-1" || got[1].RefID != "ref-1" {
 		t.Fatalf("after a relay evicting the run again: %+v, %v", got, err)
 	}
 	if _, _, err := s.RelayWindow(ctx, store.WindowKey{SessionID: "s1", AgentID: "nobody"}, nil); !errors.Is(err, store.ErrNotFound) {
@@ -205,11 +211,11 @@ func testWindows(t *testing.T, s store.Store) {
 	// Forgetting a message's content takes it out of the ledger; forgetting
 	// content under a reference takes the reference's run with it.
 	forget(t, s, store.ForgetRequest{Entries: got[2].EntryIDs})
-	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 4 {
+	if left, err := s.WindowItems(ctx, key, 0, -1); err != nil || len(left) != 4 {
 		t.Errorf("after forgetting the third message: %+v, %v", left, err)
 	}
 	forget(t, s, store.ForgetRequest{Entries: got[0].EntryIDs})
-	if left, err := s.WindowItems(ctx, key, 0); err != nil || len(left) != 2 || left[0].Pos != 3 {
+	if left, err := s.WindowItems(ctx, key, 0, -1); err != nil || len(left) != 2 || left[0].Pos != 3 {
 		t.Errorf("after forgetting content under ref-1: %+v, %v", left, err)
 	}
 	if head3, _ := s.Window(ctx, key); head3.Version <= head2.Version {
@@ -244,7 +250,7 @@ func testWindowConcurrentAppends(t *testing.T, s store.Store) {
 		})
 	}
 	wg.Wait()
-	items, err := s.WindowItems(ctx, key, 0)
+	items, err := s.WindowItems(ctx, key, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +299,7 @@ func testWindowAbsorb(t *testing.T, s store.Store) {
 	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{}, merge); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.WindowItems(ctx, key, 0)
+	got, err := s.WindowItems(ctx, key, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +323,7 @@ func testWindowAbsorb(t *testing.T, s store.Store) {
 	if _, _, _, err := s.AppendWindow(ctx, key, store.WindowAppend{}, joined); err != nil {
 		t.Fatalf("joining two references: %v", err)
 	}
-	if got, _ := s.WindowItems(ctx, key, 0); got[0].RefID != "r4" || got[3].RefID != "r4" {
+	if got, _ := s.WindowItems(ctx, key, 0, -1); got[0].RefID != "r4" || got[3].RefID != "r4" {
 		t.Errorf("after joining: %+v", got)
 	}
 }
