@@ -98,7 +98,7 @@ type SearchIn struct {
 type PlacesIn struct {
 	Query   string   `json:"query" jsonschema:"what to find: words, identifiers, paths"`
 	Limit   int      `json:"limit,omitempty" jsonschema:"most places (files or records), 1-50 (default 10)"`
-	Spans   int      `json:"spans,omitempty" jsonschema:"best spans per place, 1-10 (default 3)"`
+	Spans   int      `json:"spans,omitempty" jsonschema:"best spans per place, 1-5 (default 3)"`
 	Session string   `json:"session,omitempty" jsonschema:"only content seen in this session"`
 	Types   []string `json:"types,omitempty" jsonschema:"only these content types, such as code_file, tool_result, user_prompt"`
 	Paths   []string `json:"paths,omitempty" jsonschema:"only content about these files, directories or globs"`
