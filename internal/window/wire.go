@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // The vendors' message shapes, mapped onto Message and back without
@@ -187,10 +188,24 @@ func anthropicBlock(raw json.RawMessage) (Block, error) {
 	return Block{Type: BlockType(typ), Raw: raw}, nil
 }
 
-// ToAnthropic writes a Message as an Anthropic message.
+// ToAnthropic writes a Message as an Anthropic message. A message
+// another vendor's API sent is written in Anthropic's terms where it has
+// them: a tool call with its arguments as input, an OpenAI tool message
+// as a user message of its result; what has none (OpenAI's content parts,
+// a Responses reasoning item) is refused, and that vendor's other fields
+// are left out.
 func ToAnthropic(m Message) ([]byte, error) {
-	out := map[string]any{"role": string(m.Role)}
+	vendor := ""
 	if m.Shape != nil {
+		vendor = m.Shape.Vendor
+	}
+	foreign := vendor != "" && vendor != Anthropic
+	role := m.Role
+	if foreign && role == RoleTool {
+		role = RoleUser // Anthropic sends tool results in the user's turn
+	}
+	out := map[string]any{"role": string(role)}
+	if m.Shape != nil && !foreign {
 		for k, v := range m.Shape.Extra {
 			out[k] = v
 		}
@@ -202,6 +217,14 @@ func ToAnthropic(m Message) ([]byte, error) {
 	blocks := make([]any, 0, len(m.Blocks))
 	for _, b := range m.Blocks {
 		switch {
+		case foreign && b.Type == BlockToolUse:
+			in, err := toolInput(b)
+			if err != nil {
+				return nil, err
+			}
+			blocks = append(blocks, map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": in})
+		case foreign && len(b.Raw) > 0:
+			return nil, noForm(vendor, Anthropic, b)
 		case len(b.Raw) > 0:
 			blocks = append(blocks, b.Raw)
 		case b.Type == BlockText:
@@ -319,6 +342,48 @@ func FromOpenAI(raw []byte) (Message, error) {
 	return m, m.Validate()
 }
 
+// toolInput is a tool call's input as a JSON object: the block's, or,
+// kept raw, an Anthropic tool_use's "input" or the arguments of an OpenAI
+// tool call or a Responses function call.
+func toolInput(b Block) (json.RawMessage, error) {
+	if len(b.Input) > 0 {
+		return b.Input, nil
+	}
+	var c struct {
+		Input     json.RawMessage `json:"input"`
+		Arguments *string         `json:"arguments"`
+		Function  struct {
+			Arguments *string `json:"arguments"`
+		} `json:"function"`
+	}
+	_ = json.Unmarshal(b.Raw, &c)
+	in := c.Input
+	for _, args := range []*string{c.Function.Arguments, c.Arguments} {
+		if args != nil {
+			in = json.RawMessage(*args)
+		}
+	}
+	var obj map[string]json.RawMessage
+	if len(in) == 0 || json.Unmarshal(in, &obj) != nil || obj == nil {
+		return nil, fmt.Errorf("%w: tool call %q has no input that is a JSON object to write in another vendor's form", ErrInvalid, b.ID)
+	}
+	return in, nil
+}
+
+// noForm is the error for a block that vendor's API sent raw and format
+// has no form for.
+func noForm(vendor, format string, b Block) error {
+	return fmt.Errorf("%w: a block of type %s from the %s API has no %s form: read it %s", ErrInvalid, strings.TrimPrefix(string(b.Type), "part:"), vendor, format, readIn(vendor))
+}
+
+// readIn names the formats that write a message of vendor's as it came.
+func readIn(vendor string) string {
+	if vendor == "" {
+		return "in the engram format"
+	}
+	return "in the " + vendor + " or engram format"
+}
+
 func withField(f map[string]json.RawMessage, k string, v json.RawMessage) map[string]json.RawMessage {
 	if f == nil {
 		f = map[string]json.RawMessage{}
@@ -327,15 +392,22 @@ func withField(f map[string]json.RawMessage, k string, v json.RawMessage) map[st
 	return f
 }
 
-// ToOpenAI writes a Message as an OpenAI chat message.
+// ToOpenAI writes a Message as an OpenAI chat message. A message another
+// vendor's API sent is written in OpenAI's terms where it has them (a
+// tool call, its input as the arguments); what has none is refused: an
+// Anthropic thinking or image block, and tool results in a user's
+// message, which OpenAI sends as tool messages, one a result.
 func ToOpenAI(m Message) ([]byte, error) {
 	out := map[string]any{}
 	sh := m.Shape
 	if sh == nil {
 		sh = &Shape{}
 	}
-	for k, v := range sh.Extra {
-		out[k] = v
+	foreign := sh.Vendor != "" && sh.Vendor != OpenAI
+	if !foreign {
+		for k, v := range sh.Extra {
+			out[k] = v
+		}
 	}
 	role := string(m.Role)
 	if sh.Developer {
@@ -359,17 +431,24 @@ func ToOpenAI(m Message) ([]byte, error) {
 	var calls []any
 	for _, b := range m.Blocks {
 		switch {
+		case b.Type == BlockToolUse && len(b.Raw) > 0 && !foreign:
+			calls = append(calls, b.Raw)
 		case b.Type == BlockToolUse:
-			if len(b.Raw) > 0 {
-				calls = append(calls, b.Raw)
-			} else {
-				calls = append(calls, map[string]any{"id": b.ID, "type": "function",
-					"function": map[string]any{"name": b.Name, "arguments": string(b.Input)}})
+			in, err := toolInput(b)
+			if err != nil {
+				return nil, err
 			}
+			calls = append(calls, map[string]any{"id": b.ID, "type": "function",
+				"function": map[string]any{"name": b.Name, "arguments": string(in)}})
+		case foreign && len(b.Raw) > 0:
+			return nil, noForm(sh.Vendor, OpenAI, b)
 		case len(b.Raw) > 0:
 			parts = append(parts, b.Raw)
 		case b.Type == BlockText:
 			parts = append(parts, map[string]any{"type": "text", "text": b.Text})
+		case b.Type == BlockToolResult:
+			return nil, fmt.Errorf("%w: a %s message holding tool results has no OpenAI form (OpenAI sends each result as a tool message of its own): read it %s",
+				ErrInvalid, m.Role, readIn(sh.Vendor))
 		default:
 			return nil, fmt.Errorf("%w: a %s block has no OpenAI form", ErrInvalid, b.Type)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/engramhq/engram/internal/store"
@@ -142,6 +143,54 @@ func TestWireBadInput(t *testing.T) {
 	} {
 		if _, err := tc.from([]byte(tc.raw)); !errors.Is(err, window.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", tc.raw, err)
+		}
+	}
+}
+
+// TestWireAcrossVendors: a message one vendor's API sent, written in the
+// other's form, is that vendor's message or a clear refusal, never the
+// first vendor's shapes under the second's name.
+func TestWireAcrossVendors(t *testing.T) {
+	from := func(f func([]byte) (window.Message, error), raw string) window.Message {
+		t.Helper()
+		m, err := f([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		m    window.Message
+		to   func(window.Message) ([]byte, error)
+		want string // the JSON written, or the refusal's words
+	}{
+		{from(window.FromOpenAI, `{"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"main.go\"}"}}]}`),
+			window.ToAnthropic, `{"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "read_file", "input": {"path": "main.go"}}]}`},
+		{from(window.FromOpenAI, `{"role": "tool", "tool_call_id": "call_1", "content": "package main"}`),
+			window.ToAnthropic, `{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "package main"}]}`},
+		{from(window.FromOpenAI, `{"role": "user", "content": "hi", "name": "alice"}`),
+			window.ToAnthropic, `{"role": "user", "content": "hi"}`},
+		{from(window.FromOpenAI, `{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}`),
+			window.ToAnthropic, "a block of type image_url from the openai API has no anthropic form: read it in the openai or engram format"},
+		{from(window.FromOpenAI, `{"role": "assistant", "content": null, "tool_calls": [{"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": "not json {"}}]}`),
+			window.ToAnthropic, `tool call "call_2" has no input that is a JSON object`},
+		{from(window.FromOpenAI, `{"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "package main"}]}`),
+			window.ToAnthropic, "a block of type tool_result from the openai API has no anthropic form"},
+		{from(window.FromAnthropic, `{"role": "assistant", "content": [{"type": "text", "text": "Reading."}, {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"file_path": "a.go"}}]}`),
+			window.ToOpenAI, `{"role": "assistant", "content": [{"type": "text", "text": "Reading."}], "tool_calls": [{"id": "toolu_01", "type": "function", "function": {"name": "Read", "arguments": "{\"file_path\": \"a.go\"}"}}]}`},
+		{from(window.FromAnthropic, `{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "package a"}]}`),
+			window.ToOpenAI, "OpenAI sends each result as a tool message of its own): read it in the anthropic or engram format"},
+		{from(window.FromAnthropic, `{"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}]}`),
+			window.ToOpenAI, "a block of type thinking from the anthropic API has no openai form"},
+	} {
+		got, err := tc.to(tc.m)
+		switch {
+		case strings.HasPrefix(tc.want, "{"):
+			if err != nil || !jsonEqual(t, got, []byte(tc.want)) {
+				t.Errorf("%+v: %s, %v; want %s", tc.m, got, err, tc.want)
+			}
+		case !errors.Is(err, window.ErrInvalid) || !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%+v: %s, %v; want a refusal saying %q", tc.m, got, err, tc.want)
 		}
 	}
 }
