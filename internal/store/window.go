@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // WindowKey names a context window: each agent of a session has one.
@@ -13,10 +15,22 @@ type WindowKey struct {
 
 func (k WindowKey) String() string { return k.SessionID + "/" + k.AgentID }
 
-// Validate checks that a key names both a session and an agent.
+// Validate checks that a key names both a session and an agent, each at
+// most MaxIdentifierBytes of UTF-8 without control characters (a window
+// is addressed by them in URLs and listed by them a line each).
 func (k WindowKey) Validate() error {
 	if k.SessionID == "" || k.AgentID == "" {
 		return &ValidationError{Field: "window", Msg: fmt.Sprintf("a window needs a session and an agent, got %q and %q", k.SessionID, k.AgentID)}
+	}
+	for _, f := range []struct{ name, id string }{{"session", k.SessionID}, {"agent", k.AgentID}} {
+		switch {
+		case len(f.id) > MaxIdentifierBytes:
+			return &ValidationError{Field: f.name, Msg: fmt.Sprintf("is %d bytes; at most %d", len(f.id), MaxIdentifierBytes)}
+		case !utf8.ValidString(f.id):
+			return &ValidationError{Field: f.name, Msg: fmt.Sprintf("%q is not valid UTF-8", f.id)}
+		case strings.IndexFunc(f.id, unicode.IsControl) >= 0:
+			return &ValidationError{Field: f.name, Msg: fmt.Sprintf("%q holds a control character", f.id)}
+		}
 	}
 	return nil
 }

@@ -141,6 +141,7 @@ func Run(t *testing.T, open Opener) {
 		{"Redact", testRedact},
 		{"Retain", testRetain},
 		{"Windows", testWindows},
+		{"WindowKeys", testWindowKeys},
 		{"WindowConcurrentAppends", testWindowConcurrentAppends},
 		{"WindowAbsorb", testWindowAbsorb},
 		{"WindowSummaries", testWindowSummaries},

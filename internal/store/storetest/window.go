@@ -228,6 +228,27 @@ func testWindows(t *testing.T, s store.Store) {
 	}
 }
 
+// testWindowKeys: keys that could not be addressed or listed are
+// refused, writing nothing; a slash, a space or another script is a name
+// like any other.
+func testWindowKeys(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, bad := range []store.WindowKey{{SessionID: "s1", AgentID: "a\nb"}, {SessionID: "s\x00", AgentID: "a"},
+		{SessionID: "s\xff", AgentID: "a"}, {SessionID: "s1", AgentID: strings.Repeat("a", store.MaxIdentifierBytes+1)}} {
+		var verr *store.ValidationError
+		if _, err := s.PutWindow(ctx, bad, []byte("{}")); !errors.As(err, &verr) {
+			t.Errorf("window %q: %v, want a validation error", bad, err)
+		}
+	}
+	good := store.WindowKey{SessionID: "s1", AgentID: "team/ünï code"}
+	if _, err := s.PutWindow(ctx, good, []byte("{}")); err != nil {
+		t.Errorf("a slash, a space and another script: %v", err)
+	}
+	if ws, err := s.Windows(ctx, ""); err != nil || len(ws) != 1 || ws[0].WindowKey != good {
+		t.Errorf("Windows after refused keys: %+v, %v", ws, err)
+	}
+}
+
 // testWindowConcurrentAppends: writers appending to one window at once
 // lose nothing, and the messages of each append stay together, in order.
 func testWindowConcurrentAppends(t *testing.T, s store.Store) {
