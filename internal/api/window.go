@@ -449,7 +449,7 @@ func DecodeMessage(format string, raw []byte) (window.Message, error) {
 	}
 	if !utf8.Valid(raw) {
 		// encoding/json would replace the bytes that are not, silently.
-		return window.Message{}, bad("not UTF-8: JSON text must be")
+		return window.Message{}, bad("not UTF-8: a message must be UTF-8 JSON text (invalid bytes at byte %d)", invalidAt(raw))
 	}
 	var m window.Message
 	switch f {
@@ -501,6 +501,18 @@ func decodeEngram(raw []byte) (window.Message, error) {
 		return m, err
 	}
 	return m, nil
+}
+
+// invalidAt is the offset of the first byte of b that is not UTF-8.
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // EncodeMessage writes a message in format.

@@ -71,6 +71,7 @@ func TestDecodeMessages(t *testing.T) {
 		{"anthropic", []string{`"hi"`}, 0, "anthropic message: not a JSON object"},
 		{"openai", []string{`{"role":"assistant","content":null,"tool_calls":[{"type":"function"}]}`}, 0, "a tool call without an id"},
 		{"engram", []string{`{"role":"user","content":"` + strings.Repeat("x", api.MaxMessageBytes) + `"}`}, 0, "a message may take at most 8388608 (8 MiB)"},
+		{"anthropic", []string{"{\"role\":\"user\",\"content\":\"bad \xff\xfe\"}"}, 0, "not UTF-8: a message must be UTF-8 JSON text (invalid bytes at byte 30)"},
 	} {
 		_, err := api.DecodeMessages(c.format, raws(c.in...))
 		var ie *api.InputError
