@@ -18,7 +18,8 @@ import (
 // FuzzAssemble grows a window exchange by exchange, from a seed's random
 // conversation (prompts, answers, single and parallel tool calls, failed
 // results, text of any script and whitespace), some appended by another
-// Manager as another process would, and assembles a turn after each
+// Manager as another process would, with evicted runs re-admitted now
+// and then, and assembles a turn after each
 // append, at a random budget, with or without a message and retrieval.
 // Every turn must take exactly the tokens it reports, counted again from
 // its messages, within its budget; keep every tool call with its result;
@@ -126,6 +127,9 @@ func growWindow(t *testing.T, seed uint64, steps int) {
 			t.Fatalf("step %d: append: %v", step, err)
 		}
 		conv = append(conv, msgs...)
+		if r.IntN(6) == 0 {
+			readmitOne(t, r, appender, key)
+		}
 		req := assemble.Request{Key: key, Message: scrap(r, 1+r.IntN(12)), Retrieve: r.IntN(2) == 0, Tools: r.IntN(100)}
 		hist := conv
 		if r.IntN(4) == 0 {
@@ -170,6 +174,29 @@ func growWindow(t *testing.T, seed uint64, steps int) {
 		if step%7 == 0 {
 			sameFresh(t, a, req, step)
 		}
+	}
+}
+
+// readmitOne brings one of the window's evicted runs, if it has any,
+// back into it, as an agent expanding a marker for good would; a run
+// that cannot fit is refused with nothing changed.
+func readmitOne(t *testing.T, r *rand.Rand, m *window.Manager, key store.WindowKey) {
+	t.Helper()
+	items, err := m.Context(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	for _, it := range items {
+		if it.RefID != "" {
+			refs = append(refs, it.RefID)
+		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	if _, err := m.Readmit(context.Background(), refs[r.IntN(len(refs))]); err != nil && !errors.Is(err, window.ErrNoRoom) {
+		t.Fatalf("readmit: %v", err)
 	}
 }
 
