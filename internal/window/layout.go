@@ -512,6 +512,9 @@ func (l *Layout) mark(s *Segment) {
 func (l *Layout) markerOf(s *Segment) ctxref.Marker {
 	m := ctxref.Marker{ID: l.o.RefID(s.From, s.To), Type: store.RefConversation,
 		TurnFrom: s.From + 1, TurnTo: s.To, Tokens: s.Tokens}
+	if allTools(l.msgs[s.From:s.To]) {
+		m.Type = store.RefToolResults // as the reference says (laidOut.refID)
+	}
 	if l.o.Place != nil {
 		m.TurnFrom, m.TurnTo = l.o.Place(s.From), l.o.Place(s.To-1)
 	}

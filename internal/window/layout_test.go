@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 )
 
@@ -87,6 +88,9 @@ func TestLayout_Evict(t *testing.T) {
 	m, err := ctxref.Parse(ref.Marker)
 	if err != nil || m.ID != "ref-2-6" || m.TurnFrom != 3 || m.TurnTo != 6 || m.Tokens != ref.Tokens {
 		t.Errorf("marker %q: %+v, %v", ref.Marker, m, err)
+	}
+	if m.Type != store.RefToolResults { // as its reference is typed (laidOut.refID)
+		t.Errorf("marker %q of tool steps only: type %s, want %s", ref.Marker, m.Type, store.RefToolResults)
 	}
 	if len(ref.Digest) == 0 || !strings.Contains(ref.Digest[0].Text, "src/lexer/parser_impl.py:12: def parse_tokens(stream):") {
 		t.Errorf("digest %+v: want the grep line of the path the agent used", ref.Digest)
