@@ -764,7 +764,7 @@ func (o *Ops) WindowReadmit(ctx context.Context, in WindowReadmitIn) (AppendOut,
 		return AppendOut{}, "", err
 	}
 	res, err := m.Readmit(ctx, ref.ID)
-	if errors.Is(err, window.ErrNoRoom) {
+	if errors.Is(err, window.ErrNoRoom) || errors.Is(err, window.ErrNotEvicted) {
 		return AppendOut{}, "", &store.ConflictError{What: "reference " + ref.ID, Msg: err.Error()}
 	}
 	if err != nil {

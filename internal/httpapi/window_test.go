@@ -220,7 +220,7 @@ func TestWindows(t *testing.T) {
 		if whole := c.expanded(t, w, "anthropic"); len(whole) != len(want) {
 			t.Errorf("after the re-admission, the context expanded holds %d messages; %d were sent", len(whole), len(want))
 		}
-		c.want(404, "POST", w+"/readmit", `{"ref_id":"`+ref+`"}`, "in the window already")
+		c.want(409, "POST", w+"/readmit", `{"ref_id":"`+ref+`"}`, "in the window already")
 	case 409:
 		t.Errorf("the newest reference (%s, of at most 1,000 tokens) does not fit a 2,430-token window: %s", ref, b)
 	default:

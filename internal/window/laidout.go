@@ -396,6 +396,11 @@ func (lo *laidOut) refs(evs []store.Eviction) []Ref {
 	return out
 }
 
+// ErrNotEvicted is returned by Readmit for a reference whose messages
+// are not evicted under it: in the window already, or under another
+// reference, which the error names.
+var ErrNotEvicted = errors.New("not evicted under this reference")
+
 // notUnder is the error of a re-admission of a reference that no
 // segment of the window stands for: its messages are in the window, or
 // under another reference (one that took it over, or, for a reference of
@@ -416,12 +421,12 @@ func notUnder(items []store.WindowItem, ref store.Reference) error {
 	}
 	switch {
 	case len(under) == 0 && inWindow:
-		return fmt.Errorf("reference %s: its messages are in the window already: %w", ref.ID, store.ErrNotFound)
+		return fmt.Errorf("reference %s: its messages are in the window already: %w", ref.ID, ErrNotEvicted)
 	case len(under) == 1 && !inWindow:
-		return fmt.Errorf("reference %s: its messages are under reference %s: readmit that: %w", ref.ID, under[0], store.ErrNotFound)
+		return fmt.Errorf("reference %s: its messages are under reference %s: readmit that: %w", ref.ID, under[0], ErrNotEvicted)
 	case len(under) > 0:
 		return fmt.Errorf("reference %s: its messages are in the window and under references %s (it is a reference of an assembled context's view, laid out apart from the window): readmit those: %w",
-			ref.ID, strings.Join(under, ", "), store.ErrNotFound)
+			ref.ID, strings.Join(under, ", "), ErrNotEvicted)
 	}
 	return fmt.Errorf("reference %s: no message of its window is under it: %w", ref.ID, store.ErrNotFound)
 }

@@ -360,8 +360,8 @@ func TestManagerReadmit(t *testing.T) {
 			t.Errorf("the readmitted reference's marker is still in the context")
 		}
 	}
-	if _, err := m.Readmit(ctx, first.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("readmitting twice: %v, want ErrNotFound", err)
+	if _, err := m.Readmit(ctx, first.ID); !errors.Is(err, window.ErrNotEvicted) {
+		t.Errorf("readmitting twice: %v, want ErrNotEvicted", err)
 	}
 	// A restart lays the window out with the re-admission where it was
 	// made.
