@@ -233,6 +233,10 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 	if err != nil {
 		return Status{}, err
 	}
+	if w.Version > 0 && bytes.Equal(raw, w.Settings) {
+		// Opened again as it is: nothing to write or lay out anew.
+		return m.Status(ctx, key)
+	}
 	if _, err := st.PutWindow(ctx, key, raw); err != nil {
 		return Status{}, err
 	}

@@ -669,3 +669,33 @@ func TestManagerForgottenWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestOpen_Again: opening a window again as it is writes nothing; with
+// other settings, it is laid out anew under them.
+func TestOpen_Again(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	o := window.OpenOptions{Limit: 4000, Output: 100, Safety: 100}
+	if _, err := m.Open(ctx, key, o); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := m.Append(ctx, key, exchange(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := m.Status(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := m.Open(ctx, key, o)
+	if err != nil || again.Version != before.Version {
+		t.Errorf("opened again as it is: version %d -> %d, %v", before.Version, again.Version, err)
+	}
+	o.Limit = 5000
+	other, err := m.Open(ctx, key, o)
+	if err != nil || other.Version <= before.Version || other.Settings.Limits.Context != 5000 {
+		t.Errorf("opened again with another limit: version %d -> %d, limit %d, %v", before.Version, other.Version, other.Settings.Limits.Context, err)
+	}
+}
