@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -407,7 +408,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 		layer string
 		text  textPart
 	}{{Preferences, prefs}, {Topics, brief}} {
-		if txt := fit(enc, part.text, plan.Tokens(part.layer)); txt.text != "" {
+		if txt := fitOrCut(enc, part.text, plan.Tokens(part.layer)); txt.text != "" {
 			sys.Blocks = append(sys.Blocks, window.Block{Type: window.BlockText, Text: txt.text})
 			sys.Tokens += txt.tokens
 			t.Layers[part.layer] = txt.tokens
@@ -624,6 +625,32 @@ func fit(enc *tokens.Encoding, p textPart, n int) textPart {
 	}
 	for ; k > 0; k-- {
 		t := strings.Join(lines[:k], "\n")
+		if c := enc.Count(t); c <= n {
+			return textPart{t, c}
+		}
+	}
+	return textPart{}
+}
+
+// fitOrCut is fit, but for a text whose first line alone is over n: that
+// line is cut after its last word within n, and "…" marks the cut, so
+// that standing instructions or a briefing written as one long line are
+// shortened rather than left out.
+func fitOrCut(enc *tokens.Encoding, p textPart, n int) textPart {
+	if r := fit(enc, p, n); r.text != "" || p.text == "" {
+		return r
+	}
+	line, _, _ := strings.Cut(p.text, "\n")
+	var ends []int // where a cut may go: before each space
+	for i := 1; i < len(line); i++ {
+		if line[i] == ' ' && line[i-1] != ' ' {
+			ends = append(ends, i)
+		}
+	}
+	// The longest prefix that fits: counts grow with the prefix.
+	k := sort.Search(len(ends), func(i int) bool { return enc.Count(line[:ends[i]]+"…") > n })
+	for ; k > 0; k-- {
+		t := line[:ends[k-1]] + "…"
 		if c := enc.Count(t); c <= n {
 			return textPart{t, c}
 		}

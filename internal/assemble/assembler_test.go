@@ -360,3 +360,32 @@ func TestAssemble_ToolLoopRole(t *testing.T) {
 		}
 	}
 }
+
+// TestAssemble_LongPreferences: standing instructions or a briefing
+// written as one line longer than their allocation are cut after a word,
+// the cut marked, rather than left out; within their allocation.
+func TestAssemble_LongPreferences(t *testing.T) {
+	ctx := context.Background()
+	a, key, _ := opened(t, 8000, 20)
+	long := strings.Repeat("Prefer the standard library and small functions. ", 2000)
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "Why does handler3 time out?", Preferences: long, Briefing: long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := turn.Messages[0]
+	if len(sys.Blocks) != 3 {
+		t.Fatalf("the system message holds %d blocks, want the prompt, the preferences and the briefing", len(sys.Blocks))
+	}
+	for i, layer := range []string{assemble.Preferences, assemble.Topics} {
+		got, alloc := turn.Layers[layer], turn.Plan.Tokens(layer)
+		if got == 0 || got > alloc {
+			t.Errorf("%s: %d tokens of %d allocated", layer, got, alloc)
+		}
+		if b := sys.Blocks[len(sys.Blocks)-2+i]; !strings.HasPrefix(b.Text, "Prefer the standard library") || !strings.HasSuffix(b.Text, "…") || len(b.Text) > len(long)/2 {
+			t.Errorf("%s: %.80q … %q", layer, b.Text, b.Text[max(0, len(b.Text)-30):])
+		}
+	}
+	if turn.Tokens > turn.Budget {
+		t.Errorf("%d tokens over a budget of %d", turn.Tokens, turn.Budget)
+	}
+}
