@@ -527,6 +527,9 @@ func EncodeMessage(format string, m window.Message) (json.RawMessage, error) {
 	case FormatOpenAI:
 		b, err = window.ToOpenAI(m)
 	default:
+		if m.Blocks == nil {
+			m.Blocks = []window.Block{} // a message with no content has [] blocks, as stored
+		}
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false) // a message's "<" and "&" stay as they were

@@ -182,3 +182,14 @@ func sameJSON(m window.Message) window.Message {
 	}
 	return m
 }
+
+// TestEncodeMessage_NoBlocks: a message with no content reads back with
+// blocks [], never null, however it was made.
+func TestEncodeMessage_NoBlocks(t *testing.T) {
+	for _, m := range []window.Message{{Role: window.RoleUser}, {Role: window.RoleUser, Blocks: []window.Block{}}} {
+		raw, err := api.EncodeMessage(api.FormatEngram, m)
+		if err != nil || !strings.Contains(string(raw), `"blocks":[]`) {
+			t.Errorf("%+v: %s, %v", m, raw, err)
+		}
+	}
+}
