@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,6 +172,9 @@ type WindowOut struct {
 	Evicted  int   `json:"evicted"`
 	Refs     int   `json:"refs"`
 	Version  int64 `json:"version"`
+	// Notice is what the caller may not expect, when there is something:
+	// a role engram does not know, which gets the default role's policy.
+	Notice string `json:"notice,omitempty"`
 }
 
 func windowOut(st window.Status) WindowOut {
@@ -333,7 +337,14 @@ func (o *Ops) WindowOpen(ctx context.Context, in WindowOpenIn) (WindowOut, strin
 		return WindowOut{}, "", windowErr(err)
 	}
 	out := windowOut(st)
-	return out, out.Text(), nil
+	text := out.Text()
+	if in.Role != "" && !m.KnownRole(in.Role) {
+		roles := slices.Sorted(maps.Keys(window.Policies))
+		out.Notice = fmt.Sprintf("role %q is not one engram knows (%s, or one configured under [window.roles]): it has the %s role's policy",
+			in.Role, strings.Join(roles, ", "), window.DefaultRole)
+		text += "\n" + out.Notice
+	}
+	return out, text, nil
 }
 
 // WindowAppend appends messages to a window of the caller's session, as

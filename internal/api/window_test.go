@@ -193,3 +193,23 @@ func TestEncodeMessage_NoBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowOpen_UnknownRole: a role engram does not know opens the
+// window with the default role's policy, and the answer says so; a known
+// role's says nothing.
+func TestWindowOpen_UnknownRole(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.New(sqlitetest.Open(t, sqlite.Options{}), engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &api.Ops{Eng: eng, Agent: "a1", Session: func() string { return "s" }}
+	out, text, err := o.WindowOpen(ctx, api.WindowOpenIn{Agent: "typo", Limit: 8000, Role: "enginer"})
+	if err != nil || out.Strategy != string(window.Recency) || !strings.Contains(out.Notice, `role "enginer" is not one engram knows`) || !strings.Contains(text, out.Notice) {
+		t.Errorf("an unknown role: %+v, %q, %v", out, text, err)
+	}
+	out, _, err = o.WindowOpen(ctx, api.WindowOpenIn{Agent: "eng", Limit: 8000, Role: "Engineer"})
+	if err != nil || out.Notice != "" || out.HandoffAt == 0 {
+		t.Errorf("a known role: %+v, %v", out, err)
+	}
+}

@@ -113,6 +113,14 @@ func (m *Manager) Configure(c Config) error {
 	return nil
 }
 
+// KnownRole reports whether role names a policy of the Manager's (the
+// built-in roles and those configured); any other role gets the default
+// role's.
+func (m *Manager) KnownRole(role string) bool {
+	_, ok := m.policies[strings.ToLower(role)]
+	return ok
+}
+
 // policyFor returns the policy of a role, the default role's for one the
 // policies do not name.
 func (m *Manager) policyFor(role string) Policy {
