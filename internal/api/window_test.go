@@ -204,8 +204,8 @@ func TestWindowOpen_UnknownRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := &api.Ops{Eng: eng, Agent: "a1", Session: func() string { return "s" }}
-	out, text, err := o.WindowOpen(ctx, api.WindowOpenIn{Agent: "typo", Limit: 8000, Role: "enginer"})
-	if err != nil || out.Strategy != string(window.Recency) || !strings.Contains(out.Notice, `role "enginer" is not one engram knows`) || !strings.Contains(text, out.Notice) {
+	out, text, err := o.WindowOpen(ctx, api.WindowOpenIn{Agent: "typo", Limit: 8000, Role: "pentester"})
+	if err != nil || out.Strategy != string(window.Recency) || !strings.Contains(out.Notice, `role "pentester" is not one engram knows`) || !strings.Contains(text, out.Notice) {
 		t.Errorf("an unknown role: %+v, %q, %v", out, text, err)
 	}
 	out, _, err = o.WindowOpen(ctx, api.WindowOpenIn{Agent: "eng", Limit: 8000, Role: "Engineer"})
