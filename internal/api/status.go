@@ -144,6 +144,13 @@ type IndexOut struct {
 // watcher's live state when o.Index is set (this server indexes). It
 // costs the store's statistics and the embeddings' coverage: two reads.
 func (o *Ops) IndexStatus(ctx context.Context) (IndexOut, string, error) {
+	// The watcher's report first: the counts read after it hold what it
+	// reports written.
+	var live *index.ActivityState
+	if o.Index != nil {
+		l := o.Index.Snapshot()
+		live = &l
+	}
 	st, err := o.Eng.Stats(ctx)
 	if err != nil {
 		return IndexOut{}, "", err
@@ -159,10 +166,7 @@ func (o *Ops) IndexStatus(ctx context.Context) (IndexOut, string, error) {
 		out.Files[string(state)] = n
 		total += n
 	}
-	if o.Index != nil {
-		live := o.Index.Snapshot()
-		out.Live = &live
-	}
+	out.Live = live
 	var b strings.Builder
 	fmt.Fprintf(&b, "index: %d files", total)
 	for _, state := range []store.FileState{store.FileCurrent, store.FileSkipped, store.FileDeleted} {
