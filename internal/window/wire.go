@@ -433,7 +433,10 @@ func ToOpenAI(m Message) ([]byte, error) {
 		switch {
 		case b.Type == BlockToolUse && len(b.Raw) > 0 && !foreign:
 			calls = append(calls, b.Raw)
-		case b.Type == BlockToolUse:
+		case b.Type == BlockToolUse && len(b.Raw) == 0:
+			calls = append(calls, map[string]any{"id": b.ID, "type": "function",
+				"function": map[string]any{"name": b.Name, "arguments": string(b.Input)}})
+		case b.Type == BlockToolUse: // another vendor's, kept raw
 			in, err := toolInput(b)
 			if err != nil {
 				return nil, err

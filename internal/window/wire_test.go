@@ -178,6 +178,8 @@ func TestWireAcrossVendors(t *testing.T) {
 			window.ToAnthropic, "a block of type tool_result from the openai API has no anthropic form"},
 		{from(window.FromAnthropic, `{"role": "assistant", "content": [{"type": "text", "text": "Reading."}, {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"file_path": "a.go"}}]}`),
 			window.ToOpenAI, `{"role": "assistant", "content": [{"type": "text", "text": "Reading."}], "tool_calls": [{"id": "toolu_01", "type": "function", "function": {"name": "Read", "arguments": "{\"file_path\": \"a.go\"}"}}]}`},
+		{window.Message{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: "c9", Name: "ls"}}},
+			window.ToOpenAI, `{"role": "assistant", "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "ls", "arguments": ""}}]}`},
 		{from(window.FromAnthropic, `{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "package a"}]}`),
 			window.ToOpenAI, "OpenAI sends each result as a tool message of its own): read it in the anthropic or engram format"},
 		{from(window.FromAnthropic, `{"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}]}`),
