@@ -728,18 +728,13 @@ func (m *Manager) Expand(ctx context.Context, refID string) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The messages a reference stands for are those of its places, under
-	// it, under a reference that took it over, or back in the window.
-	var mine []store.WindowItem
-	for _, it := range items {
-		if it.Pos >= ref.TurnFrom-1 && it.Pos < ref.TurnTo {
-			mine = append(mine, it)
-		}
-	}
-	if len(mine) == 0 {
+	// The messages a reference stands for are those of its places (read
+	// alone), under it, under a reference that took it over, or back in
+	// the window.
+	if len(items) == 0 {
 		return nil, fmt.Errorf("reference %s is not a window's: %w", refID, store.ErrNotFound)
 	}
-	return m.messages(ctx, mine)
+	return m.messages(ctx, items)
 }
 
 // messages reads items back as the messages they are, with content.
