@@ -348,7 +348,7 @@ conversation sent against its whole (from the turn's snapshot). Without
 			if err != nil {
 				return err
 			}
-			out, text, err := ops.WindowTurnStatus(cmd.Context(), api.WindowIn{})
+			out, text, err := ops.WindowTurnStatus(cmd.Context(), api.WindowIn{Agent: ops.Agent})
 			if err != nil {
 				return err
 			}
@@ -431,6 +431,7 @@ went; --json writes the messages in --format.`,
 			if err != nil {
 				return err
 			}
+			in.Agent = ops.Agent
 			out, text, err := ops.WindowAssemble(cmd.Context(), in)
 			// The summaries a model makes in the background are written
 			// before the command exits.
@@ -473,7 +474,7 @@ as a harness would send them.`,
 			if err != nil {
 				return err
 			}
-			out, text, err := ops.WindowContext(cmd.Context(), api.WindowContextIn{Format: format})
+			out, text, err := ops.WindowContext(cmd.Context(), api.WindowContextIn{Agent: ops.Agent, Format: format})
 			if err != nil {
 				return err
 			}
@@ -641,7 +642,7 @@ keeps its newest 200. Without --agent, the session's only window.`,
 			if err != nil {
 				return err
 			}
-			out, text, err := ops.WindowSnapshots(cmd.Context(), api.SnapshotsIn{Limit: limit})
+			out, text, err := ops.WindowSnapshots(cmd.Context(), api.SnapshotsIn{Agent: ops.Agent, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -684,7 +685,7 @@ report as the assembly gave it.`,
 			if err != nil {
 				return err
 			}
-			in := api.SnapshotIn{Format: format}
+			in := api.SnapshotIn{Agent: ops.Agent, Format: format}
 			if len(args) == 1 {
 				in.Snapshot = args[0]
 			}
@@ -728,7 +729,7 @@ latest); TO is latest by default.`,
 			if err != nil {
 				return err
 			}
-			in := api.SnapshotDiffIn{From: args[0]}
+			in := api.SnapshotDiffIn{Agent: ops.Agent, From: args[0]}
 			if len(args) == 2 {
 				in.To = args[1]
 			}

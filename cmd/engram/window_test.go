@@ -91,6 +91,14 @@ func TestCLI_Window(t *testing.T) {
 	if got := e.ok("", "window", "status", "--session", "s1"); got != status {
 		t.Errorf("status of the session's only window: %q, want %q", got, status)
 	}
+	// An agent named is that agent's window, never the session's only
+	// one; and a command that names no window acts on none.
+	for _, cmd := range [][]string{{"status"}, {"context"}, {"assemble"}, {"snapshots"}, {"snapshot"}, {"diff", "1", "2"}} {
+		e.fail("", 1, `no window for agent "codex" of session "s1" (open it first)`, append(append([]string{"window"}, cmd...), "--session", "s1", "--agent", "codex")...)
+	}
+	if got := e.ok("", args("window", "snapshots")...); !strings.HasSuffix(got, "has no snapshot: no turn was assembled\n") {
+		t.Errorf("snapshots after commands on another agent's window: %q", got)
+	}
 	if got := e.ok("", "window", "list"); got != status {
 		t.Errorf("list: %q, want %q", got, status)
 	}
