@@ -32,7 +32,17 @@ func (w *who) flags(cmd *cobra.Command) {
 }
 
 func (a *app) archive(ctx context.Context) (*archive.Archive, error) {
-	eng, err := a.engine(ctx, false)
+	return a.openArchive(ctx, false)
+}
+
+// readArchive is the archive of a command that only reads: with no store
+// yet it says so ("no store yet") rather than make one.
+func (a *app) readArchive(ctx context.Context) (*archive.Archive, error) {
+	return a.openArchive(ctx, true)
+}
+
+func (a *app) openArchive(ctx context.Context, mustExist bool) (*archive.Archive, error) {
+	eng, err := a.engine(ctx, mustExist)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +102,7 @@ superseded ones. --since N reads a delta: only %[1]ss born after global
 version N. --if-gv N prints NOT_MODIFIED if N is still the global version.`, kind),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			arc, err := a.archive(cmd.Context())
+			arc, err := a.readArchive(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -478,7 +488,7 @@ NOT_MODIFIED.`,
 			if err != nil {
 				return err
 			}
-			arc, err := a.archive(cmd.Context())
+			arc, err := a.readArchive(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -523,7 +533,7 @@ func (a *app) agentsCmd() *cobra.Command {
 		Short: "List the agents registered with the archivalist, or register one",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			arc, err := a.archive(cmd.Context())
+			arc, err := a.readArchive(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -643,7 +653,7 @@ versions, agent, session, scope and time. --follow keeps printing new
 events as they come, until interrupted.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			arc, err := a.archive(cmd.Context())
+			arc, err := a.readArchive(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -938,7 +948,7 @@ its parent wrote.`,
 			if session == "" {
 				return usagef("session show needs --session (or ENGRAM_SESSION)")
 			}
-			arc, err := a.archive(cmd.Context())
+			arc, err := a.readArchive(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/config"
 	"github.com/engramhq/engram/internal/embed"
 	"github.com/engramhq/engram/internal/embed/lsa"
@@ -26,8 +27,10 @@ import (
 	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/rerank"
 	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/postgres"
 	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/window"
 )
 
 func main() {
@@ -99,7 +102,7 @@ func isCobraUsage(err error) bool {
 	msg := err.Error()
 	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument",
 		"invalid argument", "accepts ", "requires at least", "requires at most", "required flag"} {
-		if strings.HasPrefix(msg, p) || strings.Contains(msg, " "+p) {
+		if strings.HasPrefix(msg, p) {
 			return true
 		}
 	}
@@ -141,9 +144,61 @@ a team's servers share (README: "A team's store on PostgreSQL").`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.tokensCmd(), a.benchCmd(), a.indexCmd(), a.watchCmd(), a.filesCmd(), a.evalCmd(),
 		a.embedCmd(), a.prefetchCmd(), a.modelCmd(),
-		a.serveCmd(), a.tokenCmd(), a.mcpCmd(), a.archCmd(), a.briefingCmd(), a.sessionCmd(), a.patternCmd(), a.failureCmd(), a.insightCmd(), a.decisionCmd(), a.intentCmd(), a.agentsCmd(), a.eventsCmd(),
+		a.serveCmd(), a.tokenCmd(), a.mcpCmd(), a.archCmd(), flagsOnly(a.briefingCmd()), flagsOnly(a.sessionCmd()), flagsOnly(a.patternCmd()), flagsOnly(a.failureCmd()), flagsOnly(a.insightCmd()),
+		flagsOnly(a.decisionCmd()), flagsOnly(a.intentCmd()), flagsOnly(a.agentsCmd()), flagsOnly(a.eventsCmd()),
 		a.forgetCmd(), a.redactCmd(), a.migrateCmd(), a.storeCmd(), a.auditCmd(), a.windowCmd(), a.hookCmd(), a.hooksCmd(), a.importCmd(), a.daemonCmd(), a.proxyCmd())
+	strictGroups(root)
 	return root
+}
+
+// strictGroups makes each command that only groups others refuse what
+// is not one of them. Cobra shows a group's help for an unknown
+// subcommand and exits 0, so a typo ("window statsu") would pass unseen.
+func strictGroups(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		strictGroups(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.SuggestionsMinimumDistance = 2 // cobra's own, for the root's commands
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return usagef("%s", msg)
+	}
+}
+
+// flagsOnly marks c and the commands under it as taking every input
+// from their command line: a value their operation refuses (a limit out
+// of its range, a category not known, a required field missing) is then
+// a usage error, exit 2, as the same mistake is where the command checks
+// its flags itself.
+func flagsOnly(c *cobra.Command) *cobra.Command {
+	for _, sub := range c.Commands() {
+		flagsOnly(sub)
+	}
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			var (
+				ve *store.ValidationError
+				ie *api.InputError
+				ue *usageError
+			)
+			if err != nil && !errors.As(err, &ue) && (errors.As(err, &ve) || errors.As(err, &ie) || errors.Is(err, window.ErrInvalid)) {
+				return &usageError{err}
+			}
+			return err
+		}
+	}
+	return c
 }
 
 func (a *app) loadConfig() error {

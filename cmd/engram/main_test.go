@@ -161,10 +161,38 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{[]string{"search", "x"}, 1}, // no store yet
 		{[]string{"add", "/no/such/file.jsonl"}, 1},
 		{[]string{"--log-level", "loud", "version"}, 1},
+		// A group given what is not one of its commands.
+		{[]string{"window", "statsu"}, 2},
+		{[]string{"bench", "nonsense"}, 2},
+		{[]string{"window"}, 0},
+		// Commands that only read make no store.
+		{[]string{"pattern", "list"}, 1},
+		{[]string{"briefing", "--session", "s1"}, 1},
+		{[]string{"events"}, 1},
+		{[]string{"agents"}, 1},
+		{[]string{"session", "show", "--session", "s1"}, 1},
+		{[]string{"window", "open", "--session", "s1", "--agent", "a", "--model", "no-such-model"}, 2},
 	} {
 		if code, _, errOut := e.run("", tc.args...); code != tc.code {
 			t.Errorf("engram %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), code, tc.code, errOut)
 		}
+	}
+	// A flag's value its operation refuses, in a command that takes all
+	// its input from its command line, once there is a store.
+	e.ok("", "add", filepath.Join("..", "..", "examples", "session.jsonl"))
+	for _, args := range [][]string{
+		{"pattern", "list", "--limit", "-1"},
+		{"briefing", "--session", "s1", "--tier", "huge"},
+		{"window", "snapshots", "--session", "s1", "--limit", "-1"},
+		{"window", "context", "--session", "s1", "--format", "yaml"},
+		{"window", "assemble", "--session", "s1", "--format", "yaml"},
+	} {
+		if code, _, errOut := e.run("", args...); code != 2 {
+			t.Errorf("engram %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if code, out, errOut := e.run("", "window", "statsu"); !strings.Contains(errOut, `unknown command "statsu" for "engram window"; did you mean status?`) || out != "" {
+		t.Errorf("window statsu: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 

@@ -46,9 +46,12 @@ The window is named by --session (default $ENGRAM_SESSION) and --agent
   engram window replay examples/session.jsonl --budget 2000`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(a.windowOpenCmd(), a.windowAppendCmd(), a.windowStatusCmd(), a.windowListCmd(), a.windowContextCmd(), a.windowAssembleCmd(), a.windowReadmitCmd(),
-		a.windowHandoffCmd(), a.windowExpandCmd(), a.windowReplayCmd())
-	cmd.AddCommand(a.windowSnapshotsCmd(), a.windowSnapshotCmd(), a.windowDiffCmd())
+	// (append, assemble and replay read files too: what they refuse of
+	// a file is an error, exit 1, not a usage error; and what handoff
+	// refuses is the window's state.)
+	cmd.AddCommand(flagsOnly(a.windowOpenCmd()), a.windowAppendCmd(), flagsOnly(a.windowStatusCmd()), flagsOnly(a.windowListCmd()), flagsOnly(a.windowContextCmd()),
+		a.windowAssembleCmd(), flagsOnly(a.windowReadmitCmd()), a.windowHandoffCmd(), flagsOnly(a.windowExpandCmd()), a.windowReplayCmd())
+	cmd.AddCommand(flagsOnly(a.windowSnapshotsCmd()), flagsOnly(a.windowSnapshotCmd()), flagsOnly(a.windowDiffCmd()))
 	return cmd
 }
 
@@ -413,6 +416,12 @@ went; --json writes the messages in --format.`,
   engram window assemble --session s1 --agent claude --tools 2500 --json --format anthropic`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := api.ParseFormat(format); err != nil {
+				return &usageError{err}
+			}
+			if tools < 0 {
+				return usagef("--tools is %d; it must be 0 or more", tools)
+			}
 			in := api.WindowAssembleIn{Message: message, Tools: tools, NoRetrieval: noRetrieval, NoBriefing: noBriefing, Format: format}
 			for _, f := range []struct {
 				path string

@@ -163,9 +163,9 @@ func TestCLI_WindowBadInput(t *testing.T) {
 	e.fail("", 1, "no store yet", args("window", "status")...)
 	e.fail("", 2, "window open needs --session", "window", "open", "--limit", "3000")
 	e.fail("", 2, "window open needs --agent", "window", "open", "--limit", "3000", "--session", "s1")
-	e.fail("", 1, `unknown model "gpt-9"`, args("window", "open", "--model", "gpt-9")...)
-	e.fail("", 1, "limit is 12; it must be from 256", args("window", "open", "--limit", "12")...)
-	e.fail("", 1, "a window needs a model or a context limit", args("window", "open")...)
+	e.fail("", 2, `unknown model "gpt-9"`, args("window", "open", "--model", "gpt-9")...)
+	e.fail("", 2, "limit is 12; it must be from 256", args("window", "open", "--limit", "12")...)
+	e.fail("", 2, "a window needs a model or a context limit", args("window", "open")...)
 	e.fail(`{"role":"user","content":"hi"}`+"\n", 1, "no window for agent", args("window", "append")...)
 	e.ok("", args("window", "open", "--limit", "3000", "--output", "200", "--safety", "100")...)
 	e.ok(anthropicTurn(0), args("window", "append", "--format", "anthropic")...)
@@ -192,7 +192,7 @@ func TestCLI_WindowBadInput(t *testing.T) {
 	long := `{"role":"user","content":"` + strings.Repeat("orphan output ", 700_000) + `"}` + "\n"
 	e.fail(long, 1, "line 1: longer than 8388608 bytes", args("window", "append")...)
 	e.fail("", 1, "no reference r0000000000000000", "window", "expand", "r0000000000000000")
-	e.fail("", 1, `ref_id: "not a ref" is neither a [CTX-REF] marker nor a ref id`, "window", "expand", "not a ref")
+	e.fail("", 2, `ref_id: "not a ref" is neither a [CTX-REF] marker nor a ref id`, "window", "expand", "not a ref")
 	e.fail("", 2, "window expand takes one reference", "window", "expand")
 	if after := e.ok("", args("window", "status", "--json")...); after != before {
 		t.Errorf("refused appends changed the window:\n%s\nwas\n%s", after, before)
@@ -572,20 +572,21 @@ func TestCLI_WindowSnapshots(t *testing.T) {
 	}
 
 	// Bad input.
-	e.fail("", 1, "is not a snapshot hash", args("window", "snapshot", "xyz")...)
+	e.fail("", 2, "is not a snapshot hash", args("window", "snapshot", "xyz")...)
 	e.fail("", 1, "no snapshot 9", args("window", "snapshot", "9")...)
-	e.fail("", 1, "limit is 5000", args("window", "snapshots", "--limit", "5000")...)
+	e.fail("", 2, "limit is 5000", args("window", "snapshots", "--limit", "5000")...)
 	e.fail("", 2, "window diff takes one or two snapshots", args("window", "diff")...)
 	e.fail("", 2, "window snapshot takes one snapshot", args("window", "snapshot", "1", "2")...)
 	e.fail("", 2, `format "xml"`, args("window", "snapshot", "--format", "xml")...)
-	e.fail("", 1, `session "s9" has no window`, "window", "snapshots", "--session", "s9", "--agent", "claude")
+	e.fail("", 1, `no window for agent "claude" of session "s9"`, "window", "snapshots", "--session", "s9", "--agent", "claude")
+	e.fail("", 1, `session "s9" has no window`, "window", "snapshots", "--session", "s9")
 
 	// Forgetting the session takes its snapshots.
 	forgot := e.ok("", "forget", "session", "s1", "--yes")
 	if !regexp.MustCompile(`\n  snapshots +3\n`).MatchString(forgot) {
 		t.Errorf("forget:\n%s", forgot)
 	}
-	e.fail("", 1, `session "s1" has no window`, args("window", "snapshots")...)
+	e.fail("", 1, `session "s1" has no window`, "window", "snapshots", "--session", "s1")
 }
 
 // TestSameShape: a replay's check tells shapes apart by every field,
