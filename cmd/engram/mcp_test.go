@@ -193,12 +193,32 @@ func TestMCP_StdioBadInput(t *testing.T) {
 	if m := next(); m["result"] == nil {
 		t.Fatalf("initialize: %v", m)
 	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, `this is not json`, `42`, strings.Repeat("x", 17<<20))
-	for _, want := range []string{"not JSON", "want an object", "over 16777216 bytes"} {
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	// Each bad line, and the error it gets: a parse error, or an invalid
+	// request, with the request's id where it has one that can be read.
+	for _, tc := range []struct {
+		line string
+		code float64
+		id   any
+		want string
+	}{
+		{`this is not json`, -32700, nil, "not JSON"},
+		{strings.Repeat("x", 17<<20), -32700, nil, "over 16777216 bytes"},
+		{`42`, -32600, nil, "want an object"},
+		{`{}`, -32600, nil, `"jsonrpc" must be "2.0"`},
+		{`{"jsonrpc":"1.0","id":5,"method":"ping"}`, -32600, float64(5), `"jsonrpc" must be "2.0"`},
+		{`{"id":"six","method":"ping"}`, -32600, "six", `"jsonrpc" must be "2.0"`},
+		{`[{"jsonrpc":"2.0","id":20,"method":"ping"}]`, -32600, nil, "a batch"},
+		{`[]`, -32600, nil, "a batch"},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, -32600, nil, "id must be a string or a number"},
+		{`{"jsonrpc":"2.0","id":7,"method":12}`, -32600, float64(7), "method must be a name"},
+		{`{"jsonrpc":"2.0","id":8}`, -32600, float64(8), "neither a request"},
+	} {
+		send(tc.line)
 		m := next()
 		e, _ := m["error"].(map[string]any)
-		if e == nil || e["code"] != float64(-32700) || !strings.Contains(e["message"].(string), want) {
-			t.Errorf("bad line: %v, want a parse error with %q", m, want)
+		if e == nil || e["code"] != tc.code || m["id"] != tc.id || !strings.Contains(e["message"].(string), tc.want) {
+			t.Errorf("bad line %.60s: %v, want error %v with %q, id %v", tc.line, m, tc.code, tc.want, tc.id)
 		}
 	}
 	send(`{"jsonrpc":"2.0","id":2,"method":"no/such/method"}`)

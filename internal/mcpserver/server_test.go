@@ -201,6 +201,8 @@ func TestToolErrors(t *testing.T) {
 		{"record_failure", map[string]any{"approach": "a", "reason": "b", "resolution": "c"}, "outcome"},
 		{"briefing", map[string]any{"tier": "huge"}, "huge"},
 		{"recall", map[string]any{"query": "@arch:recall:wat"}, "unknown domain"},
+		// recall is annotated read-only: it writes nothing.
+		{"recall", map[string]any{"query": `@arch:store:patterns{"category":"testing.unit","pattern":"via recall"}`}, "recall only reads"},
 		{"get_turn_range", map[string]any{"from": 3, "to": 1}, "from <= to"},
 		{"retrieve_context", map[string]any{}, "give ref_id"},
 		{"retrieve_context", map[string]any{"ref_id": "[CTX-REF:nope]"}, "no reference"},

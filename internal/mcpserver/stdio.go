@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,8 +17,10 @@ const MaxMessageBytes = 16 << 20
 
 // StdioTransport returns the transport engram mcp serves on. Unlike a bare
 // IOTransport, a line that is not JSON, or is over MaxMessageBytes, gets
-// the JSON-RPC parse error (-32700) and the session goes on: a harness
-// that sends one bad line does not lose its server.
+// the JSON-RPC parse error (-32700), and one that is JSON but not a
+// JSON-RPC 2.0 message (a batch, no "jsonrpc", an id neither a string nor
+// a number) the invalid-request error (-32600), and the session goes on:
+// a harness that sends one bad line does not lose its server.
 func StdioTransport(in io.Reader, out io.Writer, log *slog.Logger) mcp.Transport {
 	w := &lockedWriter{w: out}
 	pr, pw := io.Pipe()
@@ -26,13 +29,13 @@ func StdioTransport(in io.Reader, out io.Writer, log *slog.Logger) mcp.Transport
 		for {
 			line, err := readLine(r, MaxMessageBytes)
 			if len(line) > 0 {
-				if msg, ok := checkMessage(line); ok {
+				if answer, ok := checkMessage(line); ok {
 					if _, werr := pw.Write(append(line, '\n')); werr != nil {
 						return
 					}
 				} else {
-					log.Warn("bad JSON-RPC message on stdin", "reason", msg)
-					_, _ = w.Write(parseError(msg))
+					log.Warn("bad JSON-RPC message on stdin", "answer", string(bytes.TrimSpace(answer)))
+					_, _ = w.Write(answer)
 				}
 			}
 			if err != nil {
@@ -68,25 +71,59 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 
 const tooLarge = "\x00too large"
 
-// checkMessage reports whether line is a JSON object or array (a batch),
-// and why not.
-func checkMessage(line []byte) (string, bool) {
+// checkMessage reports whether line is a JSON-RPC 2.0 message the
+// session can take, and if not, the error to answer it with. The SDK
+// ends the session on a message it cannot read (no "jsonrpc", an id that
+// is an object, a batch, which MCP no longer has), so those are answered
+// here and kept from it.
+func checkMessage(line []byte) ([]byte, bool) {
 	if string(line) == tooLarge {
-		return fmt.Sprintf("message over %d bytes", MaxMessageBytes), false
+		return rpcError(nil, -32700, fmt.Sprintf("Parse error: message over %d bytes", MaxMessageBytes)), false
 	}
-	var v any
-	if err := json.Unmarshal(line, &v); err != nil {
-		return "not JSON: " + err.Error(), false
+	if !json.Valid(line) {
+		var v any
+		err := json.Unmarshal(line, &v)
+		return rpcError(nil, -32700, "Parse error: not JSON: "+err.Error()), false
 	}
-	switch v.(type) {
-	case map[string]any, []any:
-		return "", true
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		if bytes.HasPrefix(bytes.TrimSpace(line), []byte("[")) {
+			return rpcError(nil, -32600, "Invalid Request: a batch; MCP sends one message at a time"), false
+		}
+		return rpcError(nil, -32600, "Invalid Request: not a JSON-RPC message (want an object)"), false
 	}
-	return "not a JSON-RPC message (want an object)", false
+	var id json.RawMessage
+	if raw, ok := m["id"]; ok {
+		switch t := bytes.TrimSpace(raw); {
+		case len(t) > 0 && (t[0] == '"' || t[0] == '-' || (t[0] >= '0' && t[0] <= '9')):
+			id = t
+		case string(t) != "null":
+			return rpcError(nil, -32600, "Invalid Request: id must be a string or a number"), false
+		}
+	}
+	if v, ok := m["jsonrpc"]; !ok || string(bytes.TrimSpace(v)) != `"2.0"` {
+		return rpcError(id, -32600, `Invalid Request: "jsonrpc" must be "2.0"`), false
+	}
+	method, isCall := m["method"]
+	switch {
+	case isCall:
+		var name string
+		if err := json.Unmarshal(method, &name); err != nil || name == "" {
+			return rpcError(id, -32600, "Invalid Request: method must be a name"), false
+		}
+	case m["result"] == nil && m["error"] == nil:
+		return rpcError(id, -32600, "Invalid Request: neither a request (method) nor a response (result or error)"), false
+	}
+	return nil, true
 }
 
-func parseError(msg string) []byte {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32700, "message": "Parse error: " + msg}})
+// rpcError is a JSON-RPC error response to the request of id (null when
+// it has none that can be read), a line.
+func rpcError(id json.RawMessage, code int, msg string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
 	return append(b, '\n')
 }
 

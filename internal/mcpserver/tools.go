@@ -2,11 +2,13 @@ package mcpserver
 
 import (
 	"context"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/archive"
 )
 
 // tool adapts an operation to an MCP tool handler: the text goes to the
@@ -43,7 +45,7 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "briefing", Annotations: ro,
 		Description: "Your session's briefing: task, files, user wants; shared patterns, failures, decisions and intents, relevant first. Send gv and sv you hold to get NOT_MODIFIED."}), tool(s, (*api.Ops).Briefing))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "recall", Annotations: ro,
-		Description: "Ask the shared memory what was done, learned or recorded: an @arch: query (@arch:recall:failures?q=timeout) or a question such as \"what did we decide about X?\" or \"what patterns do we have for Y?\"."}), tool(s, (*api.Ops).Recall))
+		Description: "Ask the shared memory what was done, learned or recorded: an @arch: query (@arch:recall:failures?q=timeout) or a question such as \"what did we decide about X?\" or \"what patterns do we have for Y?\"."}), tool(s, recallOnly))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "record_pattern",
 		Description: "Record a pattern every agent should follow. Duplicates merge; a contradiction must name what it supersedes."}), tool(s, (*api.Ops).RecordPattern))
 	mcp.AddTool(s.mcp, lean(&mcp.Tool{Name: "record_failure",
@@ -69,3 +71,14 @@ func lean(t *mcp.Tool) *mcp.Tool {
 
 // objectSchema is one value, so that the schema cache knows it.
 var objectSchema = &jsonschema.Schema{Type: "object"}
+
+// recallOnly is recall as the MCP tool offers it, read-only as its
+// annotation says: an @arch:store: query, which writes, is refused (a
+// harness may run read-only tools without asking); the record_ tools
+// write.
+func recallOnly(o *api.Ops, ctx context.Context, in api.RecallIn) (api.RecallOut, string, error) {
+	if archive.IsDSL(in.Query) && strings.Contains(in.Query, ":store:") {
+		return api.RecallOut{}, "", &api.InputError{Msg: "recall only reads, and an @arch:store: query writes: record with record_pattern, record_failure, record_insight or record_decision"}
+	}
+	return o.Recall(ctx, in)
+}
