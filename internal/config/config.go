@@ -133,8 +133,9 @@ type Window struct {
 type WindowRole struct {
 	// Strategy is recency, topic_cluster or task_completion.
 	Strategy string `toml:"strategy"`
-	// Evict is the share of the budget at which the window evicts, Target
-	// the share it evicts down to.
+	// Evict is the share at which the window evicts, Target the share it
+	// evicts down to: shares of the room the budget leaves above what the
+	// window never evicts (its system prompt, pinned messages).
 	Evict  float64 `toml:"evict"`
 	Target float64 `toml:"target"`
 	// KeepTurns is how many of the latest turns always stay.

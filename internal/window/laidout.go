@@ -493,7 +493,7 @@ func (m *Manager) layoutEvictions(key store.WindowKey, s Settings, lo *laidOut, 
 		}
 		evs = append(evs, ev)
 	}
-	*after = m.status(key, s, st.Window, live, len(lo.items)-live, lo.layout.Tokens(), refs)
+	*after = m.status(key, s, st.Window, live, len(lo.items)-live, lo.layout.Tokens(), refs, lo.layout.fixed())
 	return evs, nil
 }
 
@@ -519,7 +519,7 @@ func (m *Manager) laidOutStatusOf(key store.WindowKey, s Settings, w store.Windo
 			refs++
 		}
 	}
-	return m.status(key, s, w, live, len(lo.items)-live, lo.layout.Tokens(), refs)
+	return m.status(key, s, w, live, len(lo.items)-live, lo.layout.Tokens(), refs, lo.layout.fixed())
 }
 
 // laidOutContext is Context for a window of a layout policy: the pieces

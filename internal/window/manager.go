@@ -641,11 +641,14 @@ func (m *Manager) Status(ctx context.Context, key store.WindowKey) (Status, erro
 	return m.laidOutStatus(ctx, key, s, w)
 }
 
-// status makes a window's Status from its counts.
-func (m *Manager) status(key store.WindowKey, s Settings, w store.Window, live, evicted, used, refs int) Status {
+// status makes a window's Status from its counts; fixed is what it can
+// never evict, above which the thresholds of eviction are shares of the
+// room (as its Layout evicts).
+func (m *Manager) status(key store.WindowKey, s Settings, w store.Window, live, evicted, used, refs, fixed int) Status {
 	b := s.Limits.Budget()
+	room := float64(max(0, b-fixed))
 	st := Status{SessionID: key.SessionID, AgentID: key.AgentID, Settings: s, Version: w.Version, Budget: b, Used: used,
-		EvictAt: int(s.Policy.Evict * float64(b)), Target: int(s.Policy.Target * float64(b)), Checkpoints: []int{},
+		EvictAt: fixed + int(s.Policy.Evict*room), Target: fixed + int(s.Policy.Target*room), Checkpoints: []int{},
 		Messages: live, Evicted: evicted, Refs: refs}
 	for _, c := range s.Policy.Checkpoints {
 		st.Checkpoints = append(st.Checkpoints, int(c*float64(b)))

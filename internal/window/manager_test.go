@@ -87,6 +87,14 @@ func TestManager(t *testing.T) {
 	if _, err := m.Append(ctx, key, []window.Message{system}); err != nil {
 		t.Fatal(err)
 	}
+	// The thresholds of eviction are shares of the room above the system
+	// prompt, which is never evicted: where the window evicts.
+	if st, err = m.Status(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if fixed := st.Used; fixed == 0 || st.EvictAt != fixed+int(0.75*float64(4860-fixed)) || st.Target != fixed+int(0.5*float64(4860-fixed)) {
+		t.Fatalf("status with a system prompt of %d tokens: %+v", fixed, st)
+	}
 	var appended [][]window.Message
 	var evicted []window.Ref
 	for i := range 12 {

@@ -27,8 +27,11 @@ func (s Strategy) Valid() bool {
 	return s == Recency || s == TopicCluster || s == TaskCompletion
 }
 
-// Policy is how the window of an agent of one role is kept. Shares are of
-// the window's budget (Limits.Budget).
+// Policy is how the window of an agent of one role is kept. Checkpoints
+// and Handoff are shares of the window's budget (Limits.Budget); Evict
+// and Target are shares of the room the budget leaves above what the
+// window can never evict (its system prompt, pinned and preserved
+// messages), counted from it.
 type Policy struct {
 	Strategy Strategy
 	// Checkpoints are the shares at which the session's state is due to be
