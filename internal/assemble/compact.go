@@ -28,9 +28,9 @@ const (
 	// summarizes the older ones in the rest (ratio <= 2.5).
 	Windowed Strategy = "windowed"
 	// Compacted cuts the conversation in three zones by message count: the
-	// oldest 40 % summarized in 10 % of the room, the middle 35 % as key
-	// messages in 25 %, the newest 25 % as the window shows them in the
-	// rest (ratio <= 8).
+	// oldest 40 % summarized in 10 % of the room, the newest 25 % as the
+	// window shows them in 65 %, the middle 35 % as key messages in what
+	// they leave, at least 25 % (ratio <= 8).
 	Compacted Strategy = "compacted"
 	// WindowLayout is a tool loop's window's own layout (the window
 	// package's, measured on agent runs): the newest steps whole, the

@@ -8,7 +8,8 @@
 // phases (Negotiate). The Assembler fills them: the window's system
 // prompt, the caller's standing instructions and briefing, the window's
 // conversation compacted to the history's allocation (compact.go: full,
-// windowed, compacted or multi-level by how far it overflows, every
+// windowed, compacted or multi-level by how far it overflows, or a tool
+// loop's window laid out by its own layout (window), every
 // message not shown whole under a marker that expands, key messages scored
 // for the turn), an extractive arc of the requests no longer shown, and
 // engram's pre-fetch for the turn's message, which ends the context.

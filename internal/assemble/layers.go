@@ -57,8 +57,8 @@ type Situation struct {
 	HistoryTokens int
 	MessageTokens int
 	// IdentityTokens and PreferenceTokens are what the system prompt and
-	// the standing instructions take: rigid layers get what they hold,
-	// within the seed's caps.
+	// the standing instructions take: rigid layers get what they hold
+	// (not the seed's caps, which would cut a long system prompt).
 	IdentityTokens   int
 	PreferenceTokens int
 	// Topics and EntityCount are the subjects and names found in the

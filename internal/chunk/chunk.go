@@ -7,7 +7,7 @@
 // prefers to cut at blank lines (paragraphs, blocks of code) and cuts inside
 // a line only when the line alone is over the limit. Code follows the
 // declarations of a language: Go through go/parser, other common languages
-// through line patterns (lang.go, heuristic.go), Markdown by heading; each
+// through line patterns (lang.go), Markdown by heading; each
 // chunk names the symbols it declares. Language guesses a file's language.
 //
 // Token counts come from one tokenization of the whole content (Doc.Lines),

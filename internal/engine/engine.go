@@ -1,6 +1,6 @@
-// Package engine is the one API every front end calls (CLI, MCP, HTTP,
-// hooks): it turns what agents see into stored, searchable entries and
-// answers questions about them. It owns the policy around the store: token
+// Package engine is the core that the operations every front end calls
+// (package api: CLI, MCP, HTTP, hooks) work through: it turns what agents
+// see into stored, searchable entries and answers questions about them. It owns the policy around the store: token
 // counting with the configured encoding, chunking, validation of records
 // and the resolution of message references; the store owns persistence.
 //

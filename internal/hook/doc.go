@@ -12,8 +12,8 @@
 //     compaction it also lists the [CTX-REF] markers that PreCompact
 //     recorded, so that the model can get any compacted turn back exactly.
 //   - UserPromptSubmit stores the prompt and injects engram's pre-fetch
-//     block for it: only what clears the confidence thresholds, under a
-//     token budget.
+//     block for it: only what clears the relevance floor (and the
+//     confidence thresholds, if set), under a token budget.
 //   - PostToolUse stores the tool call and its whole result (Claude Code
 //     cuts a command's output at 30,000 characters and keeps the rest in a
 //     file, which is read), and replaces a result over a size for the

@@ -6,8 +6,9 @@ import "context"
 type derivedKey struct{}
 
 // Derived returns ctx marked for writes of data that engram can make
-// again from what the store holds, byte for byte: a turn's reference
-// markers over a window's ledger and its extractive summaries. A backend
+// again from what the store holds, byte for byte: a window's extractive
+// summaries (PutWindowSummaries; a turn's markers need no write, their
+// IDs name runs of the ledger). A backend
 // commits such a write without waiting for the disk (SQLite:
 // synchronous=NORMAL for that commit, in WAL mode; PostgreSQL:
 // synchronous_commit off for that transaction). The write is atomic and
