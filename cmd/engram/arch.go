@@ -64,7 +64,7 @@ func (a *app) handle(ctx context.Context, w who) (*archive.Handle, error) {
 	if session == "" {
 		session = "cli"
 	}
-	return arc.Connect(ctx, archive.AgentSpec{ID: "cli@" + session, Name: "cli", SessionID: session, Role: "operator"})
+	return arc.Connect(ctx, archive.AgentSpec{ID: archive.AgentIDFor("cli", session), Name: "cli", SessionID: session, Role: "operator"})
 }
 
 func (a *app) printWrite(jsonOut bool, wr archive.WriteResult) error {

@@ -591,7 +591,7 @@ func (o *Ops) Record(ctx context.Context, in RecordIn) (RecordOut, string, error
 	}
 	agent := o.Agent
 	if agent == "" {
-		agent = "mcp@" + o.Session()
+		agent = archive.AgentIDFor("mcp", o.Session())
 	}
 	res, err := o.Eng.Add(ctx, []engine.Record{{Session: o.Session(), Agent: agent, Type: store.ContentType(in.Type),
 		Content: []byte(in.Content), MsgID: in.MsgID, Parent: in.Parent, Files: in.Files}})

@@ -24,6 +24,8 @@ package archive
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +34,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/maypok86/otter/v2"
 
@@ -266,6 +269,33 @@ func checkID(field, id string) error {
 		return invalid(field, "%q may hold letters, digits and _ . : @ / - only", id)
 	}
 	return nil
+}
+
+// AgentIDFor is the ID of the agent a front end writes as in session
+// when none is named (mcp@SESSION, cli@SESSION): prefix@session when that
+// is a valid ID; else, for a session that holds what an ID may not (a
+// space, a letter outside ASCII) or is too long, prefix@ and the session
+// with each such character as '_', cut to fit, then '-' and a digest of
+// the session, which keeps two sessions that read alike apart.
+func AgentIDFor(prefix, session string) string {
+	id := prefix + "@" + session
+	if checkID("agent", id) == nil {
+		return id
+	}
+	sum := sha256.Sum256([]byte(session))
+	suffix := "-" + hex.EncodeToString(sum[:4])
+	b := []byte(prefix + "@")
+	for _, r := range session {
+		if len(b) >= MaxIDBytes-len(suffix) {
+			break
+		}
+		if r < utf8.RuneSelf && idPattern.MatchString("a"+string(r)) {
+			b = append(b, byte(r))
+		} else {
+			b = append(b, '_')
+		}
+	}
+	return string(b) + suffix
 }
 
 func checkSession(id string) error {

@@ -615,3 +615,23 @@ func TestAgentKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentIDFor: a session that makes a valid ID keeps it; one that
+// does not becomes a valid ID that two sessions reading alike do not
+// share.
+func TestAgentIDFor(t *testing.T) {
+	if got := AgentIDFor("mcp", "s1"); got != "mcp@s1" {
+		t.Errorf("s1: %q", got)
+	}
+	seen := map[string]string{}
+	for _, s := range []string{"a b", "a_b", "a\tb", "ünï", "üni", strings.Repeat("x", 200), strings.Repeat("x", 201)} {
+		id := AgentIDFor("mcp", s)
+		if !strings.HasPrefix(id, "mcp@") || len(id) > MaxIDBytes || !idPattern.MatchString(id) {
+			t.Errorf("session %q: ID %q", s, id)
+		}
+		if other, dup := seen[id]; dup {
+			t.Errorf("sessions %q and %q share the ID %q", other, s, id)
+		}
+		seen[id] = s
+	}
+}

@@ -181,7 +181,7 @@ func (s *Server) agent(req *mcp.CallToolRequest) string {
 	if s.opts.Agent != "" {
 		return s.opts.Agent
 	}
-	return "mcp@" + s.session(req)
+	return archive.AgentIDFor("mcp", s.session(req))
 }
 
 // archiveHandle returns the client's agent handle, registering the agent

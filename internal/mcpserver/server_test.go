@@ -99,6 +99,22 @@ func TestToolsSchemas(t *testing.T) {
 	}
 }
 
+// TestSession_NotAnID: a session whose name an agent ID may not hold
+// (a space, a letter outside ASCII, 61 bytes and more) still writes to the
+// shared memory: its agent is mcp@ and the session made an ID.
+func TestSession_NotAnID(t *testing.T) {
+	for _, session := range []string{"a b", "ünï", strings.Repeat("s", 80)} {
+		cs, _ := newClient(t, Options{Session: session})
+		ok(t, cs, "update_resume", map[string]any{"task": "carry on"})
+		if got := ok(t, cs, "record_pattern", map[string]any{"category": "testing.unit", "pattern": "one pattern for " + session}); !strings.HasPrefix(got, "created pat-") {
+			t.Errorf("session %q: record_pattern: %q", session, got)
+		}
+		if got := ok(t, cs, "briefing", nil); !strings.Contains(got, "carry on") {
+			t.Errorf("session %q: briefing: %q", session, got)
+		}
+	}
+}
+
 func TestSession(t *testing.T) {
 	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1", Model: "claude-opus-4-5"})
 	ctx := context.Background()
