@@ -69,8 +69,9 @@ its own words whichever runs are replayed beside it and two replays give
 the same rows, appended a step at a time as a harness appends them,
 and each context the turn the Assembler builds for the step, within a
 budget that is the row's exactly: "engram assembly" with engram's
-pre-fetch (lexical, within the run's own window), and "engram assembly,
-no pre-fetch". Markers are scored as the window's are; the arc, the
+pre-fetch in every step (lexical, within the run's own window: what
+--retrieval on gives), and "engram assembly, no pre-fetch" (what the
+default gives a tool loop's steps). Markers are scored as the window's are; the arc, the
 history's summaries and excerpts and the pre-fetch as text (string and
 line recall, not checked against the messages they quote). A turn the
 assembly refuses (the system prompt and the step alone pass the budget)

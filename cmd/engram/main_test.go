@@ -186,6 +186,8 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{"window", "snapshots", "--session", "s1", "--limit", "-1"},
 		{"window", "context", "--session", "s1", "--format", "yaml"},
 		{"window", "assemble", "--session", "s1", "--format", "yaml"},
+		{"window", "assemble", "--session", "s1", "--retrieval", "sometimes"},
+		{"window", "assemble", "--session", "s1", "--retrieval", "on", "--no-retrieval"},
 	} {
 		if code, _, errOut := e.run("", args...); code != 2 {
 			t.Errorf("engram %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errOut)

@@ -393,6 +393,7 @@ func (a *app) windowAssembleCmd() *cobra.Command {
 	var (
 		w                                     windowFlags
 		message, prefsFile, briefFile, format string
+		retrieval                             string
 		tools                                 int
 		noRetrieval, noBriefing, jsonOut      bool
 	)
@@ -407,8 +408,10 @@ briefing (--briefing-file, else the archivalist's of the session unless
 --no-briefing), the conversation compacted to its share (full, windowed,
 compacted or multi-level, markers that expand for what it does not show
 whole), an arc of the requests it no longer shows, engram's pre-fetch for
-the message (unless --no-retrieval), and the message itself, which ends
-the context. --message is the turn's message; without it, the window's
+the message (--retrieval: auto runs it for a prompt and leaves it out of a
+tool loop's step, where on the bench's agent runs it cost more than it
+found; on runs it in steps too; off never), and the message itself, which
+ends the context. --message is the turn's message; without it, the window's
 newest message when it is a user's prompt, or in a tool loop the newest
 call with its results. Prints the messages and how each layer's share
 went; --json writes the messages in --format.`,
@@ -422,7 +425,10 @@ went; --json writes the messages in --format.`,
 			if tools < 0 {
 				return usagef("--tools is %d; it must be 0 or more", tools)
 			}
-			in := api.WindowAssembleIn{Message: message, Tools: tools, NoRetrieval: noRetrieval, NoBriefing: noBriefing, Format: format}
+			if _, _, err := api.ParseRetrieval(retrieval, noRetrieval); err != nil {
+				return &usageError{err}
+			}
+			in := api.WindowAssembleIn{Message: message, Tools: tools, Retrieval: retrieval, NoRetrieval: noRetrieval, NoBriefing: noBriefing, Format: format}
 			for _, f := range []struct {
 				path string
 				to   *string
@@ -457,7 +463,8 @@ went; --json writes the messages in --format.`,
 	f.IntVar(&tools, "tools", 0, "tokens the harness's tool definitions take beside the messages")
 	f.StringVar(&prefsFile, "preferences-file", "", "standing instructions, from a file")
 	f.StringVar(&briefFile, "briefing-file", "", "what is known of the session's subjects (engram briefing), from a file")
-	f.BoolVar(&noRetrieval, "no-retrieval", false, "leave engram's pre-fetch out")
+	f.StringVar(&retrieval, "retrieval", "auto", "when engram's pre-fetch runs: auto (for a prompt, not in a tool loop's step), on (in steps too) or off")
+	f.BoolVar(&noRetrieval, "no-retrieval", false, "leave engram's pre-fetch out (--retrieval off)")
 	f.BoolVar(&noBriefing, "no-briefing", false, "leave the archivalist's briefing of the session out")
 	f.StringVar(&format, "format", "engram", "with --json, how messages are written: engram, anthropic or openai")
 	f.BoolVar(&jsonOut, "json", false, "print the messages and the report as JSON")

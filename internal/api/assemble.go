@@ -28,9 +28,13 @@ type WindowAssembleIn struct {
 	// layers.
 	Preferences string `json:"preferences,omitempty"`
 	Briefing    string `json:"briefing,omitempty"`
-	// NoRetrieval leaves engram's pre-fetch out; NoBriefing the
-	// archivalist's briefing of the session, fetched when Briefing is
+	// Retrieval is when engram's pre-fetch runs: auto (the default) for
+	// a prompt and not in a tool loop's step, where on the bench's agent
+	// runs it cost more than it found; on, in steps too; off, never.
+	// NoRetrieval is off, as before Retrieval was. NoBriefing leaves out
+	// the archivalist's briefing of the session, fetched when Briefing is
 	// empty.
+	Retrieval   string `json:"retrieval,omitempty" jsonschema:"auto (default: for a prompt, not in a tool loop's step), on or off"`
 	NoRetrieval bool   `json:"no_retrieval,omitempty"`
 	NoBriefing  bool   `json:"no_briefing,omitempty"`
 	Format      string `json:"format,omitempty" jsonschema:"engram (default), anthropic or openai"`
@@ -64,6 +68,9 @@ type AssembleOut struct {
 	// Briefing says where the topics layer came from: "request", the
 	// archivalist's tier, or why there was none.
 	Briefing string `json:"briefing,omitempty"`
+	// Retrieval says whether the pre-fetch ran: on, off, or why not
+	// ("off: a tool loop's step").
+	Retrieval string `json:"retrieval"`
 	// History is how the conversation was compacted: the strategy
 	// (full, windowed, compacted, multi_level), messages covered, shown
 	// whole, quoted whole in a summary, markers for the rest, tokens shown
@@ -94,6 +101,10 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	if _, err := WindowToolsRange.Check(in.Tools); err != nil {
 		return AssembleOut{}, "", err
 	}
+	retrieve, steps, err := ParseRetrieval(in.Retrieval, in.NoRetrieval)
+	if err != nil {
+		return AssembleOut{}, "", err
+	}
 	for name, v := range map[string]string{"message": in.Message, "preferences": in.Preferences, "briefing": in.Briefing} {
 		if len(v) > MaxMessageBytes {
 			return AssembleOut{}, "", bad("%s: %d bytes, over the %d a message may hold", name, len(v), MaxMessageBytes)
@@ -121,7 +132,7 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 		defer a.Wait()
 	}
 	turn, err := a.Assemble(ctx, assemble.Request{Key: k, Message: in.Message, Tools: in.Tools, Preferences: in.Preferences,
-		Briefing: in.Briefing, Brief: !in.NoBriefing, Retrieve: !in.NoRetrieval})
+		Briefing: in.Briefing, Brief: !in.NoBriefing, Retrieve: retrieve, RetrieveSteps: steps})
 	switch {
 	case errors.Is(err, assemble.ErrInvalid), errors.Is(err, assemble.ErrOverBudget), errors.Is(err, assemble.ErrNoHistoryRoom),
 		errors.Is(err, assemble.ErrNoTurn):
@@ -129,7 +140,7 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	case err != nil:
 		return AssembleOut{}, "", windowErr(err)
 	}
-	if !in.NoRetrieval {
+	if turn.Retrieval == assemble.RetrievalOn {
 		// The retrieval layer is a pre-fetch; it holds something when the
 		// pre-fetch found an excerpt that fit.
 		o.Metrics.Prefetch(turn.Layers[assemble.Retrieval] > 0)
@@ -140,7 +151,7 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	}
 	out := AssembleOut{Window: windowOut(st), Format: f, Budget: turn.Budget, Tokens: turn.Tokens,
 		Messages: make([]json.RawMessage, 0, len(turn.Messages)), Layers: []LayerOut{}}
-	out.Briefing = turn.Briefing
+	out.Briefing, out.Retrieval = turn.Briefing, turn.Retrieval
 	h := turn.History
 	out.History.Strategy, out.History.Zones = string(h.Strategy), h.Zones
 	out.History.Messages, out.History.Shown, out.History.Quoted, out.History.Refs, out.History.Tokens, out.History.Whole = h.Messages, h.Shown, h.Quoted, h.Refs, h.Tokens, h.Whole
@@ -166,6 +177,7 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 		out.Layers = append(out.Layers, lo)
 		fmt.Fprintf(&b, "%-16s %6d of %6d allocated (min %d, ideal %d, max %d)\n", l.Name, lo.Used, lo.Allocated, l.Min, l.Ideal, l.Max)
 	}
+	fmt.Fprintf(&b, "retrieval: %s\n", turn.Retrieval)
 	fmt.Fprintf(&b, "history: %s, %s: %d shown whole, %d quoted whole, %s for the rest; %d tokens shown of %d whole\n",
 		h.Strategy, plural(h.Messages, "message"), h.Shown, h.Quoted, plural(h.Refs, "marker"), h.Tokens, h.Whole)
 	for _, z := range h.Zones {
@@ -191,6 +203,30 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	}
 	fmt.Fprintf(&b, "snapshot %s", out.Snapshot)
 	return out, b.String(), nil
+}
+
+// Retrieval's settings (WindowAssembleIn.Retrieval).
+const (
+	RetrievalAuto = "auto"
+	RetrievalOn   = "on"
+	RetrievalOff  = "off"
+)
+
+// ParseRetrieval reads when the pre-fetch runs: whether for the turn, and
+// in a tool loop's step too.
+func ParseRetrieval(r string, off bool) (retrieve, steps bool, err error) {
+	switch r {
+	case "", RetrievalAuto:
+		return !off, false, nil
+	case RetrievalOn:
+		if off {
+			return false, false, bad("retrieval %q and no_retrieval contradict each other: give one", r)
+		}
+		return true, true, nil
+	case RetrievalOff:
+		return false, false, nil
+	}
+	return false, false, bad("retrieval %q: want auto (the default), on or off", r)
 }
 
 // NewAssembler returns an Assembler over an engine's windows, its rolling

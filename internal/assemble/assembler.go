@@ -136,10 +136,16 @@ type Request struct {
 	// session the archivalist does not know has none.
 	Brief bool
 	// Retrieve runs engram's pre-fetch for the message (L5), within
-	// Scope (zero: the whole store, every session's memory).
-	Retrieve bool
-	Scope    store.Filter
-	Depth    Depth
+	// Scope (zero: the whole store, every session's memory); in a tool
+	// loop's step (a tool_loop window's turn with no Message, the newest
+	// message a tool's results) only with RetrieveSteps too: on the agent
+	// runs of the bench the pre-fetch found less there than the history
+	// it took the room of, and cost more, in every form tried
+	// (BENCHMARKS.md, "The trajectories through assembly").
+	Retrieve      bool
+	RetrieveSteps bool
+	Scope         store.Filter
+	Depth         Depth
 }
 
 // A Turn is an assembled context: the messages to send, in order, and how
@@ -159,7 +165,17 @@ type Turn struct {
 	// Briefing says where L2 came from: "request", the archivalist's tier
 	// ("standard", "full"), or why there was none.
 	Briefing string
+	// Retrieval says whether the pre-fetch ran: "on", "off" (not asked
+	// for), or why not ("off: a tool loop's step").
+	Retrieval string
 }
+
+// Retrieval's reasons.
+const (
+	RetrievalOn   = "on"
+	RetrievalOff  = "off"
+	RetrievalStep = "off: a tool loop's step"
+)
 
 // prepare lays out, in the background, the recent zone the window's next
 // turns will likely show: the one that starts a chunk later, which the
@@ -258,6 +274,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// query is what the pre-fetch and the key messages are for.
 	var tail []window.Message
 	var query string
+	step := false
 	switch {
 	case req.Message != "":
 		m := window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockText, Text: req.Message}}}
@@ -269,7 +286,9 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	case to > from && msgs[to-1].Role == window.RoleUser && loop:
 		// A step of a tool loop's window: the window's own layout shows it
 		// with the rest (clipped, as the window would, when it is too
-		// large); the pre-fetch is for what the agent is doing.
+		// large); the pre-fetch, when asked for steps, is for what the
+		// agent is doing.
+		step = true
 		for i := to - 1; i >= from && query == ""; i-- {
 			if msgs[i].Role == window.RoleAssistant {
 				query = strings.TrimSpace(textOf(&msgs[i]))
@@ -296,6 +315,14 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	default:
 		return Turn{}, fmt.Errorf("%w: no message for the turn: the window's newest message is neither a user's prompt nor a tool's result, and the request gives none", ErrNoTurn)
 	}
+	retrieval := RetrievalOff
+	if req.Retrieve {
+		retrieval = RetrievalOn
+		if step && !req.RetrieveSteps {
+			retrieval = RetrievalStep
+		}
+	}
+	retrieve := retrieval == RetrievalOn
 	if unanswered(msgs[from:to]) || unanswered(tail) {
 		return Turn{}, fmt.Errorf("%w: the window holds a tool call without its result: append the result before the turn's message", ErrNoTurn)
 	}
@@ -322,7 +349,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	if brief.tokens > 0 {
 		s.TopicCount = 1
 	}
-	if !req.Retrieve {
+	if !retrieve {
 		s.Available[Retrieval] = 0
 	}
 	// The arc can hold at most the prompts' first lines.
@@ -338,14 +365,14 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	if err != nil {
 		return Turn{}, err
 	}
-	t := Turn{Budget: budget, Plan: plan, Layers: map[string]int{}, Briefing: briefed}
+	t := Turn{Budget: budget, Plan: plan, Layers: map[string]int{}, Briefing: briefed, Retrieval: retrieval}
 	// A tool loop's history takes what the other layers may take leaves,
 	// less a tenth for the pre-fetch: the same from step to step, so that
 	// the window's layout, and the prompt cache's prefix, stay stable.
 	alloc, reserve := plan.Tokens(History), budget
 	if loop {
 		reserve = 0
-		if req.Retrieve {
+		if retrieve {
 			reserve = budget / 10
 		}
 		// (4: the framing of a message of its own for what leads the turn,
@@ -448,7 +475,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// layers before it left of theirs (a history laid out to its target
 	// leaves some): retrieval is what reaches back past the history, so it
 	// never repeats what the context shows whole.
-	if req.Retrieve {
+	if retrieve {
 		shownEntries := map[string]bool{}
 		shownPos := t.History.shown()
 		for i, it := range items {

@@ -330,7 +330,9 @@ func TestAssemble_Briefing(t *testing.T) {
 // TestAssemble_ToolLoopRole: a tool loop's window keeps its own layout
 // for the history, the newest step included (a step too large for the
 // budget shown clipped, as the window shows it, not refused), within the
-// budget, tool pairs intact, the pre-fetch within a tenth of the budget.
+// budget, tool pairs intact; the pre-fetch runs in a step only when asked
+// for steps, within a tenth of the budget, and asked for the turn alone
+// it is left out, the history as without it.
 func TestAssemble_ToolLoopRole(t *testing.T) {
 	ctx := context.Background()
 	a := assembler(t)
@@ -348,16 +350,38 @@ func TestAssemble_ToolLoopRole(t *testing.T) {
 		if _, err := a.Windows.Append(ctx, key, step); err != nil {
 			t.Fatal(err)
 		}
-		turn, err := a.Assemble(ctx, assemble.Request{Key: key, Retrieve: true, Scope: store.Filter{SessionID: "s"}})
+		turn, err := a.Assemble(ctx, assemble.Request{Key: key, Retrieve: true, RetrieveSteps: true, Scope: store.Filter{SessionID: "s"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if turn.History.Strategy != assemble.WindowLayout || turn.Tokens > turn.Budget || turn.Layers[assemble.Retrieval] > turn.Budget/10 {
-			t.Errorf("%s, %d of %d tokens, pre-fetch %d", turn.History.Strategy, turn.Tokens, turn.Budget, turn.Layers[assemble.Retrieval])
+		if turn.History.Strategy != assemble.WindowLayout || turn.Tokens > turn.Budget || turn.Layers[assemble.Retrieval] > turn.Budget/10 ||
+			turn.Retrieval != assemble.RetrievalOn {
+			t.Errorf("%s, %d of %d tokens, pre-fetch %d (%s)", turn.History.Strategy, turn.Tokens, turn.Budget, turn.Layers[assemble.Retrieval], turn.Retrieval)
 		}
 		if _, err := window.Units(turn.Messages); err != nil {
 			t.Errorf("a tool pair is broken: %v", err)
 		}
+		plain, err := a.Assemble(ctx, assemble.Request{Key: key, Scope: store.Filter{SessionID: "s"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stepped, err := a.Assemble(ctx, assemble.Request{Key: key, Retrieve: true, Scope: store.Filter{SessionID: "s"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stepped.Retrieval != assemble.RetrievalStep || stepped.Layers[assemble.Retrieval] != 0 || stepped.Tokens != plain.Tokens ||
+			stepped.History.Tokens != plain.History.Tokens || plain.Retrieval != assemble.RetrievalOff {
+			t.Errorf("a step asked for retrieval, not for steps: %s, %d tokens, history %d; without retrieval (%s) %d, history %d",
+				stepped.Retrieval, stepped.Tokens, stepped.History.Tokens, plain.Retrieval, plain.Tokens, plain.History.Tokens)
+		}
+	}
+	// A prompt in a tool loop's window is no step: the pre-fetch runs.
+	if _, err := a.Windows.Append(ctx, key, []window.Message{text(window.RoleAssistant, "The build is fine."), text(window.RoleUser, "Why did server.go compile twice?")}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Retrieve: true, Scope: store.Filter{SessionID: "s"}})
+	if err != nil || turn.Retrieval != assemble.RetrievalOn {
+		t.Errorf("a prompt in a tool loop's window: retrieval %q, %v", turn.Retrieval, err)
 	}
 }
 

@@ -521,4 +521,8 @@ func TestWindowsAssemble(t *testing.T) {
 	c.want(400, "POST", w+"/assemble", `{"message":"hi","tools":5000}`, "tools")
 	c.want(400, "POST", w+"/assemble", `{"message":"hi","format":"xml"}`, `format \"xml\"`)
 	c.want(400, "POST", w+"/assemble", `{}`, "no message for the turn")
+	c.want(400, "POST", w+"/assemble", `{"message":"hi","retrieval":"sometimes"}`, `retrieval \"sometimes\": want auto`)
+	c.want(400, "POST", w+"/assemble", `{"message":"hi","retrieval":"on","no_retrieval":true}`, "contradict")
+	c.want(200, "POST", w+"/assemble", `{"message":"hi","no_retrieval":true}`, `"retrieval":"off"`)
+	c.want(200, "POST", w+"/assemble", `{"message":"Why does handler2 serve requests slowly?"}`, `"retrieval":"on"`)
 }

@@ -220,7 +220,7 @@ func (s *assembly) Context() ([]Block, error) {
 	if err := s.flush(); err != nil {
 		return nil, err
 	}
-	req := assemble.Request{Key: s.key, Retrieve: s.retrieve}
+	req := assemble.Request{Key: s.key, Retrieve: s.retrieve, RetrieveSteps: s.retrieve}
 	if s.retrieve {
 		req.Scope = store.Filter{SessionID: s.key.SessionID}
 	}
