@@ -152,7 +152,7 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, 
 		}
 		if len(ps) == 0 {
 			msg := "nothing matches the query"
-			return RetrieveOut{Items: []SpanOut{}, Message: msg}, fmt.Sprintf("nothing found for %q", query), nil
+			return RetrieveOut{Items: []SpanOut{}, Message: msg}, fmt.Sprintf("nothing found for %q", clip(query, 200)), nil
 		}
 		mayCut = false
 	default:

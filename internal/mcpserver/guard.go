@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -26,13 +27,31 @@ var narrow = map[string]string{
 	"recall":           "lower the budget, or the query's limit",
 }
 
+// MaxErrorBytes bounds a tool error's text: an error that quotes the
+// call's input (a path, a session) would otherwise send back all of a
+// megabyte argument.
+const MaxErrorBytes = 4 << 10
+
 // guard replaces a tool result over MaxResultBytes by a tool error that
-// tells the model how to narrow the call.
+// tells the model how to narrow the call, and cuts a tool error's text to
+// MaxErrorBytes.
 func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		r, ok := res.(*mcp.CallToolResult)
-		if method != "tools/call" || err != nil || !ok || r == nil || r.IsError {
+		if method != "tools/call" || err != nil || !ok || r == nil {
+			return res, err
+		}
+		if r.IsError {
+			for _, c := range r.Content {
+				if tc, ok := c.(*mcp.TextContent); ok && len(tc.Text) > MaxErrorBytes {
+					n := MaxErrorBytes
+					for n > 0 && !utf8.RuneStart(tc.Text[n]) {
+						n--
+					}
+					tc.Text = fmt.Sprintf("%s… (%d bytes more of the error left out)", tc.Text[:n], len(tc.Text)-n)
+				}
+			}
 			return res, err
 		}
 		size := resultBytes(r)

@@ -84,3 +84,21 @@ func TestResultCap(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorCap: an error that quotes a megabyte argument is cut to
+// MaxErrorBytes, and a query that finds nothing quotes itself short.
+func TestErrorCap(t *testing.T) {
+	cs, _ := newClient(t, Options{Session: "s1", Agent: "a1"})
+	text, res := call(t, cs, "get_file", map[string]any{"path": strings.Repeat("a/", 500_000)})
+	if !res.IsError || len(text) > MaxErrorBytes+64 || !strings.Contains(text, "bytes more of the error left out") {
+		t.Errorf("an error quoting a 1 MB path: %d bytes, error %v: %.200q", len(text), res.IsError, text)
+	}
+	var words strings.Builder
+	for i := range 100_000 {
+		fmt.Fprintf(&words, "zq%dx ", i)
+	}
+	text, res = call(t, cs, "retrieve_context", map[string]any{"query": words.String()})
+	if res.IsError || len(text) > 1000 || !strings.HasPrefix(text, "nothing found for") {
+		t.Errorf("a long query that finds nothing: %d bytes, error %v: %.200q", len(text), res.IsError, text)
+	}
+}
