@@ -200,7 +200,7 @@ type TurnsIn struct {
 	Session   string `json:"session,omitempty" jsonschema:"the session (default yours)"`
 	From      int    `json:"from" jsonschema:"first turn"`
 	To        int    `json:"to" jsonschema:"last turn, inclusive"`
-	MaxTokens int    `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 1-8000 (default 4000)"`
+	MaxTokens int    `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 100-8000 (default 4000)"`
 }
 
 type RecordIn struct {

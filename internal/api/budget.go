@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/tokens"
 )
@@ -33,8 +34,9 @@ type budgetItem struct {
 	content string
 	// tokens is content's token count.
 	tokens int
-	// mayCut lets the item be cut at a line boundary to the room left,
-	// when at least its first line fits.
+	// mayCut lets the item be cut to the room left: at a line boundary,
+	// or, when not even its first line fits, within that line, after a
+	// character.
 	mayCut bool
 	// whole and cut are the tokens to keep after the item, for a note
 	// that follows it, when it is written whole or cut.
@@ -63,7 +65,15 @@ func (tb *textBudget) fit(it budgetItem) (kept string, n int, cut, ok bool) {
 			n += c
 		}
 		if n == 0 {
-			return "", 0, false, false
+			// Not one line fits (a long line of minified JSON, say): as
+			// much of the first as fits.
+			first, _, _ := strings.Cut(it.content, "\n")
+			k := tb.prefix(first, tb.room-head-1-it.cut)
+			if k == 0 {
+				return "", 0, false, false
+			}
+			b.WriteString(first[:k])
+			n = tb.enc.Count(first[:k])
 		}
 		// Lines counted one by one can take fewer tokens than the whole.
 		kept, cut = b.String(), b.Len() < len(it.content)
@@ -75,6 +85,37 @@ func (tb *textBudget) fit(it budgetItem) (kept string, n int, cut, ok bool) {
 	tb.room -= tb.enc.Count(h) + n + 1
 	tb.used += n
 	return kept, n, cut, true
+}
+
+// prefix is the length of the longest prefix of line, cut after a
+// character, that takes at most room tokens; 0 if none.
+func (tb *textBudget) prefix(line string, room int) int {
+	if room <= 0 {
+		return 0
+	}
+	// Look no further than 64 bytes a token (a token is seldom more than
+	// a few), then halve the gap between what fits and what does not.
+	lo, hi := 0, min(len(line), room*64)
+	if tb.enc.Count(line[:runeStart(line, hi)]) <= room {
+		return runeStart(line, hi)
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if tb.enc.Count(line[:runeStart(line, mid)]) <= room {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return runeStart(line, lo)
+}
+
+// runeStart is i, or the start of the character i falls within.
+func runeStart(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
 }
 
 // note writes a line after an item, from the room kept for it.

@@ -27,7 +27,7 @@ var (
 	LimitRange        = Range{Name: "limit", Min: 1, Max: 50, Default: 10}
 	MaxResultsRange   = Range{Name: "max_results", Min: 1, Max: 50, Default: 10}
 	SpansRange        = Range{Name: "spans", Min: 1, Max: 5, Default: 3}
-	MaxTokensRange    = Range{Name: "max_tokens", Min: 1, Max: 8000, Default: 4000}
+	MaxTokensRange    = Range{Name: "max_tokens", Min: 100, Max: 8000, Default: 4000}
 	PrefetchBudget    = Range{Name: "budget", Min: 1, Max: 32000, Default: 2000}
 	RemainingRange    = Range{Name: "remaining", Min: 1, Max: 10_000_000}
 	RecallBudgetRange = Range{Name: "budget", Min: 1, Max: archive.MaxAskBudget, Default: archive.DefaultAskBudget}

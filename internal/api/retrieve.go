@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -24,7 +25,8 @@ type RetrieveIn struct {
 	Query      string   `json:"query,omitempty" jsonschema:"words to match"`
 	StartLine  int      `json:"start_line,omitempty" jsonschema:"first line to read, of one entry (1-based)"`
 	EndLine    int      `json:"end_line,omitempty" jsonschema:"last line, inclusive (default start_line+199)"`
-	MaxTokens  int      `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 1-8000 (default 4000)"`
+	StartByte  int      `json:"start_byte,omitempty" jsonschema:"of one entry: read from this byte, as next says after a line too long to fit"`
+	MaxTokens  int      `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 100-8000 (default 4000)"`
 }
 
 // SpanOut is a piece of stored content, byte for byte: lines StartLine
@@ -48,7 +50,8 @@ type SpanOut struct {
 	// ContentBase64 holds the bytes instead of Content when they are not
 	// UTF-8 text.
 	ContentBase64 string `json:"content_base64,omitempty"`
-	// Truncated is set when the item was cut to max_tokens at a line.
+	// Truncated is set when the item was cut to max_tokens: at a line, or
+	// within a line too long to fit, at a character.
 	Truncated bool `json:"truncated,omitempty"`
 	// Next is the call that reads on: the lines of the item left out by
 	// the cut, or the page of lines after a range.
@@ -110,6 +113,9 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, 
 			return RetrieveOut{}, "", err
 		}
 	}
+	if in.StartByte < 0 {
+		return RetrieveOut{}, "", bad("start_byte is %d; it must be 0 or more", in.StartByte)
+	}
 	ids, err := o.retrieveIDs(ctx, in)
 	if err != nil {
 		return RetrieveOut{}, "", err
@@ -119,7 +125,7 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, 
 		o.Metrics.RefExpanded()
 	}
 	query := strings.TrimSpace(in.Query)
-	ranged := in.StartLine > 0 || in.EndLine > 0
+	ranged := in.StartLine > 0 || in.EndLine > 0 || in.StartByte > 0
 	var ps []piece
 	mayCut := true
 	switch {
@@ -129,8 +135,10 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, 
 		return RetrieveOut{}, "", bad("give a query or a line range, not both")
 	case ranged && len(ids) != 1:
 		return RetrieveOut{}, "", bad("a line range reads one entry, and %d are named", len(ids))
+	case in.StartLine > 0 && in.StartByte > 0:
+		return RetrieveOut{}, "", bad("give start_line or start_byte, not both")
 	case ranged:
-		if ps, err = o.rangePiece(ctx, ids[0], in.StartLine, in.EndLine); err != nil {
+		if ps, err = o.rangePiece(ctx, ids[0], in.StartLine, in.EndLine, in.StartByte); err != nil {
 			return RetrieveOut{}, "", err
 		}
 	case len(ids) > 0 && query != "":
@@ -248,8 +256,23 @@ func (o *Ops) entryPieces(ctx context.Context, ids []string) ([]piece, error) {
 	return ps, nil
 }
 
-// rangePiece is lines from to to of an entry; to defaults to a page.
-func (o *Ops) rangePiece(ctx context.Context, id string, from, to int) ([]piece, error) {
+// rangePiece is lines from to to of an entry, or from byte at, within
+// its line, to line to; to defaults to a page.
+func (o *Ops) rangePiece(ctx context.Context, id string, from, to, at int) ([]piece, error) {
+	ents, err := o.Eng.Store().Entries(ctx, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	e := ents[0]
+	if at > 0 {
+		switch {
+		case at >= len(e.Content):
+			return nil, bad("start_byte %d: entry %s has %d bytes", at, id[:12], len(e.Content))
+		case utf8.Valid(e.Content) && !utf8.RuneStart(e.Content[at]):
+			return nil, bad("start_byte %d is inside a character of entry %s", at, id[:12])
+		}
+		from = bytes.Count(e.Content[:at], []byte{'\n'}) + 1
+	}
 	from = max(from, 1)
 	if to == 0 {
 		to = from + defaultPage - 1
@@ -257,14 +280,12 @@ func (o *Ops) rangePiece(ctx context.Context, id string, from, to int) ([]piece,
 	if to < from {
 		return nil, bad("end_line %d is before start_line %d", to, from)
 	}
-	ents, err := o.Eng.Store().Entries(ctx, []string{id})
-	if err != nil {
-		return nil, err
-	}
-	e := ents[0]
 	sp, err := engine.LineSpan(e.Content, from, to)
 	if err != nil {
 		return nil, bad("entry %s %v", id[:12], err)
+	}
+	if at > 0 {
+		sp.Start = at
 	}
 	return []piece{{id: e.ID, where: where(e.Occurrence), typ: string(e.Type), sp: sp, content: e.Content[sp.Start:sp.End],
 		tokens: -1, page: to - from + 1, lines: engine.CountLines(e.Content)}}, nil
@@ -322,6 +343,11 @@ func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut bool) (RetrieveOut, 
 			it.EndByte = p.sp.Start + len(kept)
 			it.EndLine = p.sp.StartLine + engine.CountLines([]byte(kept)) - 1
 			it.Next = &RetrieveIn{ContentIDs: []string{id}, StartLine: it.EndLine + 1, EndLine: p.sp.EndLine}
+			if !strings.HasSuffix(kept, "\n") {
+				// Cut within a line too long to fit: read on from the
+				// byte where it stops.
+				it.Next = &RetrieveIn{ContentIDs: []string{id}, StartByte: it.EndByte, EndLine: p.sp.EndLine}
+			}
 		} else {
 			it.Next = page
 		}
@@ -336,8 +362,11 @@ func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut bool) (RetrieveOut, 
 
 // nextLine says the call that reads on.
 func nextLine(n *RetrieveIn) string {
-	return "(read on: content_ids " + strings.Join(n.ContentIDs, ",") + ", start_line " + strconv.Itoa(n.StartLine) +
-		", end_line " + strconv.Itoa(n.EndLine) + ")"
+	from := ", start_line " + strconv.Itoa(n.StartLine)
+	if n.StartByte > 0 {
+		from = ", start_byte " + strconv.Itoa(n.StartByte)
+	}
+	return "(read on: content_ids " + strings.Join(n.ContentIDs, ",") + from + ", end_line " + strconv.Itoa(n.EndLine) + ")"
 }
 
 // where says where an occurrence was seen: the file, or the session and

@@ -18,7 +18,7 @@ func TestTextWithinMaxTokens(t *testing.T) {
 		ids = append(ids, strings.Fields(rec)[1])
 	}
 	enc := eng.Encoding()
-	for _, max := range []int{40, 100, 250, 600, 1500, 8000} {
+	for _, max := range []int{100, 101, 250, 600, 1500, 8000} {
 		for _, c := range []struct {
 			tool string
 			args map[string]any

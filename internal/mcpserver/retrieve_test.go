@@ -264,3 +264,65 @@ func TestRetrieveContext_Reference(t *testing.T) {
 		}
 	}
 }
+
+// TestRetrieveContext_LongLine: a tool result of one line longer than
+// max_tokens (minified JSON) is cut within the line, and following next,
+// which names the byte to read on from, reads it whole, byte for byte;
+// get_turn_range shows its start rather than nothing.
+func TestRetrieveContext_LongLine(t *testing.T) {
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1"})
+	var b strings.Builder
+	b.WriteString(`{"items":[`)
+	for i := range 3000 {
+		fmt.Fprintf(&b, `{"id":%d,"name":"wïdget-%d","tags":["a","b"]},`, i, i)
+	}
+	line := strings.TrimSuffix(b.String(), ",") + "]}"
+	content := line + "\nsecond line\n"
+	rec := ok(t, cs, "record", map[string]any{"type": "tool_result", "content": content})
+	id := strings.Fields(rec)[1]
+	var got strings.Builder
+	args := map[string]any{"content_ids": []string{id}, "max_tokens": 8000}
+	calls := 0
+	for ; ; calls++ {
+		if calls > 100 {
+			t.Fatal("paging does not end")
+		}
+		out, text := retrieve(t, cs, args)
+		if len(out.Items) != 1 {
+			t.Fatalf("call %d: items %+v (%.300s)", calls, out.Items, text)
+		}
+		it := out.Items[0]
+		if n := eng.Encoding().Count(text); n > 8000 {
+			t.Errorf("%d tokens of text over max_tokens 8000", n)
+		}
+		if it.Content == "" || it.Content != content[it.StartByte:it.EndByte] {
+			t.Fatalf("call %d: bytes %d-%d are not the content's", calls, it.StartByte, it.EndByte)
+		}
+		got.WriteString(it.Content)
+		if it.Next == nil {
+			break
+		}
+		args = map[string]any{"content_ids": it.Next.ContentIDs, "start_byte": it.Next.StartByte, "start_line": it.Next.StartLine,
+			"end_line": it.Next.EndLine, "max_tokens": 8000}
+	}
+	if got.String() != content || calls < 2 {
+		t.Errorf("paged %d bytes in %d calls, the content is %d", got.Len(), calls+1, len(content))
+	}
+	if text := ok(t, cs, "get_turn_range", map[string]any{"from": 1, "to": 1, "max_tokens": 8000}); !strings.Contains(text, `{"items":[{"id":0,`) {
+		t.Errorf("get_turn_range of the long line: %.300s", text)
+	}
+	for _, c := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"content_ids": []string{id}, "start_byte": 12, "start_line": 1}, "start_line or start_byte, not both"},
+		{map[string]any{"content_ids": []string{id}, "start_byte": len(content)}, "bytes"},
+		{map[string]any{"content_ids": []string{id}, "start_byte": strings.Index(content, "ï") + 1}, "inside a character"},
+		{map[string]any{"content_ids": []string{id}, "start_byte": -1}, "start_byte is -1"},
+		{map[string]any{"content_ids": []string{id}, "max_tokens": 60}, "max_tokens is 60; it must be from 100"},
+	} {
+		if text, res := call(t, cs, "retrieve_context", c.args); !res.IsError || !strings.Contains(text, c.want) {
+			t.Errorf("%v: %q, want an error with %q", c.args, text, c.want)
+		}
+	}
+}
