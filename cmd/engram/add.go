@@ -56,7 +56,10 @@ stored records a new occurrence and prints the same ID.`,
 			if typ != "" {
 				defaults.Type = store.ContentType(typ)
 			}
-			if batchSize <= 0 {
+			if batchSize < 0 {
+				return usagef("--batch-size is %d; it must be 0 (the default) or more", batchSize)
+			}
+			if batchSize == 0 {
 				batchSize = a.cfg.Ingest.BatchSize
 			}
 			in, name, err := a.input(args)

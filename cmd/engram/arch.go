@@ -408,6 +408,10 @@ intent stays until completed or until --ttl passes.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// As declare_intent's ttl_minutes: a minute to a week.
+			if in.TTL < time.Minute || in.TTL > time.Duration(api.TTLMinutesRange.Max)*time.Minute {
+				return usagef("--ttl is %s; it must be from 1m to %s", in.TTL, time.Duration(api.TTLMinutesRange.Max)*time.Minute)
+			}
 			h, err := a.handle(cmd.Context(), w)
 			if err != nil {
 				return err

@@ -451,6 +451,9 @@ who ran it (--actor, else $USER@hostname), when, what it named and how much
 it removed or replaced. It never holds what was removed.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 {
+				return usagef("--limit is %d; it must be 1 or more", limit)
+			}
 			eng, err := a.engine(cmd.Context(), true)
 			if err != nil {
 				return err

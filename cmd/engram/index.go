@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -74,6 +75,21 @@ The first index of a project asks permission on a terminal; elsewhere pass
 	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out, added to index.exclude (repeatable)")
 	f.BoolVar(&opts.Generated, "generated", false, "index generated files too (default from index.generated: false)")
 	return cmd
+}
+
+// checkIndexFlags refuses what the index flags cannot mean: a negative
+// count or size (zero is the config's), an exclude pattern that does not
+// parse.
+func checkIndexFlags(opts index.Options) error {
+	if opts.Workers < 0 || opts.MaxFileBytes < 0 {
+		return usagef("--workers and --max-file-size must be 0 (the configured default) or more")
+	}
+	for _, p := range opts.Exclude {
+		if _, err := path.Match(strings.TrimPrefix(p, "!"), ""); err != nil {
+			return usagef("--exclude %q: %v", p, err)
+		}
+	}
+	return nil
 }
 
 // indexOptions completes index options from the flags with the config.
@@ -304,6 +320,9 @@ type indexRun struct {
 // runIndex indexes the project (or the tree of args[0]) with progress,
 // prints the summary, embeds the new chunks, and then watches, as r says.
 func (a *app) runIndex(ctx context.Context, args []string, opts index.Options, r indexRun) error {
+	if err := checkIndexFlags(opts); err != nil {
+		return err
+	}
 	if len(args) == 1 {
 		a.flags.Project = args[0]
 		if err := a.loadConfig(); err != nil {

@@ -81,6 +81,9 @@ func TestCLI_AddSearchShow(t *testing.T) {
 	if !strings.Contains(out, "backoff") || !strings.Contains(out, "session demo-flaky-test") {
 		t.Errorf("search output:\n%s", out)
 	}
+	if out := e.ok("", "stats", "--check", "--json"); !strings.Contains(out, `"ok": true`) {
+		t.Errorf("stats --check --json: %q", out)
+	}
 	if out := e.ok("", "stats", "--check"); !strings.HasSuffix(out, ": ok\n") {
 		t.Errorf("stats --check: %q", out)
 	}
@@ -165,6 +168,16 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{[]string{"window", "statsu"}, 2},
 		{[]string{"bench", "nonsense"}, 2},
 		{[]string{"window"}, 0},
+		// Flag values a command cannot mean.
+		{[]string{"audit", "--limit", "0"}, 2},
+		{[]string{"show", "x.go", "--version", "-1"}, 2},
+		{[]string{"show", "x.go:10-5"}, 2},
+		{[]string{"intent", "declare", "rename", "--path", "x", "--ttl", "1000h"}, 2},
+		{[]string{"index", "--workers", "-1", "--yes"}, 2},
+		{[]string{"index", "--exclude", "[", "--yes"}, 2},
+		{[]string{"add", "--batch-size", "-1", "/no/such/file.jsonl"}, 2},
+		{[]string{"proxy", "--max-body", "-1"}, 2},
+		{[]string{"search", "x", "--since", "2030-01-01", "--until", "2020-01-01"}, 2},
 		// Commands that only read make no store.
 		{[]string{"pattern", "list"}, 1},
 		{[]string{"briefing", "--session", "s1"}, 1},

@@ -95,6 +95,9 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 			if q.Filter.Until, err = parseWhen("until", until, now); err != nil {
 				return err
 			}
+			if !q.Filter.Since.IsZero() && !q.Filter.Until.IsZero() && q.Filter.Until.Before(q.Filter.Since) {
+				return usagef("--until %s is before --since %s: nothing can match", until, since)
+			}
 			if q.Limit < 0 {
 				return usagef("--limit must not be negative")
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 )
@@ -41,11 +42,14 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			eng, err := a.engine(ctx, true)
+			target, from, to, err := splitRange(args[0])
 			if err != nil {
 				return err
 			}
-			target, from, to, err := splitRange(args[0])
+			if _, err := api.VersionRange.CheckAs("--version", version); err != nil {
+				return &usageError{err}
+			}
+			eng, err := a.engine(ctx, true)
 			if err != nil {
 				return err
 			}

@@ -37,6 +37,9 @@ damage: after a crash or a full disk, say.`,
 				if err := a.st.IntegrityCheck(cmd.Context()); err != nil {
 					return fmt.Errorf("store %s: %w", a.cfg.Store.Path, err)
 				}
+				if jsonOut {
+					return writeJSON(a.stdout, map[string]any{"store": a.cfg.Store.Path, "ok": true})
+				}
 				fmt.Fprintf(a.stdout, "store %s: ok\n", a.cfg.Store.Path)
 				return nil
 			}
