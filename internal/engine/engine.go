@@ -326,6 +326,16 @@ func (e *Engine) resolveParents(ctx context.Context, recs []Record, entries []st
 				if !ok {
 					var err error
 					id, err = e.st.MsgEntry(ctx, r.Session, r.Parent)
+					if errors.Is(err, store.ErrNotFound) && isIDPrefix(r.Parent) {
+						// The short entry IDs the tools hand out name a
+						// parent too.
+						id, err = e.st.ResolveID(ctx, strings.ToLower(r.Parent))
+						if ae := (*store.AmbiguousError)(nil); errors.As(err, &ae) {
+							errs = append(errs, atRecord(i, &FieldError{Field: "parent",
+								Msg: fmt.Sprintf("%q starts several entry IDs: give more of it", r.Parent)}))
+							continue
+						}
+					}
 					if errors.Is(err, store.ErrNotFound) {
 						errs = append(errs, atRecord(i, &FieldError{Field: "parent",
 							Msg: fmt.Sprintf("no message %q in session %q, and not an entry ID", r.Parent, r.Session)}))
@@ -425,4 +435,18 @@ func (e *Engine) Archive(ctx context.Context) (*archive.Archive, error) {
 		e.arch, e.archErr = archive.New(e.st, opts)
 	})
 	return e.arch, e.archErr
+}
+
+// isIDPrefix reports whether s could start an entry ID: store.MinPrefix
+// hex digits or more.
+func isIDPrefix(s string) bool {
+	if len(s) < store.MinPrefix || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -94,6 +94,22 @@ func TestAdd_Parents(t *testing.T) {
 	if _, err := e.Add(ctx, []engine.Record{byID}); err != nil {
 		t.Fatal(err)
 	}
+	// By the short entry ID the tools hand out (12 hex digits), in any
+	// case.
+	short := engine.Record{Session: "s", Type: store.Note, Parent: strings.ToUpper(res[0].ID[:12]), Content: []byte("see the call, briefly")}
+	sres, err := e.Add(ctx, []engine.Record{short})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := e.Store().Entries(ctx, []string{sres[0].ID}); err != nil || ents[0].ParentID != res[0].ID {
+		t.Errorf("parent by a short ID: %+v, %v; want %s", ents, err, res[0].ID)
+	}
+	for _, bad := range []string{"0000000000ab", "toolu_404"} {
+		_, err := e.Add(ctx, []engine.Record{{Session: "s", Type: store.Note, Parent: bad, Content: []byte("orphan")}})
+		if err == nil || !strings.Contains(err.Error(), "not an entry ID") {
+			t.Errorf("parent %q: %v", bad, err)
+		}
+	}
 	missing := engine.Record{Session: "s", Type: store.ToolResult, Parent: "toolu_404", Content: []byte("orphan")}
 	_, err = e.Add(ctx, []engine.Record{later, missing})
 	var re *engine.RecordError

@@ -296,6 +296,12 @@ type Filter struct {
 // type, or a path holding a NUL byte, which no path can (and which SQLite
 // would read as the end of the pattern, matching everything).
 func (f Filter) Validate() error {
+	if len(f.Types) > MaxFilterTypes {
+		return &ValidationError{Field: "types", Msg: fmt.Sprintf("%d given; at most %d (there are fewer content types)", len(f.Types), MaxFilterTypes)}
+	}
+	if len(f.Paths) > MaxFilterPaths {
+		return &ValidationError{Field: "paths", Msg: fmt.Sprintf("%d given; at most %d: name directories rather than files", len(f.Paths), MaxFilterPaths)}
+	}
 	for _, t := range f.Types {
 		if !t.Valid() {
 			return &ValidationError{Field: "type", Msg: fmt.Sprintf("unknown content type %q", t)}
@@ -308,6 +314,14 @@ func (f Filter) Validate() error {
 	}
 	return nil
 }
+
+// A Filter's lists are bounded: each path and type is a term of the
+// backends' queries, which have limits of their own (SQLite's expression
+// depth), far above what a caller means.
+const (
+	MaxFilterTypes = 32
+	MaxFilterPaths = 256
+)
 
 // IsZero reports whether f restricts nothing. History does not restrict:
 // it widens.
