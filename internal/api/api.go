@@ -589,6 +589,9 @@ func (o *Ops) Record(ctx context.Context, in RecordIn) (RecordOut, string, error
 	if err := o.checkSession(in.Session); err != nil {
 		return RecordOut{}, "", err
 	}
+	if store.ContentType(in.Type) == store.CodeFile {
+		return RecordOut{}, "", bad("type code_file is the index's (engram index): record what an agent saw or said, such as a tool_result of the file's read")
+	}
 	agent := o.Agent
 	if agent == "" {
 		agent = archive.AgentIDFor("mcp", o.Session())

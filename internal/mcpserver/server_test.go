@@ -213,6 +213,8 @@ func TestToolErrors(t *testing.T) {
 		{"get_file", map[string]any{"path": "nope.go"}, "neither an indexed file"},
 		{"record", map[string]any{"type": "user_prompt", "content": "x", "session": "s2"}, "writes to session s1, not s2"},
 		{"record", map[string]any{"type": "gossip", "content": "x"}, "gossip"},
+		{"record", map[string]any{"type": "code_file", "content": "package x"}, "the index's"},
+		{"record", map[string]any{"type": "note", "content": "x", "files": []string{""}}, "a file's name is empty"},
 		{"record_pattern", map[string]any{"category": "cooking.pasta", "pattern": "x"}, "unknown first level"},
 		{"record_failure", map[string]any{"approach": "a", "reason": "b", "resolution": "c"}, "outcome"},
 		{"briefing", map[string]any{"tier": "huge"}, "huge"},
