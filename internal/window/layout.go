@@ -221,6 +221,42 @@ func (l *Layout) pair(m *Message, i int) error {
 	return nil
 }
 
+// interrupts reports a call that m, as the conversation's next message,
+// would leave without its result for good: m is a user's prompt (a user's
+// message with no tool results), and a call waits with no prompt after
+// it. No vendor's API takes a prompt between a call and its results, and
+// a call left so would hold the window's units open to its end. Messages
+// between a call and its results otherwise (parallel calls, one item each
+// in the Responses API; reasoning) are left alone. A call left so in a
+// ledger written before this check waits for nothing.
+func (l *Layout) interrupts(m *Message) (string, bool) {
+	if !isPrompt(m) {
+		return "", false
+	}
+	k := len(l.units)
+	if k == 0 || !l.units[k-1].Open {
+		return "", false
+	}
+	for i := len(l.msgs) - 1; i >= l.units[k-1].From; i-- {
+		msg := &l.msgs[i]
+		if isPrompt(msg) {
+			return "", false
+		}
+		for _, b := range msg.Blocks {
+			if b.Type == BlockToolUse && !l.answered[b.ID] {
+				return b.ID, true
+			}
+		}
+	}
+	return "", false
+}
+
+// isPrompt reports whether m is a user's prompt: a user's message that
+// carries no tool results.
+func isPrompt(m *Message) bool {
+	return m.Role == RoleUser && len(m.Results()) == 0
+}
+
 // clipNewest clips the newest unit when it is larger than the policy's
 // Clip share of the room, or when a call of the agent's in it is larger
 // than ClipCallTokens: the window shows a marker and its head and tail

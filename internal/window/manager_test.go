@@ -707,3 +707,54 @@ func TestOpen_Again(t *testing.T) {
 		t.Errorf("opened again with another limit: version %d -> %d, limit %d, %v", before.Version, other.Version, other.Settings.Limits.Context, err)
 	}
 }
+
+// TestAppend_PromptWhileCallWaits: a prompt appended while a tool call
+// waits for its result is refused, nothing written, since no API takes it
+// and the call would hold the window open to its end; the result, then
+// the prompt, are taken. Parallel calls, one message each as the
+// Responses API sends them, and their results are taken.
+func TestAppend_PromptWhileCallWaits(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	ex := exchange(0)
+	if _, err := m.Append(ctx, key, ex[:2]); err != nil { // the prompt and the call
+		t.Fatal(err)
+	}
+	before, err := m.Status(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, msgs := range map[string][]window.Message{
+		"a prompt":               {textMsg(window.RoleUser, "never mind, do something else")},
+		"an answer and a prompt": {textMsg(window.RoleAssistant, "Hm."), textMsg(window.RoleUser, "go on")},
+		"the result and another call, then a prompt": {ex[2], {Role: window.RoleAssistant, Blocks: []window.Block{
+			{Type: window.BlockToolUse, ID: "call-x", Name: "ls", Input: json.RawMessage(`{}`)}}}, textMsg(window.RoleUser, "stop")},
+	} {
+		_, err := m.Append(ctx, key, msgs)
+		var pe *window.PairingError
+		if !errors.As(err, &pe) || !errors.Is(err, window.ErrInvalid) || !strings.Contains(err.Error(), "waits for its result") {
+			t.Errorf("%s: %v, want a PairingError", name, err)
+		}
+		if st, err := m.Status(ctx, key); err != nil || st.Messages != before.Messages || st.Version != before.Version {
+			t.Errorf("%s: the refused append wrote: %+v, %v", name, st, err)
+		}
+	}
+	if _, err := m.Append(ctx, key, ex[2:]); err != nil {
+		t.Fatal(err)
+	}
+	// Parallel calls as two messages, their results, then a prompt.
+	call := func(id string) window.Message {
+		return window.Message{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: id, Name: "read", Input: json.RawMessage(`{}`)}}}
+	}
+	result := func(id string) window.Message {
+		return window.Message{Role: window.RoleTool, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: id, Text: "ok"}}}
+	}
+	if _, err := m.Append(ctx, key, []window.Message{textMsg(window.RoleUser, "read both"), call("p1"), call("p2"), result("p1"), result("p2"),
+		textMsg(window.RoleAssistant, "Both read."), textMsg(window.RoleUser, "thanks")}); err != nil {
+		t.Errorf("parallel calls as messages of their own: %v", err)
+	}
+}
