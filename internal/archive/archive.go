@@ -619,7 +619,9 @@ func (h *Handle) Session() string { return h.agent.SessionID }
 
 // WriteResult says what a write did and the versions after it.
 type WriteResult struct {
-	// Status is created, merged (a duplicate of ID) or updated.
+	// Status is created, merged (a duplicate of ID), updated, or
+	// unchanged: a session's state written again as it was, which writes
+	// nothing and leaves its versions as they are.
 	Status string `json:"status"`
 	ID     string `json:"id,omitempty"`
 	GV     uint64 `json:"gv"`

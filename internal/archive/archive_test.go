@@ -635,3 +635,33 @@ func TestAgentIDFor(t *testing.T) {
 		seen[id] = s
 	}
 }
+
+// TestWriteSession_Unchanged: a session's state written again as it is
+// writes nothing and keeps its version, so that a reader holding it gets
+// NOT_MODIFIED; a change writes a new version.
+func TestWriteSession_Unchanged(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	h := register(t, a, AgentSpec{ID: "p", SessionID: "s1"})
+	first, err := h.UpdateResume(ctx, Resume{Task: "fix the upload", Next: []string{"patch"}})
+	if err != nil || first.Status != "created" {
+		t.Fatalf("first: %+v, %v", first, err)
+	}
+	for _, r := range []Resume{{Task: "fix the upload", Next: []string{"patch"}}, {}} {
+		again, err := h.UpdateResume(ctx, r)
+		if err != nil || again.Status != "unchanged" || again.SV != first.SV {
+			t.Errorf("again as it is (%+v): %+v, %v; want unchanged at sv %d", r, again, err, first.SV)
+		}
+	}
+	f1, err := h.UpdateFile(ctx, FileState{Path: "internal/upload/retry.go", Status: "modified", Summary: "jitter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f2, err := h.UpdateFile(ctx, FileState{Path: "internal/upload/retry.go", Status: "modified", Summary: "jitter"}); err != nil || f2.Status != "unchanged" || f2.SV != f1.SV {
+		t.Errorf("a file written again as it is: %+v, %v", f2, err)
+	}
+	next, err := h.UpdateResume(ctx, Resume{Current: "running the tests"})
+	if err != nil || next.Status != "updated" || next.SV <= f1.SV {
+		t.Errorf("a change: %+v, %v", next, err)
+	}
+}

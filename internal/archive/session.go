@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -234,6 +235,13 @@ func (h *Handle) writeSession(ctx context.Context, kind store.RecordKind, key st
 		b := mustJSON(body)
 		if len(b) > maxRecordBody {
 			return invalid(string(kind), "is %d bytes of JSON; at most %d", len(b), maxRecordBody)
+		}
+		if prev != nil && prev.Kind == kind && bytes.Equal(prev.Body, b) {
+			// Written again as it is: no new version, so that a reader
+			// holding this one gets NOT_MODIFIED.
+			gv, sv, err := tx.Versions(h.agent.SessionID)
+			wr = WriteResult{Status: "unchanged", GV: gv, SV: sv}
+			return err
 		}
 		sv, err := tx.NextSession(h.agent.SessionID)
 		if err != nil {
