@@ -468,6 +468,9 @@ func (o *Ops) SearchHistory(ctx context.Context, in HistoryIn) (SearchOut, strin
 		if err != nil {
 			return SearchOut{}, "", err
 		}
+		if types[0] == store.CodeFile {
+			return SearchOut{}, "", bad("content_type code_file: history is what agents saw and said; search finds indexed files")
+		}
 		f.Types = types
 	} else {
 		for _, t := range store.ContentTypes() {

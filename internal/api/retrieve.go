@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -77,6 +78,8 @@ const (
 	defaultPage = 200
 	// nextRoom is the room kept for the note that says where to read on.
 	nextRoom = 40
+	// MaxContentIDs is the most entries one call names.
+	MaxContentIDs = 100
 )
 
 // piece is what RetrieveContext writes of one entry.
@@ -187,13 +190,18 @@ func (o *Ops) retrieveIDs(ctx context.Context, in RetrieveIn) ([]string, error) 
 		}
 		return ref.ContentIDs, err
 	}
+	if len(in.ContentIDs) > MaxContentIDs {
+		return nil, bad("%d content_ids; at most %d a call", len(in.ContentIDs), MaxContentIDs)
+	}
 	var ids []string
 	for _, p := range in.ContentIDs {
 		id, err := o.Eng.Store().ResolveID(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("content id %s: %w", p, err)
 		}
-		ids = append(ids, id)
+		if !slices.Contains(ids, id) { // an entry named twice is read once
+			ids = append(ids, id)
+		}
 	}
 	return ids, nil
 }

@@ -23,6 +23,7 @@ func TestLimits(t *testing.T) {
 		{"search", map[string]any{"query": "retry", "limit": 100000}, "limit is 100000; it must be from 1 to 50, or 0 (the default, 10)"},
 		{"search", map[string]any{"query": "retry", "limit": -5}, "limit is -5; it must be from 1 to 50, or 0 (the default, 10)"},
 		{"search", map[string]any{"query": "retry", "paths": manyPaths(50_000)}, "paths: 50000 given; at most 256"},
+		{"retrieve_context", map[string]any{"content_ids": manyPaths(101)}, "101 content_ids; at most 100 a call"},
 		{"search", map[string]any{"query": "retry", "types": manyTypes(100_000)}, "types: 100000 given; at most 32"},
 		{"search_history", map[string]any{"query": "retry", "max_results": 51}, "max_results is 51; it must be from 1 to 50"},
 		{"retrieve_context", map[string]any{"query": "retry", "max_tokens": 9000}, "max_tokens is 9000; it must be from 100 to 8000, or 0 (the default, 4000)"},

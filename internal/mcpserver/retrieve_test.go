@@ -311,6 +311,11 @@ func TestRetrieveContext_LongLine(t *testing.T) {
 	if text := ok(t, cs, "get_turn_range", map[string]any{"from": 1, "to": 1, "max_tokens": 8000}); !strings.Contains(text, `{"items":[{"id":0,`) {
 		t.Errorf("get_turn_range of the long line: %.300s", text)
 	}
+	// An entry named twice, by its ID and a prefix of it, is read once.
+	small := strings.Fields(ok(t, cs, "record", map[string]any{"type": "note", "content": "a short note"}))[1]
+	if out, _ := retrieve(t, cs, map[string]any{"content_ids": []string{small, small[:6]}}); len(out.Items) != 1 || out.More != 0 {
+		t.Errorf("an entry named twice: %+v", out)
+	}
 	for _, c := range []struct {
 		args map[string]any
 		want string

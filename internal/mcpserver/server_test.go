@@ -214,6 +214,7 @@ func TestToolErrors(t *testing.T) {
 		{"record", map[string]any{"type": "user_prompt", "content": "x", "session": "s2"}, "writes to session s1, not s2"},
 		{"record", map[string]any{"type": "gossip", "content": "x"}, "gossip"},
 		{"record", map[string]any{"type": "code_file", "content": "package x"}, "the index's"},
+		{"search_history", map[string]any{"query": "x", "content_type": "code_file"}, "search finds indexed files"},
 		{"record", map[string]any{"type": "note", "content": "x", "files": []string{""}}, "a file's name is empty"},
 		{"record_pattern", map[string]any{"category": "cooking.pasta", "pattern": "x"}, "unknown first level"},
 		{"record_failure", map[string]any{"approach": "a", "reason": "b", "resolution": "c"}, "outcome"},
