@@ -248,8 +248,8 @@ type PatternIn struct {
 }
 
 type FailureIn struct {
-	Approach   string   `json:"approach" jsonschema:"what was tried"`
-	Reason     string   `json:"reason" jsonschema:"why it failed"`
+	Approach   string   `json:"approach,omitempty" jsonschema:"what was tried (required unless failure_id)"`
+	Reason     string   `json:"reason,omitempty" jsonschema:"why it failed (required unless failure_id)"`
 	Context    string   `json:"context,omitempty" jsonschema:"what was being attempted"`
 	Error      string   `json:"error,omitempty"`
 	Files      []string `json:"files,omitempty"`
@@ -725,6 +725,9 @@ func (o *Ops) RecordFailure(ctx context.Context, in FailureIn) (archive.WriteRes
 		if in.FailureID != "" {
 			if res == nil {
 				return archive.WriteResult{}, bad("failure_id needs a resolution and its outcome")
+			}
+			if in.Approach != "" || in.Reason != "" || in.Context != "" || in.Error != "" || len(in.Files) > 0 || in.Category != "" {
+				return archive.WriteResult{}, bad("failure_id adds a resolution to failure %s: approach, reason, context, error, files and category describe a new failure; leave them out", in.FailureID)
 			}
 			return h.RecordResolution(ctx, in.FailureID, *res)
 		}

@@ -218,6 +218,8 @@ func TestToolErrors(t *testing.T) {
 		{"record", map[string]any{"type": "note", "content": "x", "files": []string{""}}, "a file's name is empty"},
 		{"record_pattern", map[string]any{"category": "cooking.pasta", "pattern": "x"}, "unknown first level"},
 		{"record_failure", map[string]any{"approach": "a", "reason": "b", "resolution": "c"}, "outcome"},
+		{"record_failure", map[string]any{"failure_id": "fail-1", "approach": "a", "resolution": "c", "outcome": "success"}, "describe a new failure"},
+		{"record_failure", map[string]any{"category": "testing.unit", "resolution": "c", "outcome": "success"}, "approach: is required"},
 		{"briefing", map[string]any{"tier": "huge"}, "huge"},
 		{"recall", map[string]any{"query": "@arch:recall:wat"}, "unknown domain"},
 		// recall is annotated read-only: it writes nothing.
