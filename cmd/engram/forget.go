@@ -62,7 +62,7 @@ func (a *app) confirm(what string, yes bool) error {
 	}
 	in, ok := a.stdin.(*os.File)
 	if !ok || !isTerminal(in) {
-		return fmt.Errorf("%s cannot be undone: pass --yes to go ahead (or run it on a terminal to be asked); --dry-run shows what would go", what)
+		return usagef("%s cannot be undone: pass --yes to go ahead (or run it on a terminal to be asked); --dry-run shows what would go", what)
 	}
 	fmt.Fprintf(a.stderr, "%s cannot be undone. Go ahead? [y/N] ", what)
 	answer, _ := bufio.NewReader(in).ReadString('\n')

@@ -20,7 +20,7 @@ func TestCLI_Forget(t *testing.T) {
 
 	// Without a terminal it needs --yes, and removes nothing until then.
 	code, _, errOut := e.run("", "forget", "session", "demo-flaky-test")
-	if code != 1 || !strings.Contains(errOut, "--yes") {
+	if code != 2 || !strings.Contains(errOut, "--yes") {
 		t.Errorf("forget without --yes: exit %d\n%s", code, errOut)
 	}
 	out := e.ok("", "forget", "session", "demo-flaky-test", "--dry-run")
