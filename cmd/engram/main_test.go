@@ -177,6 +177,8 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{[]string{"index", "--exclude", "[", "--yes"}, 2},
 		{[]string{"add", "--batch-size", "-1", "/no/such/file.jsonl"}, 2},
 		{[]string{"proxy", "--max-body", "-1"}, 2},
+		{[]string{"proxy", "--addr", "bogus"}, 2},
+		{[]string{"serve", "--addr", "bogus"}, 2},
 		{[]string{"search", "x", "--since", "2030-01-01", "--until", "2020-01-01"}, 2},
 		// Commands that only read make no store.
 		{[]string{"pattern", "list"}, 1},

@@ -73,6 +73,9 @@ address bound. Every other path goes upstream.`,
 			if printConfig != "" {
 				return a.printProxyConfig(printConfig, addr)
 			}
+			if err := checkAddr(addr, DefaultProxyAddr); err != nil {
+				return err
+			}
 			if opts.MaxBody < 0 || opts.Limit < 0 {
 				return usagef("--max-body and --window must be 0 (the default) or more")
 			}

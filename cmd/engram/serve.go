@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +21,16 @@ import (
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/proxy"
 )
+
+// checkAddr refuses an --addr that is not host:port, before anything is
+// opened: net.Listen's own error names neither the flag nor the form.
+func checkAddr(addr, example string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		return usagef("--addr: %q is not host:port, such as %s", addr, example)
+	}
+	return nil
+}
 
 // DefaultAddr is where engram serve listens by default.
 const DefaultAddr = "127.0.0.1:7411"
@@ -82,6 +93,9 @@ name, with /healthz listing them and one token for all.`,
   engram serve --yes ~/src/api ~/src/web   # two projects: /p/api/mcp and /p/web/mcp`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := checkAddr(addr, DefaultAddr); err != nil {
+				return err
+			}
 			projects, err := a.serveProjects(args)
 			if err != nil {
 				return err
