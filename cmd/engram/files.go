@@ -81,7 +81,11 @@ versions.`,
 				return writeJSON(a.stdout, out)
 			}
 			if len(files) == 0 {
-				fmt.Fprintln(a.stderr, "no files: index the project with engram index")
+				if prefix != "" || len(states) > 0 {
+					fmt.Fprintln(a.stderr, "no files match")
+				} else {
+					fmt.Fprintln(a.stderr, "no files: index the project with engram index")
+				}
 				return nil
 			}
 			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)

@@ -181,6 +181,7 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{[]string{"serve", "--addr", "bogus"}, 2},
 		{[]string{"search", "x", "--since", "2030-01-01", "--until", "2020-01-01"}, 2},
 		// Commands that only read make no store.
+		{[]string{"migrate", "--check"}, 0},
 		{[]string{"pattern", "list"}, 1},
 		{[]string{"briefing", "--session", "s1"}, 1},
 		{[]string{"events"}, 1},

@@ -92,6 +92,11 @@ func (a *app) migrate(ctx context.Context, check bool) error {
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
+	} else if check {
+		// Nothing to migrate: the first command that stores makes it at
+		// this engram's schema.
+		fmt.Fprintf(a.stdout, "store %s: not created yet; the first command that stores makes it at schema version %d\n", where, sqlite.SchemaVersion())
+		return nil
 	}
 	if check {
 		return a.reportVersion(where, have, sqlite.SchemaVersion())
