@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/archive"
@@ -587,6 +588,9 @@ func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, erro
 	return out, tb.text(out.More), nil
 }
 
+// maxFileName bounds a file's name in a record's files.
+const maxFileName = 4096
+
 // Record stores content in the caller's session.
 func (o *Ops) Record(ctx context.Context, in RecordIn) (RecordOut, string, error) {
 	if err := o.checkSession(in.Session); err != nil {
@@ -594,6 +598,14 @@ func (o *Ops) Record(ctx context.Context, in RecordIn) (RecordOut, string, error
 	}
 	if store.ContentType(in.Type) == store.CodeFile {
 		return RecordOut{}, "", bad("type code_file is the index's (engram index): record what an agent saw or said, such as a tool_result of the file's read")
+	}
+	if strings.ContainsFunc(in.MsgID, unicode.IsControl) {
+		return RecordOut{}, "", bad("msg_id %q holds a control character", in.MsgID)
+	}
+	for _, f := range in.Files {
+		if strings.TrimSpace(f) == "" || len(f) > maxFileName || strings.ContainsFunc(f, unicode.IsControl) {
+			return RecordOut{}, "", bad("files: %.80q is not a file's name: not empty, at most %d bytes, no control characters", f, maxFileName)
+		}
 	}
 	agent := o.Agent
 	if agent == "" {

@@ -481,3 +481,13 @@ func TestRun_Generated(t *testing.T) {
 		t.Errorf("with Generated: %d new, want the 2 generated files", sum.New)
 	}
 }
+
+// TestRun_OddNames: files whose names hold a tab or a carriage return
+// (macOS's "Icon\r") are indexed like any other.
+func TestRun_OddNames(t *testing.T) {
+	root := tree(t, map[string]string{"main.go": "package main\n\nfunc main() {}\n", "weird\tname.txt": "a tab in the name\n", "Icon\r": "an icon\n"})
+	s := openStore(t)
+	if sum := run(t, s, root, Options{}); sum.New != 3 {
+		t.Errorf("%d new files, want 3: %+v", sum.New, sum)
+	}
+}

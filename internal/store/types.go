@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -489,17 +488,6 @@ func (e *Entry) Prepare() error {
 		}
 		if !utf8.ValidString(v) {
 			bad(field, "is not valid UTF-8")
-		}
-		if strings.ContainsFunc(v, unicode.IsControl) {
-			bad(field, "holds a control character")
-		}
-	}
-	for _, f := range e.Files {
-		switch {
-		case strings.TrimSpace(f) == "":
-			bad("files", "a file's name is empty")
-		case len(f) > MaxIdentifierBytes*16 || !utf8.ValidString(f) || strings.ContainsFunc(f, unicode.IsControl):
-			bad("files", "%.80q is not a file's name: at most %d bytes of UTF-8, no control characters", f, MaxIdentifierBytes*16)
 		}
 	}
 	if e.MsgID != "" && e.SessionID == "" {
