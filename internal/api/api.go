@@ -208,7 +208,7 @@ type RecordIn struct {
 	Type    string   `json:"type" jsonschema:"user_prompt, agent_response, tool_call, tool_result, note, ..."`
 	Content string   `json:"content" jsonschema:"the content, kept byte for byte"`
 	MsgID   string   `json:"msg_id,omitempty" jsonschema:"your id for it; recording it again is a no-op"`
-	Parent  string   `json:"parent,omitempty" jsonschema:"the msg_id or entry id (or its prefix) it answers (a tool call for a result)"`
+	Parent  string   `json:"parent,omitempty" jsonschema:"the msg_id or entry id (or its first 12 digits) it answers (a tool call for a result)"`
 	Files   []string `json:"files,omitempty" jsonschema:"files it is about"`
 	Session string   `json:"session,omitempty" jsonschema:"must be your session if given"`
 }

@@ -327,8 +327,9 @@ func (e *Engine) resolveParents(ctx context.Context, recs []Record, entries []st
 					var err error
 					id, err = e.st.MsgEntry(ctx, r.Session, r.Parent)
 					if errors.Is(err, store.ErrNotFound) && isIDPrefix(r.Parent) {
-						// The short entry IDs the tools hand out name a
-						// parent too.
+						// The short entry IDs the tools hand out (12 hex
+						// digits) name a parent too; fewer digits could
+						// be a msg_id that happens to start some entry.
 						id, err = e.st.ResolveID(ctx, strings.ToLower(r.Parent))
 						if ae := (*store.AmbiguousError)(nil); errors.As(err, &ae) {
 							errs = append(errs, atRecord(i, &FieldError{Field: "parent",
@@ -437,10 +438,10 @@ func (e *Engine) Archive(ctx context.Context) (*archive.Archive, error) {
 	return e.arch, e.archErr
 }
 
-// isIDPrefix reports whether s could start an entry ID: store.MinPrefix
-// hex digits or more.
+// isIDPrefix reports whether s is an entry ID as the tools show it, or
+// more of one: 12 hex digits or more.
 func isIDPrefix(s string) bool {
-	if len(s) < store.MinPrefix || len(s) > 64 {
+	if len(s) < 12 || len(s) > 64 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
