@@ -213,6 +213,10 @@ func TestMCP_StdioBadInput(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, -32600, nil, "id must be a string or a number"},
 		{`{"jsonrpc":"2.0","id":7,"method":12}`, -32600, float64(7), "method must be a name"},
 		{`{"jsonrpc":"2.0","id":8}`, -32600, float64(8), "neither a request"},
+		{`{"jsonrpc":"2.0","result":{}}`, -32600, nil, "must name the request"},
+		{`{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"x"}}`, -32600, nil, "must name the request"},
+		{`{"jsonrpc":"2.0","id":1e999,"method":"ping"}`, -32600, nil, "whole number"},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, -32600, nil, "whole number"},
 	} {
 		send(tc.line)
 		m := next()

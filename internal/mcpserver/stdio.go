@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -95,7 +96,15 @@ func checkMessage(line []byte) ([]byte, bool) {
 	var id json.RawMessage
 	if raw, ok := m["id"]; ok {
 		switch t := bytes.TrimSpace(raw); {
-		case len(t) > 0 && (t[0] == '"' || t[0] == '-' || (t[0] >= '0' && t[0] <= '9')):
+		case len(t) > 0 && t[0] == '"':
+			id = t
+		case len(t) > 0 && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')):
+			// The SDK reads a number as an int64: one it cannot hold, or
+			// with a fraction, would end the session or be answered as
+			// another.
+			if _, err := strconv.ParseInt(string(t), 10, 64); err != nil {
+				return rpcError(nil, -32600, "Invalid Request: id must be a string or a whole number"), false
+			}
 			id = t
 		case string(t) != "null":
 			return rpcError(nil, -32600, "Invalid Request: id must be a string or a number"), false
@@ -113,6 +122,8 @@ func checkMessage(line []byte) ([]byte, bool) {
 		}
 	case m["result"] == nil && m["error"] == nil:
 		return rpcError(id, -32600, "Invalid Request: neither a request (method) nor a response (result or error)"), false
+	case id == nil:
+		return rpcError(nil, -32600, "Invalid Request: a response must name the request it answers (id)"), false
 	}
 	return nil, true
 }
