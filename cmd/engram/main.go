@@ -158,7 +158,9 @@ func strictGroups(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		strictGroups(sub)
 	}
-	if !c.HasSubCommands() || c.Runnable() {
+	// (The root's unknown commands are cobra's own: "unknown command",
+	// "Unknown help topic".)
+	if !c.HasSubCommands() || c.Runnable() || !c.HasParent() {
 		return
 	}
 	c.Args = cobra.ArbitraryArgs

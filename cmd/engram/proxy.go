@@ -77,7 +77,7 @@ address bound. Every other path goes upstream.`,
 				return err
 			}
 			if opts.MaxBody < 0 || opts.Limit < 0 {
-				return usagef("--max-body and --window must be 0 (the default) or more")
+				return usagef("--max-body and --window must not be negative")
 			}
 			ctx := cmd.Context()
 			eng, err := a.engine(ctx, false)

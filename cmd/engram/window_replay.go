@@ -609,6 +609,13 @@ func replayConversation(ctx context.Context, eng *engine.Engine, m *window.Manag
 			}
 		}
 	}
+	// Where it evicts, as it stands after the replay: the thresholds are
+	// shares of the room above what it never evicts (a system prompt).
+	if end, err := m.Status(ctx, c.key); err == nil {
+		rw.EvictAt, rw.Target = end.EvictAt, end.Target
+	} else {
+		return rw, err
+	}
 	return rw, nil
 }
 
