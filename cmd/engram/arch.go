@@ -605,6 +605,7 @@ engram keeps only its hash (engram agents key ID issues a new one).`,
 			return nil
 		},
 	}
+	var keyJSON bool
 	keyCmd := &cobra.Command{
 		Use:   "key ID",
 		Short: "Issue an agent a new key, replacing its old one (printed once)",
@@ -618,10 +619,14 @@ engram keeps only its hash (engram agents key ID issues a new one).`,
 			if err != nil {
 				return err
 			}
+			if keyJSON {
+				return writeJSON(a.stdout, map[string]string{"agent": args[0], "key": key})
+			}
 			fmt.Fprintln(a.stdout, key)
 			return nil
 		},
 	}
+	keyCmd.Flags().BoolVar(&keyJSON, "json", false, "print as JSON")
 	cmd.AddCommand(keyCmd)
 	f := reg.Flags()
 	f.StringVar(&spec.ID, "id", "", "a short unique id (default: assigned, such as o1)")

@@ -58,7 +58,9 @@ type app struct {
 	getenv         func(string) string
 	flags          config.Flags
 	cpuProfile     string
-	stopProfile    func() error
+	// migrateJSON is engram migrate's --json.
+	migrateJSON bool
+	stopProfile func() error
 
 	cfg config.Config
 	log *slog.Logger

@@ -209,6 +209,9 @@ func TestCLI_ExitCodes(t *testing.T) {
 			t.Errorf("engram %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errOut)
 		}
 	}
+	if out := e.ok("", "migrate", "--check", "--json"); !strings.Contains(out, `"writes": `) || !strings.Contains(out, `"created": true`) {
+		t.Errorf("migrate --check --json: %s", out)
+	}
 	if code, out, errOut := e.run("", "window", "statsu"); !strings.Contains(errOut, `unknown command "statsu" for "engram window"; did you mean status?`) || out != "" {
 		t.Errorf("window statsu: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

@@ -35,7 +35,7 @@ func (a *app) openStore(ctx context.Context, where string) (cliStore, error) {
 }
 
 func (a *app) migrateCmd() *cobra.Command {
-	var check bool
+	var check, jsonOut bool
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Bring the project's store to this engram's schema (--check: only say whether it is)",
@@ -54,10 +54,12 @@ exits 1 when the store needs migrating.`,
   ENGRAM_STORE=postgres://engram@db.internal:5432/engram engram migrate --check`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			a.migrateJSON = jsonOut
 			return a.migrate(cmd.Context(), check)
 		},
 	}
 	cmd.Flags().BoolVar(&check, "check", false, "change nothing; exit 1 if the store needs migrating")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, `print the store's schema as JSON: {"store", "created", "schema", "writes", "from"}`)
 	return cmd
 }
 
@@ -95,6 +97,9 @@ func (a *app) migrate(ctx context.Context, check bool) error {
 	} else if check {
 		// Nothing to migrate: the first command that stores makes it at
 		// this engram's schema.
+		if a.migrateJSON {
+			return writeJSON(a.stdout, map[string]any{"store": where, "created": false, "writes": sqlite.SchemaVersion()})
+		}
 		fmt.Fprintf(a.stdout, "store %s: not created yet; the first command that stores makes it at schema version %d\n", where, sqlite.SchemaVersion())
 		return nil
 	}
@@ -110,7 +115,13 @@ func (a *app) migrate(ctx context.Context, check bool) error {
 }
 
 func (a *app) reportVersion(where string, have, want int) error {
-	fmt.Fprintf(a.stdout, "store %s: schema version %d, this engram writes %d\n", where, have, want)
+	if a.migrateJSON {
+		if err := writeJSON(a.stdout, map[string]any{"store": where, "created": true, "schema": have, "writes": want}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(a.stdout, "store %s: schema version %d, this engram writes %d\n", where, have, want)
+	}
 	switch {
 	case have > want:
 		return fmt.Errorf("the store was migrated by a newer engram (schema %d): upgrade engram", have)
@@ -121,6 +132,10 @@ func (a *app) reportVersion(where string, have, want int) error {
 }
 
 func (a *app) reportMigrated(where string, from, to int) {
+	if a.migrateJSON {
+		_ = writeJSON(a.stdout, map[string]any{"store": where, "created": true, "schema": to, "writes": to, "from": from})
+		return
+	}
 	if from == to {
 		fmt.Fprintf(a.stdout, "store %s: schema version %d, nothing to do\n", where, to)
 		return
