@@ -544,6 +544,9 @@ func (o *Ops) Prefetch(ctx context.Context, in PrefetchIn) (retrieve.Block, stri
 		return retrieve.Block{}, "", err
 	}
 	o.Metrics.Prefetch(len(b.Excerpts) > 0)
+	if b.Text == "" && b.Budget <= 0 {
+		return b, fmt.Sprintf("no room to inject: the budget, a share of remaining (%d tokens), is 0 tokens", in.Remaining), nil
+	}
 	if b.Text == "" {
 		return b, fmt.Sprintf("nothing confident enough to inject (budget %d tokens)", b.Budget), nil
 	}

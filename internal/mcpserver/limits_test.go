@@ -45,6 +45,10 @@ func TestLimits(t *testing.T) {
 	ok(t, cs, "search", map[string]any{"query": "retry", "limit": 0})
 	ok(t, cs, "retrieve_context", map[string]any{"query": "retry", "max_tokens": 8000})
 	ok(t, cs, "recall", map[string]any{"query": "@arch:recall:patterns", "budget": 8000})
+	// The least remaining leaves no room, and the answer says so.
+	if got := ok(t, cs, "prefetch", map[string]any{"query": "retry", "remaining": 1}); !strings.HasPrefix(got, "no room to inject") {
+		t.Errorf("prefetch with 1 token remaining: %q", got)
+	}
 }
 
 // TestLimitsDescribed: the schemas state the ranges the operations check.
