@@ -242,6 +242,9 @@ func (a *app) failureCmd() *cobra.Command {
       --resolution "parameterized queries" --outcome success --category database.sql`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if res.Approach == "" && res.Outcome != "" {
+				return usagef("--outcome %q is of a resolution: give --resolution too (what was tried instead)", res.Outcome)
+			}
 			h, err := a.handle(cmd.Context(), w)
 			if err != nil {
 				return err

@@ -180,6 +180,7 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{[]string{"proxy", "--addr", "bogus"}, 2},
 		{[]string{"serve", "--addr", "bogus"}, 2},
 		{[]string{"search", "x", "--since", "2030-01-01", "--until", "2020-01-01"}, 2},
+		{[]string{"failure", "add", "--approach", "a", "--reason", "b", "--outcome", "bogus"}, 2},
 		// Commands that only read make no store.
 		{[]string{"migrate", "--check"}, 0},
 		{[]string{"pattern", "list"}, 1},

@@ -734,6 +734,9 @@ func (o *Ops) RecordPattern(ctx context.Context, in PatternIn) (archive.WriteRes
 func (o *Ops) RecordFailure(ctx context.Context, in FailureIn) (archive.WriteResult, string, error) {
 	return o.write(ctx, func(h *archive.Handle) (archive.WriteResult, error) {
 		var res *archive.Resolution
+		if in.Resolution == "" && in.Outcome != "" {
+			return archive.WriteResult{}, bad("outcome %q is of a resolution: give the resolution too (what was tried instead)", in.Outcome)
+		}
 		if in.Resolution != "" || in.Outcome != "" {
 			res = &archive.Resolution{Approach: in.Resolution, Outcome: archive.Outcome(in.Outcome), Notes: in.Notes}
 		}

@@ -220,6 +220,7 @@ func TestToolErrors(t *testing.T) {
 		{"record", map[string]any{"type": "note", "content": "x", "msg_id": "m\x001"}, "holds a control character"},
 		{"record_pattern", map[string]any{"category": "cooking.pasta", "pattern": "x"}, "unknown first level"},
 		{"record_failure", map[string]any{"approach": "a", "reason": "b", "resolution": "c"}, "outcome"},
+		{"record_failure", map[string]any{"approach": "a", "reason": "b", "outcome": "bogus"}, "give the resolution too"},
 		{"record_failure", map[string]any{"failure_id": "fail-1", "approach": "a", "resolution": "c", "outcome": "success"}, "describe a new failure"},
 		{"record_failure", map[string]any{"category": "testing.unit", "resolution": "c", "outcome": "success"}, "approach: is required"},
 		{"briefing", map[string]any{"tier": "huge"}, "huge"},
