@@ -58,9 +58,7 @@ type app struct {
 	getenv         func(string) string
 	flags          config.Flags
 	cpuProfile     string
-	// migrateJSON is engram migrate's --json.
-	migrateJSON bool
-	stopProfile func() error
+	stopProfile    func() error
 
 	cfg config.Config
 	log *slog.Logger

@@ -54,8 +54,7 @@ exits 1 when the store needs migrating.`,
   ENGRAM_STORE=postgres://engram@db.internal:5432/engram engram migrate --check`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.migrateJSON = jsonOut
-			return a.migrate(cmd.Context(), check)
+			return a.migrate(cmd.Context(), check, jsonOut)
 		},
 	}
 	cmd.Flags().BoolVar(&check, "check", false, "change nothing; exit 1 if the store needs migrating")
@@ -65,7 +64,7 @@ exits 1 when the store needs migrating.`,
 
 var errMigrationPending = errors.New("the store needs migrating: run engram migrate")
 
-func (a *app) migrate(ctx context.Context, check bool) error {
+func (a *app) migrate(ctx context.Context, check, jsonOut bool) error {
 	where := a.cfg.Store.Path
 	if config.IsPostgresURL(where) {
 		st, err := postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv, NoMigrate: true})
@@ -78,13 +77,13 @@ func (a *app) migrate(ctx context.Context, check bool) error {
 			return err
 		}
 		if check {
-			return a.reportVersion(where, have, postgres.SchemaVersion())
+			return a.reportVersion(where, have, postgres.SchemaVersion(), jsonOut)
 		}
 		from, to, err := st.Migrate(ctx)
 		if err != nil {
 			return err
 		}
-		a.reportMigrated(where, from, to)
+		a.reportMigrated(where, from, to, jsonOut)
 		return nil
 	}
 	have := 0
@@ -97,25 +96,25 @@ func (a *app) migrate(ctx context.Context, check bool) error {
 	} else if check {
 		// Nothing to migrate: the first command that stores makes it at
 		// this engram's schema.
-		if a.migrateJSON {
+		if jsonOut {
 			return writeJSON(a.stdout, map[string]any{"store": where, "created": false, "writes": sqlite.SchemaVersion()})
 		}
 		fmt.Fprintf(a.stdout, "store %s: not created yet; the first command that stores makes it at schema version %d\n", where, sqlite.SchemaVersion())
 		return nil
 	}
 	if check {
-		return a.reportVersion(where, have, sqlite.SchemaVersion())
+		return a.reportVersion(where, have, sqlite.SchemaVersion(), jsonOut)
 	}
 	st, err := sqlite.Open(ctx, where, sqlite.Options{Logger: a.log})
 	if err != nil {
 		return err
 	}
-	a.reportMigrated(where, have, sqlite.SchemaVersion())
+	a.reportMigrated(where, have, sqlite.SchemaVersion(), jsonOut)
 	return st.Close()
 }
 
-func (a *app) reportVersion(where string, have, want int) error {
-	if a.migrateJSON {
+func (a *app) reportVersion(where string, have, want int, jsonOut bool) error {
+	if jsonOut {
 		if err := writeJSON(a.stdout, map[string]any{"store": where, "created": true, "schema": have, "writes": want}); err != nil {
 			return err
 		}
@@ -131,8 +130,8 @@ func (a *app) reportVersion(where string, have, want int) error {
 	return nil
 }
 
-func (a *app) reportMigrated(where string, from, to int) {
-	if a.migrateJSON {
+func (a *app) reportMigrated(where string, from, to int, jsonOut bool) {
+	if jsonOut {
 		_ = writeJSON(a.stdout, map[string]any{"store": where, "created": true, "schema": to, "writes": to, "from": from})
 		return
 	}

@@ -205,12 +205,9 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	return out, b.String(), nil
 }
 
-// Retrieval's settings (WindowAssembleIn.Retrieval).
-const (
-	RetrievalAuto = "auto"
-	RetrievalOn   = "on"
-	RetrievalOff  = "off"
-)
+// RetrievalAuto is WindowAssembleIn.Retrieval's default; the others are
+// assemble.RetrievalOn and assemble.RetrievalOff.
+const RetrievalAuto = "auto"
 
 // ParseRetrieval reads when the pre-fetch runs: whether for the turn, and
 // in a tool loop's step too.
@@ -218,12 +215,12 @@ func ParseRetrieval(r string, off bool) (retrieve, steps bool, err error) {
 	switch r {
 	case "", RetrievalAuto:
 		return !off, false, nil
-	case RetrievalOn:
+	case assemble.RetrievalOn:
 		if off {
 			return false, false, bad("retrieval %q and no_retrieval contradict each other: give one", r)
 		}
 		return true, true, nil
-	case RetrievalOff:
+	case assemble.RetrievalOff:
 		return false, false, nil
 	}
 	return false, false, bad("retrieval %q: want auto (the default), on or off", r)
