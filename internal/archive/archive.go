@@ -298,6 +298,38 @@ func AgentIDFor(prefix, session string) string {
 	return string(b) + suffix
 }
 
+// ClipID makes any string a valid agent ID, as the hooks name agents
+// after a harness's session and sub-agent IDs: s itself when it is one;
+// else s with each character an ID may not hold as '_', cut to leave
+// room, then '-' and 16 hex digits of the SHA-256 of s, so that two
+// strings that read alike stay apart. (A valid s that is only too long
+// keeps its first bytes, as the hooks have always cut it.)
+func ClipID(s string) string {
+	if checkID("agent", s) == nil {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	suffix := "-" + hex.EncodeToString(sum[:8])
+	b := make([]byte, 0, MaxIDBytes)
+	for _, r := range s {
+		if len(b) >= MaxIDBytes-len(suffix) {
+			break
+		}
+		switch {
+		case len(b) == 0 && (r >= utf8.RuneSelf || !idPattern.MatchString(string(r))):
+			b = append(b, 'x')
+		case r < utf8.RuneSelf && idPattern.MatchString("a"+string(r)):
+			b = append(b, byte(r))
+		default:
+			b = append(b, '_')
+		}
+	}
+	if len(b) == 0 {
+		b = append(b, 'x')
+	}
+	return string(b) + suffix
+}
+
 func checkSession(id string) error {
 	if id == "" {
 		return invalid("session", "is required")

@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -631,6 +632,31 @@ func TestAgentIDFor(t *testing.T) {
 		}
 		if other, dup := seen[id]; dup {
 			t.Errorf("sessions %q and %q share the ID %q", other, s, id)
+		}
+		seen[id] = s
+	}
+}
+
+// TestClipID: a valid ID is kept; a valid one only too long keeps the
+// form the hooks have always given it; anything else becomes a valid ID
+// that two strings reading alike do not share.
+func TestClipID(t *testing.T) {
+	if got := ClipID("claude-code@9f1c/a1b2"); got != "claude-code@9f1c/a1b2" {
+		t.Errorf("valid: %q", got)
+	}
+	long := "claude-code@" + strings.Repeat("s", 60)
+	sum := sha256.Sum256([]byte(long))
+	if got, want := ClipID(long), long[:47]+"-"+hex.EncodeToString(sum[:8]); got != want {
+		t.Errorf("long: %q, want %q", got, want)
+	}
+	seen := map[string]string{}
+	for _, s := range []string{"", " ", "a b", "a_b", "a\tb", "ünï", "üni", "-x", "_x", "codex@a b/ü", long + "x"} {
+		id := ClipID(s)
+		if checkID("agent", id) != nil {
+			t.Errorf("%q: ID %q is not valid", s, id)
+		}
+		if other, dup := seen[id]; dup {
+			t.Errorf("%q and %q share the ID %q", other, s, id)
 		}
 		seen[id] = s
 	}

@@ -279,6 +279,44 @@ func TestRunner_SubAgent(t *testing.T) {
 	}
 }
 
+// TestRunner_SessionNotAnID: a harness's session ID that is not a valid
+// agent ID (a space, a letter outside ASCII) still gets its agent and
+// sub-agent, under IDs made valid.
+func TestRunner_SessionNotAnID(t *testing.T) {
+	r := newRunner(t)
+	ctx := t.Context()
+	for _, ev := range []struct {
+		event  string
+		fields map[string]any
+	}{
+		{hook.SessionStart, map[string]any{"source": "startup"}},
+		{hook.UserPromptSubmit, map[string]any{"prompt": "why does the upload retry spin"}},
+		{hook.PostToolUse, map[string]any{"tool_name": "Grep", "tool_use_id": "toolu_1", "agent_id": "sub ü",
+			"tool_input": map[string]any{"pattern": "RetryUpload"}, "tool_response": "internal/upload/retry.go:4:func RetryUpload"}},
+	} {
+		ev.fields["session_id"] = "run 7 ü"
+		if _, err := r.Run(ctx, payload(t, ev.event, ev.fields)); err != nil {
+			t.Fatalf("%s: %v", ev.event, err)
+		}
+	}
+	arc, _ := r.Eng.Archive(ctx)
+	agents, err := arc.Agents(ctx, "run 7 ü")
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := archive.ClipID("claude-code@run 7 ü")
+	var found []string
+	for _, a := range agents {
+		found = append(found, a.ID)
+		if a.ID != main && a.ParentID != main {
+			t.Errorf("agent %+v is neither the session's agent %q nor its child", a, main)
+		}
+	}
+	if len(agents) != 2 {
+		t.Errorf("agents %q, want the session's and its sub-agent's", found)
+	}
+}
+
 // TestCodex_Payloads reads the hook payloads Codex 0.171.0 sent
 // (testdata/codex-0.171.0/hooks), and runs a session's events over them.
 // A large output is stored, never replaced: Codex's hooks cannot replace

@@ -150,7 +150,7 @@ func (r *Runner) Run(ctx context.Context, p Payload) (Result, error) {
 type agent struct{ id, kind, parent string }
 
 func (r *Runner) agentOf(session, subID, subType string) agent {
-	main := clipID(r.Harness + "@" + session)
+	main := archive.ClipID(r.Harness + "@" + session)
 	if subID == "" {
 		return agent{id: main, kind: r.Harness}
 	}
@@ -158,17 +158,7 @@ func (r *Runner) agentOf(session, subID, subType string) agent {
 	if kind == "" {
 		kind = "subagent"
 	}
-	return agent{id: clipID(main + "/" + subID), kind: kind, parent: main}
-}
-
-// clipID keeps an agent's id within the archivalist's bound: a longer
-// one keeps its start and ends with a hash of the whole.
-func clipID(s string) string {
-	if len(s) <= archive.MaxIDBytes {
-		return s
-	}
-	sum := sha256.Sum256([]byte(s))
-	return s[:archive.MaxIDBytes-17] + "-" + hex.EncodeToString(sum[:8])
+	return agent{id: archive.ClipID(main + "/" + subID), kind: kind, parent: main}
 }
 
 // handle connects a payload's agent to the archivalist, registering it
