@@ -376,9 +376,10 @@ func (a *app) tokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Print the operator's token that engram serve requires (made if there is none)",
-		Long: `Print the bearer token engram serve requires of the operator, making it (mode
-0600, in the data directory) if there is none yet; --path prints where it is.
-Scripts send it as Authorization: Bearer <token>:
+		Long: `Print the bearer token engram serve requires of the operator: $ENGRAM_TOKEN
+when it is set (serve takes it over the file too), else the token file's,
+making it (mode 0600, in the data directory) if there is none yet; --path
+prints where the file is. Scripts send it as Authorization: Bearer <token>:
 
   curl -H "Authorization: Bearer $(engram token)" http://127.0.0.1:7411/v1/search?q=retry
 
@@ -388,6 +389,12 @@ their own (POST /v1/agents, or engram agents register --key).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if path {
 				fmt.Fprintln(a.stdout, a.tokenFile())
+				return nil
+			}
+			if tok := a.getenv("ENGRAM_TOKEN"); tok != "" {
+				// What serve requires when it is set; the file's would
+				// be refused.
+				fmt.Fprintln(a.stdout, tok)
 				return nil
 			}
 			tok, err := httpapi.LoadToken(a.tokenFile())

@@ -92,6 +92,12 @@ func TestServe(t *testing.T) {
 	if got := e.ok("", "token"); got != string(tok) {
 		t.Errorf("engram token = %q, serve's token file holds %q", got, tok)
 	}
+	// With $ENGRAM_TOKEN set, serve requires it, and engram token says so.
+	e.vars["ENGRAM_TOKEN"] = "abcdefghijklmnopqrstuvwxyz0123456789"
+	if got := e.ok("", "token"); got != "abcdefghijklmnopqrstuvwxyz0123456789\n" {
+		t.Errorf("engram token with $ENGRAM_TOKEN = %q", got)
+	}
+	delete(e.vars, "ENGRAM_TOKEN")
 	// Loopback is not trusted by default, and a rebound name is refused.
 	for _, tc := range []struct {
 		hdr    map[string]string
