@@ -28,4 +28,10 @@ func TestExcerpt_Compact(t *testing.T) {
 	if text, _, ok := excerpt(code, 0.9, 20, 100, true, true, count); !ok || !strings.Contains(text, "```go\nfunc main() {}\n```") {
 		t.Errorf("code: %q", text)
 	}
+	// A file of no known language is named by its path, not as a turn.
+	notes := Hit{Hit: store.Hit{Chunk: store.Chunk{EntryID: "e3", Text: "{\"role\": \"user\"}\n", StartLine: 7, EndLine: 7},
+		Occurrence: store.Occurrence{Type: store.CodeFile, Files: []string{"examples/window.jsonl"}}}}
+	if text, _, ok := excerpt(notes, 0.9, 20, 100, true, true, count); !ok || !strings.Contains(text, "examples/window.jsonl:7-7") || strings.Contains(text, "turn") {
+		t.Errorf("a file of no known language: %q", text)
+	}
 }

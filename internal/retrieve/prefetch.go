@@ -347,19 +347,21 @@ func excerpt(h Hit, conf float64, maxLines, budget int, compact, oneSession bool
 	}
 	lines := strings.SplitAfter(strings.TrimRight(h.Chunk.Text, "\n"), "\n")
 	lines = lines[:min(len(lines), maxLines)]
+	file := len(h.Occurrence.Files) > 0 && h.Occurrence.Type == store.CodeFile
 	render := func(n int) (string, Injected) {
 		in := Injected{ChunkID: h.Chunk.ID, EntryID: h.Chunk.EntryID, MsgID: h.Occurrence.MsgID, Confidence: conf, Lines: n}
 		start := h.Chunk.StartLine
 		src := source(h)
-		if len(h.Occurrence.Files) > 0 && h.Occurrence.Type == store.CodeFile {
+		if file {
 			src = fmt.Sprintf("%s:%d-%d", h.Occurrence.Files[0], start, start+n-1)
 		}
 		in.Source = src
 		body := strings.TrimRight(strings.Join(lines[:n], ""), "\n")
 		text := fmt.Sprintf("[AUTO-RETRIEVED: %s | confidence: %.2f]\n```%s\n%s\n```", src, conf, lang, body)
-		if compact && lang == "" {
-			// Said, not code: where (the turn and who spoke, the session
+		if compact && lang == "" && !file {
+			// Said, not a file: where (the turn and who spoke, the session
 			// too when the search spans several) and the words, no fence.
+			// A file keeps its path and fence, whatever its language.
 			text = fmt.Sprintf("[%s] %s", compactSource(h, oneSession), body)
 		}
 		if n < len(lines) || h.Chunk.EndLine > start+n-1 {
