@@ -101,7 +101,7 @@ address bound. Every other path goes upstream.`,
 			if err != nil {
 				return usagef("%v", err)
 			}
-			ln, err := net.Listen("tcp", addr)
+			ln, err := listen(addr)
 			if err != nil {
 				return fmt.Errorf("proxy: %w", err)
 			}

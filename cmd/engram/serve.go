@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,6 +31,15 @@ func checkAddr(addr, example string) error {
 		return usagef("--addr: %q is not host:port, such as %s", addr, example)
 	}
 	return nil
+}
+
+// listen listens on addr; an address in use says so and names --addr.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%s is in use, by another engram or another program: stop it, or listen elsewhere with --addr (such as --addr 127.0.0.1:0 for any free port)", addr)
+	}
+	return ln, err
 }
 
 // DefaultAddr is where engram serve listens by default.
@@ -120,7 +130,7 @@ name, with /healthz listing them and one token for all.`,
 			if sv.TrustLoopback && !httpapi.IsLoopback(addr) {
 				return usagef("serve.trust_loopback is for a loopback --addr only; %s is reachable from other machines", addr)
 			}
-			ln, err := net.Listen("tcp", addr)
+			ln, err := listen(addr)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -433,4 +434,19 @@ func streamedText(stream string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestListen_InUse: an address another program holds is refused with
+// what to do about it, as serve and proxy report it.
+func TestListen_InUse(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	e := newEnv(t)
+	code, _, errOut := e.run("", "serve", "--yes", "--no-index", "--addr", held.Addr().String())
+	if code != 1 || !strings.Contains(errOut, held.Addr().String()+" is in use") || !strings.Contains(errOut, "--addr") {
+		t.Errorf("serve on an address in use: exit %d, %q", code, errOut)
+	}
 }
