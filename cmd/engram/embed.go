@@ -41,6 +41,13 @@ time; the next run continues. Search works, lexically, before it is done.`,
 			if jsonOut && err == nil {
 				return writeJSON(a.stdout, rep)
 			}
+			switch {
+			case err != nil || rep.TooSmall || rep.Trained || rep.Embedded > 0:
+			case rep.Model == "":
+				fmt.Fprintln(a.stderr, "embed: nothing to do: embeddings are off (embed.provider = \"none\")")
+			default:
+				fmt.Fprintf(a.stderr, "embed: nothing pending: every chunk has a vector from %s\n", rep.Model)
+			}
 			return err
 		},
 	}

@@ -61,6 +61,9 @@ func TestCLI_EmbedSearchPrefetch(t *testing.T) {
 	if err := json.Unmarshal([]byte(e.ok("", "embed", "--json")), &rep); err != nil || rep.Embedded != 0 {
 		t.Errorf("embed again: %+v, %v", rep, err)
 	}
+	if code, _, errOut := e.run("", "embed"); code != 0 || !strings.Contains(errOut, "nothing pending: every chunk has a vector from "+st.Model) {
+		t.Errorf("embed with nothing pending: exit %d, %q", code, errOut)
+	}
 
 	// Hybrid search shows both signals; vector search alone finds files
 	// about a topic by words they do not all hold.

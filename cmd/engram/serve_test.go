@@ -443,7 +443,7 @@ func TestListen_InUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Close()
+	defer func() { _ = held.Close() }()
 	e := newEnv(t)
 	code, _, errOut := e.run("", "serve", "--yes", "--no-index", "--addr", held.Addr().String())
 	if code != 1 || !strings.Contains(errOut, held.Addr().String()+" is in use") || !strings.Contains(errOut, "--addr") {
