@@ -222,9 +222,15 @@ var ErrBadKey = errors.New("not an agent key engram issued")
 // IsolationError refuses an agent's access to a session not its own.
 type IsolationError struct {
 	AgentID, AgentSession, Session string
+	// What is the refused attempt, when it is not a write to Session as a
+	// whole (another agent's window, another agent's key).
+	What string
 }
 
 func (e *IsolationError) Error() string {
+	if e.What != "" && (e.Session == "" || e.Session == e.AgentSession) {
+		return fmt.Sprintf("agent %s may not %s: an agent's key acts as its own agent only", e.AgentID, strings.TrimPrefix(e.What, "to "))
+	}
 	return fmt.Sprintf("agent %s belongs to session %s and cannot write to session %s", e.AgentID, e.AgentSession, e.Session)
 }
 

@@ -82,7 +82,7 @@ func (a *Archive) Authenticate(ctx context.Context, key string) (*Handle, error)
 // *IsolationError to answer with: the audit trail of the front ends'
 // credential checks, as HandleIn keeps for agents naming another session.
 func (a *Archive) Refuse(ctx context.Context, agent store.ArchiveAgent, session, what string) error {
-	ierr := &IsolationError{AgentID: agent.ID, AgentSession: agent.SessionID, Session: session}
+	ierr := &IsolationError{AgentID: agent.ID, AgentSession: agent.SessionID, Session: session, What: what}
 	audit := a.write(ctx, func(tx store.ArchiveTx) error {
 		gv, sv, err := tx.Versions(agent.SessionID)
 		if err != nil {

@@ -403,6 +403,15 @@ func (v *v1) handoffWindow(w http.ResponseWriter, r *http.Request) {
 	if !v.windowBody(w, r, &in, &in.Session, &in.Agent) {
 		return
 	}
+	// The handoff writes the next agent's window: an agent's key hands
+	// off to its own next instance only, never into another agent's
+	// context.
+	if p, _ := principalOf(r.Context()); p.agent != nil && in.To != "" {
+		if me := p.agent.Agent(); in.To != window.NextAgent(me.ID) {
+			v.fail(w, r, v.refuse(r, me, in.Session, "to hand off into agent "+in.To+"'s window"))
+			return
+		}
+	}
 	v.runStatus(w, r, http.StatusCreated, func(o *api.Ops) (any, error) { out, _, err := o.WindowHandoff(r.Context(), in); return out, err })
 }
 

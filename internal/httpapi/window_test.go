@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"slices"
@@ -392,15 +393,24 @@ func TestWindowsAgentKeys(t *testing.T) {
 		{"operator anywhere", "PUT", "/v1/windows/alice/claude", `{"limit":8000}`, withToken("Content-Type", "application/json"), 200},
 		{"readmit into another's", "POST", "/v1/windows/alice/a1/readmit", `{"ref_id":"r0000000000000000"}`, as(bob), 403},
 		{"hand off another's", "POST", "/v1/windows/alice/a1/handoff", `{}`, as(bob), 403},
-		{"hand off own", "POST", "/v1/windows/alice/a1/handoff", `{}`, as(alice), 201},
+		{"hand off into another agent's window", "POST", "/v1/windows/alice/a1/handoff", `{"to":"b1"}`, as(alice), 403},
+		{"hand off own", "POST", "/v1/windows/alice/a1/handoff", `{"to":"a1-2"}`, as(alice), 201},
 	} {
-		if st, _, b := raw(t, tc.method, srv.URL+tc.path, tc.body, tc.hdr...); st != tc.status {
+		st, _, b := raw(t, tc.method, srv.URL+tc.path, tc.body, tc.hdr...)
+		if st != tc.status {
 			t.Errorf("%s: HTTP %d %s, want %d", tc.name, st, strings.TrimSpace(b), tc.status)
+		}
+		// A refusal within the agent's own session names what was refused.
+		if st == http.StatusForbidden && strings.Contains(b, "cannot write to session alice") && strings.Contains(b, "belongs to session alice") {
+			t.Errorf("%s: the refusal names the agent's own session: %s", tc.name, b)
 		}
 	}
 	st, _, b := raw(t, "GET", srv.URL+"/v1/windows/alice/a1", "", withToken()...)
 	if st != 200 || !strings.Contains(b, `"messages":1`) {
 		t.Errorf("alice's window after bob's attempt: HTTP %d %s", st, b)
+	}
+	if st, _, b := raw(t, "GET", srv.URL+"/v1/windows/alice/b1", "", withToken()...); st != http.StatusNotFound {
+		t.Errorf("the window a refused handoff named: HTTP %d %s", st, b)
 	}
 	evs, err := eng.Store().ArchiveEvents(context.Background(), -1, 100)
 	if err != nil {
@@ -412,8 +422,8 @@ func TestWindowsAgentKeys(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 5 {
-		t.Errorf("%d refusals audited, want 5", refused)
+	if refused != 6 {
+		t.Errorf("%d refusals audited, want 6", refused)
 	}
 }
 
