@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -249,6 +251,9 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 			return
 		}
 		if admit(r) {
+			if !g.readBody(w, r) {
+				return
+			}
 			release, ok := g.adm.acquire(r.Context())
 			if !ok {
 				if r.Context().Err() != nil {
@@ -263,6 +268,39 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// readBody reads a request's body whole, within the size cap, before the
+// request takes an admission slot: a slot is for work, and a client that
+// sends its body slowly (or never) would hold one, and with a few
+// connections stall the server, for as long as the server's read timeout.
+// A body declared over the cap is refused before any of it is read.
+func (g *guard) readBody(w http.ResponseWriter, r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return true
+	}
+	max := g.opts.MaxBodyBytes
+	tooLarge := func() bool {
+		g.refuse(w, r, http.StatusRequestEntityTooLarge, "too_large", "too_large", fmt.Sprintf("the body is over %d bytes", max))
+		return false
+	}
+	if r.ContentLength > max {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge()
+	case err != nil:
+		g.refuse(w, r, http.StatusRequestTimeout, "body", "body_incomplete",
+			fmt.Sprintf("the body did not arrive whole (%d bytes read): the connection failed or was too slow", len(body)))
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
 }
 
 // remoteLoopback reports whether a request's peer address is loopback.

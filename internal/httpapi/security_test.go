@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -374,5 +376,62 @@ func TestMCPSessionBounds(t *testing.T) {
 			t.Fatal("a session idle for 200 ms still answers after 10 s")
 		}
 		time.Sleep(400 * time.Millisecond) // idle past the timeout
+	}
+}
+
+// TestSlowBody: a body that is slow to arrive holds no admission slot, so
+// a few such connections cannot stall the server; a body declared over the
+// cap is refused before it is sent, and one cut off gets a plain answer.
+func TestSlowBody(t *testing.T) {
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, Admission: NewAdmission(1, -1, time.Second), MaxBodyBytes: 1 << 10}))
+	defer srv.Close()
+	send := func(head string) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	head := func(length int) string {
+		return fmt.Sprintf("POST /v1/windows/s/a/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", tok, length)
+	}
+	// Two connections send a byte of their hundred and wait.
+	for range 2 {
+		c := send(head(100) + "{")
+		defer func() { _ = c.Close() }()
+	}
+	time.Sleep(100 * time.Millisecond)
+	if st, _, b := raw(t, "GET", srv.URL+"/v1/windows", "", withToken()...); st != 200 {
+		t.Errorf("with two bodies on their way and one slot: HTTP %d %s", st, b)
+	}
+	// Over the cap, declared: 413 before a byte of the body.
+	c := send(head(1 << 20))
+	defer func() { _ = c.Close() }()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "over 1024 bytes") {
+		t.Errorf("a body declared over the cap: HTTP %d %s", resp.StatusCode, b)
+	}
+	// Cut off: the client ends its half of the connection mid-body.
+	c2 := send(head(100) + `{"messages":[`)
+	defer func() { _ = c2.Close() }()
+	if err := c2.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.ReadResponse(bufio.NewReader(c2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive whole") || strings.Contains(string(b), "tcp") {
+		t.Errorf("a body cut off: HTTP %d %s", resp.StatusCode, b)
 	}
 }
