@@ -134,8 +134,11 @@ func (m *Message) Validate() error {
 			return fmt.Errorf("%w: block %d has no type", ErrInvalid, i)
 		default:
 			if len(b.Raw) == 0 {
-				return fmt.Errorf("%w: block %d of type %q keeps nothing (Raw is empty)", ErrInvalid, i, b.Type)
+				return fmt.Errorf("%w: block %d: type %q is not text, tool_use or tool_result, and the block keeps no vendor's form (raw) to write back", ErrInvalid, i, b.Type)
 			}
+		}
+		if m.Role == RoleTool && b.Type != BlockToolResult {
+			return fmt.Errorf("%w: block %d: a tool message holds tool results only, not %s", ErrInvalid, i, b.Type)
 		}
 	}
 	return nil

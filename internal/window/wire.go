@@ -161,7 +161,11 @@ func anthropicBlock(raw json.RawMessage) (Block, error) {
 	}
 	switch typ {
 	case "text":
-		if t, ok := str("text"); ok && known("type", "text") {
+		t, ok := str("text")
+		if !ok || isNull(f["text"]) {
+			return Block{}, wireError(Anthropic, "a text block needs its text, a string: %s", clip(raw))
+		}
+		if known("type", "text") {
 			return Block{Type: BlockText, Text: t}, nil
 		}
 	case "tool_use":
