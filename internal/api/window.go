@@ -490,7 +490,7 @@ func decodeEngram(raw []byte) (window.Message, error) {
 	dec.DisallowUnknownFields()
 	var em engramMessage
 	if err := dec.Decode(&em); err != nil {
-		return window.Message{}, fmt.Errorf("not an engram message (role, and content or blocks): %v", err)
+		return window.Message{}, fmt.Errorf("not an engram message (role, and content or blocks): %s", JSONError(err))
 	}
 	if dec.More() {
 		return window.Message{}, errors.New("more than one JSON value")

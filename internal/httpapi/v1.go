@@ -279,7 +279,7 @@ func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 		if errors.Is(err, io.EOF) {
 			return &httpError{http.StatusBadRequest, "validation", "the body is empty: send a JSON object"}
 		}
-		return &httpError{http.StatusBadRequest, "validation", "the body is not valid: " + err.Error()}
+		return &httpError{http.StatusBadRequest, "validation", "the body is not valid: " + api.JSONError(err)}
 	}
 	if dec.More() {
 		return &httpError{http.StatusBadRequest, "validation", "the body holds more than one JSON value"}
