@@ -205,6 +205,7 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{"window", "assemble", "--session", "s1", "--format", "yaml"},
 		{"window", "assemble", "--session", "s1", "--retrieval", "sometimes"},
 		{"window", "assemble", "--session", "s1", "--retrieval", "on", "--no-retrieval"},
+		{"window", "assemble", "--session", "s1", "--briefing-file", "b.md", "--no-briefing"},
 	} {
 		if code, _, errOut := e.run("", args...); code != 2 {
 			t.Errorf("engram %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errOut)

@@ -428,6 +428,9 @@ went; --json writes the messages in --format.`,
 			if _, _, err := api.ParseRetrieval(retrieval, noRetrieval); err != nil {
 				return &usageError{err}
 			}
+			if briefFile != "" && noBriefing {
+				return usagef("--briefing-file and --no-briefing contradict each other: give the briefing, or leave it out")
+			}
 			in := api.WindowAssembleIn{Message: message, Tools: tools, Retrieval: retrieval, NoRetrieval: noRetrieval, NoBriefing: noBriefing, Format: format}
 			for _, f := range []struct {
 				path string

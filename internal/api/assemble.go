@@ -105,6 +105,9 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	if err != nil {
 		return AssembleOut{}, "", err
 	}
+	if in.NoBriefing && in.Briefing != "" {
+		return AssembleOut{}, "", bad("briefing and no_briefing contradict each other: give the briefing, or leave it out")
+	}
 	for name, v := range map[string]string{"message": in.Message, "preferences": in.Preferences, "briefing": in.Briefing} {
 		if len(v) > MaxMessageBytes {
 			return AssembleOut{}, "", bad("%s: %d bytes, over the %d a message may hold", name, len(v), MaxMessageBytes)

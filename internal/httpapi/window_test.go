@@ -533,6 +533,7 @@ func TestWindowsAssemble(t *testing.T) {
 	c.want(400, "POST", w+"/assemble", `{}`, "no message for the turn")
 	c.want(400, "POST", w+"/assemble", `{"message":"hi","retrieval":"sometimes"}`, `retrieval \"sometimes\": want auto`)
 	c.want(400, "POST", w+"/assemble", `{"message":"hi","retrieval":"on","no_retrieval":true}`, "contradict")
+	c.want(400, "POST", w+"/assemble", `{"message":"hi","briefing":"the task","no_briefing":true}`, "briefing and no_briefing contradict")
 	c.want(200, "POST", w+"/assemble", `{"message":"hi","no_retrieval":true}`, `"retrieval":"off"`)
 	c.want(200, "POST", w+"/assemble", `{"message":"Why does handler2 serve requests slowly?"}`, `"retrieval":"on"`)
 }
