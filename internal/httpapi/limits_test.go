@@ -26,11 +26,14 @@ func TestV1Limits(t *testing.T) {
 		{"GET", "/v1/patterns?limit=5000", "", "limit: is 5000; it must be from 1 to 1000, or 0 (the default, 100)"},
 		{"GET", "/v1/patterns?since=-1", "", "since is -1; it must be 0 or more"},
 		{"GET", "/v1/events?limit=5000", "", "limit: is 5000; it must be from 1 to 1000, or 0 (the default, 100)"},
+		{"GET", "/v1/search?q=retry&files=maybe", "", `files=\"maybe\": want true or false`},
+		{"GET", "/v1/patterns?all=yes", "", `all=\"yes\": want true or false`},
 	} {
 		c.want(400, r.method, r.path, r.body, r.want)
 	}
 	c.want(200, "GET", "/v1/search?q=retry&limit=50", "", "jitter")
 	c.want(200, "GET", "/v1/search?q=retry&limit=0", "", "jitter")
 	c.want(200, "GET", "/v1/search?q=retry&files=true&spans=5", "", `"places":[{"where":"session s1`)
+	c.want(200, "GET", "/v1/search?q=retry&files=1", "", `"places":[{"where":"session s1`)
 	c.want(200, "GET", "/v1/patterns?limit=1000", "", `"status":"OK"`)
 }

@@ -289,9 +289,9 @@ func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 
 func (v *v1) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	in := api.SearchIn{Query: q.Get("q"), Session: q.Get("session"), Types: q["type"], Paths: q["path"],
-		History: q.Get("history") == "true", Files: q.Get("files") == "true"}
-	if err := intParams(q, map[string]*int{"limit": &in.Limit, "spans": &in.Spans}); err != nil {
+	in := api.SearchIn{Query: q.Get("q"), Session: q.Get("session"), Types: q["type"], Paths: q["path"]}
+	if err := errors.Join(intParams(q, map[string]*int{"limit": &in.Limit, "spans": &in.Spans}),
+		boolParams(q, map[string]*bool{"history": &in.History, "files": &in.Files})); err != nil {
 		v.fail(w, r, err)
 		return
 	}
@@ -523,9 +523,10 @@ func (v *v1) session(w http.ResponseWriter, r *http.Request) {
 func (v *v1) list(kind store.RecordKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		req := archive.GlobalRead{Kind: kind, Category: q.Get("category"), All: q.Get("all") == "true"}
+		req := archive.GlobalRead{Kind: kind, Category: q.Get("category")}
 		var since int
-		if err := intParams(q, map[string]*int{"since": &since, "limit": &req.Limit}); err != nil {
+		if err := errors.Join(intParams(q, map[string]*int{"since": &since, "limit": &req.Limit}),
+			boolParams(q, map[string]*bool{"all": &req.All})); err != nil {
 			v.fail(w, r, err)
 			return
 		}
@@ -638,6 +639,26 @@ func intParams(q url.Values, dst map[string]*int) error {
 			errs = append(errs, &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("%s=%q is not a whole number", name, s)})
 		}
 		*p = n
+	}
+	return errors.Join(errs...)
+}
+
+// boolParams reads true/false query parameters (1, t, true, TRUE, 0, f,
+// false, ...; absent is false); anything else is refused, never read as
+// false.
+func boolParams(q url.Values, dst map[string]*bool) error {
+	var errs []error
+	for name, p := range dst {
+		s := q.Get(name)
+		if s == "" {
+			*p = false
+			continue
+		}
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			errs = append(errs, &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("%s=%q: want true or false", name, s)})
+		}
+		*p = b
 	}
 	return errors.Join(errs...)
 }
