@@ -137,9 +137,6 @@ func (m *Message) Validate() error {
 				return fmt.Errorf("%w: block %d: type %q is not text, tool_use or tool_result, and the block keeps no vendor's form (raw) to write back", ErrInvalid, i, b.Type)
 			}
 		}
-		if m.Role == RoleTool && b.Type != BlockToolResult {
-			return fmt.Errorf("%w: block %d: a tool message holds tool results only, not %s", ErrInvalid, i, b.Type)
-		}
 	}
 	return nil
 }
