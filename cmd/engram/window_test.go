@@ -180,7 +180,7 @@ func TestCLI_WindowBadInput(t *testing.T) {
 		{"{\"role\":\"user\",\"content\":\"ok\"}\n{\"role\":\"robot\",\"content\":\"orphan output\"}\n[1]\n", "engram", "line 3: not an engram message"},
 		{`{"role":"user","content":"ok"}` + "\n" + orphan + "\n", "anthropic", `line 2: a result for tool call "call-x", which no earlier message makes`},
 		{`{"role":"tool","content":"orphan output"}` + "\n", "openai", "line 1: openai message: a tool message needs its tool_call_id"},
-		{`{"role":"user","content":"orphan output","tokens":-1,"colour":1}` + "\n", "engram", `line 1: not an engram message (role, and content or blocks): json: unknown field "colour"`},
+		{`{"role":"user","content":"orphan output","tokens":-1,"colour":1}` + "\n", "engram", `line 1: not an engram message (role, and content or blocks): unknown field "colour"`},
 	} {
 		code, _, errOut := e.run(c.in, args("window", "append", "--format", c.format)...)
 		if code != 1 || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "nothing was stored") {
