@@ -388,27 +388,14 @@ func (o *Ops) WindowAppend(ctx context.Context, in WindowAppendIn) (AppendOut, s
 }
 
 // WindowError is a window's refusal of an append of msgs as an
-// *InputError, and a *MessageError when it is about a tool call of one of
-// msgs: the window names the call by its id, and counts messages over its
-// whole ledger, so the message of the append with a block for that call
-// is the one to name. Any other error passes as it is.
+// *InputError, and a *MessageError naming the appended message at fault
+// when it is about the pairing of tool calls and results. Any other error
+// passes as it is.
 func WindowError(err error, msgs []window.Message) error {
-	// A pairing error names the call at fault: find the appended message
-	// that holds it (the window's place of the message means nothing to
-	// the caller), the last one, where the fault shows.
+	// A pairing error names the appended message at fault.
 	var pe *window.PairingError
-	if errors.As(err, &pe) {
-		for i := len(msgs) - 1; i >= 0; i-- {
-			for _, b := range msgs[i].Blocks {
-				id := b.ToolUseID
-				if b.Type == window.BlockToolUse {
-					id = b.ID
-				}
-				if id == pe.CallID {
-					return &MessageError{Index: i, Err: &InputError{Msg: pe.Problem}}
-				}
-			}
-		}
+	if errors.As(err, &pe) && pe.Message >= 0 && pe.Message < len(msgs) {
+		return &MessageError{Index: pe.Message, Err: &InputError{Msg: pe.Problem}}
 	}
 	return windowErr(err)
 }

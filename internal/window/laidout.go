@@ -216,11 +216,19 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 				news := st.Live[len(st.Live)-len(msgs):]
 				for i := range msgs {
 					lo.items = append(lo.items, news[i])
+					// A pairing error names the appended message at fault,
+					// by its place in the append: the window's place
+					// means nothing to the caller.
 					if id, ok := lo.layout.interrupts(&msgs[i]); ok {
-						return nil, fmt.Errorf("message %d: %w", i, &PairingError{Message: len(lo.items) - 1, CallID: id,
-							Problem: fmt.Sprintf("a prompt while tool call %q waits for its result: append the result first (an error result, if the call was interrupted)", id)})
+						return nil, &PairingError{Message: i, CallID: id,
+							Problem: fmt.Sprintf("a prompt while tool call %q waits for its result: append the result first (an error result, if the call was interrupted)", id)}
 					}
 					if err := lo.layout.Append(msgs[i]); err != nil {
+						var pe *PairingError
+						if errors.As(err, &pe) {
+							pe.Message = i
+							return nil, pe
+						}
 						return nil, fmt.Errorf("message %d: %w", i, err)
 					}
 					added += msgs[i].Tokens

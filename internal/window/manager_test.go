@@ -738,6 +738,9 @@ func TestAppend_PromptWhileCallWaits(t *testing.T) {
 		var pe *window.PairingError
 		if !errors.As(err, &pe) || !errors.Is(err, window.ErrInvalid) || !strings.Contains(err.Error(), "waits for its result") {
 			t.Errorf("%s: %v, want a PairingError", name, err)
+		} else if pe.Message != len(msgs)-1 {
+			// The prompt, by its place in the append.
+			t.Errorf("%s: the error names message %d of the append, want %d (the prompt)", name, pe.Message, len(msgs)-1)
 		}
 		if st, err := m.Status(ctx, key); err != nil || st.Messages != before.Messages || st.Version != before.Version {
 			t.Errorf("%s: the refused append wrote: %+v, %v", name, st, err)

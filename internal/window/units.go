@@ -6,7 +6,8 @@ import "fmt"
 // and results: a result whose call no earlier message makes, a call id
 // used twice, a call answered twice. It is an ErrInvalid.
 type PairingError struct {
-	// Message is the index of the message at fault, in what was paired.
+	// Message is the index of the message at fault, in what was paired:
+	// among the appended messages, for an append.
 	Message int
 	CallID  string
 	// Problem says what is wrong, naming the call.
