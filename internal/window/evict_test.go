@@ -251,6 +251,16 @@ func TestLayout_Readmit(t *testing.T) {
 	if spans(small) != before {
 		t.Errorf("a refused re-admission changed the window: %s, was %s", spans(small), before)
 	}
+	// Room made only by evicting the latest turn is no room: refused too,
+	// as an append never evicts the latest turns for older ones.
+	tight := layoutOf(t, p, 1300, msgs)
+	before = spans(tight)
+	if err := tight.Readmit(1, 5); !errors.Is(err, ErrNoRoom) || !strings.Contains(err.Error(), "latest turns") {
+		t.Errorf("readmitting 800 tokens where only the latest turn could make room (%s): %v", before, err)
+	}
+	if spans(tight) != before {
+		t.Errorf("a refused re-admission changed the window: %s, was %s", spans(tight), before)
+	}
 	// The next eviction takes the re-admitted messages as any.
 	for i := range 3 {
 		if err := l.Append(hundreds([]Message{text(RoleAssistant, fmt.Sprint("step ", i))}, 200)[0]); err != nil {

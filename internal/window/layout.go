@@ -656,7 +656,10 @@ func (l *Layout) Readmit(from, to int) error {
 	if i < 0 {
 		return fmt.Errorf("%w: messages %d to %d are not under one reference of the window", ErrInvalid, from+1, to)
 	}
-	saved, evictions, squeezed := slices.Clone(l.segs), l.evictions, l.squeezed()
+	// The latest turns (units, in a tool loop) stay, as an append keeps
+	// them: a re-admission that could only fit by evicting them is refused.
+	latest := l.latestFrom()
+	saved, evictions, squeezed, gone := slices.Clone(l.segs), l.evictions, l.squeezed(), l.evictedFrom(latest, from, to)
 	for k := range saved {
 		saved[k].Digest = slices.Clip(saved[k].Digest)
 	}
@@ -693,7 +696,42 @@ func (l *Layout) Readmit(from, to int) error {
 		return fmt.Errorf("%w: messages %d to %d take %d tokens, and the window would hold %d with nothing more it may evict, over its budget of %d",
 			ErrNoRoom, from+1, to, l.sum(from, to), n, l.o.Budget)
 	}
+	if n := l.evictedFrom(latest, from, to) - gone; n > 0 {
+		l.segs, l.evictions = saved, evictions
+		return fmt.Errorf("%w: messages %d to %d take %d tokens, and making room for them would evict %d of the latest turns' messages, which a window keeps",
+			ErrNoRoom, from+1, to, l.sum(from, to), n)
+	}
 	return nil
+}
+
+// latestFrom is the first message of what the window keeps shown as its
+// latest: the policy's last turns (KeepTurns), or in a tool loop its last
+// units (KeepUnits).
+func (l *Layout) latestFrom() int {
+	if p := l.o.Policy; p.KeepUnits > 0 {
+		if n := len(l.units) - p.KeepUnits; n > 0 {
+			return l.units[n].From
+		}
+		return 0
+	}
+	return keptTurnsStart(l.msgs, l.o.Policy.KeepTurns)
+}
+
+// evictedFrom counts the messages from the index first on, but for
+// those from from to to, that are under a reference.
+func (l *Layout) evictedFrom(first, from, to int) int {
+	n := 0
+	for _, s := range l.segs {
+		if s.Kind != Evicted {
+			continue
+		}
+		for j := max(s.From, first); j < s.To; j++ {
+			if j < from || j >= to {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // squeezed counts the messages that may never go (the system prompt,
