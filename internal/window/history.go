@@ -108,7 +108,7 @@ func (m *Manager) History(ctx context.Context, key store.WindowKey) (Settings, s
 			from := searchPos(items[:n], rd.From)
 			to := searchPos(items[:n], rd.To)
 			st := HistoryStep{Readmit: &rd}
-			if from < to && lo.layout.Readmit(from, to) == nil {
+			if from < to && lo.layout.readmitRecorded(from, to) == nil {
 				st.ReadmitRef = lo.refID(key, lo.layout.Messages(), from, to)
 			}
 			observe(st)

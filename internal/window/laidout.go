@@ -135,7 +135,7 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 			from, _ := slices.BinarySearchFunc(items[:n], readmits[r].From, func(it store.WindowItem, pos int) int { return cmp.Compare(it.Pos, pos) })
 			to, _ := slices.BinarySearchFunc(items[:n], readmits[r].To, func(it store.WindowItem, pos int) int { return cmp.Compare(it.Pos, pos) })
 			if from < to {
-				_ = lo.layout.Readmit(from, to)
+				_ = lo.layout.readmitRecorded(from, to)
 			}
 		}
 	}

@@ -649,9 +649,18 @@ func (l *Layout) held(s *Segment) bool { return s.From < l.hold[1] && l.hold[0] 
 // what the policy says to make room, never them; the digest parts shown
 // before its marker move to the reference before it (or after). It is
 // refused with ErrNoRoom, the window unchanged, when they cannot fit in
-// the budget, or only by clipping what may never go. They may be evicted again by later evictions, as any
-// message.
-func (l *Layout) Readmit(from, to int) error {
+// the budget, or only by clipping what may never go, or by evicting
+// messages of the latest turns. They may be evicted again by later
+// evictions, as any message.
+func (l *Layout) Readmit(from, to int) error { return l.readmit(from, to, true) }
+
+// readmitRecorded takes back a re-admission the window's ledger records,
+// as it was made: ledgers written before re-admissions kept the latest
+// turns hold some that evicted them, and a layout is a function of its
+// ledger.
+func (l *Layout) readmitRecorded(from, to int) error { return l.readmit(from, to, false) }
+
+func (l *Layout) readmit(from, to int, keepLatest bool) error {
 	i := slices.IndexFunc(l.segs, func(s Segment) bool { return s.Kind != Kept && s.From == from && s.To == to })
 	if i < 0 {
 		return fmt.Errorf("%w: messages %d to %d are not under one reference of the window", ErrInvalid, from+1, to)
@@ -696,7 +705,7 @@ func (l *Layout) Readmit(from, to int) error {
 		return fmt.Errorf("%w: messages %d to %d take %d tokens, and the window would hold %d with nothing more it may evict, over its budget of %d",
 			ErrNoRoom, from+1, to, l.sum(from, to), n, l.o.Budget)
 	}
-	if n := l.evictedFrom(latest, from, to) - gone; n > 0 {
+	if n := l.evictedFrom(latest, from, to) - gone; n > 0 && keepLatest {
 		l.segs, l.evictions = saved, evictions
 		return fmt.Errorf("%w: messages %d to %d take %d tokens, and making room for them would evict %d of the latest turns' messages, which a window keeps",
 			ErrNoRoom, from+1, to, l.sum(from, to), n)
