@@ -251,15 +251,46 @@ func TestLayout_Readmit(t *testing.T) {
 	if spans(small) != before {
 		t.Errorf("a refused re-admission changed the window: %s, was %s", spans(small), before)
 	}
-	// Room made only by evicting the latest turn is no room: refused too,
-	// as an append never evicts the latest turns for older ones.
-	tight := layoutOf(t, p, 1300, msgs)
-	before = spans(tight)
-	if err := tight.Readmit(1, 5); !errors.Is(err, ErrNoRoom) || !strings.Contains(err.Error(), "latest turns") {
-		t.Errorf("readmitting 800 tokens where only the latest turn could make room (%s): %v", before, err)
+	// Over the budget, the kept units make room as an append's would, all
+	// but the newest, which is never evicted nor clipped for older ones: in
+	// every window size, the re-admission is refused, unchanged, or the
+	// newest unit is shown whole.
+	refusedForNewest := 0
+	for _, clip := range []float64{0, 0.3} {
+		pc := p
+		pc.Clip = clip
+		for budget := 700; budget <= 2000; budget += 25 {
+			w := layoutOf(t, pc, budget, msgs)
+			before := spans(w)
+			var ref Segment
+			for _, s := range w.Segments() {
+				if s.Kind == Evicted {
+					ref = s
+					break
+				}
+			}
+			if ref.Kind == 0 {
+				continue
+			}
+			err := w.Readmit(ref.From, ref.To)
+			segs := w.Segments()
+			switch {
+			case errors.Is(err, ErrNoRoom):
+				if spans(w) != before {
+					t.Errorf("clip %g, budget %d: a refused re-admission changed the window: %s, was %s", clip, budget, spans(w), before)
+				}
+				if strings.Contains(err.Error(), "newest") {
+					refusedForNewest++
+				}
+			case err != nil:
+				t.Errorf("clip %g, budget %d: %v", clip, budget, err)
+			case segs[len(segs)-1].Kind != Kept || segs[len(segs)-1].From != 7:
+				t.Errorf("clip %g, budget %d: re-admitted %d-%d (%s), the newest message not shown whole: %s", clip, budget, ref.From, ref.To, before, spans(w))
+			}
+		}
 	}
-	if spans(tight) != before {
-		t.Errorf("a refused re-admission changed the window: %s, was %s", spans(tight), before)
+	if refusedForNewest == 0 {
+		t.Error("no window size refused a re-admission for its newest message: the case is not tried")
 	}
 	// The next eviction takes the re-admitted messages as any.
 	for i := range 3 {

@@ -649,25 +649,26 @@ func (l *Layout) held(s *Segment) bool { return s.From < l.hold[1] && l.hold[0] 
 // what the policy says to make room, never them; the digest parts shown
 // before its marker move to the reference before it (or after). It is
 // refused with ErrNoRoom, the window unchanged, when they cannot fit in
-// the budget, or only by clipping what may never go, or by evicting
-// messages of the latest turns. They may be evicted again by later
+// the budget, or only by clipping what may never go, or by evicting or
+// clipping the newest unit. They may be evicted again by later
 // evictions, as any message.
 func (l *Layout) Readmit(from, to int) error { return l.readmit(from, to, true) }
 
 // readmitRecorded takes back a re-admission the window's ledger records,
-// as it was made: ledgers written before re-admissions kept the latest
-// turns hold some that evicted them, and a layout is a function of its
-// ledger.
+// as it was made: ledgers written before re-admissions kept the newest
+// unit whole hold some that evicted or clipped it, and a layout is a
+// function of its ledger.
 func (l *Layout) readmitRecorded(from, to int) error { return l.readmit(from, to, false) }
 
-func (l *Layout) readmit(from, to int, keepLatest bool) error {
+func (l *Layout) readmit(from, to int, keepNewest bool) error {
 	i := slices.IndexFunc(l.segs, func(s Segment) bool { return s.Kind != Kept && s.From == from && s.To == to })
 	if i < 0 {
 		return fmt.Errorf("%w: messages %d to %d are not under one reference of the window", ErrInvalid, from+1, to)
 	}
-	// The latest turns (units, in a tool loop) stay, as an append keeps
-	// them: a re-admission that could only fit by evicting them is refused.
-	latest := l.latestFrom()
+	// The newest unit stays whole, as an append never evicts it: a
+	// re-admission that could only fit by evicting or clipping it is
+	// refused.
+	latest := l.newestFrom()
 	saved, evictions, squeezed, gone := slices.Clone(l.segs), l.evictions, l.squeezed(), l.evictedFrom(latest, from, to)
 	for k := range saved {
 		saved[k].Digest = slices.Clip(saved[k].Digest)
@@ -705,33 +706,30 @@ func (l *Layout) readmit(from, to int, keepLatest bool) error {
 		return fmt.Errorf("%w: messages %d to %d take %d tokens, and the window would hold %d with nothing more it may evict, over its budget of %d",
 			ErrNoRoom, from+1, to, l.sum(from, to), n, l.o.Budget)
 	}
-	if n := l.evictedFrom(latest, from, to) - gone; n > 0 && keepLatest {
+	if n := l.evictedFrom(latest, from, to) - gone; n > 0 && keepNewest {
 		l.segs, l.evictions = saved, evictions
-		return fmt.Errorf("%w: messages %d to %d take %d tokens, and making room for them would evict %d of the latest turns' messages, which a window keeps",
+		return fmt.Errorf("%w: messages %d to %d take %d tokens, and making room for them would evict or clip the newest messages (%d), which a window keeps whole",
 			ErrNoRoom, from+1, to, l.sum(from, to), n)
 	}
 	return nil
 }
 
-// latestFrom is the first message of what the window keeps shown as its
-// latest: the policy's last turns (KeepTurns), or in a tool loop its last
-// units (KeepUnits).
-func (l *Layout) latestFrom() int {
-	if p := l.o.Policy; p.KeepUnits > 0 {
-		if n := len(l.units) - p.KeepUnits; n > 0 {
-			return l.units[n].From
-		}
-		return 0
+// newestFrom is the first message of the window's newest unit, which no
+// eviction takes.
+func (l *Layout) newestFrom() int {
+	if len(l.units) == 0 {
+		return len(l.msgs)
 	}
-	return keptTurnsStart(l.msgs, l.o.Policy.KeepTurns)
+	return l.units[len(l.units)-1].From
 }
 
 // evictedFrom counts the messages from the index first on, but for
-// those from from to to, that are under a reference.
+// those from from to to, that the window does not show whole: under a
+// reference, or clipped.
 func (l *Layout) evictedFrom(first, from, to int) int {
 	n := 0
 	for _, s := range l.segs {
-		if s.Kind != Evicted {
+		if s.Kind == Kept {
 			continue
 		}
 		for j := max(s.From, first); j < s.To; j++ {

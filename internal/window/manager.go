@@ -762,7 +762,7 @@ var ErrNoRoom = errors.New("no room in the window")
 
 // Readmit brings the messages a reference stands for back into their
 // window whole, in their places, and evicts what the policy says to make
-// room (never them, never the latest turns). It is refused, with nothing
+// room (never them, never the newest unit). It is refused, with nothing
 // changed, when they cannot fit so in the budget (ErrNoRoom). The reference stays: its markers
 // still expand, and if the run is evicted again alone it goes back under
 // it. The re-admission is kept in the window's ledger, so that the window
