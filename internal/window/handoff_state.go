@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/store"
@@ -622,15 +623,23 @@ func NextAgent(agent string) string {
 	return agent + "-2"
 }
 
-// checkAgent checks an agent's ID as the content store takes it: 1 to
-// store.MaxIdentifierBytes bytes of UTF-8, no white space at its ends and
-// no control characters.
-func checkAgent(id string) error {
+// checkAgent checks the agent of a new window (a handoff's next one
+// among them) as the content store takes it.
+func checkAgent(id string) error { return checkName("agent", id) }
+
+// checkName checks the session or agent of a new window: 1 to
+// store.MaxIdentifierBytes bytes of UTF-8, no white space at its ends, no
+// control or invisible formatting characters (a right-to-left override
+// would make one name read as another), and not "." or "..", which no URL
+// path can name.
+func checkName(field, id string) error {
 	switch {
 	case id == "" || len(id) > store.MaxIdentifierBytes:
-		return fmt.Errorf("%w: agent %q: an agent's ID takes 1 to %d bytes", ErrInvalid, id, store.MaxIdentifierBytes)
-	case !utf8.ValidString(id) || strings.TrimSpace(id) != id || strings.ContainsFunc(id, func(r rune) bool { return r < ' ' || r == 0x7f }):
-		return fmt.Errorf("%w: agent %q: an agent's ID is UTF-8 without control characters or white space at its ends", ErrInvalid, id)
+		return fmt.Errorf("%w: %s %q: the ID takes 1 to %d bytes", ErrInvalid, field, id, store.MaxIdentifierBytes)
+	case !utf8.ValidString(id) || strings.TrimSpace(id) != id || strings.ContainsFunc(id, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }):
+		return fmt.Errorf("%w: %s %q: the ID is UTF-8 without control or formatting characters or white space at its ends", ErrInvalid, field, id)
+	case id == "." || id == "..":
+		return fmt.Errorf("%w: %s %q: the ID may not be . or .., which a URL cannot name", ErrInvalid, field, id)
 	}
 	return nil
 }

@@ -188,6 +188,12 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 			return Status{}, fmt.Errorf("window %s: settings: %w", key, err)
 		}
 	case errors.Is(err, store.ErrNotFound):
+		if err := checkName("session", key.SessionID); err != nil {
+			return Status{}, err
+		}
+		if err := checkAgent(key.AgentID); err != nil {
+			return Status{}, err
+		}
 		if o.Model == "" && o.Limit <= 0 {
 			return Status{}, fmt.Errorf("window %s: %w", key, ErrNoSize)
 		}

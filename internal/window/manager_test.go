@@ -761,3 +761,26 @@ func TestAppend_PromptWhileCallWaits(t *testing.T) {
 		t.Errorf("parallel calls as messages of their own: %v", err)
 	}
 }
+
+// TestOpen_Names: a new window's session and agent are names a URL and a
+// reader can tell apart: no white space at their ends, no control or
+// invisible formatting characters, not . or ..; a sub-agent's path-like
+// name is fine.
+func TestOpen_Names(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	for _, k := range []store.WindowKey{
+		{SessionID: "s", AgentID: " "}, {SessionID: "s", AgentID: " claude"}, {SessionID: "s", AgentID: "\u202eedoc"},
+		{SessionID: "s", AgentID: "a\u200bb"}, {SessionID: "s", AgentID: ".."}, {SessionID: ".", AgentID: "claude"},
+		{SessionID: "s\n", AgentID: "claude"},
+	} {
+		if _, err := m.Open(ctx, k, window.OpenOptions{Limit: 4000}); !errors.Is(err, window.ErrInvalid) {
+			t.Errorf("window %q/%q: %v, want ErrInvalid", k.SessionID, k.AgentID, err)
+		}
+	}
+	for _, k := range []store.WindowKey{{SessionID: "../../etc", AgentID: "claude-code@s/a1b2"}, {SessionID: "sé", AgentID: "ünï"}} {
+		if _, err := m.Open(ctx, k, window.OpenOptions{Limit: 4000}); err != nil {
+			t.Errorf("window %q/%q: %v", k.SessionID, k.AgentID, err)
+		}
+	}
+}
