@@ -171,7 +171,7 @@ func (a *app) printRecords(res archive.GlobalResult) error {
 	if res.More {
 		more = ", more with --limit"
 	}
-	fmt.Fprintf(a.stdout, "%d records (gv %d%s)\n", len(res.Records), res.GV, more)
+	fmt.Fprintf(a.stdout, "%s (gv %d%s)\n", plural(len(res.Records), "record"), res.GV, more)
 	return nil
 }
 
