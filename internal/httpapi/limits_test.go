@@ -27,6 +27,8 @@ func TestV1Limits(t *testing.T) {
 		{"GET", "/v1/patterns?since=-1", "", "since is -1; it must be 0 or more"},
 		{"GET", "/v1/events?limit=5000", "", "limit: is 5000; it must be from 1 to 1000, or 0 (the default, 100)"},
 		{"GET", "/v1/search?q=retry&files=maybe", "", `files=\"maybe\": want true or false`},
+		{"GET", "/v1/history?q=retry&limit=-1", "", "limit is -1; it must be from 1 to 50"},
+		{"PUT", "/v1/sessions/s1/files/main.go", `{"path":"other.go"}`, `the body names file \"other.go\", the path \"main.go\"`},
 		{"GET", "/v1/patterns?all=yes", "", `all=\"yes\": want true or false`},
 	} {
 		c.want(400, r.method, r.path, r.body, r.want)

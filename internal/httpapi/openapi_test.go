@@ -58,8 +58,12 @@ func TestOpenAPI(t *testing.T) {
 	if n != 45 {
 		t.Errorf("%d documented operations, want the 45 routes", n)
 	}
-	// And a route that is not documented is not served.
-	if st, _, b := c.do("DELETE", "/v1/patterns", ""); st != 404 || !strings.Contains(b, "no such route") {
+	// And a route that is not documented is not served: another method on
+	// a documented path is 405 with the methods it takes, another path 404.
+	if st, h, b := c.do("DELETE", "/v1/patterns", ""); st != 405 || h.Get("Allow") != "GET, POST" || !strings.Contains(b, "this route takes GET, POST") {
+		t.Errorf("an undocumented method: HTTP %d, Allow %q, %s", st, h.Get("Allow"), b)
+	}
+	if st, _, b := c.do("GET", "/v1/nothing/here", ""); st != 404 || !strings.Contains(b, "no such route") {
 		t.Errorf("an undocumented route: HTTP %d %s", st, b)
 	}
 }

@@ -149,7 +149,26 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	// admission slot for good (the hub bounds streams instead).
 	notStreams := func(r *http.Request) bool { return r.Pattern != streamRoute }
 	v.routes(mux, func(h http.Handler) http.Handler { return g.wrap(h, notStreams) })
+	// A path that a route serves with other methods is 405, with Allow.
+	routesOnly := http.NewServeMux()
+	for _, rt := range v.table() {
+		routesOnly.Handle(rt.pattern, http.NotFoundHandler())
+	}
+	routesOnly.Handle("GET /v1/openapi.json", http.NotFoundHandler())
 	mux.Handle("/v1/", g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := routesOnly.Handler(probe); pattern != "" && m != r.Method {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: this route takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
 	}), always))
 	if opts.Metrics != nil {

@@ -73,7 +73,7 @@ func (v *v1) table() []route {
 		{"POST /v1/recall", "Ask the archivalist: an @arch: query or a question about the past", jsonOp(v, (*api.Ops).Recall, 200), api.RecallIn{}, nil, 200},
 		{"GET /v1/sessions/{session}", "A session's state (ETag: its version)", v.session, nil, nil, 200},
 		{"GET /v1/sessions/{session}/briefing", "A session's briefing (ETag: both versions)", v.briefing, nil, []string{"tier: micro, standard or full"}, 200},
-		{"GET /v1/sessions/{session}/turns", "A session's turns, in order", v.turns, nil, []string{"from: first turn", "to: last turn", "max_tokens: most tokens"}, 200},
+		{"GET /v1/sessions/{session}/turns", "A session's turns, in order", v.turns, nil, []string{"from: first turn (required, 1 or more)", "to: last turn (required)", "max_tokens: most tokens"}, 200},
 		{"POST /v1/sessions/{session}/records", "Record content in the session", jsonOp(v, (*api.Ops).Record, 201), api.RecordIn{}, nil, 201},
 		{"PUT /v1/sessions/{session}/resume", "Update the session's resume point", jsonOp(v, (*api.Ops).UpdateResume, 200), api.ResumeIn{}, nil, 200},
 		{"PUT /v1/sessions/{session}/files/{path...}", "Record what the session did to a file", v.putFile, api.FileIn{}, nil, 200},
@@ -305,6 +305,10 @@ func (v *v1) history(w http.ResponseWriter, r *http.Request) {
 		v.fail(w, r, err)
 		return
 	}
+	if _, err := api.MaxResultsRange.CheckAs("limit", in.MaxResults); err != nil {
+		v.fail(w, r, err)
+		return
+	}
 	v.run(w, r, func(o *api.Ops) (any, error) { out, _, err := o.SearchHistory(r.Context(), in); return out, err })
 }
 
@@ -332,6 +336,10 @@ func (v *v1) putFile(w http.ResponseWriter, r *http.Request) {
 	var in api.FileIn
 	if err := v.decode(w, r, &in); err != nil {
 		v.fail(w, r, err)
+		return
+	}
+	if in.Path != "" && in.Path != r.PathValue("path") {
+		v.fail(w, r, &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("the body names file %q, the path %q", in.Path, r.PathValue("path"))})
 		return
 	}
 	in.Path = r.PathValue("path")
