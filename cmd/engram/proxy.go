@@ -118,7 +118,11 @@ address bound. Every other path goes upstream.`,
 				}
 				p.ServeHTTP(w, r)
 			})
-			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+			// A request's body has two minutes to arrive (a connection
+			// that sends it slowly, or never, is closed), an idle
+			// connection as long; answers, streamed for as long as the
+			// model takes, have no bound.
+			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
 			fmt.Fprintf(a.stderr, "engram proxy on http://%s: Anthropic to %s, OpenAI to %s; requests need X-Engram-Token (engram token prints it)\n",
 				ln.Addr(), p.Upstream("anthropic"), p.Upstream("openai"))
 			var shutdown sync.WaitGroup

@@ -76,6 +76,7 @@ import (
 	"time"
 
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/secrets"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
@@ -225,10 +226,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.allowed(w, r) {
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBody))
-	if err != nil {
+	tooLarge := r.ContentLength > p.opts.MaxBody
+	var body []byte
+	var err error
+	if !tooLarge {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBody))
+	}
+	if err != nil || tooLarge {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		if tooLarge || errors.As(err, &mbe) {
 			add(p.count.refused, "too_large")
 			p.fail(w, r, http.StatusRequestEntityTooLarge, "request_too_large",
 				fmt.Sprintf("the request body is over the proxy's limit of %d bytes (engram proxy --max-body, engram serve --proxy-max-body)", p.opts.MaxBody))
@@ -258,7 +264,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Fail open: what engram cannot take, it forwards as it came.
 		if seen, err = p.take(r.Context(), proto, r.Header, body, store); err != nil {
 			p.count.failedOpen.Add(1)
-			p.log.Warn("forwarding a request engram could not store", "path", r.URL.Path, "err", err)
+			// The error may quote the request: never a secret in the log.
+			why, _ := secrets.Redact(err.Error())
+			p.log.Warn("forwarding a request engram could not store", "path", r.URL.Path, "err", why)
 			seen = nil
 		}
 		if !store {
@@ -367,6 +375,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 		return
 	}
 	copyHeaders(up.Header, r.Header)
+	if seen != nil {
+		// The answer is read to be stored: let the transport ask for a
+		// compressed one and undo it, so that what is read is the JSON or
+		// the event stream, not gzip's bytes. The client gets it plain.
+		up.Header.Del("Accept-Encoding")
+	}
 	up.ContentLength = int64(len(body))
 	resp, err := p.client.Do(up)
 	if err != nil {
@@ -382,8 +396,21 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 		} else {
 			add(p.count.upstream, "unreachable")
 		}
+		// The URL's query may hold a credential: say what failed, not
+		// the request.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		why := err.Error()
+		switch {
+		case status == http.StatusGatewayTimeout:
+			why = "no answer in time (engram proxy --timeout)"
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			why = "it closed the connection without an answer"
+		}
 		p.log.Warn("upstream failed", "url", base, "err", err)
-		p.fail(w, r, status, "api_error", "the upstream "+base+" did not answer: "+err.Error())
+		p.fail(w, r, status, "api_error", "the upstream "+base+" did not answer: "+why)
 		return
 	}
 	defer resp.Body.Close()
@@ -397,6 +424,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 	fl, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
 	var copyErr error
+	cut := false // the upstream's answer ended before its end
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
@@ -413,7 +441,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				copyErr = err
+				copyErr, cut = err, true
 			}
 			break
 		}
@@ -433,6 +461,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 	}
 	if copyErr != nil {
 		p.log.Info("stream ended early", "path", r.URL.Path, "err", copyErr)
+	}
+	if cut {
+		// The client must not take a cut answer for a whole one (a Chat
+		// Completions stream has no end event to miss): its connection
+		// is broken off, as the upstream's was.
+		panic(http.ErrAbortHandler)
 	}
 }
 

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -293,4 +294,109 @@ func TestProxy_Virtualizes(t *testing.T) {
 	if text := got[0].Blocks[0].Text; !strings.HasPrefix(text, "Question 0:") {
 		t.Errorf("the first marker expands to %q first, want the first question", text)
 	}
+}
+
+// TestProxy_UpstreamFaults: an answer to a client that takes gzip (as
+// SDKs do) is stored as the JSON it is, the proxy asking for it plain; a stream the upstream cuts off reaches the client
+// cut off, never as a whole answer; an upstream that closes the
+// connection is a 502 that names neither the request's query nor Go's
+// error; a body declared over the limit is refused before it is read.
+func TestProxy_UpstreamFaults(t *testing.T) {
+	answer := `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"GZIPPED ANSWER"}],` +
+		`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch r.URL.Query().Get("mode") {
+		case "gzip":
+			w.Header().Set("Content-Type", "application/json")
+			if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+				_, _ = io.WriteString(w, answer)
+				return
+			}
+			w.Header().Set("Content-Encoding", "gzip")
+			gz := gzip.NewWriter(w)
+			_, _ = io.WriteString(gz, answer)
+			_ = gz.Close()
+		case "cut":
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\",\"role\":\"assistant\",\"content\":[]}}\n\nevent: content_bl")
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		case "close":
+			panic(http.ErrAbortHandler)
+		}
+	}))
+	defer up.Close()
+	f := newFixture(t, proxy.Options{Anthropic: up.URL, MaxBody: 1 << 10})
+	req := func(query, session, body string, header map[string]string) (*http.Response, error) {
+		r, _ := http.NewRequest(http.MethodPost, f.front.URL+"/v1/messages?"+query, strings.NewReader(body))
+		r.Header.Set("X-Api-Key", "sk-ant-test")
+		r.Header.Set("Anthropic-Version", "2023-06-01")
+		r.Header.Set("X-Engram-Session", session)
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	msg := func(text string) string {
+		return `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"` + text + `"}]}`
+	}
+
+	// Compressed, as an SDK asks for it.
+	resp, err := req("mode=gzip", "gz", msg("say it compressed"), map[string]string{"Accept-Encoding": "gzip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" || string(b) != answer {
+		t.Errorf("a compressed answer: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Encoding"), b)
+	}
+	f.p.Wait()
+	entries, err := f.eng.Store().TurnRange(t.Context(), "gz", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := false
+	for _, e := range entries {
+		stored = stored || e.Type == store.AgentResponse && strings.Contains(string(e.Content), "GZIPPED ANSWER")
+	}
+	if !stored {
+		t.Errorf("the compressed answer was not stored (%d entries)", len(entries))
+	}
+
+	// Cut off mid-stream: the client's read fails.
+	resp, err = req("mode=cut", "cut", strings.Replace(msg("stream it"), `"max_tokens"`, `"stream":true,"max_tokens"`, 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(resp.Body); err == nil {
+		t.Errorf("a stream the upstream cut off reached the client whole: %q", b)
+	}
+
+	// Closed without an answer.
+	resp, err = req("mode=close&api-key=QUERYSECRET", "closed", msg("hello"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "closed the connection without an answer") ||
+		strings.Contains(string(b), "QUERYSECRET") || strings.Contains(string(b), "Post ") {
+		t.Errorf("an upstream that closed the connection: %d %s", resp.StatusCode, b)
+	}
+
+	// Declared over the limit: 413 before a byte is sent (the client
+	// waits for 100 Continue, which never comes).
+	r, _ := http.NewRequest(http.MethodPost, f.front.URL+"/v1/messages", io.MultiReader(strings.NewReader(msg("x")), strings.NewReader(strings.Repeat(" ", 1<<11))))
+	r.ContentLength = int64(len(msg("x")) + 1<<11)
+	r.Header.Set("Expect", "100-continue")
+	r.Header.Set("X-Api-Key", "sk-ant-test")
+	resp, err = http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body declared over the limit: %d %s", resp.StatusCode, b)
+	}
+	f.p.Wait()
 }
