@@ -21,6 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
@@ -251,17 +252,28 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 			return
 		}
 		if admit(r) {
-			if !g.readBody(w, r) {
+			overloaded := func() {
+				w.Header().Set("Retry-After", strconv.Itoa(int(g.adm.retryAfter().Seconds())))
+				g.refuse(w, r, http.StatusServiceUnavailable, "overloaded", "overloaded",
+					"the server is busy with other requests; retry after the time Retry-After gives")
+			}
+			// Refused at once when nothing could take the request, its
+			// body unread, as before bodies were read first.
+			if g.adm.saturated() {
+				overloaded()
 				return
 			}
+			done, ok := g.readBody(w, r, overloaded)
+			if !ok {
+				return
+			}
+			defer done()
 			release, ok := g.adm.acquire(r.Context())
 			if !ok {
 				if r.Context().Err() != nil {
 					return
 				}
-				w.Header().Set("Retry-After", strconv.Itoa(int(g.adm.retryAfter().Seconds())))
-				g.refuse(w, r, http.StatusServiceUnavailable, "overloaded", "overloaded",
-					"the server is busy with other requests; retry after the time Retry-After gives")
+				overloaded()
 				return
 			}
 			defer release()
@@ -270,37 +282,67 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 	})
 }
 
+// bodyReadTime is how long a request's body has to arrive once its
+// headers have.
+const bodyReadTime = 30 * time.Second
+
 // readBody reads a request's body whole, within the size cap, before the
 // request takes an admission slot: a slot is for work, and a client that
 // sends its body slowly (or never) would hold one, and with a few
-// connections stall the server, for as long as the server's read timeout.
-// A body declared over the cap is refused before any of it is read.
-func (g *guard) readBody(w http.ResponseWriter, r *http.Request) bool {
+// connections stall the server. A body declared over the cap is refused
+// before any of it is read; the bodies read or held at once are bounded in
+// bytes (Admission), past which a request is overloaded(); a body has
+// bodyReadTime to arrive. done gives the body's bytes back, when the
+// request is over.
+func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func()) (done func(), ok bool) {
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
 	default:
-		return true
+		return func() {}, true
 	}
-	max := g.opts.MaxBodyBytes
-	tooLarge := func() bool {
-		g.refuse(w, r, http.StatusRequestEntityTooLarge, "too_large", "too_large", fmt.Sprintf("the body is over %d bytes", max))
-		return false
+	limit := g.opts.MaxBodyBytes
+	tooLarge := func() (func(), bool) {
+		g.refuse(w, r, http.StatusRequestEntityTooLarge, "too_large", "too_large", fmt.Sprintf("the body is over %d bytes", limit))
+		return nil, false
 	}
-	if r.ContentLength > max {
+	if r.ContentLength > limit {
 		return tooLarge()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	size := r.ContentLength
+	if size < 0 {
+		size = limit // chunked: as much as it may be
+	}
+	done, ok = g.adm.reserveBody(size)
+	if !ok {
+		overloaded()
+		return nil, false
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTime))
+	var buf bytes.Buffer
+	buf.Grow(int(max(r.ContentLength, 0)))
+	_, err := io.Copy(&buf, http.MaxBytesReader(w, r.Body, limit))
+	_ = rc.SetReadDeadline(time.Time{})
 	var mbe *http.MaxBytesError
+	var ne net.Error
 	switch {
+	case err == nil:
+		r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
+		return done, true
 	case errors.As(err, &mbe):
+		done()
 		return tooLarge()
-	case err != nil:
+	case errors.As(err, &ne) && ne.Timeout():
+		done()
 		g.refuse(w, r, http.StatusRequestTimeout, "body", "body_incomplete",
-			fmt.Sprintf("the body did not arrive whole (%d bytes read): the connection failed or was too slow", len(body)))
-		return false
+			fmt.Sprintf("the body did not arrive whole in %v (%d bytes read)", bodyReadTime, buf.Len()))
+		return nil, false
+	default:
+		done()
+		g.refuse(w, r, http.StatusBadRequest, "body", "body_incomplete",
+			fmt.Sprintf("the body could not be read whole (%d bytes read): it ended before its length, or its chunked encoding is malformed", buf.Len()))
+		return nil, false
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return true
 }
 
 // remoteLoopback reports whether a request's peer address is loopback.
@@ -367,6 +409,10 @@ type Admission struct {
 	waiting atomic.Int64
 	queue   int64
 	wait    time.Duration
+	// bodies bounds the bytes of request bodies read or held at once
+	// (bodyBudget of them): bodies are read before a slot is taken.
+	bodies     *semaphore.Weighted
+	bodyBudget int64
 }
 
 // Admission defaults: four requests in flight per core, 32 times as many
@@ -390,7 +436,27 @@ func NewAdmission(inFlight, queue int, wait time.Duration) *Admission {
 	if wait <= 0 {
 		wait = DefaultQueueWait
 	}
-	return &Admission{slots: make(chan struct{}, inFlight), queue: int64(queue), wait: wait}
+	// Twice what the requests in flight may send: room for those waiting.
+	budget := 2 * int64(inFlight) * MaxBodyBytes
+	return &Admission{slots: make(chan struct{}, inFlight), queue: int64(queue), wait: wait,
+		bodies: semaphore.NewWeighted(budget), bodyBudget: budget}
+}
+
+// saturated reports whether a request would find neither a slot nor a
+// place in the queue.
+func (a *Admission) saturated() bool {
+	return len(a.slots) == cap(a.slots) && a.waiting.Load() >= a.queue
+}
+
+// reserveBody takes room for a body of n bytes among those read or held at
+// once; false when there is none now. A body larger than the whole budget
+// takes all of it.
+func (a *Admission) reserveBody(n int64) (release func(), ok bool) {
+	n = min(max(n, 1), a.bodyBudget)
+	if !a.bodies.TryAcquire(n) {
+		return nil, false
+	}
+	return func() { a.bodies.Release(n) }, true
 }
 
 // acquire takes a slot, waiting in the queue if there is room in it; it

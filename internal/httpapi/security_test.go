@@ -431,7 +431,40 @@ func TestSlowBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ = io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive whole") || strings.Contains(string(b), "tcp") {
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "ended before its length") || strings.Contains(string(b), "tcp") {
 		t.Errorf("a body cut off: HTTP %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestBodyBudget: with every slot and queue place taken, a request with a
+// body is refused at once, its body unread; the bytes of bodies read
+// before admission are bounded, past which requests are refused, not
+// buffered.
+func TestBodyBudget(t *testing.T) {
+	adm := NewAdmission(1, -1, time.Second)
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, Admission: adm}))
+	defer srv.Close()
+	release, ok := adm.acquire(context.Background())
+	if !ok {
+		t.Fatal("no slot")
+	}
+	st, h, b := raw(t, "POST", srv.URL+"/v1/retrieve", `{"query":"x"}`, withToken("Content-Type", "application/json")...)
+	if st != 503 || h.Get("Retry-After") == "" {
+		t.Errorf("with the slot taken and no queue: HTTP %d %s", st, b)
+	}
+	release()
+	// The budget (twice a slot's bodies: 8 MiB) taken by bodies on their
+	// way: the next is refused.
+	hold, ok := adm.reserveBody(adm.bodyBudget)
+	if !ok {
+		t.Fatal("no room for bodies")
+	}
+	st, _, b = raw(t, "POST", srv.URL+"/v1/retrieve", `{"query":"x"}`, withToken("Content-Type", "application/json")...)
+	if st != 503 {
+		t.Errorf("with the bodies' budget taken: HTTP %d %s", st, b)
+	}
+	hold()
+	if st, _, b := raw(t, "POST", srv.URL+"/v1/retrieve", `{"query":"x"}`, withToken("Content-Type", "application/json")...); st != 200 {
+		t.Errorf("with room again: HTTP %d %s", st, b)
 	}
 }
