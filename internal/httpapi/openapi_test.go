@@ -60,10 +60,18 @@ func TestOpenAPI(t *testing.T) {
 	}
 	// And a route that is not documented is not served: another method on
 	// a documented path is 405 with the methods it takes, another path 404.
-	if st, h, b := c.do("DELETE", "/v1/patterns", ""); st != 405 || h.Get("Allow") != "GET, POST" || !strings.Contains(b, "this route takes GET, POST") {
+	if st, h, b := c.do("DELETE", "/v1/patterns", ""); st != 405 || h.Get("Allow") != "GET, HEAD, POST" || !strings.Contains(b, "this route takes GET, HEAD, POST") {
 		t.Errorf("an undocumented method: HTTP %d, Allow %q, %s", st, h.Get("Allow"), b)
 	}
 	if st, _, b := c.do("GET", "/v1/nothing/here", ""); st != 404 || !strings.Contains(b, "no such route") {
 		t.Errorf("an undocumented route: HTTP %d %s", st, b)
+	}
+	// A path another method only redirects is no route of it; a POST of
+	// a GET route is 405, not a complaint about its content type.
+	if st, h, b := c.do("GET", "/v1/sessions/s1/files", ""); st == 405 {
+		t.Errorf("a path PUT only redirects: HTTP %d, Allow %q, %s", st, h.Get("Allow"), b)
+	}
+	if st, h, _ := c.do("POST", "/v1/openapi.json", ""); st != 405 || h.Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST /v1/openapi.json: HTTP %d, Allow %q", st, h.Get("Allow"))
 	}
 }

@@ -118,8 +118,8 @@ func TestProxyRoutes(t *testing.T) {
 	if st, _, _ := raw(t, "POST", srv.URL+"/v1/insights", `{"insight":"`+long+`"}`, withToken("Content-Type", "application/json")...); st != http.StatusRequestEntityTooLarge {
 		t.Errorf("engram's API over its limit: %d, want 413", st)
 	}
-	if st, _, _ := raw(t, "GET", srv.URL+"/v1/messages", "", withToken()...); st != http.StatusNotFound {
-		t.Errorf("GET /v1/messages: %d, want engram's 404", st)
+	if st, h, _ := raw(t, "GET", srv.URL+"/v1/messages", "", withToken()...); st != http.StatusMethodNotAllowed || h.Get("Allow") != "POST" {
+		t.Errorf("GET /v1/messages: %d, Allow %q; want engram's 405, POST", st, h.Get("Allow"))
 	}
 }
 

@@ -149,28 +149,31 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	// admission slot for good (the hub bounds streams instead).
 	notStreams := func(r *http.Request) bool { return r.Pattern != streamRoute }
 	v.routes(mux, func(h http.Handler) http.Handler { return g.wrap(h, notStreams) })
-	// A path that a route serves with other methods is 405, with Allow.
+	// A path that a route serves with other methods is 405, with Allow,
+	// before the credential and content-type checks (which would answer a
+	// route that does not exist).
+	probe := &routeProbe{}
 	routesOnly := http.NewServeMux()
 	for _, rt := range v.table() {
-		routesOnly.Handle(rt.pattern, http.NotFoundHandler())
+		routesOnly.Handle(rt.pattern, probe)
 	}
-	routesOnly.Handle("GET /v1/openapi.json", http.NotFoundHandler())
-	mux.Handle("/v1/", g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var allow []string
-		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-			probe := r.Clone(r.Context())
-			probe.Method = m
-			if _, pattern := routesOnly.Handler(probe); pattern != "" && m != r.Method {
-				allow = append(allow, m)
-			}
+	routesOnly.Handle("GET /v1/openapi.json", probe)
+	if opts.Proxy != nil {
+		for _, route := range proxyRoutes {
+			routesOnly.Handle(route, probe)
 		}
-		if len(allow) > 0 {
+	}
+	notFound := g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
+	}), always)
+	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allow := probe.allowed(routesOnly, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: this route takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 			return
 		}
-		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
-	}), always))
+		notFound.ServeHTTP(w, r)
+	}))
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", g.wrap(opts.Metrics.Handler(), func(*http.Request) bool { return false }))
 	}
@@ -185,6 +188,33 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		return observe(h, opts.Metrics)
 	}
 	return h
+}
+
+// routeProbe stands for every route in a mux that only says which
+// methods a path takes.
+type routeProbe struct{}
+
+func (*routeProbe) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// allowed returns the methods routes serve r's path with (HEAD beside
+// GET), none when r's own method is one; a redirect to another path is
+// not a route.
+func (p *routeProbe) allowed(routes *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if h, _ := routes.Handler(probe); h == http.Handler(p) {
+			if m == r.Method || m == http.MethodGet && r.Method == http.MethodHead {
+				return nil
+			}
+			allow = append(allow, m)
+			if m == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+		}
+	}
+	return allow
 }
 
 // Projects serves several projects from one server: each project's
