@@ -629,17 +629,31 @@ func checkAgent(id string) error { return checkName("agent", id) }
 
 // checkName checks the session or agent of a new window: 1 to
 // store.MaxIdentifierBytes bytes of UTF-8, no white space at its ends, no
-// control or invisible formatting characters (a right-to-left override
-// would make one name read as another), and not "." or "..", which no URL
+// control characters, none of the characters that reorder or hide text
+// (a right-to-left override makes one name read as another; joiners in
+// emoji and soft hyphens are fine), and not "." or "..", which no URL
 // path can name.
 func checkName(field, id string) error {
 	switch {
 	case id == "" || len(id) > store.MaxIdentifierBytes:
 		return fmt.Errorf("%w: %s %q: the ID takes 1 to %d bytes", ErrInvalid, field, id, store.MaxIdentifierBytes)
-	case !utf8.ValidString(id) || strings.TrimSpace(id) != id || strings.ContainsFunc(id, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }):
-		return fmt.Errorf("%w: %s %q: the ID is UTF-8 without control or formatting characters or white space at its ends", ErrInvalid, field, id)
+	case !utf8.ValidString(id) || strings.TrimSpace(id) != id || strings.ContainsFunc(id, func(r rune) bool { return unicode.IsControl(r) || misleads(r) }):
+		return fmt.Errorf("%w: %s %q: the ID is UTF-8 without control characters, characters that reorder or hide text, or white space at its ends", ErrInvalid, field, id)
 	case id == "." || id == "..":
 		return fmt.Errorf("%w: %s %q: the ID may not be . or .., which a URL cannot name", ErrInvalid, field, id)
 	}
 	return nil
+}
+
+// misleads reports the characters that make a name read as another: the
+// bidirectional controls (U+200E, U+200F, U+202A-U+202E, U+2066-U+2069),
+// zero-width space, word joiner and byte-order mark.
+func misleads(r rune) bool {
+	switch {
+	case r == 0x200B, r == 0x200E, r == 0x200F, r == 0x2060, r == 0xFEFF:
+		return true
+	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }

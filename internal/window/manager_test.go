@@ -778,7 +778,8 @@ func TestOpen_Names(t *testing.T) {
 			t.Errorf("window %q/%q: %v, want ErrInvalid", k.SessionID, k.AgentID, err)
 		}
 	}
-	for _, k := range []store.WindowKey{{SessionID: "../../etc", AgentID: "claude-code@s/a1b2"}, {SessionID: "sé", AgentID: "ünï"}} {
+	for _, k := range []store.WindowKey{{SessionID: "../../etc", AgentID: "claude-code@s/a1b2"}, {SessionID: "sé", AgentID: "ünï"},
+		{SessionID: "s", AgentID: "🧑\u200d💻"}, {SessionID: "s", AgentID: "dev\u00adops"}} {
 		if _, err := m.Open(ctx, k, window.OpenOptions{Limit: 4000}); err != nil {
 			t.Errorf("window %q/%q: %v", k.SessionID, k.AgentID, err)
 		}
