@@ -310,13 +310,22 @@ func FromOpenAI(raw []byte) (Message, error) {
 	for _, p := range parts {
 		var part struct {
 			Type string `json:"type"`
-			Text string `json:"text"`
 		}
 		if err := json.Unmarshal(p, &part); err != nil || part.Type == "" {
 			return m, wireError(OpenAI, "a content part without a type: %s", clip(p))
 		}
-		if pf, _ := rawFields(OpenAI, p); part.Type == "text" && len(pf) == 2 {
-			m.Blocks = append(m.Blocks, Block{Type: BlockText, Text: part.Text})
+		if part.Type != "text" {
+			m.Blocks = append(m.Blocks, Block{Type: BlockType("part:" + part.Type), Raw: p})
+			continue
+		}
+		var txt struct {
+			Text *string `json:"text"`
+		}
+		if json.Unmarshal(p, &txt) != nil || txt.Text == nil {
+			return m, wireError(OpenAI, "a text part needs its text, a string: %s", clip(p))
+		}
+		if pf, _ := rawFields(OpenAI, p); len(pf) == 2 {
+			m.Blocks = append(m.Blocks, Block{Type: BlockText, Text: *txt.Text})
 		} else {
 			m.Blocks = append(m.Blocks, Block{Type: BlockType("part:" + part.Type), Raw: p})
 		}
