@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -413,10 +414,25 @@ func (v *v1) handoffWindow(w http.ResponseWriter, r *http.Request) {
 	}
 	// The handoff writes the next agent's window: an agent's key hands
 	// off to its own next instance only, never into another agent's
-	// context.
-	if p, _ := principalOf(r.Context()); p.agent != nil && in.To != "" {
-		if me := p.agent.Agent(); in.To != window.NextAgent(me.ID) {
-			v.fail(w, r, v.refuse(r, me, in.Session, "to hand off into agent "+in.To+"'s window"))
+	// context, even one registered under the next instance's name (unless
+	// it registered it, as its sub-agent).
+	if p, _ := principalOf(r.Context()); p.agent != nil {
+		me := p.agent.Agent()
+		next := window.NextAgent(me.ID)
+		to := cmp.Or(in.To, next)
+		refused := to != next
+		if !refused {
+			other, err := v.eng.Store().ArchiveAgent(r.Context(), to)
+			switch {
+			case err == nil:
+				refused = other.ParentID != me.ID
+			case !errors.Is(err, store.ErrNotFound):
+				v.fail(w, r, err)
+				return
+			}
+		}
+		if refused {
+			v.fail(w, r, v.refuse(r, me, in.Session, "to hand off into agent "+to+"'s window"))
 			return
 		}
 	}

@@ -372,6 +372,8 @@ func TestWindowsAgentKeys(t *testing.T) {
 	defer srv.Close()
 	alice := agentKey(t, srv.URL, "alice", "a1")
 	bob := agentKey(t, srv.URL, "bob", "b1")
+	carol := agentKey(t, srv.URL, "alice", "c1")
+	_ = agentKey(t, srv.URL, "alice", "c1-2") // another agent, under the name of carol's next instance
 	as := func(key string) []string {
 		return []string{"Authorization", "Bearer " + key, "Content-Type", "application/json"}
 	}
@@ -395,6 +397,9 @@ func TestWindowsAgentKeys(t *testing.T) {
 		{"hand off another's", "POST", "/v1/windows/alice/a1/handoff", `{}`, as(bob), 403},
 		{"hand off into another agent's window", "POST", "/v1/windows/alice/a1/handoff", `{"to":"b1"}`, as(alice), 403},
 		{"hand off own", "POST", "/v1/windows/alice/a1/handoff", `{"to":"a1-2"}`, as(alice), 201},
+		{"carol opens hers", "PUT", "/v1/windows/alice/c1", `{"limit":8000}`, as(carol), 200},
+		{"carol appends", "POST", "/v1/windows/alice/c1/messages", msg, as(carol), 201},
+		{"hand off into a registered agent's window under the next name", "POST", "/v1/windows/alice/c1/handoff", `{}`, as(carol), 403},
 	} {
 		st, _, b := raw(t, tc.method, srv.URL+tc.path, tc.body, tc.hdr...)
 		if st != tc.status {
@@ -422,8 +427,8 @@ func TestWindowsAgentKeys(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 6 {
-		t.Errorf("%d refusals audited, want 6", refused)
+	if refused != 7 {
+		t.Errorf("%d refusals audited, want 7", refused)
 	}
 }
 
