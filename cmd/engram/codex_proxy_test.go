@@ -71,6 +71,7 @@ func TestCodex_Proxy(t *testing.T) {
 		t.Errorf("%d requests (want %d), the last with %d markers, the largest %d tokens; want markers and all within the window of 24,000", len(main), commands+1, markers, most)
 	}
 	// Each output, as Codex gave it to the model, is in the window's ledger.
+	noSecondWindow(t, dataDir, res.ThreadID, "codex")
 	held := windowOf(t, dataDir, store.WindowKey{SessionID: res.ThreadID, AgentID: "codex"})
 	outputs := map[string]bool{}
 	for _, m := range held {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -109,6 +111,7 @@ func TestClaudeCode_Proxy(t *testing.T) {
 	}
 
 	// The window is the last request's conversation, message for message.
+	noSecondWindow(t, dataDir, res.SessionID) // --resume continues the conversation
 	held := windowMessages(t, dataDir, res.SessionID)
 	var last struct {
 		Messages []json.RawMessage `json:"messages"`
@@ -252,6 +255,10 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 	// ledger (a block Claude Code marked with cache_control is kept whole,
 	// as JSON).
 	held := windowMessages(t, dataDir, res.SessionID)
+	// One conversation, one window: Claude Code's in-place edits of its
+	// history (old tool results cleared) never look like a prompt asked
+	// again, which would start a window of its own.
+	noSecondWindow(t, dataDir, res.SessionID)
 	results := map[string]bool{}
 	for _, m := range held {
 		for _, b := range m.Blocks {
@@ -305,6 +312,17 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 func windowMessages(t *testing.T, dataDir, session string) []window.Message {
 	t.Helper()
 	return windowOf(t, dataDir, store.WindowKey{SessionID: session, AgentID: "claude-code"})
+}
+
+// noSecondWindow fails the test if the proxy started a second window for
+// the session's conversation.
+func noSecondWindow(t *testing.T, dataDir, session string, agent ...string) {
+	t.Helper()
+	st := openDataStore(t, dataDir)
+	second := window.NextAgent(cmp.Or(append(agent, "claude-code")[0]))
+	if _, err := st.Window(t.Context(), store.WindowKey{SessionID: session, AgentID: second}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the session has a second window (%v): the proxy took Claude Code's history for a conversation started over", err)
+	}
 }
 
 // windowOf is the ledger of a window in the store under dataDir.

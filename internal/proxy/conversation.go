@@ -363,27 +363,30 @@ func formOf(m *window.Message) string {
 
 // follows reports whether a request (its messages' hashes and forms)
 // continues what window w holds: it lists at least as many messages, the
-// held ones in the same forms, and the conversation's first prompt
-// unchanged. The content of the others may have changed in place: Claude
-// Code clears old tool results, a system prompt names a new date.
+// held ones in the same forms, and the user's prompts unchanged. The
+// content of the others may have changed in place: Claude Code clears old
+// tool results, a system prompt names a new date. A prompt that changed
+// is a question asked again in other words (a rewind, an edited prompt):
+// a conversation of its own, never an edit that would leave the window
+// with the prompt the answer no longer answers.
 func (w *held) follows(hashes, forms []string) bool {
 	if len(forms) < len(w.forms) {
 		return false
 	}
-	first := true
 	for i := range w.forms {
 		if w.forms[i] != forms[i] {
 			return false
 		}
-		if first && !strings.HasPrefix(forms[i], string(window.RoleSystem)+"|") {
-			if w.hashes[i] != hashes[i] {
-				return false
-			}
-			first = false
+		if forms[i] == promptForm && w.hashes[i] != hashes[i] {
+			return false
 		}
 	}
 	return true
 }
+
+// promptForm is the form of a user's prompt: a user message that answers
+// no tool call.
+var promptForm = string(window.RoleUser) + "||"
 
 // followed is the window of wins the request continues, the one it
 // repeats most of when several; nil when none. A stateful request

@@ -424,3 +424,64 @@ func TestProxy_ModelSwitch(t *testing.T) {
 		t.Errorf("after the switch: %d messages, model %q, %+v, %v; want the 3 in one window sized for gpt-4o", st.Messages, st.Settings.Model, st.Settings.Limits, err)
 	}
 }
+
+// A prompt asked again in other words (Claude Code's rewind, an edited
+// prompt) is a conversation of its own: the window that held the first
+// wording keeps it with its answer, the new wording and its answer go to
+// a window of their own, which the conversation then follows.
+func TestProxy_PromptAskedAgain(t *testing.T) {
+	var steps []modelserver.Step
+	for _, s := range []string{"hello", "dropping the database", "listing the tables", "you're welcome"} {
+		steps = append(steps, modelserver.Say(s))
+	}
+	f := newFixture(t, proxy.Options{}, steps...)
+	ctx := t.Context()
+	h := map[string]string{"X-Engram-Session": "again"}
+	send := func(msgs ...string) {
+		t.Helper()
+		var conv []any
+		for i, m := range msgs {
+			role := "user"
+			if i%2 == 1 {
+				role = "assistant"
+			}
+			conv = append(conv, map[string]any{"role": role, "content": m})
+		}
+		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": conv})
+		resp := f.post(t, string(body), h)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		f.p.Wait()
+	}
+	send("first prompt")
+	send("first prompt", "hello", "delete the prod database")
+	send("first prompt", "hello", "actually, only list the tables")
+	send("first prompt", "hello", "actually, only list the tables", "listing the tables", "thanks")
+	texts := func(key store.WindowKey) []string {
+		_, held, _, err := f.windows.Messages(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range held {
+			var b strings.Builder
+			for _, bl := range m.Blocks {
+				b.WriteString(bl.Text)
+			}
+			out = append(out, b.String())
+		}
+		return out
+	}
+	// A window holds what the harness sent; an answer joins it when the
+	// harness sends it back, and is stored as it comes.
+	if got, want := strings.Join(texts(store.WindowKey{SessionID: "again", AgentID: "proxy"}), " / "),
+		"first prompt / hello / delete the prod database"; got != want {
+		t.Errorf("the first window: %s\nwant %s", got, want)
+	}
+	if got, want := strings.Join(texts(store.WindowKey{SessionID: "again", AgentID: "proxy-2"}), " / "),
+		"first prompt / hello / actually, only list the tables / listing the tables / thanks"; got != want {
+		t.Errorf("the second window: %s\nwant %s", got, want)
+	}
+}
