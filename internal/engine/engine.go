@@ -120,6 +120,10 @@ func (e *Engine) Encoding() *tokens.Encoding { return e.enc() }
 // MaxContentBytes is the most bytes one record's content may hold.
 func (e *Engine) MaxContentBytes() int64 { return e.opts.MaxContentBytes }
 
+// KeepsSecrets reports whether content is stored as given, secrets and
+// all (KeepSecrets), rather than redacted.
+func (e *Engine) KeepsSecrets() bool { return e.opts.KeepSecrets }
+
 // EncodingName returns the name of the encoding, without loading it.
 func (e *Engine) EncodingName() string { return e.opts.Encoding }
 

@@ -77,7 +77,7 @@ type msgInfo struct {
 // before, from what the proxy noted then; of another, by decoding it.
 // The harness resends its whole history every turn, so only the new tail
 // is decoded, and a turn costs the same however long the history.
-func (st *winState) learn(c *conversation) error {
+func (st *winState) learn(c *conversation, redact bool) error {
 	if st.known == nil || len(st.known) > maxKnown {
 		st.known = map[[2]uint64]msgInfo{}
 	}
@@ -92,7 +92,13 @@ func (st *winState) learn(c *conversation) error {
 		if err != nil {
 			return err
 		}
-		h, err := MessageHash(*m)
+		// Named as the window stores it, secrets redacted, so that the
+		// history read back after a restart names the same messages.
+		named := *m
+		if redact {
+			named = m.Redacted()
+		}
+		h, err := MessageHash(named)
 		if err != nil {
 			return err
 		}
@@ -139,7 +145,7 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 			st.mu.Unlock()
 		}
 	}()
-	if err := st.learn(c); err != nil {
+	if err := st.learn(c, !p.eng.KeepsSecrets()); err != nil {
 		return nil, err
 	}
 	hashes := make([]string, len(c.info))

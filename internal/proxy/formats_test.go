@@ -16,6 +16,8 @@ import (
 	"github.com/engramhq/engram/internal/modelserver"
 	"github.com/engramhq/engram/internal/proxy"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // postTo sends body to path with an OpenAI client's headers, and those of
@@ -483,5 +485,56 @@ func TestProxy_PromptAskedAgain(t *testing.T) {
 	if got, want := strings.Join(texts(store.WindowKey{SessionID: "again", AgentID: "proxy-2"}), " / "),
 		"first prompt / hello / actually, only list the tables / listing the tables / thanks"; got != want {
 		t.Errorf("the second window: %s\nwant %s", got, want)
+	}
+}
+
+// A conversation whose prompt held a secret is followed after a restart:
+// the window stores the prompt redacted, the harness resends it whole, and
+// both name the same message.
+func TestProxy_SecretAcrossRestart(t *testing.T) {
+	f := newFixture(t, proxy.Options{}, modelserver.Say("noted"), modelserver.Say("done"))
+	ctx := t.Context()
+	key := "sk-ant-" + "api03-" + strings.Repeat("Z", 40)
+	h := map[string]string{"X-Engram-Session": "secret"}
+	body := func(msgs ...string) string {
+		var conv []any
+		for i, m := range msgs {
+			role := "user"
+			if i%2 == 1 {
+				role = "assistant"
+			}
+			conv = append(conv, map[string]any{"role": role, "content": m})
+		}
+		b, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": conv})
+		return string(b)
+	}
+	resp := f.post(t, body("my key is "+key+", keep it out of the logs"), h)
+	_, _ = io.ReadAll(resp.Body)
+	f.p.Wait()
+	// A new proxy over the same store: what it knows of the window, it
+	// reads back.
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := proxy.New(f.eng, window.NewManager(f.eng, cat), proxy.Options{Anthropic: f.up.URL(), OpenAI: f.up.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(again)
+	defer front.Close()
+	f.front = front
+	resp = f.post(t, body("my key is "+key+", keep it out of the logs", "noted", "now rotate it"), h)
+	_, _ = io.ReadAll(resp.Body)
+	again.Wait()
+	_, held, _, err := f.windows.Messages(ctx, store.WindowKey{SessionID: "secret", AgentID: "proxy"})
+	if err != nil || len(held) != 3 {
+		t.Fatalf("the window after the restart holds %d messages (%v), want 3", len(held), err)
+	}
+	if strings.Contains(held[0].Blocks[0].Text, key) || !strings.Contains(held[0].Blocks[0].Text, "[REDACTED") {
+		t.Errorf("the window's first prompt: %q", held[0].Blocks[0].Text)
+	}
+	if _, _, _, err := f.windows.Messages(ctx, store.WindowKey{SessionID: "secret", AgentID: "proxy-2"}); err == nil {
+		t.Error("the restarted proxy took the conversation for a new one")
 	}
 }

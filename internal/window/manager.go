@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/secrets"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 )
@@ -333,6 +334,26 @@ func (b *Block) setContent(c []byte, raw bool) {
 	default:
 		b.Text = string(c)
 	}
+}
+
+// Redacted is m as a window stores it when the store redacts secrets:
+// each block's content with the secrets it holds redacted, as the engine
+// redacts an entry's. A harness resends what it sent, secrets and all;
+// this is what names it as the window holds it.
+func (m Message) Redacted() Message {
+	out := m
+	out.Blocks = slices.Clone(m.Blocks)
+	for i := range out.Blocks {
+		b := &out.Blocks[i]
+		c := b.content()
+		if len(c) == 0 {
+			continue
+		}
+		if text, found := secrets.Redact(string(c)); len(found) > 0 {
+			b.setContent([]byte(text), len(b.Raw) > 0)
+		}
+	}
+	return out
 }
 
 // blockType is the content type a block's entry is stored as.
