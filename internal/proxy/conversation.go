@@ -61,6 +61,12 @@ type winState struct {
 // knownSeeds seed the hashes that know a message by its bytes.
 var knownSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
+// maxMessages bounds the messages of a request the proxy manages: laying
+// out a history it has not seen grows faster than its length (about 2 s
+// for 10,000 messages, 5 s for 20,000), and no harness's context holds
+// that many. A longer one is forwarded as it came (fail open).
+const maxMessages = 10_000
+
 // maxKnown bounds the messages a conversation's state remembers by their
 // bytes.
 const maxKnown = 1 << 16
@@ -132,6 +138,9 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	c, err := proto.read(body, h)
 	if err != nil {
 		return nil, err
+	}
+	if len(c.raws) > maxMessages {
+		return nil, fmt.Errorf("%d messages, more than a window the proxy manages takes (%d)", len(c.raws), maxMessages)
 	}
 	base := keyOf(h, c)
 	if err := base.Validate(); err != nil {

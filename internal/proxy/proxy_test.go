@@ -400,3 +400,34 @@ func TestProxy_UpstreamFaults(t *testing.T) {
 	}
 	f.p.Wait()
 }
+
+// TestProxy_TooManyMessages: a history longer than a window the proxy
+// manages is forwarded as it came, at once, and counted as failed open.
+func TestProxy_TooManyMessages(t *testing.T) {
+	f := newFixture(t, proxy.Options{MaxBody: 64 << 20}, modelserver.Say("ok"))
+	var b strings.Builder
+	b.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[`)
+	for i := range 10_001 {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"role":%q,"content":"m%d"}`, role, i)
+	}
+	b.WriteString(`]}`)
+	resp := f.post(t, b.String(), map[string]string{"X-Engram-Session": "long"})
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	f.p.Wait()
+	if s := f.p.Stats(); s.FailedOpen != 1 {
+		t.Errorf("failed open %d times, want 1", s.FailedOpen)
+	}
+	if _, _, _, err := f.windows.Messages(t.Context(), store.WindowKey{SessionID: "long", AgentID: "proxy"}); err == nil {
+		t.Error("a window was made for a history past the bound")
+	}
+}
