@@ -323,6 +323,13 @@ func keyOf(h http.Header, c *conversation) store.WindowKey {
 	k := store.WindowKey{SessionID: h.Get("X-Engram-Session"), AgentID: h.Get("X-Engram-Agent")}
 	if k.SessionID == "" {
 		k.SessionID = c.session
+		// A session the request names in its own terms (a Responses
+		// prompt_cache_key, Claude Code's user_id) that is no valid ID
+		// is named by its digest.
+		if c.session != "" && (store.WindowKey{SessionID: c.session, AgentID: "x"}).Validate() != nil {
+			sum := sha256.Sum256([]byte(c.session))
+			k.SessionID = "conv-" + hex.EncodeToString(sum[:8])
+		}
 	}
 	if k.SessionID == "" {
 		sum := sha256.New()

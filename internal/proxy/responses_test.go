@@ -173,3 +173,22 @@ func TestProxy_ResponsesStateful(t *testing.T) {
 		t.Errorf("the window holds %d messages (%v), want the one listed", len(held), err)
 	}
 }
+
+// A session a request names in its own terms that is no valid ID (a
+// prompt_cache_key of 300 bytes) is named by its digest: the conversation
+// is still stored.
+func TestProxy_LongPromptCacheKey(t *testing.T) {
+	f := newFixture(t, proxy.Options{}, modelserver.Say("ok"))
+	long := strings.Repeat("k", 300)
+	body, _ := json.Marshal(map[string]any{"model": "gpt-5-codex", "store": false, "prompt_cache_key": long,
+		"input": []any{map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "hi"}}}}})
+	resp := f.postTo(t, "/v1/responses", string(body), map[string]string{"User-Agent": "codex_exec/0.171.0"})
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	f.p.Wait()
+	if s := f.p.Stats(); s.FailedOpen != 0 {
+		t.Errorf("failed open %d times: the conversation was not stored", s.FailedOpen)
+	}
+}
