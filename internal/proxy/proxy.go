@@ -321,21 +321,23 @@ func routeOf(r *http.Request) (protocol, bool) {
 // allowed refuses what a browser sends from another site, and a request
 // without engram's token when one is configured.
 func (p *Proxy) allowed(w http.ResponseWriter, r *http.Request) bool {
-	if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		add(p.count.refused, "origin")
-		p.fail(w, r, http.StatusForbidden, "permission_error", "engram's proxy takes no requests from web pages")
+	refuse := func(reason string, status int, typ, msg string) bool {
+		add(p.count.refused, reason)
+		// Logged as engram serve logs its refusals, never with a credential.
+		p.log.Warn("request refused", "reason", reason, "status", status, "remote", r.RemoteAddr, "method", r.Method,
+			"path", r.URL.Path, "host", r.Host, "origin", r.Header.Get("Origin"))
+		p.fail(w, r, status, typ, msg)
 		return false
+	}
+	if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return refuse("origin", http.StatusForbidden, "permission_error", "engram's proxy takes no requests from web pages")
 	}
 	if host, _, err := net.SplitHostPort(r.Host); err == nil && !loopbackName(host) && p.opts.Token == "" {
-		add(p.count.refused, "host")
-		p.fail(w, r, http.StatusForbidden, "permission_error", "engram's proxy answers loopback names only unless a token is configured")
-		return false
+		return refuse("host", http.StatusForbidden, "permission_error", "engram's proxy answers loopback names only unless a token is configured")
 	}
 	if p.opts.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Engram-Token")), []byte(p.opts.Token)) != 1 {
-		add(p.count.refused, "token")
-		p.fail(w, r, http.StatusUnauthorized, "authentication_error",
+		return refuse("token", http.StatusUnauthorized, "authentication_error",
 			"engram's proxy needs its token in X-Engram-Token (Claude Code: ANTHROPIC_CUSTOM_HEADERS=\"X-Engram-Token: …\")")
-		return false
 	}
 	return true
 }
