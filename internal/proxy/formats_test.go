@@ -427,6 +427,21 @@ func TestProxy_ModelSwitch(t *testing.T) {
 	}
 }
 
+// turns is a Messages request of a conversation of plain texts, the
+// user's and the assistant's in turn.
+func turns(msgs ...string) string {
+	var conv []any
+	for i, m := range msgs {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		conv = append(conv, map[string]any{"role": role, "content": m})
+	}
+	b, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": conv})
+	return string(b)
+}
+
 // A prompt asked again in other words (Claude Code's rewind, an edited
 // prompt) is a conversation of its own: the window that held the first
 // wording keeps it with its answer, the new wording and its answer go to
@@ -441,16 +456,7 @@ func TestProxy_PromptAskedAgain(t *testing.T) {
 	h := map[string]string{"X-Engram-Session": "again"}
 	send := func(msgs ...string) {
 		t.Helper()
-		var conv []any
-		for i, m := range msgs {
-			role := "user"
-			if i%2 == 1 {
-				role = "assistant"
-			}
-			conv = append(conv, map[string]any{"role": role, "content": m})
-		}
-		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": conv})
-		resp := f.post(t, string(body), h)
+		resp := f.post(t, turns(msgs...), h)
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%d %s", resp.StatusCode, b)
@@ -496,19 +502,7 @@ func TestProxy_SecretAcrossRestart(t *testing.T) {
 	ctx := t.Context()
 	key := "sk-ant-" + "api03-" + strings.Repeat("Z", 40)
 	h := map[string]string{"X-Engram-Session": "secret"}
-	body := func(msgs ...string) string {
-		var conv []any
-		for i, m := range msgs {
-			role := "user"
-			if i%2 == 1 {
-				role = "assistant"
-			}
-			conv = append(conv, map[string]any{"role": role, "content": m})
-		}
-		b, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": conv})
-		return string(b)
-	}
-	resp := f.post(t, body("my key is "+key+", keep it out of the logs"), h)
+	resp := f.post(t, turns("my key is "+key+", keep it out of the logs"), h)
 	_, _ = io.ReadAll(resp.Body)
 	f.p.Wait()
 	// A new proxy over the same store: what it knows of the window, it
@@ -524,7 +518,7 @@ func TestProxy_SecretAcrossRestart(t *testing.T) {
 	front := httptest.NewServer(again)
 	defer front.Close()
 	f.front = front
-	resp = f.post(t, body("my key is "+key+", keep it out of the logs", "noted", "now rotate it"), h)
+	resp = f.post(t, turns("my key is "+key+", keep it out of the logs", "noted", "now rotate it"), h)
 	_, _ = io.ReadAll(resp.Body)
 	again.Wait()
 	_, held, _, err := f.windows.Messages(ctx, store.WindowKey{SessionID: "secret", AgentID: "proxy"})
