@@ -61,10 +61,11 @@ type winState struct {
 // knownSeeds seed the hashes that know a message by its bytes.
 var knownSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
-// maxMessages bounds the messages of a request the proxy manages: laying
-// out a history it has not seen grows faster than its length (about 2 s
-// for 10,000 messages, 5 s for 20,000), and no harness's context holds
-// that many. A longer one is forwarded as it came (fail open).
+// maxMessages bounds the messages of a request a window takes at once:
+// laying out a history it has not seen grows faster than its length
+// (about 2 s for 10,000 messages, 5 s for 20,000), and no harness's first
+// request holds that many. A request with more new messages is forwarded
+// as it came (fail open); a history the window holds grows past it.
 const maxMessages = 10_000
 
 // maxKnown bounds the messages a conversation's state remembers by their
@@ -104,10 +105,7 @@ func (st *winState) learn(c *conversation, redact bool) error {
 		if redact {
 			named = m.Redacted()
 		}
-		h, err := MessageHash(named)
-		if err != nil {
-			return err
-		}
+		h := messageHash(named)
 		in := msgInfo{hash: h, form: formOf(m), role: m.Role, calls: m.Calls(), results: m.Results()}
 		st.known[sum], c.info[i] = in, in
 	}
@@ -138,9 +136,6 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	c, err := proto.read(body, h)
 	if err != nil {
 		return nil, err
-	}
-	if len(c.raws) > maxMessages {
-		return nil, fmt.Errorf("%d messages, more than a window the proxy manages takes (%d)", len(c.raws), maxMessages)
 	}
 	base := keyOf(h, c)
 	if err := base.Validate(); err != nil {
@@ -190,6 +185,9 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	w, err := p.find(ctx, st, base, c, hashes, forms)
 	if err != nil {
 		return nil, err
+	}
+	if unseen := len(c.raws) - len(w.hashes); c.stateful && len(c.raws) > maxMessages || unseen > maxMessages {
+		return nil, fmt.Errorf("%d messages the window has not seen, more than the proxy takes at once (%d)", max(unseen, len(c.raws)), maxMessages)
 	}
 	if err := p.size(ctx, w, c); err != nil {
 		return nil, err
@@ -454,9 +452,7 @@ func (p *Proxy) find(ctx context.Context, st *winState, base store.WindowKey, c 
 			w := &held{key: key, hashes: make([]string, len(msgs)), forms: make([]string, len(msgs)), tools: -1}
 			for i := range msgs {
 				w.forms[i] = formOf(&msgs[i])
-				if w.hashes[i], err = MessageHash(msgs[i]); err != nil {
-					return nil, err
-				}
+				w.hashes[i] = messageHash(msgs[i])
 			}
 			st.wins = append(st.wins, w)
 		}
@@ -739,6 +735,26 @@ func MessageHash(m window.Message) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16]), nil
+}
+
+// messageHash is MessageHash, or for a message no vendor's form can hold
+// (a tool call's input that redaction left no JSON object: a private key's
+// header redacted to the end of the input) a digest of its parts, the same
+// for the message the harness sends, redacted, and the one the window
+// stored.
+func messageHash(m window.Message) string {
+	if h, err := MessageHash(m); err == nil {
+		return h
+	}
+	sum := sha256.New()
+	sum.Write([]byte(m.Role))
+	for _, b := range m.Blocks {
+		for _, part := range []string{string(b.Type), b.ID, b.ToolUseID, b.Name, b.Text, string(b.Input), string(b.Raw)} {
+			sum.Write([]byte{0})
+			sum.Write([]byte(part))
+		}
+	}
+	return "parts-" + hex.EncodeToString(sum.Sum(nil)[:16])
 }
 
 func vendor(m window.Message) string {

@@ -532,3 +532,48 @@ func TestProxy_SecretAcrossRestart(t *testing.T) {
 		t.Error("the restarted proxy took the conversation for a new one")
 	}
 }
+
+// A tool call whose input redaction leaves no JSON object (a private key's
+// header, redacted to the end of the input) is still stored, and followed
+// after a restart.
+func TestProxy_RedactionBreaksInput(t *testing.T) {
+	f := newFixture(t, proxy.Options{}, modelserver.Say("found one"), modelserver.Say("ok"))
+	ctx := t.Context()
+	h := map[string]string{"X-Engram-Session": "pem"}
+	conv := []any{
+		map[string]any{"role": "user", "content": "find private keys"},
+		map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_1", "name": "Bash",
+			"input": map[string]any{"command": `grep -rl -- "-----BEGIN RSA PRIVATE KEY-----" .`}}}},
+		map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.pem"}}},
+	}
+	send := func(p *proxy.Proxy, msgs []any) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": msgs})
+		resp := f.post(t, string(body), h)
+		_, _ = io.ReadAll(resp.Body)
+		p.Wait()
+	}
+	send(f.p, conv)
+	if s := f.p.Stats(); s.FailedOpen != 0 {
+		t.Fatalf("failed open %d times", s.FailedOpen)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := proxy.New(f.eng, window.NewManager(f.eng, cat), proxy.Options{Anthropic: f.up.URL(), OpenAI: f.up.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(again)
+	defer front.Close()
+	f.front = front
+	conv = append(conv, map[string]any{"role": "assistant", "content": "found one"}, map[string]any{"role": "user", "content": "delete it"})
+	send(again, conv)
+	if s := again.Stats(); s.FailedOpen != 0 || s.Restarts != 0 {
+		t.Errorf("after a restart: failed open %d, restarts %d", s.FailedOpen, s.Restarts)
+	}
+	if _, held, _, err := f.windows.Messages(ctx, store.WindowKey{SessionID: "pem", AgentID: "proxy"}); err != nil || len(held) != 5 {
+		t.Errorf("the window holds %d messages (%v), want 5", len(held), err)
+	}
+}
