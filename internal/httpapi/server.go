@@ -249,12 +249,17 @@ func observe(next http.Handler, m *metrics.Metrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		// Deferred: a handler that breaks its connection off (the proxy,
+		// when the model's stream was cut) panics with ErrAbortHandler,
+		// and is still counted.
+		defer func() {
+			route := r.Pattern
+			if route == "" {
+				route = "other"
+			}
+			m.Request(route, r.Method, sw.code, time.Since(start))
+		}()
 		next.ServeHTTP(sw, r)
-		route := r.Pattern
-		if route == "" {
-			route = "other"
-		}
-		m.Request(route, r.Method, sw.code, time.Since(start))
 	})
 }
 

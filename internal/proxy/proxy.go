@@ -378,10 +378,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 	}
 	copyHeaders(up.Header, r.Header)
 	if seen != nil {
-		// The answer is read to be stored: let the transport ask for a
-		// compressed one and undo it, so that what is read is the JSON or
-		// the event stream, not gzip's bytes. The client gets it plain.
-		up.Header.Del("Accept-Encoding")
+		// The answer is read to be stored: it is asked for plain, so that
+		// what is read is the JSON or the event stream, not gzip's bytes
+		// (the client gets it plain too).
+		up.Header.Set("Accept-Encoding", "identity")
 	}
 	up.ContentLength = int64(len(body))
 	resp, err := p.client.Do(up)
@@ -407,7 +407,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 		why := err.Error()
 		switch {
 		case status == http.StatusGatewayTimeout:
-			why = "no answer in time (engram proxy --timeout)"
+			why = fmt.Sprintf("no answer within the proxy's timeout (%v)", p.opts.Timeout)
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 			why = "it closed the connection without an answer"
 		}
@@ -421,7 +421,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 	w.WriteHeader(resp.StatusCode)
 	var asm assembler
 	if seen != nil && resp.StatusCode == http.StatusOK {
-		asm = proto.assembler(resp.Header.Get("Content-Type"))
+		if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+			// Compressed all the same: passed on, not stored.
+			p.log.Warn("the upstream compressed an answer asked for plain: not stored", "encoding", ce, "path", r.URL.Path)
+		} else {
+			asm = proto.assembler(resp.Header.Get("Content-Type"))
+		}
 	}
 	fl, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)

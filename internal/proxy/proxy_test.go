@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -307,9 +308,9 @@ func TestProxy_UpstreamFaults(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		switch r.URL.Query().Get("mode") {
-		case "gzip":
+		case "gzip", "gzip-anyway":
 			w.Header().Set("Content-Type", "application/json")
-			if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			if r.URL.Query().Get("mode") == "gzip" && !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
 				_, _ = io.WriteString(w, answer)
 				return
 			}
@@ -364,6 +365,21 @@ func TestProxy_UpstreamFaults(t *testing.T) {
 		t.Errorf("the compressed answer was not stored (%d entries)", len(entries))
 	}
 
+	// Compressed though asked for plain: passed on as it came, not stored.
+	resp, err = req("mode=gzip-anyway", "gz2", msg("compress it anyway"), map[string]string{"Accept-Encoding": "gzip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatalf("an answer compressed anyway, passed on: %v", err)
+	}
+	b, _ = io.ReadAll(zr)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "gzip" || string(b) != answer {
+		t.Errorf("an answer compressed anyway: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Encoding"), b)
+	}
+	f.p.Wait()
+
 	// Cut off mid-stream: the client's read fails.
 	resp, err = req("mode=cut", "cut", strings.Replace(msg("stream it"), `"max_tokens"`, `"stream":true,"max_tokens"`, 1), nil)
 	if err != nil {
@@ -384,20 +400,21 @@ func TestProxy_UpstreamFaults(t *testing.T) {
 		t.Errorf("an upstream that closed the connection: %d %s", resp.StatusCode, b)
 	}
 
-	// Declared over the limit: 413 before a byte is sent (the client
-	// waits for 100 Continue, which never comes).
-	r, _ := http.NewRequest(http.MethodPost, f.front.URL+"/v1/messages", io.MultiReader(strings.NewReader(msg("x")), strings.NewReader(strings.Repeat(" ", 1<<11))))
-	r.ContentLength = int64(len(msg("x")) + 1<<11)
-	r.Header.Set("Expect", "100-continue")
-	r.Header.Set("X-Api-Key", "sk-ant-test")
-	resp, err = http.DefaultTransport.RoundTrip(r)
+	// Declared over the limit: 413 before the body is asked for (a
+	// client that expects 100 Continue gets the 413 instead).
+	c, err := net.Dial("tcp", f.front.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ = io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Errorf("a body declared over the limit: %d %s", resp.StatusCode, b)
+	defer func() { _ = c.Close() }()
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Api-Key: sk-ant-test\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", 1<<20)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second)) // a server that waits for the body never answers
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 413") {
+		t.Errorf("a body declared over the limit: first line %q (%v), want 413 before 100 Continue", line, err)
 	}
+	_ = c.Close() // a handler still waiting for the body gives up
 	f.p.Wait()
 }
 
