@@ -30,6 +30,9 @@ const maxWindows = 4096
 // every request cannot make the proxy open windows without end.
 const maxRestarts = 64
 
+// manyRestarts is when a session's restarts are worth a warning.
+const manyRestarts = 8
+
 // resizeTokens is how much the tool schemas may grow or shrink before the
 // window is sized anew.
 const resizeTokens = 1000
@@ -469,6 +472,10 @@ func (p *Proxy) find(ctx context.Context, st *winState, base store.WindowKey, c 
 		key.AgentID = window.NextAgent(st.wins[n-1].key.AgentID)
 		p.count.restarts.Add(1)
 		p.log.Info("the harness started a conversation over: a window of its own", "session", key.SessionID, "window", key.AgentID)
+		if n == manyRestarts {
+			p.log.Warn("a session started over many times: if its harness rewrites old prompts every turn, each turn stores the history again",
+				"session", key.SessionID, "windows", n+1, "bound", maxRestarts)
+		}
 	}
 	w := &held{key: key, tools: -1}
 	st.wins = append(st.wins, w)

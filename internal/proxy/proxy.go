@@ -22,11 +22,12 @@
 //     keeps, per window, a hash of each message it appended (what the
 //     harness moves between requests, cache_control and Claude Code's
 //     billing header, left out), and appends only the new tail. A history
-//     the harness edited in place (the same roles and tool ids, the first
+//     the harness edited in place (the same roles and tool ids, every user
 //     prompt unchanged: Claude Code clears old tool results) is followed:
 //     the window keeps the bytes it stored and the edit goes upstream as
 //     sent. A conversation started over under the same session (a
-//     /compact, a rewind, a side request) gets a window of its own, the
+//     /compact, a rewind, a prompt asked again, a side request) gets a
+//     window of its own, the
 //     agent's next (claude-code-2, ...). The window's context is the
 //     model's (or Options.Limit) less the request's tool schemas. The
 //     assistant's message is reassembled from the answer (streamed or
