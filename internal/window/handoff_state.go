@@ -629,10 +629,10 @@ func checkAgent(id string) error { return checkName("agent", id) }
 
 // checkName checks the session or agent of a new window: 1 to
 // store.MaxIdentifierBytes bytes of UTF-8, no white space at its ends, no
-// control characters, none of the characters that reorder or hide text
-// (a right-to-left override makes one name read as another; joiners in
-// emoji and soft hyphens are fine), and not "." or "..", which no URL
-// path can name.
+// control characters, none of the invisible characters that reorder or
+// hide text (a right-to-left override or a soft hyphen makes one name read
+// as another; the joiners of scripts and emoji are fine), and not "." or
+// "..", which no URL path can name.
 func checkName(field, id string) error {
 	switch {
 	case id == "" || len(id) > store.MaxIdentifierBytes:
@@ -646,14 +646,9 @@ func checkName(field, id string) error {
 }
 
 // misleads reports the characters that make a name read as another: the
-// bidirectional controls (U+200E, U+200F, U+202A-U+202E, U+2066-U+2069),
-// zero-width space, word joiner and byte-order mark.
+// invisible formatting characters (Unicode's Cf: bidirectional controls,
+// zero-width space, soft hyphen, tags, ...), but for the joiners that
+// scripts and emoji need (U+200C, U+200D).
 func misleads(r rune) bool {
-	switch {
-	case r == 0x200B, r == 0x200E, r == 0x200F, r == 0x2060, r == 0xFEFF:
-		return true
-	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
-		return true
-	}
-	return false
+	return unicode.Is(unicode.Cf, r) && r != 0x200C && r != 0x200D
 }

@@ -772,6 +772,7 @@ func TestOpen_Names(t *testing.T) {
 	for _, k := range []store.WindowKey{
 		{SessionID: "s", AgentID: " "}, {SessionID: "s", AgentID: " claude"}, {SessionID: "s", AgentID: "\u202eedoc"},
 		{SessionID: "s", AgentID: "a\u200bb"}, {SessionID: "s", AgentID: ".."}, {SessionID: ".", AgentID: "claude"},
+		{SessionID: "s", AgentID: "dev\u00adops"}, {SessionID: "s", AgentID: "alice\U000E0041"}, {SessionID: "s", AgentID: "a\u061cb"},
 		{SessionID: "s\n", AgentID: "claude"},
 	} {
 		if _, err := m.Open(ctx, k, window.OpenOptions{Limit: 4000}); !errors.Is(err, window.ErrInvalid) {
@@ -779,7 +780,7 @@ func TestOpen_Names(t *testing.T) {
 		}
 	}
 	for _, k := range []store.WindowKey{{SessionID: "../../etc", AgentID: "claude-code@s/a1b2"}, {SessionID: "sé", AgentID: "ünï"},
-		{SessionID: "s", AgentID: "🧑\u200d💻"}, {SessionID: "s", AgentID: "dev\u00adops"}} {
+		{SessionID: "s", AgentID: "🧑\u200d💻"}, {SessionID: "s", AgentID: "می\u200cخواهم"}} {
 		if _, err := m.Open(ctx, k, window.OpenOptions{Limit: 4000}); err != nil {
 			t.Errorf("window %q/%q: %v", k.SessionID, k.AgentID, err)
 		}
