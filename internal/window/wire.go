@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/engramhq/engram/internal/secrets"
 )
 
 // The vendors' message shapes, mapped onto Message and back without
@@ -76,11 +78,15 @@ func rawFields(vendor string, raw []byte) (map[string]json.RawMessage, error) {
 	return f, nil
 }
 
+// clip is the start of b for an error message: its first 80 bytes, with
+// any secret redacted first (cutting first could leave a key too short to
+// be known for one).
 func clip(b []byte) string {
-	if len(b) > 80 {
-		return string(b[:80]) + "…"
+	s, _ := secrets.Redact(string(b))
+	if len(s) > 80 {
+		return s[:80] + "…"
 	}
-	return string(b)
+	return s
 }
 
 func isNull(r json.RawMessage) bool {
