@@ -411,6 +411,7 @@ type Admission struct {
 	wait    time.Duration
 	// bodies bounds the bytes of request bodies read or held at once
 	// (bodyBudget of them): bodies are read before a slot is taken.
+	mu         sync.Mutex
 	bodies     *semaphore.Weighted
 	bodyBudget int64
 }
@@ -452,11 +453,25 @@ func (a *Admission) saturated() bool {
 // once; false when there is none now. A body larger than the whole budget
 // takes all of it.
 func (a *Admission) reserveBody(n int64) (release func(), ok bool) {
-	n = min(max(n, 1), a.bodyBudget)
-	if !a.bodies.TryAcquire(n) {
+	a.mu.Lock()
+	sem, budget := a.bodies, a.bodyBudget
+	a.mu.Unlock()
+	n = min(max(n, 1), budget)
+	if !sem.TryAcquire(n) {
 		return nil, false
 	}
-	return func() { a.bodies.Release(n) }, true
+	return func() { sem.Release(n) }, true
+}
+
+// allowBodies makes room among the bodies read at once for twice what the
+// requests in flight may send under a body limit of limit bytes (a server
+// whose limit is raised above MaxBodyBytes).
+func (a *Admission) allowBodies(limit int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if b := 2 * int64(cap(a.slots)) * limit; b > a.bodyBudget {
+		a.bodies, a.bodyBudget = semaphore.NewWeighted(b), b
+	}
 }
 
 // acquire takes a slot, waiting in the queue if there is room in it; it

@@ -468,3 +468,20 @@ func TestBodyBudget(t *testing.T) {
 		t.Errorf("with room again: HTTP %d %s", st, b)
 	}
 }
+
+// TestBodyBudget_RaisedLimit: a server whose body limit is raised makes
+// room for bodies that large: one 70 MB body does not keep out the next.
+func TestBodyBudget_RaisedLimit(t *testing.T) {
+	adm := NewAdmission(1, -1, time.Second)
+	_ = Handler(newEngine(t), Options{Token: tok, Admission: adm, MaxBodyBytes: 100 << 20})
+	first, ok := adm.reserveBody(70 << 20)
+	if !ok {
+		t.Fatal("no room for a 70 MB body under a 100 MB limit")
+	}
+	defer first()
+	second, ok := adm.reserveBody(70 << 20)
+	if !ok {
+		t.Fatal("a 70 MB body on its way keeps out the next")
+	}
+	second()
+}

@@ -124,6 +124,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		opts.MaxMCPSessions = DefaultMaxMCPSessions
 	}
 	g := newGuard(eng, opts, log)
+	g.adm.allowBodies(opts.MaxBodyBytes)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": opts.Version})

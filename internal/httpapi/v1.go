@@ -414,8 +414,8 @@ func (v *v1) handoffWindow(w http.ResponseWriter, r *http.Request) {
 	}
 	// The handoff writes the next agent's window: an agent's key hands
 	// off to its own next instance only, never into another agent's
-	// context, even one registered under the next instance's name (unless
-	// it registered it, as its sub-agent).
+	// context, even one registered in the session under the next
+	// instance's name (unless it registered it, as its sub-agent).
 	if p, _ := principalOf(r.Context()); p.agent != nil {
 		me := p.agent.Agent()
 		next := window.NextAgent(me.ID)
@@ -425,7 +425,7 @@ func (v *v1) handoffWindow(w http.ResponseWriter, r *http.Request) {
 			other, err := v.eng.Store().ArchiveAgent(r.Context(), to)
 			switch {
 			case err == nil:
-				refused = other.ParentID != me.ID
+				refused = other.SessionID == me.SessionID && other.ParentID != me.ID
 			case !errors.Is(err, store.ErrNotFound):
 				v.fail(w, r, err)
 				return
