@@ -16,8 +16,6 @@ import (
 	"github.com/engramhq/engram/internal/modelserver"
 	"github.com/engramhq/engram/internal/proxy"
 	"github.com/engramhq/engram/internal/store"
-	"github.com/engramhq/engram/internal/tokens"
-	"github.com/engramhq/engram/internal/window"
 )
 
 // postTo sends body to path with an OpenAI client's headers, and those of
@@ -507,17 +505,7 @@ func TestProxy_SecretAcrossRestart(t *testing.T) {
 	f.p.Wait()
 	// A new proxy over the same store: what it knows of the window, it
 	// reads back.
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := proxy.New(f.eng, window.NewManager(f.eng, cat), proxy.Options{Anthropic: f.up.URL(), OpenAI: f.up.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(again)
-	defer front.Close()
-	f.front = front
+	again := f.restart(t)
 	resp = f.post(t, turns("my key is "+key+", keep it out of the logs", "noted", "now rotate it"), h)
 	_, _ = io.ReadAll(resp.Body)
 	again.Wait()
@@ -557,17 +545,7 @@ func TestProxy_RedactionBreaksInput(t *testing.T) {
 	if s := f.p.Stats(); s.FailedOpen != 0 {
 		t.Fatalf("failed open %d times", s.FailedOpen)
 	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := proxy.New(f.eng, window.NewManager(f.eng, cat), proxy.Options{Anthropic: f.up.URL(), OpenAI: f.up.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(again)
-	defer front.Close()
-	f.front = front
+	again := f.restart(t)
 	conv = append(conv, map[string]any{"role": "assistant", "content": "found one"}, map[string]any{"role": "user", "content": "delete it"})
 	send(again, conv)
 	if s := again.Stats(); s.FailedOpen != 0 || s.Restarts != 0 {

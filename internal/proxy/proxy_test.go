@@ -61,6 +61,24 @@ func newFixture(t *testing.T, opts proxy.Options, steps ...modelserver.Step) *fi
 	return &fixture{p: p, up: up, front: front, eng: eng, windows: m}
 }
 
+// restart stands a new proxy in front of the same store and upstream,
+// as a proxy restarted finds them: it knows of its windows what it reads
+// back. Requests go to it from then on.
+func (f *fixture) restart(t *testing.T) *proxy.Proxy {
+	t.Helper()
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.New(f.eng, window.NewManager(f.eng, cat), proxy.Options{Anthropic: f.up.URL(), OpenAI: f.up.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.front = httptest.NewServer(p)
+	t.Cleanup(f.front.Close)
+	return p
+}
+
 func (f *fixture) post(t *testing.T, body string, header map[string]string) *http.Response {
 	t.Helper()
 	h := map[string]string{"X-Api-Key": "sk-ant-test", "Anthropic-Version": "2023-06-01", "Authorization": ""}
