@@ -292,6 +292,53 @@ func TestLayout_Readmit(t *testing.T) {
 	if refusedForNewest == 0 {
 		t.Error("no window size refused a re-admission for its newest message: the case is not tried")
 	}
+	// A newest unit clipped already, a long answer of real text, stays as
+	// it is shown: a re-admission that would clip it further, or put it
+	// under a reference, is refused.
+	var long strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&long, "line %d of a long answer about the upload retry loop\n", i)
+	}
+	big := slices.Clone(msgs)
+	big[len(big)-1] = text(RoleAssistant, long.String())
+	big[len(big)-1].Tokens = o200k.Count(long.String())
+	pc := p
+	pc.Clip = 0.3
+	tried := 0
+	for budget := 1200; budget <= 3000; budget += 50 {
+		w := layoutOf(t, pc, budget, big)
+		segs := w.Segments()
+		last := segs[len(segs)-1]
+		var ref Segment
+		for _, s := range segs {
+			if s.Kind == Evicted {
+				ref = s
+				break
+			}
+		}
+		if last.Kind != Clipped || ref.Kind == 0 {
+			continue
+		}
+		tried++
+		before := spans(w)
+		err := w.Readmit(ref.From, ref.To)
+		segs = w.Segments()
+		after := segs[len(segs)-1]
+		switch {
+		case errors.Is(err, ErrNoRoom):
+			if spans(w) != before {
+				t.Errorf("budget %d: a refused re-admission changed the window: %s, was %s", budget, spans(w), before)
+			}
+		case err != nil:
+			t.Errorf("budget %d: %v", budget, err)
+		case after.From != last.From || after.Kind == Evicted || after.Kind == Clipped && after.Excerpt.Tokens < last.Excerpt.Tokens:
+			t.Errorf("budget %d: the clipped newest message (%d tokens shown) is now %v with %d: %s, was %s",
+				budget, last.Excerpt.Tokens, after.Kind, after.Excerpt.Tokens, spans(w), before)
+		}
+	}
+	if tried == 0 {
+		t.Error("no window size clipped the newest message and held a reference: the case is not tried")
+	}
 	// The next eviction takes the re-admitted messages as any.
 	for i := range 3 {
 		if err := l.Append(hundreds([]Message{text(RoleAssistant, fmt.Sprint("step ", i))}, 200)[0]); err != nil {

@@ -669,7 +669,8 @@ func (l *Layout) readmit(from, to int, keepNewest bool) error {
 	// re-admission that could only fit by evicting or clipping it is
 	// refused.
 	latest := l.newestFrom()
-	saved, evictions, squeezed, gone := slices.Clone(l.segs), l.evictions, l.squeezed(), l.evictedFrom(latest, from, to)
+	saved, evictions, squeezed := slices.Clone(l.segs), l.evictions, l.squeezed()
+	gone, shown := l.evictedFrom(latest, from, to), l.excerptsFrom(latest, from, to)
 	for k := range saved {
 		saved[k].Digest = slices.Clip(saved[k].Digest)
 	}
@@ -706,10 +707,10 @@ func (l *Layout) readmit(from, to int, keepNewest bool) error {
 		return fmt.Errorf("%w: messages %d to %d take %d tokens, and the window would hold %d with nothing more it may evict, over its budget of %d",
 			ErrNoRoom, from+1, to, l.sum(from, to), n, l.o.Budget)
 	}
-	if n := l.evictedFrom(latest, from, to) - gone; n > 0 && keepNewest {
+	if n := l.evictedFrom(latest, from, to) - gone; keepNewest && (n > 0 || l.excerptsFrom(latest, from, to) < shown) {
 		l.segs, l.evictions = saved, evictions
-		return fmt.Errorf("%w: messages %d to %d take %d tokens, and making room for them would evict or clip the newest messages (%d), which a window keeps whole",
-			ErrNoRoom, from+1, to, l.sum(from, to), n)
+		return fmt.Errorf("%w: messages %d to %d take %d tokens, and making room for them would evict or clip the newest messages, which a window keeps as they are shown",
+			ErrNoRoom, from+1, to, l.sum(from, to))
 	}
 	return nil
 }
@@ -736,6 +737,20 @@ func (l *Layout) evictedFrom(first, from, to int) int {
 			if j < from || j >= to {
 				n++
 			}
+		}
+	}
+	return n
+}
+
+// excerptsFrom is what the window shows of the messages from the index
+// first on that it does not show whole, but for those from from to to:
+// the excerpts of clipped ones. A newest unit clipped already may not be
+// clipped further, nor put under a reference, to make room.
+func (l *Layout) excerptsFrom(first, from, to int) int {
+	n := 0
+	for _, s := range l.segs {
+		if s.Kind != Kept && s.To > first && (s.To <= from || s.From >= to) {
+			n += s.Excerpt.Tokens
 		}
 	}
 	return n
