@@ -27,8 +27,7 @@
 //     the window keeps the bytes it stored and the edit goes upstream as
 //     sent. A conversation started over under the same session (a
 //     /compact, a rewind, a prompt asked again, a side request) gets a
-//     window of its own, the
-//     agent's next (claude-code-2, ...). The window's context is the
+//     window of its own, the agent's next (claude-code-2, ...). The window's context is the
 //     model's (or Options.Limit) less the request's tool schemas. The
 //     assistant's message is reassembled from the answer (streamed or
 //     not) and stored as an entry; it joins the window when the harness
@@ -227,18 +226,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.allowed(w, r) {
 		return
 	}
-	tooLarge := r.ContentLength > p.opts.MaxBody
-	var body []byte
-	var err error
-	if !tooLarge {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBody))
+	tooLarge := func() {
+		add(p.count.refused, "too_large")
+		p.fail(w, r, http.StatusRequestEntityTooLarge, "request_too_large",
+			fmt.Sprintf("the request body is over the proxy's limit of %d bytes (engram proxy --max-body, engram serve --proxy-max-body)", p.opts.MaxBody))
 	}
-	if err != nil || tooLarge {
+	if r.ContentLength > p.opts.MaxBody {
+		tooLarge() // before the body is asked for
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBody))
+	if err != nil {
 		var mbe *http.MaxBytesError
-		if tooLarge || errors.As(err, &mbe) {
-			add(p.count.refused, "too_large")
-			p.fail(w, r, http.StatusRequestEntityTooLarge, "request_too_large",
-				fmt.Sprintf("the request body is over the proxy's limit of %d bytes (engram proxy --max-body, engram serve --proxy-max-body)", p.opts.MaxBody))
+		if errors.As(err, &mbe) {
+			tooLarge()
 			return
 		}
 		add(p.count.refused, "unreadable")
