@@ -98,7 +98,9 @@ type Store interface {
 	// marking their items evicted. The items of one append are contiguous
 	// whatever other processes append at once. It returns the window's
 	// head after, the items appended and the evictions made; on any error
-	// (evict's included) nothing is written.
+	// (evict's included) nothing is written. An append under a key the
+	// window holds (a.Key) writes nothing and fails with an
+	// *AppendedError or a *ConflictError (see WindowAppend).
 	AppendWindow(ctx context.Context, key WindowKey, a WindowAppend, evict Evictor) (Window, []WindowItem, []Eviction, error)
 	// RelayWindow lays a window out anew, in one transaction: every item
 	// back in it (the references stay, so their markers still expand),

@@ -84,6 +84,70 @@ type WindowReadmit struct {
 type WindowAppend struct {
 	Entries []Entry
 	Items   []WindowItem
+	// Key, when set, makes the append idempotent: the window keeps it,
+	// with Digest (what the append's items are, as the caller hashes
+	// them), and an append under a key the window holds writes nothing.
+	// With the same digest it fails with an *AppendedError saying where
+	// the first went; with another, with a *ConflictError. A client
+	// that retries an append it never heard back from gives the retry
+	// the first one's key, and the window gets the messages once.
+	Key    string
+	Digest string
+}
+
+// MaxAppendKey is the longest append key a window takes, in bytes.
+const MaxAppendKey = 255
+
+// ValidAppendKey reports what is wrong with an append key, or nil: it
+// must be 1 to MaxAppendKey bytes of printable ASCII (the header
+// Idempotency-Key carries it over HTTP).
+func ValidAppendKey(k string) error {
+	if k == "" || len(k) > MaxAppendKey {
+		return &ValidationError{Field: "key", Msg: fmt.Sprintf("must be 1 to %d bytes, not %d", MaxAppendKey, len(k))}
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return &ValidationError{Field: "key", Msg: fmt.Sprintf("must be printable ASCII; byte %d is %#x", i, k[i])}
+		}
+	}
+	return nil
+}
+
+// ValidKey checks the append's key and digest, if it has a key.
+func (a *WindowAppend) ValidKey() error {
+	if a.Key == "" {
+		return nil
+	}
+	if err := ValidAppendKey(a.Key); err != nil {
+		return err
+	}
+	if a.Digest == "" || len(a.Digest) > 128 {
+		return &ValidationError{Field: "digest", Msg: "an append with a key needs a digest of 1 to 128 bytes"}
+	}
+	return nil
+}
+
+// Replayed is the error of an append whose key the window holds with
+// digest: an *AppendedError when it is this append's, a *ConflictError
+// when it is not.
+func (a *WindowAppend) Replayed(digest string, from, count int) error {
+	if digest != a.Digest {
+		return &ConflictError{What: fmt.Sprintf("append key %q", a.Key), Msg: "was used before for other messages; a retry must send the same messages, and a new append needs a new key"}
+	}
+	return &AppendedError{Key: a.Key, From: from, Count: count}
+}
+
+// AppendedError is AppendWindow's answer to an append whose key the
+// window holds, with the same digest: the append was made before, and
+// nothing is written again. Its items took the places From to
+// From+Count-1.
+type AppendedError struct {
+	Key         string
+	From, Count int
+}
+
+func (e *AppendedError) Error() string {
+	return fmt.Sprintf("append key %q: appended before, at %d (%d items)", e.Key, e.From, e.Count)
 }
 
 // Eviction is a reference an Evictor decided to write, and the run of

@@ -153,7 +153,7 @@ func (m *Manager) Handoff(ctx context.Context, from store.WindowKey, o HandoffOp
 	if _, err := m.eng.Store().PutWindow(ctx, to, raw); err != nil {
 		return HandoffResult{}, err
 	}
-	res, entries, err := m.appendWith(ctx, to, first, []engine.Record{rec}, true)
+	res, entries, err := m.appendWith(ctx, to, first, "", []engine.Record{rec}, true)
 	if err != nil {
 		return HandoffResult{}, fmt.Errorf("open window %s with the handoff: %w", to, err)
 	}

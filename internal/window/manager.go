@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -386,6 +388,21 @@ type AppendResult struct {
 	// policy's checkpoints: the time to save the session's state (its
 	// resume point) with the archivalist, before anything is evicted.
 	Checkpoint bool `json:"checkpoint,omitempty"`
+	// Replayed is set when the append's id (AppendOnce) was appended
+	// before: nothing was written again, and Positions are the first
+	// append's.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// appendDigest is what an append's items are, for AppendOnce to tell a
+// retry from another append under the same id: their forms (roles,
+// blocks, pins), the entries holding their content, and their pins.
+func appendDigest(items []store.WindowItem) string {
+	h := sha256.New()
+	for _, it := range items {
+		fmt.Fprintf(h, "%d:%s|%d:%s|%t\n", len(it.Form), it.Form, len(it.EntryIDs), strings.Join(it.EntryIDs, ","), it.Pinned)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Ref is a reference a window made: its marker and what it stands for.
@@ -404,7 +421,24 @@ type Ref struct {
 // an earlier one); a message's tokens are counted here, in the window's
 // encoding, whatever Tokens says.
 func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Message) (AppendResult, error) {
-	res, _, err := m.appendWith(ctx, key, msgs, nil, false)
+	res, _, err := m.appendWith(ctx, key, msgs, "", nil, false)
+	return res, err
+}
+
+// AppendOnce is Append under id, the caller's key for this append
+// (store.ValidAppendKey: 1 to 255 bytes of printable ASCII), so that an
+// append tried again, because its answer never came, is made once. An
+// id the window holds for the same messages writes nothing and returns
+// the window as it is now, with the first append's positions and
+// Replayed set (its evictions are not reported again); for other
+// messages it is a *store.ConflictError. Messages are the same when the
+// window would store them the same: their content (as stored, secrets
+// redacted), roles, blocks and pins.
+func (m *Manager) AppendOnce(ctx context.Context, key store.WindowKey, id string, msgs []Message) (AppendResult, error) {
+	if err := store.ValidAppendKey(id); err != nil {
+		return AppendResult{}, err
+	}
+	res, _, err := m.appendWith(ctx, key, msgs, id, nil, false)
 	return res, err
 }
 
@@ -413,7 +447,7 @@ func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Messag
 // their entries as stored. With handoff set, the caller holds the window's
 // lock, and the window must have no messages (a *store.ConflictError
 // otherwise, nothing written).
-func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Message, extra []engine.Record, handoff bool) (AppendResult, []store.Entry, error) {
+func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Message, id string, extra []engine.Record, handoff bool) (AppendResult, []store.Entry, error) {
 	_, s, err := m.settings(ctx, key)
 	if err != nil {
 		return AppendResult{}, nil, err
@@ -512,11 +546,25 @@ func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Me
 	if !slices.ContainsFunc(redacted, func(r []string) bool { return len(r) > 0 }) {
 		redacted = nil
 	}
+	if id != "" {
+		a.Key, a.Digest = id, appendDigest(a.Items)
+	}
 	var (
 		st  Status
 		due bool
 	)
 	items, refs, err := m.appendLaidOut(ctx, key, s, a, msgs, &st, &due, handoff)
+	if ae := (*store.AppendedError)(nil); errors.As(err, &ae) {
+		st, err := m.Status(ctx, key)
+		if err != nil {
+			return AppendResult{}, nil, err
+		}
+		res := AppendResult{Status: st, Positions: make([]int, ae.Count), Evicted: []Ref{}, Redacted: redacted, Replayed: true}
+		for i := range res.Positions {
+			res.Positions[i] = ae.From + i
+		}
+		return res, nil, nil
+	}
 	if err != nil {
 		return AppendResult{}, nil, err
 	}

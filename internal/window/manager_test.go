@@ -786,3 +786,84 @@ func TestOpen_Names(t *testing.T) {
 		}
 	}
 }
+
+// TestManager_AppendOnce: an append tried again under its key, by this
+// process or another, writes nothing and gives the first append's
+// places; the key with other messages is refused; a message whose
+// secret was redacted is the same message again.
+func TestManager_AppendOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	m := manager(t, path)
+	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 6000, Output: 500, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	var firsts []window.AppendResult
+	for i := range 6 {
+		res, err := m.AppendOnce(ctx, key, fmt.Sprintf("turn-%d", i), exchange(i))
+		if err != nil || res.Replayed {
+			t.Fatalf("turn %d: %+v, %v", i, res, err)
+		}
+		firsts = append(firsts, res)
+	}
+	if len(firsts[5].Evicted) == 0 && firsts[5].Status.Evicted == 0 {
+		t.Fatalf("the window evicted nothing: %+v", firsts[5].Status)
+	}
+	before, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A retry of an early turn, evicted since, and of the last, from
+	// this process and from another.
+	for _, mm := range []*window.Manager{m, manager(t, path)} {
+		for _, i := range []int{0, 5} {
+			res, err := mm.AppendOnce(ctx, key, fmt.Sprintf("turn-%d", i), exchange(i))
+			if err != nil || !res.Replayed || !slices.Equal(res.Positions, firsts[i].Positions) || len(res.Evicted) != 0 {
+				t.Fatalf("turn %d again: %+v, %v; want it replayed at %v", i, res, err, firsts[i].Positions)
+			}
+			if res.Version != firsts[5].Version || res.Messages != firsts[5].Messages {
+				t.Errorf("turn %d again: the window is at version %d with %d messages, want %d and %d", i,
+					res.Version, res.Messages, firsts[5].Version, firsts[5].Messages)
+			}
+		}
+	}
+	after, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("the context changed with the retries (-before +after):\n%s", diff)
+	}
+	var ce *store.ConflictError
+	if _, err := m.AppendOnce(ctx, key, "turn-1", exchange(7)); !errors.As(err, &ce) || !strings.Contains(err.Error(), `"turn-1"`) {
+		t.Fatalf("the key of turn 1 with other messages: %v, want a conflict naming the key", err)
+	}
+	pinned := exchange(1)
+	pinned[0].Pinned = true
+	if _, err := m.AppendOnce(ctx, key, "turn-1", pinned); !errors.As(err, &ce) {
+		t.Fatalf("the messages of turn 1 with one pinned: %v, want a conflict", err)
+	}
+	var ve *store.ValidationError
+	for _, bad := range []string{"", "turn\n1", strings.Repeat("k", store.MaxAppendKey+1), "tür"} {
+		if _, err := m.AppendOnce(ctx, key, bad, exchange(8)); !errors.As(err, &ve) {
+			t.Errorf("append key %q: %v, want a validation error", bad, err)
+		}
+	}
+	secret := []window.Message{textMsg(window.RoleUser, "the token is ghp_"+strings.Repeat("aB3", 12)+" for internal/auth/token.go")}
+	res, err := m.AppendOnce(ctx, key, "secret", secret)
+	if err != nil || len(res.Redacted) == 0 {
+		t.Fatalf("a message with a secret: %+v, %v", res, err)
+	}
+	again, err := m.AppendOnce(ctx, key, "secret", secret)
+	if err != nil || !again.Replayed || !slices.Equal(again.Positions, res.Positions) {
+		t.Fatalf("the message with a secret again: %+v, %v; want it replayed", again, err)
+	}
+	_, _, items, err := m.Messages(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 6*len(exchange(0)) + 1; len(items) != want {
+		t.Errorf("the window holds %d messages, want %d", len(items), want)
+	}
+}

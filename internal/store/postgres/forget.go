@@ -119,7 +119,7 @@ func (p *purge) forgetSession(id string, records bool) error {
 		return err
 	}
 	for _, q := range []string{`DELETE FROM window_items WHERE session_id = $1`, `DELETE FROM window_readmits WHERE session_id = $1`,
-		`DELETE FROM window_summaries WHERE session_id = $1`} {
+		`DELETE FROM window_summaries WHERE session_id = $1`, `DELETE FROM window_appends WHERE session_id = $1`} {
 		if _, err := p.exec(q, id); err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func (p *purge) forgetSession(id string, records bool) error {
 			*q.n += n
 		}
 	}
-	p.touch("windows", "window_items", "window_readmits", "window_summaries", "refs", "agents", "sessions")
+	p.touch("windows", "window_items", "window_readmits", "window_summaries", "window_appends", "refs", "agents", "sessions")
 	// The archive: session state, and with records the global history the
 	// session's agents wrote.
 	if err := p.lockArchive(); err != nil {

@@ -228,6 +228,7 @@ CREATE TABLE IF NOT EXISTS engram_schema (
 	applied_at timestamptz NOT NULL DEFAULT now()
 )`},
 	{2, "the store", schemaV2()},
+	{3, "keys of window appends", schemaWindowAppends},
 }
 
 // SchemaVersion is the schema version this build of engram writes.

@@ -37,6 +37,22 @@ import (
 // with the state as it is then: the contract allows it, and nothing here
 // keeps what an attempt that failed returned.
 
+// schemaWindowAppends (migration 3): the keys of windows' idempotent
+// appends, what each append was (the caller's digest of its items) and
+// where its items went.
+const schemaWindowAppends = `
+CREATE TABLE window_appends (
+	session_id text COLLATE "C" NOT NULL,
+	agent_id   text COLLATE "C" NOT NULL,
+	key        text COLLATE "C" NOT NULL,
+	digest     text NOT NULL,
+	from_pos   bigint NOT NULL,
+	items      bigint NOT NULL,
+	created_at bigint NOT NULL,
+	PRIMARY KEY (session_id, agent_id, key)
+);
+`
+
 const schemaWindows = `
 -- windows: a context window's head, its settings (opaque to the store) and
 -- a version bumped by every change; window_items its messages in append
@@ -322,6 +338,9 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			}
 		}
 	}
+	if err := a.ValidKey(); err != nil {
+		return fail(err)
+	}
 	var ps []pending
 	if len(a.Entries) > 0 {
 		var err error
@@ -350,6 +369,18 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 		}
 		if w, err = lockWindow(ctx, tx, key); err != nil {
 			return err
+		}
+		if a.Key != "" {
+			var digest string
+			var from, count int
+			err := tx.QueryRow(ctx, `SELECT digest, from_pos, items FROM window_appends WHERE session_id = $1 AND agent_id = $2 AND key = $3`,
+				key.SessionID, key.AgentID, a.Key).Scan(&digest, &from, &count)
+			switch {
+			case err == nil:
+				return a.Replayed(digest, from, count)
+			case !errors.Is(err, pgx.ErrNoRows):
+				return err
+			}
 		}
 		written := map[string]bool{}
 		if b != nil {
@@ -387,6 +418,12 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"window_items"},
 				[]string{"session_id", "agent_id", "pos", "append_version", "form", "entry_ids", "tokens", "pinned", "ref_id", "appended_at"},
 				pgx.CopyFromRows(rows)); err != nil {
+				return err
+			}
+		}
+		if a.Key != "" {
+			if _, err := tx.Exec(ctx, `INSERT INTO window_appends (session_id, agent_id, key, digest, from_pos, items, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7)`, key.SessionID, key.AgentID, a.Key, a.Digest, next, len(a.Items), unixNano(now)); err != nil {
 				return err
 			}
 		}

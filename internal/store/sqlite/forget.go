@@ -316,6 +316,7 @@ func (p *purge) forgetSession(id string, records bool) error {
 		{`DELETE FROM window_items WHERE session_id = ?`, nil},
 		{`DELETE FROM window_readmits WHERE session_id = ?`, nil},
 		{`DELETE FROM window_summaries WHERE session_id = ?`, nil},
+		{`DELETE FROM window_appends WHERE session_id = ?`, nil},
 		{`DELETE FROM windows WHERE session_id = ?`, nil},
 		{`DELETE FROM agents WHERE session_id = ?`, &p.counts.Agents},
 		{`DELETE FROM sessions WHERE id = ?`, nil},

@@ -52,6 +52,7 @@ var migrations = []migration{
 	{15, "rolling summaries of context windows", schemaV15, nil},
 	{16, "turn snapshots", schemaV16, nil},
 	{17, "vectors numbered in write order", "", addVectorSeq},
+	{18, "keys of window appends", schemaV18, nil},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -777,6 +778,21 @@ CREATE TABLE IF NOT EXISTS window_snapshots (
 ) STRICT;
 CREATE INDEX IF NOT EXISTS window_snapshots_hash ON window_snapshots(hash);
 CREATE INDEX IF NOT EXISTS window_snapshots_window_hash ON window_snapshots(session_id, agent_id, hash);
+`
+
+// schemaV18: the keys of windows' idempotent appends: what the append
+// was (the caller's digest of its items) and where its items went.
+const schemaV18 = `
+CREATE TABLE IF NOT EXISTS window_appends (
+	session_id TEXT NOT NULL,
+	agent_id   TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	digest     TEXT NOT NULL,
+	from_pos   INTEGER NOT NULL,
+	items      INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (session_id, agent_id, key)
+) STRICT, WITHOUT ROWID;
 `
 
 // FileSchemaVersion returns the schema version of the store file at path

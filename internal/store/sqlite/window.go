@@ -230,6 +230,9 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			}
 		}
 	}
+	if err := a.ValidKey(); err != nil {
+		return fail(err)
+	}
 	ps, err := s.prepare(ctx, a.Entries)
 	if err != nil {
 		return fail(err)
@@ -244,6 +247,18 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 		var err error
 		if w, err = windowHead(ctx, tx, key); err != nil {
 			return err
+		}
+		if a.Key != "" {
+			var digest string
+			var from, count int
+			err := tx.QueryRowContext(ctx, `SELECT digest, from_pos, items FROM window_appends WHERE session_id = ? AND agent_id = ? AND key = ?`,
+				key.SessionID, key.AgentID, a.Key).Scan(&digest, &from, &count)
+			switch {
+			case err == nil:
+				return a.Replayed(digest, from, count)
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
 		}
 		written := map[string]bool{}
 		if len(ps) > 0 {
@@ -293,6 +308,12 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 				return err
 			}
 			items = append(items, it)
+		}
+		if a.Key != "" {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO window_appends(session_id, agent_id, key, digest, from_pos, items, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, key.SessionID, key.AgentID, a.Key, a.Digest, next, len(a.Items), unixNano(now)); err != nil {
+				return err
+			}
 		}
 		evs, err = finishWindow(ctx, tx, w, evict)
 		return err

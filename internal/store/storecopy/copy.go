@@ -69,6 +69,7 @@ var Tables = []Table{
 	{"window_items", []string{"session_id", "agent_id", "pos", "append_version", "form", "entry_ids", "tokens", "pinned", "ref_id", "appended_at"}},
 	{"window_readmits", []string{"session_id", "agent_id", "seq", "at_pos", "from_pos", "to_pos"}},
 	{"window_summaries", []string{"session_id", "agent_id", "level", "from_pos", "to_pos", "digest", "text", "tokens", "made_by", "epoch", "created_at"}},
+	{"window_appends", []string{"session_id", "agent_id", "key", "digest", "from_pos", "items", "created_at"}},
 	{"snapshot_bodies", []string{"hash", "body"}},
 	{"window_snapshots", []string{"session_id", "agent_id", "seq", "hash", "version", "created_at", "report"}},
 	{"counters", []string{"name", "value"}},

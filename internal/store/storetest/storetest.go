@@ -143,6 +143,7 @@ func Run(t *testing.T, open Opener) {
 		{"Windows", testWindows},
 		{"WindowKeys", testWindowKeys},
 		{"WindowConcurrentAppends", testWindowConcurrentAppends},
+		{"WindowAppendKeys", testWindowAppendKeys},
 		{"WindowAbsorb", testWindowAbsorb},
 		{"WindowSummaries", testWindowSummaries},
 		{"RunRefs", testRunRefs},

@@ -249,6 +249,96 @@ func testWindowKeys(t *testing.T, s store.Store) {
 	}
 }
 
+// testWindowAppendKeys: an append under a key the window holds writes
+// nothing: with the same digest it says where the first went, with
+// another it is a conflict; another window, or the session forgotten,
+// does not hold the key. Writers racing with one key append once.
+func testWindowAppendKeys(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	key := store.WindowKey{SessionID: "s1", AgentID: "a"}
+	if _, err := s.PutWindow(ctx, key, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	keyed := func(k, digest string, texts ...string) store.WindowAppend {
+		a := store.WindowAppend{Key: k, Digest: digest}
+		for _, text := range texts {
+			e, it := windowMessage(key, store.UserPrompt, text)
+			a.Entries, a.Items = append(a.Entries, e), append(a.Items, it)
+		}
+		return a
+	}
+	appendMessages(t, s, key, nil, "an append without a key")
+	if _, items, _, err := s.AppendWindow(ctx, key, keyed("turn-1", "d1", "first of turn one", "second of turn one"), nil); err != nil || len(items) != 2 || items[0].Pos != 1 {
+		t.Fatalf("keyed append: %+v, %v", items, err)
+	}
+	before, err := s.Window(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae *store.AppendedError
+	_, items, _, err := s.AppendWindow(ctx, key, keyed("turn-1", "d1", "first of turn one", "second of turn one"), nil)
+	if !errors.As(err, &ae) || ae.Key != "turn-1" || ae.From != 1 || ae.Count != 2 || items != nil {
+		t.Fatalf("the same append again: %+v, %v; want an *AppendedError from 1, 2 items", items, err)
+	}
+	var ce *store.ConflictError
+	if _, _, _, err := s.AppendWindow(ctx, key, keyed("turn-1", "d2", "something else"), nil); !errors.As(err, &ce) {
+		t.Fatalf("another append under the key: %v, want a *ConflictError", err)
+	}
+	after, err := s.Window(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, err := s.WindowItems(ctx, key, 0, -1); err != nil || len(all) != 3 || after.Version != before.Version {
+		t.Fatalf("after the refused appends: %d items, version %d (was %d), %v", len(all), after.Version, before.Version, err)
+	}
+	for _, bad := range []store.WindowAppend{keyed("k\n", "d"), keyed(strings.Repeat("k", store.MaxAppendKey+1), "d"), keyed("k", "")} {
+		var ve *store.ValidationError
+		if _, _, _, err := s.AppendWindow(ctx, key, bad, nil); !errors.As(err, &ve) {
+			t.Errorf("append key %q, digest %q: %v, want a validation error", bad.Key, bad.Digest, err)
+		}
+	}
+	// Keys are a window's own.
+	other := store.WindowKey{SessionID: "s1", AgentID: "b"}
+	if _, err := s.PutWindow(ctx, other, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	a := keyed("turn-1", "d1", "first of turn one")
+	if _, _, _, err := s.AppendWindow(ctx, other, a, nil); err != nil {
+		t.Fatalf("another window, the same key: %v", err)
+	}
+	// Writers racing with one key: one appends, the others are told.
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		appended int
+	)
+	for range 4 {
+		wg.Go(func() {
+			_, _, _, err := s.AppendWindow(ctx, key, keyed("race", "dr", "racing message"), nil)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				appended++
+			case !errors.As(err, new(*store.AppendedError)):
+				t.Errorf("a racing append: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if all, err := s.WindowItems(ctx, key, 0, -1); err != nil || appended != 1 || len(all) != 4 {
+		t.Fatalf("racing appends under one key: %d appended, %d items, %v", appended, len(all), err)
+	}
+	// A forgotten session's keys go with it.
+	forget(t, s, store.ForgetRequest{Sessions: []string{"s1"}})
+	if _, err := s.PutWindow(ctx, key, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, items, _, err := s.AppendWindow(ctx, key, keyed("turn-1", "d1", "first of turn one"), nil); err != nil || len(items) != 1 || items[0].Pos != 0 {
+		t.Fatalf("the key after the session was forgotten: %+v, %v", items, err)
+	}
+}
+
 // testWindowConcurrentAppends: writers appending to one window at once
 // lose nothing, and the messages of each append stay together, in order.
 func testWindowConcurrentAppends(t *testing.T, s store.Store) {
