@@ -181,6 +181,7 @@ func (a *app) windowAppendCmd() *cobra.Command {
 		w       windowFlags
 		file    string
 		format  string
+		key     string
 		jsonOut bool
 	)
 	cmd := &cobra.Command{
@@ -201,9 +202,15 @@ Each message is stored first (secrets redacted), then the window evicts
 what its policy says. The whole input is read and checked before anything
 is stored: a bad line (not JSON, a message a window cannot take, a tool
 result whose call no earlier message made) stores nothing, and is named by
-its number. A message larger than the window's budget is stored whole.`,
+its number. A message larger than the window's budget is stored whole.
+
+With --key, the append is made once: run again with the same key and the
+same messages (a script retrying a turn it is not sure went in), it writes
+nothing and says where the messages went the first time; the same key with
+other messages is refused.`,
 		Example: `  echo '{"role":"user","content":"Why does TestUploadRetry time out?"}' | engram window append --session s1 --agent claude
-  engram window append --session s1 --agent claude --format openai --file turn.jsonl --json`,
+  engram window append --session s1 --agent claude --format openai --file turn.jsonl --json
+  engram window append --session s1 --agent claude --file turn-17.jsonl --key turn-17`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := api.ParseFormat(format); err != nil {
@@ -225,7 +232,7 @@ its number. A message larger than the window's budget is stored whole.`,
 			if err != nil {
 				return err
 			}
-			out, text, err := ops.WindowAppend(cmd.Context(), api.WindowAppendIn{Format: format, Messages: raws})
+			out, text, err := ops.WindowAppend(cmd.Context(), api.WindowAppendIn{Format: format, Messages: raws, Key: key})
 			var me *api.MessageError
 			if errors.As(err, &me) && me.Index < len(lines) {
 				return fmt.Errorf("%s: nothing was stored: line %d: %w", name, lines[me.Index], me.Err)
@@ -240,6 +247,7 @@ its number. A message larger than the window's budget is stored whole.`,
 	f := cmd.Flags()
 	f.StringVar(&file, "file", "", "read the messages from this file (default standard input)")
 	f.StringVar(&format, "format", "engram", "how the messages are written: engram, anthropic or openai")
+	f.StringVar(&key, "key", "", "this append's own key (printable ASCII, at most 255 bytes): run again with it, the messages are not appended twice")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON: the window, the messages' positions, what was evicted")
 	return cmd
 }

@@ -59,9 +59,15 @@ func TestCLI_Window(t *testing.T) {
 	if st.Budget != 2430 || st.Strategy != "recency" {
 		t.Fatalf("open: %+v", st)
 	}
-	if got := e.ok(`{"role":"system","content":"You are a careful engineer."}`+"\n", args("window", "append")...); !strings.HasPrefix(got, "appended 1 message at 0-0\n") {
+	if got := e.ok(`{"role":"system","content":"You are a careful engineer."}`+"\n", args("window", "append", "--key", "system")...); !strings.HasPrefix(got, "appended 1 message at 0-0\n") {
 		t.Errorf("append: %q", got)
 	}
+	// The same append again under its key is not made twice; the key
+	// with another message is refused.
+	if got := e.ok(`{"role":"system","content":"You are a careful engineer."}`+"\n", args("window", "append", "--key", "system")...); !strings.HasPrefix(got, `appended before under key "system": nothing written again at 0-0`+"\n") {
+		t.Errorf("append again: %q", got)
+	}
+	e.fail(`{"role":"system","content":"You are a lazy engineer."}`+"\n", 1, "was used before for other messages", args("window", "append", "--key", "system")...)
 	var sent []string
 	var markers []string
 	for i := range 8 {

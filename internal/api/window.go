@@ -106,6 +106,10 @@ type WindowAppendIn struct {
 	// {"role", "content": text}), anthropic or openai.
 	Format   string            `json:"format,omitempty" jsonschema:"engram (default), anthropic or openai"`
 	Messages []json.RawMessage `json:"messages" jsonschema:"the messages, oldest first"`
+	// Key makes the append idempotent: an append tried again under the
+	// key of one the window took is not made twice (window.Manager's
+	// AppendOnce). Over HTTP the Idempotency-Key header carries it too.
+	Key string `json:"key,omitempty" jsonschema:"this append's own key, 1 to 255 printable ASCII characters: sent again with the same messages (a retry), the append is not made twice"`
 }
 
 // WindowContextIn reads a window's context.
@@ -231,6 +235,9 @@ type AppendOut struct {
 	// Redacted names, by message, the kinds of secrets removed before
 	// storing.
 	Redacted [][]string `json:"redacted,omitempty"`
+	// Replayed is set when the window took an append under the same key
+	// before: nothing was written, and Positions are that append's.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // ContextItemOut is one piece of a window's context: a message in the
@@ -364,11 +371,19 @@ func (o *Ops) WindowAppend(ctx context.Context, in WindowAppendIn) (AppendOut, s
 	if err != nil {
 		return AppendOut{}, "", err
 	}
-	res, err := m.Append(ctx, k, msgs)
+	var res window.AppendResult
+	if in.Key != "" {
+		if err := store.ValidAppendKey(in.Key); err != nil {
+			return AppendOut{}, "", err
+		}
+		res, err = m.AppendOnce(ctx, k, in.Key, msgs)
+	} else {
+		res, err = m.Append(ctx, k, msgs)
+	}
 	if err != nil {
 		return AppendOut{}, "", WindowError(err, msgs)
 	}
-	out := AppendOut{Window: windowOut(res.Status), Positions: res.Positions, Evicted: res.Evicted, Redacted: res.Redacted}
+	out := AppendOut{Window: windowOut(res.Status), Positions: res.Positions, Evicted: res.Evicted, Redacted: res.Redacted, Replayed: res.Replayed}
 	if out.Positions == nil {
 		out.Positions = []int{}
 	}
@@ -376,7 +391,11 @@ func (o *Ops) WindowAppend(ctx context.Context, in WindowAppendIn) (AppendOut, s
 		out.Evicted = []window.Ref{}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "appended %s", plural(len(msgs), "message"))
+	if res.Replayed {
+		fmt.Fprintf(&b, "appended before under key %q: nothing written again", in.Key)
+	} else {
+		fmt.Fprintf(&b, "appended %s", plural(len(msgs), "message"))
+	}
 	if len(res.Positions) > 0 {
 		fmt.Fprintf(&b, " at %d-%d", res.Positions[0], res.Positions[len(res.Positions)-1])
 	}

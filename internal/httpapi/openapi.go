@@ -99,6 +99,10 @@ func (v *v1) document() map[string]any {
 		for _, m := range pathParam.FindAllStringSubmatch(pattern, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
+		if rt.pattern == appendRoute {
+			params = append(params, map[string]any{"name": idempotencyKey, "in": "header", "schema": map[string]any{"type": "string"},
+				"description": "this append's own key (or the body's key): a retry under it is not appended again, and is answered 200 with replayed set and Idempotent-Replayed: true"})
+		}
 		for _, q := range rt.query {
 			name, desc, _ := strings.Cut(q, ": ")
 			params = append(params, map[string]any{"name": name, "in": "query", "description": desc, "schema": map[string]any{"type": "string"}})

@@ -94,7 +94,7 @@ func (v *v1) table() []route {
 		{"PUT /v1/windows/{session}/{agent}", "Open an agent's context window (a model or a limit), or change its settings; a model switch keeps its messages",
 			v.openWindow, api.WindowOpenIn{}, nil, 200},
 		{"GET /v1/windows/{session}/{agent}", "Where a window stands: its budget, use, thresholds and references", v.window, nil, nil, 200},
-		{"POST /v1/windows/{session}/{agent}/messages", "Append messages to a window as one turn (engram, Anthropic or OpenAI shapes); past its threshold it evicts, leaving reference markers",
+		{appendRoute, "Append messages to a window as one turn (engram, Anthropic or OpenAI shapes); past its threshold it evicts, leaving reference markers",
 			v.appendWindow, api.WindowAppendIn{}, nil, 201},
 		{"POST /v1/windows/{session}/{agent}/readmit", "Bring the messages a reference marker of the window stands for back into it, whole, in their places (409 when they cannot fit)",
 			v.readmitWindow, api.WindowReadmitIn{}, nil, 200},
@@ -396,8 +396,39 @@ func (v *v1) appendWindow(w http.ResponseWriter, r *http.Request) {
 	if !v.windowBody(w, r, &in, &in.Session, &in.Agent) {
 		return
 	}
-	v.runStatus(w, r, http.StatusCreated, func(o *api.Ops) (any, error) { out, _, err := o.WindowAppend(r.Context(), in); return out, err })
+	// The append's key: the Idempotency-Key header (the IETF httpapi
+	// draft's), or the body's key; both, they must agree.
+	if h := r.Header.Values(idempotencyKey); len(h) > 0 {
+		if len(h) > 1 || in.Key != "" && in.Key != h[0] {
+			v.fail(w, r, &httpError{http.StatusBadRequest, "validation", "Idempotency-Key: one key, and the body's key, if any, the same"})
+			return
+		}
+		in.Key = h[0]
+	}
+	o, err := v.ops(r)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	out, _, err := o.WindowAppend(r.Context(), in)
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if out.Replayed {
+		// Nothing was created: the first append was.
+		w.Header().Set("Idempotent-Replayed", "true")
+		status = http.StatusOK
+	}
+	writeJSON(w, status, out)
 }
+
+const (
+	appendRoute = "POST /v1/windows/{session}/{agent}/messages"
+	// idempotencyKey is the header that makes an append idempotent.
+	idempotencyKey = "Idempotency-Key"
+)
 
 func (v *v1) readmitWindow(w http.ResponseWriter, r *http.Request) {
 	var in api.WindowReadmitIn

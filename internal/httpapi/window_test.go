@@ -542,3 +542,55 @@ func TestWindowsAssemble(t *testing.T) {
 	c.want(200, "POST", w+"/assemble", `{"message":"hi","no_retrieval":true}`, `"retrieval":"off"`)
 	c.want(200, "POST", w+"/assemble", `{"message":"Why does handler2 serve requests slowly?"}`, `"retrieval":"on"`)
 }
+
+// TestWindowsAppendKey: an append sent again under its Idempotency-Key
+// (or body key) is answered 200, replayed, with the first append's
+// places, and appended once; the key with other messages is a 409; a
+// bad key, two keys or keys that disagree are a 400, nothing written.
+func TestWindowsAppendKey(t *testing.T) {
+	eng := newEngine(t)
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", Windows: window.NewManager(eng, cat)}))
+	defer srv.Close()
+	c := client{t, srv.URL}
+	const w = "/v1/windows/s1/claude"
+	c.want(200, "PUT", w, `{"limit":3000,"output":200,"safety":100}`, `"budget":2430`)
+	turn := appendBody("anthropic", anthropicTurn(0)...)
+	h, _ := c.want(201, "POST", w+"/messages", turn, `"positions":[0,1,2,3]`, "Idempotency-Key", "turn-0")
+	if h.Get("Idempotent-Replayed") != "" {
+		t.Errorf("a first append says it was replayed")
+	}
+	h, b := c.want(200, "POST", w+"/messages", turn, `"positions":[0,1,2,3]`, "Idempotency-Key", "turn-0")
+	if h.Get("Idempotent-Replayed") != "true" || !strings.Contains(b, `"replayed":true`) || !strings.Contains(b, `"messages":4`) {
+		t.Errorf("the retry: %s, Idempotent-Replayed %q", b, h.Get("Idempotent-Replayed"))
+	}
+	// The body's key is the same key.
+	keyed := fmt.Sprintf(`{"format":"anthropic","key":"turn-0","messages":[%s]}`, strings.Join(anthropicTurn(0), ","))
+	c.want(200, "POST", w+"/messages", keyed, `"replayed":true`)
+	c.want(200, "POST", w+"/messages", keyed, `"replayed":true`, "Idempotency-Key", "turn-0")
+	c.want(409, "POST", w+"/messages", appendBody("anthropic", anthropicTurn(1)...), `append key \"turn-0\": was used before for other messages`, "Idempotency-Key", "turn-0")
+	c.want(400, "POST", w+"/messages", keyed, "Idempotency-Key", "Idempotency-Key", "turn-1")
+	c.want(400, "POST", w+"/messages", turn, "printable ASCII", "Idempotency-Key", "tür")
+	c.want(400, "POST", w+"/messages", strings.Replace(keyed, `"turn-0"`, `"`+strings.Repeat("k", 256)+`"`, 1), "1 to 255 bytes")
+	req, err := http.NewRequest("POST", srv.URL+w+"/messages", strings.NewReader(turn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add("Idempotency-Key", "turn-5")
+	req.Header.Add("Idempotency-Key", "turn-6")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("two Idempotency-Key headers: HTTP %d, want 400", resp.StatusCode)
+	}
+	c.want(201, "POST", w+"/messages", appendBody("anthropic", anthropicTurn(1)...), `"positions":[4,5,6,7]`, "Idempotency-Key", "turn-1")
+	c.want(200, "GET", w, "", `"messages":8`)
+}
