@@ -274,9 +274,20 @@ func (l *Layout) clipNewest() {
 	_, room := l.room()
 	limit := int(p.Clip * float64(room))
 	if p.Clip > 0 && s.Tokens > limit {
-		s.Kind = Clipped
-		l.mark(s)
-		s.Excerpt = l.headTail(s.From, s.To, limit-s.MarkerTokens)
+		c := *s
+		c.Kind = Clipped
+		l.mark(&c)
+		// Clipping makes a large message small. A message no larger
+		// than its own marker stays whole, and so does one that fits
+		// the room whole when its marker alone would take the share:
+		// in a window its system prompt nearly fills, a short prompt
+		// clipped was a marker larger than itself, which pushed the
+		// window over its budget and the system prompt out.
+		if c.MarkerTokens >= s.Tokens || c.MarkerTokens >= limit && s.Tokens <= room {
+			return
+		}
+		c.Excerpt = l.headTail(c.From, c.To, limit-c.MarkerTokens)
+		*s = c
 		return
 	}
 	if p.ClipCallTokens <= 0 {

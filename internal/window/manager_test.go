@@ -867,3 +867,36 @@ func TestManager_AppendOnce(t *testing.T) {
 		t.Errorf("the window holds %d messages, want %d", len(items), want)
 	}
 }
+
+// TestManager_SystemPromptNearlyFills: in a window its system prompt
+// nearly fills, a short prompt that fits is shown whole beside it; it
+// used to be clipped to a marker larger than itself, which took the
+// window over its budget and evicted the system prompt and the prompt.
+func TestManager_SystemPromptNearlyFills(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
+	st, err := m.Open(ctx, key, window.OpenOptions{Limit: 400, Output: 50, Safety: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := textMsg(window.RoleSystem, strings.TrimSpace(strings.Repeat("careful ", st.Budget-15)))
+	if _, err := m.Append(ctx, key, []window.Message{system}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Append(ctx, key, []window.Message{textMsg(window.RoleUser, "Fix the bug")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Messages != 2 || res.Status.Evicted != 0 || len(res.Evicted) != 0 || res.Used > res.Budget {
+		t.Fatalf("after a short prompt: %d messages in the window, %d evicted (%d references made), %d of %d tokens",
+			res.Messages, res.Status.Evicted, len(res.Evicted), res.Used, res.Budget)
+	}
+	items, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 2 || items[0].Message == nil || items[0].Message.Role != window.RoleSystem || items[1].Message == nil {
+		t.Fatalf("the context: %+v", items)
+	}
+}
