@@ -135,12 +135,19 @@ name, with /healthz listing them and one token for all.`,
 				return fmt.Errorf("serve: %w", err)
 			}
 			v, _ := versionInfo()
+			stopping := make(chan struct{})
+			// Spent login links and signed-out sessions, kept beside the
+			// token so that they hold after a restart.
+			logins, err := httpapi.OpenLogins(a.tokenFile() + ".logins")
+			if err != nil {
+				return fmt.Errorf("serve: the dashboard's sign-ins: %w", err)
+			}
 			opts := httpapi.Options{Token: token, TrustLoopback: sv.TrustLoopback, Version: v, MaxBodyBytes: maxBody, Logger: a.log,
 				AllowedHosts: append(servedHosts(ln.Addr().String()), sv.AllowedHosts...), AllowedOrigins: sv.AllowedOrigins,
 				Admission:      httpapi.NewAdmission(sv.MaxInFlight, sv.MaxQueue, sv.QueueWait.Duration),
 				MCPSessionIdle: sv.MCPIdle.Duration, MaxMCPSessions: sv.MaxMCPSessions,
 				// One for every project: a link spent through one is spent.
-				Logins: httpapi.NewLogins()}
+				Logins: logins, Done: stopping}
 			var handler http.Handler
 			mounts := map[string]http.Handler{}
 			pmetrics := make([]*metrics.Metrics, len(projects))
@@ -258,11 +265,13 @@ name, with /healthz listing them and one token for all.`,
 			fmt.Fprintln(a.stderr, "stopping: waiting up to 10s for requests in flight")
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := srv.Shutdown(sctx); err != nil {
-				return fmt.Errorf("shutdown: %w", err)
-			}
+			close(stopping) // event streams and MCP sessions end: they would never go idle
+			err = srv.Shutdown(sctx)
 			for _, px := range proxies {
 				px.Wait() // what they store after answering
+			}
+			if err != nil {
+				return fmt.Errorf("shutdown: %w", err)
 			}
 			if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 				return err

@@ -170,13 +170,32 @@ func TestServe(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	_ = cs.Close()
+	// A dashboard's event stream and the MCP session stay open: they
+	// never go idle, and used to hold the shutdown to its 10 s limit,
+	// which it then failed.
+	req, err := http.NewRequestWithContext(ctx, "GET", url+"/v1/events/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := hc.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("event stream: %v, %v", stream, err)
+	}
+	defer stream.Body.Close()
+	hello := make([]byte, 1)
+	if _, err := stream.Body.Read(hello); err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Errorf("serve after SIGTERM: %v", err)
+		t.Errorf("serve after SIGTERM, with an event stream and an MCP session open: %v", err)
 	}
+	if _, err := io.Copy(io.Discard, stream.Body); err != nil {
+		t.Errorf("the event stream after the shutdown: %v", err)
+	}
+	_ = cs.Close()
 }
 
 // grepLines returns the lines of s that contain sub.

@@ -10,6 +10,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -57,7 +58,12 @@ func get(t *testing.T, c *http.Client, u string, hdr ...string) (*http.Response,
 // nothing once the token changes.
 func TestDashboardSignIn(t *testing.T) {
 	eng := newEngine(t)
-	srv := httptest.NewServer(Handler(eng, Options{Token: "tok"}))
+	loginsFile := filepath.Join(t.TempDir(), "serve.token.logins")
+	logins, err := OpenLogins(loginsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", Logins: logins}))
 	defer srv.Close()
 	jar, _ := cookiejar.New(nil)
 	c := noRedirect(jar)
@@ -181,9 +187,29 @@ func TestDashboardSignIn(t *testing.T) {
 	if resp, _ := get(t, c, srv.URL+"/v1/windows"); resp.StatusCode != 401 {
 		t.Errorf("GET /v1/windows after signing out: %d", resp.StatusCode)
 	}
-	// Signed out on the server too: a copy of the cookie is refused.
+	// Signed out on the server too: a copy of the cookie is refused, by
+	// this server, and after a restart, and the links used stay used.
 	if st := replay(); st != 401 {
 		t.Errorf("a copy of the cookie after signing out: %d", st)
+	}
+	restarted, err := OpenLogins(loginsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := httptest.NewServer(Handler(eng, Options{Token: "tok", Logins: restarted}))
+	defer again.Close()
+	req, _ = http.NewRequest(http.MethodGet, again.URL+"/v1/windows", nil)
+	for _, ck := range saved {
+		req.AddCookie(&http.Cookie{Name: SessionCookie + "_" + mustURL(t, again.URL).Port(), Value: ck.Value})
+	}
+	if resp, err := other.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Errorf("the signed-out cookie on a restarted server: %v %v", resp.StatusCode, err)
+	}
+	if resp, body := get(t, noRedirect(nil), strings.Replace(link, srv.URL, again.URL, 1)); resp.StatusCode != 401 || !strings.Contains(body, "already used") {
+		t.Errorf("a used login link on a restarted server: %d %q", resp.StatusCode, body)
+	}
+	if fi, err := os.Stat(loginsFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the sign-ins' file: %v, %v", fi, err)
 	}
 	link3, _ := LoginURL(srv.URL+"/", "tok", time.Minute)
 	resp, _ = get(t, c, link3) // signed in again, for what follows
@@ -528,5 +554,75 @@ func TestEventStreamTwoServers(t *testing.T) {
 			other.want(201, "POST", "/v1/insights", `{"insight":"seen from the other server"}`, `"id"`)
 			ev.until(t, "archive", `"type":"insight_add"`) // a record written through the other server
 		})
+	}
+}
+
+// TestEventStreamCredentials: one credential holds at most
+// maxStreamsEach streams, so that one agent's key cannot take them all
+// from the dashboards; and a stream ends when its sign-in does, with no
+// event after it.
+func TestEventStreamCredentials(t *testing.T) {
+	eng := newEngine(t)
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", EventPoll: 20 * time.Millisecond}))
+	defer srv.Close()
+	c := client{t, srv.URL}
+	c.want(200, "PUT", "/v1/windows/s1/coder", `{"limit":3000}`, `"budget"`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range maxStreamsEach {
+		openStream(ctx, t, srv.URL)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/events/stream", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(b), "with this credential") {
+		t.Errorf("a stream past the credential's bound: %d %s", resp.StatusCode, b)
+	}
+
+	// A dashboard signed in still gets its stream.
+	jar, _ := cookiejar.New(nil)
+	page := noRedirect(jar)
+	link, err := LoginURL(srv.URL+"/", "tok", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := get(t, page, link); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d", resp.StatusCode)
+	}
+	// The stream is cut after 30 s: it should end by itself long before.
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	req, _ = http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+"/v1/events/stream", nil)
+	resp, err = page.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the dashboard's stream: %v, %v", resp, err)
+	}
+	defer resp.Body.Close()
+	ev := sseReader{bufio.NewScanner(resp.Body)}
+	if name, _ := ev.next(t); name != "hello" {
+		t.Fatalf("first event: %s", name)
+	}
+	c.want(201, "POST", "/v1/windows/s1/coder/messages", `{"messages":[{"role":"user","content":"hello"}]}`, `"positions"`)
+	ev.until(t, "windows", `"agent":"coder"`)
+
+	// Signed out: what changes next is not sent, and the stream ends.
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/logout", nil)
+	req.Header.Set("Origin", srv.URL)
+	if resp, err := page.Do(req); err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %v %v", resp, err)
+	}
+	c.want(201, "POST", "/v1/windows/s1/coder/messages", `{"messages":[{"role":"assistant","content":"hi"}]}`, `"positions"`)
+	for ev.sc.Scan() {
+		if strings.HasPrefix(ev.sc.Text(), "event: ") {
+			t.Fatalf("an event after signing out: %s", ev.sc.Text())
+		}
+	}
+	if err := ev.sc.Err(); err != nil {
+		t.Errorf("the stream did not end after signing out: %v", err)
 	}
 }

@@ -44,8 +44,15 @@ const streamRoute = "GET /v1/events/stream"
 const (
 	// DefaultEventPoll is how often the hub reads the store.
 	DefaultEventPoll = time.Second
-	// maxStreams bounds the event streams open at once.
-	maxStreams = 64
+	// maxStreams bounds the event streams open at once, and
+	// maxStreamsEach those of one credential (an agent's key, a
+	// dashboard's sign-in, the token), so that one cannot take them all.
+	maxStreams     = 64
+	maxStreamsEach = 16
+	// maxStreamLife is the longest a stream stays open: the page
+	// reconnects, its credential checked again then (as at every
+	// heartbeat).
+	maxStreamLife = 30 * time.Minute
 	// indexEvery: the index's counts are read every this many polls (they
 	// count rows, where windows and events read an index's head).
 	indexEvery = 5
@@ -79,30 +86,43 @@ type hub struct {
 	version string
 	server  string
 
+	// valid reports whether a stream's credential still holds (a sign-out
+	// or an agent's new key ends its streams); done, closed when the
+	// server shuts down, ends them all.
+	valid func(*http.Request) bool
+	done  <-chan struct{}
+
 	mu      sync.Mutex
 	subs    map[chan streamEvent]struct{}
+	each    map[string]int // streams open per credential
 	running bool
 }
 
-func newHub(eng *engine.Engine, poll time.Duration, version string, log *slog.Logger) *hub {
+func newHub(eng *engine.Engine, poll time.Duration, version string, log *slog.Logger, valid func(*http.Request) bool, done <-chan struct{}) *hub {
 	if poll <= 0 {
 		poll = DefaultEventPoll
 	}
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)
-	return &hub{eng: eng, log: log, poll: poll, version: version, server: hex.EncodeToString(id), subs: map[chan streamEvent]struct{}{}}
+	return &hub{eng: eng, log: log, poll: poll, version: version, server: hex.EncodeToString(id), valid: valid, done: done,
+		subs: map[chan streamEvent]struct{}{}, each: map[string]int{}}
 }
 
-// subscribe adds a stream; ok is false when maxStreams are open. The
-// poller runs while there is a stream.
-func (h *hub) subscribe() (ch chan streamEvent, cancel func(), ok bool) {
+// subscribe adds a stream of credential who; why is set when it may not:
+// maxStreams are open, or maxStreamsEach of who's. The poller runs while
+// there is a stream.
+func (h *hub) subscribe(who string) (ch chan streamEvent, cancel func(), why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.subs) >= maxStreams {
-		return nil, nil, false
+		return nil, nil, fmt.Sprintf("%d event streams are open, the most this server keeps", maxStreams)
+	}
+	if h.each[who] >= maxStreamsEach {
+		return nil, nil, fmt.Sprintf("%d event streams are open with this credential, the most one keeps: close one", maxStreamsEach)
 	}
 	ch = make(chan streamEvent, streamBuffer)
 	h.subs[ch] = struct{}{}
+	h.each[who]++
 	if !h.running {
 		// The baseline is read before the stream's hello, which a page
 		// answers by reading everything: a change after it is an event.
@@ -120,7 +140,10 @@ func (h *hub) subscribe() (ch chan streamEvent, cancel func(), ok bool) {
 			delete(h.subs, ch)
 			close(ch)
 		}
-	}, true
+		if h.each[who]--; h.each[who] <= 0 {
+			delete(h.each, who)
+		}
+	}, ""
 }
 
 // broadcast sends ev to every stream; a stream too far behind is closed.
@@ -258,10 +281,14 @@ func event(name string, v any) streamEvent {
 // stream serves GET /v1/events/stream.
 func (h *hub) stream(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
-	ch, cancel, ok := h.subscribe()
-	if !ok {
+	who := "operator"
+	if p, ok := principalOf(r.Context()); ok {
+		who = p.id()
+	}
+	ch, cancel, why := h.subscribe(who)
+	if why != "" {
 		w.Header().Set("Retry-After", "10")
-		writeError(w, http.StatusServiceUnavailable, "overloaded", fmt.Sprintf("%d event streams are open, the most this server keeps", maxStreams))
+		writeError(w, http.StatusServiceUnavailable, "overloaded", why)
 		return
 	}
 	defer cancel()
@@ -279,18 +306,30 @@ func (h *hub) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	beat := time.NewTicker(heartbeat)
 	defer beat.Stop()
+	life := time.NewTimer(maxStreamLife)
+	defer life.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-h.done:
+			return // the server is shutting down
+		case <-life.C:
+			return // the page reconnects, its credential checked anew
 		case ev, open := <-ch:
 			if !open {
 				return // too far behind: the browser reconnects and re-reads
+			}
+			if h.valid != nil && !h.valid(r) {
+				return
 			}
 			if writeEvent(w, rc, ev) != nil {
 				return
 			}
 		case <-beat.C:
+			if h.valid != nil && !h.valid(r) {
+				return // signed out, expired, or a key replaced: the reconnection gets the 401
+			}
 			if writeEvent(w, rc, streamEvent{name: "ping"}) != nil {
 				return
 			}

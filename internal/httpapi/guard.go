@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,48 +162,64 @@ func (g *guard) originAllowed(origin, host string) bool {
 // authenticate returns the request's principal, or answers 401 and
 // reports false.
 func (g *guard) authenticate(w http.ResponseWriter, r *http.Request) (principal, bool) {
+	p, why, err := g.credential(r)
+	switch {
+	case err != nil:
+		g.log.Error("authenticate an agent key", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "internal error; the server's log has the details")
+		return principal{}, false
+	case why != "":
+		g.unauthorized(w, r, why)
+		return principal{}, false
+	}
+	return p, true
+}
+
+// credential returns the principal of the credential r carries, or why
+// it is refused; err is a failure to check it (the store's).
+func (g *guard) credential(r *http.Request) (p principal, why string, err error) {
 	hdr := r.Header.Get("Authorization")
 	if hdr == "" {
 		ok, why := g.sessionCookie(r)
 		if ok {
-			return principal{operator: true, reader: true}, true
+			return principal{operator: true, reader: true}, "", nil
 		}
 		if g.opts.TrustLoopback && remoteLoopback(r.RemoteAddr) {
-			return principal{operator: true}, true
+			return principal{operator: true}, "", nil
 		}
-		g.unauthorized(w, r, firstOf(why, "missing token"))
-		return principal{}, false
+		return principal{}, firstOf(why, "missing token"), nil
 	}
 	scheme, cred, _ := strings.Cut(strings.TrimSpace(hdr), " ")
 	cred = strings.TrimSpace(cred)
 	if !strings.EqualFold(scheme, "bearer") || cred == "" {
-		g.unauthorized(w, r, "not a bearer token")
-		return principal{}, false
+		return principal{}, "not a bearer token", nil
 	}
 	if g.opts.Token != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(g.opts.Token)) == 1 {
-		return principal{operator: true}, true
+		return principal{operator: true}, "", nil
 	}
 	if archive.IsKey(cred) {
 		arc, err := g.eng.Archive(r.Context())
 		if err != nil {
-			g.log.Error("authenticate an agent key", "err", err)
-			writeError(w, http.StatusInternalServerError, "internal", "internal error; the server's log has the details")
-			return principal{}, false
+			return principal{}, "", err
 		}
 		h, err := arc.Authenticate(r.Context(), cred)
 		if err == nil {
-			return principal{agent: h}, true
+			return principal{agent: h}, "", nil
 		}
 		if !errors.Is(err, archive.ErrBadKey) {
-			g.log.Error("authenticate an agent key", "err", err)
-			writeError(w, http.StatusInternalServerError, "internal", "internal error; the server's log has the details")
-			return principal{}, false
+			return principal{}, "", err
 		}
-		g.unauthorized(w, r, "unknown agent key")
-		return principal{}, false
+		return principal{}, "unknown agent key", nil
 	}
-	g.unauthorized(w, r, "wrong token")
-	return principal{}, false
+	return principal{}, "wrong token", nil
+}
+
+// stillValid reports whether the credential r was admitted with still
+// is: a request that lasts (an event stream) asks again now and then, so
+// that a sign-out, an expired cookie or an agent's new key ends it.
+func (g *guard) stillValid(r *http.Request) bool {
+	_, why, err := g.credential(r)
+	return err == nil && why == ""
 }
 
 func (g *guard) unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
@@ -508,18 +526,29 @@ type mcpSessions struct {
 	max     int
 	metrics *metrics.Metrics
 	mu      sync.Mutex
-	open    map[string]bool
+	open    map[string]*mcp.ServerSession
+}
+
+// closeAll ends every session (the server is shutting down): their
+// streams end with them.
+func (m *mcpSessions) closeAll() {
+	m.mu.Lock()
+	open := slices.Collect(maps.Values(m.open))
+	m.mu.Unlock()
+	for _, ss := range open {
+		_ = ss.Close()
+	}
 }
 
 // track counts ss until it ends.
 func (m *mcpSessions) track(ss *mcp.ServerSession) {
 	id := ss.ID()
 	m.mu.Lock()
-	if m.open[id] {
+	if m.open[id] != nil {
 		m.mu.Unlock()
 		return
 	}
-	m.open[id] = true
+	m.open[id] = ss
 	n := len(m.open)
 	m.mu.Unlock()
 	m.metrics.MCPSessions(n)

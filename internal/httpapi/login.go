@@ -6,10 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,16 +29,18 @@ import (
 // so anyone who can read the token can mint a link (engram serve prints one
 // at start, engram token login prints one from any shell), a cookie survives
 // a server restart (the page keeps working), and rotating the token ends
-// every link and cookie. A link's nonce is spent once per server process
-// (kept until its expiry); a server restarted within the link's life would
-// take it again, which only its holder can use. The cookie signs the
+// every link and cookie. A link's nonce is spent once, and a signed-out
+// cookie's nonce too, each kept until its expiry in a file beside the
+// token's (engram serve's Logins: OpenLogins), so that neither works again
+// after a restart, nor through another server of the same data
+// directory. The cookie signs the
 // dashboard in as a reader: it may GET the JSON API and its event stream
 // and POST /v1/retrieve, never write, and never open an MCP session.
 //
 // A browser sends a host's cookies to every port of it, and another port
 // of loopback is the same site: a process listening on another loopback
 // port that the browser visits receives the cookie. It reads only, and
-// signing out (POST /logout) revokes it in this process; a credential the
+// signing out (POST /logout) revokes it; a credential the
 // page held in sessionStorage (per origin) would close that, at the price
 // of an event stream read with fetch instead of EventSource.
 
@@ -111,18 +116,108 @@ func verify(token, purpose, v string, now time.Time) (nonce string, expiry time.
 // Logins spends login links' nonces, once each, and keeps the sessions
 // signed out. One Logins serves every project of a server (Options.Logins):
 // a link minted for one project must not sign in again through another.
+// Opened on a file (OpenLogins), it keeps them there too, so that a link
+// used and a sign-out hold across restarts, and between the servers that
+// share the file.
 type Logins struct {
 	mu    sync.Mutex
 	spent map[string]time.Time // nonce -> the link's or cookie's expiry
+	// path is the file the nonces are kept in ("" for none); seen is the
+	// file as last read (its size and time), read again when it changes.
+	path string
+	seen os.FileInfo
 }
 
-// NewLogins returns an empty Logins.
+// NewLogins returns an empty Logins that keeps nothing on disk.
 func NewLogins() *Logins { return &Logins{} }
 
-// spend reports whether nonce was not spent before, and spends it.
-func (l *Logins) spend(nonce string, expiry, now time.Time) (ok bool, full bool) {
+// OpenLogins returns a Logins that keeps its spent nonces in the file at
+// path (created when first written, mode 0600), and reads those another
+// process spent there.
+func OpenLogins(path string) (*Logins, error) {
+	l := &Logins{path: path, spent: map[string]time.Time{}}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.reload(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// reload merges the file's nonces into l when the file changed since it
+// was read. l.mu is held.
+func (l *Logins) reload() error {
+	if l.path == "" {
+		return nil
+	}
+	fi, err := os.Stat(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if l.seen != nil && fi.Size() == l.seen.Size() && fi.ModTime().Equal(l.seen.ModTime()) {
+		return nil
+	}
+	b, err := os.ReadFile(l.path)
+	if err != nil {
+		return err
+	}
+	for line := range strings.Lines(string(b)) {
+		nonce, exp, ok := strings.Cut(strings.TrimSpace(line), " ")
+		sec, err := strconv.ParseInt(exp, 10, 64)
+		if !ok || err != nil || len(nonce) != 32 {
+			continue // a line cut short by a crash
+		}
+		if l.spent == nil {
+			l.spent = map[string]time.Time{}
+		}
+		l.spent[nonce] = time.Unix(sec, 0)
+	}
+	l.seen = fi
+	return nil
+}
+
+// save writes the nonces not yet expired to the file, whole, through a
+// file renamed over it. l.mu is held.
+func (l *Logins) save() error {
+	if l.path == "" {
+		return nil
+	}
+	var b strings.Builder
+	for n, exp := range l.spent {
+		fmt.Fprintf(&b, "%s %d\n", n, exp.Unix())
+	}
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(l.path), ".logins-*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone once renamed
+	if _, err := tmp.WriteString(b.String()); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := errors.Join(tmp.Sync(), tmp.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), l.path); err != nil {
+		return err
+	}
+	l.seen, err = os.Stat(l.path)
+	return err
+}
+
+// spend reports whether nonce was not spent before, and spends it; err is
+// a failure to keep it on disk (it is spent in this process all the same).
+// Past most nonces kept, it spends none.
+func (l *Logins) spend(nonce string, expiry, now time.Time, most int) (ok bool, full bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rerr := l.reload()
 	if l.spent == nil {
 		l.spent = map[string]time.Time{}
 	}
@@ -132,13 +227,13 @@ func (l *Logins) spend(nonce string, expiry, now time.Time) (ok bool, full bool)
 		}
 	}
 	if _, ok := l.spent[nonce]; ok {
-		return false, false
+		return false, false, rerr
 	}
-	if len(l.spent) >= maxSpent {
-		return false, true
+	if len(l.spent) >= most {
+		return false, true, rerr
 	}
 	l.spent[nonce] = expiry
-	return true, false
+	return true, false, errors.Join(rerr, l.save())
 }
 
 // login serves GET /login?t=...: a valid, unspent link sets the session
@@ -154,7 +249,11 @@ func (g *guard) login(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	nonce, expiry, err := verify(g.opts.Token, "login", r.URL.Query().Get("t"), now)
 	if err == nil {
-		if ok, full := g.logins.spend(nonce, expiry, now); full {
+		ok, full, serr := g.logins.spend(nonce, expiry, now, maxSpent)
+		if serr != nil {
+			g.log.Warn("login: keep the spent link", "err", serr)
+		}
+		if full {
 			err = fmt.Errorf("too many login links in use; try again later")
 		} else if !ok {
 			err = fmt.Errorf("already used")
@@ -201,10 +300,13 @@ func (g *guard) sessionCookie(r *http.Request) (ok bool, why string) {
 	return true, ""
 }
 
-// spentNonce reports whether nonce was spent (a cookie's: signed out).
+// spentNonce reports whether nonce was spent (a cookie's: signed out),
+// here or by another process that keeps the same file. A file that cannot
+// be read is taken as it was last read.
 func (l *Logins) spentNonce(nonce string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	_ = l.reload()
 	_, ok := l.spent[nonce]
 	return ok
 }
@@ -226,10 +328,16 @@ func cookieName(r *http.Request) string {
 // do is sign the user out).
 func (g *guard) logout(w http.ResponseWriter, r *http.Request) {
 	// The cookie is stateless: what signs it out on the server is its
-	// nonce, spent until it would have expired (in this process).
+	// nonce, spent until it would have expired (kept on disk by the
+	// Logins of engram serve, so that it holds after a restart).
 	if c, err := r.Cookie(cookieName(r)); err == nil {
 		if nonce, exp, err := verify(g.opts.Token, "session", c.Value, time.Now()); err == nil {
-			g.logins.spend(nonce, exp, time.Now())
+			// Room is kept for sign-outs past the links' bound.
+			_, full, serr := g.logins.spend(nonce, exp, time.Now(), 2*maxSpent)
+			if full || serr != nil {
+				// Signed out in the browser only, or until a restart.
+				g.log.Error("sign-out not kept on the server", "full", full, "err", serr)
+			}
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: "", Path: "/", MaxAge: -1, HttpOnly: true,

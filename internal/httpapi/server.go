@@ -93,8 +93,12 @@ type Options struct {
 	// EventPoll is how often the event stream reads the store while a
 	// stream is open; zero means DefaultEventPoll.
 	EventPoll time.Duration
-	Version   string
-	Logger    *slog.Logger
+	// Done, closed when the server shuts down, ends the requests that
+	// would otherwise stay open for good (event streams, MCP sessions'
+	// streams), so that http.Server.Shutdown need not wait them out.
+	Done    <-chan struct{}
+	Version string
+	Logger  *slog.Logger
 }
 
 // Defaults of Options.
@@ -129,7 +133,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": opts.Version})
 	})
-	sessions := &mcpSessions{max: opts.MaxMCPSessions, metrics: opts.Metrics, open: map[string]bool{}}
+	sessions := &mcpSessions{max: opts.MaxMCPSessions, metrics: opts.Metrics, open: map[string]*mcp.ServerSession{}}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		session := firstOf(r.Header.Get("X-Engram-Session"), r.URL.Query().Get("session"))
 		agent := firstOf(r.Header.Get("X-Engram-Agent"), r.URL.Query().Get("agent"))
@@ -144,7 +148,13 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
 	}))
 	v := &v1{eng: eng, log: log, maxBody: opts.MaxBodyBytes, metrics: opts.Metrics, windows: opts.Windows, assembler: opts.Assembler,
-		activity: opts.Index, version: opts.Version, hub: newHub(eng, opts.EventPoll, opts.Version, log)}
+		activity: opts.Index, version: opts.Version, hub: newHub(eng, opts.EventPoll, opts.Version, log, g.stillValid, opts.Done)}
+	if opts.Done != nil {
+		go func() {
+			<-opts.Done
+			sessions.closeAll()
+		}()
+	}
 	always := func(*http.Request) bool { return true }
 	// An event stream stays open for as long as the page: it would hold an
 	// admission slot for good (the hub bounds streams instead).
