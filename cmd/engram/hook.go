@@ -13,6 +13,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/config"
 	"github.com/engramhq/engram/internal/harness"
 	"github.com/engramhq/engram/internal/hook"
 )
@@ -33,7 +34,8 @@ A hook never breaks the agent's session: whatever goes wrong (a payload it
 cannot read, a store it cannot open), it says why on standard error,
 counts the failure (engram hooks status) and exits 0, printing nothing.
 
-The project is --project, else the payload's cwd.`,
+The project is --project, else the git work tree of the payload's cwd (or
+the cwd itself, outside one).`,
 		// Wrong arguments or flags are the hook's errors too: a harness
 		// reads exit status 2 as "block the prompt".
 		Args:               cobra.ArbitraryArgs,
@@ -76,7 +78,11 @@ func (a *app) runHook(ctx context.Context, harness, event string) {
 		// started finds the session under its parent.
 		p.Procs = hook.Ancestors(2)
 		if a.flags.Project == "" && p.Cwd != "" {
-			a.flags.Project = p.Cwd
+			// The git work tree holding it, as every other command finds
+			// its project: a harness started in a subdirectory (or whose
+			// shell moved into one) is the same project, whose store its
+			// MCP server reads.
+			a.flags.Project = config.FindProject(p.Cwd)
 		}
 	}
 	// A payload engram cannot read is still counted in the project's

@@ -149,3 +149,28 @@ func TestHook_DaemonFollowsTheConfiguration(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A harness started in a subdirectory of the project (or whose shell
+// moved into one) stores into the project's store, which its MCP server
+// reads, not into a store of the subdirectory.
+func TestHook_SubdirectoryIsTheProject(t *testing.T) {
+	e := newEnv(t)
+	sub := filepath.Join(e.project, "internal", "upload")
+	for _, d := range []string{filepath.Join(e.project, ".git"), sub} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.vars["ENGRAM_HOOK_DAEMON"] = "off"
+	prompt := `{"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "why does the zebra parser time out", "cwd": "` + sub + `"}`
+	if code, _, errOut := e.run(prompt, "hook", "claude-code", "UserPromptSubmit"); code != 0 || strings.Contains(errOut, "engram hook") {
+		t.Fatalf("the prompt: exit %d: %s", code, errOut)
+	}
+	if got := e.ok("", "search", "zebra parser", "--session", "s1"); !strings.Contains(got, "zebra parser") {
+		t.Errorf("the project's store lacks the prompt sent from %s:\n%s", sub, got)
+	}
+	stores, err := os.ReadDir(filepath.Join(e.vars["ENGRAM_DATA_DIR"], "projects"))
+	if err != nil || len(stores) != 1 {
+		t.Errorf("stores made: %v, %v; want the project's alone", stores, err)
+	}
+}
