@@ -107,6 +107,9 @@ func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
 	})
 	mux.HandleFunc("POST /hook/{harness}/{event}", func(w http.ResponseWriter, r *http.Request) {
 		last.Store(time.Now().UnixNano())
+		// On every answer, a failure's too: a hook that gets none takes
+		// this daemon for another version's and stops it.
+		w.Header().Set("X-Engram-Version", version)
 		harness, event := r.PathValue("harness"), r.PathValue("event")
 		p, err := hook.ReadPayload(r.Body, event)
 		if err != nil {
@@ -126,7 +129,6 @@ func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Engram-Version", version)
 		_ = json.NewEncoder(w).Encode(res)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -136,7 +138,12 @@ func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
 		for {
 			select {
 			case <-ctx.Done():
-				_ = srv.Close()
+				// The hooks in flight finish: cut off, their harness would
+				// run them again in-process, storing twice what the
+				// daemon stored.
+				sctx, scancel := context.WithTimeout(context.Background(), hookTimeout)
+				_ = srv.Shutdown(sctx)
+				scancel()
 				return
 			case <-t.C:
 				if time.Since(time.Unix(0, last.Load())) > idle {
@@ -180,13 +187,23 @@ func (a *app) daemonVersion() string {
 // errNoDaemon says the hook must run in-process.
 var errNoDaemon = errors.New("no daemon")
 
+// dialError is a failure to reach the daemon at all: nothing was sent.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
 // daemonClient talks to the project's daemon over its socket.
 func (a *app) daemonClient() *http.Client {
 	sock := a.socketPath()
 	return &http.Client{Timeout: hookTimeout, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
+			c, err := d.DialContext(ctx, "unix", sock)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			return c, nil
 		},
 	}}
 }
@@ -208,9 +225,16 @@ func (a *app) viaDaemon(ctx context.Context, harness string, p hook.Payload) (ho
 	procs, _ := json.Marshal(p.Procs)
 	req.Header.Set("X-Engram-Procs", string(procs))
 	resp, err := c.Do(req)
-	if err != nil {
+	var de *dialError
+	switch {
+	case errors.As(err, &de):
 		a.startDaemon()
 		return hook.Result{}, errNoDaemon
+	case err != nil:
+		// The daemon had the event, and may have stored it: run again
+		// here, a prompt would be stored twice. The transcript's import
+		// at the next Stop stores what this one did not.
+		return hook.Result{}, fmt.Errorf("the engram daemon: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.Header.Get("X-Engram-Version") != a.daemonVersion() {
@@ -250,6 +274,11 @@ func (a *app) startDaemon() {
 		if f.v != "" {
 			args = append(args, f.name, f.v)
 		}
+	}
+	// The project's state directory is made with its store, which the
+	// first hook of a project may not have made yet.
+	if err := os.MkdirAll(a.cfg.StateDir(), 0o700); err != nil {
+		return
 	}
 	logf, err := os.OpenFile(filepath.Join(a.cfg.StateDir(), "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

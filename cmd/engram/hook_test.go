@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,5 +173,95 @@ func TestHook_SubdirectoryIsTheProject(t *testing.T) {
 	stores, err := os.ReadDir(filepath.Join(e.vars["ENGRAM_DATA_DIR"], "projects"))
 	if err != nil || len(stores) != 1 {
 		t.Errorf("stores made: %v, %v; want the project's alone", stores, err)
+	}
+}
+
+// The first hook of a new project (no store yet) starts the daemon; a
+// hook that fails in the daemon leaves it serving (its answer used to
+// lack the version, which the hook took for another engram's daemon and
+// stopped it); and a daemon that takes an event and drops the connection
+// is not run around: the hook says so rather than store the event again.
+func TestHook_DaemonFailures(t *testing.T) {
+	bin := binary(t)
+	root := t.TempDir()
+	project := filepath.Join(root, "project")
+	dataDir := filepath.Join(root, "data")
+	if err := os.MkdirAll(filepath.Join(project, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopDaemons(dataDir) })
+	env := []string{"HOME=" + filepath.Join(root, "home"), "PATH=" + os.Getenv("PATH"), "ENGRAM_DATA_DIR=" + dataDir}
+	hookRun := func(event, payload string) (string, string) {
+		t.Helper()
+		cmd := exec.Command(bin, "hook", "claude-code", event)
+		cmd.Env, cmd.Dir = env, project
+		cmd.Stdin = strings.NewReader(payload)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("hook %s: %v: %s", event, err, stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+	hookRun("SessionStart", `{"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": "`+project+`"}`)
+	listening := func() bool {
+		for _, s := range daemonSockets(dataDir) {
+			if _, err := os.Stat(s); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; !listening(); i++ {
+		if i == 200 {
+			t.Fatal("the first hook of a new project started no daemon")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A prompt over the store's limit fails in the daemon.
+	big, err := json.Marshal(strings.Repeat("a long pasted log line\n", 33<<20/23+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut := hookRun("UserPromptSubmit", `{"session_id": "s1", "hook_event_name": "UserPromptSubmit", "cwd": "`+project+`", "prompt": `+string(big)+`}`)
+	if !strings.Contains(errOut, "the engram daemon") {
+		t.Fatalf("an oversized prompt: %q; want the daemon's refusal", errOut)
+	}
+	for range 20 {
+		if !listening() {
+			t.Fatal("a hook that failed in the daemon stopped it")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// A daemon that drops the connection once it has the event.
+	stopDaemons(dataDir)
+	for i := 0; listening(); i++ {
+		if i == 200 {
+			t.Fatal("the daemon did not stop")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l, err := net.Listen("unix", daemonSockets(dataDir)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 4096))
+			_ = c.Close()
+		}
+	}()
+	_, errOut = hookRun("UserPromptSubmit", `{"session_id": "s1", "hook_event_name": "UserPromptSubmit", "cwd": "`+project+`", "prompt": "why does the zebra parser time out"}`)
+	if !strings.Contains(errOut, "the engram daemon") {
+		t.Errorf("a daemon that dropped the connection: %q; want it said, not the hook run again in-process", errOut)
+	}
+	if out := engramCLI(t, env, project, "search", "zebra parser", "--session", "s1"); strings.Contains(out, "zebra parser") {
+		t.Errorf("the hook ran again in-process after the daemon took the event:\n%s", out)
 	}
 }
