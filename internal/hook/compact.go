@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/store"
@@ -103,6 +104,18 @@ func firstLine(s string, n int) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
+	// Control characters (a NUL pasted into a prompt) are not a resume
+	// point's text: the archive refuses them, and every Stop after
+	// would fail.
+	s = strings.TrimSpace(strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f:
+			return -1
+		}
+		return r
+	}, s))
 	if len(s) > n {
 		s = cutUTF8(s, n-3) + "…"
 	}
@@ -164,6 +177,11 @@ func (r *Runner) resume(ctx context.Context, p Payload) (*archive.Resume, error)
 			current = firstLine(string(e.Content), 300)
 		}
 		for _, f := range e.Files {
+			// A path the archive would refuse (blank, a control
+			// character, over its bound) is left out, not the point.
+			if strings.TrimSpace(f) == "" || strings.ContainsFunc(f, unicode.IsControl) || len(f) > archive.MaxTextBytes {
+				continue
+			}
 			if !containsString(res.FilesToRead, f) && len(res.FilesToRead) < 10 {
 				res.FilesToRead = append(res.FilesToRead, f)
 			}

@@ -373,3 +373,44 @@ func TestCodex_Payloads(t *testing.T) {
 		}
 	}
 }
+
+// TestRunner_ResumeFromOddInput: a NUL pasted into the first prompt or
+// the last answer, or a blank file path in a tool's input, is left out of
+// the resume point, which the archive would otherwise refuse at every
+// Stop of the session.
+func TestRunner_ResumeFromOddInput(t *testing.T) {
+	r := newRunner(t)
+	ctx := t.Context()
+	for _, ev := range []struct {
+		event  string
+		fields map[string]any
+	}{
+		{hook.UserPromptSubmit, map[string]any{"prompt": "paste \x00 here\tplease"}},
+		{hook.PostToolUse, map[string]any{"tool_name": "Read", "tool_use_id": "toolu_1",
+			"tool_input": map[string]any{"file_path": "  "}, "tool_response": "nothing"}},
+		{hook.PostToolUse, map[string]any{"tool_name": "Read", "tool_use_id": "toolu_2",
+			"tool_input": map[string]any{"file_path": "internal/upload/retry.go"}, "tool_response": "package upload"}},
+		{hook.Stop, map[string]any{"last_assistant_message": "done \x00 now"}},
+		{hook.Stop, map[string]any{"last_assistant_message": "done again"}},
+	} {
+		if _, err := r.Run(ctx, payload(t, ev.event, ev.fields)); err != nil {
+			t.Fatalf("%s: %v", ev.event, err)
+		}
+	}
+	arc, err := r.Eng.Archive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := arc.ReadSession(ctx, "s-1", 0)
+	if err != nil || sr.Resume == nil {
+		t.Fatalf("resume: %+v, %v", sr.Resume, err)
+	}
+	if sr.Resume.Task != "paste  here please" || !strings.Contains(sr.Resume.Current, "done again") {
+		t.Errorf("resume = %+v", sr.Resume)
+	}
+	for _, f := range sr.Resume.FilesToRead {
+		if strings.TrimSpace(f) == "" {
+			t.Errorf("a blank file to read: %q", sr.Resume.FilesToRead)
+		}
+	}
+}
