@@ -414,3 +414,36 @@ func TestRunner_ResumeFromOddInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRunner_SecretInToolHint: a large output's reference names the call
+// that made it (its hint, shown in the marker), with the secret its
+// command carried redacted, as the call's own record is.
+func TestRunner_SecretInToolHint(t *testing.T) {
+	r := newRunner(t)
+	r.Opts.MaxToolTokens = 100
+	ctx := t.Context()
+	secret := "ghp_" + strings.Repeat("a1B2c3", 6)
+	var out strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&out, "line %d of the listing\n", i)
+	}
+	res, err := r.Run(ctx, payload(t, hook.PostToolUse, map[string]any{"tool_name": "Bash", "tool_use_id": "toolu_s",
+		"tool_input":    map[string]any{"command": "curl -H 'Authorization: token " + secret + "' https://api.github.com/repos"},
+		"tool_response": map[string]any{"stdout": out.String(), "stderr": "", "interrupted": false, "isImage": false}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Refs) != 1 {
+		t.Fatalf("refs %v: the output was not replaced", res.Refs)
+	}
+	ref, err := r.Eng.Store().Reference(ctx, res.Refs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ref.QueryHints) == 0 || !strings.HasPrefix(ref.QueryHints[0], "Bash curl") {
+		t.Errorf("the reference's hints %q do not name the call", ref.QueryHints)
+	}
+	if strings.Contains(strings.Join(ref.QueryHints, " "), secret) || strings.Contains(string(res.ToolOutput), secret) {
+		t.Errorf("the secret is in the reference's hints %q or the marker:\n%s", ref.QueryHints, res.ToolOutput)
+	}
+}

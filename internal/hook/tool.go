@@ -14,6 +14,7 @@ import (
 
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/secrets"
 	"github.com/engramhq/engram/internal/store"
 )
 
@@ -236,6 +237,14 @@ func (r *Runner) postToolUse(ctx context.Context, p Payload, opts Options) (Resu
 	ref := store.Reference{ID: outputRefID(p.SessionID, p.ToolUseID), Type: store.RefToolResults, SessionID: p.SessionID,
 		AgentID: a.id, ContentIDs: []string{ent.ID}, TurnFrom: ent.Turn, TurnTo: ent.Turn, CreatedAt: now,
 		Entities: files, QueryHints: toolHint(p.ToolName, p.ToolInput)}
+	if !r.Eng.KeepsSecrets() {
+		// The hint quotes the tool's input as it came (a command with a
+		// token in it): it is stored and shown in the marker, redacted
+		// as the tool call's record is.
+		for i, h := range ref.QueryHints {
+			ref.QueryHints[i], _ = secrets.Redact(h)
+		}
+	}
 	c := r.clip(text, opts.KeepTokens)
 	ref.TokensSaved = max(total-c.kept, 0)
 	shown := c.show(ref)
