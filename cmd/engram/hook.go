@@ -18,8 +18,12 @@ import (
 	"github.com/engramhq/engram/internal/hook"
 )
 
-// hookTimeout bounds one hook's work: the harness waits on it.
-const hookTimeout = 30 * time.Second
+// hookTimeout bounds one hook's work: the harness waits on it. It is
+// well under the time the harness gives a hook (harness.DefaultTimeout),
+// so that a hook held up (a store locked by another process) gives up,
+// and counts its failure in engram hooks status, before the harness kills
+// it.
+const hookTimeout = harness.DefaultTimeout * 2 / 3
 
 func (a *app) hookCmd() *cobra.Command {
 	cmd := &cobra.Command{
