@@ -346,7 +346,7 @@ func checkSession(id string) error {
 	if strings.TrimSpace(id) != id || strings.ContainsAny(id, "\x00\n\r\t") {
 		return invalid("session", "%q must not hold white space at its ends or control characters", id)
 	}
-	return nil
+	return store.CheckName("session", id)
 }
 
 func checkText(field, s string, required bool, max int) error {

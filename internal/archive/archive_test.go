@@ -70,6 +70,12 @@ func TestRegisterHierarchy(t *testing.T) {
 	if _, err := a.Handle(ctx, "nobody"); !errors.Is(err, ErrUnknownAgent) {
 		t.Errorf("unknown agent: %v", err)
 	}
+	// A session named to read as another (a right-to-left override) is
+	// refused: the event log would show it so.
+	var ve *store.ValidationError
+	if _, err := a.Register(ctx, AgentSpec{SessionID: "bidi\u202eabc"}); !errors.As(err, &ve) {
+		t.Errorf("a session with a right-to-left override: %v, want a validation error", err)
+	}
 }
 
 func TestIsolation(t *testing.T) {

@@ -131,6 +131,10 @@ func TestAdd_Invalid(t *testing.T) {
 		"bad type":  {Session: "s", Type: "chitchat", Content: []byte("x")},
 		"turn only": {Type: store.Note, Turn: 3, Content: []byte("x")},
 		"bad utf8":  {Session: "s\xff", Type: store.Note, Content: []byte("x")},
+		// Names that read as others in every listing.
+		"right-to-left agent": {Session: "s", Agent: "a\u202egnp.exe", Type: store.Note, Content: []byte("x")},
+		"session with a tag":  {Session: "s\U000E0041", Type: store.Note, Content: []byte("x")},
+		"newline session":     {Session: "s\n1", Type: store.Note, Content: []byte("x")},
 	} {
 		_, err := e.Add(ctx, []engine.Record{good, r})
 		var re *engine.RecordError

@@ -96,10 +96,16 @@ func (e *Engine) Check(r Record) error {
 	for _, f := range []struct{ name, v string }{
 		{"session", r.Session}, {"agent", r.Agent}, {"agent_type", r.AgentType}, {"msg_id", r.MsgID}, {"parent", r.Parent},
 	} {
-		if len(f.v) > store.MaxIdentifierBytes {
+		switch {
+		case len(f.v) > store.MaxIdentifierBytes:
 			bad(f.name, "is longer than %d bytes", store.MaxIdentifierBytes)
-		} else if !utf8.ValidString(f.v) {
+		case !utf8.ValidString(f.v):
 			bad(f.name, "is not valid UTF-8")
+		case f.name == "session" || f.name == "agent":
+			// Names people read, in listings and on the dashboard.
+			if err := store.CheckName(f.name, f.v); err != nil {
+				bad(f.name, "%s", err.(*store.ValidationError).Msg)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -95,6 +95,32 @@ type WindowAppend struct {
 	Digest string
 }
 
+// Misleads reports the characters that make a name read as another: the
+// invisible formatting characters (Unicode's Cf: bidirectional controls,
+// zero-width space, soft hyphen, tags, ...), but for the joiners that
+// scripts and emoji need (U+200C, U+200D). A session or agent named with
+// one would show as another on the dashboard and in every listing.
+func Misleads(r rune) bool {
+	return unicode.Is(unicode.Cf, r) && r != 0x200C && r != 0x200D
+}
+
+// CheckName checks an identifier people read (a session, an agent):
+// UTF-8, at most MaxIdentifierBytes, without control characters or any
+// that Misleads. An empty one is left to the caller.
+func CheckName(field, id string) error {
+	switch {
+	case len(id) > MaxIdentifierBytes:
+		return &ValidationError{Field: field, Msg: fmt.Sprintf("is %d bytes; at most %d", len(id), MaxIdentifierBytes)}
+	case !utf8.ValidString(id):
+		return &ValidationError{Field: field, Msg: fmt.Sprintf("%q is not valid UTF-8", id)}
+	case strings.ContainsFunc(id, unicode.IsControl):
+		return &ValidationError{Field: field, Msg: fmt.Sprintf("%q holds a control character", id)}
+	case strings.ContainsFunc(id, Misleads):
+		return &ValidationError{Field: field, Msg: fmt.Sprintf("%q holds a character that reorders or hides text (such as a right-to-left override)", id)}
+	}
+	return nil
+}
+
 // MaxAppendKey is the longest append key a window takes, in bytes.
 const MaxAppendKey = 255
 

@@ -649,6 +649,4 @@ func checkName(field, id string) error {
 // invisible formatting characters (Unicode's Cf: bidirectional controls,
 // zero-width space, soft hyphen, tags, ...), but for the joiners that
 // scripts and emoji need (U+200C, U+200D).
-func misleads(r rune) bool {
-	return unicode.Is(unicode.Cf, r) && r != 0x200C && r != 0x200D
-}
+func misleads(r rune) bool { return store.Misleads(r) }
