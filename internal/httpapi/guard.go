@@ -38,7 +38,8 @@ import (
 //     (DNS rebinding) sends Host: evil.example, and is refused.
 //  2. Origin: a browser names the page that sent a request; only the
 //     server's own origin and Options.AllowedOrigins are let in, and a
-//     request a browser marks cross-site (Sec-Fetch-Site) is refused.
+//     request a browser marks cross-site (Sec-Fetch-Site) is refused, as
+//     is one from the same site (another port) but a navigation.
 //  3. Credentials: the operator's token, or an agent's key
 //     (Authorization: Bearer, the scheme in any case), or the dashboard's
 //     session cookie (login.go), which reads only: what the JSON API
@@ -138,8 +139,15 @@ func (g *guard) checkSite(w http.ResponseWriter, r *http.Request) bool {
 			fmt.Sprintf("requests from the page origin %q are refused; allow it with serve.allowed_origins if it is yours", origin))
 		return false
 	}
-	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		g.refuse(w, r, http.StatusForbidden, "origin", "forbidden_origin", "cross-site requests are refused")
+	// Without an Origin (a no-cors GET, a navigation), the browser's
+	// Sec-Fetch-Site says where the request comes from. Another port of
+	// the same host is the same site, and gets the session cookie: a
+	// page there may follow a link here, no more (it could not read an
+	// answer, but could tell a 200 from a 404).
+	switch site := r.Header.Get("Sec-Fetch-Site"); {
+	case r.Header.Get("Origin") != "":
+	case site == "cross-site", site == "same-site" && r.Header.Get("Sec-Fetch-Mode") != "navigate":
+		g.refuse(w, r, http.StatusForbidden, "origin", "forbidden_origin", site+" requests are refused")
 		return false
 	}
 	return true
