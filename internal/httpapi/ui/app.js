@@ -696,7 +696,7 @@ function connect() {
     const d = JSON.parse(e.data);
     const sel = state.selected;
     const named = (w) => sel && w.session === sel.session && w.agent === sel.agent;
-    if (named && ((d.windows || []).some(named) || (d.removed || []).some(named))) state.detailStale = true;
+    if ((d.windows || []).some(named) || (d.removed || []).some(named)) state.detailStale = true;
     if (state.view === 'windows') {
       coalesce('windows', () => {
         const detail = state.detailStale;
