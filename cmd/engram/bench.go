@@ -49,6 +49,38 @@ func benchDir(dir string) (string, func(), error) {
 	return d, func() { _ = os.RemoveAll(d) }, err
 }
 
+// scratchMark marks a directory engram made for a run's stores or files,
+// which a later run may empty.
+const scratchMark = ".engram-scratch"
+
+// scratchDir returns parent/name emptied for a run: made with a mark, or
+// emptied if it holds the mark of an earlier run. Anything else there (a
+// user's --dir holding a folder of that name, the corpus itself) is
+// refused, never removed. A name that is not one plain path element
+// (".", "/") is "corpus".
+func scratchDir(parent, name string) (string, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
+		name = "corpus"
+	}
+	dir := filepath.Join(parent, name)
+	switch _, err := os.Lstat(dir); {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return "", err
+	default:
+		if _, err := os.Stat(filepath.Join(dir, scratchMark)); err != nil {
+			return "", fmt.Errorf("%s exists and is not a directory an earlier run made (it has no %s): choose another --dir; engram removes only what it made", dir, scratchMark)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, scratchMark), []byte("made by engram for a benchmark's stores; emptied by the next run\n"), 0o644)
+}
+
 func (a *app) benchIngestCmd() *cobra.Command {
 	var (
 		messages, batch int

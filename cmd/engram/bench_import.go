@@ -53,8 +53,8 @@ line and decode it as JSON without storing anything.`,
 				return err
 			}
 			defer cleanup()
-			tdir := filepath.Join(d, "transcripts")
-			if err := os.RemoveAll(tdir); err != nil {
+			tdir, err := scratchDir(d, "transcripts")
+			if err != nil {
 				return err
 			}
 			size, lines, err := writeTranscripts(tdir, runs)

@@ -63,10 +63,11 @@ directory and measure, in one run:
 				return err
 			}
 			defer cleanup()
-			root := filepath.Join(d, "tree")
-			if err := os.RemoveAll(root); err != nil {
+			tree, err := scratchDir(d, "tree")
+			if err != nil {
 				return err
 			}
+			root := filepath.Join(tree, "src") // beside the scratch mark, not with it
 			copied, err := copyTree(src, root)
 			if err != nil {
 				return fmt.Errorf("copy %s: %w", src, err)

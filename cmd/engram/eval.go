@@ -181,7 +181,11 @@ line, before anything is scored.`,
 			fmt.Fprintf(a.stderr, "backend: %s\n", backend)
 			all := evalResults{Backend: backend, Results: []evalRow{}, Economy: []economyRow{}, Confidence: []confidenceRow{}}
 			for _, set := range loaded {
-				res, err := a.evalSet(ctx, set, filepath.Join(d, set.Name), r)
+				sd, err := scratchDir(d, set.Name)
+				if err != nil {
+					return err
+				}
+				res, err := a.evalSet(ctx, set, sd, r)
 				if err != nil {
 					return fmt.Errorf("%s: %w", set.Name, err)
 				}
@@ -402,15 +406,9 @@ type evalCorpus struct {
 	files []string
 }
 
-// evalSet loads a set's corpora into stores under dir and scores each
-// retrieval mode.
+// evalSet loads a set's corpora into stores under dir (a scratchDir) and
+// scores each retrieval mode.
 func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun) (out evalResults, err error) {
-	if err := os.RemoveAll(dir); err != nil {
-		return out, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return out, err
-	}
 	corpora := map[string]*evalCorpus{}
 	var closers []func() error
 	defer func() {

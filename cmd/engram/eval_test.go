@@ -320,6 +320,25 @@ func TestCLI_EvalOwnSet(t *testing.T) {
 		t.Errorf("economy is for conversation sets: %+v", got.Economy)
 	}
 
+	// --dir beside the corpus: its set's stores would go where the
+	// corpus is (the set is named after it), which is refused, not
+	// emptied; a --dir of an earlier run is emptied and used again.
+	before, err := os.ReadDir(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := e.run("", "eval", "--queries", queries, "--corpus", repo, "--dir", filepath.Dir(repo), "--mode", "lexical")
+	if code != 1 || !strings.Contains(errOut, "is not a directory an earlier run made") {
+		t.Errorf("--dir holding the corpus: exit %d, %s", code, errOut)
+	}
+	if after, err := os.ReadDir(repo); err != nil || len(after) != len(before) {
+		t.Fatalf("the corpus after a refused run: %d entries of %d, %v", len(after), len(before), err)
+	}
+	stores := filepath.Join(t.TempDir(), "again")
+	for range 2 {
+		e.ok("", "eval", "--queries", queries, "--corpus", repo, "--dir", stores, "--mode", "lexical", "--confidence=false")
+	}
+
 	// The text output has the checks' table.
 	out = e.ok("", "eval", "--queries", queries, "--corpus", repo, "--mode", "lexical,bm25", "--confidence=false")
 	for _, want := range []string{"tinyrepo", "bm25", "test/doc first", "limit moves top 10"} {
