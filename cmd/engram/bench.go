@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -47,6 +49,46 @@ func benchDir(dir string) (string, func(), error) {
 	}
 	d, err := os.MkdirTemp("", "engram-bench-")
 	return d, func() { _ = os.RemoveAll(d) }, err
+}
+
+// atLeast returns a PreRunE that refuses, as a usage error, a flag of
+// the command under its least value: an int flag's, or a duration's in
+// nanoseconds (1: any time above zero). A benchmark of -5 messages or a
+// batch of 0 would crash or never end.
+func atLeast(least map[string]int64) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		var bad []string
+		for _, name := range slices.Sorted(maps.Keys(least)) {
+			f := cmd.Flags().Lookup(name)
+			if f == nil {
+				panic("atLeast: no flag --" + name) // ours: the command's tests catch it
+			}
+			var v int64
+			switch f.Value.Type() {
+			case "int":
+				n, _ := cmd.Flags().GetInt(name)
+				v = int64(n)
+			case "duration":
+				d, _ := cmd.Flags().GetDuration(name)
+				v = int64(d)
+			default:
+				panic("atLeast: --" + name + " is a " + f.Value.Type())
+			}
+			if v >= least[name] {
+				continue
+			}
+			switch {
+			case f.Value.Type() == "duration":
+				bad = append(bad, fmt.Sprintf("--%s %s: want a time above zero", name, f.Value))
+			default:
+				bad = append(bad, fmt.Sprintf("--%s %s: want %d or more", name, f.Value, least[name]))
+			}
+		}
+		if len(bad) > 0 {
+			return usagef("%s", strings.Join(bad, "; "))
+		}
+		return nil
+	}
 }
 
 // scratchMark marks a directory engram made for a run's stores or files,
@@ -88,8 +130,9 @@ func (a *app) benchIngestCmd() *cobra.Command {
 		seed            uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "ingest",
-		Short: "Ingest throughput of engram add against plain FTS5 inserts",
+		Use:     "ingest",
+		PreRunE: atLeast(map[string]int64{"messages": 1, "batch": 1}),
+		Short:   "Ingest throughput of engram add against plain FTS5 inserts",
 		Long: `Generate --messages chat messages and tool events, encode them as the JSON
 Lines that engram add reads, and time what engram add does with them:
 reading and checking them, then counting, chunking and storing them in
@@ -242,8 +285,9 @@ func (a *app) benchSearchCmd() *cobra.Command {
 		limit   int
 	)
 	cmd := &cobra.Command{
-		Use:   "search",
-		Short: "Lexical search latency for rare, medium and very common words",
+		Use:     "search",
+		PreRunE: atLeast(map[string]int64{"queries": 1, "limit": 1, "chunks": 1}),
+		Short:   "Lexical search latency for rare, medium and very common words",
 		Long: `Build (or, with --reuse, reopen) a store of at least --chunks chunks from the
 synthetic corpus, pick query words by how many chunks hold them (rare: at most
 0.01%; medium: 0.1% to 1%; very common: at least 10%; mixed: four words, one

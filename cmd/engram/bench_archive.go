@@ -27,8 +27,9 @@ func (a *app) benchArchiveCmd() *cobra.Command {
 		servers    []int
 	)
 	cmd := &cobra.Command{
-		Use:   "archive",
-		Short: "The archivalist under the seed's stress test: write throughput, briefing latency, tokens per read",
+		Use:     "archive",
+		PreRunE: atLeast(map[string]int64{"sessions": 1, "agents": 1, "storm": 1, "mixed": 1, "write-rate": 1, "readers": 1, "prefill": 0}),
+		Short:   "The archivalist under the seed's stress test: write throughput, briefing latency, tokens per read",
 		Long: `Run the seed's stress test on a new store: --sessions sessions of --agents
 agents each (the first of each session the parent of the rest). First every
 agent writes as fast as it can for --storm (two thirds session state, one

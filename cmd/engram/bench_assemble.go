@@ -66,8 +66,9 @@ func (a *app) benchAssembleCmd() *cobra.Command {
 		byKind    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "assemble",
-		Short: "Assemble a context for each conversation question and count the evidence in it",
+		Use:     "assemble",
+		PreRunE: atLeast(map[string]int64{"questions": 0}),
+		Short:   "Assemble a context for each conversation question and count the evidence in it",
 		Long: `Feed each LoCoMo conversation through a window (the default role), then
 assemble the context of each of its questions (categories 1-4) at each
 --budget (default 2000, 4000 and 8000): the window's history laid out to

@@ -26,8 +26,9 @@ func (a *app) benchCompactionCmd() *cobra.Command {
 		limitQ, expand int
 	)
 	cmd := &cobra.Command{
-		Use:   "compaction",
-		Short: "Compaction rescue: what engram's hooks put back in front of the model after a harness compacts",
+		Use:     "compaction",
+		PreRunE: atLeast(map[string]int64{"questions": 0, "expand": 1}),
+		Short:   "Compaction rescue: what engram's hooks put back in front of the model after a harness compacts",
 		Long: `Replay each LongMemEval (oracle) question's sessions as a Claude Code session
 through engram's hooks, with a compaction at the midpoint: PreCompact imports
 the first half and records its reference, Stop imports the rest, SessionStart

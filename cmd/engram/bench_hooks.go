@@ -27,8 +27,9 @@ func (a *app) benchHooksCmd() *cobra.Command {
 		words, outputs int
 	)
 	cmd := &cobra.Command{
-		Use:   "hooks",
-		Short: "Hook latency as a harness sees it, process start included, with and without the daemon",
+		Use:     "hooks",
+		PreRunE: atLeast(map[string]int64{"runs": 1, "inprocess-runs": 1, "words": 1, "output": 1, "chunks": 1}),
+		Short:   "Hook latency as a harness sees it, process start included, with and without the daemon",
 		Long: `Build (or, with --reuse, reopen) a store of at least --chunks chunks from the
 synthetic corpus and embed it, then run this engram binary as Claude Code
 runs its hooks: a new process per event, the event's JSON on standard input.

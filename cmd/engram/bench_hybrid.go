@@ -23,8 +23,9 @@ func (a *app) benchHybridCmd() *cobra.Command {
 		pgURL                 string
 	)
 	cmd := &cobra.Command{
-		Use:   "hybrid",
-		Short: "Embedding throughput and hybrid search latency, against lexical search",
+		Use:     "hybrid",
+		PreRunE: atLeast(map[string]int64{"queries": 1, "words": 1, "limit": 1, "chunks": 1}),
+		Short:   "Embedding throughput and hybrid search latency, against lexical search",
 		Long: `Build (or, with --reuse, reopen) a store of at least --chunks chunks from the
 synthetic corpus, embed it with the configured embedder (the corpus provider
 trains its model first), and report the embedding throughput beside the

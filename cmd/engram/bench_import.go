@@ -25,8 +25,9 @@ func (a *app) benchImportCmd() *cobra.Command {
 		limitRuns      int
 	)
 	cmd := &cobra.Command{
-		Use:   "import",
-		Short: "Transcript import speed: the shared agent runs as Claude Code transcripts, imported, then imported again",
+		Use:     "import",
+		PreRunE: atLeast(map[string]int64{"runs": 0}),
+		Short:   "Transcript import speed: the shared agent runs as Claude Code transcripts, imported, then imported again",
 		Long: `Write the shared bench's agent runs (trajectories) as Claude Code transcripts,
 one session each: the task as the prompt, each action a Bash tool_use in the
 assistant's message, each observation its tool_result. Then import them

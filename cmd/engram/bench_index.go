@@ -31,8 +31,9 @@ func (a *app) benchIndexCmd() *cobra.Command {
 		saves   int
 	)
 	cmd := &cobra.Command{
-		Use:   "index [PATH]",
-		Short: "Indexing time against the read-and-hash floor; re-index and watch latency",
+		Use:     "index [PATH]",
+		PreRunE: atLeast(map[string]int64{"workers": 0, "saves": 1}),
+		Short:   "Indexing time against the read-and-hash floor; re-index and watch latency",
 		Long: `Copy the tree at PATH (default: the Go source tree, $GOROOT/src) to a scratch
 directory and measure, in one run:
 

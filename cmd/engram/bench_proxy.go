@@ -56,8 +56,9 @@ type proxyBenchFlags struct {
 func (a *app) benchProxyCmd() *cobra.Command {
 	var fl proxyBenchFlags
 	cmd := &cobra.Command{
-		Use:   "proxy",
-		Short: "What engram proxy adds to a model request: latency, first byte, memory per stream",
+		Use:     "proxy",
+		PreRunE: atLeast(map[string]int64{"requests": 1, "first": 1, "messages": 1, "turns": 1, "streams": 0, "pace": 0, "settle": 0, "window": 0, "release-idle": 0}),
+		Short:   "What engram proxy adds to a model request: latency, first byte, memory per stream",
 		Long: `Measure what engram proxy adds to a request, against the same request sent
 straight to the model, in the same run. The model is the scripted model
 server (internal/modelserver) on loopback; the conversation is a synthetic
@@ -124,13 +125,10 @@ proxy's work with the phase (go tool pprof -tagfocus phase=steady);
 }
 
 func (a *app) benchProxy(ctx context.Context, fl proxyBenchFlags) (err error) {
-	switch {
-	case fl.n < 1 || fl.first < 1:
-		return usagef("-n (--requests) and --first must be at least 1")
-	case fl.turns < 1 || fl.messages-2*fl.turns < 2:
+	// Each flag's least is checked before (atLeast); this is how they go
+	// together.
+	if fl.messages-2*fl.turns < 2 {
 		return usagef("--turns %d of --messages %d: a session's seed (messages - 2*turns) must hold at least 2 messages", fl.turns, fl.messages)
-	case fl.streams < 0 || fl.pace < 0:
-		return usagef("--streams and --pace must not be negative")
 	}
 	exe := fl.exe
 	if fl.streams > 0 && exe == "" {

@@ -27,5 +27,14 @@ func TestBenchProxy(t *testing.T) {
 		}
 	}
 	e.fail("", 2, "--turns 2 of --messages 4", "bench", "proxy", "--messages", "4", "--turns", "2")
-	e.fail("", 2, "at least 1", "bench", "proxy", "-n", "0")
+	e.fail("", 2, "--requests 0: want 1 or more", "bench", "proxy", "-n", "0")
+	// Every bench command refuses numbers it cannot run with, before
+	// anything runs (some crashed, or never ended).
+	for _, args := range [][]string{
+		{"ingest", "--messages", "-5"}, {"ingest", "--batch", "0"}, {"archive", "--sessions", "0"},
+		{"serve", "--messages", "-1"}, {"hybrid", "--limit", "-3"}, {"compaction", "--expand", "-1"},
+		{"shed", "--timeout", "0s"}, {"search", "--queries", "0"}, {"hooks", "--runs", "0"},
+	} {
+		e.fail("", 2, "--"+strings.TrimLeft(args[1], "-")+" "+args[2]+": want", append([]string{"bench"}, args...)...)
+	}
 }

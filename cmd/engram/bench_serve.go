@@ -32,8 +32,9 @@ func (a *app) benchServeCmd() *cobra.Command {
 		dir               string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "HTTP and MCP latency and throughput under concurrent clients, against in-process calls",
+		Use:     "serve",
+		PreRunE: atLeast(map[string]int64{"messages": 1, "clients": 2, "duration": 1}),
+		Short:   "HTTP and MCP latency and throughput under concurrent clients, against in-process calls",
 		Long: `Fill a store with --messages synthetic messages and a few patterns, serve it
 as engram serve does (on loopback, in this process), and run --clients
 clients for --duration: half call the JSON API, half hold an MCP session

@@ -23,8 +23,9 @@ func (a *app) benchShedCmd() *cobra.Command {
 		dir               string
 	)
 	cmd := &cobra.Command{
-		Use:   "shed",
-		Short: "Searches under more clients than the machine serves: with admission control, against without",
+		Use:     "shed",
+		PreRunE: atLeast(map[string]int64{"messages": 1, "clients": 1, "duration": 1, "timeout": 1}),
+		Short:   "Searches under more clients than the machine serves: with admission control, against without",
 		Long: `Fill a store with --messages synthetic messages, serve it as engram serve does
 (on loopback, in this process), and run --clients clients for --duration,
 each searching over the JSON API again and again with a --timeout, twice:

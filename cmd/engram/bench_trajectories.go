@@ -30,8 +30,9 @@ func (a *app) benchTrajectoriesCmd() *cobra.Command {
 		limitRuns                      int
 	)
 	cmd := &cobra.Command{
-		Use:   "trajectories",
-		Short: "Replay 401 real agent runs through context strategies at fixed budgets, and score them",
+		Use:     "trajectories",
+		PreRunE: atLeast(map[string]int64{"runs": 0}),
+		Short:   "Replay 401 real agent runs through context strategies at fixed budgets, and score them",
 		Long: `Replay the real coding-agent runs of the shared bench (trajectories/: 401
 SWE-bench Verified runs of mini-swe-agent with their o200k_base token
 counts) turn by turn through each strategy at each --budget, and score
