@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/engramhq/engram/internal/bench"
 	"github.com/engramhq/engram/internal/config"
+	"github.com/engramhq/engram/internal/embed/lsa"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/eval"
 	"github.com/engramhq/engram/internal/retrieve"
@@ -118,13 +120,32 @@ and dropped after it unless --keep-stores. $ENGRAM_EVAL_POSTGRES is its
 default. The output names the backend the sets ran on.
 
 --bench-dir defaults to $ENGRAM_BENCH_DIR, else ../shared/bench from the
-project. A benchmark set whose data is missing is reported and skipped. Bad
+project. A benchmark set whose data is missing is reported and skipped
+(and a run that scores nothing at all fails). Bad
 input (a queries file or corpus that is missing, empty or malformed, a
 relevant file that is not in the corpus) is an error naming the file and
 line, before anything is scored.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
+			if len(modes) == 0 || slices.Contains(modes, "") {
+				return usagef("--mode: name the modes to score (%s), none empty", "lexical, vector, hybrid, rerank, bm25")
+			}
+			if cmd.Flags().Changed("set") && (len(sets) == 0 || slices.ContainsFunc(sets, func(s string) bool { return !slices.Contains(eval.SetNames(), s) })) {
+				return usagef("--set %s: the sets are %s", strings.Join(sets, ","), strings.Join(eval.SetNames(), ", "))
+			}
+			for _, n := range r.economy {
+				if n < 0 {
+					return usagef("--economy %d: a budget is tokens, 0 for none", n)
+				}
+			}
+			if r.queries != "" {
+				for _, name := range []string{"non-test", "goroot"} {
+					if cmd.Flags().Changed(name) {
+						return usagef("--%s is gocommits'; with --queries and --corpus, your set is the one scored", name)
+					}
+				}
+			}
 			for _, m := range modes {
 				em, err := parseEvalMode(m)
 				if err != nil {
@@ -192,6 +213,11 @@ line, before anything is scored.`,
 				all.Results = append(all.Results, res.Results...)
 				all.Economy = append(all.Economy, res.Economy...)
 				all.Confidence = append(all.Confidence, res.Confidence...)
+			}
+			if len(all.Results) == 0 {
+				// Every mode skipped (no embedder, a corpus too small to
+				// train one): an empty table is not a result.
+				return errors.New("nothing was scored: every set and mode asked for was skipped (the lines above say why)")
 			}
 			if jsonOut {
 				return writeJSON(a.stdout, all)
@@ -370,8 +396,9 @@ func parseEvalMode(s string) (evalMode, error) {
 	}
 	lw, err1 := strconv.ParseFloat(parts[2], 64)
 	vw, err2 := strconv.ParseFloat(parts[3], 64)
-	if err1 != nil || err2 != nil || lw < 0 || vw < 0 {
-		return evalMode{}, fmt.Errorf("%q: weights must be numbers", s)
+	finite := func(w float64) bool { return !math.IsNaN(w) && !math.IsInf(w, 0) && w >= 0 }
+	if err1 != nil || err2 != nil || !finite(lw) || !finite(vw) {
+		return evalMode{}, fmt.Errorf("%q: the weights must be numbers, 0 or more", s)
 	}
 	return evalMode{name: s, mode: m, fusion: &retrieve.FuseOptions{Method: f, LexicalWeight: lw, VectorWeight: vw}}, nil
 }
@@ -463,7 +490,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 		ingestTime.Round(time.Millisecond), len(set.Questions))
 
 	start = time.Now()
-	model := ""
+	model, tooSmall := "", false
 	var chunks int64
 	for _, name := range names {
 		eng := corpora[name].eng
@@ -483,6 +510,7 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 		if model == "" {
 			model = rep.Model
 		}
+		tooSmall = tooSmall || rep.TooSmall
 		chunks += rep.Embedded
 		// Load the vectors now: the latency measured is a warm process's.
 		h, err := eng.Hybrid(ctx)
@@ -508,6 +536,9 @@ func (a *app) evalSet(ctx context.Context, set *eval.Set, dir string, r evalRun)
 	parts := set.Parts()
 	for _, mode := range r.modes {
 		switch {
+		case mode.mode != retrieve.ModeLexical && !mode.bm25 && model == "" && tooSmall:
+			fmt.Fprintf(a.stderr, "%s: mode %s skipped: the corpus is too small to train the corpus model on (it needs %d chunks)\n", set.Name, mode.name, lsa.MinDocs)
+			continue
 		case mode.mode != retrieve.ModeLexical && !mode.bm25 && model == "":
 			fmt.Fprintf(a.stderr, "%s: mode %s skipped: no embedder (embed.provider %s)\n", set.Name, mode.name, a.cfg.Embed.Provider)
 			continue

@@ -126,14 +126,15 @@ func TestCLI_Eval(t *testing.T) {
 		t.Errorf("--off: %v %+v", err, off)
 	}
 	code, out, errOut = e.run("", "eval", "--bench-dir", bench, "--set", "longmemeval", "--dir", filepath.Join(t.TempDir(), "stores"))
-	if code != 0 || !strings.Contains(errOut, "longmemeval: skipped: data not found") {
+	// Skipped, and as nothing else was asked, nothing scored: a failure.
+	if code != 1 || !strings.Contains(errOut, "longmemeval: skipped: data not found") || !strings.Contains(errOut, "nothing was scored") {
 		t.Errorf("missing set: exit %d\n%s\n%s", code, out, errOut)
 	}
 
 	// With a re-ranker configured, rerank is one of the default modes; one
 	// that prefers small talk puts the evidence lower.
 	code, _, errOut = e.run("", "eval", "--bench-dir", bench, "--set", "locomo", "--mode", "rerank", "--economy", "0", "--confidence=false")
-	if code != 0 || !strings.Contains(errOut, "mode rerank skipped: no re-ranker") {
+	if code != 1 || !strings.Contains(errOut, "mode rerank skipped: no re-ranker") || !strings.Contains(errOut, "nothing was scored") {
 		t.Errorf("rerank without a re-ranker: exit %d\n%s", code, errOut)
 	}
 	tei := &teiServer{}
