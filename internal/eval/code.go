@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"strings"
 )
 
@@ -73,6 +74,9 @@ func LoadCode(name, queries, dir string) (*Set, error) {
 	for sc.Scan() && len(errs) < MaxLineErrors {
 		n++
 		line := bytes.TrimSpace(sc.Bytes())
+		if n == 1 {
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")) // a byte-order mark some editors write
+		}
 		if len(line) == 0 {
 			continue
 		}
@@ -80,7 +84,7 @@ func LoadCode(name, queries, dir string) (*Set, error) {
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&rec); err != nil {
-			bad(n, "not a query record: %v", err)
+			bad(n, "not a query record: %v", recordError(err))
 			continue
 		}
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -136,6 +140,41 @@ func LoadCode(name, queries, dir string) (*Set, error) {
 	return set, nil
 }
 
+// recordError words a query line's decoding error without Go's names of
+// types and fields.
+func recordError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		what := te.Value
+		if what == "number" || what == "string" || what == "bool" || what == "array" || what == "object" {
+			what = "a " + what
+		}
+		if te.Field == "" {
+			return fmt.Errorf("want a JSON object of query, relevant (and id, prefix), not %s", what)
+		}
+		return fmt.Errorf("%s: want %s, not %s", te.Field, jsonKind(te.Type.Kind()), what)
+	}
+	if msg, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Errorf("unknown field %s: a query record has id, query, relevant and prefix", msg)
+	}
+	return err
+}
+
+// jsonKind names what a Go kind is in JSON.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a number"
+}
+
 // checkCorpus checks that dir is a directory holding at least one
 // regular file.
 func checkCorpus(dir string) error {
@@ -170,15 +209,24 @@ func relevantFile(dir, p string) error {
 	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
 		return fmt.Errorf("relevant path %q: want a clean slash-separated path relative to the corpus %s", p, dir)
 	}
-	fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p)))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+	// Each element is looked at as it is, not followed: a directory
+	// reached through a symbolic link is outside the corpus the index
+	// walks (it follows no link), perhaps outside the corpus at all.
+	at := dir
+	parts := strings.Split(p, "/")
+	for i, part := range parts {
+		at = filepath.Join(at, part)
+		fi, err := os.Lstat(at)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("relevant file %q is not in the corpus %s", p, dir)
+		case err != nil:
+			return fmt.Errorf("relevant file %q: %w", p, err)
+		case i < len(parts)-1 && !fi.IsDir():
+			return fmt.Errorf("relevant file %q: %s is not a directory of the corpus %s (a symbolic link?)", p, path.Join(parts[:i+1]...), dir)
+		case i == len(parts)-1 && !fi.Mode().IsRegular():
+			return fmt.Errorf("relevant file %q is not a regular file in the corpus %s", p, dir)
 		}
-		return fmt.Errorf("relevant file %q: %w", p, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("relevant file %q is not a regular file in the corpus %s", p, dir)
 	}
 	return nil
 }

@@ -36,6 +36,11 @@ func TestLoadCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A byte-order mark before the first line, as some editors write.
+	bom, err := LoadCode("mine", write(t, "bom.jsonl", "\xef\xbb\xbf"+`{"query":"fix the parser","relevant":["go/parser/parser.go"]}`), src)
+	if err != nil || len(bom.Questions) != 1 {
+		t.Errorf("a file with a byte-order mark: %v", err)
+	}
 	if !set.Code || set.Dir != src || set.Name != "mine" {
 		t.Errorf("set %+v", set)
 	}
@@ -55,6 +60,12 @@ func TestLoadCode(t *testing.T) {
 // the file (and the line, for a bad line), and no set comes back.
 func TestLoadCode_BadInput(t *testing.T) {
 	src := writeTree(t, map[string]string{"a.go": "package a\n", "sub/b.go": "package b\n"})
+	// A directory of the corpus that is a link elsewhere: the index does
+	// not follow it, and what it holds is not the corpus's.
+	elsewhere := writeTree(t, map[string]string{"passwd": "root:x:0:0\n"})
+	if err := os.Symlink(elsewhere, filepath.Join(src, "outside")); err != nil {
+		t.Fatal(err)
+	}
 	good := `{"id":"ok","query":"q","relevant":["a.go"]}`
 	for _, c := range []struct {
 		name, data string
@@ -67,7 +78,9 @@ func TestLoadCode_BadInput(t *testing.T) {
 		{"NotAnObject", "[1,2]\n", 1, "not a query record"},
 		{"TrailingText", good + " x\n", 1, "text after"},
 		{"UnknownField", `{"query":"q","relevant":["a.go"],"files":["a.go"]}`, 1, `unknown field "files"`},
-		{"WrongType", `{"query":"q","relevant":"a.go"}`, 1, "not a query record"},
+		{"WrongType", `{"query":"q","relevant":"a.go"}`, 1, "relevant: want a list, not a string"},
+		{"NotAnObjectAtAll", `"a.go"`, 1, "want a JSON object of query, relevant"},
+		{"ThroughALink", `{"query":"q","relevant":["outside/passwd"]}`, 1, "outside is not a directory of the corpus"},
 		{"NoQuery", `{"relevant":["a.go"]}`, 1, "query is missing"},
 		{"NoRelevant", `{"query":"q"}`, 1, "relevant is missing"},
 		{"NotInCorpus", good + "\n" + `{"query":"q","relevant":["a.go","gone.go"]}`, 2, `relevant file "gone.go" is not in the corpus`},
@@ -82,6 +95,9 @@ func TestLoadCode_BadInput(t *testing.T) {
 			set, err := LoadCode("mine", q, src)
 			if err == nil {
 				t.Fatalf("no error; set %+v", set)
+			}
+			if strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "codeQuery") {
+				t.Errorf("error %q names Go's types", err)
 			}
 			if set != nil {
 				t.Errorf("a set came back with the error")
