@@ -45,7 +45,7 @@ BENCHMARKS.md records the figures and the commands.`,
 // benchDir returns the directory for bench stores and a cleanup function.
 func benchDir(dir string) (string, func(), error) {
 	if dir != "" {
-		return dir, func() {}, os.MkdirAll(dir, 0o755)
+		return dir, func() {}, claimDir(dir)
 	}
 	d, err := os.MkdirTemp("", "engram-bench-")
 	return d, func() { _ = os.RemoveAll(d) }, err
@@ -94,6 +94,27 @@ func atLeast(least map[string]int64) func(*cobra.Command, []string) error {
 // scratchMark marks a directory engram made for a run's stores or files,
 // which a later run may empty.
 const scratchMark = ".engram-scratch"
+
+// claimDir makes dir a benchmark's --dir: new, empty, or one an earlier
+// run claimed (it holds scratchMark). A run writes and replaces its stores
+// there (engram.db among them): a directory holding anything else (a
+// project, the data directory of real stores) is refused.
+func claimDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, scratchMark)); err == nil {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("--dir %s holds files an earlier run did not make (%s, ...): give a new or empty directory; a benchmark writes and replaces its stores there", dir, entries[0].Name())
+	}
+	return os.WriteFile(filepath.Join(dir, scratchMark), []byte("made by engram for a benchmark's stores; emptied by the next run\n"), 0o644)
+}
 
 // scratchDir returns parent/name emptied for a run: made with a mark, or
 // emptied if it holds the mark of an earlier run. Anything else there (a
