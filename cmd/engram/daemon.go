@@ -132,15 +132,17 @@ func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
 		_ = json.NewEncoder(w).Encode(res)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		t := time.NewTicker(min(idle/4+time.Millisecond, time.Minute))
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
-				// The hooks in flight finish: cut off, their harness would
-				// run them again in-process, storing twice what the
-				// daemon stored.
+				// The hooks in flight finish (Serve returns at once; the
+				// daemon waits for this): cut off, they would fail, and
+				// their events be lost until the transcript's import.
 				sctx, scancel := context.WithTimeout(context.Background(), hookTimeout)
 				_ = srv.Shutdown(sctx)
 				scancel()
@@ -157,6 +159,7 @@ func (a *app) serveDaemon(ctx context.Context, idle time.Duration) error {
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-stopped // Serve returns when the shutdown begins, not when it ends
 	return nil
 }
 

@@ -265,3 +265,64 @@ func TestHook_DaemonFailures(t *testing.T) {
 		t.Errorf("the hook ran again in-process after the daemon took the event:\n%s", out)
 	}
 }
+
+// A daemon told to stop while it runs a hook (another engram's hook
+// replacing it, a SIGTERM) finishes the hook first: its answer comes,
+// and what it stored is stored once.
+func TestHook_DaemonStopLetsHooksFinish(t *testing.T) {
+	bin := binary(t)
+	root := t.TempDir()
+	project := filepath.Join(root, "project")
+	dataDir := filepath.Join(root, "data")
+	if err := os.MkdirAll(filepath.Join(project, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopDaemons(dataDir) })
+	env := []string{"HOME=" + filepath.Join(root, "home"), "PATH=" + os.Getenv("PATH"), "ENGRAM_DATA_DIR=" + dataDir}
+	hookCmd := func(event, payload string) *exec.Cmd {
+		cmd := exec.Command(bin, "hook", "claude-code", event)
+		cmd.Env, cmd.Dir = env, project
+		cmd.Stdin = strings.NewReader(payload)
+		return cmd
+	}
+	if out, err := hookCmd("SessionStart", `{"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": "`+project+`"}`).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for i := 0; ; i++ {
+		if socks := daemonSockets(dataDir); len(socks) > 0 {
+			if _, err := os.Stat(socks[0]); err == nil {
+				break
+			}
+		}
+		if i == 200 {
+			t.Fatal("no daemon")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A prompt of some megabytes takes the daemon a while to store.
+	big, err := json.Marshal("the zebra parser log follows\n" + strings.Repeat("a long pasted log line of the parser\n", 8<<20/37))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := hookCmd("UserPromptSubmit", `{"session_id": "s1", "hook_event_name": "UserPromptSubmit", "cwd": "`+project+`", "prompt": `+string(big)+`}`)
+	var stderr strings.Builder
+	slow.Stderr = &stderr
+	start := time.Now()
+	if err := slow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	stopDaemons(dataDir)
+	if err := slow.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) < 300*time.Millisecond {
+		t.Logf("the hook was done before the daemon was told to stop: the stop did not meet it in flight")
+	}
+	if strings.Contains(stderr.String(), "engram hook") {
+		t.Errorf("a hook in flight when the daemon stopped failed: %s", stderr.String())
+	}
+	if out := engramCLI(t, env, project, "search", "zebra parser log", "--session", "s1"); !strings.Contains(out, "zebra parser") {
+		t.Errorf("the prompt of the hook in flight was not stored:\n%s", out)
+	}
+}
