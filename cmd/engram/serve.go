@@ -140,7 +140,10 @@ name, with /healthz listing them and one token for all.`,
 			// token so that they hold after a restart.
 			logins, err := httpapi.OpenLogins(a.tokenFile() + ".logins")
 			if err != nil {
-				return fmt.Errorf("serve: the dashboard's sign-ins: %w", err)
+				// The API serves all the same; the dashboard's sign-outs
+				// hold until a restart.
+				fmt.Fprintf(a.stderr, "warning: the dashboard's sign-ins are kept in memory only: %v\n", err)
+				logins = httpapi.NewLogins()
 			}
 			opts := httpapi.Options{Token: token, TrustLoopback: sv.TrustLoopback, Version: v, MaxBodyBytes: maxBody, Logger: a.log,
 				AllowedHosts: append(servedHosts(ln.Addr().String()), sv.AllowedHosts...), AllowedOrigins: sv.AllowedOrigins,

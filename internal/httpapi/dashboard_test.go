@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -624,5 +626,39 @@ func TestEventStreamCredentials(t *testing.T) {
 	}
 	if err := ev.sc.Err(); err != nil {
 		t.Errorf("the stream did not end after signing out: %v", err)
+	}
+}
+
+// TestLoginsShared: servers of one data directory spending nonces into
+// one file at once lose none of them.
+func TestLoginsShared(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "serve.token.logins")
+	const servers, each = 6, 30
+	var wg sync.WaitGroup
+	exp := time.Now().Add(time.Hour)
+	for s := range servers {
+		l, err := OpenLogins(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for i := range each {
+				if ok, _, err := l.spend(fmt.Sprintf("%016x%016x", s, i), exp, time.Now(), maxSpent); !ok || err != nil {
+					t.Errorf("server %d, nonce %d: %v, %v", s, i, ok, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	l, err := OpenLogins(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range servers {
+		for i := range each {
+			if !l.spentNonce(fmt.Sprintf("%016x%016x", s, i)) {
+				t.Fatalf("server %d's nonce %d is not in the file", s, i)
+			}
+		}
 	}
 }

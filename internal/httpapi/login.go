@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -157,7 +158,8 @@ func (l *Logins) reload() error {
 	if err != nil {
 		return err
 	}
-	if l.seen != nil && fi.Size() == l.seen.Size() && fi.ModTime().Equal(l.seen.ModTime()) {
+	// Each save renames a new file over the old: another inode.
+	if l.seen != nil && os.SameFile(fi, l.seen) && fi.Size() == l.seen.Size() && fi.ModTime().Equal(l.seen.ModTime()) {
 		return nil
 	}
 	b, err := os.ReadFile(l.path)
@@ -177,6 +179,26 @@ func (l *Logins) reload() error {
 	}
 	l.seen = fi
 	return nil
+}
+
+// lockFile takes the lock of the file the nonces are kept in (a file
+// beside it, .lock), which other processes take to change it too.
+func (l *Logins) lockFile() (unlock func(), err error) {
+	if l.path == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(l.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { _ = f.Close() }, nil // closing releases the lock
 }
 
 // save writes the nonces not yet expired to the file, whole, through a
@@ -217,7 +239,15 @@ func (l *Logins) save() error {
 func (l *Logins) spend(nonce string, expiry, now time.Time, most int) (ok bool, full bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rerr := l.reload()
+	// Other servers of the data directory spend into the same file: the
+	// read, the change and the write are one, under the file's lock.
+	unlock, lerr := l.lockFile()
+	if lerr != nil {
+		// Spent in this process all the same; the error is logged.
+		unlock = func() {}
+	}
+	defer unlock()
+	rerr := errors.Join(lerr, l.reload())
 	if l.spent == nil {
 		l.spent = map[string]time.Time{}
 	}
@@ -233,6 +263,9 @@ func (l *Logins) spend(nonce string, expiry, now time.Time, most int) (ok bool, 
 		return false, true, rerr
 	}
 	l.spent[nonce] = expiry
+	if lerr != nil {
+		return true, false, rerr // not written unlocked over another's
+	}
 	return true, false, errors.Join(rerr, l.save())
 }
 
