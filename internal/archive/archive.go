@@ -346,7 +346,7 @@ func checkSession(id string) error {
 	if strings.TrimSpace(id) != id || strings.ContainsAny(id, "\x00\n\r\t") {
 		return invalid("session", "%q must not hold white space at its ends or control characters", id)
 	}
-	return store.CheckName("session", id)
+	return nil
 }
 
 func checkText(field, s string, required bool, max int) error {
@@ -438,7 +438,9 @@ func (a *Archive) registerTx(ctx context.Context, spec AgentSpec, by *Handle, ke
 		}
 	}
 	if spec.ParentID == "" {
-		if err := checkSession(spec.SessionID); err != nil {
+		// A new session's name must not read as another's; sessions
+		// named before this check are still read (checkSession).
+		if err := errors.Join(checkSession(spec.SessionID), store.CheckName("session", spec.SessionID)); err != nil {
 			return nil, err
 		}
 	}

@@ -76,6 +76,15 @@ func TestRegisterHierarchy(t *testing.T) {
 	if _, err := a.Register(ctx, AgentSpec{SessionID: "bidi\u202eabc"}); !errors.As(err, &ve) {
 		t.Errorf("a session with a right-to-left override: %v, want a validation error", err)
 	}
+	// A session named so before the check is still read.
+	for _, read := range []func() error{
+		func() error { _, err := a.ReadSession(ctx, "soft\u00adhyphen", 0); return err },
+		func() error { _, err := a.SessionDecisions(ctx, "soft\u00adhyphen", 5); return err },
+	} {
+		if err := read(); errors.As(err, &ve) {
+			t.Errorf("reading a session named with a soft hyphen: %v", err)
+		}
+	}
 }
 
 func TestIsolation(t *testing.T) {
