@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -659,6 +660,61 @@ func TestLoginsShared(t *testing.T) {
 			if !l.spentNonce(fmt.Sprintf("%016x%016x", s, i)) {
 				t.Fatalf("server %d's nonce %d is not in the file", s, i)
 			}
+		}
+	}
+}
+
+// TestStreamBounds: each credential holds at most maxStreamsEach streams
+// (each browser's sign-in its own), and agents' keys together leave
+// maxStreamsEach for the dashboards.
+func TestStreamBounds(t *testing.T) {
+	eng := newEngine(t)
+	var cancels []func()
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	open := func(h *hub, who string) string {
+		_, cancel, why := h.subscribe(who)
+		if why == "" {
+			cancels = append(cancels, cancel)
+		}
+		return why
+	}
+	h := newHub(eng, time.Hour, "test", slog.New(slog.DiscardHandler), nil, nil)
+	for range maxStreamsEach {
+		if why := open(h, "reader:a"); why != "" {
+			t.Fatal(why)
+		}
+	}
+	if why := open(h, "reader:a"); !strings.Contains(why, "with this credential") {
+		t.Errorf("one sign-in past its bound: %q", why)
+	}
+	if why := open(h, "reader:b"); why != "" {
+		t.Errorf("another browser's sign-in: %q", why)
+	}
+	cancels[0]() // one of sign-in a's streams ends: it may open one again
+	cancels = cancels[1:]
+	if why := open(h, "reader:a"); why != "" {
+		t.Errorf("a sign-in after one of its streams ended: %q", why)
+	}
+
+	h = newHub(eng, time.Hour, "test", slog.New(slog.DiscardHandler), nil, nil)
+	agents := 0
+	for k := 0; ; k++ {
+		why := open(h, fmt.Sprintf("agent:a%d", k/maxStreamsEach))
+		if why != "" {
+			if !strings.Contains(why, "agents' keys") || agents != maxStreams-maxStreamsEach {
+				t.Errorf("after %d agents' streams: %q", agents, why)
+			}
+			break
+		}
+		agents++
+	}
+	for range maxStreamsEach {
+		if why := open(h, "reader:c"); why != "" {
+			t.Fatalf("a dashboard beside the agents' streams: %q", why)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +47,8 @@ const (
 	DefaultEventPoll = time.Second
 	// maxStreams bounds the event streams open at once, and
 	// maxStreamsEach those of one credential (an agent's key, a
-	// dashboard's sign-in, the token), so that one cannot take them all.
+	// browser's sign-in, the token), so that one cannot take them all;
+	// agents' keys together hold at most maxStreams-maxStreamsEach.
 	maxStreams     = 64
 	maxStreamsEach = 16
 	// maxStreamLife is the longest a stream stays open: the page
@@ -95,6 +97,7 @@ type hub struct {
 	mu      sync.Mutex
 	subs    map[chan streamEvent]struct{}
 	each    map[string]int // streams open per credential
+	agents  int            // streams open with agents' keys
 	running bool
 }
 
@@ -120,9 +123,17 @@ func (h *hub) subscribe(who string) (ch chan streamEvent, cancel func(), why str
 	if h.each[who] >= maxStreamsEach {
 		return nil, nil, fmt.Sprintf("%d event streams are open with this credential, the most one keeps: close one", maxStreamsEach)
 	}
+	if strings.HasPrefix(who, "agent:") && h.agents >= maxStreams-maxStreamsEach {
+		// Agents' keys together leave room for the dashboards.
+		return nil, nil, fmt.Sprintf("%d event streams are open with agents' keys, the most they keep together", h.agents)
+	}
 	ch = make(chan streamEvent, streamBuffer)
 	h.subs[ch] = struct{}{}
 	h.each[who]++
+	agent := strings.HasPrefix(who, "agent:")
+	if agent {
+		h.agents++
+	}
 	if !h.running {
 		// The baseline is read before the stream's hello, which a page
 		// answers by reading everything: a change after it is an event.
@@ -142,6 +153,9 @@ func (h *hub) subscribe(who string) (ch chan streamEvent, cancel func(), why str
 		}
 		if h.each[who]--; h.each[who] <= 0 {
 			delete(h.each, who)
+		}
+		if agent {
+			h.agents--
 		}
 	}, ""
 }
@@ -283,7 +297,7 @@ func (h *hub) stream(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	who := "operator"
 	if p, ok := principalOf(r.Context()); ok {
-		who = p.id()
+		who = p.streamer()
 	}
 	ch, cancel, why := h.subscribe(who)
 	if why != "" {

@@ -60,8 +60,19 @@ type principal struct {
 	operator bool
 	agent    *archive.Handle // the agent whose key the request carries
 	// reader: signed in by the dashboard's cookie, which may read what
-	// the operator may, and write nothing.
+	// the operator may, and write nothing; cookie is the cookie's nonce
+	// (one browser's sign-in).
 	reader bool
+	cookie string
+}
+
+// streamer names the principal for the event streams' bounds: an agent,
+// one browser's sign-in, or the operator's token.
+func (p principal) streamer() string {
+	if p.reader {
+		return "reader:" + p.cookie
+	}
+	return p.id()
 }
 
 // id names the principal for the MCP SDK's session-hijacking check: a
@@ -188,9 +199,9 @@ func (g *guard) authenticate(w http.ResponseWriter, r *http.Request) (principal,
 func (g *guard) credential(r *http.Request) (p principal, why string, err error) {
 	hdr := r.Header.Get("Authorization")
 	if hdr == "" {
-		ok, why := g.sessionCookie(r)
-		if ok {
-			return principal{operator: true, reader: true}, "", nil
+		nonce, why := g.sessionCookie(r)
+		if nonce != "" {
+			return principal{operator: true, reader: true, cookie: nonce}, "", nil
 		}
 		if g.opts.TrustLoopback && remoteLoopback(r.RemoteAddr) {
 			return principal{operator: true}, "", nil
@@ -225,9 +236,16 @@ func (g *guard) credential(r *http.Request) (p principal, why string, err error)
 // stillValid reports whether the credential r was admitted with still
 // is: a request that lasts (an event stream) asks again now and then, so
 // that a sign-out, an expired cookie or an agent's new key ends it.
+//
+// A failure to check (the store's, passing) keeps the stream: it is
+// logged, and the next check decides.
 func (g *guard) stillValid(r *http.Request) bool {
 	_, why, err := g.credential(r)
-	return err == nil && why == ""
+	if err != nil {
+		g.log.Warn("event stream: check its credential again", "err", err)
+		return true
+	}
+	return why == ""
 }
 
 func (g *guard) unauthorized(w http.ResponseWriter, r *http.Request, reason string) {

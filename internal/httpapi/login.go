@@ -316,21 +316,21 @@ func (g *guard) login(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusSeeOther)
 }
 
-// sessionCookie returns the request's dashboard session, if it carries a
-// valid one, and why not otherwise ("" when it carries none).
-func (g *guard) sessionCookie(r *http.Request) (ok bool, why string) {
+// sessionCookie returns the nonce of the request's dashboard session, if
+// it carries a valid one, and why not otherwise ("" when it carries none).
+func (g *guard) sessionCookie(r *http.Request) (nonce, why string) {
 	c, err := r.Cookie(cookieName(r))
 	if err != nil {
-		return false, ""
+		return "", ""
 	}
-	nonce, _, err := verify(g.opts.Token, "session", c.Value, time.Now())
+	nonce, _, err = verify(g.opts.Token, "session", c.Value, time.Now())
 	if err != nil {
-		return false, "the dashboard's sign-in is " + err.Error()
+		return "", "the dashboard's sign-in is " + err.Error()
 	}
 	if g.logins.spentNonce(nonce) {
-		return false, "the dashboard's sign-in was signed out"
+		return "", "the dashboard's sign-in was signed out"
 	}
-	return true, ""
+	return nonce, ""
 }
 
 // spentNonce reports whether nonce was spent (a cookie's: signed out),
