@@ -29,6 +29,9 @@ import (
 const (
 	appenderEnv = "ENGRAM_WINDOW_CRASH"
 	fromEnv     = "ENGRAM_WINDOW_CRASH_FROM"
+	// dieEnv makes the appender kill itself once turn N is appended,
+	// before it says so: a commit its caller never hears of.
+	dieEnv = "ENGRAM_WINDOW_CRASH_DIE"
 )
 
 var crashKey = store.WindowKey{SessionID: "crash", AgentID: "claude"}
@@ -36,8 +39,12 @@ var crashKey = store.WindowKey{SessionID: "crash", AgentID: "claude"}
 func TestMain(m *testing.M) {
 	if path := os.Getenv(appenderEnv); path != "" {
 		from, err := strconv.Atoi(os.Getenv(fromEnv))
+		die := -1
+		if err == nil && os.Getenv(dieEnv) != "" {
+			die, err = strconv.Atoi(os.Getenv(dieEnv))
+		}
 		if err == nil {
-			err = appendUntilKilled(path, from)
+			err = appendUntilKilled(path, from, die)
 		}
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -50,7 +57,7 @@ func TestMain(m *testing.M) {
 // are acknowledged, or "replayed N" when turn N-1 was in the window
 // already (the append before the last crash committed, unacknowledged).
 // Every seventh turn it also brings the window's first marker back.
-func appendUntilKilled(path string, from int) error {
+func appendUntilKilled(path string, from, die int) error {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
@@ -74,6 +81,10 @@ func appendUntilKilled(path string, from int) error {
 		res, err := m.AppendOnce(ctx, crashKey, fmt.Sprintf("turn-%d", i), exchange(i))
 		if err != nil {
 			return fmt.Errorf("turn %d: %w", i, err)
+		}
+		if i == die {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
 		}
 		if res.Replayed {
 			fmt.Println("replayed", i+1)
@@ -110,10 +121,18 @@ func TestWindow_Crash(t *testing.T) {
 	acked, replays, pending := 0, 0, false
 	for round := range 6 {
 		// Kill after 10 more acknowledgements, then a delay that moves
-		// the kill across an append (one takes a few milliseconds).
+		// the kill across an append (one takes a few milliseconds). In
+		// round 3 the appender kills itself once an append committed,
+		// before it says so: the next round's retry must be replayed.
 		delay := time.Duration(round) * 1500 * time.Microsecond
-		n, r := crashAppend(t, path, acked, acked+10, delay)
-		if n < acked+10 {
+		die := -1
+		if round == 3 {
+			die = acked + 10
+		}
+		n, r := crashAppend(t, path, acked, acked+10, delay, die)
+		if die >= 0 && n != die {
+			t.Fatalf("round %d: the appender died after %d turns were acknowledged, want %d", round, n, die)
+		} else if die < 0 && n < acked+10 {
 			t.Fatalf("round %d: the appender was killed after %d turns, before %d", round, n, acked+10)
 		}
 		if pending && r == 0 {
@@ -121,11 +140,15 @@ func TestWindow_Crash(t *testing.T) {
 		}
 		replays += r
 		turns := checkWindowAfterCrash(t, path, n)
-		t.Logf("round %d: killed %v after turn %d was acknowledged; %d acknowledged, %d in the window, %d retries replayed", round, delay, acked+10, n, turns, r)
+		how := fmt.Sprintf("killed %v after turn %d was acknowledged", delay, acked+10)
+		if die >= 0 {
+			how = fmt.Sprintf("killed itself once turn %d was appended", die+1)
+		}
+		t.Logf("round %d: %s; %d acknowledged, %d in the window, %d retries replayed", round, how, n, turns, r)
 		acked, pending = n, turns > n
 	}
 	if replays == 0 {
-		t.Logf("no kill landed between an append's commit and its acknowledgement: the retry under its key was not exercised")
+		t.Errorf("no retry was replayed, though round 3 left a turn committed and not acknowledged")
 	}
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, path, sqlite.Options{})
@@ -138,12 +161,13 @@ func TestWindow_Crash(t *testing.T) {
 }
 
 // crashAppend runs appendUntilKilled on path from turn from, and kills it
-// delay after turn killAt is acknowledged; it returns how many turns were
+// delay after turn killAt is acknowledged, or lets it kill itself once
+// turn die (if not negative) is appended; it returns how many turns were
 // acknowledged and how many appends were replays.
-func crashAppend(t *testing.T, path string, from, killAt int, delay time.Duration) (acked, replays int) {
+func crashAppend(t *testing.T, path string, from, killAt int, delay time.Duration, die int) (acked, replays int) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), appenderEnv+"="+path, fromEnv+"="+strconv.Itoa(from))
+	cmd.Env = append(os.Environ(), appenderEnv+"="+path, fromEnv+"="+strconv.Itoa(from), dieEnv+"="+strconv.Itoa(die))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +177,11 @@ func crashAppend(t *testing.T, path string, from, killAt int, delay time.Duratio
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The appender never outlives the test, whatever fails.
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
 	deadline := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
 	defer deadline.Stop()
 	var kill *time.Timer
@@ -168,16 +197,18 @@ func crashAppend(t *testing.T, path string, from, killAt int, delay time.Duratio
 			replays++
 		case "ack":
 			acked = max(acked, n)
-			if n == killAt {
+			if n == killAt && die < 0 {
 				kill = time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
 			}
 		}
 	}
 	err = cmd.Wait()
-	if kill == nil {
+	if kill == nil && die < 0 {
 		t.Fatalf("the appender stopped at turn %d: %v\n%s", acked, err, stderr.String())
 	}
-	kill.Stop()
+	if kill != nil {
+		kill.Stop()
+	}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 		t.Fatalf("the appender ended on its own: %v\n%s", err, stderr.String())
 	}
