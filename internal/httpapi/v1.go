@@ -399,11 +399,21 @@ func (v *v1) appendWindow(w http.ResponseWriter, r *http.Request) {
 	// The append's key: the Idempotency-Key header (the IETF httpapi
 	// draft's), or the body's key; both, they must agree.
 	if h := r.Header.Values(idempotencyKey); len(h) > 0 {
-		if len(h) > 1 || in.Key != "" && in.Key != h[0] {
+		// The draft sends the key as a quoted string; a bare one is
+		// taken as it is.
+		k := strings.TrimSpace(h[0])
+		if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+			k = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(k[1 : len(k)-1])
+		}
+		switch {
+		case len(h) > 1 || in.Key != "" && in.Key != k:
 			v.fail(w, r, &httpError{http.StatusBadRequest, "validation", "Idempotency-Key: one key, and the body's key, if any, the same"})
 			return
+		case k == "":
+			v.fail(w, r, &httpError{http.StatusBadRequest, "validation", "Idempotency-Key is empty: send the append's key, or no header"})
+			return
 		}
-		in.Key = h[0]
+		in.Key = k
 	}
 	o, err := v.ops(r)
 	if err != nil {

@@ -574,6 +574,9 @@ func TestWindowsAppendKey(t *testing.T) {
 	c.want(409, "POST", w+"/messages", appendBody("anthropic", anthropicTurn(1)...), `append key \"turn-0\": was used before for other messages`, "Idempotency-Key", "turn-0")
 	c.want(400, "POST", w+"/messages", keyed, "Idempotency-Key", "Idempotency-Key", "turn-1")
 	c.want(400, "POST", w+"/messages", turn, "printable ASCII", "Idempotency-Key", "tür")
+	c.want(400, "POST", w+"/messages", turn, "Idempotency-Key is empty", "Idempotency-Key", " ")
+	// The draft's quoted form is the same key.
+	c.want(200, "POST", w+"/messages", turn, `"replayed":true`, "Idempotency-Key", `"turn-0"`)
 	c.want(400, "POST", w+"/messages", strings.Replace(keyed, `"turn-0"`, `"`+strings.Repeat("k", 256)+`"`, 1), "1 to 255 bytes")
 	req, err := http.NewRequest("POST", srv.URL+w+"/messages", strings.NewReader(turn))
 	if err != nil {

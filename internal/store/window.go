@@ -84,9 +84,10 @@ type WindowReadmit struct {
 type WindowAppend struct {
 	Entries []Entry
 	Items   []WindowItem
-	// Key, when set, makes the append idempotent: the window keeps it,
-	// with Digest (what the append's items are, as the caller hashes
-	// them), and an append under a key the window holds writes nothing.
+	// Key, when set, makes the append idempotent: the window keeps it
+	// (for AppendKeyTTL), with Digest (what the append's items are, as
+	// the caller hashes them), and an append under a key the window holds
+	// writes nothing.
 	// With the same digest it fails with an *AppendedError saying where
 	// the first went; with another, with a *ConflictError. A client
 	// that retries an append it never heard back from gives the retry
@@ -123,6 +124,11 @@ func CheckName(field, id string) error {
 
 // MaxAppendKey is the longest append key a window takes, in bytes.
 const MaxAppendKey = 255
+
+// AppendKeyTTL is how long a window keeps an append's key: a retry comes
+// within seconds or minutes; after a day, the same key is a new append.
+// The keys of a window older than this go at its next keyed append.
+const AppendKeyTTL = 24 * time.Hour
 
 // ValidAppendKey reports what is wrong with an append key, or nil: it
 // must be 1 to MaxAppendKey bytes of printable ASCII (the header

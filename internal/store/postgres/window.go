@@ -371,6 +371,10 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			return err
 		}
 		if a.Key != "" {
+			if _, err := tx.Exec(ctx, `DELETE FROM window_appends WHERE session_id = $1 AND agent_id = $2 AND created_at < $3`,
+				key.SessionID, key.AgentID, unixNano(time.Now().Add(-store.AppendKeyTTL))); err != nil {
+				return err
+			}
 			var digest string
 			var from, count int
 			err := tx.QueryRow(ctx, `SELECT digest, from_pos, items FROM window_appends WHERE session_id = $1 AND agent_id = $2 AND key = $3`,

@@ -249,6 +249,10 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			return err
 		}
 		if a.Key != "" {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM window_appends WHERE session_id = ? AND agent_id = ? AND created_at < ?`,
+				key.SessionID, key.AgentID, unixNano(time.Now().Add(-store.AppendKeyTTL))); err != nil {
+				return err
+			}
 			var digest string
 			var from, count int
 			err := tx.QueryRowContext(ctx, `SELECT digest, from_pos, items FROM window_appends WHERE session_id = ? AND agent_id = ? AND key = ?`,
