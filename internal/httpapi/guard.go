@@ -157,7 +157,8 @@ func (g *guard) checkSite(w http.ResponseWriter, r *http.Request) bool {
 	// answer, but could tell a 200 from a 404).
 	switch site := r.Header.Get("Sec-Fetch-Site"); {
 	case r.Header.Get("Origin") != "":
-	case site == "cross-site", site == "same-site" && r.Header.Get("Sec-Fetch-Mode") != "navigate":
+	case site == "cross-site", site == "same-site" && (r.Header.Get("Sec-Fetch-Mode") != "navigate" || r.Header.Get("Sec-Fetch-Dest") != "document"):
+		// (An iframe's load is a navigation too, to an iframe.)
 		g.refuse(w, r, http.StatusForbidden, "origin", "forbidden_origin", site+" requests are refused")
 		return false
 	}

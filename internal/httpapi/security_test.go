@@ -95,6 +95,7 @@ func TestHostileWebPage(t *testing.T) {
 		// A page on another port of the host: the same site, whose
 		// no-cors GET carries the dashboard's cookie.
 		{"same site, no-cors", "GET", "/v1/search?q=retry", "", withToken("Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "no-cors"), 403},
+		{"same site, in a frame", "GET", "/v1/search?q=retry", "", withToken("Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "iframe"), 403},
 		// An MCP initialize from a foreign Origin (the spec says servers
 		// must validate it).
 		{"mcp foreign origin", "POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
@@ -135,7 +136,7 @@ func TestHostileWebPage(t *testing.T) {
 		withToken("Host", "localhost"),
 		// A link followed from another port of the host, and the page's
 		// own requests.
-		withToken("Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "navigate"),
+		withToken("Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"),
 		withToken("Sec-Fetch-Site", "same-origin", "Sec-Fetch-Mode", "cors"),
 	} {
 		if st, _, b := raw(t, "GET", srv.URL+"/v1/search?q=retry", "", hdr...); st != 200 || !strings.Contains(b, "retry budget") {
