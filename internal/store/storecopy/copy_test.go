@@ -255,7 +255,7 @@ func populate(t *testing.T, s store.Store) {
 	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
 	_, err = s.PutWindow(ctx, key, []byte(`{"limit":1000}`))
 	must(err)
-	var a store.WindowAppend
+	a := store.WindowAppend{Key: "turn-1", Digest: "digest of turn 1"} // a key, copied too
 	for _, text := range []string{"window message one", "window message two", "window message three"} {
 		e := storetest.Entry(key.SessionID, key.AgentID, store.UserPrompt, text)
 		a.Entries = append(a.Entries, e)
