@@ -208,7 +208,8 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 		if err != nil {
 			return nil, err
 		}
-		if _, err := p.windows.Append(ctx, w.key, msgs); err != nil {
+		if _, err := p.windows.AppendOnce(ctx, w.key, appendKey(len(w.hashes), hashes), msgs); err != nil {
+			st.forget()
 			return nil, err
 		}
 		w.hashes, w.forms = append(w.hashes, hashes...), append(w.forms, forms...)
@@ -244,9 +245,10 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 				defer st.mu.Unlock()
 				err := validate()
 				if err == nil {
-					_, err = p.windows.Append(ctx, w.key, msgs)
+					_, err = p.windows.AppendOnce(ctx, w.key, appendKey(n, hashes[n:]), msgs)
 				}
 				if err != nil {
+					st.forget()
 					p.count.failedOpen.Add(1)
 					p.log.Warn("cannot store the turn's messages", "session", w.key.SessionID, "err", err)
 					return
@@ -262,12 +264,36 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	}
 	edit()
 	if n < len(c.raws) {
-		if _, err := p.windows.Append(ctx, w.key, c.msgs[n:]); err != nil {
+		if _, err := p.windows.AppendOnce(ctx, w.key, appendKey(n, hashes[n:]), c.msgs[n:]); err != nil {
+			st.forget()
 			return nil, err
 		}
 		w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
 	}
 	return p.layout(ctx, proto, w.key, body, c), nil
+}
+
+// forget drops what the proxy holds of the session's windows after an
+// append failed: the store may have taken it all the same (a commit whose
+// answer was lost), and the next request reads the windows again from
+// their ledgers rather than append what they hold. st.mu is held.
+func (st *winState) forget() {
+	st.wins, st.loaded = nil, false
+}
+
+// appendKey is the key of the append of the messages of hashes at place
+// n of a window: a write whose answer was lost (the store committed, the
+// connection dropped) leaves the proxy's record of the window behind, and
+// the same request again appends the same messages at the same place,
+// which the window then takes once (window.Manager.AppendOnce). The same
+// messages at another place are another append.
+func appendKey(n int, hashes []string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d", n)
+	for _, x := range hashes {
+		fmt.Fprintf(h, "|%s", x)
+	}
+	return "proxy-" + hex.EncodeToString(h.Sum(nil)[:20])
 }
 
 // room reports whether the request can go before the window takes its

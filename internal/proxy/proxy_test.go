@@ -3,13 +3,17 @@ package proxy_test
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -464,5 +468,78 @@ func TestProxy_TooManyMessages(t *testing.T) {
 	}
 	if _, _, _, err := f.windows.Messages(t.Context(), store.WindowKey{SessionID: "long", AgentID: "proxy"}); err == nil {
 		t.Error("a window was made for a history past the bound")
+	}
+}
+
+// lossyStore loses the answer of the next lose appends to a window: the
+// store commits them, and the caller hears an error (a connection to
+// PostgreSQL dropped after the commit).
+type lossyStore struct {
+	store.Store
+	lose atomic.Int32
+}
+
+func (s *lossyStore) AppendWindow(ctx context.Context, key store.WindowKey, a store.WindowAppend, evict store.Evictor) (store.Window, []store.WindowItem, []store.Eviction, error) {
+	w, items, evs, err := s.Store.AppendWindow(ctx, key, a, evict)
+	if err == nil && s.lose.Add(-1) >= 0 {
+		return store.Window{}, nil, nil, errors.New("the connection dropped before the commit's answer")
+	}
+	return w, items, evs, err
+}
+
+// An append whose answer was lost (committed all the same) is not made
+// again: the proxy reads the window again from its ledger, and a request
+// sent again appends the same messages once.
+func TestProxy_LostAppendAnswer(t *testing.T) {
+	st := &lossyStore{Store: sqlitetest.Open(t, sqlite.Options{})}
+	eng, err := engine.New(st, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := window.NewManager(eng, cat)
+	up := modelserver.Start(modelserver.Options{Main: []modelserver.Step{
+		modelserver.Say("Hello there."), modelserver.Say("It says PAPAYA."), modelserver.Say("Done."), modelserver.Say("Done again.")}})
+	t.Cleanup(up.Close)
+	p, err := proxy.New(eng, m, proxy.Options{Anthropic: up.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{p: p, up: up, front: httptest.NewServer(p), eng: eng, windows: m}
+	t.Cleanup(f.front.Close)
+	ctx := t.Context()
+	key := store.WindowKey{SessionID: "6f6fe473-07c4-42c5-8087-ddd2ffb878a6", AgentID: "claude-code"}
+	req := func(msgs string) {
+		t.Helper()
+		resp := f.post(t, `{"model":"claude-sonnet-4-5","max_tokens":100,"system":"You are terse.","metadata":{"user_id":"`+claudeUser+`"},"messages":[`+msgs+`]}`, nil)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("HTTP %d", resp.StatusCode)
+		}
+		f.p.Wait()
+	}
+	turn1 := `{"role":"user","content":"hi"}`
+	turn2 := turn1 + `,{"role":"assistant","content":[{"type":"text","text":"Hello there."}]},{"role":"user","content":"read notes.txt"}`
+	req(turn1)
+	st.lose.Store(1) // the next append commits, and its answer is lost
+	req(turn2)
+	req(turn2) // the harness sends it again
+	req(turn2 + `,{"role":"assistant","content":[{"type":"text","text":"Done."}]},{"role":"user","content":"thanks"}`)
+	_, held, _, err := f.windows.Messages(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, msg := range held {
+		got = append(got, string(msg.Role)+": "+msg.Blocks[0].Text)
+	}
+	want := []string{"system: You are terse.", "user: hi", "assistant: Hello there.", "user: read notes.txt",
+		"assistant: Done.", "user: thanks"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the window:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
