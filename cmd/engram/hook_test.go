@@ -113,20 +113,7 @@ func TestHook_DaemonFollowsTheConfiguration(t *testing.T) {
 	if out := start(); strings.Contains(out, "retry the upload") {
 		t.Fatalf("briefing = none, yet the hook injected one: %s", out)
 	}
-	listening := func() bool {
-		for _, s := range daemonSockets(dataDir) {
-			if _, err := os.Stat(s); err == nil {
-				return true
-			}
-		}
-		return false
-	}
-	for i := 0; !listening(); i++ {
-		if i == 200 {
-			t.Fatal("the first hook started no daemon")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitDaemon(t, dataDir) // the first hook started one
 	if out := start(); strings.Contains(out, "retry the upload") {
 		t.Fatalf("through the daemon, briefing = none, yet the hook injected one: %s", out)
 	}
@@ -183,14 +170,7 @@ func TestHook_SubdirectoryIsTheProject(t *testing.T) {
 // is not run around: the hook says so rather than store the event again.
 func TestHook_DaemonFailures(t *testing.T) {
 	bin := binary(t)
-	root := t.TempDir()
-	project := filepath.Join(root, "project")
-	dataDir := filepath.Join(root, "data")
-	if err := os.MkdirAll(filepath.Join(project, ".git"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stopDaemons(dataDir) })
-	env := []string{"HOME=" + filepath.Join(root, "home"), "PATH=" + os.Getenv("PATH"), "ENGRAM_DATA_DIR=" + dataDir}
+	project, dataDir, env := daemonProject(t)
 	hookRun := func(event, payload string) (string, string) {
 		t.Helper()
 		cmd := exec.Command(bin, "hook", "claude-code", event)
@@ -204,20 +184,8 @@ func TestHook_DaemonFailures(t *testing.T) {
 		return stdout.String(), stderr.String()
 	}
 	hookRun("SessionStart", `{"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": "`+project+`"}`)
-	listening := func() bool {
-		for _, s := range daemonSockets(dataDir) {
-			if _, err := os.Stat(s); err == nil {
-				return true
-			}
-		}
-		return false
-	}
-	for i := 0; !listening(); i++ {
-		if i == 200 {
-			t.Fatal("the first hook of a new project started no daemon")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitDaemon(t, dataDir) // the first hook of a new project starts one
+	listening := func() bool { return daemonListening(dataDir) }
 	// A prompt over the store's limit fails in the daemon.
 	big, err := json.Marshal(strings.Repeat("a long pasted log line\n", 33<<20/23+1))
 	if err != nil {
@@ -271,14 +239,7 @@ func TestHook_DaemonFailures(t *testing.T) {
 // and what it stored is stored once.
 func TestHook_DaemonStopLetsHooksFinish(t *testing.T) {
 	bin := binary(t)
-	root := t.TempDir()
-	project := filepath.Join(root, "project")
-	dataDir := filepath.Join(root, "data")
-	if err := os.MkdirAll(filepath.Join(project, ".git"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stopDaemons(dataDir) })
-	env := []string{"HOME=" + filepath.Join(root, "home"), "PATH=" + os.Getenv("PATH"), "ENGRAM_DATA_DIR=" + dataDir}
+	project, dataDir, env := daemonProject(t)
 	hookCmd := func(event, payload string) *exec.Cmd {
 		cmd := exec.Command(bin, "hook", "claude-code", event)
 		cmd.Env, cmd.Dir = env, project
@@ -288,17 +249,7 @@ func TestHook_DaemonStopLetsHooksFinish(t *testing.T) {
 	if out, err := hookCmd("SessionStart", `{"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": "`+project+`"}`).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	for i := 0; ; i++ {
-		if socks := daemonSockets(dataDir); len(socks) > 0 {
-			if _, err := os.Stat(socks[0]); err == nil {
-				break
-			}
-		}
-		if i == 200 {
-			t.Fatal("no daemon")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitDaemon(t, dataDir)
 	// A prompt of some megabytes takes the daemon a while to store.
 	big, err := json.Marshal("the zebra parser log follows\n" + strings.Repeat("a long pasted log line of the parser\n", 8<<20/37))
 	if err != nil {
@@ -324,5 +275,42 @@ func TestHook_DaemonStopLetsHooksFinish(t *testing.T) {
 	}
 	if out := engramCLI(t, env, project, "search", "zebra parser log", "--session", "s1"); !strings.Contains(out, "zebra parser") {
 		t.Errorf("the prompt of the hook in flight was not stored:\n%s", out)
+	}
+}
+
+// daemonProject is a project (a git work tree) and a data directory for
+// tests of the hook daemon, which the built binary starts: the
+// environment to run it in, and its daemons stopped at the end.
+func daemonProject(t *testing.T) (project, dataDir string, env []string) {
+	t.Helper()
+	root := t.TempDir()
+	project = filepath.Join(root, "project")
+	dataDir = filepath.Join(root, "data")
+	if err := os.MkdirAll(filepath.Join(project, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopDaemons(dataDir) })
+	return project, dataDir, []string{"HOME=" + filepath.Join(root, "home"), "PATH=" + os.Getenv("PATH"), "ENGRAM_DATA_DIR=" + dataDir}
+}
+
+// daemonListening reports whether a hook daemon of a store under dataDir
+// has its socket.
+func daemonListening(dataDir string) bool {
+	for _, s := range daemonSockets(dataDir) {
+		if _, err := os.Stat(s); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// waitDaemon waits for a hook daemon of a store under dataDir to listen.
+func waitDaemon(t *testing.T, dataDir string) {
+	t.Helper()
+	for i := 0; !daemonListening(dataDir); i++ {
+		if i == 200 {
+			t.Fatal("no hook daemon listens")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -38,7 +38,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts proxy.Options, steps ...modelserver.Step) *fixture {
 	t.Helper()
-	st := sqlitetest.Open(t, sqlite.Options{})
+	return newFixtureOn(t, sqlitetest.Open(t, sqlite.Options{}), opts, steps...)
+}
+
+// newFixtureOn is newFixture over the store st.
+func newFixtureOn(t *testing.T, st store.Store, opts proxy.Options, steps ...modelserver.Step) *fixture {
+	t.Helper()
 	eng, err := engine.New(st, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -492,24 +497,8 @@ func (s *lossyStore) AppendWindow(ctx context.Context, key store.WindowKey, a st
 // sent again appends the same messages once.
 func TestProxy_LostAppendAnswer(t *testing.T) {
 	st := &lossyStore{Store: sqlitetest.Open(t, sqlite.Options{})}
-	eng, err := engine.New(st, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := window.NewManager(eng, cat)
-	up := modelserver.Start(modelserver.Options{Main: []modelserver.Step{
-		modelserver.Say("Hello there."), modelserver.Say("It says PAPAYA."), modelserver.Say("Done."), modelserver.Say("Done again.")}})
-	t.Cleanup(up.Close)
-	p, err := proxy.New(eng, m, proxy.Options{Anthropic: up.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{p: p, up: up, front: httptest.NewServer(p), eng: eng, windows: m}
-	t.Cleanup(f.front.Close)
+	f := newFixtureOn(t, st, proxy.Options{},
+		modelserver.Say("Hello there."), modelserver.Say("It says PAPAYA."), modelserver.Say("Done."), modelserver.Say("Done again."))
 	ctx := t.Context()
 	key := store.WindowKey{SessionID: "6f6fe473-07c4-42c5-8087-ddd2ffb878a6", AgentID: "claude-code"}
 	req := func(msgs string) {
