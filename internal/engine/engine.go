@@ -180,7 +180,8 @@ func (e *Engine) Prepare(ctx context.Context, recs []Record) (*Batch, error) {
 			}
 			r := recs[i]
 			if !e.opts.KeepSecrets {
-				if text, found := secrets.Redact(string(r.Content)); len(found) > 0 {
+				// JSON (a tool's input, a vendor's block) stays JSON.
+				if text, found := secrets.RedactContent(string(r.Content)); len(found) > 0 {
 					r.Content = []byte(text)
 					b.redacted[i] = secrets.Kinds(found)
 				}

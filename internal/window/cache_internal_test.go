@@ -3,6 +3,7 @@ package window
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
 	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
+	"github.com/engramhq/engram/internal/store/storetest"
 	"github.com/engramhq/engram/internal/tokens"
 )
 
@@ -87,5 +89,49 @@ func TestRemember_Bounded(t *testing.T) {
 	}
 	if len(m.spans) > maxSpans || m.spans[fmt.Sprintf("r%d", maxSpans+9)] != "marker" {
 		t.Errorf("%d markers kept (at most %d), the last one %q", len(m.spans), maxSpans, m.spans[fmt.Sprintf("r%d", maxSpans+9)])
+	}
+}
+
+// A ledger written before secrets in JSON were redacted in its strings
+// can hold a tool call's input cut short (a private key's header with no
+// end took the rest of the content): the window is still read, the input
+// shown as the JSON string of what is stored.
+func TestManager_CutJSONIsRead(t *testing.T) {
+	st := sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "e.db"), sqlite.Options{})
+	eng, err := engine.New(st, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(eng, cat)
+	ctx := t.Context()
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := m.Open(ctx, key, OpenOptions{Limit: 4000}); err != nil {
+		t.Fatal(err)
+	}
+	cut := []byte(`{"command": "grep -rl -- '[REDACTED:private_key]`)
+	e := storetest.Entry("s", "a", store.ToolCall, string(cut))
+	f, err := json.Marshal(form{Role: RoleAssistant, Blocks: []formBlock{{Type: BlockToolUse, ID: "t1", Name: "Bash", Entry: 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := st.AppendWindow(ctx, key, store.WindowAppend{Entries: []store.Entry{e},
+		Items: []store.WindowItem{{Form: f, EntryIDs: []string{store.ID(cut)}, Tokens: 20}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m2 := NewManager(eng, cat) // reads the ledger afresh
+	items, err := m2.Context(ctx, key)
+	if err != nil {
+		t.Fatalf("a window holding cut JSON: %v", err)
+	}
+	var got string
+	if len(items) != 1 || items[0].Message == nil || json.Unmarshal(items[0].Message.Blocks[0].Input, &got) != nil || got != string(cut) {
+		t.Fatalf("the cut input: %+v", items)
+	}
+	if _, err := ToAnthropic(*items[0].Message); err != nil {
+		t.Errorf("in Anthropic's shape: %v", err)
 	}
 }

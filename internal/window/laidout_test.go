@@ -451,3 +451,48 @@ func TestTurn_Prepare(t *testing.T) {
 		t.Errorf("the view laid out ahead differs from one laid out anew (-anew +ahead):\n%s", diff)
 	}
 }
+
+// TestWindowRedactsJSON: a secret in a tool call's input (a private key's
+// header with no end, which runs to the end of the text) is redacted in
+// its string: the input is still JSON, the window is read in a vendor's
+// shape, and the reference of its eviction expands.
+func TestWindowRedactsJSON(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 1000, Output: 100, Safety: 50}); err != nil {
+		t.Fatal(err)
+	}
+	call := []window.Message{
+		textMsg(window.RoleUser, "find stray keys"),
+		{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: "t1", Name: "Bash",
+			Input: json.RawMessage(`{"command":"grep -rl -- '-----BEGIN RSA PRIVATE KEY-----' ."}`)}}},
+		{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: "t1", Text: "./deploy/old.pem"}}},
+	}
+	if _, err := m.Append(ctx, key, call); err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	for i := range 10 {
+		res, err := m.Append(ctx, key, []window.Message{textMsg(window.RoleUser, fmt.Sprintf("turn %d: %s", i, strings.Repeat("more words ", 40)))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Evicted {
+			refs = append(refs, r.ID)
+		}
+	}
+	if len(refs) == 0 {
+		t.Fatal("nothing was evicted")
+	}
+	back, err := m.Expand(ctx, refs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) < 2 || string(back[1].Blocks[0].Input) != `{"command":"grep -rl -- '[REDACTED:private_key]"}` {
+		t.Fatalf("the call expanded: %+v", back)
+	}
+	if _, err := window.ToAnthropic(back[1]); err != nil {
+		t.Errorf("the call in Anthropic's shape: %v", err)
+	}
+}

@@ -351,7 +351,7 @@ func (m Message) Redacted() Message {
 		if len(c) == 0 {
 			continue
 		}
-		if text, found := secrets.Redact(string(c)); len(found) > 0 {
+		if text, found := secrets.RedactContent(string(c)); len(found) > 0 {
 			b.setContent([]byte(text), len(b.Raw) > 0)
 		}
 	}
@@ -782,9 +782,17 @@ func (m *Manager) fill(ctx context.Context, d *decoded, idx []int) error {
 	}
 	for _, i := range idx {
 		for j, fb := range d.forms[i].Blocks {
-			if fb.Entry >= 0 {
-				d.msgs[i].Blocks[j].setContent(content[d.items[i].EntryIDs[fb.Entry]], fb.Raw)
+			if fb.Entry < 0 {
+				continue
 			}
+			c := content[d.items[i].EntryIDs[fb.Entry]]
+			if (fb.Raw || fb.Type == BlockToolUse) && len(c) > 0 && !json.Valid(c) {
+				// JSON a secret's redaction cut short, as text redaction
+				// did before it kept JSON whole: shown as the JSON string
+				// of what is stored, rather than the window unreadable.
+				c, _ = json.Marshal(string(c))
+			}
+			d.msgs[i].Blocks[j].setContent(c, fb.Raw)
 		}
 	}
 	return nil
