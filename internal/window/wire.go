@@ -211,7 +211,7 @@ func ToAnthropic(m Message) ([]byte, error) {
 	}
 	foreign := vendor != "" && vendor != Anthropic
 	role := m.Role
-	if foreign && role == RoleTool {
+	if role == RoleTool {
 		role = RoleUser // Anthropic sends tool results in the user's turn
 	}
 	out := map[string]any{"role": string(role)}
@@ -225,6 +225,21 @@ func ToAnthropic(m Message) ([]byte, error) {
 		return json.Marshal(out)
 	}
 	blocks := make([]any, 0, len(m.Blocks))
+	if foreign {
+		// Another vendor's fields that hold what the model saw or said
+		// are not left out: a refusal is its text; a call with no id
+		// (OpenAI's legacy function_call) or a reference to audio has no
+		// Anthropic form.
+		for _, k := range []string{"function_call", "audio"} {
+			if v, ok := m.Shape.Extra[k]; ok && !isNull(v) {
+				return nil, fmt.Errorf("%w: the %s message's %s has no %s form: read it %s", ErrInvalid, vendor, k, Anthropic, readIn(vendor))
+			}
+		}
+		var refusal string
+		if v, ok := m.Shape.Extra["refusal"]; ok && json.Unmarshal(v, &refusal) == nil && refusal != "" {
+			blocks = append(blocks, map[string]any{"type": "text", "text": refusal})
+		}
+	}
 	for _, b := range m.Blocks {
 		switch {
 		case foreign && b.Type == BlockToolUse:

@@ -190,6 +190,15 @@ func TestWireAcrossVendors(t *testing.T) {
 			window.ToOpenAI, "OpenAI sends each result as a tool message of its own): read it in the anthropic or engram format"},
 		{from(window.FromAnthropic, `{"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}]}`),
 			window.ToOpenAI, "a block of type thinking from the anthropic API has no openai form"},
+		// What OpenAI's message holds outside its content is not left out:
+		// a refusal is its text, a legacy function_call has no form.
+		{from(window.FromOpenAI, `{"role": "assistant", "content": null, "refusal": "I can't help with that."}`),
+			window.ToAnthropic, `{"role": "assistant", "content": [{"type": "text", "text": "I can't help with that."}]}`},
+		{from(window.FromOpenAI, `{"role": "assistant", "content": null, "function_call": {"name": "get_weather", "arguments": "{}"}}`),
+			window.ToAnthropic, "the openai message's function_call has no anthropic form"},
+		// engram's own tool message is the user's turn in Anthropic's shape.
+		{window.Message{Role: window.RoleTool, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: "x1", Text: "r"}}},
+			window.ToAnthropic, `{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x1", "content": "r"}]}`},
 	} {
 		got, err := tc.to(tc.m)
 		switch {
