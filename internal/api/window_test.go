@@ -74,6 +74,10 @@ func TestDecodeMessages(t *testing.T) {
 		{"openai", []string{`{"role":"assistant","content":null,"tool_calls":[{"type":"function"}]}`}, 0, "a tool call without an id"},
 		{"engram", []string{`{"role":"user","content":"` + strings.Repeat("x", api.MaxMessageBytes) + `"}`}, 0, "a message may take at most 8388608 (8 MiB)"},
 		{"anthropic", []string{"{\"role\":\"user\",\"content\":\"bad \xff\xfe\"}"}, 0, "not UTF-8: a message must be UTF-8 JSON text (invalid bytes at byte 30)"},
+		{"anthropic", []string{`{"role":"user","content":"lone \ud800 x"}`}, 0, "escape at byte 31 is half of a UTF-16 surrogate pair"},
+		{"openai", []string{`{"role":"user","content":"a \\ then \udc00"}`}, 0, "half of a UTF-16 surrogate pair"},
+		{"engram", []string{`{"role":"user","blocks":[{"type":"text","text":"shown","raw":{"type":"text","text":"other"}}]}`}, 0, "has raw (a vendor's form"},
+		{"engram", []string{`{"role":"user","blocks":[{"type":"text","text":"t","input":{"a":1}}]}`}, 0, "input is a tool call's"},
 	} {
 		_, err := api.DecodeMessages(c.format, raws(c.in...))
 		var ie *api.InputError
@@ -86,6 +90,12 @@ func TestDecodeMessages(t *testing.T) {
 		case c.index >= 0 && (!errors.As(err, &me) || me.Index != c.index):
 			t.Errorf("%s %.60s: %v, want a MessageError of message %d", c.format, c.in, err, c.index)
 		}
+	}
+	// A pair is a character; an escaped backslash before a u is not an
+	// escape.
+	msgs, err := api.DecodeMessages("anthropic", raws(`{"role":"user","content":"a smile \ud83d\ude00 and C:\\udir"}`))
+	if err != nil || msgs[0].Blocks[0].Text != "a smile 😀 and C:\\udir" {
+		t.Errorf("a surrogate pair and an escaped backslash: %+v, %v", msgs, err)
 	}
 }
 

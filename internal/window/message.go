@@ -114,6 +114,15 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: %d tokens", ErrInvalid, m.Tokens)
 	}
 	for i, b := range m.Blocks {
+		// A block is a vendor's form (raw) or typed fields, never both: the
+		// form is what is written back, and the fields beside it would be
+		// lost.
+		switch {
+		case len(b.Raw) > 0 && (b.Text != "" || len(b.Input) > 0):
+			return fmt.Errorf("%w: block %d has raw (a vendor's form, written back as it is) and text or input beside it: send one", ErrInvalid, i)
+		case len(b.Input) > 0 && b.Type != BlockToolUse:
+			return fmt.Errorf("%w: block %d: input is a tool call's, not a %s block's", ErrInvalid, i, b.Type)
+		}
 		switch b.Type {
 		case BlockText:
 		case BlockToolUse:
