@@ -123,14 +123,14 @@ func (h *hub) subscribe(who string) (ch chan streamEvent, cancel func(), why str
 	if h.each[who] >= maxStreamsEach {
 		return nil, nil, fmt.Sprintf("%d event streams are open with this credential, the most one keeps: close one", maxStreamsEach)
 	}
-	if strings.HasPrefix(who, "agent:") && h.agents >= maxStreams-maxStreamsEach {
+	agent := strings.HasPrefix(who, "agent:")
+	if agent && h.agents >= maxStreams-maxStreamsEach {
 		// Agents' keys together leave room for the dashboards.
 		return nil, nil, fmt.Sprintf("%d event streams are open with agents' keys, the most they keep together", h.agents)
 	}
 	ch = make(chan streamEvent, streamBuffer)
 	h.subs[ch] = struct{}{}
 	h.each[who]++
-	agent := strings.HasPrefix(who, "agent:")
 	if agent {
 		h.agents++
 	}
