@@ -64,6 +64,10 @@ type app struct {
 	log *slog.Logger
 	st  cliStore
 	eng *engine.Engine
+	// migrates: this command brings a PostgreSQL store's schema to this
+	// build's as it opens it (engram serve); every other command leaves
+	// a shared database's schema to engram migrate.
+	migrates bool
 }
 
 // run executes one command line and returns the exit status.

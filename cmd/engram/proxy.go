@@ -80,6 +80,7 @@ address bound. Every other path goes upstream.`,
 				return usagef("--max-body and --window must not be negative")
 			}
 			ctx := cmd.Context()
+			a.migrates = true // a server, as engram serve
 			eng, err := a.engine(ctx, false)
 			if err != nil {
 				return err

@@ -110,6 +110,9 @@ name, with /healthz listing them and one token for all.`,
 			if err != nil {
 				return err
 			}
+			for _, p := range projects {
+				p.migrates = true // servers bring a team's database to their schema
+			}
 			defer func() {
 				for _, p := range projects[1:] {
 					_ = p.close()

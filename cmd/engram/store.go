@@ -25,11 +25,26 @@ type cliStore interface {
 }
 
 // openStore opens the store at where: a PostgreSQL database for a
-// postgres:// URL, else an SQLite file. Either is migrated to this
-// build's schema as it opens.
+// postgres:// URL, else an SQLite file, which is migrated to this build's
+// schema as it opens. A team's database is migrated by engram migrate and
+// engram serve (a.migrates) only: any other command of a newer engram
+// would change the schema under every older one sharing it. A database
+// behind this build's schema is refused, saying so.
 func (a *app) openStore(ctx context.Context, where string) (cliStore, error) {
 	if config.IsPostgresURL(where) {
-		return postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv, Search: a.pgSearchOptions()})
+		st, err := postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv, Search: a.pgSearchOptions(), NoMigrate: !a.migrates})
+		if err != nil || a.migrates {
+			return st, err
+		}
+		v, err := st.Version(ctx)
+		switch {
+		case err != nil:
+			return nil, errors.Join(err, st.Close())
+		case v < postgres.SchemaVersion():
+			return nil, errors.Join(fmt.Errorf("the store %s is at schema version %d, this engram writes %d: run engram migrate (engram serve migrates it too)",
+				st.Describe(), v, postgres.SchemaVersion()), st.Close())
+		}
+		return st, nil
 	}
 	return sqlite.Open(ctx, where, sqlite.Options{Logger: a.log, Search: a.searchOptions()})
 }

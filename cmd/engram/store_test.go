@@ -25,9 +25,21 @@ func TestCLI_StoreOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The migration is checked, then done, then found done.
+	// The migration is checked, then done, then found done. Another
+	// command does not migrate a team's database (a newer engram's
+	// would change it under every older one): it says to.
 	if code, out, _ := e.run("", "migrate", "--check", "--store", url); code != 1 || !strings.Contains(out, "schema version 0") {
 		t.Errorf("migrate --check of a new database: exit %d, %q", code, out)
+	}
+	if code, _, errOut := e.run("", "stats", "--store", url); code != 1 || !strings.Contains(errOut, "run engram migrate") {
+		t.Errorf("stats of a database not migrated: exit %d, %q", code, errOut)
+	}
+	if _, out, _ := e.run("", "migrate", "--check", "--store", url); !strings.Contains(out, "schema version 0") {
+		t.Errorf("stats migrated the database: %q", out)
+	}
+	e.fail("", 1, "password", "migrate", "--check", "--store", url+"&sslpassword=LEAKME")
+	if _, _, errOut := e.run("", "migrate", "--check", "--store", url+"&sslpassword=LEAKME"); strings.Contains(errOut, "LEAKME") {
+		t.Errorf("an sslpassword in the URL is printed: %q", errOut)
 	}
 	e.ok("", "migrate", "--store", url)
 	if out := e.ok("", "migrate", "--check", "--store", url); !strings.Contains(out, fmt.Sprintf("schema version %d,", postgres.SchemaVersion())) {

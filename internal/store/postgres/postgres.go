@@ -155,7 +155,7 @@ func config(rawURL string, getenv func(string) string) (*pgxpool.Config, error) 
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
 		return nil, fmt.Errorf("the store %q is not a postgres://user@host:port/database URL", redact(rawURL))
 	}
-	if _, ok := u.User.Password(); ok || u.Query().Has("password") {
+	if _, ok := u.User.Password(); ok || u.Query().Has("password") || u.Query().Has("sslpassword") {
 		return nil, ErrPasswordInURL
 	}
 	cfg, err := pgxpool.ParseConfig(rawURL)
@@ -180,6 +180,14 @@ func redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "(an unreadable URL)"
+	}
+	// Any password among the parameters too (sslpassword, a key's).
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.Redacted()
 }
