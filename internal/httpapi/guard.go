@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -322,10 +323,20 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 				return
 			}
 			defer release()
+			// A store that stops answering (a database host frozen) would
+			// hold the request, and its slot, for good.
+			ctx, cancel := context.WithTimeout(r.Context(), cmp.Or(g.opts.RequestTimeout, DefaultRequestTimeout))
+			defer cancel()
+			r = r.WithContext(ctx)
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
+
+// DefaultRequestTimeout bounds an admitted request's work (not an event
+// stream's): a store that stops answering would hold it, and its slot,
+// for good.
+const DefaultRequestTimeout = 2 * time.Minute
 
 // bodyReadTime is how long a request's body has to arrive once its
 // headers have.

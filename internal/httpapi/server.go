@@ -59,6 +59,10 @@ type Options struct {
 	// MCPSessionIdle closes an MCP session that has had no request for
 	// this long; zero means DefaultMCPSessionIdle.
 	MCPSessionIdle time.Duration
+	// RequestTimeout bounds an admitted request's work (not an event
+	// stream's): past it, 503 with Retry-After. Zero means
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// MaxMCPSessions bounds the MCP sessions open at once (503 for an
 	// initialize past it); zero means DefaultMaxMCPSessions.
 	MaxMCPSessions int

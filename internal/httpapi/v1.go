@@ -808,6 +808,12 @@ func (v *v1) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, llm.ErrBadAnswer):
 		writeError(w, http.StatusBadGateway, "provider", err.Error())
+	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil:
+		// The request's own deadline (Options.RequestTimeout): the store,
+		// or a provider, did not answer in time.
+		v.log.Error("request timed out", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "30")
+		writeError(w, http.StatusServiceUnavailable, "timeout", "no answer in time (the store or a provider did not answer); retry later")
 	case errors.Is(err, context.Canceled):
 		// The client went away; nothing to answer.
 	default:

@@ -11,7 +11,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
 )
@@ -596,4 +601,34 @@ func TestWindowsAppendKey(t *testing.T) {
 	}
 	c.want(201, "POST", w+"/messages", appendBody("anthropic", anthropicTurn(1)...), `"positions":[4,5,6,7]`, "Idempotency-Key", "turn-1")
 	c.want(200, "GET", w, "", `"messages":8`)
+}
+
+// frozenStore stops answering window appends (a database host frozen).
+type frozenStore struct{ store.Store }
+
+func (s frozenStore) AppendWindow(ctx context.Context, _ store.WindowKey, _ store.WindowAppend, _ store.Evictor) (store.Window, []store.WindowItem, []store.Eviction, error) {
+	<-ctx.Done()
+	return store.Window{}, nil, nil, ctx.Err()
+}
+
+// TestRequestTimeout: a request the store does not answer ends at the
+// request's deadline with a 503 and Retry-After, rather than holding its
+// slot for good.
+func TestRequestTimeout(t *testing.T) {
+	eng, err := engine.New(frozenStore{sqlitetest.Open(t, sqlite.Options{})}, engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", Windows: window.NewManager(eng, cat), RequestTimeout: 200 * time.Millisecond}))
+	defer srv.Close()
+	c := client{t, srv.URL}
+	c.want(200, "PUT", "/v1/windows/s1/claude", `{"limit":3000}`, `"budget"`)
+	h, _ := c.want(503, "POST", "/v1/windows/s1/claude/messages", appendBody("anthropic", anthropicTurn(0)...), "no answer in time")
+	if h.Get("Retry-After") == "" {
+		t.Errorf("a timed-out request without Retry-After")
+	}
 }

@@ -61,6 +61,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -124,6 +125,10 @@ type Options struct {
 	// burst of large requests would otherwise leave the process at its
 	// peak.
 	ReleaseIdle time.Duration
+	// StoreTimeout bounds what the proxy does with a request before it
+	// forwards it (reading the session's windows, storing the turn); past
+	// it, the request goes as it came. Zero means DefaultStoreTimeout.
+	StoreTimeout time.Duration
 }
 
 // Proxy is the handler.
@@ -264,7 +269,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var seen *exchange
 	if proto != nil {
 		// Fail open: what engram cannot take, it forwards as it came.
-		if seen, err = p.take(r.Context(), proto, r.Header, body, store); err != nil {
+		// A store that stops answering must not hold the harness: past
+		// StoreTimeout the request goes as it came.
+		tctx, cancel := context.WithTimeout(r.Context(), cmp.Or(p.opts.StoreTimeout, DefaultStoreTimeout))
+		seen, err = p.take(tctx, proto, r.Header, body, store)
+		cancel()
+		if err != nil {
 			p.count.failedOpen.Add(1)
 			// The error may quote the request: never a secret in the log.
 			why, _ := secrets.Redact(err.Error())
@@ -293,6 +303,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.forward(w, r, base, body, seen, proto)
 }
+
+// DefaultStoreTimeout is Options.StoreTimeout's default: a first sight
+// of 10,000 messages takes a few seconds; a store that stops answering
+// (a database host frozen) must not hold the harness longer.
+const DefaultStoreTimeout = 20 * time.Second
 
 // Wait waits for the requests in flight and for what the proxy stores
 // once it has forwarded a request: the turn's messages when it sent the

@@ -532,3 +532,33 @@ func TestProxy_LostAppendAnswer(t *testing.T) {
 		t.Errorf("the window:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// frozenStore stops answering window appends (a database host frozen):
+// they wait until their context ends.
+type frozenStore struct{ store.Store }
+
+func (s frozenStore) AppendWindow(ctx context.Context, _ store.WindowKey, _ store.WindowAppend, _ store.Evictor) (store.Window, []store.WindowItem, []store.Eviction, error) {
+	<-ctx.Done()
+	return store.Window{}, nil, nil, ctx.Err()
+}
+
+// A store that stops answering does not hold the harness: past
+// StoreTimeout, the request goes to the model as it came.
+func TestProxy_StoreStopsAnswering(t *testing.T) {
+	f := newFixtureOn(t, frozenStore{sqlitetest.Open(t, sqlite.Options{})}, proxy.Options{StoreTimeout: 200 * time.Millisecond},
+		modelserver.Say("Hello there."))
+	done := make(chan *http.Response, 1)
+	go func() {
+		done <- f.post(t, `{"model":"claude-sonnet-4-5","max_tokens":100,"system":"You are terse.","metadata":{"user_id":"`+claudeUser+`"},"messages":[{"role":"user","content":"hi"}]}`, nil)
+	}()
+	select {
+	case resp := <-done:
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "Hello there.") {
+			t.Errorf("with the store frozen: HTTP %d %s; want the model's answer", resp.StatusCode, b)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the request waited on the frozen store")
+	}
+}
