@@ -43,8 +43,10 @@ type WatchOptions struct {
 // nil. It watches every directory the index walks (fsnotify is not
 // recursive: directories are added as they appear), gathers the changed
 // paths of a burst of events, and indexes them with Update; a change to an
-// ignore file, or events lost by the kernel, cause a full Run instead.
-// Watch does not index what changed before it started: run Run first.
+// ignore file, or events lost by the kernel, cause a full Run instead. An
+// update that fails (the store unreachable) keeps its paths and is tried
+// again, after a second, then longer. Watch does not index what changed
+// before it started: run Run first.
 func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts WatchOptions) (err error) {
 	opts.defaults()
 	if wopts.Debounce <= 0 {
@@ -79,6 +81,11 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 	pending := map[string]bool{}
 	full := false
 	var first time.Time
+	// After a failed update (the store unreachable), its paths stay
+	// pending and it is tried again at retryAt, the pause doubling up
+	// to a minute; events meanwhile do not bring it sooner.
+	var retryAt time.Time
+	backoff := time.Second
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	flush := func() {
@@ -95,12 +102,19 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 		}
 		if ctx.Err() == nil {
 			if err != nil {
-				opts.Logger.Warn("watch update failed", "err", err)
+				opts.Logger.Warn("watch update failed: trying again", "err", err, "paths", len(paths), "in", backoff)
 			}
 			if wopts.OnUpdate != nil {
 				wopts.OnUpdate(sum, err)
 			}
+			if err != nil {
+				retryAt = time.Now().Add(backoff)
+				timer.Reset(backoff)
+				backoff = min(2*backoff, time.Minute)
+				return
+			}
 		}
+		retryAt, backoff = time.Time{}, time.Second
 		clear(pending)
 		full, first = false, time.Time{}
 		if wopts.OnPending != nil {
@@ -148,7 +162,7 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 				first = time.Now()
 			}
 			wait := min(wopts.Debounce, wopts.MaxDelay-time.Since(first))
-			timer.Reset(max(wait, 0))
+			timer.Reset(max(wait, time.Until(retryAt), 0))
 		case err, ok := <-fw.Errors:
 			if !ok {
 				return nil

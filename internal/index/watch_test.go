@@ -177,3 +177,66 @@ func TestWatch_SaveIsSearchable(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// failingStore refuses the index's writes while down is set (a database
+// unreachable).
+type failingStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *failingStore) PutFiles(ctx context.Context, changes []store.FileChange) error {
+	if s.down.Load() {
+		return fmt.Errorf("connection refused")
+	}
+	return s.Store.PutFiles(ctx, changes)
+}
+
+// TestWatch_StoreComesBack: a file saved while the store is unreachable
+// is indexed once it is back: the failed update's paths are kept and
+// tried again.
+func TestWatch_StoreComesBack(t *testing.T) {
+	root := tree(t, map[string]string{"main.go": "package main\n"})
+	s := &failingStore{Store: openStore(t)}
+	run(t, s, root, Options{})
+	s.down.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	failed := make(chan struct{}, 100)
+	ok := make(chan Summary, 100)
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, s, root, Options{}, WatchOptions{Debounce: 50 * time.Millisecond, Ready: func() { close(ready) },
+			OnUpdate: func(sum Summary, err error) {
+				if err != nil {
+					failed <- struct{}{}
+					return
+				}
+				ok <- sum
+			}})
+	}()
+	<-ready
+	write(t, root, "outage.go", "package main\n\n// OutageMarker was saved while the store was down.\nfunc OutageMarker() {}\n")
+	select {
+	case <-failed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update was tried while the store was down")
+	}
+	s.down.Store(false)
+	select {
+	case sum := <-ok:
+		if sum.New != 1 {
+			t.Errorf("the update after the store came back: %+v", sum)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the file saved during the outage was not indexed once the store came back")
+	}
+	if got := paths(t, s, "OutageMarker"); len(got) != 1 {
+		t.Errorf("the file saved during the outage: %v", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+}
