@@ -22,10 +22,9 @@ import (
 // snapshot row, and the body goes from under it. So both lock the body's
 // row:
 //
-//   - a writer that finds the body stored already (its insert did
-//     nothing) takes the row FOR KEY SHARE before it inserts its snapshot,
-//     and holds it to its commit; if the row is gone meanwhile (a dropper
-//     committed), it inserts the body again;
+//   - a writer stores the body with an upsert: a body stored already is
+//     updated to itself, which locks its row to the writer's commit (a
+//     dropper that committed first leaves the insert to happen);
 //   - a dropper (dropSnapshots) first takes the rows FOR UPDATE, in hash
 //     order, which waits for every writer holding one, and only then, in
 //     a statement of its own, deletes those no snapshot refers to: at READ
@@ -38,11 +37,6 @@ import (
 // from window_snapshots to snapshot_bodies would catch the same race, but
 // as an error for one of the two transactions to fail with, where this
 // makes one wait.
-
-// maxBodyTries bounds the writer's insert-then-lock loop: each turn means
-// a dropper removed the body between the two statements, which takes
-// another window's keep running exactly then.
-const maxBodyTries = 5
 
 // PutSnapshot implements store.Store. The window's row is locked, so
 // the next number is this snapshot's alone.
@@ -139,27 +133,14 @@ func lockDropped(ctx context.Context, tx pgx.Tx, hashes []string) error {
 }
 
 // holdBody stores a snapshot body, or finds it stored, and keeps it from
-// being dropped until tx ends (see the top of this file).
+// being dropped until tx ends (see the top of this file): one upsert,
+// whose update of a stored body (to itself) locks its row, where an
+// insert, then a lock of the row found, left a gap a dropper could take
+// the row in, again and again under load.
 func holdBody(ctx context.Context, tx pgx.Tx, hash string, body []byte) error {
-	for range maxBodyTries {
-		tag, err := tx.Exec(ctx, `INSERT INTO snapshot_bodies (hash, body) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING`, hash, body)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 1 {
-			return nil // ours, uncommitted: no one else can drop it
-		}
-		var one int
-		err = tx.QueryRow(ctx, `SELECT 1 FROM snapshot_bodies WHERE hash = $1 FOR KEY SHARE`, hash).Scan(&one)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		// Dropped between the two statements: store it again.
-	}
-	return fmt.Errorf("body %s: dropped by others %d times while being stored", hash, maxBodyTries)
+	_, err := tx.Exec(ctx, `INSERT INTO snapshot_bodies (hash, body) VALUES ($1, $2)
+		ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash`, hash, body)
+	return err
 }
 
 // dropSnapshots deletes the snapshots that cond (on window_snapshots,
