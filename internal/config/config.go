@@ -168,6 +168,14 @@ func IsPostgresURL(path string) bool {
 	return strings.HasPrefix(path, "postgres://") || strings.HasPrefix(path, "postgresql://")
 }
 
+// nearURL reports whether a store's location that is not a PostgreSQL
+// URL was meant for one: a scheme of any case, a postgres: with one slash,
+// spaces around it.
+func nearURL(path string) bool {
+	t := strings.ToLower(strings.TrimSpace(path))
+	return strings.Contains(t, "://") || strings.HasPrefix(t, "postgres:") || strings.HasPrefix(t, "postgresql:")
+}
+
 // StateDir is the directory of the project's local files beside its
 // store (the daemon's log and socket, hook state): the SQLite file's
 // directory, or for a store in PostgreSQL the directory the file would
@@ -538,6 +546,10 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 	} else if IsPostgresURL(c.Store.Path) {
 		// A URL, kept as given: its password, if any, is refused when the
 		// store opens (it would show on command lines and in config files).
+	} else if nearURL(c.Store.Path) {
+		// Taken for a file, it would be a store of one's own, where the
+		// team's was meant.
+		return c, fmt.Errorf("store %q looks like a URL but is not a postgres://user@host:port/database one: write it so (the scheme in lower case, no spaces around it)", c.Store.Path)
 	} else if c.Store.Path, err = filepath.Abs(c.Store.Path); err != nil {
 		return c, err
 	}

@@ -118,6 +118,13 @@ func TestLoad_Errors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ENGRAM_MAX_CONTENT_BYTES") {
 		t.Errorf("bad env number: %v", err)
 	}
+	// A store URL mistyped is not a file of one's own.
+	for _, store := range []string{"postgres:/127.0.0.1:15432/api", "POSTGRES://u@h/db", "mysql://u@h/db"} {
+		_, err = Load(proj, envOf(map[string]string{"HOME": home, "ENGRAM_STORE": store}), Flags{})
+		if err == nil || !strings.Contains(err.Error(), "looks like a URL") {
+			t.Errorf("store %q: %v", store, err)
+		}
+	}
 }
 
 func TestLoad_EmbedRetrievePrefetch(t *testing.T) {
