@@ -107,27 +107,29 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	s := &Store{path: abs, opts: opts, log: logger.With("component", "store", "path", abs)}
-	if err := private(abs); err != nil {
+	// A new store's file is its owner's alone (mode 0600; SQLite gives
+	// its -wal and -shm files the mode of the database).
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	if err := s.open(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), s.Close())
 	}
+	// Once the file is known to be a store (not another file named by
+	// mistake), what others may do with it is taken away.
+	if err := private(abs); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), s.Close())
+	}
 	return s, nil
 }
 
-// private creates the store's file readable by its owner only (mode 0600;
-// SQLite gives its -wal and -shm files the mode of the database), and
-// takes away what others may do with an existing store and its companion
+// private takes away what others may do with a store and its companion
 // files: the store holds everything agents saw.
 func private(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		fi, err := os.Stat(p)
 		if err != nil {

@@ -426,6 +426,18 @@ func TestOpen_Private(t *testing.T) {
 	if fi, err := os.Stat(old); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("an existing 0644 store after open: %v, %v", fi.Mode().Perm(), err)
 	}
+	// A file that is not a store, named by mistake, is refused and left
+	// as it was.
+	notes := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notes, []byte("hello, not a database at all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Open(ctx, notes, sqlite.Options{}); err == nil {
+		t.Fatal("a text file opened as a store")
+	}
+	if fi, err := os.Stat(notes); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("a file that is not a store, after the refusal: mode %v, %v", fi.Mode().Perm(), err)
+	}
 }
 
 // TestMigrate_RollingSummaries: a schema-14 store, with a window, migrates
