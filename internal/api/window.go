@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/ctxref"
+	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
@@ -455,43 +456,6 @@ func DecodeMessages(format string, raws []json.RawMessage) ([]window.Message, er
 	return msgs, nil
 }
 
-// loneSurrogate returns where a JSON text's first \u escape of an
-// unpaired UTF-16 surrogate (\ud800 alone) begins, or -1.
-func loneSurrogate(raw []byte) int {
-	hex4 := func(i int) (rune, bool) {
-		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
-			return 0, false
-		}
-		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
-		return rune(n), err == nil
-	}
-	in := false
-	for i := 0; i < len(raw); i++ {
-		switch c := raw[i]; {
-		case c == '"':
-			in = !in
-		case in && c == '\\':
-			r, ok := hex4(i)
-			if !ok {
-				i++ // a two-byte escape (\" \\ \n ...)
-				continue
-			}
-			switch {
-			case r >= 0xD800 && r <= 0xDBFF:
-				if lo, ok := hex4(i + 6); ok && lo >= 0xDC00 && lo <= 0xDFFF {
-					i += 11
-					continue
-				}
-				return i
-			case r >= 0xDC00 && r <= 0xDFFF:
-				return i
-			}
-			i += 5
-		}
-	}
-	return -1
-}
-
 // DecodeMessage decodes and checks one message written in format.
 func DecodeMessage(format string, raw []byte) (window.Message, error) {
 	f, err := ParseFormat(format)
@@ -505,7 +469,7 @@ func DecodeMessage(format string, raw []byte) (window.Message, error) {
 		// encoding/json would replace the bytes that are not, silently.
 		return window.Message{}, bad("not UTF-8: a message must be UTF-8 JSON text (invalid bytes at byte %d)", invalidAt(raw))
 	}
-	if at := loneSurrogate(raw); at >= 0 {
+	if at := engine.LoneSurrogate(raw); at >= 0 {
 		// The same: an escaped half of a UTF-16 pair is no character,
 		// and would come back as U+FFFD.
 		return window.Message{}, bad("a \\u escape at byte %d is half of a UTF-16 surrogate pair, not a character: a message must be UTF-8 JSON text", at)

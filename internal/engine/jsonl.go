@@ -269,7 +269,7 @@ func decodeContent(raw json.RawMessage) ([]byte, error) {
 	}
 	// encoding/json turns unpaired UTF-16 surrogate escapes into U+FFFD
 	// without a word; that would store other bytes than were sent.
-	if off := loneSurrogate(raw); off >= 0 {
+	if off := LoneSurrogate(raw); off >= 0 {
 		return nil, &FieldError{Field: "content", Msg: fmt.Sprintf("unpaired UTF-16 surrogate escape at byte %d of the value", off)}
 	}
 	var s string
@@ -279,9 +279,11 @@ func decodeContent(raw json.RawMessage) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// loneSurrogate returns the offset of a \uD800-\uDFFF escape in a JSON
-// string that is not a high surrogate followed by a low one, or -1.
-func loneSurrogate(raw []byte) int {
+// LoneSurrogate returns the offset of a \uD800-\uDFFF escape in JSON
+// text (a string, or any value: escapes are only in strings) that is not
+// a high surrogate followed by a low one, or -1. encoding/json decodes
+// one to U+FFFD without a word.
+func LoneSurrogate(raw []byte) int {
 	hex4 := func(i int) (rune, bool) {
 		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
 			return 0, false

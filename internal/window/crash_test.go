@@ -114,9 +114,6 @@ func appendUntilKilled(path string, from, die int) error {
 // the turns appended; an append the crash left unacknowledged but
 // committed is not made twice.
 func TestWindow_Crash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow: kills a process six times")
-	}
 	path := filepath.Join(t.TempDir(), "engram.db")
 	acked, replays, pending := 0, 0, false
 	for round := range 6 {
