@@ -441,14 +441,7 @@ func TestWindowsAgentKeys(t *testing.T) {
 // one server and its one window Manager, lose nothing and never interleave
 // a turn.
 func TestWindowsConcurrent(t *testing.T) {
-	eng := newEngine(t)
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", Windows: window.NewManager(eng, cat)}))
-	defer srv.Close()
-	c := client{t, srv.URL}
+	c := windowServer(t, newEngine(t), Options{})
 	const w = "/v1/windows/s1/claude"
 	c.want(200, "PUT", w, `{"limit":3000,"output":200,"safety":100}`, "")
 	var wg sync.WaitGroup
@@ -553,14 +546,7 @@ func TestWindowsAssemble(t *testing.T) {
 // places, and appended once; the key with other messages is a 409; a
 // bad key, two keys or keys that disagree are a 400, nothing written.
 func TestWindowsAppendKey(t *testing.T) {
-	eng := newEngine(t)
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", Windows: window.NewManager(eng, cat)}))
-	defer srv.Close()
-	c := client{t, srv.URL}
+	c := windowServer(t, newEngine(t), Options{})
 	const w = "/v1/windows/s1/claude"
 	c.want(200, "PUT", w, `{"limit":3000,"output":200,"safety":100}`, `"budget":2430`)
 	turn := appendBody("anthropic", anthropicTurn(0)...)
@@ -583,7 +569,7 @@ func TestWindowsAppendKey(t *testing.T) {
 	// The draft's quoted form is the same key.
 	c.want(200, "POST", w+"/messages", turn, `"replayed":true`, "Idempotency-Key", `"turn-0"`)
 	c.want(400, "POST", w+"/messages", strings.Replace(keyed, `"turn-0"`, `"`+strings.Repeat("k", 256)+`"`, 1), "1 to 255 bytes")
-	req, err := http.NewRequest("POST", srv.URL+w+"/messages", strings.NewReader(turn))
+	req, err := http.NewRequest("POST", c.url+w+"/messages", strings.NewReader(turn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,16 +605,24 @@ func TestRequestTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(Handler(eng, Options{Token: "tok", Windows: window.NewManager(eng, cat), RequestTimeout: 200 * time.Millisecond}))
-	defer srv.Close()
-	c := client{t, srv.URL}
+	c := windowServer(t, eng, Options{RequestTimeout: 200 * time.Millisecond})
 	c.want(200, "PUT", "/v1/windows/s1/claude", `{"limit":3000}`, `"budget"`)
 	h, _ := c.want(503, "POST", "/v1/windows/s1/claude/messages", appendBody("anthropic", anthropicTurn(0)...), "no answer in time")
 	if h.Get("Retry-After") == "" {
 		t.Errorf("a timed-out request without Retry-After")
 	}
+}
+
+// windowServer serves eng's API with a window Manager, the token "tok"
+// and opts, for the test's life.
+func windowServer(t *testing.T, eng *engine.Engine, opts Options) client {
+	t.Helper()
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Token, opts.Windows = "tok", window.NewManager(eng, cat)
+	srv := httptest.NewServer(Handler(eng, opts))
+	t.Cleanup(srv.Close)
+	return client{t, srv.URL}
 }

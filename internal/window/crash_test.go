@@ -245,14 +245,7 @@ func checkWindowAfterCrash(t *testing.T, path string, acked int) int {
 	for i := range len(got) / per {
 		want = append(want, exchange(i)...)
 	}
-	strip := func(msgs []window.Message) []window.Message {
-		out := slices.Clone(msgs)
-		for i := range out {
-			out[i].Tokens, out[i].Entities, out[i].Time = 0, nil, time.Time{}
-		}
-		return out
-	}
-	if diff := cmp.Diff(strip(want), strip(got)); diff != "" {
+	if diff := cmp.Diff(stripped(want), stripped(got)); diff != "" {
 		t.Fatalf("the window after the crash is not the turns appended (-want +got):\n%s", diff)
 	}
 	return len(got) / per

@@ -166,14 +166,7 @@ func TestManager(t *testing.T) {
 	for _, turn := range appended {
 		want = append(want, turn...)
 	}
-	strip := func(msgs []window.Message) []window.Message {
-		out := slices.Clone(msgs)
-		for i := range out {
-			out[i].Tokens, out[i].Entities, out[i].Time = 0, nil, time.Time{}
-		}
-		return out
-	}
-	if diff := cmp.Diff(strip(want), strip(got)); diff != "" {
+	if diff := cmp.Diff(stripped(want), stripped(got)); diff != "" {
 		t.Fatalf("context and expansions differ from what was appended (-want +got):\n%s", diff)
 	}
 	// A restart: another process opens the store and sees the same window.
