@@ -177,12 +177,13 @@ or ENGRAM_STORE_PASSWORD_FILE, PGPASSWORD or ~/.pgpass; never in the URL).
 
 Everything is copied as it is: entries, chunks and their IDs, files, vectors,
 windows, snapshots, the archivalist's records, versions and events, the
-audit. The target builds its own full-text index. The whole copy is one
+audit. The target builds its own full-text index. Then, before the copy
+commits, every table is read back and compared with the source, row count
+and hash, and the copy fails on any difference. The whole copy is one
 transaction on the target: it holds all of it or, on any error, nothing.
-Then every table is read back and compared with the source, row count and
-hash, and the copy fails on any difference.
 
-TO must be empty: a new SQLite file, or a new database (createdb NAME). Stop
+TO must be empty, every table of it: a new SQLite file, or a new database
+(createdb NAME). Stop
 the servers writing to FROM first: what they write during the copy is not
 in it.`,
 		Example: `  # grow from the embedded store to a team's PostgreSQL
@@ -229,14 +230,28 @@ func (a *app) storeCopy(ctx context.Context, from, to string) (err error) {
 	defer func() { err = errors.Join(err, dst.Close()) }()
 	fmt.Fprintf(a.stderr, "copying %s to %s\n", src.Describe(), dst.Describe())
 	start := time.Now()
-	report, err := storecopy.Copy(ctx, src, dst, func(table string, rows int64, took time.Duration) {
-		if rows > 0 {
-			fmt.Fprintf(a.stderr, "  %-17s %9d rows  %v\n", table, rows, took.Round(time.Millisecond))
+	step, stepStart := "", time.Time{}
+	endStep := func() {
+		if step != "" {
+			fmt.Fprintf(a.stderr, "  %s: done in %v\n", step, time.Since(stepStart).Round(time.Millisecond))
 		}
+	}
+	report, err := storecopy.Copy(ctx, src, dst, storecopy.Progress{
+		Table: func(table string, rows int64, took time.Duration) {
+			if rows > 0 {
+				fmt.Fprintf(a.stderr, "  %-17s %9d rows  %v\n", table, rows, took.Round(time.Millisecond))
+			}
+		},
+		Step: func(what string) {
+			endStep()
+			step, stepStart = what, time.Now()
+			fmt.Fprintf(a.stderr, "  %s…\n", what)
+		},
 	})
 	if err != nil {
 		return err
 	}
+	endStep()
 	var rows int64
 	for _, t := range report.Tables {
 		rows += t.Rows

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -25,40 +26,42 @@ func (s *Store) Describe() string { return redact(s.url) }
 func (s *Store) ReadTables(ctx context.Context, fn func(read func(t storecopy.Table, row func(values []any) error) error) error) error {
 	return s.read(ctx, func(tx pgx.Tx) error {
 		return fn(func(t storecopy.Table, row func(values []any) error) error {
-			rows, err := tx.Query(ctx, `SELECT `+strings.Join(t.Columns, ", ")+` FROM `+t.Name)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				values, err := rows.Values()
-				if err != nil {
-					return err
-				}
-				for i, v := range values {
-					switch v := v.(type) { // as the SQLite side reads them
-					case int32:
-						values[i] = int64(v)
-					case int16:
-						values[i] = int64(v)
-					}
-				}
-				if err := row(values); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
+			return readTable(ctx, tx, t, 0, row)
 		})
 	})
 }
 
-// Empty implements storecopy.Target: the store holds no entry, file,
-// window, session or archive record.
-func (s *Store) Empty(ctx context.Context) (bool, error) {
-	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM entries) + (SELECT count(*) FROM files)
-		+ (SELECT count(*) FROM windows) + (SELECT count(*) FROM arch_records) + (SELECT count(*) FROM sessions)`).Scan(&n)
-	return n == 0, err
+// readTable calls row for every row of a table, or its first limit
+// rows when limit > 0, its values as the SQLite
+// side reads them.
+func readTable(ctx context.Context, tx pgx.Tx, t storecopy.Table, limit int, row func(values []any) error) error {
+	q := `SELECT ` + strings.Join(t.Columns, ", ") + ` FROM ` + t.Name
+	if limit > 0 {
+		q += ` LIMIT ` + strconv.Itoa(limit)
+	}
+	rows, err := tx.Query(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		values, err := rows.Values()
+		if err != nil {
+			return err
+		}
+		for i, v := range values {
+			switch v := v.(type) {
+			case int32:
+				values[i] = int64(v)
+			case int16:
+				values[i] = int64(v)
+			}
+		}
+		if err := row(values); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // serials are the columns whose values a sequence hands out, which a
@@ -70,30 +73,15 @@ var serials = [][2]string{
 
 // Load implements storecopy.Target. Its transaction is not retried: its
 // rows are read once, from the source. It takes the archive's lock, so
-// that no server writes records in between.
-func (s *Store) Load(ctx context.Context, fn func(write func(t storecopy.Table, next func() ([]any, bool, error)) error) error) error {
+// that no server writes records in between; a server's other writes are
+// seen by check, which then fails the copy.
+func (s *Store) Load(ctx context.Context, fill, check func(storecopy.Loader) error) error {
 	return s.runTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, archiveLock); err != nil {
 			return err
 		}
-		err := fn(func(t storecopy.Table, next func() ([]any, bool, error)) error {
-			switch t.Name { // the rows the migrations seeded give way to the copy's
-			case "counters", "arch_versions":
-				if _, err := tx.Exec(ctx, `DELETE FROM `+t.Name); err != nil {
-					return err
-				}
-			}
-			types, err := columnTypes(ctx, tx, t)
-			if err != nil {
-				return err
-			}
-			src := &rowSource{next: next, types: types}
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{t.Name}, t.Columns, src); err != nil {
-				return err
-			}
-			return src.err
-		})
-		if err != nil {
+		l := &loader{ctx: ctx, tx: tx}
+		if err := fill(l); err != nil {
 			return err
 		}
 		for _, sc := range serials {
@@ -114,8 +102,37 @@ func (s *Store) Load(ctx context.Context, fn func(write func(t storecopy.Table, 
 		if err := reindex(ctx, tx); err != nil {
 			return fmt.Errorf("build the full-text index: %w", err)
 		}
-		return nil
+		return check(l)
 	})
+}
+
+// loader is a load's storecopy.Loader.
+type loader struct {
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (l *loader) Read(t storecopy.Table, limit int, row func(values []any) error) error {
+	return readTable(l.ctx, l.tx, t, limit, row)
+}
+
+func (l *loader) Write(t storecopy.Table, next func() ([]any, bool, error)) error {
+	ctx, tx := l.ctx, l.tx
+	switch t.Name { // the rows the migrations seeded give way to the copy's
+	case "counters", "arch_versions":
+		if _, err := tx.Exec(ctx, `DELETE FROM `+t.Name); err != nil {
+			return err
+		}
+	}
+	types, err := columnTypes(ctx, tx, t)
+	if err != nil {
+		return err
+	}
+	src := &rowSource{next: next, types: types}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{t.Name}, t.Columns, src); err != nil {
+		return err
+	}
+	return src.err
 }
 
 // columnTypes returns the PostgreSQL type of each of a table's columns.

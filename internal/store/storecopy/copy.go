@@ -11,17 +11,21 @@
 // same transaction as the load: the target holds all of the copy or, on
 // any error, nothing of it.
 //
-// A copy is verified before it reports success: every table is read back
-// from the target and compared with the source by its row count and an
-// order-independent hash of its rows (the sum, modulo 2^256, of each
-// row's SHA-256), so that a value changed on the way (a type the target
-// stores differently, a truncated blob) fails the copy.
+// A copy is verified before it commits: every table is read back from
+// the target, in the load's transaction, and compared with the source by
+// its row count and an order-independent hash of its rows (the sum,
+// modulo 2^256, of each row's SHA-256), so that a value changed on the
+// way (a type the target stores differently, a truncated blob) fails the
+// copy and leaves the target as it was. The check that the target is
+// empty (every table, not a few) runs in the same transaction, so a
+// writer that slips in between cannot mix its rows with the copy's.
 package storecopy
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/big"
 	"strconv"
@@ -103,18 +107,37 @@ type Source interface {
 }
 
 // A Target loads tables into an empty store of this engram's schema, in
-// one transaction: Load calls fn with a function that writes one table
-// (rows pulled from next until it returns false), then rebuilds what the
-// backend derives (its full-text index) and commits. An error anywhere
-// leaves the target as it was.
+// one transaction. Load calls fill with the transaction's Loader, then
+// builds what the backend derives (its full-text index), then calls
+// check with the same Loader, and commits only if both returned nil. An
+// error anywhere leaves the target as it was.
 type Target interface {
-	Empty(ctx context.Context) (bool, error)
-	Load(ctx context.Context, fn func(write func(t Table, next func() ([]any, bool, error)) error) error) error
+	Load(ctx context.Context, fill, check func(Loader) error) error
 	Source
 }
 
-// Progress reports a table copied: its rows, and how long it took.
-type Progress func(table string, rows int64, took time.Duration)
+// A Loader writes and reads tables within a target's load transaction.
+// Write writes rows pulled from next until it returns false; Read calls
+// row for every row of a table, as Source's reads do, or for its first
+// limit rows when limit > 0.
+type Loader interface {
+	Write(t Table, next func() ([]any, bool, error)) error
+	Read(t Table, limit int, row func(values []any) error) error
+}
+
+// Progress tells how a copy goes. Table is called as each table is
+// copied, with its rows and how long it took; Step as each later stage
+// begins (building the target's index, verifying). Either may be nil.
+type Progress struct {
+	Table func(table string, rows int64, took time.Duration)
+	Step  func(what string)
+}
+
+func (p Progress) step(what string) {
+	if p.Step != nil {
+		p.Step(what)
+	}
+}
 
 // Report says what a copy moved: rows by table.
 type Report struct {
@@ -128,100 +151,161 @@ type TableReport struct {
 	Hash string // hex: the sum of the rows' SHA-256, modulo 2^256
 }
 
-// Copy copies from into to, which must be empty, and verifies the copy.
+// A NotEmptyError is the refusal of a target that holds rows.
+type NotEmptyError struct {
+	Target string
+	Table  string // the first table found holding a row
+}
+
+func (e *NotEmptyError) Error() string {
+	return fmt.Sprintf("target %s already holds a store (its table %s has rows): copy into an empty one (a new SQLite file, or a new database)",
+		e.Target, e.Table)
+}
+
+// errFound stops a read at its first row.
+var errFound = errors.New("found a row")
+
+// Copy copies from into to, which must hold no row of any table Tables
+// names (beyond what a new store's migrations seed), and verifies the
+// copy. Both the check that the target is empty and the verification
+// run inside the target's load transaction: a copy that fails either
+// leaves the target as it was.
 func Copy(ctx context.Context, from Source, to Target, progress Progress) (Report, error) {
-	empty, err := to.Empty(ctx)
-	if err != nil {
-		return Report{}, fmt.Errorf("target %s: %w", to.Describe(), err)
-	}
-	if !empty {
-		return Report{}, fmt.Errorf("target %s already holds a store: copy into an empty one (a new SQLite file, or a new database)", to.Describe())
-	}
-	var want Report
-	err = to.Load(ctx, func(write func(t Table, next func() ([]any, bool, error)) error) error {
-		return from.ReadTables(ctx, func(read func(t Table, row func(values []any) error) error) error {
+	var want, got Report
+	fill := func(l Loader) error {
+		for _, t := range Tables {
+			limit := 1 // a table of rows skip may leave out is read whole: they are few
+			if t.Name == "counters" || t.Name == "arch_versions" {
+				limit = 0
+			}
+			err := l.Read(t, limit, func(values []any) error {
+				if skip(t, values) {
+					return nil
+				}
+				return errFound
+			})
+			if errors.Is(err, errFound) {
+				return &NotEmptyError{Target: to.Describe(), Table: t.Name}
+			}
+			if err != nil {
+				return fmt.Errorf("target %s: read %s: %w", to.Describe(), t.Name, err)
+			}
+		}
+		err := from.ReadTables(ctx, func(read func(t Table, row func(values []any) error) error) error {
 			want = Report{}
 			for _, t := range Tables {
-				start := time.Now()
-				h := newHasher()
-				rows := make(chan []any, 256)
-				errc := make(chan error, 1)
-				rctx, cancel := context.WithCancel(ctx)
-				go func() {
-					defer close(rows)
-					errc <- read(t, func(values []any) error {
-						if skip(t, values) {
-							return nil
-						}
-						h.add(values)
-						select {
-						case rows <- values:
-							return nil
-						case <-rctx.Done():
-							return rctx.Err()
-						}
-					})
-				}()
-				werr := write(t, func() ([]any, bool, error) {
-					v, ok := <-rows
-					return v, ok, nil
-				})
-				cancel()
-				for range rows { // let the reader finish
+				r, err := copyTable(ctx, t, read, l)
+				if err != nil {
+					return err
 				}
-				if rerr := <-errc; rerr != nil && werr == nil {
-					werr = fmt.Errorf("read %s: %w", t.Name, rerr)
-				}
-				if werr != nil {
-					return fmt.Errorf("table %s: %w", t.Name, werr)
-				}
-				want.Tables = append(want.Tables, TableReport{Name: t.Name, Rows: h.rows, Hash: h.hex()})
-				if progress != nil {
-					progress(t.Name, h.rows, time.Since(start))
+				want.Tables = append(want.Tables, r.TableReport)
+				if progress.Table != nil {
+					progress.Table(t.Name, r.Rows, r.took)
 				}
 			}
 			return nil
 		})
-	})
-	if err != nil {
+		if err == nil {
+			progress.step("building the full-text index")
+		}
+		return err
+	}
+	check := func(l Loader) error {
+		progress.step("verifying")
+		var err error
+		got, err = summarize(func(t Table, row func(values []any) error) error { return l.Read(t, 0, row) })
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		for i, w := range want.Tables {
+			g := got.Tables[i]
+			if g.Rows != w.Rows || g.Hash != w.Hash {
+				return fmt.Errorf("verify: table %s: the target holds %d rows (hash %.16s), the source %d (hash %.16s); nothing was copied",
+					w.Name, g.Rows, g.Hash, w.Rows, w.Hash)
+			}
+		}
+		return nil
+	}
+	if err := to.Load(ctx, fill, check); err != nil {
 		return Report{}, err
 	}
-	got, err := Summarize(ctx, to)
-	if err != nil {
-		return Report{}, fmt.Errorf("verify: %w", err)
-	}
-	for i, w := range want.Tables {
-		g := got.Tables[i]
-		if g.Rows != w.Rows || g.Hash != w.Hash {
-			return got, fmt.Errorf("verify: table %s: the target holds %d rows (hash %.16s), the source %d (hash %.16s)",
-				w.Name, g.Rows, g.Hash, w.Rows, w.Hash)
-		}
-	}
 	return got, nil
+}
+
+// tableCopy is a table copied, and how long it took.
+type tableCopy struct {
+	TableReport
+	took time.Duration
+}
+
+// copyTable copies one table's rows from read to l, hashing them as
+// they pass.
+func copyTable(ctx context.Context, t Table, read func(t Table, row func(values []any) error) error, l Loader) (tableCopy, error) {
+	start := time.Now()
+	h := newHasher()
+	rows := make(chan []any, 256)
+	errc := make(chan error, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(rows)
+		errc <- read(t, func(values []any) error {
+			if skip(t, values) {
+				return nil
+			}
+			h.add(values)
+			select {
+			case rows <- values:
+				return nil
+			case <-rctx.Done():
+				return rctx.Err()
+			}
+		})
+	}()
+	werr := l.Write(t, func() ([]any, bool, error) {
+		v, ok := <-rows
+		return v, ok, nil
+	})
+	cancel()
+	for range rows { // let the reader finish
+	}
+	if rerr := <-errc; rerr != nil && werr == nil {
+		werr = fmt.Errorf("read %s: %w", t.Name, rerr)
+	}
+	if werr != nil {
+		return tableCopy{}, fmt.Errorf("table %s: %w", t.Name, werr)
+	}
+	return tableCopy{TableReport{Name: t.Name, Rows: h.rows, Hash: h.hex()}, time.Since(start)}, nil
 }
 
 // Summarize counts and hashes every table of a store.
 func Summarize(ctx context.Context, s Source) (Report, error) {
 	var r Report
 	err := s.ReadTables(ctx, func(read func(t Table, row func(values []any) error) error) error {
-		r = Report{}
-		for _, t := range Tables {
-			h := newHasher()
-			err := read(t, func(values []any) error {
-				if skip(t, values) {
-					return nil
-				}
-				h.add(values)
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("read %s: %w", t.Name, err)
-			}
-			r.Tables = append(r.Tables, TableReport{Name: t.Name, Rows: h.rows, Hash: h.hex()})
-		}
-		return nil
+		var err error
+		r, err = summarize(read)
+		return err
 	})
 	return r, err
+}
+
+func summarize(read func(t Table, row func(values []any) error) error) (Report, error) {
+	var r Report
+	for _, t := range Tables {
+		h := newHasher()
+		err := read(t, func(values []any) error {
+			if skip(t, values) {
+				return nil
+			}
+			h.add(values)
+			return nil
+		})
+		if err != nil {
+			return Report{}, fmt.Errorf("read %s: %w", t.Name, err)
+		}
+		r.Tables = append(r.Tables, TableReport{Name: t.Name, Rows: h.rows, Hash: h.hex()})
+	}
+	return r, nil
 }
 
 // hasher sums the SHA-256 of rows: the same rows in any order give the

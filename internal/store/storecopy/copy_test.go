@@ -3,9 +3,11 @@ package storecopy_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,14 +59,19 @@ func TestCopy(t *testing.T) {
 				populate(t, src)
 				ctx := context.Background()
 				var tables []string
-				report, err := storecopy.Copy(ctx, src, dst, func(table string, rows int64, took time.Duration) {
-					tables = append(tables, table)
+				var steps []string
+				report, err := storecopy.Copy(ctx, src, dst, storecopy.Progress{
+					Table: func(table string, rows int64, took time.Duration) { tables = append(tables, table) },
+					Step:  func(what string) { steps = append(steps, what) },
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if len(tables) != len(storecopy.Tables) {
 					t.Errorf("progress told of %d tables, want %d", len(tables), len(storecopy.Tables))
+				}
+				if want := []string{"building the full-text index", "verifying"}; !slices.Equal(steps, want) {
+					t.Errorf("progress told of steps %q, want %q", steps, want)
 				}
 				rows := map[string]int64{}
 				for _, tr := range report.Tables {
@@ -80,7 +87,7 @@ func TestCopy(t *testing.T) {
 				}
 				sameReads(t, src, dst)
 				// A second copy into the same target is refused, and changes nothing.
-				if _, err := storecopy.Copy(ctx, src, dst, nil); err == nil {
+				if _, err := storecopy.Copy(ctx, src, dst, storecopy.Progress{}); err == nil {
 					t.Error("a copy into a store that holds one: no error")
 				}
 				if got, err := storecopy.Summarize(ctx, dst); err != nil || !cmp.Equal(got, report) {
@@ -103,6 +110,127 @@ func TestCopy(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestCopy_NotEmpty refuses a copy into a target holding any row at all,
+// whichever table holds it, and leaves the target as it was.
+func TestCopy_NotEmpty(t *testing.T) {
+	ctx := context.Background()
+	for _, to := range openers() {
+		src := sqliteOpener().open(t)
+		populate(t, src)
+		for _, c := range []struct {
+			table string
+			write func(s backend) error
+		}{
+			{"settings", func(s backend) error { return s.PutSetting(ctx, "embed.model", "x") }},
+			{"blobs", func(s backend) error { return s.PutBlob(ctx, "model", []byte{1}) }},
+			{"sessions", func(s backend) error { return s.PutSession(ctx, store.Session{ID: "s9"}) }},
+			{"audit", func(s backend) error {
+				// What a forgotten session leaves: the forget's audit row,
+				// and the session's archive version.
+				if _, err := s.PutEntries(ctx, []store.Entry{storetest.Entry("s1", "claude", store.UserPrompt, "forget me")}); err != nil {
+					return err
+				}
+				_, err := s.Forget(ctx, store.ForgetRequest{Sessions: []string{"s1"}, Actor: "test"})
+				return err
+			}},
+		} {
+			t.Run(to.name+"_"+c.table, func(t *testing.T) {
+				dst := to.open(t)
+				if err := c.write(dst); err != nil {
+					t.Fatal(err)
+				}
+				before, err := storecopy.Summarize(ctx, dst)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rows(before)[c.table] == 0 {
+					t.Fatalf("the write left no row in %s: %v", c.table, rows(before))
+				}
+				_, err = storecopy.Copy(ctx, src, dst, storecopy.Progress{})
+				var ne *storecopy.NotEmptyError
+				if !errors.As(err, &ne) || rows(before)[ne.Table] == 0 {
+					t.Errorf("copy into a store holding rows %v: %v, want a NotEmptyError naming one of them", rows(before), err)
+				}
+				if after, err := storecopy.Summarize(ctx, dst); err != nil || !cmp.Equal(after, before) {
+					t.Errorf("after a refused copy the target changed: %v %s", err, cmp.Diff(before, after))
+				}
+			})
+		}
+	}
+}
+
+// TestCopy_VerifyFails loses a row on the way into the target: the
+// verification, inside the load's transaction, fails the copy, and the
+// target holds nothing of it.
+func TestCopy_VerifyFails(t *testing.T) {
+	ctx := context.Background()
+	for _, to := range openers() {
+		t.Run(to.name, func(t *testing.T) {
+			src, dst := sqliteOpener().open(t), to.open(t)
+			populate(t, src)
+			empty, err := storecopy.Summarize(ctx, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = storecopy.Copy(ctx, src, lossy{dst, "audit"}, storecopy.Progress{})
+			if err == nil || !strings.Contains(err.Error(), "verify: table audit") {
+				t.Fatalf("a copy that lost an audit row: %v, want its verification to fail", err)
+			}
+			if got, err := storecopy.Summarize(ctx, dst); err != nil || !cmp.Equal(got, empty) {
+				t.Errorf("after a failed verification the target holds rows: %v %s", err, cmp.Diff(empty, got))
+			}
+			// Nothing of it is left to refuse the next copy.
+			if _, err := storecopy.Copy(ctx, src, dst, storecopy.Progress{}); err != nil {
+				t.Errorf("a copy after the failed one: %v", err)
+			}
+		})
+	}
+}
+
+// lossy is a target that drops the last row of one table on the way in.
+type lossy struct {
+	backend
+	table string
+}
+
+func (l lossy) Load(ctx context.Context, fill, check func(storecopy.Loader) error) error {
+	return l.backend.Load(ctx, func(ld storecopy.Loader) error { return fill(lossyLoader{ld, l.table}) }, check)
+}
+
+type lossyLoader struct {
+	storecopy.Loader
+	table string
+}
+
+func (l lossyLoader) Write(t storecopy.Table, next func() ([]any, bool, error)) error {
+	if t.Name != l.table {
+		return l.Loader.Write(t, next)
+	}
+	var held []any
+	return l.Loader.Write(t, func() ([]any, bool, error) {
+		for {
+			v, ok, err := next()
+			if err != nil || !ok {
+				return nil, false, err // the row held is dropped
+			}
+			if held == nil {
+				held = v
+				continue
+			}
+			v, held = held, v
+			return v, true, nil
+		}
+	})
+}
+
+func rows(r storecopy.Report) map[string]int64 {
+	m := map[string]int64{}
+	for _, t := range r.Tables {
+		m[t.Name] = t.Rows
+	}
+	return m
 }
 
 // sameReads checks that two stores answer the contract's reads alike.
