@@ -380,6 +380,9 @@ func (e *Engine) Entry(ctx context.Context, id string) (store.Entry, error) {
 	return ents[0], nil
 }
 
+// Ping reports whether the store answers; see store.Store.
+func (e *Engine) Ping(ctx context.Context) error { return e.st.Ping(ctx) }
+
 // Stats describes the store.
 func (e *Engine) Stats(ctx context.Context) (store.Stats, error) {
 	return e.st.Stats(ctx)

@@ -228,6 +228,9 @@ type Store interface {
 
 	// Stats describes what the store holds.
 	Stats(ctx context.Context) (Stats, error)
+	// Ping reports whether the store answers a read, cheaply: nil, or an
+	// error wrapping ErrUnavailable when it cannot be reached.
+	Ping(ctx context.Context) error
 
 	// The archivalist's records, agents, versions and events.
 	ArchiveStore
@@ -251,6 +254,26 @@ var ErrStaleEpoch = errors.New("stale epoch: written meanwhile")
 
 // ErrSchemaTooNew is returned when a store was written by a newer engram.
 var ErrSchemaTooNew = errors.New("store written by a newer engram")
+
+// ErrUnavailable marks the error of a call that could not reach the
+// store, or found it locked for longer than it waits: the call wrote
+// nothing, and may succeed if made again later. Front ends answer it as
+// a temporary failure (HTTP 503 with Retry-After).
+var ErrUnavailable = errors.New("store unavailable")
+
+// Unavailable returns err marked as ErrUnavailable: errors.Is(e,
+// ErrUnavailable) holds, and err's own chain is kept. Its message is err's.
+func Unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return &unavailableError{err}
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string   { return e.err.Error() }
+func (e *unavailableError) Unwrap() []error { return []error{e.err, ErrUnavailable} }
 
 // ValidationError says which field of a record is wrong and why.
 type ValidationError struct {

@@ -23,10 +23,10 @@ func collect[T any](ctx context.Context, s *Store, q string, args []any, scan pg
 	err := s.retry(ctx, func() error {
 		rows, err := s.pool.Query(ctx, q, args...)
 		if err != nil {
-			return err
+			return readLost(err)
 		}
 		out, err = collectRows(rows, scan)
-		return err
+		return readLost(err)
 	})
 	return out, err
 }
@@ -295,6 +295,14 @@ func (s *Store) Agents(ctx context.Context, sessionID string) ([]store.Agent, er
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	return out, nil
+}
+
+// Ping implements store.Store: a row of a table, read from the database.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.retry(ctx, func() error {
+		var n int64
+		return readLost(s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM counters LIMIT 1) AS c`).Scan(&n))
+	})
 }
 
 // Stats implements store.Store. The totals of entries come from the

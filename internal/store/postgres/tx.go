@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +62,46 @@ func retryable(err error) bool {
 		return false
 	}
 	return pgconn.SafeToRetry(err)
+}
+
+// markUnreachable marks err store.ErrUnavailable when it says that the
+// database could not be reached, or would not take a connection: nothing
+// was written, and the call may succeed later. A COMMIT that got no
+// answer (committing) is not marked: it may have been written.
+func markUnreachable(err error) error {
+	var (
+		lost connLost
+		ce   *pgconn.ConnectError
+		ne   net.Error
+	)
+	switch code := errCode(err); {
+	case errors.As(err, &lost), errors.As(err, &ce):
+	case strings.HasPrefix(code, "08"), // connection exception
+		code == "57P01", code == "57P02", code == "57P03", // shutdown, crash, starting up
+		code == "53300": // too many connections
+	case code == "" && (errors.As(err, &ne) || pgconn.SafeToRetry(err) || cutOff(err)):
+		// A network error, a request the connection failed to send, or a
+		// connection that ended in the middle of an answer.
+	default:
+		return err
+	}
+	return store.Unavailable(err)
+}
+
+// cutOff reports whether err is of a connection that ended in the middle
+// of a message.
+func cutOff(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// readLost marks the error of a read outside a transaction (one
+// statement, which changes nothing) whose connection ended: connLost,
+// so that it is run again.
+func readLost(err error) error {
+	if cutOff(err) && errCode(err) == "" {
+		return connLost{err}
+	}
+	return err
 }
 
 // connLost marks an error of a transaction whose connection was lost
@@ -137,17 +179,21 @@ func (s *Store) runTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx
 }
 
 // retry runs fn until it succeeds, fails in a way that is not retryable,
-// or runs maxAttempts times.
+// or runs maxAttempts times. An error that says the database could not be
+// reached is marked store.ErrUnavailable.
 func (s *Store) retry(ctx context.Context, fn func() error) error {
 	backoff := 2 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		var c committing
-		if err == nil || errors.As(err, &c) || !retryable(err) || ctx.Err() != nil {
+		if err == nil || errors.As(err, &c) || ctx.Err() != nil {
 			return err
 		}
+		if !retryable(err) {
+			return markUnreachable(err)
+		}
 		if attempt == maxAttempts {
-			return fmt.Errorf("gave up after %d attempts: %w", attempt, err)
+			return markUnreachable(fmt.Errorf("gave up after %d attempts: %w", attempt, err))
 		}
 		s.log.Debug("transaction not committed, running it again", "attempt", attempt, "err", err)
 		// Jitter keeps two transactions that collided from colliding again.

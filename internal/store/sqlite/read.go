@@ -411,6 +411,19 @@ func (s *Store) Agents(ctx context.Context, sessionID string) ([]store.Agent, er
 	return out, nil
 }
 
+// Ping implements store.Store: one row of a table read from the file.
+func (s *Store) Ping(ctx context.Context) error {
+	err := s.read(ctx, func(db *sql.DB) error {
+		var n int64
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM counters LIMIT 1)`).Scan(&n)
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		return store.Unavailable(err)
+	}
+	return err
+}
+
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	st := store.Stats{Location: s.path, SchemaVersion: SchemaVersion(), ByType: map[store.ContentType]store.TypeStats{},

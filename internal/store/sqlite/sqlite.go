@@ -275,8 +275,8 @@ func busy(err error) bool {
 	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }
 
-// ErrBusy is returned when the store stayed locked by another process for
-// longer than Options.RetryTimeout.
+// ErrBusy is returned, marked store.ErrUnavailable, when the store stayed
+// locked by another process for longer than Options.RetryTimeout.
 var ErrBusy = errors.New("store is busy: another process kept it locked")
 
 // retry runs fn until it succeeds, fails with an error other than a busy
@@ -290,7 +290,7 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w for %v (%d attempts)", ErrBusy, s.opts.RetryTimeout, attempt)
+			return store.Unavailable(fmt.Errorf("%w for %v (%d attempts)", ErrBusy, s.opts.RetryTimeout, attempt))
 		}
 		s.log.Debug("store busy, retrying", "attempt", attempt)
 		// Jitter keeps two processes that collided from colliding again.
