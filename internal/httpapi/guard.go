@@ -29,6 +29,7 @@ import (
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/metrics"
+	"github.com/engramhq/engram/internal/store"
 )
 
 // What every request passes before a route sees it, in order:
@@ -187,7 +188,11 @@ func (g *guard) authenticate(w http.ResponseWriter, r *http.Request) (principal,
 	switch {
 	case err != nil:
 		g.log.Error("authenticate an agent key", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "internal error; the server's log has the details")
+		if errors.Is(err, store.ErrUnavailable) {
+			writeUnavailable(w)
+		} else {
+			writeError(w, http.StatusInternalServerError, "internal", "internal error; the server's log has the details")
+		}
 		return principal{}, false
 	case why != "":
 		g.unauthorized(w, r, why)

@@ -10,6 +10,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -134,8 +136,14 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	g := newGuard(eng, opts, log)
 	g.adm.allowBodies(opts.MaxBodyBytes)
 	mux := http.NewServeMux()
+	hc := &health{ping: eng.Ping, log: log}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": opts.Version})
+		if hc.check() != nil {
+			w.Header().Set("Retry-After", "5")
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "version": opts.Version, "store": "unavailable"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": opts.Version, "store": "ok"})
 	})
 	sessions := &mcpSessions{max: opts.MaxMCPSessions, metrics: opts.Metrics, open: map[string]*mcp.ServerSession{}}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
@@ -200,9 +208,48 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	}
 	h := g.site(mux)
 	if opts.Metrics != nil {
-		return observe(h, opts.Metrics)
+		h = observe(h, opts.Metrics)
 	}
-	return h
+	return &project{Handler: h, health: hc}
+}
+
+// project is a project's handler, with its health for Projects.
+type project struct {
+	http.Handler
+	health *health
+}
+
+// health answers /healthz: whether the store answers a read. The route
+// needs no credential, so the store is asked at most once a second
+// whatever the rate of requests, and for at most 2 s.
+type health struct {
+	ping func(ctx context.Context) error
+	log  *slog.Logger
+
+	mu  sync.Mutex
+	at  time.Time // of the last answer
+	err error
+}
+
+// healthTTL is how long an answer of the store stands.
+const healthTTL = time.Second
+
+func (h *health) check() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.at.IsZero() && time.Since(h.at) < healthTTL {
+		return h.err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := h.ping(ctx)
+	if err != nil && h.err == nil {
+		h.log.Error("health: the store does not answer", "err", err)
+	} else if err == nil && h.err != nil {
+		h.log.Info("health: the store answers again")
+	}
+	h.at, h.err = time.Now(), err
+	return err
 }
 
 // routeProbe stands for every route in a mux that only says which
@@ -249,6 +296,20 @@ func Projects(handlers map[string]http.Handler, opts Options) http.Handler {
 	}
 	slices.Sort(names)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		// Each project's store is asked; a server any of whose stores does
+		// not answer is unavailable, and says which (/p/NAME/healthz tells
+		// of one).
+		down := []string{}
+		for _, name := range names {
+			if p, ok := handlers[name].(*project); ok && p.health.check() != nil {
+				down = append(down, name)
+			}
+		}
+		if len(down) > 0 {
+			w.Header().Set("Retry-After", "5")
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "version": opts.Version, "projects": names, "unavailable": down})
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": opts.Version, "projects": names})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -322,6 +383,15 @@ func limitBody(next http.Handler, max int64) http.Handler {
 }
 
 // writeError writes the API's error shape.
+// writeUnavailable answers a request the store could not serve for now
+// (store.ErrUnavailable): 503, to be tried again in a few seconds. What
+// failed is in the server's log, not in the answer.
+func writeUnavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "5")
+	writeError(w, http.StatusServiceUnavailable, "store_unavailable",
+		"the store is unavailable (its database does not answer, or it is locked); retry later; the server's log has the details")
+}
+
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }

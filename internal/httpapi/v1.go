@@ -774,7 +774,9 @@ func (e *httpError) Error() string { return e.msg }
 // fail maps an error to the API's error shape and status: 400 for bad
 // input, 403 for another session, 404 for what does not exist, 409 for a
 // conflict, 413 for an oversized body, 429 with Retry-After for a rate
-// limit, 502 for a failing provider, 500 (without details) for the rest.
+// limit, 502 for a failing provider, 503 with Retry-After for a store
+// that cannot be reached or a request past its deadline, 500 (without
+// details) for the rest.
 func (v *v1) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		he  *httpError
@@ -808,6 +810,9 @@ func (v *v1) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, llm.ErrBadAnswer):
 		writeError(w, http.StatusBadGateway, "provider", err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		v.log.Error("the store is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeUnavailable(w)
 	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil:
 		// The request's own deadline (Options.RequestTimeout): the store,
 		// or a provider, did not answer in time.

@@ -344,6 +344,7 @@ type storeCollector struct {
 type cacheStats interface{ CacheStats() []sqlite.CacheStat }
 
 var (
+	storeUp     = prometheus.NewDesc("engram_store_up", "1 when the store answered this scrape's read, 0 when it could not be reached (its other figures are then left out).", nil, nil)
 	storeBytes  = prometheus.NewDesc("engram_store_bytes", "Size of the store.", nil, nil)
 	storeChunks = prometheus.NewDesc("engram_store_chunks", "Chunks in the store.", nil, nil)
 	storeTokens = prometheus.NewDesc("engram_store_tokens", "Tokens of the content in the store.", nil, nil)
@@ -354,6 +355,7 @@ var (
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storeUp
 	ch <- storeBytes
 	ch <- storeChunks
 	ch <- storeTokens
@@ -364,13 +366,20 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if st, err := c.eng.Stats(ctx); err == nil {
-		ch <- prometheus.MustNewConstMetric(storeBytes, prometheus.GaugeValue, float64(st.SizeBytes))
-		ch <- prometheus.MustNewConstMetric(storeChunks, prometheus.GaugeValue, float64(st.Chunks))
-		ch <- prometheus.MustNewConstMetric(storeTokens, prometheus.GaugeValue, float64(st.Tokens))
+	up := 1.0
+	if err := c.eng.Ping(ctx); err != nil {
+		up = 0
 	}
-	if es, err := c.eng.EmbedStatus(ctx); err == nil {
-		ch <- prometheus.MustNewConstMetric(embedQueue, prometheus.GaugeValue, float64(es.Pending))
+	ch <- prometheus.MustNewConstMetric(storeUp, prometheus.GaugeValue, up)
+	if up == 1 {
+		if st, err := c.eng.Stats(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(storeBytes, prometheus.GaugeValue, float64(st.SizeBytes))
+			ch <- prometheus.MustNewConstMetric(storeChunks, prometheus.GaugeValue, float64(st.Chunks))
+			ch <- prometheus.MustNewConstMetric(storeTokens, prometheus.GaugeValue, float64(st.Tokens))
+		}
+		if es, err := c.eng.EmbedStatus(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(embedQueue, prometheus.GaugeValue, float64(es.Pending))
+		}
 	}
 	stats := []sqlite.CacheStat{{Name: "briefings", Hits: c.m.briefingHits.Load(), Misses: c.m.briefingMisses.Load()}}
 	if cs, ok := c.eng.Store().(cacheStats); ok {

@@ -451,7 +451,13 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 			res.Hits, res.Elapsed = hot, time.Since(start)
 			return res, nil
 		}
-		return res, fmt.Errorf("search: no backend answered: %s", strings.Join(res.Faults, "; "))
+		err := fmt.Errorf("search: no backend answered: %s", strings.Join(res.Faults, "; "))
+		if wantLex && (g.lexSkip || errors.Is(g.lexErr, store.ErrUnavailable)) {
+			// The store's search failed for want of the store, now or
+			// often enough to open its circuit: a search later may answer.
+			err = store.Unavailable(err)
+		}
+		return res, err
 	}
 	n := limit
 	if reranking {
