@@ -296,13 +296,51 @@ func schemaVersion(ctx context.Context, conn *pgx.Conn) (int, error) {
 		return 0, fmt.Errorf("postgres: %w", err)
 	}
 	if !exists {
-		return 0, nil
+		return 0, notForeign(ctx, conn)
 	}
 	var v int
 	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM engram_schema").Scan(&v); err != nil {
 		return 0, fmt.Errorf("postgres: %w", err)
 	}
 	return v, nil
+}
+
+// ErrForeign is the refusal of a database whose schema holds another
+// application's tables: engram keeps its own.
+var ErrForeign = errors.New("not an engram store")
+
+// notForeign refuses a database engram never migrated whose schema (the
+// first of the search path, where engram would create its tables) holds
+// tables, views or sequences, but for extensions' own: engram's tables
+// are not put beside another application's, as the SQLite backend does
+// not write into another application's file.
+func notForeign(ctx context.Context, conn *pgx.Conn) error {
+	var (
+		schema *string
+		n      int
+		some   []string
+	)
+	err := conn.QueryRow(ctx, `SELECT current_schema(),
+		(SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+			AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')),
+		ARRAY(SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+			AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+			ORDER BY c.relname LIMIT 5)
+		FROM (SELECT current_schema() AS name) AS cs LEFT JOIN pg_namespace n ON n.nspname = cs.name`).Scan(&schema, &n, &some)
+	switch {
+	case err != nil:
+		return fmt.Errorf("postgres: %w", err)
+	case schema == nil:
+		return fmt.Errorf("postgres: no schema of the search path exists to hold engram's tables: create one (CREATE SCHEMA engram) and name it in the URL (?search_path=engram)")
+	case n > 0:
+		names := strings.Join(some, ", ")
+		if n > len(some) {
+			names += fmt.Sprintf(" and %d more", n-len(some))
+		}
+		return fmt.Errorf("postgres: %w: schema %s holds another application's tables (%s): give engram a database of its own (createdb NAME), or a schema (CREATE SCHEMA engram, and ?search_path=engram in the URL)",
+			ErrForeign, *schema, names)
+	}
+	return nil
 }
 
 // Version is the database's schema version.

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -110,6 +111,71 @@ func TestOpen_NewerSchema(t *testing.T) {
 	_, err = postgres.Open(ctx, dsn, postgres.Options{})
 	if !errors.Is(err, postgres.ErrNewerSchema) || !strings.Contains(err.Error(), "999") {
 		t.Errorf("Open = %v; want ErrNewerSchema naming version 999", err)
+	}
+}
+
+// TestOpen_Foreign: a database whose schema holds another application's
+// tables is refused and left as it was; a schema of engram's own in the
+// same database, named by search_path, is not; a search path naming no
+// schema is refused, saying what to do.
+func TestOpen_Foreign(t *testing.T) {
+	dsn := database(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, "CREATE TABLE public.orders (id int); CREATE SEQUENCE public.invoice_seq"); err != nil {
+		t.Fatal(err)
+	}
+	tables := func() []string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT schemaname || '.' || tablename FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	for _, noMigrate := range []bool{false, true} {
+		s, err := postgres.Open(ctx, dsn, postgres.Options{NoMigrate: noMigrate})
+		if err == nil && noMigrate {
+			_, err = s.Version(ctx) // what engram migrate --check and other commands ask
+			_ = s.Close()
+		}
+		if !errors.Is(err, postgres.ErrForeign) || !strings.Contains(err.Error(), "orders, invoice_seq") && !strings.Contains(err.Error(), "invoice_seq, orders") {
+			t.Errorf("NoMigrate %v: %v; want ErrForeign naming the tables found", noMigrate, err)
+		}
+	}
+	if got := tables(); len(got) != 1 || got[0] != "public.orders" {
+		t.Errorf("after a refused open the database holds %q; want only public.orders", got)
+	}
+
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	if _, err := postgres.Open(ctx, dsn+sep+"search_path=nosuch", postgres.Options{}); err == nil || !strings.Contains(err.Error(), "CREATE SCHEMA") {
+		t.Errorf("a search path of no schema: %v; want an error saying to create one", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA mem"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := postgres.Open(ctx, dsn+sep+"search_path=mem", postgres.Options{})
+	if err != nil {
+		t.Fatalf("a schema of its own: %v", err)
+	}
+	defer func() { _ = s.Close() }()
+	if v, err := s.Version(ctx); err != nil || v != postgres.SchemaVersion() {
+		t.Errorf("in a schema of its own: version %d, %v", v, err)
+	}
+	got := tables()
+	if !slices.Contains(got, "mem.engram_schema") || !slices.Contains(got, "public.orders") || slices.Contains(got, "public.engram_schema") {
+		t.Errorf("tables after the open in schema mem: %q", got)
 	}
 }
 
