@@ -253,6 +253,13 @@ func copyTable(ctx context.Context, t Table, read func(t Table, row func(values 
 			if skip(t, values) {
 				return nil
 			}
+			for i, v := range values {
+				// SQLite's driver reads an empty BLOB as a nil []byte,
+				// which both backends would write as NULL.
+				if b, ok := v.([]byte); ok && b == nil {
+					values[i] = []byte{}
+				}
+			}
 			h.add(values)
 			select {
 			case rows <- values:

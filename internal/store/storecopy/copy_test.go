@@ -297,6 +297,10 @@ func sameReads(t *testing.T, a, b store.Store) {
 	check("reference", func(s store.Store) (any, error) { return s.Reference(ctx, "ref-1") })
 	check("audit", func(s store.Store) (any, error) { return s.Audit(ctx, 0, 100) })
 	check("blob", func(s store.Store) (any, error) { return s.Blob(ctx, "model") })
+	check("empty blob", func(s store.Store) (any, error) {
+		b, err := s.Blob(ctx, "empty")
+		return fmt.Sprintf("%q", b), err // nil and empty alike
+	})
 }
 
 // populate writes some of everything a store keeps.
@@ -352,6 +356,7 @@ func populate(t *testing.T, s store.Store) {
 	must(s.PutVectors(ctx, "test-model", 3, vecs))
 	must(s.RecordAccess(ctx, []int64{pending[0].ID}, time.Unix(1_700_000_100, 0)))
 	must(s.PutBlob(ctx, "model", []byte{0, 1, 2, 255}))
+	must(s.PutBlob(ctx, "empty", []byte{})) // an empty BLOB, not NULL
 	must(s.PutSetting(ctx, "embed.model", "test-model"))
 
 	must(s.ArchiveWrite(ctx, func(tx store.ArchiveTx) error {
