@@ -84,12 +84,6 @@ func (s *Store) Load(ctx context.Context, fill, check func(storecopy.Loader) err
 		if err := fill(l); err != nil {
 			return err
 		}
-		for _, sc := range serials {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(`SELECT setval(pg_get_serial_sequence('%s', '%s'), coalesce(max(%s), 0) + 1, false) FROM %s`,
-				sc[0], sc[1], sc[1], sc[0])); err != nil {
-				return fmt.Errorf("sequence of %s.%s: %w", sc[0], sc[1], err)
-			}
-		}
 		// Counters the migrations seed that the source had at zero.
 		if _, err := tx.Exec(ctx, `INSERT INTO counters (name, value) VALUES
 			('chunks', 0), ('content_bytes', 0), ('entries', 0), ('occurrences', 0), ('purges', 0), ('tokens', 0)
@@ -102,7 +96,17 @@ func (s *Store) Load(ctx context.Context, fill, check func(storecopy.Loader) err
 		if err := reindex(ctx, tx); err != nil {
 			return fmt.Errorf("build the full-text index: %w", err)
 		}
-		return check(l)
+		if err := check(l); err != nil {
+			return err
+		}
+		// Last: a sequence's setval is not undone by a rollback.
+		for _, sc := range serials {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`SELECT setval(pg_get_serial_sequence('%s', '%s'), coalesce(max(%s), 0) + 1, false) FROM %s`,
+				sc[0], sc[1], sc[1], sc[0])); err != nil {
+				return fmt.Errorf("sequence of %s.%s: %w", sc[0], sc[1], err)
+			}
+		}
+		return nil
 	})
 }
 

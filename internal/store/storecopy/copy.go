@@ -191,7 +191,14 @@ func Copy(ctx context.Context, from Source, to Target, progress Progress) (Repor
 				return fmt.Errorf("target %s: read %s: %w", to.Describe(), t.Name, err)
 			}
 		}
+		begun := false
 		err := from.ReadTables(ctx, func(read func(t Table, row func(values []any) error) error) error {
+			// A source may run its read again after a lost connection;
+			// the rows written by the first run are in the target by then.
+			if begun {
+				return fmt.Errorf("source %s: its read was interrupted (the connection was lost) and cannot go on; nothing was copied: run the copy again", from.Describe())
+			}
+			begun = true
 			want = Report{}
 			for _, t := range Tables {
 				r, err := copyTable(ctx, t, read, l)

@@ -189,6 +189,37 @@ func TestCopy_VerifyFails(t *testing.T) {
 	}
 }
 
+// TestCopy_SourceRetried: a source that runs its read again (as the
+// PostgreSQL backend does after a lost connection) fails the copy, saying
+// so, rather than writing the first run's rows twice; the target holds
+// nothing of it.
+func TestCopy_SourceRetried(t *testing.T) {
+	ctx := context.Background()
+	src, dst := sqliteOpener().open(t), sqliteOpener().open(t)
+	populate(t, src)
+	empty, err := storecopy.Summarize(ctx, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = storecopy.Copy(ctx, retried{src}, dst, storecopy.Progress{})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("a copy whose source read twice: %v, want it refused as interrupted", err)
+	}
+	if got, err := storecopy.Summarize(ctx, dst); err != nil || !cmp.Equal(got, empty) {
+		t.Errorf("after the failed copy the target holds rows: %v %s", err, cmp.Diff(empty, got))
+	}
+}
+
+// retried is a source whose read runs twice, as after a lost connection.
+type retried struct{ backend }
+
+func (r retried) ReadTables(ctx context.Context, fn func(read func(t storecopy.Table, row func(values []any) error) error) error) error {
+	return r.backend.ReadTables(ctx, func(read func(t storecopy.Table, row func(values []any) error) error) error {
+		_ = fn(read) // the first run, "lost"
+		return fn(read)
+	})
+}
+
 // lossy is a target that drops the last row of one table on the way in.
 type lossy struct {
 	backend
