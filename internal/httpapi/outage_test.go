@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/store"
@@ -57,9 +59,9 @@ func until(t *testing.T, u string, status int) (string, string) {
 }
 
 // TestStoreOutage takes a project's PostgreSQL server away and brings it
-// back: health, the API and the metrics say the store is unavailable
-// (503, Retry-After, engram_store_up 0) rather than ok or a 500, and
-// recover with it.
+// back: health, the API, MCP tools and the metrics say the store is
+// unavailable (503, Retry-After, a tool error, engram_store_up 0) rather
+// than ok or a 500, never where the database is, and recover with it.
 func TestStoreOutage(t *testing.T) {
 	relay, u := pgtest.NewRelay(t, pgtest.Database(t))
 	st, err := postgres.Open(context.Background(), u, postgres.Options{})
@@ -86,8 +88,10 @@ func TestStoreOutage(t *testing.T) {
 	if ra, body := until(t, project+"/healthz", 503); ra == "" || !strings.Contains(body, `"store":"unavailable"`) {
 		t.Errorf("project health with the store down: Retry-After %q, %s", ra, body)
 	}
-	if ra, body := until(t, server+"/healthz", 503); ra == "" || !strings.Contains(body, `"unavailable":["api"]`) {
-		t.Errorf("server health with a project's store down: Retry-After %q, %s; want it to name api", ra, body)
+	// The server still serves its other project: degraded, naming api.
+	if resp, body := get(t, http.DefaultClient, server+"/healthz"); resp.StatusCode != 200 ||
+		!strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, `"unavailable":["api"]`) {
+		t.Errorf("server health with a project's store down: HTTP %d %s; want 200, degraded, naming api", resp.StatusCode, body)
 	}
 	if resp, body := get(t, http.DefaultClient, server+"/p/web/healthz"); resp.StatusCode != 200 {
 		t.Errorf("the other project's health: HTTP %d %s", resp.StatusCode, body)
@@ -101,12 +105,44 @@ func TestStoreOutage(t *testing.T) {
 			t.Errorf("GET %s: the answer names the database's address: %s", path, body)
 		}
 	}
+	// An agent over MCP is told to retry, and not where the database is.
+	cs, err := connect(t, project, map[string]string{"X-Engram-Session": "s1", "X-Engram-Agent": "a1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close() }()
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"search", map[string]any{"query": "timeout"}},
+		{"record_insight", map[string]any{"insight": "The pool retries three times", "category": "database.connections"}},
+	} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+		if err != nil {
+			t.Fatalf("%s: %v", c.tool, err)
+		}
+		text := toolText(res)
+		if !res.IsError || !strings.Contains(text, "store is unavailable") || strings.Contains(text, relayHost(u)) || strings.Contains(text, "engram_test_") {
+			t.Errorf("tool %s with the store down: error %v, %q; want a tool error saying to retry, naming no address", c.tool, res.IsError, text)
+		}
+	}
 	if _, body := get(t, http.DefaultClient, project+"/metrics"); !strings.Contains(body, "\nengram_store_up 0\n") || strings.Contains(body, "engram_store_chunks") {
 		t.Errorf("metrics with the store down: want engram_store_up 0 and no store figures:\n%.2000s", body)
 	}
 
 	relay.Up()
 	checkUp()
+}
+
+func toolText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }
 
 func relayHost(u string) string {

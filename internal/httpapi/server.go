@@ -296,18 +296,31 @@ func Projects(handlers map[string]http.Handler, opts Options) http.Handler {
 	}
 	slices.Sort(names)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		// Each project's store is asked; a server any of whose stores does
-		// not answer is unavailable, and says which (/p/NAME/healthz tells
-		// of one).
+		// Each project's store is asked, all at once (2 s at most). A
+		// server some of whose stores do not answer still serves the
+		// others: it is degraded, and names them (/p/NAME/healthz is
+		// each one's 503); with none answering it is unavailable.
+		failed := make([]bool, len(names))
+		var wg sync.WaitGroup
+		for i, name := range names {
+			if p, ok := handlers[name].(*project); ok {
+				wg.Go(func() { failed[i] = p.health.check() != nil })
+			}
+		}
+		wg.Wait()
 		down := []string{}
-		for _, name := range names {
-			if p, ok := handlers[name].(*project); ok && p.health.check() != nil {
+		for i, name := range names {
+			if failed[i] {
 				down = append(down, name)
 			}
 		}
-		if len(down) > 0 {
+		switch {
+		case len(down) == len(names):
 			w.Header().Set("Retry-After", "5")
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "version": opts.Version, "projects": names, "unavailable": down})
+			return
+		case len(down) > 0:
+			writeJSON(w, http.StatusOK, map[string]any{"status": "degraded", "version": opts.Version, "projects": names, "unavailable": down})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": opts.Version, "projects": names})

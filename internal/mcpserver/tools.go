@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -9,7 +10,11 @@ import (
 
 	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/archive"
+	"github.com/engramhq/engram/internal/store"
 )
+
+// errUnavailable is what a tool says when the store could not be reached.
+var errUnavailable = errors.New("the store is unavailable (its database does not answer, or it is locked); retry later")
 
 // tool adapts an operation to an MCP tool handler: the text goes to the
 // model, the output is the structured content, an error is a tool error.
@@ -18,6 +23,12 @@ func tool[In, Out any](s *Server, op func(*api.Ops, context.Context, In) (Out, s
 		out, text, err := op(s.ops(req), ctx, in)
 		if err != nil {
 			var zero Out
+			if errors.Is(err, store.ErrUnavailable) {
+				// Its text names the database's host and user: for the
+				// server's log, not for an agent.
+				s.log.Error("the store is unavailable", "tool", req.Params.Name, "err", err)
+				err = errUnavailable
+			}
 			return nil, zero, err
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil

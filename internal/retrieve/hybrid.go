@@ -327,6 +327,10 @@ type Hybrid struct {
 	purges atomic.Uint64
 
 	searches, degraded, lexFaults, vecFaults, rerankFaults atomic.Int64
+	// lexDown is set while the lexical backend's last failure was the
+	// store's being unavailable, so that a search refused by its open
+	// circuit says why.
+	lexDown atomic.Bool
 }
 
 // NewHybrid returns a hybrid searcher over st. emb may be nil, for lexical
@@ -438,6 +442,9 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 	}
 	if wantLex {
 		res.Lexical = fault("lexical", g.lexErr, g.lexSkip, h.lexCB, &h.lexFaults)
+		if !g.lexSkip {
+			h.lexDown.Store(errors.Is(g.lexErr, store.ErrUnavailable))
+		}
 	}
 	if wantVec {
 		res.Vector = fault("vector", g.vecErr, g.vecSkip, h.vecCB, &h.vecFaults)
@@ -452,9 +459,10 @@ func (h *Hybrid) Search(ctx context.Context, q Query) (Result, error) {
 			return res, nil
 		}
 		err := fmt.Errorf("search: no backend answered: %s", strings.Join(res.Faults, "; "))
-		if wantLex && (g.lexSkip || errors.Is(g.lexErr, store.ErrUnavailable)) {
+		if wantLex && h.lexDown.Load() {
 			// The store's search failed for want of the store, now or
-			// often enough to open its circuit: a search later may answer.
+			// (its circuit open) the last time it was asked: a search
+			// later may answer.
 			err = store.Unavailable(err)
 		}
 		return res, err

@@ -75,6 +75,10 @@ func markUnreachable(err error) error {
 		ne   net.Error
 	)
 	switch code := errCode(err); {
+	case strings.HasPrefix(code, "28"), code == "3D000":
+		// A password, a pg_hba rule or a database name wrong: not an
+		// outage to wait out, but configuration to fix.
+		return err
 	case errors.As(err, &lost), errors.As(err, &ce):
 	case strings.HasPrefix(code, "08"), // connection exception
 		code == "57P01", code == "57P02", code == "57P03", // shutdown, crash, starting up

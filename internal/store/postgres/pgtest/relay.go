@@ -10,14 +10,15 @@ import (
 
 // A Relay stands between a test and its PostgreSQL server, so that the
 // test can take the server away (Down: every connection cut, new ones
-// refused, as when the database host goes down) and bring it back (Up).
+// closed as they come, as when the database host goes down) and bring it
+// back (Up). It keeps its listening port throughout, which another
+// socket of a busy machine could otherwise take while it is down.
 type Relay struct {
-	t      testing.TB
 	target string // the server's host:port
-	addr   string // the relay's
+	ln     net.Listener
 
 	mu    sync.Mutex
-	ln    net.Listener
+	down  bool
 	conns map[net.Conn]bool
 	wg    sync.WaitGroup
 }
@@ -34,69 +35,66 @@ func NewRelay(t testing.TB, dbURL string) (*Relay, string) {
 	if u.Port() == "" {
 		t.Fatalf("pgtest.NewRelay: %s names no TCP port", u.Redacted())
 	}
-	r := &Relay{t: t, target: u.Host, conns: map[net.Conn]bool{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.addr = ln.Addr().String()
-	r.serve(ln)
+	r := &Relay{target: u.Host, ln: ln, conns: map[net.Conn]bool{}}
+	r.wg.Add(1)
+	go r.accept()
 	t.Cleanup(func() {
+		_ = ln.Close()
 		r.Down()
 		r.wg.Wait()
 	})
-	u.Host = r.addr
+	u.Host = ln.Addr().String()
 	return r, u.String()
 }
 
-// Down cuts every connection through the relay and refuses new ones.
+// Down cuts every connection through the relay, and closes new ones as
+// they come, until Up.
 func (r *Relay) Down() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ln != nil {
-		_ = r.ln.Close()
-		r.ln = nil
-	}
+	r.down = true
 	for c := range r.conns {
 		_ = c.Close()
 	}
 }
 
-// Up takes connections again, on the same address.
+// Up relays new connections again.
 func (r *Relay) Up() {
-	r.t.Helper()
-	ln, err := net.Listen("tcp", r.addr)
-	if err != nil {
-		r.t.Fatalf("relay up again on %s: %v", r.addr, err)
-	}
-	r.serve(ln)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.down = false
 }
 
-func (r *Relay) serve(ln net.Listener) {
-	r.mu.Lock()
-	r.ln = ln
-	r.mu.Unlock()
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.Dial("tcp", r.target)
-			if err != nil {
-				_ = client.Close()
-				continue
-			}
-			if !r.track(client, server) {
-				return
-			}
-			r.wg.Add(2)
-			go r.pipe(client, server)
-			go r.pipe(server, client)
+func (r *Relay) accept() {
+	defer r.wg.Done()
+	for {
+		client, err := r.ln.Accept()
+		if err != nil {
+			return
 		}
-	}()
+		r.mu.Lock()
+		down := r.down
+		r.mu.Unlock()
+		if down {
+			_ = client.Close()
+			continue
+		}
+		server, err := net.Dial("tcp", r.target)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		if !r.track(client, server) {
+			continue
+		}
+		r.wg.Add(2)
+		go r.pipe(client, server)
+		go r.pipe(server, client)
+	}
 }
 
 // track records a pair of connections to be cut by Down; it reports
@@ -104,7 +102,7 @@ func (r *Relay) serve(ln net.Listener) {
 func (r *Relay) track(a, b net.Conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ln == nil {
+	if r.down {
 		_ = a.Close()
 		_ = b.Close()
 		return false
