@@ -15,6 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/config"
 	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/store"
@@ -83,6 +84,9 @@ The first index of a project asks permission on a terminal; elsewhere pass
 func checkIndexFlags(opts index.Options) error {
 	if opts.Workers < 0 || opts.MaxFileBytes < 0 {
 		return usagef("--workers and --max-file-size must be 0 (the configured default) or more")
+	}
+	if opts.Workers > config.MaxWorkers {
+		return usagef("--workers %d: at most %d", opts.Workers, config.MaxWorkers)
 	}
 	for _, p := range opts.Exclude {
 		if _, err := path.Match(strings.TrimPrefix(p, "!"), ""); err != nil {

@@ -174,6 +174,8 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{[]string{"show", "x.go:10-5"}, 2},
 		{[]string{"intent", "declare", "rename", "--path", "x", "--ttl", "1000h"}, 2},
 		{[]string{"index", "--workers", "-1", "--yes"}, 2},
+		{[]string{"index", "--workers", "100000000", "--yes"}, 2},
+		{[]string{"watch", "--workers", "257", "--yes"}, 2},
 		{[]string{"index", "--exclude", "[", "--yes"}, 2},
 		{[]string{"add", "--batch-size", "-1", "/no/such/file.jsonl"}, 2},
 		{[]string{"proxy", "--max-body", "-1"}, 2},

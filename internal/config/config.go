@@ -213,7 +213,8 @@ type Index struct {
 	Exclude []string `toml:"exclude"`
 	// MaxFileBytes skips larger files.
 	MaxFileBytes int64 `toml:"max_file_bytes"`
-	// Workers read files in parallel; zero means one per core.
+	// Workers read files in parallel; zero means one per core; at most
+	// MaxWorkers.
 	Workers int `toml:"workers"`
 	// Generated indexes generated files too (left out by default).
 	Generated bool `toml:"generated"`
@@ -603,8 +604,8 @@ func (c Config) Validate() error {
 	if c.Index.MaxFileBytes <= 0 {
 		errs = append(errs, errors.New("index.max_file_bytes: must be positive"))
 	}
-	if c.Index.Workers < 0 {
-		errs = append(errs, errors.New("index.workers: must not be negative"))
+	if c.Index.Workers < 0 || c.Index.Workers > MaxWorkers {
+		errs = append(errs, fmt.Errorf("index.workers: must be 0 (one per core) to %d", MaxWorkers))
 	}
 	if c.Search.MaxPostings < 0 || c.Search.Window < 0 || c.Search.MetaWeight < 0 || c.Search.ContextWeight < 0 {
 		errs = append(errs, errors.New("search: values other than mmap_size must not be negative"))
@@ -797,3 +798,8 @@ func firstNonEmpty(v ...string) string {
 	}
 	return ""
 }
+
+// MaxWorkers bounds index.workers: each worker holds a file of up to
+// index.max_file_bytes and its chunks, so a mistyped count (100000000)
+// would take the machine's memory rather than its cores.
+const MaxWorkers = 256

@@ -99,9 +99,9 @@ func TestLoad_Errors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown keys: log_lvl") {
 		t.Errorf("unknown key: %v", err)
 	}
-	write("log_level = \"loud\"\n[tokens]\nencoding = \"gpt2\"\n[ingest]\nbatch_size = -1\n")
+	write("log_level = \"loud\"\n[tokens]\nencoding = \"gpt2\"\n[ingest]\nbatch_size = -1\n[index]\nworkers = 100000000\n")
 	_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: bad})
-	for _, want := range []string{"log_level", "tokens.encoding", "ingest.batch_size"} {
+	for _, want := range []string{"log_level", "tokens.encoding", "ingest.batch_size", "index.workers"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("invalid values: %v, want it to mention %s", err, want)
 		}
