@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
@@ -489,5 +490,31 @@ func TestRun_OddNames(t *testing.T) {
 	s := openStore(t)
 	if sum := run(t, s, root, Options{}); sum.New != 3 {
 		t.Errorf("%d new files, want 3: %+v", sum.New, sum)
+	}
+}
+
+// TestRun_UnstorableNames: a file or directory whose name is not UTF-8,
+// or holds a backslash, cannot be a stored path; it is left out and
+// reported, and the rest of the tree is indexed (it used to fail the
+// whole batch, every run).
+func TestRun_UnstorableNames(t *testing.T) {
+	root := tree(t, map[string]string{"ok.txt": "fine\n", "n\xffame.txt": "latin-1 name\n", `back\slash.txt`: "a backslash\n",
+		"d\xfeir/inside.txt": "under a bad directory\n", "sub/also.txt": "fine too\n"})
+	s := openStore(t)
+	sum := run(t, s, root, Options{})
+	if sum.New != 2 {
+		t.Errorf("%d new files, want 2 (ok.txt, sub/also.txt): %+v", sum.New, sum)
+	}
+	if len(sum.Errors) != 3 {
+		t.Errorf("errors %+v, want the three bad names reported", sum.Errors)
+	}
+	for _, e := range sum.Errors {
+		if !utf8.ValidString(e.Path) || !strings.Contains(e.Err, "name") {
+			t.Errorf("error %+v: want a printable path and the reason", e)
+		}
+	}
+	// And again: the run is not stuck.
+	if sum := run(t, s, root, Options{}); sum.Unchanged != 2 {
+		t.Errorf("second run: %+v", sum)
 	}
 }

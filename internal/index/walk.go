@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/engramhq/engram/internal/store"
 )
 
 // candidate is a file the walk found and did not exclude by directory,
@@ -38,7 +40,15 @@ const (
 	ignoredSymlinkOut = "symlink outside the project"
 	ignoredSymlinkBad = "broken symlink"
 	ignoredSpecial    = "not a regular file"
+	ignoredName       = "name engram cannot store (not UTF-8, or holding a backslash)"
 )
+
+// badName reports whether a file or directory name cannot be part of a
+// stored path (store.ValidPath): the walk leaves it out, and says where,
+// rather than failing the batch it would be stored in.
+func badName(name string) bool {
+	return !store.ValidPath(name)
+}
 
 // walk lists the files under the directory at parts (nil for the root)
 // that are candidates for indexing, depth first, honouring excluded
@@ -84,6 +94,12 @@ func walk(ctx context.Context, root string, parts []string, r *rules, extra []st
 			mode := e.Type()
 			if mode&fs.ModeSymlink != 0 {
 				res.ignored[symlinkReason(root, abs)]++
+				continue
+			}
+			if badName(name) {
+				res.ignored[ignoredName]++
+				res.errors = append(res.errors, FileError{Path: strings.ToValidUTF8(relPath(parts), "\uFFFD"),
+					Err: "not indexed: its name is not UTF-8, or holds a backslash, which engram cannot store as a path"})
 				continue
 			}
 			if e.IsDir() {
