@@ -325,9 +325,14 @@ func reconcile(ctx context.Context, st store.Store, opts *Options, sum *Summary,
 			changes = append(changes, store.FileChange{Kind: store.ChangeSkip, Path: c.path, Size: c.size, ModTime: c.modTime, Reason: reason})
 			continue
 		}
-		// A generated file skipped before is read again once generated
-		// files are wanted.
-		wantedNow := opts.Generated && old != nil && old.State == store.FileSkipped && old.Reason == ReasonGenerated
+		// A file skipped for a reason that may have gone is read again: a
+		// generated file once generated files are wanted, one too large
+		// under the limit now in force (it is under it, to get here), an
+		// unreadable one whose permissions may have changed (a failed
+		// open costs little).
+		wantedNow := old != nil && old.State == store.FileSkipped &&
+			(opts.Generated && old.Reason == ReasonGenerated || old.Reason == ReasonTooLarge ||
+				strings.HasPrefix(old.Reason, ReasonUnreadable))
 		if old != nil && sameStat(old, c) && !wantedNow {
 			switch old.State {
 			case store.FileCurrent:

@@ -518,3 +518,20 @@ func TestRun_UnstorableNames(t *testing.T) {
 		t.Errorf("second run: %+v", sum)
 	}
 }
+
+// TestRun_SkipReconsidered: a file skipped as too large is indexed once
+// the limit in force takes it, though it did not change.
+func TestRun_SkipReconsidered(t *testing.T) {
+	root := tree(t, map[string]string{"big.txt": strings.Repeat("a line of text\n", 10)})
+	s := openStore(t)
+	if sum := run(t, s, root, Options{MaxFileBytes: 50}); sum.Skipped[ReasonTooLarge] != 1 {
+		t.Fatalf("under a 50-byte limit: %+v", sum)
+	}
+	if sum := run(t, s, root, Options{MaxFileBytes: 1 << 20}); sum.Changed+sum.New != 1 || sum.Skipped[ReasonTooLarge] != 0 {
+		t.Errorf("under a 1 MiB limit: %+v; want big.txt indexed", sum)
+	}
+	files, err := s.Files(context.Background(), store.FileFilter{})
+	if err != nil || len(files) != 1 || files[0].State != store.FileCurrent {
+		t.Errorf("files: %+v %v", files, err)
+	}
+}
