@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,14 +203,11 @@ func TestHook_DaemonFailures(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// A daemon that drops the connection once it has the event.
+	// A daemon that drops the connection once it has the event. The real
+	// one is gone once its lock is free (it removes its socket before);
+	// the test holds the lock, as a daemon would, so that none starts.
 	stopDaemons(dataDir)
-	for i := 0; listening(); i++ {
-		if i == 200 {
-			t.Fatal("the daemon did not stop")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	holdDaemonLock(t, dataDir)
 	l, err := net.Listen("unix", daemonSockets(dataDir)[0])
 	if err != nil {
 		t.Fatal(err)
@@ -302,6 +300,30 @@ func daemonListening(dataDir string) bool {
 		}
 	}
 	return false
+}
+
+// holdDaemonLock waits until no hook daemon of the store under dataDir
+// holds its lock (one that stops removes its socket, then lets the lock
+// go), and holds it until the test ends.
+func holdDaemonLock(t *testing.T, dataDir string) {
+	t.Helper()
+	dbs, _ := filepath.Glob(filepath.Join(dataDir, "projects", "*", "engram.db"))
+	if len(dbs) != 1 {
+		t.Fatalf("stores: %q, want one", dbs)
+	}
+	a := &app{}
+	a.cfg.Store.Path = dbs[0]
+	f, err := os.OpenFile(filepath.Join(a.cfg.StateDir(), "hook.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	for i := 0; syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil; i++ {
+		if i == 600 {
+			t.Fatal("the daemon did not stop")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitDaemon waits for a hook daemon of a store under dataDir to listen.
