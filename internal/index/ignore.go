@@ -69,8 +69,17 @@ func (r *rules) child(dir string, domain []string) (*rules, error) {
 	return newRules(all), nil
 }
 
-// readPatterns parses an ignore file; a missing file has no patterns.
+// readPatterns parses an ignore file; a missing file has no patterns, nor
+// has one that is not a regular file: git reads no .gitignore through a
+// symlink, a directory has no lines, and a FIFO would hold the walk.
 func readPatterns(path string, domain []string) ([]gitignore.Pattern, error) {
+	info, err := os.Lstat(path)
+	if os.IsNotExist(err) || err == nil && !info.Mode().IsRegular() {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -82,7 +91,8 @@ func readPatterns(path string, domain []string) ([]gitignore.Pattern, error) {
 }
 
 // parsePatterns parses gitignore lines: blank lines and # comments are
-// skipped, "\#" and "\!" escape a leading # or !.
+// skipped; "\#" and "\!" are left to the pattern, where the backslash
+// makes the # or ! a plain character (not a comment, not a negation).
 func parsePatterns(data []byte, domain []string) []gitignore.Pattern {
 	var out []gitignore.Pattern
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -91,9 +101,6 @@ func parsePatterns(data []byte, domain []string) []gitignore.Pattern {
 		line := strings.TrimSuffix(sc.Text(), "\r")
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 			continue
-		}
-		if strings.HasPrefix(line, `\#`) || strings.HasPrefix(line, `\!`) {
-			line = line[1:]
 		}
 		out = append(out, gitignore.ParsePattern(line, domain))
 	}

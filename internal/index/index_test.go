@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -533,5 +534,37 @@ func TestRun_SkipReconsidered(t *testing.T) {
 	files, err := s.Files(context.Background(), store.FileFilter{})
 	if err != nil || len(files) != 1 || files[0].State != store.FileCurrent {
 		t.Errorf("files: %+v %v", files, err)
+	}
+}
+
+// TestRun_IgnoreFileEdges: "\!" and "\#" name files beginning with ! and
+// #, as in git; an ignore file that is a directory, a FIFO or a symlink
+// is not read (git reads none of them), and the run goes on.
+func TestRun_IgnoreFileEdges(t *testing.T) {
+	root := tree(t, map[string]string{".gitignore": "\\!bang.txt\n\\#hash.txt\n", "!bang.txt": "ignored\n", "#hash.txt": "ignored\n",
+		"keep.txt": "kept\n", "outside.ignore": "keep.txt\n", "sub/.gitignore/x": "a directory named .gitignore\n", "sub/a.txt": "kept\n"})
+	if err := syscall.Mkfifo(filepath.Join(root, ".ignore"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "lnk"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "outside.ignore"), filepath.Join(root, "lnk", ".gitignore")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, root, "lnk/keep.txt", "kept though the symlinked .gitignore names it\n")
+	s := openStore(t)
+	run(t, s, root, Options{})
+	files, err := s.Files(context.Background(), store.FileFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, f.Path)
+	}
+	want := []string{".gitignore", "keep.txt", "lnk/keep.txt", "outside.ignore", "sub/.gitignore/x", "sub/a.txt"}
+	if !slices.Equal(got, want) {
+		t.Errorf("indexed %q, want %q", got, want)
 	}
 }
