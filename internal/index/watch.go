@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -79,7 +80,7 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 	}
 
 	pending := map[string]bool{}
-	full := false
+	full, rewatch := false, false
 	var first time.Time
 	// After a failed update (the store unreachable), its paths stay
 	// pending and it is tried again at retryAt, the pause doubling up
@@ -95,6 +96,12 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 		}
 		var sum Summary
 		var err error
+		if rewatch {
+			if err := relay(ctx, fw, abs, opts.Exclude); err != nil {
+				opts.Logger.Warn("watch: cannot watch the tree again", "err", err)
+			}
+			rewatch = false
+		}
 		if full {
 			sum, err = Run(ctx, st, abs, opts)
 		} else {
@@ -130,8 +137,18 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 				return nil
 			}
 			rel, err := filepath.Rel(abs, ev.Name)
+			if err == nil && rel == "." && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+				// Its watches would go on under the old name, or none.
+				return fmt.Errorf("%w: %s was moved or removed; index and watch the project where it is now", ErrRootGone, abs)
+			}
 			if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 				continue
+			}
+			if ev.Has(fsnotify.Rename) && watched(fw, ev.Name) {
+				// A directory moved within the tree keeps its watches, which
+				// go on reporting its files under the old name: the watches
+				// are laid again, and the tree indexed, at the next update.
+				rewatch, full = true, true
 			}
 			rel = filepath.ToSlash(rel)
 			if base := filepath.Base(rel); base == ".gitignore" || base == ".ignore" {
@@ -181,6 +198,32 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 			flush()
 		}
 	}
+}
+
+// ErrRootGone is Watch's error when the directory it watches is moved
+// or removed.
+var ErrRootGone = errors.New("the watched directory is gone")
+
+// watched reports whether path is a directory fw watches.
+func watched(fw *fsnotify.Watcher, path string) bool {
+	return slices.Contains(fw.WatchList(), path)
+}
+
+// relay removes every watch and lays them again from a walk of the tree.
+func relay(ctx context.Context, fw *fsnotify.Watcher, root string, exclude []string) error {
+	for _, p := range fw.WatchList() {
+		_ = fw.Remove(p) // one already gone with its directory
+	}
+	found, err := walk(ctx, root, nil, nil, exclude)
+	if err != nil {
+		return err
+	}
+	for _, d := range found.dirs {
+		if err := addWatch(fw, d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // errNoSpace is what adding a watch returns past the system's limit.

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -102,6 +103,9 @@ func TestWatch(t *testing.T) {
 		t.Errorf("after the new file: %v", got)
 	}
 
+	write(t, root, "api/v1/old.go", "package v1\n")
+	w.next("a directory below it", func(s Summary) bool { return s.New >= 1 })
+
 	// An edit replaces it; ignored files are not indexed.
 	write(t, root, "api/handler.go", "package api\n\nfunc HandleNumbat() {}\n")
 	write(t, root, "api/scratch.tmp", "ignored numbat")
@@ -145,6 +149,25 @@ func TestWatch(t *testing.T) {
 	if got := paths(t, s, "HandleNumbat"); len(got) != 1 || !strings.HasPrefix(got[0], "routes/handler.go") {
 		t.Errorf("after the rename: %v", got)
 	}
+	// A file made in the renamed directory, and in one below it, after
+	// the rename: the directories' old watches would name them under
+	// api/, where they are not.
+	write(t, root, "routes/v1/deep.go", "package v1\n\nfunc HandleQuokka() {}\n")
+	w.next("file made below the renamed directory", func(s Summary) bool { return s.New >= 1 })
+	write(t, root, "routes/later.go", "package api\n\nfunc HandleBilby() {}\n")
+	write(t, root, "routes/v2/later.go", "package v2\n\nfunc HandleDunnart() {}\n")
+	w.next("files made in the renamed directory", func(s Summary) bool { return s.New >= 2 })
+	for _, name := range []string{"HandleQuokka", "HandleBilby", "HandleDunnart"} {
+		if got := paths(t, s, name); len(got) != 1 || !strings.HasPrefix(got[0], "routes/") {
+			t.Errorf("%s after the rename: %v", name, got)
+		}
+	}
+	for _, p := range []string{"routes/v1", "routes/v2", "routes/later.go"} {
+		if err := os.RemoveAll(filepath.Join(root, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.next("files removed again", func(s Summary) bool { return s.Deleted >= 4 })
 	if files, _ := s.Files(context.Background(), store.FileFilter{States: []store.FileState{store.FileCurrent}}); len(files) != 3 {
 		var ps []string
 		for _, f := range files {
@@ -238,5 +261,41 @@ func TestWatch_StoreComesBack(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Error(err)
+	}
+}
+
+// TestWatch_RootGone: the watched directory moved away, or removed, ends
+// the watch with ErrRootGone rather than watching nothing for good.
+func TestWatch_RootGone(t *testing.T) {
+	for _, how := range []string{"moved", "removed"} {
+		t.Run(how, func(t *testing.T) {
+			root := tree(t, map[string]string{"main.go": "package main\n", "sub/a.go": "package sub\n"})
+			s := openStore(t)
+			run(t, s, root, Options{})
+			ready, done := make(chan struct{}), make(chan error, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				done <- Watch(ctx, s, root, Options{}, WatchOptions{Debounce: 50 * time.Millisecond, Ready: func() { close(ready) }})
+			}()
+			<-ready
+			var err error
+			if how == "moved" {
+				err = os.Rename(root, root+".moved")
+			} else {
+				err = os.RemoveAll(root)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrRootGone) {
+					t.Errorf("Watch returned %v, want ErrRootGone", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Watch still running 10 s after its directory was " + how)
+			}
+		})
 	}
 }
