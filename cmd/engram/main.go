@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Ctrl-C: what was done is kept; say so briefly, exit as shells expect.
-		fmt.Fprintln(stderr, "interrupted: "+err.Error())
+		fmt.Fprintln(stderr, "interrupted: "+strings.TrimSuffix(err.Error(), ": "+context.Canceled.Error()))
 		return 130
 	}
 	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
@@ -145,7 +146,7 @@ a team's servers share (README: "A team's store on PostgreSQL").`,
 	pf.StringVar(&a.flags.LogLevel, "log-level", "", "debug, info, warn or error (default warn; env ENGRAM_LOG_LEVEL)")
 	pf.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	_ = pf.MarkHidden("cpuprofile")
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{plainFlagError(err)} })
 	root.AddCommand(a.addCmd(), a.searchCmd(), a.showCmd(), a.statsCmd(), a.modelsCmd(), a.versionCmd(), a.tokensCmd(), a.benchCmd(), a.indexCmd(), a.watchCmd(), a.filesCmd(), a.evalCmd(),
 		a.embedCmd(), a.prefetchCmd(), a.modelCmd(),
 		a.serveCmd(), a.tokenCmd(), a.mcpCmd(), a.archCmd(), flagsOnly(a.briefingCmd()), flagsOnly(a.sessionCmd()), flagsOnly(a.patternCmd()), flagsOnly(a.failureCmd()), flagsOnly(a.insightCmd()),
@@ -389,4 +390,32 @@ func (a *app) llmOptions() llm.Options {
 		url = "https://api.openai.com/v1"
 	}
 	return llm.Options{URL: url, Model: c.Model, APIKey: a.getenv(c.APIKeyEnv), Timeout: c.Timeout.Duration}
+}
+
+// strconvError is the parse error pflag quotes from strconv.
+var strconvError = regexp.MustCompile(`strconv\.Parse(Int|Uint|Float|Bool): parsing "(?:[^"\\]|\\.)*": (invalid syntax|value out of range)`)
+
+// plainFlagError says what a flag's value should have been in words, not
+// in strconv's ("strconv.ParseInt: parsing \"abc\": invalid syntax").
+func plainFlagError(err error) error {
+	msg := err.Error()
+	m := strconvError.FindStringSubmatchIndex(msg)
+	if m == nil {
+		return err
+	}
+	kind, why := msg[m[2]:m[3]], msg[m[4]:m[5]]
+	var want string
+	switch {
+	case why == "value out of range":
+		want = "out of range"
+	case kind == "Int":
+		want = "want a whole number"
+	case kind == "Uint":
+		want = "want a whole number, 0 or more"
+	case kind == "Float":
+		want = "want a number"
+	default:
+		want = "want true or false"
+	}
+	return errors.New(msg[:m[0]] + want + msg[m[1]:])
 }

@@ -196,6 +196,13 @@ func TestCLI_ExitCodes(t *testing.T) {
 			t.Errorf("engram %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), code, tc.code, errOut)
 		}
 	}
+	// A value that does not parse is said in words, not in strconv's.
+	for _, c := range [][]string{{"index", "--workers", "abc"}, {"index", "--max-file-size", "1e6"}, {"index", "--workers", "99999999999999999999"}} {
+		code, _, errOut := e.run("", c...)
+		if code != 2 || strings.Contains(errOut, "strconv") || !strings.Contains(errOut, c[2]) {
+			t.Errorf("engram %s: exit %d, %q", strings.Join(c, " "), code, errOut)
+		}
+	}
 	// A flag's value its operation refuses, in a command that takes all
 	// its input from its command line, once there is a store.
 	e.ok("", "add", filepath.Join("..", "..", "examples", "session.jsonl"))

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -568,7 +569,7 @@ func (c *Config) readFile(path string, required bool) error {
 	}
 	md, err := toml.Decode(string(data), c)
 	if err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
+		return fmt.Errorf("config %s: %s", path, plainTOMLError(err))
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		keys := make([]string, len(undecoded))
@@ -803,3 +804,38 @@ func firstNonEmpty(v ...string) string {
 // index.max_file_bytes and its chunks, so a mistyped count (100000000)
 // would take the machine's memory rather than its cores.
 const MaxWorkers = 256
+
+var (
+	tomlTypes    = regexp.MustCompile(`incompatible types: TOML value has type (\w+); destination has type (\w+)`)
+	tomlDuration = regexp.MustCompile(`time: invalid duration (".*")`)
+)
+
+// plainTOMLError says what a value should have been in words, not in Go's
+// types ("TOML value has type string; destination has type slice").
+func plainTOMLError(err error) string {
+	msg := err.Error()
+	msg = tomlTypes.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := tomlTypes.FindStringSubmatch(m)
+		return "want " + kindWords(sub[2]) + ", not " + kindWords(sub[1])
+	})
+	return tomlDuration.ReplaceAllString(msg, `want a duration such as "2s" or "500ms", not $1`)
+}
+
+// kindWords names a Go kind as a TOML value.
+func kindWords(kind string) string {
+	switch {
+	case kind == "slice" || kind == "array":
+		return "a list"
+	case kind == "string":
+		return "a string"
+	case strings.HasPrefix(kind, "int") || strings.HasPrefix(kind, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(kind, "float"):
+		return "a number"
+	case kind == "bool" || kind == "boolean":
+		return "true or false"
+	case kind == "map" || kind == "struct":
+		return "a table"
+	}
+	return kind
+}

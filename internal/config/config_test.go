@@ -106,6 +106,18 @@ func TestLoad_Errors(t *testing.T) {
 			t.Errorf("invalid values: %v, want it to mention %s", err, want)
 		}
 	}
+	// Types are said in TOML's words, not Go's.
+	for _, c := range []struct{ toml, want string }{
+		{"[index]\nexclude = \"x\"\n", "index.exclude\"): want a list, not a string"},
+		{"[index]\ngenerated = 1\n", "want true or false, not a whole number"},
+		{"[retrieve]\ndeadline = \"soon\"\n", `want a duration such as "2s" or "500ms", not "soon"`},
+	} {
+		write(c.toml)
+		_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: bad})
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "destination") {
+			t.Errorf("%q: %v, want it to say %q", c.toml, err, c.want)
+		}
+	}
 	_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: filepath.Join(proj, "missing.toml")})
 	if err == nil {
 		t.Error("an explicit config file that does not exist was accepted")
