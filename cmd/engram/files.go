@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -99,7 +102,7 @@ versions.`,
 				if lang == "" {
 					lang = "-"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.State, humanBytes(f.Size), tokens, chunks, ver, lang, f.Path, f.Reason)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.State, humanBytes(f.Size), tokens, chunks, ver, lang, shownPath(f.Path), f.Reason)
 			}
 			return w.Flush()
 		},
@@ -142,4 +145,15 @@ func toFileJSON(f store.File) fileJSON {
 		out.ModTime = f.ModTime.Format(time.RFC3339Nano)
 	}
 	return out
+}
+
+// shownPath is a path as a terminal may print it: as it is, or quoted
+// with Go's escapes when it holds a control character (a newline would
+// break the table, an escape sequence would reach the terminal) or is not
+// UTF-8.
+func shownPath(p string) string {
+	if utf8.ValidString(p) && !strings.ContainsFunc(p, unicode.IsControl) {
+		return p
+	}
+	return strconv.Quote(p)
 }

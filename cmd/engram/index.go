@@ -215,7 +215,7 @@ func printSummary(w io.Writer, s index.Summary) {
 			if f.Withheld {
 				what = "withheld"
 			}
-			fmt.Fprintf(w, "    %s: %s (%s)\n", f.Path, what, strings.Join(f.Kinds, ", "))
+			fmt.Fprintf(w, "    %s: %s (%s)\n", shownPath(f.Path), what, strings.Join(f.Kinds, ", "))
 		}
 	}
 	var notes []string
@@ -234,7 +234,7 @@ func printSummary(w io.Writer, s index.Summary) {
 	if len(s.Errors) > 0 {
 		fmt.Fprintf(w, "  errors (%d):\n", len(s.Errors))
 		for _, e := range s.Errors[:min(len(s.Errors), 20)] {
-			fmt.Fprintf(w, "    %s: %s\n", e.Path, e.Err)
+			fmt.Fprintf(w, "    %s: %s\n", shownPath(e.Path), e.Err)
 		}
 		if len(s.Errors) > 20 {
 			fmt.Fprintf(w, "    ... and %d more\n", len(s.Errors)-20)

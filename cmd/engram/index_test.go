@@ -89,3 +89,23 @@ func TestCLI_Index(t *testing.T) {
 		t.Errorf("index PATH --json:\n%s", out)
 	}
 }
+
+// TestCLI_FilesOddNames: a path with a newline or an escape sequence is
+// listed quoted, so that it neither breaks the table nor reaches the
+// terminal; the JSON form keeps it as it is.
+func TestCLI_FilesOddNames(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, e.project, "a\nb.txt", "x\n")
+	writeFile(t, e.project, "e\x1b[31mred.txt", "y\n")
+	e.ok("", "index", "--yes")
+	files := e.ok("", "files")
+	if strings.Contains(files, "\x1b") || !strings.Contains(files, `"a\nb.txt"`) || !strings.Contains(files, `"e\x1b[31mred.txt"`) {
+		t.Errorf("files:\n%q", files)
+	}
+	if strings.Count(files, "\n") != 3 {
+		t.Errorf("files: %d lines, want a header and two:\n%s", strings.Count(files, "\n"), files)
+	}
+	if j := e.ok("", "files", "--json"); !strings.Contains(j, `"a\nb.txt"`) {
+		t.Errorf("files --json:\n%s", j)
+	}
+}
