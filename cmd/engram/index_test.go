@@ -42,8 +42,10 @@ func TestCLI_Index(t *testing.T) {
 	if out := e.ok("", "search", "ValidateToken"); !strings.Contains(out, "internal/auth/token.go:1-6") {
 		t.Errorf("search:\n%s", out)
 	}
-	if got := e.ok("", "show", "internal/auth/token.go:3-4"); got != "// ValidateToken checks a bearer token.\nfunc ValidateToken(s string) bool {\n" {
-		t.Errorf("show range = %q", got)
+	for _, p := range []string{"internal/auth/token.go", filepath.Join(e.project, "internal/auth/token.go"), "./internal/x/../auth/token.go"} {
+		if got := e.ok("", "show", p+":3-4"); got != "// ValidateToken checks a bearer token.\nfunc ValidateToken(s string) bool {\n" {
+			t.Errorf("show %s:3-4 = %q", p, got)
+		}
 	}
 	files := e.ok("", "files")
 	for _, want := range []string{"current", "internal/auth/token.go", "skipped", "secret file name"} {

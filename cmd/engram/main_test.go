@@ -215,6 +215,8 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{"window", "assemble", "--session", "s1", "--retrieval", "sometimes"},
 		{"window", "assemble", "--session", "s1", "--retrieval", "on", "--no-retrieval"},
 		{"window", "assemble", "--session", "s1", "--briefing-file", "b.md", "--no-briefing"},
+		{"show", "x.go:3-"},
+		{"show", "x.go:1-99999999999999999999"},
 	} {
 		if code, _, errOut := e.run("", args...); code != 2 {
 			t.Errorf("engram %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errOut)

@@ -4,6 +4,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -53,8 +56,15 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 			if err != nil {
 				return err
 			}
+			target = a.projectPath(target)
 			id, err := eng.Resolve(ctx, target, version)
 			var de *engine.DeletedError
+			if errors.Is(err, store.ErrNotFound) && from == 0 {
+				if i := strings.LastIndexByte(args[0], ':'); i >= 0 && rangeLike.MatchString(args[0][i+1:]) {
+					// Not a path with a colon in it: a range that did not parse.
+					return usagef("line range %q: want START-END or LINE, with 1 <= START <= END", args[0][i+1:])
+				}
+			}
 			if errors.As(err, &de) {
 				return fmt.Errorf("%w: engram show %s --version %d", err, de.Path, de.LastVersion)
 			} else if err != nil {
@@ -106,6 +116,40 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 	return cmd
 }
 
+// rangeLike matches what was meant as a line range, though it is not one
+// (3-, -3, 0-, a number too large).
+var rangeLike = regexp.MustCompile(`^-?[0-9]*-?[0-9]*$`)
+
+// projectPath is a file path as the store names it: relative to the
+// project, slash-separated and clean. An absolute path inside the project
+// is made relative to it; anything else (an entry ID) is left alone.
+func (a *app) projectPath(target string) string {
+	if filepath.IsAbs(target) {
+		for _, root := range []string{a.cfg.Project, evalSymlinks(a.cfg.Project)} {
+			for _, t := range []string{target, evalSymlinks(target)} {
+				if rel, err := filepath.Rel(root, t); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+					return filepath.ToSlash(rel)
+				}
+			}
+		}
+		return target
+	}
+	if strings.ContainsRune(target, '/') || strings.HasPrefix(target, ".") {
+		if c := path.Clean(filepath.ToSlash(target)); c != "." && !strings.HasPrefix(c, "../") {
+			return c
+		}
+	}
+	return target
+}
+
+// evalSymlinks is p with its symlinks resolved, or p.
+func evalSymlinks(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
 // splitRange splits PATH:START-END (or PATH:LINE) into the path and the
 // range; without a range, from and to are 0.
 func splitRange(s string) (target string, from, to int, err error) {
@@ -125,7 +169,7 @@ func splitRange(s string) (target string, from, to int, err error) {
 		return s, 0, 0, nil // not a range: a path with a colon
 	}
 	if from < 1 || to < from {
-		return "", 0, 0, usagef("line range %q: want START-END with 1 <= START <= END", r)
+		return "", 0, 0, usagef("line range %q: want START-END or LINE, with 1 <= START <= END", r)
 	}
 	return s[:i], from, to, nil
 }
