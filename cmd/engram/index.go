@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -321,6 +322,26 @@ type indexRun struct {
 	activity *index.Activity
 }
 
+// withinProject reports whether dir is the current project's root (""),
+// or a directory within it (its path relative to the root).
+func (a *app) withinProject(dir string) (string, bool) {
+	abs, err := filepath.Abs(dir)
+	if err != nil || a.cfg.Project == "" {
+		return "", false
+	}
+	for _, root := range []string{a.cfg.Project, evalSymlinks(a.cfg.Project)} {
+		for _, d := range []string{abs, evalSymlinks(abs)} {
+			if rel, err := filepath.Rel(root, d); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				if rel == "." {
+					return "", true
+				}
+				return rel, true
+			}
+		}
+	}
+	return "", false
+}
+
 // runIndex indexes the project (or the tree of args[0]) with progress,
 // prints the summary, embeds the new chunks, and then watches, as r says.
 func (a *app) runIndex(ctx context.Context, args []string, opts index.Options, r indexRun) error {
@@ -328,9 +349,18 @@ func (a *app) runIndex(ctx context.Context, args []string, opts index.Options, r
 		return err
 	}
 	if len(args) == 1 {
-		a.flags.Project = args[0]
-		if err := a.loadConfig(); err != nil {
-			return err
+		if inside, ok := a.withinProject(args[0]); ok {
+			// A directory of the project (engram index . from a
+			// subdirectory) is the project: a store of its own would be
+			// one that nothing run there reads.
+			if inside != "" {
+				fmt.Fprintf(a.stderr, "%s is in the project %s: indexing the project\n", args[0], a.cfg.Project)
+			}
+		} else {
+			a.flags.Project = args[0]
+			if err := a.loadConfig(); err != nil {
+				return err
+			}
 		}
 	}
 	eng, err := a.engine(ctx, false)

@@ -111,3 +111,21 @@ func TestCLI_FilesOddNames(t *testing.T) {
 		t.Errorf("files --json:\n%s", j)
 	}
 }
+
+// TestCLI_IndexSubdirectory: engram index given a directory of the
+// project indexes the project, into its store, rather than a store of
+// the directory's own that nothing run in the project reads.
+func TestCLI_IndexSubdirectory(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, e.project, "internal/zebra.go", "package internal\n\n// Zebracorn is rare.\nconst Zebracorn = 1\n")
+	if code, _, errOut := e.run("", "index", "--yes", filepath.Join(e.project, "internal")); code != 0 || !strings.Contains(errOut, "indexing the project") {
+		t.Errorf("index of a subdirectory: exit %d, %q", code, errOut)
+	}
+	if out := e.ok("", "search", "Zebracorn"); !strings.Contains(out, "internal/zebra.go") {
+		t.Errorf("search in the project:\n%s", out)
+	}
+	stores, err := os.ReadDir(filepath.Join(e.vars["ENGRAM_DATA_DIR"], "projects"))
+	if err != nil || len(stores) != 1 {
+		t.Errorf("stores: %v %v; want the project's alone", stores, err)
+	}
+}
