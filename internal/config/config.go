@@ -608,9 +608,8 @@ func (c Config) Validate() error {
 	if c.Index.Workers < 0 || c.Index.Workers > MaxWorkers {
 		errs = append(errs, fmt.Errorf("index.workers: must be 0 (one per core) to %d", MaxWorkers))
 	}
-	if c.Search.MaxPostings < 0 || c.Search.Window < 0 || c.Search.MetaWeight < 0 || c.Search.ContextWeight < 0 {
-		errs = append(errs, errors.New("search: values other than mmap_size must not be negative"))
-	}
+	errs = append(errs, negatives("search", num{"max_postings", float64(c.Search.MaxPostings)}, num{"window", float64(c.Search.Window)},
+		num{"meta_weight", c.Search.MetaWeight}, num{"context_weight", c.Search.ContextWeight})...)
 	if !slices.Contains(LLMProviders, c.LLM.Provider) {
 		errs = append(errs, fmt.Errorf("llm.provider: %q is not one of %s", c.LLM.Provider, strings.Join(LLMProviders, ", ")))
 	} else if c.LLM.Provider != "none" && c.LLM.Model == "" {
@@ -645,9 +644,7 @@ func (c Config) Validate() error {
 	case r.Provider == "cohere" && r.Model == "":
 		errs = append(errs, errors.New("rerank.model: provider cohere needs a model name"))
 	}
-	if c.Rerank.Depth < 0 || c.Rerank.Timeout.Duration < 0 {
-		errs = append(errs, errors.New("rerank: values must not be negative"))
-	}
+	errs = append(errs, negatives("rerank", num{"depth", float64(c.Rerank.Depth)}, num{"timeout", float64(c.Rerank.Timeout.Duration)})...)
 	if !slices.Contains(EmbedProviders, c.Embed.Provider) {
 		errs = append(errs, fmt.Errorf("embed.provider: %q is not one of %s", c.Embed.Provider, strings.Join(EmbedProviders, ", ")))
 	}
@@ -661,10 +658,9 @@ func (c Config) Validate() error {
 			errs = append(errs, errors.New("embed.path: provider model2vec needs the model's directory (see engram model)"))
 		}
 	}
-	if c.Embed.Dimensions < 0 || c.Embed.BatchSize < 0 || c.Embed.Concurrency < 0 || c.Embed.Retries < 0 ||
-		c.Embed.Timeout.Duration < 0 || c.Embed.CorpusDim < 0 || c.Embed.CorpusGrowth < 0 {
-		errs = append(errs, errors.New("embed: values must not be negative"))
-	}
+	errs = append(errs, negatives("embed", num{"dimensions", float64(c.Embed.Dimensions)}, num{"batch_size", float64(c.Embed.BatchSize)},
+		num{"concurrency", float64(c.Embed.Concurrency)}, num{"retries", float64(c.Embed.Retries)}, num{"timeout", float64(c.Embed.Timeout.Duration)},
+		num{"corpus_dim", float64(c.Embed.CorpusDim)}, num{"corpus_growth", c.Embed.CorpusGrowth})...)
 	if c.Embed.CorpusGrowth != 0 && c.Embed.CorpusGrowth <= 1 {
 		errs = append(errs, errors.New("embed.corpus_growth: must be more than 1"))
 	}
@@ -673,10 +669,9 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("retrieve.fusion: %q is not rrf or weighted", c.Retrieve.Fusion))
 	}
-	if c.Retrieve.RRFK < 0 || c.Retrieve.VectorWeight < 0 || c.Retrieve.LexicalWeight < 0 || c.Retrieve.Deadline.Duration < 0 || c.Retrieve.Depth < 0 ||
-		c.Retrieve.SymbolBoost < 0 || c.Retrieve.PathBoost < 0 {
-		errs = append(errs, errors.New("retrieve: values must not be negative"))
-	}
+	errs = append(errs, negatives("retrieve", num{"rrf_k", c.Retrieve.RRFK}, num{"vector_weight", c.Retrieve.VectorWeight},
+		num{"lexical_weight", c.Retrieve.LexicalWeight}, num{"deadline", float64(c.Retrieve.Deadline.Duration)}, num{"depth", float64(c.Retrieve.Depth)},
+		num{"symbol_boost", c.Retrieve.SymbolBoost}, num{"path_boost", c.Retrieve.PathBoost})...)
 	if c.Retrieve.SpeakerPrior < 0 || c.Retrieve.SpeakerPrior > 1 {
 		errs = append(errs, errors.New("retrieve.speaker_prior: must be between 0 and 1 (1 is off)"))
 	}
@@ -705,9 +700,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("prefetch.%s: %v is not between 0 and 1", f.name, f.v))
 		}
 	}
-	if sv := c.Serve; sv.MaxInFlight < 0 || sv.MaxQueue < 0 || sv.QueueWait.Duration < 0 || sv.MCPIdle.Duration < 0 || sv.MaxMCPSessions < 0 {
-		errs = append(errs, errors.New("serve: values must not be negative"))
-	}
+	sv := c.Serve
+	errs = append(errs, negatives("serve", num{"max_inflight", float64(sv.MaxInFlight)}, num{"max_queue", float64(sv.MaxQueue)},
+		num{"queue_wait", float64(sv.QueueWait.Duration)}, num{"mcp_idle", float64(sv.MCPIdle.Duration)}, num{"max_mcp_sessions", float64(sv.MaxMCPSessions)})...)
 	for _, o := range c.Serve.AllowedOrigins {
 		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
 			errs = append(errs, fmt.Errorf("serve.allowed_origins: %q is not an origin such as https://app.example.com:8443", o))
@@ -838,4 +833,22 @@ func kindWords(kind string) string {
 		return "a table"
 	}
 	return kind
+}
+
+// num is a setting's key, within its section, and its value.
+type num struct {
+	key string
+	v   float64
+}
+
+// negatives returns an error for each of a section's settings that is
+// negative, naming it.
+func negatives(section string, nums ...num) []error {
+	var errs []error
+	for _, n := range nums {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("%s.%s: must not be negative", section, n.key))
+		}
+	}
+	return errs
 }

@@ -106,6 +106,14 @@ func TestLoad_Errors(t *testing.T) {
 			t.Errorf("invalid values: %v, want it to mention %s", err, want)
 		}
 	}
+	// A negative value is named by its key.
+	write("[search]\nwindow = -5\n[retrieve]\ndeadline = \"-1s\"\n[serve]\nmax_queue = -1\n")
+	_, err = Load(proj, envOf(map[string]string{"HOME": home}), Flags{ConfigFile: bad})
+	for _, want := range []string{"search.window: must not be negative", "retrieve.deadline: must not be negative", "serve.max_queue: must not be negative"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("negative values: %v, want %q", err, want)
+		}
+	}
 	// Types are said in TOML's words, not Go's.
 	for _, c := range []struct{ toml, want string }{
 		{"[index]\nexclude = \"x\"\n", "index.exclude\"): want a list, not a string"},
