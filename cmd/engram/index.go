@@ -322,24 +322,25 @@ type indexRun struct {
 	activity *index.Activity
 }
 
-// withinProject reports whether dir is the current project's root (""),
-// or a directory within it (its path relative to the root).
+// withinProject reports whether dir belongs to the current project: a
+// command run in dir would find that project (config.FindProject: the
+// git work tree holding it), and it is not the project's root itself
+// (then the path relative to the root is returned, else ""). A directory
+// outside any work tree is its own project, as is a nested repository.
 func (a *app) withinProject(dir string) (string, bool) {
 	abs, err := filepath.Abs(dir)
 	if err != nil || a.cfg.Project == "" {
 		return "", false
 	}
-	for _, root := range []string{a.cfg.Project, evalSymlinks(a.cfg.Project)} {
-		for _, d := range []string{abs, evalSymlinks(abs)} {
-			if rel, err := filepath.Rel(root, d); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-				if rel == "." {
-					return "", true
-				}
-				return rel, true
-			}
-		}
+	root := evalSymlinks(a.cfg.Project)
+	if evalSymlinks(config.FindProject(abs)) != root {
+		return "", false
 	}
-	return "", false
+	rel, err := filepath.Rel(root, evalSymlinks(abs))
+	if err != nil || rel == "." {
+		return "", true
+	}
+	return rel, true
 }
 
 // runIndex indexes the project (or the tree of args[0]) with progress,

@@ -117,6 +117,9 @@ func TestCLI_FilesOddNames(t *testing.T) {
 // the directory's own that nothing run in the project reads.
 func TestCLI_IndexSubdirectory(t *testing.T) {
 	e := newEnv(t)
+	if err := os.Mkdir(filepath.Join(e.project, ".git"), 0o755); err != nil { // a git work tree
+		t.Fatal(err)
+	}
 	writeFile(t, e.project, "internal/zebra.go", "package internal\n\n// Zebracorn is rare.\nconst Zebracorn = 1\n")
 	if code, _, errOut := e.run("", "index", "--yes", filepath.Join(e.project, "internal")); code != 0 || !strings.Contains(errOut, "indexing the project") {
 		t.Errorf("index of a subdirectory: exit %d, %q", code, errOut)
@@ -127,5 +130,29 @@ func TestCLI_IndexSubdirectory(t *testing.T) {
 	stores, err := os.ReadDir(filepath.Join(e.vars["ENGRAM_DATA_DIR"], "projects"))
 	if err != nil || len(stores) != 1 {
 		t.Errorf("stores: %v %v; want the project's alone", stores, err)
+	}
+}
+
+// TestCLI_IndexTreeBelow: from a directory that is no git work tree (a
+// home directory), engram index of a repository below it indexes that
+// repository alone, into its own store, never the directory around it.
+func TestCLI_IndexTreeBelow(t *testing.T) {
+	e := newEnv(t) // e.project: no .git, as a home directory
+	writeFile(t, e.project, "notes/diary.txt", "dear diary, the quokka\n")
+	repo := filepath.Join(e.project, "code", "foo")
+	writeFile(t, repo, "a.go", "package foo\n\n// Numbat digs.\nfunc Numbat() {}\n")
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := e.run("", "index", "--yes", repo); code != 0 || strings.Contains(errOut, "indexing the project") {
+		t.Fatalf("index of a repository below: exit %d, %q", code, errOut)
+	}
+	stores, err := os.ReadDir(filepath.Join(e.vars["ENGRAM_DATA_DIR"], "projects"))
+	if err != nil || len(stores) != 1 || !strings.HasPrefix(stores[0].Name(), "foo-") {
+		t.Fatalf("stores: %v %v; want foo's alone", stores, err)
+	}
+	e.vars["ENGRAM_PROJECT"] = repo
+	if files := e.ok("", "files"); !strings.Contains(files, "a.go") || strings.Contains(files, "diary") {
+		t.Errorf("files of the repository:\n%s", files)
 	}
 }
