@@ -60,7 +60,7 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 			id, err := eng.Resolve(ctx, target, version)
 			var de *engine.DeletedError
 			if errors.Is(err, store.ErrNotFound) && from == 0 {
-				if i := strings.LastIndexByte(args[0], ':'); i >= 0 && rangeLike.MatchString(args[0][i+1:]) {
+				if i := strings.LastIndexByte(args[0], ':'); i >= 0 && looksLikeRange(args[0][i+1:]) {
 					// Not a path with a colon in it: a range that did not parse.
 					return usagef("line range %q: want START-END or LINE, with 1 <= START <= END", args[0][i+1:])
 				}
@@ -119,6 +119,12 @@ that is not valid UTF-8 is then given base64-encoded as content_base64.`,
 // rangeLike matches what was meant as a line range, though it is not one
 // (3-, -3, 0-, a number too large).
 var rangeLike = regexp.MustCompile(`^-?[0-9]*-?[0-9]*$`)
+
+// looksLikeRange reports whether s was meant as a line range: rangeLike,
+// with a digit.
+func looksLikeRange(s string) bool {
+	return rangeLike.MatchString(s) && strings.ContainsAny(s, "0123456789")
+}
 
 // projectPath is a file path as the store names it: relative to the
 // project, slash-separated and clean. An absolute path inside the project

@@ -802,7 +802,7 @@ const MaxWorkers = 256
 
 var (
 	tomlTypes    = regexp.MustCompile(`incompatible types: TOML value has type (\w+); destination has type (\w+)`)
-	tomlDuration = regexp.MustCompile(`time: invalid duration (".*")`)
+	tomlDuration = regexp.MustCompile(`time: (?:invalid duration|missing unit in duration|unknown unit "[^"]*" in duration) (".*")`)
 )
 
 // plainTOMLError says what a value should have been in words, not in Go's
@@ -826,7 +826,7 @@ func kindWords(kind string) string {
 	case strings.HasPrefix(kind, "int") || strings.HasPrefix(kind, "uint"):
 		return "a whole number"
 	case strings.HasPrefix(kind, "float"):
-		return "a number"
+		return "a decimal number"
 	case kind == "bool" || kind == "boolean":
 		return "true or false"
 	case kind == "map" || kind == "struct":

@@ -55,7 +55,7 @@ func (r *rules) ignored(parts []string, isDir bool) bool {
 func (r *rules) child(dir string, domain []string) (*rules, error) {
 	var added []gitignore.Pattern
 	for _, name := range ignoreFiles {
-		ps, err := readPatterns(filepath.Join(dir, name), domain)
+		ps, err := readPatterns(filepath.Join(dir, name), domain, true)
 		if err != nil {
 			return nil, err
 		}
@@ -70,10 +70,15 @@ func (r *rules) child(dir string, domain []string) (*rules, error) {
 }
 
 // readPatterns parses an ignore file; a missing file has no patterns, nor
-// has one that is not a regular file: git reads no .gitignore through a
-// symlink, a directory has no lines, and a FIFO would hold the walk.
-func readPatterns(path string, domain []string) ([]gitignore.Pattern, error) {
-	info, err := os.Lstat(path)
+// has one that is not a regular file: a directory has no lines, a FIFO
+// would hold the walk, and git reads no ignore file of the tree (inTree)
+// through a symlink, though it follows one at .git/info/exclude.
+func readPatterns(path string, domain []string, inTree bool) ([]gitignore.Pattern, error) {
+	stat := os.Stat
+	if inTree {
+		stat = os.Lstat
+	}
+	info, err := stat(path)
 	if os.IsNotExist(err) || err == nil && !info.Mode().IsRegular() {
 		return nil, nil
 	}
@@ -140,7 +145,7 @@ func gitCommonDir(root string) string {
 // .git/info/exclude, extra patterns from configuration, and the root's own
 // ignore files.
 func rootRules(root string, extra []string) (*rules, error) {
-	ps, err := readPatterns(filepath.Join(gitCommonDir(root), "info", "exclude"), nil)
+	ps, err := readPatterns(filepath.Join(gitCommonDir(root), "info", "exclude"), nil, false)
 	if err != nil {
 		return nil, err
 	}

@@ -500,11 +500,13 @@ func TestRun_OddNames(t *testing.T) {
 // whole batch, every run).
 func TestRun_UnstorableNames(t *testing.T) {
 	root := tree(t, map[string]string{"ok.txt": "fine\n", "n\xffame.txt": "latin-1 name\n", `back\slash.txt`: "a backslash\n",
-		"d\xfeir/inside.txt": "under a bad directory\n", "sub/also.txt": "fine too\n"})
+		"d\xfeir/inside.txt": "under a bad directory\n", "sub/also.txt": "fine too\n",
+		// Ignored, so not reported though their names are as bad.
+		".gitignore": "junk*\n", "junk\xff.bin": "ignored\n", "junkdir\xfe/x.txt": "ignored\n"})
 	s := openStore(t)
 	sum := run(t, s, root, Options{})
-	if sum.New != 2 {
-		t.Errorf("%d new files, want 2 (ok.txt, sub/also.txt): %+v", sum.New, sum)
+	if sum.New != 3 {
+		t.Errorf("%d new files, want 3 (.gitignore, ok.txt, sub/also.txt): %+v", sum.New, sum)
 	}
 	if len(sum.Errors) != 3 {
 		t.Errorf("errors %+v, want the three bad names reported", sum.Errors)
@@ -515,7 +517,7 @@ func TestRun_UnstorableNames(t *testing.T) {
 		}
 	}
 	// And again: the run is not stuck.
-	if sum := run(t, s, root, Options{}); sum.Unchanged != 2 {
+	if sum := run(t, s, root, Options{}); sum.Unchanged != 3 {
 		t.Errorf("second run: %+v", sum)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,15 +97,18 @@ func walk(ctx context.Context, root string, parts []string, r *rules, extra []st
 				res.ignored[symlinkReason(root, abs)]++
 				continue
 			}
-			if badName(name) {
+			unstorable := func() {
 				res.ignored[ignoredName]++
-				res.errors = append(res.errors, FileError{Path: strings.ToValidUTF8(relPath(parts), "\uFFFD"),
+				res.errors = append(res.errors, FileError{Path: strconv.Quote(relPath(parts)),
 					Err: "not indexed: its name is not UTF-8, or holds a backslash, which engram cannot store as a path"})
-				continue
 			}
 			if e.IsDir() {
 				if reason := d.rules.dirExcluded(parts); reason != "" {
 					res.ignored[reason]++
+					continue
+				}
+				if badName(name) {
+					unstorable()
 					continue
 				}
 				r, err := d.rules.child(abs, parts)
@@ -125,6 +129,10 @@ func walk(ctx context.Context, root string, parts []string, r *rules, extra []st
 			}
 			if d.rules.ignored(parts, false) {
 				res.ignored[ignoredRule]++
+				continue
+			}
+			if badName(name) {
+				unstorable()
 				continue
 			}
 			info, err := e.Info()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,10 +68,15 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 	if err != nil {
 		return err
 	}
+	// dirs are the directories watched, so that an event can tell a
+	// directory's rename from a file's without asking fsnotify (whose
+	// list is a copy, under its lock).
+	dirs := map[string]bool{}
 	for _, d := range found.dirs {
 		if err := addWatch(fw, d); err != nil {
 			return err
 		}
+		dirs[d] = true
 	}
 	opts.Logger.Info("watching", "root", abs, "directories", len(found.dirs))
 	if wopts.Ready != nil {
@@ -81,6 +85,7 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 
 	pending := map[string]bool{}
 	full, rewatch := false, false
+	var watchErr error // what ends the watch, from flush
 	var first time.Time
 	// After a failed update (the store unreachable), its paths stay
 	// pending and it is tried again at retryAt, the pause doubling up
@@ -97,9 +102,13 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 		var sum Summary
 		var err error
 		if rewatch {
-			if err := relay(ctx, fw, abs, opts.Exclude); err != nil {
-				opts.Logger.Warn("watch: cannot watch the tree again", "err", err)
+			d, err := relay(ctx, fw, abs, opts.Exclude)
+			if err != nil {
+				// Half the tree unwatched would go unnoticed: stop.
+				watchErr = fmt.Errorf("watch %s again after a directory moved: %w", abs, err)
+				return
 			}
+			dirs = d
 			rewatch = false
 		}
 		if full {
@@ -144,7 +153,7 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 			if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 				continue
 			}
-			if ev.Has(fsnotify.Rename) && watched(fw, ev.Name) {
+			if ev.Has(fsnotify.Rename) && dirs[ev.Name] {
 				// A directory moved within the tree keeps its watches, which
 				// go on reporting its files under the old name: the watches
 				// are laid again, and the tree indexed, at the next update.
@@ -164,7 +173,9 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 						for _, d := range sub.dirs {
 							if err := addWatch(fw, d); err != nil {
 								opts.Logger.Warn("cannot watch directory", "dir", d, "err", err)
+								continue
 							}
+							dirs[d] = true
 						}
 					}
 				}
@@ -196,6 +207,9 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 			opts.Logger.Warn("watch error", "err", err)
 		case <-timer.C:
 			flush()
+			if watchErr != nil {
+				return watchErr
+			}
 		}
 	}
 }
@@ -204,26 +218,24 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 // or removed.
 var ErrRootGone = errors.New("the watched directory is gone")
 
-// watched reports whether path is a directory fw watches.
-func watched(fw *fsnotify.Watcher, path string) bool {
-	return slices.Contains(fw.WatchList(), path)
-}
-
-// relay removes every watch and lays them again from a walk of the tree.
-func relay(ctx context.Context, fw *fsnotify.Watcher, root string, exclude []string) error {
+// relay removes every watch and lays them again from a walk of the tree;
+// it returns the directories watched.
+func relay(ctx context.Context, fw *fsnotify.Watcher, root string, exclude []string) (map[string]bool, error) {
 	for _, p := range fw.WatchList() {
 		_ = fw.Remove(p) // one already gone with its directory
 	}
 	found, err := walk(ctx, root, nil, nil, exclude)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	dirs := make(map[string]bool, len(found.dirs))
 	for _, d := range found.dirs {
 		if err := addWatch(fw, d); err != nil {
-			return err
+			return nil, err
 		}
+		dirs[d] = true
 	}
-	return nil
+	return dirs, nil
 }
 
 // errNoSpace is what adding a watch returns past the system's limit.
