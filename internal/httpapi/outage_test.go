@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"database/sql"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -171,33 +170,18 @@ func TestStoreBusy(t *testing.T) {
 	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
-	post := func() (*http.Response, string) {
-		req, err := http.NewRequest(http.MethodPost, project+"/v1/patterns", strings.NewReader(`{"category":"database.connections","pattern":"Retry the connection with backoff"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Engram-Session", "s1")
-		req.Header.Set("X-Engram-Agent", "a1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, string(b)
+	post := func() (int, http.Header, string) {
+		return raw(t, http.MethodPost, project+"/v1/patterns", `{"category":"database.connections","pattern":"Retry the connection with backoff"}`,
+			"Content-Type", "application/json", "X-Engram-Session", "s1", "X-Engram-Agent", "a1")
 	}
-	resp, body := post()
-	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, `"store_unavailable"`) {
-		t.Errorf("a write with the store locked: HTTP %d, Retry-After %q, %s; want 503 store_unavailable", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	code, hdr, body := post()
+	if code != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(body, `"store_unavailable"`) {
+		t.Errorf("a write with the store locked: HTTP %d, Retry-After %q, %s; want 503 store_unavailable", code, hdr.Get("Retry-After"), body)
 	}
 	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
-	if resp, body := post(); resp.StatusCode != 201 {
-		t.Errorf("the write once the lock is let go: HTTP %d %s", resp.StatusCode, body)
+	if code, _, body := post(); code != 201 {
+		t.Errorf("the write once the lock is let go: HTTP %d %s", code, body)
 	}
 }
