@@ -45,8 +45,10 @@ type WatchOptions struct {
 // paths of a burst of events, and indexes them with Update; a change to an
 // ignore file, or events lost by the kernel, cause a full Run instead. An
 // update that fails (the store unreachable) keeps its paths and is tried
-// again, after a second, then longer. Watch does not index what changed
-// before it started: run Run first.
+// again, after a second, then longer. A directory renamed within the
+// tree has its watches laid again. Watch does not index what changed
+// before it started: run Run first. It returns ErrRootGone when root is
+// moved or removed.
 func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts WatchOptions) (err error) {
 	opts.defaults()
 	if wopts.Debounce <= 0 {
@@ -105,7 +107,9 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 			d, err := relay(ctx, fw, abs, opts.Exclude)
 			if err != nil {
 				// Half the tree unwatched would go unnoticed: stop.
-				watchErr = fmt.Errorf("watch %s again after a directory moved: %w", abs, err)
+				if ctx.Err() == nil {
+					watchErr = fmt.Errorf("watch %s again after a directory moved: %w", abs, err)
+				}
 				return
 			}
 			dirs = d
