@@ -43,7 +43,8 @@ symbol, by the words of identifiers and comments, and by path.
 
 Left out: .git, node_modules, vendor, dist, build, target, .cache, coverage,
 __pycache__, .next and similar directories; what .gitignore and .ignore files
-(at every level) and .git/info/exclude ignore; symlinks; lock, minified,
+(at every level), .git/info/exclude and git's global excludes
+(core.excludesFile, or ~/.config/git/ignore) ignore; symlinks; lock, minified,
 generated (unless --generated or index.generated) and binary files; files over
 --max-file-size. Generated files are those with a "Code generated ... DO NOT
 EDIT." header or an @generated marker, and names such as *.pb.go; some hold

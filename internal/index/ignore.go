@@ -3,6 +3,7 @@ package index
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,14 +142,27 @@ func gitCommonDir(root string) string {
 	return dir
 }
 
-// rootRules returns the rules that apply at the root: the repository's
-// .git/info/exclude, extra patterns from configuration, and the root's own
-// ignore files.
+// rootRules returns the rules that apply at the root, weakest first, as
+// git weighs them: the user's global excludes (core.excludesFile, or
+// ~/.config/git/ignore), the repository's .git/info/exclude, extra
+// patterns from configuration, and the root's own ignore files.
 func rootRules(root string, extra []string) (*rules, error) {
-	ps, err := readPatterns(filepath.Join(gitCommonDir(root), "info", "exclude"), nil, false)
+	gitDir := gitCommonDir(root)
+	global, err := globalExcludesFile(root, gitDir)
 	if err != nil {
 		return nil, err
 	}
+	var ps []gitignore.Pattern
+	if global != "" {
+		if ps, err = readPatterns(global, nil, false); err != nil {
+			return nil, fmt.Errorf("git's global excludes: %w", err)
+		}
+	}
+	local, err := readPatterns(filepath.Join(gitDir, "info", "exclude"), nil, false)
+	if err != nil {
+		return nil, err
+	}
+	ps = append(ps, local...)
 	for _, p := range extra {
 		if strings.TrimSpace(p) != "" {
 			ps = append(ps, gitignore.ParsePattern(p, nil))
