@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,14 @@ type WatchOptions struct {
 	// OnPending, if set, is called with the number of changed paths that
 	// wait for the next update, when it grows and when an update is done.
 	OnPending func(paths int)
+	// RootCheck is how often Watch makes sure root is still where it
+	// was: moving a directory above it sends no event. Zero means
+	// DefaultRootCheck.
+	RootCheck time.Duration
 }
+
+// DefaultRootCheck is how often Watch checks that its root has not moved.
+const DefaultRootCheck = 5 * time.Second
 
 // Watch keeps the index of root current until ctx ends, and then returns
 // nil. It watches every directory the index walks (fsnotify is not
@@ -48,7 +56,8 @@ type WatchOptions struct {
 // again, after a second, then longer. A directory renamed within the
 // tree has its watches laid again. Watch does not index what changed
 // before it started: run Run first. It returns ErrRootGone when root is
-// moved or removed.
+// moved or removed, or a directory above it is moved (seen at the next
+// update, or within RootCheck).
 func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts WatchOptions) (err error) {
 	opts.defaults()
 	if wopts.Debounce <= 0 {
@@ -57,10 +66,30 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 	if wopts.MaxDelay <= 0 {
 		wopts.MaxDelay = DefaultMaxDelay
 	}
+	if wopts.RootCheck <= 0 {
+		wopts.RootCheck = DefaultRootCheck
+	}
 	abs, err := resolveRoot(root)
 	if err != nil {
 		return err
 	}
+	rootInfo, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", abs, err)
+	}
+	// rootGone reports the root moved or removed: its own rename or
+	// removal is an event, but a move of a directory above it is not, and
+	// its files' events then name paths that are no longer there.
+	errGone := fmt.Errorf("%w: %s was moved or removed; index and watch the project where it is now", ErrRootGone, abs)
+	rootGone := func() error {
+		fi, err := os.Stat(abs)
+		if errors.Is(err, fs.ErrNotExist) || err == nil && !os.SameFile(fi, rootInfo) {
+			return errGone
+		}
+		return nil
+	}
+	check := time.NewTicker(wopts.RootCheck)
+	defer check.Stop()
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", abs, err)
@@ -97,6 +126,9 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	flush := func() {
+		if watchErr = rootGone(); watchErr != nil {
+			return
+		}
 		paths := make([]string, 0, len(pending))
 		for p := range pending {
 			paths = append(paths, p)
@@ -152,7 +184,7 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 			rel, err := filepath.Rel(abs, ev.Name)
 			if err == nil && rel == "." && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				// Its watches would go on under the old name, or none.
-				return fmt.Errorf("%w: %s was moved or removed; index and watch the project where it is now", ErrRootGone, abs)
+				return errGone
 			}
 			if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 				continue
@@ -213,6 +245,10 @@ func Watch(ctx context.Context, st store.Store, root string, opts Options, wopts
 			flush()
 			if watchErr != nil {
 				return watchErr
+			}
+		case <-check.C:
+			if err := rootGone(); err != nil {
+				return err
 			}
 		}
 	}

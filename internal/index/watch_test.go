@@ -267,23 +267,42 @@ func TestWatch_StoreComesBack(t *testing.T) {
 // TestWatch_RootGone: the watched directory moved away, or removed, ends
 // the watch with ErrRootGone rather than watching nothing for good.
 func TestWatch_RootGone(t *testing.T) {
-	for _, how := range []string{"moved", "removed"} {
+	// "parent moved, then a file changed" and "parent moved" move the
+	// directory above the root, which sends the watch no event: the
+	// first is seen at the update its file's event asks for, the second
+	// by the periodic check. Before, the watch went on, its updates
+	// failing, for good.
+	for _, how := range []string{"moved", "removed", "parent moved, then a file changed", "parent moved"} {
 		t.Run(how, func(t *testing.T) {
-			root := tree(t, map[string]string{"main.go": "package main\n", "sub/a.go": "package sub\n"})
+			parent := filepath.Join(t.TempDir(), "parent")
+			root := filepath.Join(parent, "project")
+			write(t, root, "main.go", "package main\n")
+			write(t, root, "sub/a.go", "package sub\n")
 			s := openStore(t)
 			run(t, s, root, Options{})
+			check := time.Hour
+			if how == "parent moved" {
+				check = 50 * time.Millisecond
+			}
 			ready, done := make(chan struct{}), make(chan error, 1)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go func() {
-				done <- Watch(ctx, s, root, Options{}, WatchOptions{Debounce: 50 * time.Millisecond, Ready: func() { close(ready) }})
+				done <- Watch(ctx, s, root, Options{}, WatchOptions{Debounce: 50 * time.Millisecond, RootCheck: check, Ready: func() { close(ready) }})
 			}()
 			<-ready
 			var err error
-			if how == "moved" {
+			switch how {
+			case "moved":
 				err = os.Rename(root, root+".moved")
-			} else {
+			case "removed":
 				err = os.RemoveAll(root)
+			case "parent moved, then a file changed":
+				if err = os.Rename(parent, parent+".moved"); err == nil {
+					err = os.WriteFile(filepath.Join(parent+".moved", "project", "sub", "a.go"), []byte("package sub // changed\n"), 0o644)
+				}
+			case "parent moved":
+				err = os.Rename(parent, parent+".moved")
 			}
 			if err != nil {
 				t.Fatal(err)
