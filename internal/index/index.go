@@ -14,7 +14,8 @@
 // secrets, chunk and count; one writer stores the results in large
 // transactions. A run that is interrupted keeps what it stored, so the next
 // one continues where it stopped. Files the walk no longer finds are
-// marked deleted only after a complete walk.
+// marked deleted only after a complete walk, and not below a directory it
+// could not read: that is reported once and its files kept as they were.
 package index
 
 import (
@@ -30,6 +31,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -220,7 +222,7 @@ func Run(ctx context.Context, st store.Store, root string, opts Options) (Summar
 	}
 	sum.Ignored, sum.Errors = found.ignored, found.errors
 	opts.report(Progress{Phase: PhaseScan, Files: len(found.files), Done: len(found.files)})
-	return reconcile(ctx, st, &opts, &sum, start, found.files, manifest)
+	return reconcile(ctx, st, &opts, &sum, start, found.files, keepUnwalked(manifest, found))
 }
 
 // Update indexes what changed at the given paths (relative to root,
@@ -239,6 +241,7 @@ func Update(ctx context.Context, st store.Store, root string, paths []string, op
 	sum.Root = abs
 	var files []candidate
 	var manifest []store.File
+	var unwalked walkResult
 	for _, p := range topPaths(paths) {
 		parts := strings.Split(p, "/")
 		found, err := walkPath(ctx, abs, parts, opts.Exclude)
@@ -249,7 +252,14 @@ func Update(ctx context.Context, st store.Store, root string, paths []string, op
 		for k, v := range found.ignored {
 			sum.Ignored[k] += v
 		}
-		sum.Errors = append(sum.Errors, found.errors...)
+		for _, e := range found.errors {
+			// Paths below one unreadable directory share its error.
+			if !slices.Contains(sum.Errors, e) {
+				sum.Errors = append(sum.Errors, e)
+			}
+		}
+		unwalked.files = append(unwalked.files, found.files...)
+		unwalked.unwalked = append(unwalked.unwalked, found.unwalked...)
 		// What the manifest holds at p: the file, or everything under it.
 		if f, err := st.File(ctx, p); err == nil {
 			manifest = append(manifest, f)
@@ -262,7 +272,36 @@ func Update(ctx context.Context, st store.Store, root string, paths []string, op
 		}
 		manifest = append(manifest, under...)
 	}
-	return reconcile(ctx, st, &opts, &sum, start, files, manifest)
+	return reconcile(ctx, st, &opts, &sum, start, files, keepUnwalked(manifest, unwalked))
+}
+
+// keepUnwalked leaves out of manifest the records under the directories
+// the walk could not read (found.unwalked), unless the walk found them
+// after all: a directory that cannot be read for a while (its permissions
+// changed) does not make its files deleted from the index.
+func keepUnwalked(manifest []store.File, found walkResult) []store.File {
+	if len(found.unwalked) == 0 {
+		return manifest
+	}
+	seen := make(map[string]bool, len(found.files))
+	for _, c := range found.files {
+		seen[c.path] = true
+	}
+	under := func(p string) bool {
+		for _, d := range found.unwalked {
+			if d == "" || p == d || strings.HasPrefix(p, d+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	out := manifest[:0:0]
+	for _, f := range manifest {
+		if seen[f.Path] || !under(f.Path) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // topPaths returns the distinct, valid paths of ps, leaving out those

@@ -31,6 +31,10 @@ type walkResult struct {
 	ignored map[string]int
 	// errors are directories that could not be read.
 	errors []FileError
+	// unwalked are the directories (slash paths from the root) that
+	// could not be read: what the index holds below them is kept as it
+	// is, not taken for deleted.
+	unwalked []string
 }
 
 // Reasons files are left out by the walk; they are counted, not recorded.
@@ -82,6 +86,7 @@ func walk(ctx context.Context, root string, parts []string, r *rules, extra []st
 		entries, err := os.ReadDir(d.abs)
 		if err != nil {
 			res.errors = append(res.errors, FileError{Path: relPath(d.parts), Err: err.Error()})
+			res.unwalked = append(res.unwalked, relPath(d.parts))
 			if len(entries) == 0 {
 				continue
 			}
@@ -113,8 +118,9 @@ func walk(ctx context.Context, root string, parts []string, r *rules, extra []st
 				}
 				r, err := d.rules.child(abs, parts)
 				if err != nil {
-					res.errors = append(res.errors, FileError{Path: relPath(parts), Err: err.Error()})
-					r = d.rules
+					res.errors = append(res.errors, unwalkable(parts, err))
+					res.unwalked = append(res.unwalked, relPath(parts))
+					continue
 				}
 				subdirs = append(subdirs, dir{abs: abs, parts: parts, rules: r})
 				continue
@@ -152,6 +158,18 @@ func walk(ctx context.Context, root string, parts []string, r *rules, extra []st
 	return res, nil
 }
 
+// unwalkable is the error of a directory whose ignore files cannot be
+// read (most often, one without search permission): it is left out
+// whole, since what they would ignore is unknown, and reported once, not
+// again for each of its files.
+func unwalkable(parts []string, err error) FileError {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return FileError{Path: relPath(parts), Err: "directory left out: its ignore files cannot be read: " + err.Error()}
+}
+
 // dirExcluded returns why the directory at parts is not walked, or "".
 func (r *rules) dirExcluded(parts []string) string {
 	name := parts[len(parts)-1]
@@ -182,7 +200,9 @@ func walkPath(ctx context.Context, root string, parts []string, extra []string) 
 		}
 		dirAbs := filepath.Join(append([]string{root}, parts[:i]...)...)
 		if r, err = r.child(dirAbs, parts[:i]); err != nil {
-			return res, err
+			res.errors = append(res.errors, unwalkable(parts[:i], err))
+			res.unwalked = append(res.unwalked, relPath(parts[:i]))
+			return res, nil
 		}
 	}
 	abs := filepath.Join(append([]string{root}, parts...)...)
@@ -192,6 +212,7 @@ func walkPath(ctx context.Context, root string, parts []string, extra []string) 
 		return res, nil
 	case err != nil:
 		res.errors = append(res.errors, FileError{Path: relPath(parts), Err: err.Error()})
+		res.unwalked = append(res.unwalked, relPath(parts))
 		return res, nil
 	case info.Mode()&fs.ModeSymlink != 0:
 		res.ignored[symlinkReason(root, abs)]++
@@ -202,7 +223,9 @@ func walkPath(ctx context.Context, root string, parts []string, extra []string) 
 			return res, nil
 		}
 		if r, err = r.child(abs, parts); err != nil {
-			return res, err
+			res.errors = append(res.errors, unwalkable(parts, err))
+			res.unwalked = append(res.unwalked, relPath(parts))
+			return res, nil
 		}
 		return walk(ctx, root, parts, r, extra)
 	case !info.Mode().IsRegular():
