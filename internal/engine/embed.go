@@ -594,6 +594,11 @@ func (e *Engine) trainCorpus(ctx context.Context, total int64, progress func(emb
 	}
 	var sample []sampled
 	var seen, after int64
+	if progress != nil {
+		// The phase starts now: a bar started at the first batch's count
+		// showed a rate of that count over microseconds.
+		progress(embed.Progress{Total: total})
+	}
 	for {
 		cs, err := e.st.PendingChunks(ctx, corpusListingModel, after, corpusPendingBatches)
 		if err != nil {

@@ -56,6 +56,11 @@ func TestEmbed_CorpusLifecycle(t *testing.T) {
 	rep, err = e.Embed(ctx, func(p engine.EmbedProgress) {
 		if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
 			phases = append(phases, p.Phase)
+			// A phase's first report is its start: a progress bar
+			// started at a later count showed that count done in no time.
+			if p.Done != 0 {
+				t.Errorf("phase %s starts at %d/%d, want 0", p.Phase, p.Done, p.Total)
+			}
 		}
 	})
 	if err != nil || !rep.Trained || rep.Embedded != 100 || strings.Join(phases, ",") != "train,embed" {
