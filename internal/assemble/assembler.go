@@ -55,7 +55,11 @@ type Assembler struct {
 	preparing map[store.WindowKey]bool
 	// sums are windows' rolling summaries as last read.
 	sums map[store.WindowKey]cachedSummaries
-	wg   sync.WaitGroup
+	// purges is the store's purge count when the caches above were
+	// last checked: a forget or a redaction, in any process, empties
+	// them, so that nothing removed is shown from memory.
+	purges uint64
+	wg     sync.WaitGroup
 }
 
 // countKey is what a count is kept under: the encoding, what was counted
@@ -230,6 +234,23 @@ var ErrNoHistoryRoom = errors.New("the budget leaves no room for the conversatio
 // for the model to answer, or a tool call still waiting for its result.
 var ErrNoTurn = errors.New("no turn to assemble")
 
+// checkPurged empties the Assembler's caches when the store was purged
+// (engram forget, engram redact) since they were filled: the summaries
+// cached may quote what was removed.
+func (a *Assembler) checkPurged(ctx context.Context) error {
+	n, err := a.Engine.Store().Purges(ctx)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n != a.purges {
+		a.purges = n
+		a.sums, a.quotes, a.scores, a.lines = nil, nil, nil, nil
+	}
+	return nil
+}
+
 // Assemble builds the context of a turn. Nothing is lost: what the
 // history layer cannot show whole stands under markers that expand, and a
 // context never exceeds the budget (the window's, less the tools).
@@ -238,6 +259,9 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// head. The markers shown are the way back, and cost no write: their
 	// IDs name runs of the window's ledger (store.RunRefID), which expand
 	// from it in this process or any other.
+	if err := a.checkPurged(ctx); err != nil {
+		return Turn{}, err
+	}
 	win, err := a.Windows.Turn(ctx, req.Key)
 	if err != nil {
 		return Turn{}, err

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/engramhq/engram/internal/assemble"
+	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/window"
@@ -445,5 +447,71 @@ func TestRollingSummaries_Kept(t *testing.T) {
 	}
 	if r := turn(); r.Stored != r.Chunks || r.Made != 0 {
 		t.Errorf("the turn after: %+v", r)
+	}
+}
+
+// TestRollingSummaries_Redacted: after a redaction, the next turn shows
+// the string nowhere: not in the rolling summaries the store kept, nor in
+// those the Assembler had in memory. Before, both quoted it, and every
+// turn after sent it to the model again.
+func TestRollingSummaries_Redacted(t *testing.T) {
+	ctx := context.Background()
+	// A marker that counts as many tokens as the string leaves the
+	// chunks of the history where they were, so that their summaries'
+	// digests (of entry IDs, which a redaction keeps) still match.
+	const secret, marker = "zebra", "horse"
+	a := assembler(t)
+	t.Cleanup(a.Wait)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 1500, Output: 100, Safety: 50}); err != nil {
+		t.Fatal(err)
+	}
+	conv := conversation(60)
+	for i := range conv {
+		if conv[i].Role == window.RoleAssistant && conv[i].Blocks[0].Type == window.BlockText {
+			conv[i].Blocks[0].Text += " The deploy password is " + secret + "."
+		}
+	}
+	if _, err := a.Windows.Append(ctx, key, conv); err != nil {
+		t.Fatal(err)
+	}
+	turn := func() assemble.Turn {
+		t.Helper()
+		tr, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Wait()
+		return tr
+	}
+	if tr := turn(); !strings.Contains(fmt.Sprint(tr.Messages), secret) {
+		t.Fatal("the first turn does not show the string: the test shows nothing")
+	}
+	_, sums, err := a.Engine.Store().WindowSummaries(ctx, key)
+	if err != nil || !slices.ContainsFunc(sums, func(s store.WindowSummary) bool { return strings.Contains(s.Text, secret) }) {
+		t.Fatalf("no stored summary quotes the string (%d summaries, %v): the test shows nothing", len(sums), err)
+	}
+	if _, err := a.Engine.Redact(ctx, engine.RedactRequest{Text: []byte(secret), Marker: marker, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if tr := turn(); strings.Contains(fmt.Sprint(tr.Messages), secret) {
+		t.Errorf("the turn after the redaction shows the string (summaries: %+v)", tr.History.Summaries)
+	}
+	_, sums, err = a.Engine.Store().WindowSummaries(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sums {
+		if strings.Contains(s.Text, secret) {
+			t.Errorf("a summary made after the redaction holds the string: %q", s.Text)
+		}
+	}
+	// What the turn used: the summaries this Assembler had in memory
+	// would have quoted it.
+	for _, s := range assemble.CachedSummaries(a, key) {
+		if strings.Contains(s.Text, secret) {
+			t.Errorf("a summary the Assembler keeps holds the string: %q", s.Text)
+			break
+		}
 	}
 }

@@ -212,6 +212,9 @@ type Counts struct {
 	// Snapshots are windows' turn snapshots: a session's, or those whose
 	// context held what was redacted.
 	Snapshots int64 `json:"snapshots,omitempty"`
+	// Summaries are windows' rolling summaries dropped: they quoted what
+	// was removed, and are made again from what is left.
+	Summaries int64 `json:"summaries,omitempty"`
 	// Places and Bytes count a redaction's replacements: how many and how
 	// many bytes they replaced (never the bytes themselves).
 	Places int64 `json:"places,omitempty"`
@@ -237,6 +240,7 @@ func (c *Counts) Add(c2 Counts) {
 	c.Settings += c2.Settings
 	c.Blobs += c2.Blobs
 	c.Snapshots += c2.Snapshots
+	c.Summaries += c2.Summaries
 	c.Places += c2.Places
 	c.Bytes += c2.Bytes
 }

@@ -163,6 +163,9 @@ func (r *redaction) run() error {
 	if err := r.rest(); err != nil {
 		return err
 	}
+	if err := r.windows(); err != nil {
+		return err
+	}
 	r.counts.Bytes = r.counts.Places * int64(len(r.needle))
 	if r.counts.Places == 0 {
 		return nil
@@ -702,5 +705,103 @@ func (r *redaction) rest() error {
 	}
 	r.counts.Snapshots += n
 	r.counts.Places += n
+	return nil
+}
+
+// windows redacts windows' ledgers: the string in an item's form (a tool's
+// name, the entities named) is replaced, and the rolling summaries that
+// hold it, or that summarise an item of a redacted entry, are deleted, to
+// be made again from what is left. The windows changed are locked first,
+// in order, and advance their versions.
+func (r *redaction) windows() error {
+	var rewritten []string
+	for _, pk := range slices.Sorted(maps.Keys(r.rewritten)) {
+		var id string
+		if err := r.tx.QueryRow(r.ctx, `SELECT id FROM entries WHERE pk = $1`, pk).Scan(&id); err != nil {
+			return err
+		}
+		rewritten = append(rewritten, id)
+	}
+	// itemCond selects the items of a redacted entry, or whose form may
+	// hold the string.
+	itemCond := func(m *match) string {
+		return `(w.entry_ids::jsonb ?| ` + m.a.add(rewritten) + `::text[] OR ` + m.bytes("w.form", true) + `)`
+	}
+	m := r.match()
+	rows, err := r.tx.Query(r.ctx, `SELECT session_id, agent_id FROM window_items w WHERE `+itemCond(m)+`
+		UNION SELECT session_id, agent_id FROM window_summaries s WHERE `+m.text("s.text")+` ORDER BY 1, 2`, m.a...)
+	if err != nil {
+		return err
+	}
+	var keys []store.WindowKey
+	var k store.WindowKey
+	if _, err := pgx.ForEachRow(rows, []any{&k.SessionID, &k.AgentID}, func() error {
+		keys = append(keys, k)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, err := r.exec(`SELECT 1 FROM windows WHERE session_id = $1 AND agent_id = $2 FOR UPDATE`, k.SessionID, k.AgentID); err != nil {
+			return err
+		}
+		type item struct {
+			pos  int64
+			form []byte
+			ids  string
+		}
+		var items []item
+		im := r.match()
+		rows, err := r.tx.Query(r.ctx, `SELECT pos, form, entry_ids FROM window_items w
+			WHERE session_id = `+im.a.add(k.SessionID)+` AND agent_id = `+im.a.add(k.AgentID)+` AND `+itemCond(im)+` ORDER BY pos`, im.a...)
+		if err != nil {
+			return err
+		}
+		var it item
+		if _, err := pgx.ForEachRow(rows, []any{&it.pos, &it.form, &it.ids}, func() error {
+			items = append(items, it)
+			return nil
+		}); err != nil {
+			return err
+		}
+		var positions []int64
+		for _, it := range items {
+			form, ok, err := r.ReplaceJSON(string(it.form))
+			if err != nil {
+				return fmt.Errorf("window %s/%s item %d: %w", k.SessionID, k.AgentID, it.pos, err)
+			}
+			if ok {
+				if _, err := r.exec(`UPDATE window_items SET form = $1 WHERE session_id = $2 AND agent_id = $3 AND pos = $4`,
+					[]byte(form), k.SessionID, k.AgentID, it.pos); err != nil {
+					return err
+				}
+				r.touch("window_items")
+			}
+			positions = append(positions, it.pos)
+		}
+		// The summaries over those items, and those that hold the string
+		// though none of their items does now (one made by a model).
+		sm := r.match()
+		held, err := r.ints(`SELECT 1 FROM window_summaries s WHERE s.session_id = `+sm.a.add(k.SessionID)+
+			` AND s.agent_id = `+sm.a.add(k.AgentID)+` AND `+sm.text("s.text"), sm.a...)
+		if err != nil {
+			return err
+		}
+		dm := r.match()
+		dropped, err := r.exec(`DELETE FROM window_summaries s WHERE s.session_id = `+dm.a.add(k.SessionID)+` AND s.agent_id = `+dm.a.add(k.AgentID)+`
+			AND (EXISTS (SELECT 1 FROM unnest(`+dm.a.add(positions)+`::bigint[]) AS d(pos) WHERE s.from_pos <= d.pos AND d.pos < s.to_pos)
+				OR `+dm.text("s.text")+`)`, dm.a...)
+		if err != nil {
+			return err
+		}
+		r.counts.Summaries += dropped
+		r.counts.Places += int64(len(held))
+		if dropped > 0 {
+			r.touch("window_summaries")
+		}
+		if _, err := r.exec(`UPDATE windows SET version = version + 1 WHERE session_id = $1 AND agent_id = $2`, k.SessionID, k.AgentID); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -103,6 +104,9 @@ func (r *redaction) run() error {
 		return err
 	}
 	if err := r.rest(); err != nil {
+		return err
+	}
+	if err := r.windows(); err != nil {
 		return err
 	}
 	r.counts.Bytes = r.counts.Places * int64(len(r.needle))
@@ -617,5 +621,109 @@ func (r *redaction) rest() error {
 	}
 	r.counts.Snapshots += n
 	r.counts.Places += n
+	return nil
+}
+
+// windows redacts windows' ledgers: the string in an item's form (a tool's
+// name, the entities named) is replaced, and the rolling summaries that
+// hold it, or that summarise an item of a redacted entry, are deleted, to
+// be made again from what is left. The windows changed advance their
+// versions.
+func (r *redaction) windows() error {
+	rewritten := map[string]bool{}
+	for pk := range r.rewritten {
+		var id string
+		if err := r.row(`SELECT id FROM entries WHERE pk = ?`, pk).Scan(&id); err != nil {
+			return err
+		}
+		rewritten[id] = true
+	}
+	type item struct {
+		key  store.WindowKey
+		pos  int64
+		form []byte
+		ids  string
+	}
+	// Every item is looked at only when an entry was rewritten: its ids
+	// are a JSON list.
+	cond := `instr(CAST(form AS TEXT), ?1) > 0 OR ` + r.jsonMatch("CAST(form AS TEXT)")
+	if len(rewritten) > 0 {
+		cond = "1"
+	}
+	rows, err := r.query(`SELECT session_id, agent_id, pos, form, entry_ids FROM window_items WHERE `+cond, r.args()...)
+	if err != nil {
+		return err
+	}
+	var items []item
+	for rows.Next() {
+		var it item
+		if err := rows.Scan(&it.key.SessionID, &it.key.AgentID, &it.pos, &it.form, &it.ids); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+		items = append(items, it)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	changed := map[store.WindowKey]bool{}
+	for _, it := range items {
+		form, ok, err := r.ReplaceJSON(string(it.form))
+		if err != nil {
+			return fmt.Errorf("window %s/%s item %d: %w", it.key.SessionID, it.key.AgentID, it.pos, err)
+		}
+		if ok {
+			if _, err := r.exec(`UPDATE window_items SET form = ? WHERE session_id = ? AND agent_id = ? AND pos = ?`,
+				[]byte(form), it.key.SessionID, it.key.AgentID, it.pos); err != nil {
+				return err
+			}
+			changed[it.key] = true
+		}
+		var ids []string
+		if err := json.Unmarshal([]byte(it.ids), &ids); err != nil {
+			return fmt.Errorf("window %s/%s item %d: %w", it.key.SessionID, it.key.AgentID, it.pos, err)
+		}
+		if ok || slices.ContainsFunc(ids, func(id string) bool { return rewritten[id] }) {
+			n, err := r.exec(`DELETE FROM window_summaries WHERE session_id = ? AND agent_id = ? AND from_pos <= ? AND ? < to_pos`,
+				it.key.SessionID, it.key.AgentID, it.pos, it.pos)
+			if err != nil {
+				return err
+			}
+			r.counts.Summaries += n
+			if n > 0 {
+				changed[it.key] = true
+			}
+		}
+	}
+	// A summary may hold the string though none of its items does now
+	// (one made by a model from several).
+	rows, err = r.query(`SELECT DISTINCT session_id, agent_id FROM window_summaries WHERE instr(text, ?1) > 0`, string(r.needle))
+	if err != nil {
+		return err
+	}
+	var keys []store.WindowKey
+	for rows.Next() {
+		var k store.WindowKey
+		if err := rows.Scan(&k.SessionID, &k.AgentID); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+		keys = append(keys, k)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	n, err := r.exec(`DELETE FROM window_summaries WHERE instr(text, ?1) > 0`, string(r.needle))
+	if err != nil {
+		return err
+	}
+	r.counts.Summaries += n
+	r.counts.Places += n
+	for _, k := range keys {
+		changed[k] = true
+	}
+	for k := range changed {
+		if _, err := r.exec(`UPDATE windows SET version = version + 1 WHERE session_id = ? AND agent_id = ?`, k.SessionID, k.AgentID); err != nil {
+			return err
+		}
+	}
 	return nil
 }

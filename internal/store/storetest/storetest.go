@@ -139,6 +139,7 @@ func Run(t *testing.T, open Opener) {
 		{"ForgetContexts", testForgetContexts},
 		{"ForgetThenStore", testForgetThenStore},
 		{"Redact", testRedact},
+		{"RedactWindows", testRedactWindows},
 		{"Retain", testRetain},
 		{"Windows", testWindows},
 		{"WindowKeys", testWindowKeys},

@@ -574,3 +574,81 @@ func reflectEqualRef(a, b store.Reference) bool {
 		slices.Equal(a.ContentIDs, b.ContentIDs) && a.TokensSaved == b.TokensSaved && a.TurnFrom == b.TurnFrom && a.TurnTo == b.TurnTo &&
 		a.Summary == b.Summary && len(a.Topics)+len(a.Entities)+len(a.QueryHints) == 0
 }
+
+// testRedactWindows: a redaction reaches windows' ledgers: the string in
+// an item's form is replaced, and the rolling summaries that quote it, or
+// that summarise a redacted message, go, so that the next turn makes them
+// again from what is left; the windows' versions advance. Before, the
+// summaries kept the string and the next turn sent it to the model again.
+func testRedactWindows(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
+	other := store.WindowKey{SessionID: "s2", AgentID: "claude"}
+	for _, k := range []store.WindowKey{key, other} {
+		if _, err := s.PutWindow(ctx, k, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var a store.WindowAppend
+	for i, text := range []string{"the password is hunter2Zq9 for prod", "the lexer keeps comments", "we decided to keep them"} {
+		e, it := windowMessage(key, store.UserPrompt, text)
+		if i == 1 {
+			// The entities named, such as a credential seen in it.
+			it.Form = []byte(`{"role":"user","entities":["credential","hunter2Zq9"]}`)
+		}
+		a.Entries, a.Items = append(a.Entries, e), append(a.Items, it)
+	}
+	if _, _, _, err := s.AppendWindow(ctx, key, a, nil); err != nil {
+		t.Fatal(err)
+	}
+	appendMessages(t, s, other, nil, "nothing secret here", "nor here")
+	sum := func(level, from, to int, text string) store.WindowSummary {
+		return store.WindowSummary{Level: level, From: from, To: to, Digest: "d", Text: text, Tokens: 3, By: "extractive"}
+	}
+	if _, err := s.PutWindowSummaries(ctx, key, 0, []store.WindowSummary{
+		sum(1, 0, 1, "the password is set"), // over the redacted message
+		sum(1, 1, 2, "lexer: comments"),     // over the item whose form names it
+		sum(1, 2, 3, "kept"),
+		sum(2, 0, 3, "all of it"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutWindowSummaries(ctx, other, 0, []store.WindowSummary{
+		sum(1, 0, 1, "a model's summary: hunter2Zq9"), // holds it, its items do not
+		sum(1, 1, 2, "nor here"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	v0, err := s.Window(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Redact(ctx, store.RedactRequest{Text: []byte("hunter2Zq9"), Actor: actor, Rechunk: Rechunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Counts.Summaries != 4 {
+		t.Errorf("dropped %d summaries, want 4", rep.Counts.Summaries)
+	}
+	if _, got, err := s.WindowSummaries(ctx, key); err != nil || len(got) != 1 || got[0].Text != "kept" {
+		t.Errorf("summaries left: %+v, %v; want only the one over no redacted message", got, err)
+	}
+	if _, got, err := s.WindowSummaries(ctx, other); err != nil || len(got) != 1 || got[0].Text != "nor here" {
+		t.Errorf("the other window's summaries left: %+v, %v", got, err)
+	}
+	_, items, _, err := s.WindowLedger(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if strings.Contains(string(it.Form), "hunter2Zq9") {
+			t.Errorf("item %d's form still holds the string: %s", it.Pos, it.Form)
+		}
+	}
+	if len(items) != 3 || !strings.Contains(string(items[1].Form), `"credential"`) {
+		t.Errorf("items after the redaction: %+v", items)
+	}
+	if v1, err := s.Window(ctx, key); err != nil || v1.Version <= v0.Version {
+		t.Errorf("version %d after the redaction, was %d (%v)", v1.Version, v0.Version, err)
+	}
+}

@@ -1,0 +1,11 @@
+package assemble
+
+import "github.com/engramhq/engram/internal/store"
+
+// CachedSummaries returns the summaries the Assembler keeps in memory for
+// a window.
+func CachedSummaries(a *Assembler, key store.WindowKey) []store.WindowSummary {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sums[key].sums
+}
