@@ -975,7 +975,8 @@ func (p *purge) audit(action, actor string, targets []string) (int64, error) {
 
 // compact rewrites the full-text tables a purge touched, with
 // secure_delete on, so that the terms of what was removed leave the file,
-// then checkpoints the write-ahead log and truncates it. It reports
+// then the whole file (VACUUM), then checkpoints the write-ahead log and
+// truncates it. It reports
 // whether the log could be emptied: another process reading the store
 // keeps it.
 func (s *Store) compact(ctx context.Context, tables map[string]bool) (bool, error) {
@@ -1000,6 +1001,15 @@ func (s *Store) compact(ctx context.Context, tables map[string]bool) (bool, erro
 	}
 	if err != nil {
 		return false, fmt.Errorf("compact: %w", err)
+	}
+	// secure_delete zeroes what a purge deletes, but not the copies that
+	// cells left in the unused space of pages as they moved (a page split
+	// or filled while it was off): only rewriting the file drops them.
+	if err := s.retry(ctx, func() error {
+		_, err := s.w.ExecContext(ctx, "VACUUM")
+		return err
+	}); err != nil {
+		return false, fmt.Errorf("compact: vacuum: %w", err)
 	}
 	var busy, logFrames, done int
 	err = s.retry(ctx, func() error {

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,6 +110,46 @@ func TestForget_GoneFromFile(t *testing.T) {
 	}
 	if got := fileHolds(t, path, needles...); len(got) > 0 {
 		t.Errorf("after forgetting the store's files still hold them: %v", got)
+	}
+}
+
+// TestForget_GoneFromFile_ManyWrites: content written over many
+// transactions, interleaved with content that stays, then forgotten, is
+// gone from the file. Before, copies were left in the unused space of
+// live pages (cells moved as pages split and filled, with secure_delete
+// off, as it is outside a purge), which only rewriting the file removes.
+func TestForget_GoneFromFile_ManyWrites(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	s := sqlitetest.OpenPath(t, path, sqlite.Options{})
+	const secret = "Quokka77VaultKey"
+	var sessions []string
+	for i := range 30 {
+		id := fmt.Sprintf("sv%d", i)
+		sessions = append(sessions, id)
+		batch := []store.Entry{
+			storetest.Entry(id, "a", store.UserPrompt, fmt.Sprintf("message %d: the key is %s, %s", i, secret, strings.Repeat("z", i))),
+			storetest.Entry("keep", "a", store.Note, fmt.Sprintf("note %d that stays: %s", i, strings.Repeat("ordinary words ", 20+i))),
+		}
+		if _, err := s.PutEntries(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fileHolds(t, path, secret); len(got) == 0 {
+		t.Fatal("the string is not in the store's files before forgetting: the test proves nothing")
+	}
+	rep, err := s.Forget(ctx, store.ForgetRequest{Sessions: sessions, Actor: "op", Compact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Compacted || rep.Counts.Entries != 30 {
+		t.Errorf("report = %+v", rep)
+	}
+	if got := fileHolds(t, path, secret, strings.ToLower(secret)); len(got) > 0 {
+		t.Errorf("after forgetting the store's files still hold it: %v", got)
+	}
+	if n, err := s.Search(ctx, store.Query{Text: "stays", Limit: 50}); err != nil || len(n) != 30 {
+		t.Errorf("what stays: %d hits, %v", len(n), err)
 	}
 }
 
