@@ -3,8 +3,10 @@ package backend
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf16"
 )
 
 // CutMark ends a text cut short, as the archivalist cuts an event's detail.
@@ -31,10 +33,18 @@ func NewReplacer(needle, marker []byte, inJSON bool, places *int64) *Replacer {
 	return r
 }
 
-// JSONForms returns the forms s takes inside a JSON string as Go's
-// encoder writes it (with and without HTML escaping).
+// JSONForms returns the forms s takes inside a JSON string as encoders
+// write it: Go's (with and without HTML escaping, which is JavaScript's
+// JSON.stringify too), and those that escape every non-ASCII character
+// as \uXXXX (Python's json.dumps, in lower-case hex; Java's, upper-case),
+// or escape "/" as "\/" (PHP's json_encode).
 func JSONForms(s string) []string {
 	var forms []string
+	add := func(f string) {
+		if !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
 	for _, html := range []bool{true, false} {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
@@ -43,12 +53,54 @@ func JSONForms(s string) []string {
 			continue
 		}
 		f := strings.TrimSuffix(buf.String(), "\n")
-		f = f[1 : len(f)-1]
-		if !slices.Contains(forms, f) {
-			forms = append(forms, f)
+		add(f[1 : len(f)-1])
+	}
+	for _, ascii := range []string{"", "%04x", "%04X"} {
+		for _, slash := range []bool{false, true} {
+			add(jsonString(s, ascii, slash))
 		}
 	}
 	return forms
+}
+
+// jsonString is the body of s as a JSON string with short escapes for
+// the quote, the backslash and the usual control characters; with ascii
+// a format ("%04x"), every other rune past ASCII as \uXXXX (a surrogate
+// pair past the basic plane); with slash, "/" as "\/".
+func jsonString(s, ascii string, slash bool) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '/' && slash:
+			b.WriteString(`\/`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r < 0x20:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		case r > 0x7f && ascii != "":
+			if r > 0xffff {
+				r1, r2 := utf16.EncodeRune(r)
+				fmt.Fprintf(&b, `\u`+ascii+`\u`+ascii, r1, r2)
+			} else {
+				fmt.Fprintf(&b, `\u`+ascii, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // JSONNeedles are the forms the needle takes inside JSON text (none if it
@@ -64,6 +116,28 @@ func (r *Replacer) Replace(b []byte) ([]byte, bool) {
 	}
 	*r.places += int64(n)
 	return bytes.ReplaceAll(b, r.needle, r.marker), true
+}
+
+// ReplaceContent is Replace for stored content, which may be JSON text
+// (a tool call's input, a hook's payload) holding the needle escaped: each
+// of its JSON forms is replaced too, by the marker's JSON form.
+func (r *Replacer) ReplaceContent(b []byte) ([]byte, bool) {
+	b, changed := r.Replace(b)
+	if len(r.jsonForms) == 0 {
+		return b, changed
+	}
+	marker := JSONForms(string(r.marker))[0]
+	for _, f := range r.jsonForms {
+		if f == string(r.needle) {
+			continue
+		}
+		if n := bytes.Count(b, []byte(f)); n > 0 {
+			*r.places += int64(n)
+			b = bytes.ReplaceAll(b, []byte(f), []byte(marker))
+			changed = true
+		}
+	}
+	return b, changed
 }
 
 // ReplaceString is Replace for a string.
@@ -116,6 +190,14 @@ func (r *Replacer) ReplaceJSON(raw string) (string, bool, error) {
 			s, ok := r.ReplaceString(x)
 			changed = changed || ok
 			return s
+		case json.Number:
+			// A number that holds the needle (a PIN, an account number)
+			// becomes the marker, a string.
+			if s, ok := r.ReplaceString(string(x)); ok {
+				changed = true
+				return s
+			}
+			return x
 		case []any:
 			for i := range x {
 				x[i] = walk(x[i])

@@ -298,7 +298,7 @@ func (r *redaction) occurrences() error {
 // from deadlocking with it. It returns the entries found.
 func (r *redaction) lockSessions() ([]int64, error) {
 	m := r.match()
-	pks, err := r.ints(`SELECT pk FROM entries WHERE `+m.bytes("content", false)+` ORDER BY pk`, m.a...)
+	pks, err := r.ints(`SELECT pk FROM entries WHERE `+m.bytes("content", true)+` ORDER BY pk`, m.a...)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +319,7 @@ func (r *redaction) entries(pks []int64) error {
 		return nil
 	}
 	m := r.match()
-	pks, err := r.ints(`SELECT pk FROM entries WHERE pk = ANY(`+m.a.add(pks)+`) AND `+m.bytes("content", false)+` ORDER BY pk FOR UPDATE`, m.a...)
+	pks, err := r.ints(`SELECT pk FROM entries WHERE pk = ANY(`+m.a.add(pks)+`) AND `+m.bytes("content", true)+` ORDER BY pk FOR UPDATE`, m.a...)
 	if err != nil {
 		return err
 	}
@@ -341,7 +341,7 @@ func (r *redaction) entry(pk int64) error {
 		Scan(&id, &content, &size, &tokens); err != nil {
 		return err
 	}
-	redacted, _ := r.Replace(content)
+	redacted, _ := r.ReplaceContent(content)
 	// The entry as the chunker sees it: as a file if it is one, else as
 	// first seen.
 	first, err := scanOccurrence(r.tx.QueryRow(r.ctx, `SELECT `+occColumns+` FROM occurrences o JOIN entries e ON e.pk = o.entry

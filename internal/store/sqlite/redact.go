@@ -241,7 +241,17 @@ func (r *redaction) occurrences() error {
 // entries redacts the content of entries, making their chunks, term sets
 // and counters again and deleting their vectors.
 func (r *redaction) entries() error {
-	pks, err := r.ints(`SELECT pk FROM entries WHERE instr(content, ?) > 0 ORDER BY pk`, r.needle)
+	// Content is a BLOB: the needle and its JSON forms (content may be
+	// JSON text, a tool call's input) are looked for as bytes.
+	conds := []string{"instr(content, ?1) > 0"}
+	args := []any{r.needle}
+	for _, f := range r.JSONNeedles() {
+		if f != string(r.needle) {
+			args = append(args, []byte(f))
+			conds = append(conds, fmt.Sprintf("instr(content, ?%d) > 0", len(args)))
+		}
+	}
+	pks, err := r.ints(`SELECT pk FROM entries WHERE `+strings.Join(conds, " OR ")+` ORDER BY pk`, args...)
 	if err != nil {
 		return err
 	}
@@ -264,7 +274,7 @@ func (r *redaction) entry(pk int64) error {
 		Scan(&id, &content, &fts, &size, &tokens); err != nil {
 		return err
 	}
-	redacted, _ := r.Replace(content)
+	redacted, _ := r.ReplaceContent(content)
 	// The entry as the chunker sees it: as a file if it is one, else as
 	// first seen.
 	rows, err := r.query(`SELECT `+occColumns+` FROM occurrences o JOIN entries e ON e.pk = o.entry

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -779,5 +780,54 @@ func testForgetThenStore(t *testing.T, s store.Store) {
 	}
 	if got := hitIDs(search(t, s, store.Query{Text: "kiwis"})); !slices.Equal(got, []string{res[0].ID}) {
 		t.Errorf("kiwis finds %v", got)
+	}
+}
+
+// testRedactEscaped: a redaction finds the string where content is JSON
+// text that escapes it, as encoders other than Go's do (Python's \u00XX
+// for what is past ASCII, PHP's \/ for a slash, \u0026 for an ampersand),
+// and in metadata where it is a number. Before, all of these were left
+// and the redaction reported nothing.
+func testRedactEscaped(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	cases := []struct{ secret, content string }{
+		{"Tr0ub4dor&3Horse", `{"cmd":"mysql -pTr0ub4dor\u00263Horse"}`},
+		{"https://hook.example/T0K3N", `{"url":"https:\/\/hook.example\/T0K3N"}`},
+		{"café-s3cr3t-ü", `{"note":"caf\u00e9-s3cr3t-\u00fc"}`},
+		{"ZEBRA-πλ-42", `{"note":"ZEBRA-\u03C0\u03BB-42"}`},
+	}
+	for i, c := range cases {
+		e := Entry("esc", "a", store.ToolCall, c.content)
+		e.Turn = i + 1
+		put(t, s, e)
+	}
+	num := Entry("esc", "a", store.Note, "a note with a pin in its metadata")
+	num.Metadata = map[string]any{"pin": 48151623}
+	num.Turn = 10
+	put(t, s, num)
+	for _, c := range cases {
+		rep := redact(t, s, c.secret, false)
+		if rep.Counts.Entries != 1 || rep.Counts.Places != 1 {
+			t.Errorf("%s: %+v, want one place in one entry", c.secret, rep.Counts)
+		}
+	}
+	rep := redact(t, s, "48151623", false)
+	if rep.Counts.Occurrences != 1 {
+		t.Errorf("the pin: %+v, want one occurrence", rep.Counts)
+	}
+	got, err := s.TurnRange(ctx, "esc", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range got {
+		text := string(e.Content) + fmt.Sprint(e.Metadata)
+		for _, bad := range []string{"Tr0ub4dor", "T0K3N", "s3cr3t", "\\u03C0", "48151623"} {
+			if strings.Contains(text, bad) {
+				t.Errorf("entry %s still holds %q: %s", e.ID[:8], bad, text)
+			}
+		}
+		if e.Type == store.ToolCall && !json.Valid(e.Content) {
+			t.Errorf("entry %s is no longer JSON: %s", e.ID[:8], e.Content)
+		}
 	}
 }

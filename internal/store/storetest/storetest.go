@@ -140,6 +140,7 @@ func Run(t *testing.T, open Opener) {
 		{"ForgetThenStore", testForgetThenStore},
 		{"Redact", testRedact},
 		{"RedactWindows", testRedactWindows},
+		{"RedactEscaped", testRedactEscaped},
 		{"Retain", testRetain},
 		{"Windows", testWindows},
 		{"WindowKeys", testWindowKeys},
