@@ -182,9 +182,12 @@ func lastLine(s string) string {
 // decodeLines reads every line of the transcripts under dir and decodes
 // it, storing nothing: the floor of an import.
 func decodeLines(dir string) error {
-	paths, err := hook.Paths(dir)
+	paths, problems, err := hook.Paths(dir)
 	if err != nil {
 		return err
+	}
+	if len(problems) > 0 {
+		return errors.New(problems[0].String())
 	}
 	for _, p := range paths {
 		f, err := os.Open(p)

@@ -155,7 +155,11 @@ An import is incremental: each file is read from where the last import of
 it stopped, and every record is named by the transcript's own ids, so
 importing again stores nothing twice, and nothing the hooks stored already.
 Lines engram does not read (new line types, a corrupt line) are kept as
-raw entries, never dropped.`,
+raw entries, never dropped. A record engram cannot store (over
+ingest.max_content_bytes) is left out, and a tool result whose call's
+line was corrupt is stored without its call: both are listed with their
+line, and the rest is imported. A file or directory that cannot be read
+is listed and the rest imported; the exit status is then 1.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			harness, paths := args[0], args[1:]
@@ -189,15 +193,34 @@ raw entries, never dropped.`,
 			im := hook.Importer{Eng: eng, Harness: harness, Progress: prog.update}
 			var rep hook.ImportReport
 			for _, p := range paths {
+				if _, err := os.Stat(p); err != nil {
+					// Nothing read yet: nothing to go on from.
+					rep.Failed++
+					rep.Problems = append(rep.Problems, hook.ImportProblem{Path: p, Err: (&hook.FileError{Err: err}).Error()})
+					continue
+				}
 				r, err := im.Import(cmd.Context(), p)
 				prog.finish()
 				rep.Add(r)
 				if err != nil {
-					return fmt.Errorf("import %s: %w (what was read before is stored; run the import again to go on)", p, err)
+					return fmt.Errorf("import %w (what was read before is stored; run the import again to go on)", err)
 				}
 			}
+			if rep.Sessions == nil {
+				rep.Sessions = []string{}
+			}
+			var failed error
+			switch {
+			case rep.Failed > 0 && rep.Files > 0:
+				failed = fmt.Errorf("%d files or directories could not be read (the rest was imported)", rep.Failed)
+			case rep.Failed > 0:
+				failed = fmt.Errorf("nothing was imported: %d files or directories could not be read", rep.Failed)
+			}
 			if jsonOut {
-				return writeJSON(a.stdout, rep)
+				if err := writeJSON(a.stdout, rep); err != nil {
+					return err
+				}
+				return failed
 			}
 			fmt.Fprintf(a.stdout, "%d files, %s read: %d lines, %d records (%d new), %d sessions", rep.Files, humanBytes(rep.Bytes),
 				rep.Lines, rep.Records, rep.Stored, len(rep.Sessions))
@@ -207,8 +230,17 @@ raw entries, never dropped.`,
 			if rep.Injected > 0 {
 				fmt.Fprintf(a.stdout, "; %d of engram's own injections skipped", rep.Injected)
 			}
+			if rep.Skipped > 0 {
+				fmt.Fprintf(a.stdout, "; %d records engram cannot store left out", rep.Skipped)
+			}
 			fmt.Fprintln(a.stdout)
-			return nil
+			for _, p := range rep.Problems {
+				fmt.Fprintf(a.stderr, "  %s\n", shownPath(p.String()))
+			}
+			if len(rep.Problems) == hook.MaxProblems {
+				fmt.Fprintf(a.stderr, "  (the first %d problems; there were more)\n", hook.MaxProblems)
+			}
+			return failed
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")

@@ -10,8 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,8 +47,42 @@ type ImportReport struct {
 	Corrupt int `json:"corrupt"`
 	// Injected counts engram's own injections, recognised and skipped.
 	Injected int `json:"injected"`
+	// Skipped counts records engram could not store (too large, a
+	// session id it cannot hold), left out so that the rest is stored.
+	Skipped int `json:"skipped,omitempty"`
+	// Failed counts files and directories that could not be read.
+	Failed int `json:"failed,omitempty"`
+	// Problems say where records were skipped or mended and which files
+	// could not be read: the first MaxProblems of them.
+	Problems []ImportProblem `json:"problems,omitempty"`
 	// Sessions are the sessions the lines belonged to.
 	Sessions []string `json:"sessions"`
+}
+
+// ImportProblem is a record left out or mended, or a file or directory
+// not read.
+type ImportProblem struct {
+	Path string `json:"path"`
+	// Line is the line's number in the file (from 1), 0 for the file
+	// itself.
+	Line int    `json:"line,omitempty"`
+	Err  string `json:"error"`
+}
+
+func (p ImportProblem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.Path, p.Line, p.Err)
+	}
+	return p.Path + ": " + p.Err
+}
+
+// MaxProblems bounds the problems a report lists; the counts go on.
+const MaxProblems = 100
+
+func (r *ImportReport) problem(p ImportProblem) {
+	if len(r.Problems) < MaxProblems {
+		r.Problems = append(r.Problems, p)
+	}
 }
 
 // Add adds another report's counts to r.
@@ -58,6 +95,11 @@ func (r *ImportReport) Add(o ImportReport) {
 	r.Raw += o.Raw
 	r.Corrupt += o.Corrupt
 	r.Injected += o.Injected
+	r.Skipped += o.Skipped
+	r.Failed += o.Failed
+	for _, p := range o.Problems {
+		r.problem(p)
+	}
 	for _, s := range o.Sessions {
 		if !containsString(r.Sessions, s) {
 			r.Sessions = append(r.Sessions, s)
@@ -78,9 +120,13 @@ func containsString(list []string, s string) bool {
 // read, what its first bytes were (a file replaced or cut is read again
 // from its start), and the prompts counted per session and text hash.
 type importState struct {
-	Path    string                    `json:"path"`
-	Offset  int64                     `json:"offset"`
-	Head    string                    `json:"head"`
+	Path   string `json:"path"`
+	Offset int64  `json:"offset"`
+	Head   string `json:"head"`
+	// HeadLen is how many bytes Head hashes: the file's first ones, up
+	// to headBytes. Zero in states written before it was kept, whose
+	// Head hashed as many as the file then had, up to headBytes.
+	HeadLen int64                     `json:"head_len,omitempty"`
 	Prompts map[string]map[string]int `json:"prompts,omitempty"`
 	// Session is the session a Codex rollout named in its first line.
 	Session string `json:"session,omitempty"`
@@ -157,17 +203,23 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 	if err != nil {
 		return rep, err
 	}
+	// Before opening it: opening a FIFO waits for a writer.
+	if fi, err := os.Stat(path); err != nil {
+		return rep, &FileError{err}
+	} else if !fi.Mode().IsRegular() {
+		return rep, &FileError{errors.New("not a regular file")}
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return rep, err
+		return rep, &FileError{err}
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return rep, err
+		return rep, &FileError{err}
 	}
 	if !fi.Mode().IsRegular() {
-		return rep, fmt.Errorf("%s is not a regular file", path)
+		return rep, &FileError{errors.New("not a regular file")}
 	}
 	st, err := im.state(ctx, path)
 	if err != nil {
@@ -175,14 +227,24 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 	}
 	head := make([]byte, min(headBytes, fi.Size()))
 	if _, err := io.ReadFull(f, head); err != nil {
-		return rep, fmt.Errorf("read %s: %w", path, err)
+		return rep, &FileError{err}
 	}
-	headSum := sha256.Sum256(head)
-	headHex := hex.EncodeToString(headSum[:])
-	if st.Offset > fi.Size() || (st.Head != "" && st.Head != headHex && st.Offset >= int64(len(head))) {
-		st = importState{Path: path} // replaced or cut: from the start
+	hash := func(b []byte) string { sum := sha256.Sum256(b); return hex.EncodeToString(sum[:]) }
+	headHex := hash(head)
+	// The file was replaced or cut if it is shorter than what was read,
+	// or its first bytes are not those read last time.
+	replaced := st.Offset > fi.Size()
+	switch {
+	case st.Head == "" || replaced:
+	case st.HeadLen > 0:
+		replaced = st.HeadLen > int64(len(head)) || hash(head[:st.HeadLen]) != st.Head
+	default:
+		replaced = st.Head != headHex && st.Offset >= int64(len(head))
 	}
-	st.Head = headHex
+	if replaced {
+		st = importState{Path: path} // from the start
+	}
+	st.Head, st.HeadLen = headHex, int64(len(head))
 	if st.Prompts == nil {
 		st.Prompts = map[string]map[string]int{}
 	}
@@ -196,16 +258,32 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 	br := bufio.NewReaderSize(f, 1<<20)
 	stem := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	off := st.Offset
+	// lineNo counts the lines read, from the import's start: a line's
+	// number in the file is known only when reading from its start.
+	lineNo, fromStart := 0, st.Offset == 0
 	var recs []engine.Record
+	var recLines []int // each record's line
 	flush := func(upto int64) error {
 		if len(recs) > 0 {
-			n, err := im.add(ctx, recs)
+			n, left, err := im.add(ctx, recs)
 			if err != nil {
 				return err
 			}
+			slices.SortStableFunc(left, func(a, b leftOut) int { return a.index - b.index })
+			for _, l := range left {
+				p := ImportProblem{Path: path, Line: recLines[l.index], Err: l.why}
+				if !fromStart {
+					p.Err = fmt.Sprintf("the %s line read this time: %s", ordinal(recLines[l.index]), l.why)
+					p.Line = 0
+				}
+				if l.skipped {
+					rep.Skipped++
+				}
+				rep.problem(p)
+			}
 			rep.Stored += n
-			rep.Records += len(recs)
-			recs = recs[:0]
+			rep.Records += len(recs) - skippedOf(left)
+			recs, recLines = recs[:0], recLines[:0]
 		}
 		rep.Bytes += upto - st.Offset
 		st.Offset = upto
@@ -224,10 +302,11 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 			break // a last line without its newline is still being written
 		}
 		if err != nil {
-			return rep, fmt.Errorf("read %s: %w", path, err)
+			return rep, &FileError{err}
 		}
 		lineOff := off
 		off += int64(len(line))
+		lineNo++
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -247,6 +326,9 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 			}
 		}
 		recs = append(recs, lr.recs...)
+		for range lr.recs {
+			recLines = append(recLines, lineNo)
+		}
 		if len(recs) >= batchRecords {
 			if err := flush(off); err != nil {
 				return rep, err
@@ -262,16 +344,105 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 	return rep, nil
 }
 
+// leftOut is a record add could not store as it was: skipped, or
+// mended (stored without what was wrong).
+type leftOut struct {
+	index   int
+	why     string
+	skipped bool
+}
+
+func skippedOf(left []leftOut) int {
+	n := 0
+	for _, l := range left {
+		if l.skipped {
+			n++
+		}
+	}
+	return n
+}
+
 // add stores records in one transaction. A record whose message id the
 // session already holds with other content (a tool's result the hook
 // stored whole, which the transcript holds as the model saw it) is
-// stored under a variant id: the transcript's bytes are kept too.
-func (im *Importer) add(ctx context.Context, recs []engine.Record) (int, error) {
-	res, err := im.Eng.Add(ctx, recs)
-	var ce *store.ConflictError
-	if err == nil || !errors.As(err, &ce) {
-		return stored(res), err
+// stored under a variant id: the transcript's bytes are kept too. A
+// record engram cannot store does not hold the others back: one whose
+// parent is not stored (its call's line was corrupt, and kept raw) is
+// stored without it, and one that cannot be stored at all (over
+// ingest.max_content_bytes, a session id engram cannot hold) is left
+// out; add says which, by index in recs.
+func (im *Importer) add(ctx context.Context, recs []engine.Record) (int, []leftOut, error) {
+	idx := make([]int, len(recs)) // recs[i] is the caller's idx[i]
+	for i := range idx {
+		idx[i] = i
 	}
+	var left []leftOut
+	variants := false
+	for {
+		res, err := im.Eng.Add(ctx, recs)
+		if err == nil {
+			return stored(res), left, nil
+		}
+		var ce *store.ConflictError
+		if errors.As(err, &ce) && !variants {
+			variants = true
+			if err := im.variants(ctx, recs); err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		bad := recordErrors(err)
+		if len(bad) == 0 {
+			return 0, nil, err
+		}
+		skip := map[int]bool{}
+		for i, e := range bad {
+			var fe *engine.FieldError
+			if errors.As(e, &fe) && fe.Field == "parent" && recs[i].Parent != "" {
+				left = append(left, leftOut{index: idx[i], why: "stored without its parent: " + fe.Msg})
+				recs[i].Parent = ""
+				continue
+			}
+			left = append(left, leftOut{index: idx[i], why: "not stored: " + e.Error(), skipped: true})
+			skip[i] = true
+		}
+		if len(skip) > 0 {
+			var keep []engine.Record
+			var keepIdx []int
+			for i := range recs {
+				if !skip[i] {
+					keep, keepIdx = append(keep, recs[i]), append(keepIdx, idx[i])
+				}
+			}
+			recs, idx = keep, keepIdx
+		}
+		if len(recs) == 0 {
+			return 0, left, nil
+		}
+	}
+}
+
+// recordErrors returns the errors of Engine.Add that name a record, by
+// its index; none if err holds any other error.
+func recordErrors(err error) map[int]error {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	out := map[int]error{}
+	for _, e := range errs {
+		var re *engine.RecordError
+		if !errors.As(e, &re) {
+			return nil
+		}
+		out[re.Index] = re.Err
+	}
+	return out
+}
+
+// variants gives a record whose message id the session already holds
+// with other content a variant id.
+func (im *Importer) variants(ctx context.Context, recs []engine.Record) error {
 	for i := range recs {
 		if recs[i].MsgID == "" {
 			continue
@@ -281,14 +452,41 @@ func (im *Importer) add(ctx context.Context, recs []engine.Record) (int, error) 
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if id != store.ID(recs[i].Content) {
 			recs[i].MsgID += "~transcript"
 		}
 	}
-	res, err = im.Eng.Add(ctx, recs)
-	return stored(res), err
+	return nil
+}
+
+// FileError is a transcript that could not be read: an import goes on to
+// the next.
+type FileError struct{ Err error }
+
+func (e *FileError) Error() string {
+	var pe *fs.PathError
+	if errors.As(e.Err, &pe) {
+		return pe.Err.Error()
+	}
+	return e.Err.Error()
+}
+func (e *FileError) Unwrap() error { return e.Err }
+
+// ordinal is 1st, 2nd, 3rd, 4th...
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return strconv.Itoa(n) + suffix
 }
 
 // line is the part of a Claude Code transcript line engram reads.
@@ -369,6 +567,7 @@ func (im *Importer) lineRecords(raw []byte, off int64, stem string, st *importSt
 		return out
 	}
 	var blocks []block
+	var raws []json.RawMessage // each block as the line holds it
 	if msg.Content[0] == '"' {
 		var s string
 		if json.Unmarshal(msg.Content, &s) != nil {
@@ -376,9 +575,17 @@ func (im *Importer) lineRecords(raw []byte, off int64, stem string, st *importSt
 			return out
 		}
 		blocks = []block{{Type: "text", Text: s}}
-	} else if json.Unmarshal(msg.Content, &blocks) != nil {
-		keepRaw(session, l.Type, nil)
-		return out
+	} else {
+		if json.Unmarshal(msg.Content, &raws) != nil {
+			keepRaw(session, l.Type, nil)
+			return out
+		}
+		blocks = make([]block, len(raws))
+		for i, r := range raws {
+			if json.Unmarshal(r, &blocks[i]) != nil {
+				blocks[i] = block{} // kept as it is, below
+			}
+		}
 	}
 	uuid := l.UUID
 	if uuid == "" {
@@ -435,7 +642,12 @@ func (im *Importer) lineRecords(raw []byte, off int64, stem string, st *importSt
 			}
 			out.recs = append(out.recs, rec(store.ToolResult, []byte(text), resultMsgID(b.ToolUseID), b.ToolUseID, m))
 		default:
+			// An image, a document, redacted thinking, a block of a kind
+			// engram does not read: kept as the line holds it.
 			bj, _ := json.Marshal(b)
+			if raws != nil {
+				bj = raws[i]
+			}
 			out.recs = append(out.recs, rec(store.Note, bj, blockID, "", meta("kind", b.Type)))
 		}
 	}
@@ -495,38 +707,63 @@ func isHarnessText(s string) bool {
 
 // Paths lists the transcripts under a directory (recursively: Claude
 // Code keeps sub-agents' transcripts beside the session's), or the file
-// itself.
-func Paths(root string) ([]string, error) {
+// itself. A session's own transcript comes before its sub-agents' (kept
+// in a directory of the session's name), so that its turns come first.
+// What cannot be read below root is reported in problems, not an error.
+func Paths(root string) (paths []string, problems []ImportProblem, err error) {
 	fi, err := os.Stat(root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !fi.IsDir() {
-		return []string{root}, nil
+		return []string{root}, nil, nil
 	}
-	var paths []string
 	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
-			return err
+			if p == root {
+				return err
+			}
+			problems = append(problems, ImportProblem{Path: p, Err: (&FileError{err}).Error()})
+			if d != nil && d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		if !d.IsDir() && strings.HasSuffix(p, ".jsonl") {
 			paths = append(paths, p)
 		}
 		return nil
 	})
-	return paths, err
+	// <id>.jsonl before <id>/...: WalkDir visits the directory "<id>"
+	// first, its name being the shorter.
+	slices.SortStableFunc(paths, func(a, b string) int {
+		return strings.Compare(strings.TrimSuffix(a, ".jsonl"), strings.TrimSuffix(b, ".jsonl"))
+	})
+	return paths, problems, err
 }
 
-// Import reads every transcript under root (see Paths).
+// Import reads every transcript under root (see Paths). A file or
+// directory that cannot be read is reported (Failed, Problems) and the
+// rest read; what stops it is the store failing, or ctx.
 func (im *Importer) Import(ctx context.Context, root string) (ImportReport, error) {
 	var rep ImportReport
-	paths, err := Paths(root)
+	paths, problems, err := Paths(root)
 	if err != nil {
 		return rep, err
+	}
+	for _, p := range problems {
+		rep.Failed++
+		rep.problem(p)
 	}
 	for _, p := range paths {
 		r, err := im.File(ctx, p)
 		rep.Add(r)
+		var fe *FileError
+		if errors.As(err, &fe) {
+			rep.Failed++
+			rep.problem(ImportProblem{Path: p, Err: fe.Error()})
+			continue
+		}
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", p, err)
 		}
