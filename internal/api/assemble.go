@@ -71,6 +71,8 @@ type AssembleOut struct {
 	// Retrieval says whether the pre-fetch ran: on, off, or why not
 	// ("off: a tool loop's step").
 	Retrieval string `json:"retrieval"`
+	// Sources are the entries the pre-fetch quoted or pointed to, by ID.
+	Sources []string `json:"sources,omitempty"`
 	// History is how the conversation was compacted: the strategy
 	// (full, windowed, compacted, multi_level), messages covered, shown
 	// whole, quoted whole in a summary, markers for the rest, tokens shown
@@ -154,7 +156,7 @@ func (o *Ops) WindowAssemble(ctx context.Context, in WindowAssembleIn) (Assemble
 	}
 	out := AssembleOut{Window: windowOut(st), Format: f, Budget: turn.Budget, Tokens: turn.Tokens,
 		Messages: make([]json.RawMessage, 0, len(turn.Messages)), Layers: []LayerOut{}}
-	out.Briefing, out.Retrieval = turn.Briefing, turn.Retrieval
+	out.Briefing, out.Retrieval, out.Sources = turn.Briefing, turn.Retrieval, turn.Sources
 	h := turn.History
 	out.History.Strategy, out.History.Zones = string(h.Strategy), h.Zones
 	out.History.Messages, out.History.Shown, out.History.Quoted, out.History.Refs, out.History.Tokens, out.History.Whole = h.Messages, h.Shown, h.Quoted, h.Refs, h.Tokens, h.Whole

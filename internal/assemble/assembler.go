@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -172,6 +173,10 @@ type Turn struct {
 	// Retrieval says whether the pre-fetch ran: "on", "off" (not asked
 	// for), or why not ("off: a tool loop's step").
 	Retrieval string
+	// Sources are the entries the pre-fetch quoted or pointed to, by ID:
+	// content from outside the window, which a forget of those entries
+	// must find in the turn's snapshot.
+	Sources []string
 }
 
 // Retrieval's reasons.
@@ -529,6 +534,11 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 				lead = append(lead, window.Block{Type: window.BlockText, Text: r.text})
 				t.Layers[Retrieval] = r.tokens
 				final.Tokens += r.tokens
+				for _, in := range slices.Concat(blk.Excerpts, blk.Hints) {
+					if !slices.Contains(t.Sources, in.EntryID) {
+						t.Sources = append(t.Sources, in.EntryID)
+					}
+				}
 			}
 		}
 	}

@@ -106,6 +106,14 @@ func TestAssemble(t *testing.T) {
 	if !strings.Contains(all, "handler3") || turn.Layers[assemble.Retrieval] == 0 {
 		t.Errorf("the pre-fetch found nothing about handler3 (%d tokens):\n%s", turn.Layers[assemble.Retrieval], all)
 	}
+	// What the pre-fetch quoted is named, so that forgetting it finds
+	// the turn's snapshot.
+	if len(turn.Sources) == 0 {
+		t.Error("the turn names no sources of its pre-fetch")
+	}
+	if _, err := a.Engine.Store().Entries(context.Background(), turn.Sources); err != nil {
+		t.Errorf("the turn's sources: %v", err)
+	}
 	// Every message of the conversation is shown whole or stands under a
 	// marker of the history that expands to it.
 	if turn.History.Refs == 0 || turn.History.Shown == turn.History.Messages {

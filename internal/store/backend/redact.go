@@ -224,3 +224,15 @@ func (r *Replacer) ReplaceJSON(raw string) (string, bool, error) {
 	}
 	return string(b), true, nil
 }
+
+// SourcesAny reports whether a turn snapshot's report names any of ids
+// among its sources: the entries its pre-fetch quoted.
+func SourcesAny(report string, ids map[string]bool) bool {
+	var r struct {
+		Sources []string `json:"sources"`
+	}
+	if json.Unmarshal([]byte(report), &r) != nil {
+		return false
+	}
+	return slices.ContainsFunc(r.Sources, func(id string) bool { return ids[id] })
+}

@@ -514,14 +514,34 @@ func (p *purge) dropWindowItems() error {
 		if _, err := p.exec(`SELECT 1 FROM windows WHERE session_id = $1 AND agent_id = $2 FOR UPDATE`, k.session, k.agent); err != nil {
 			return err
 		}
-		positions, err := p.ints(`DELETE FROM window_items w WHERE w.session_id = $2 AND w.agent_id = $3 AND `+doomed+` RETURNING w.pos`,
+		rows, err := p.tx.Query(p.ctx, `DELETE FROM window_items w WHERE w.session_id = $2 AND w.agent_id = $3 AND `+doomed+` RETURNING w.pos, w.append_version`,
 			dead, k.session, k.agent)
 		if err != nil {
+			return err
+		}
+		var (
+			positions []int64
+			pos, ver  int64
+			since     = int64(-1) // the first version that held one of them
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&pos, &ver}, func() error {
+			positions = append(positions, pos)
+			if since < 0 || ver < since {
+				since = ver
+			}
+			return nil
+		}); err != nil {
 			return err
 		}
 		if len(positions) == 0 {
 			continue
 		}
+		// The window's turns since the first of them came may show them.
+		n, err := p.dropSnapshots(`session_id = $1 AND agent_id = $2 AND version >= $3`, k.session, k.agent, since)
+		if err != nil {
+			return err
+		}
+		p.counts.Snapshots += n
 		// A summary may quote the forgotten message.
 		if _, err := p.exec(`DELETE FROM window_summaries s WHERE s.session_id = $1 AND s.agent_id = $2
 			AND EXISTS (SELECT 1 FROM unnest($3::bigint[]) AS d(pos) WHERE s.from_pos <= d.pos AND d.pos < s.to_pos)`,
@@ -532,6 +552,42 @@ func (p *purge) dropWindowItems() error {
 			return err
 		}
 		p.touch("window_items", "window_summaries")
+	}
+	return p.dropSourcedSnapshots()
+}
+
+// dropSourcedSnapshots deletes the turn snapshots whose pre-fetch quoted
+// a removed entry (the report's sources name it): another window's turn
+// may have shown it.
+func (p *purge) dropSourcedSnapshots() error {
+	rows, err := p.tx.Query(p.ctx, `SELECT session_id, agent_id, seq, report FROM window_snapshots
+		WHERE strpos(report, '"sources":') > 0 ORDER BY session_id, agent_id, seq`)
+	if err != nil {
+		return err
+	}
+	type snap struct {
+		session, agent string
+		seq            int64
+	}
+	var (
+		doomed []snap
+		s      snap
+		report string
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&s.session, &s.agent, &s.seq, &report}, func() error {
+		if backend.SourcesAny(report, p.dead) {
+			doomed = append(doomed, s)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, s := range doomed {
+		n, err := p.dropSnapshots(`session_id = $1 AND agent_id = $2 AND seq = $3`, s.session, s.agent, s.seq)
+		if err != nil {
+			return err
+		}
+		p.counts.Snapshots += n
 	}
 	return nil
 }

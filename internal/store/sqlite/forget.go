@@ -764,24 +764,27 @@ func (p *purge) finish() error {
 
 // dropWindowItems deletes from windows' ledgers the messages whose content
 // was removed, and those evicted under a reference that was dropped (no
-// marker could bring them back), and advances those windows' versions.
+// marker could bring them back), with the summaries over them and the
+// turn snapshots since they came, and advances those windows' versions;
+// then the snapshots of any window whose pre-fetch quoted what was
+// removed.
 func (p *purge) dropWindowItems() error {
 	if len(p.dead) == 0 {
 		return nil
 	}
 	type item struct {
 		session, agent string
-		pos            int
+		pos, version   int64
 		ids, ref       string
 	}
 	var all []item
-	rows, err := p.query(`SELECT session_id, agent_id, pos, entry_ids, ref_id FROM window_items`)
+	rows, err := p.query(`SELECT session_id, agent_id, pos, append_version, entry_ids, ref_id FROM window_items`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var it item
-		if err := rows.Scan(&it.session, &it.agent, &it.pos, &it.ids, &it.ref); err != nil {
+		if err := rows.Scan(&it.session, &it.agent, &it.pos, &it.version, &it.ids, &it.ref); err != nil {
 			return errors.Join(err, rows.Close())
 		}
 		all = append(all, it)
@@ -819,6 +822,50 @@ func (p *purge) dropWindowItems() error {
 		if _, err := p.exec(`UPDATE windows SET version = version + 1 WHERE session_id = ? AND agent_id = ?`, it.session, it.agent); err != nil {
 			return err
 		}
+		// The window's turns since the message came may show it.
+		n, err := dropSnapshots(p.ctx, p.tx, `session_id = ? AND agent_id = ? AND version >= ?`, it.session, it.agent, it.version)
+		if err != nil {
+			return err
+		}
+		p.counts.Snapshots += n
+	}
+	return p.dropSourcedSnapshots()
+}
+
+// dropSourcedSnapshots deletes the turn snapshots whose pre-fetch quoted
+// a removed entry (the report's sources name it): another window's turn
+// may have shown it.
+func (p *purge) dropSourcedSnapshots() error {
+	type snap struct {
+		session, agent string
+		seq            int64
+	}
+	var doomed []snap
+	rows, err := p.query(`SELECT session_id, agent_id, seq, report FROM window_snapshots WHERE instr(report, '"sources":') > 0`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var (
+			s      snap
+			report string
+		)
+		if err := rows.Scan(&s.session, &s.agent, &s.seq, &report); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+		if backend.SourcesAny(report, p.dead) {
+			doomed = append(doomed, s)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, s := range doomed {
+		n, err := dropSnapshots(p.ctx, p.tx, `session_id = ? AND agent_id = ? AND seq = ?`, s.session, s.agent, s.seq)
+		if err != nil {
+			return err
+		}
+		p.counts.Snapshots += n
 	}
 	return nil
 }

@@ -203,3 +203,69 @@ func testForgetSnapshots(t *testing.T, s store.Store) {
 		t.Errorf("a snapshot without the string: %v", err)
 	}
 }
+
+// testForgetSnapshotsElsewhere: forgetting drops the turn snapshots that
+// may show what was forgotten, wherever they are: another window's turn
+// whose pre-fetch quoted it (its report's sources name it), and a
+// window's turns since a forgotten message came. Before, both kept it.
+func testForgetSnapshotsElsewhere(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	leaky := store.WindowKey{SessionID: "leaky", AgentID: "a1"}
+	other := store.WindowKey{SessionID: "other", AgentID: "b1"}
+	for _, k := range []store.WindowKey{leaky, other} {
+		if _, err := s.PutWindow(ctx, k, []byte(`{"model":"a"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaked, _ := appendMessages(t, s, leaky, nil, "the ZEBRA-ORCHID plan")
+	id := leaked[0].EntryIDs[0]
+	before, _ := appendMessages(t, s, other, nil, "what is the plan?")
+	w, err := s.Window(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted := putSnapshot(t, s, other, `[{"n":"quoted"}]`, `{"retrieval":"on","sources":["`+id+`"]}`, w.Version, 0)
+	kept := putSnapshot(t, s, other, `[{"n":"kept"}]`, `{"retrieval":"on","sources":["`+before[0].EntryIDs[0]+`"]}`, w.Version, 0)
+	rep, err := s.Forget(ctx, store.ForgetRequest{Sessions: []string{"leaky"}, Actor: actor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Snapshot(ctx, other, quoted.Hash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the snapshot whose pre-fetch quoted the forgotten entry: %v, want it gone", err)
+	}
+	if _, err := s.Snapshot(ctx, other, kept.Hash); err != nil {
+		t.Errorf("a snapshot that quoted something else: %v", err)
+	}
+	if rep.Counts.Snapshots != 1 {
+		t.Errorf("forgot %d snapshots, want 1", rep.Counts.Snapshots)
+	}
+
+	// A message forgotten from a window: the turns since it came go, the
+	// turns before it stay.
+	w, err = s.Window(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := putSnapshot(t, s, other, `[{"n":"earlier"}]`, `{}`, w.Version, 0)
+	later, _ := appendMessages(t, s, other, nil, "a message to forget")
+	w, err = s.Window(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := putSnapshot(t, s, other, `[{"n":"since"}]`, `{}`, w.Version, 0)
+	rep, err = s.Forget(ctx, store.ForgetRequest{Entries: later[0].EntryIDs, Actor: actor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Snapshot(ctx, other, since.Hash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the snapshot taken since the forgotten message came: %v, want it gone", err)
+	}
+	for _, sn := range []store.WindowSnapshot{earlier, kept} {
+		if _, err := s.Snapshot(ctx, other, sn.Hash); err != nil {
+			t.Errorf("snapshot %d, from before the forgotten message: %v", sn.Seq, err)
+		}
+	}
+	if rep.Counts.Snapshots != 1 {
+		t.Errorf("forgot %d snapshots, want 1", rep.Counts.Snapshots)
+	}
+}

@@ -151,6 +151,7 @@ func Run(t *testing.T, open Opener) {
 		{"RunRefs", testRunRefs},
 		{"Snapshots", testSnapshots},
 		{"ForgetSnapshots", testForgetSnapshots},
+		{"ForgetSnapshotsElsewhere", testForgetSnapshotsElsewhere},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
