@@ -169,3 +169,32 @@ func TestImport_SmallFileReplaced(t *testing.T) {
 		t.Errorf("after it grew: %+v, %v; want its one new line", rep, err)
 	}
 }
+
+// TestImport_SameTaskTwoSubagents: two sub-agents given the same task, in
+// transcripts of their own, are two prompts. Before, both were named the
+// session's first prompt of that text (prompt ids count per file), and
+// the second was taken for stored already.
+func TestImport_SameTaskTwoSubagents(t *testing.T) {
+	ctx := t.Context()
+	r := newRunner(t)
+	dir := t.TempDir()
+	for i, agent := range []string{"aaa", "bbb"} {
+		p := filepath.Join(dir, "m", "subagents", "agent-"+agent+".jsonl")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		l := line(t, "user", "x"+agent, "Find where the config is parsed.", map[string]any{"sessionId": "m", "isSidechain": true,
+			"agentId": agent, "timestamp": "2026-11-26T10:0" + string(rune('1'+i)) + ":00.000Z"})
+		if err := os.WriteFile(p, []byte(l), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := (&hook.Importer{Eng: r.Eng, Harness: hook.ClaudeCode}).Import(ctx, dir)
+	if err != nil || rep.Stored != 2 {
+		t.Fatalf("report %+v, %v; want both prompts stored", rep, err)
+	}
+	occ, err := r.Eng.Store().Occurrences(ctx, store.ID([]byte("Find where the config is parsed.")))
+	if err != nil || len(occ) != 2 || occ[0].AgentID == occ[1].AgentID {
+		t.Errorf("the task's occurrences: %+v, %v; want one per sub-agent", occ, err)
+	}
+}

@@ -610,6 +610,11 @@ func (im *Importer) lineRecords(raw []byte, off int64, stem string, st *importSt
 				out.recs = append(out.recs, rec(store.Note, []byte(text), blockID, "", meta("kind", "compact_summary")))
 			case l.IsMeta || isHarnessText(text):
 				out.recs = append(out.recs, rec(store.Note, []byte(text), blockID, "", meta("kind", "harness")))
+			case l.IsSidechain:
+				// A sub-agent's task: no hook saw it, and the same task
+				// given to two sub-agents is two prompts, each named by
+				// its own line (prompt ids count per transcript file).
+				out.recs = append(out.recs, rec(store.UserPrompt, []byte(text), blockID, "", meta()))
 			default:
 				out.recs = append(out.recs, rec(store.UserPrompt, []byte(text), st.promptID(session, text), "", meta()))
 			}
