@@ -139,24 +139,24 @@ func (s *Store) archRun(batch []*archReq) {
 			r.err = nil
 			if careful {
 				if _, err := atx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
-					return false, errors.Join(err, tx.Rollback())
+					return false, errors.Join(err, rollback(tx))
 				}
 			}
 			if ferr := r.fn(atx); ferr != nil {
 				if busy(ferr) {
-					return false, errors.Join(ferr, tx.Rollback())
+					return false, errors.Join(ferr, rollback(tx))
 				}
 				if !careful {
 					return true, tx.Rollback()
 				}
 				r.err = ferr
 				if _, err := atx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
-					return false, errors.Join(err, tx.Rollback())
+					return false, errors.Join(err, rollback(tx))
 				}
 			}
 			if careful {
 				if _, err := atx.ExecContext(ctx, "RELEASE w"); err != nil {
-					return false, errors.Join(err, tx.Rollback())
+					return false, errors.Join(err, rollback(tx))
 				}
 			}
 		}

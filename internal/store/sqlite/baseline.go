@@ -57,11 +57,11 @@ func (b *FTSBaseline) Insert(ctx context.Context, texts []string) error {
 	}
 	st, err := tx.PrepareContext(ctx, "INSERT INTO docs(body) VALUES (?)")
 	if err != nil {
-		return errors.Join(err, tx.Rollback())
+		return errors.Join(err, rollback(tx))
 	}
 	for _, t := range texts {
 		if _, err := st.ExecContext(ctx, t); err != nil {
-			return errors.Join(err, st.Close(), tx.Rollback())
+			return errors.Join(err, st.Close(), rollback(tx))
 		}
 	}
 	return errors.Join(st.Close(), tx.Commit())

@@ -76,7 +76,7 @@ func (s *Store) Load(ctx context.Context, fill, check func(storecopy.Loader) err
 		err = check(l)
 	}
 	if err != nil {
-		return errors.Join(err, tx.Rollback())
+		return errors.Join(err, rollback(tx))
 	}
 	return tx.Commit()
 }

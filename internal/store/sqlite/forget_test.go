@@ -3,11 +3,13 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
@@ -178,5 +180,33 @@ func TestMigrate_Forgetting(t *testing.T) {
 	aud, err := s.Audit(ctx, 0, 10)
 	if err != nil || len(aud) != 1 || aud[0].Counts.Entries != 1 {
 		t.Errorf("Audit = %+v, %v", aud, err)
+	}
+}
+
+// TestRedact_Interrupted: a redaction whose context ends midway says so,
+// and only so; nothing of it is written. Before, its error went on to say
+// "transaction has already been committed or rolled back", as if
+// something had gone wrong twice.
+func TestRedact_Interrupted(t *testing.T) {
+	s := sqlitetest.Open(t, sqlite.Options{})
+	const secret = "Zq9InterruptMe"
+	if _, err := s.PutEntries(context.Background(), []store.Entry{
+		storetest.Entry("s1", "a", store.Note, "one "+secret),
+		storetest.Entry("s1", "a", store.Note, "two "+secret),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := s.Redact(ctx, store.RedactRequest{Text: []byte(secret), Actor: "op", Rechunk: func(e *store.Entry) error {
+		cancel()
+		time.Sleep(50 * time.Millisecond) // database/sql rolls the transaction back meanwhile
+		return storetest.Rechunk(e)
+	}})
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "already been committed") {
+		t.Errorf("Redact: %v, want context.Canceled alone", err)
+	}
+	if hits, err := s.Search(context.Background(), store.Query{Text: secret, Limit: 10}); err != nil || len(hits) != 2 {
+		t.Errorf("after the interrupted redaction: %d hits, %v; want both entries as they were", len(hits), err)
 	}
 }

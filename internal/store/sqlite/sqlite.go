@@ -317,7 +317,7 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			return err
 		}
 		if err := fn(tx); err != nil {
-			return errors.Join(err, tx.Rollback())
+			return errors.Join(err, rollback(tx))
 		}
 		return tx.Commit()
 	})
@@ -351,7 +351,7 @@ func (s *Store) writeUnsynced(ctx context.Context, fn func(tx *sql.Tx) error) (e
 		return err
 	}
 	if err := fn(tx); err != nil {
-		return errors.Join(err, tx.Rollback())
+		return errors.Join(err, rollback(tx))
 	}
 	return tx.Commit()
 }
@@ -383,4 +383,15 @@ func fromUnixNano(n int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, n).UTC()
+}
+
+// rollback rolls tx back, if it is not over already: a context that ends
+// rolls its transaction back, and saying so again would only add a
+// confusing "transaction has already been committed or rolled back" to
+// the error that says why.
+func rollback(tx *sql.Tx) error {
+	if err := tx.Rollback(); !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil
 }

@@ -61,7 +61,7 @@ func (s *Store) PendingChunks(ctx context.Context, model string, after int64, li
 		if err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, tx.Rollback()) }()
+		defer func() { err = errors.Join(err, rollback(tx)) }()
 		id, _, err := modelID(ctx, tx, model)
 		if err != nil {
 			return err
