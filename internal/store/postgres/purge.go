@@ -467,20 +467,53 @@ func (p *purge) finish() error {
 // deadIDs returns the removed entries' IDs, in order.
 func (p *purge) deadIDs() []string { return slices.Sorted(maps.Keys(p.dead)) }
 
-// dropReferences deletes the references that name a removed entry: their
-// markers could not be expanded.
+// dropReferences takes the removed entries out of the references that
+// name them: a reference left with none is deleted (its markers expand
+// to nothing), one left with some keeps them, so that a window's evicted
+// run loses only what was forgotten, and loses the entities and hints
+// its marker named, which may have come from it.
 func (p *purge) dropReferences() error {
 	if len(p.dead) == 0 {
 		return nil
 	}
-	n, err := p.exec(`DELETE FROM refs WHERE content_ids::jsonb ?| $1`, p.deadIDs())
+	rows, err := p.tx.Query(p.ctx, `SELECT id, content_ids FROM refs WHERE content_ids::jsonb ?| $1 ORDER BY id FOR UPDATE`, p.deadIDs())
 	if err != nil {
 		return err
 	}
-	if n > 0 {
+	type ref struct{ id, ids string }
+	var (
+		refs []ref
+		r    ref
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&r.id, &r.ids}, func() error {
+		refs = append(refs, r)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, r := range refs {
+		var ids []string
+		if err := json.Unmarshal([]byte(r.ids), &ids); err != nil {
+			return fmt.Errorf("reference %s: %w", r.id, err)
+		}
+		left := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return p.dead[id] })
+		if len(left) == 0 {
+			if _, err := p.exec(`DELETE FROM refs WHERE id = $1`, r.id); err != nil {
+				return err
+			}
+			p.counts.References++
+		} else {
+			b, err := json.Marshal(left)
+			if err != nil {
+				return err
+			}
+			if _, err := p.exec(`UPDATE refs SET content_ids = $1, summary = '', topics = NULL, entities = NULL, query_hints = NULL WHERE id = $2`,
+				string(b), r.id); err != nil {
+				return err
+			}
+		}
 		p.touch("refs")
 	}
-	p.counts.References += n
 	return nil
 }
 

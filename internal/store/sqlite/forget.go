@@ -870,8 +870,11 @@ func (p *purge) dropSourcedSnapshots() error {
 	return nil
 }
 
-// dropReferences deletes the references that name a removed entry: their
-// markers could not be expanded.
+// dropReferences takes the removed entries out of the references that
+// name them: a reference left with none is deleted (its markers expand
+// to nothing), one left with some keeps them, so that a window's evicted
+// run loses only what was forgotten, and loses the entities and hints
+// its marker named, which may have come from it.
 func (p *purge) dropReferences() error {
 	if len(p.dead) == 0 {
 		return nil
@@ -897,13 +900,21 @@ func (p *purge) dropReferences() error {
 		if err := json.Unmarshal([]byte(r.ids), &ids); err != nil {
 			return fmt.Errorf("reference %s: %w", r.id, err)
 		}
-		if !slices.ContainsFunc(ids, func(id string) bool { return p.dead[id] }) {
+		left := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return p.dead[id] })
+		switch {
+		case len(left) == len(ids):
 			continue
+		case len(left) == 0:
+			if _, err := p.exec(`DELETE FROM refs WHERE id = ?`, r.id); err != nil {
+				return err
+			}
+			p.counts.References++
+		default:
+			if _, err := p.exec(`UPDATE refs SET content_ids = ?, summary = '', topics = NULL, entities = NULL, query_hints = NULL WHERE id = ?`,
+				jsonList(left), r.id); err != nil {
+				return err
+			}
 		}
-		if _, err := p.exec(`DELETE FROM refs WHERE id = ?`, r.id); err != nil {
-			return err
-		}
-		p.counts.References++
 	}
 	return nil
 }

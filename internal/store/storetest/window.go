@@ -209,14 +209,27 @@ func testWindows(t *testing.T, s store.Store) {
 		t.Errorf("Windows: %+v, %v", ws, err)
 	}
 	// Forgetting a message's content takes it out of the ledger; forgetting
-	// content under a reference takes the reference's run with it.
+	// content under a reference takes it out of the reference, which
+	// keeps the rest of its run (before, the whole run went with it, and
+	// the window lost its way back to messages that were still stored).
 	forget(t, s, store.ForgetRequest{Entries: got[2].EntryIDs})
 	if left, err := s.WindowItems(ctx, key, 0, -1); err != nil || len(left) != 4 {
 		t.Errorf("after forgetting the third message: %+v, %v", left, err)
 	}
 	forget(t, s, store.ForgetRequest{Entries: got[0].EntryIDs})
-	if left, err := s.WindowItems(ctx, key, 0, -1); err != nil || len(left) != 2 || left[0].Pos != 3 {
+	if left, err := s.WindowItems(ctx, key, 0, -1); err != nil || len(left) != 3 || left[0].Pos != 1 || left[0].RefID != "ref-1" {
 		t.Errorf("after forgetting content under ref-1: %+v, %v", left, err)
+	}
+	if ref, err := s.Reference(ctx, "ref-1"); err != nil || !slices.Equal(ref.ContentIDs, got[1].EntryIDs) || len(ref.Entities) != 0 {
+		t.Errorf("ref-1 after forgetting one of its messages: %+v, %v", ref, err)
+	}
+	// Forgetting the rest of its run takes the reference.
+	forget(t, s, store.ForgetRequest{Entries: got[1].EntryIDs})
+	if _, err := s.Reference(ctx, "ref-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ref-1 after forgetting all of its run: %v", err)
+	}
+	if left, err := s.WindowItems(ctx, key, 0, -1); err != nil || len(left) != 2 || left[0].Pos != 3 {
+		t.Errorf("after forgetting all of ref-1's run: %+v, %v", left, err)
 	}
 	if head3, _ := s.Window(ctx, key); head3.Version <= head2.Version {
 		t.Errorf("forgetting did not advance the window's version: %d", head3.Version)
