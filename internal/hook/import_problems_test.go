@@ -198,3 +198,31 @@ func TestImport_SameTaskTwoSubagents(t *testing.T) {
 		t.Errorf("the task's occurrences: %+v, %v; want one per sub-agent", occ, err)
 	}
 }
+
+// TestImport_Oddities: a byte order mark before the first line does not
+// make it corrupt; a file of another harness's lines says so.
+func TestImport_Oddities(t *testing.T) {
+	ctx := t.Context()
+	r := newRunner(t)
+	dir := t.TempDir()
+	bom := filepath.Join(dir, "bom.jsonl")
+	if err := os.WriteFile(bom, []byte("\xef\xbb\xbf"+line(t, "user", "u1", "a prompt after a BOM", nil)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	im := hook.Importer{Eng: r.Eng, Harness: hook.ClaudeCode}
+	if rep, err := im.Import(ctx, bom); err != nil || rep.Corrupt != 0 || rep.Stored != 1 {
+		t.Errorf("a file with a BOM: %+v, %v", rep, err)
+	}
+	codex := filepath.Join(dir, "rollout.jsonl")
+	lines := `{"timestamp":"2026-11-26T10:00:00.000Z","type":"session_meta","payload":{"id":"x"}}
+{"timestamp":"2026-11-26T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[]}}
+{"timestamp":"2026-11-26T10:00:02.000Z","type":"event_msg","payload":{"type":"user_message","message":"hi"}}
+`
+	if err := os.WriteFile(codex, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := im.Import(ctx, codex)
+	if err != nil || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Err, "engram import codex") {
+		t.Errorf("a Codex rollout imported as Claude Code's: %+v, %v", rep, err)
+	}
+}

@@ -311,11 +311,15 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 			continue
 		}
 		rep.Lines++
+		body := bytes.TrimRight(line, "\r\n")
+		if lineOff == 0 {
+			body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")) // a byte order mark
+		}
 		var lr lineResult
 		if im.Harness == Codex {
-			lr = im.codexRecords(bytes.TrimRight(line, "\r\n"), lineOff, stem, &st)
+			lr = im.codexRecords(body, lineOff, stem, &st)
 		} else {
-			lr = im.lineRecords(bytes.TrimRight(line, "\r\n"), lineOff, stem, &st)
+			lr = im.lineRecords(body, lineOff, stem, &st)
 		}
 		rep.Raw += lr.raw
 		rep.Corrupt += lr.corrupt
@@ -340,6 +344,15 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 	}
 	if err := flush(off); err != nil {
 		return rep, err
+	}
+	if rep.Lines >= 3 && rep.Raw == rep.Lines && rep.Corrupt < rep.Lines {
+		// Every line JSON, none of them this harness's.
+		other := Codex
+		if im.Harness == Codex {
+			other = ClaudeCode
+		}
+		rep.problem(ImportProblem{Path: path, Err: fmt.Sprintf(
+			"none of its %d lines is a %s transcript's (all kept raw): is it %s's? (engram import %s)", rep.Lines, im.Harness, other, other)})
 	}
 	return rep, nil
 }
