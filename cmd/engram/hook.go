@@ -190,7 +190,7 @@ is listed and the rest imported; the exit status is then 1.`,
 				return err
 			}
 			prog := newImportProgress(a.stderr)
-			im := hook.Importer{Eng: eng, Harness: harness, Progress: prog.update}
+			im := hook.Importer{Eng: eng, Harness: harness, Progress: prog.update, Files: prog.files}
 			var rep hook.ImportReport
 			for _, p := range paths {
 				if _, err := os.Stat(p); err != nil {
@@ -254,6 +254,28 @@ type importProgress struct {
 	w        *os.File
 	bar      *progressbar.ProgressBar
 	path     string
+	// many is set while a bar counts the files of a directory of many:
+	// it stands for the files' own bars.
+	many bool
+}
+
+// files counts the files of an import in a bar of its own, when there
+// are many (the files themselves mostly small: each read in no time).
+func (p *importProgress) files(done, total int) {
+	if !p.terminal || total < 20 {
+		return
+	}
+	if !p.many {
+		p.finish()
+		p.many = true
+		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription("transcripts"),
+			progressbar.OptionShowCount(), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	_ = p.bar.Set(done)
+	if done == total {
+		p.many = false
+		p.finish()
+	}
 }
 
 func newImportProgress(w any) *importProgress {
@@ -262,7 +284,7 @@ func newImportProgress(w any) *importProgress {
 }
 
 func (p *importProgress) update(path string, done, total int64) {
-	if !p.terminal || total < 1<<20 {
+	if !p.terminal || total < 1<<20 || p.many {
 		return
 	}
 	if p.path != path {
@@ -279,5 +301,5 @@ func (p *importProgress) finish() {
 		_ = p.bar.Finish()
 		p.bar = nil
 	}
-	p.path = ""
+	p.path, p.many = "", false
 }

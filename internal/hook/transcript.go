@@ -29,6 +29,9 @@ type Importer struct {
 	// Progress, if set, is told the bytes read of the current file and
 	// its size, after each batch.
 	Progress func(path string, done, total int64)
+	// Files, if set, is told how many of the files an Import found it has
+	// read, after each.
+	Files func(done, total int)
 }
 
 // ImportReport says what an import did.
@@ -773,8 +776,11 @@ func (im *Importer) Import(ctx context.Context, root string) (ImportReport, erro
 		rep.Failed++
 		rep.problem(p)
 	}
-	for _, p := range paths {
+	for i, p := range paths {
 		r, err := im.File(ctx, p)
+		if im.Files != nil {
+			im.Files(i+1, len(paths))
+		}
 		rep.Add(r)
 		var fe *FileError
 		if errors.As(err, &fe) {
