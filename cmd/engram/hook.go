@@ -192,6 +192,7 @@ is listed and the rest imported; the exit status is then 1.`,
 			prog := newImportProgress(a.stderr)
 			im := hook.Importer{Eng: eng, Harness: harness, Progress: prog.update, Files: prog.files}
 			var rep hook.ImportReport
+			var stopped error
 			for _, p := range paths {
 				if _, err := os.Stat(p); err != nil {
 					// Nothing read yet: nothing to go on from.
@@ -203,14 +204,17 @@ is listed and the rest imported; the exit status is then 1.`,
 				prog.finish()
 				rep.Add(r)
 				if err != nil {
-					return fmt.Errorf("import %w (what was read before is stored; run the import again to go on)", err)
+					// What was done so far is reported too.
+					stopped = fmt.Errorf("import %w (what was read before is stored; run the import again to go on)", err)
+					break
 				}
 			}
 			if rep.Sessions == nil {
 				rep.Sessions = []string{}
 			}
-			var failed error
+			failed := stopped
 			switch {
+			case failed != nil:
 			case rep.Failed > 0 && rep.Files > 0:
 				failed = fmt.Errorf("%d files or directories could not be read (the rest was imported)", rep.Failed)
 			case rep.Failed > 0:
