@@ -241,8 +241,8 @@ is listed and the rest imported; the exit status is then 1.`,
 			for _, p := range rep.Problems {
 				fmt.Fprintf(a.stderr, "  %s\n", shownPath(p.String()))
 			}
-			if len(rep.Problems) == hook.MaxProblems {
-				fmt.Fprintf(a.stderr, "  (the first %d problems; there were more)\n", hook.MaxProblems)
+			if rep.MoreProblems > 0 {
+				fmt.Fprintf(a.stderr, "  (and %d more)\n", rep.MoreProblems)
 			}
 			return failed
 		},

@@ -31,6 +31,9 @@ func (r *Runner) importTranscript(ctx context.Context, path string, res *Result)
 	if err != nil {
 		res.Notes = append(res.Notes, "transcript import: "+err.Error())
 	}
+	for _, p := range rep.Problems {
+		res.Notes = append(res.Notes, "transcript import: "+p.String())
+	}
 }
 
 func (r *Runner) preCompact(ctx context.Context, p Payload) (Result, error) {

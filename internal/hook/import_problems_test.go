@@ -1,6 +1,7 @@
 package hook_test
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
 	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
+	"github.com/engramhq/engram/internal/unpriv"
 )
 
 // TestImport_BadRecords: a record engram cannot store does not hold back
@@ -224,5 +226,82 @@ func TestImport_Oddities(t *testing.T) {
 	rep, err := im.Import(ctx, codex)
 	if err != nil || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Err, "engram import codex") {
 		t.Errorf("a Codex rollout imported as Claude Code's: %+v, %v", rep, err)
+	}
+}
+
+// TestImport_StoreFailsOnARecord: a store that fails on one record (a
+// full disk) stops the import there, to be read again by the next one;
+// only a record engram refuses is left out. Before, the failure was taken
+// for the record's, the record left out, and the file read on past it:
+// the next import never saw it again.
+func TestImport_StoreFailsOnARecord(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TRIGGER full_disk BEFORE INSERT ON entries
+		WHEN instr(NEW.content, 'the unlucky one') > 0 BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`); err != nil {
+		t.Fatal(err)
+	}
+	transcript := filepath.Join(t.TempDir(), "s-1.jsonl")
+	if err := os.WriteFile(transcript, []byte(line(t, "user", "u1", "a first prompt", nil)+
+		line(t, "user", "u2", "the unlucky one", nil)+line(t, "user", "u3", "a last prompt", nil)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	im := hook.Importer{Eng: eng, Harness: hook.ClaudeCode}
+	if rep, err := im.Import(ctx, transcript); err == nil {
+		t.Fatalf("the import went on past the store's failure: %+v", rep)
+	}
+	if _, err := db.ExecContext(ctx, `DROP TRIGGER full_disk`); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := im.Import(ctx, transcript)
+	if err != nil || rep.Stored != 3 || rep.Skipped != 0 {
+		t.Errorf("once the disk has room: %+v, %v; want all three stored", rep, err)
+	}
+}
+
+// TestImport_UnreadableDirectory: a directory that cannot be read, named
+// itself or met below, is reported and the rest imported. Before, a
+// directory named that could not be read stopped the import.
+func TestImport_UnreadableDirectory(t *testing.T) {
+	if !unpriv.Rerun(t) {
+		return
+	}
+	ctx := t.Context()
+	r := newRunner(t)
+	dir := t.TempDir()
+	for _, d := range []string{"bad", "ok", "ok/inner"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ok", "s.jsonl"), []byte(line(t, "user", "u1", "a prompt", nil)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"bad", "ok/inner"} {
+		if err := os.Chmod(filepath.Join(dir, d), 0); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(filepath.Join(dir, d), 0o755) })
+	}
+	im := hook.Importer{Eng: r.Eng, Harness: hook.ClaudeCode}
+	var rep hook.ImportReport
+	for _, d := range []string{"bad", "ok"} {
+		got, err := im.Import(ctx, filepath.Join(dir, d))
+		if err != nil {
+			t.Fatalf("Import %s: %v", d, err)
+		}
+		rep.Add(got)
+	}
+	if rep.Failed != 2 || rep.Stored != 1 || len(rep.Problems) != 2 {
+		t.Errorf("report %+v, want the two directories failed and the prompt stored", rep)
 	}
 }

@@ -58,6 +58,8 @@ type ImportReport struct {
 	// Problems say where records were skipped or mended and which files
 	// could not be read: the first MaxProblems of them.
 	Problems []ImportProblem `json:"problems,omitempty"`
+	// MoreProblems counts the problems past the first MaxProblems.
+	MoreProblems int `json:"more_problems,omitempty"`
 	// Sessions are the sessions the lines belonged to.
 	Sessions []string `json:"sessions"`
 }
@@ -85,6 +87,8 @@ const MaxProblems = 100
 func (r *ImportReport) problem(p ImportProblem) {
 	if len(r.Problems) < MaxProblems {
 		r.Problems = append(r.Problems, p)
+	} else {
+		r.MoreProblems++
 	}
 }
 
@@ -103,6 +107,7 @@ func (r *ImportReport) Add(o ImportReport) {
 	for _, p := range o.Problems {
 		r.problem(p)
 	}
+	r.MoreProblems += o.MoreProblems
 	for _, s := range o.Sessions {
 		if !containsString(r.Sessions, s) {
 			r.Sessions = append(r.Sessions, s)
@@ -438,8 +443,11 @@ func (im *Importer) add(ctx context.Context, recs []engine.Record) (int, []leftO
 	}
 }
 
-// recordErrors returns the errors of Engine.Add that name a record, by
-// its index; none if err holds any other error.
+// recordErrors returns the errors of Engine.Add that say a record is
+// invalid (a field engram refuses), by the record's index; none if err
+// holds any other error. A store failing on a record (a full disk, a
+// lock timeout) is no reason to leave it out: the import stops, and the
+// next one reads it again.
 func recordErrors(err error) map[int]error {
 	errs := []error{err}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -448,7 +456,8 @@ func recordErrors(err error) map[int]error {
 	out := map[int]error{}
 	for _, e := range errs {
 		var re *engine.RecordError
-		if !errors.As(e, &re) {
+		var fe *engine.FieldError
+		if !errors.As(e, &re) || !errors.As(re.Err, &fe) {
 			return nil
 		}
 		out[re.Index] = re.Err
@@ -742,7 +751,7 @@ func Paths(root string) (paths []string, problems []ImportProblem, err error) {
 	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			if p == root {
-				return err
+				return &FileError{err}
 			}
 			problems = append(problems, ImportProblem{Path: p, Err: (&FileError{err}).Error()})
 			if d != nil && d.IsDir() {
@@ -769,6 +778,12 @@ func Paths(root string) (paths []string, problems []ImportProblem, err error) {
 func (im *Importer) Import(ctx context.Context, root string) (ImportReport, error) {
 	var rep ImportReport
 	paths, problems, err := Paths(root)
+	var fe *FileError
+	if errors.As(err, &fe) {
+		rep.Failed++
+		rep.problem(ImportProblem{Path: root, Err: fe.Error()})
+		return rep, nil
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -782,7 +797,6 @@ func (im *Importer) Import(ctx context.Context, root string) (ImportReport, erro
 			im.Files(i+1, len(paths))
 		}
 		rep.Add(r)
-		var fe *FileError
 		if errors.As(err, &fe) {
 			rep.Failed++
 			rep.problem(ImportProblem{Path: p, Err: fe.Error()})

@@ -2,66 +2,13 @@ package index
 
 import (
 	"context"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/unpriv"
 )
-
-// unprivileged runs the calling test again as an unprivileged user (nobody)
-// when the tests run as root, for whom no permission bit holds, and
-// reports whether the caller should go on (it is that unprivileged run, or
-// the tests do not run as root).
-func unprivileged(t *testing.T) bool {
-	t.Helper()
-	if os.Geteuid() != 0 || os.Getenv("ENGRAM_TEST_UNPRIVILEGED") == "1" {
-		return true
-	}
-	// The test binary sits in a directory only root may enter: a copy
-	// goes where nobody can run it.
-	dir, err := os.MkdirTemp("", "engram-unprivileged-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "index.test")
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^"+strings.Split(t.Name(), "/")[0]+"$", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = []string{"ENGRAM_TEST_UNPRIVILEGED=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("as nobody: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("as nobody, the test did not pass:\n%s", out)
-	}
-	t.Logf("as nobody:\n%s", out)
-	return false
-}
 
 // TestRun_UnreadableDirectory: a directory that cannot be entered or read
 // is reported once, its files are neither indexed nor, if indexed before,
@@ -71,7 +18,7 @@ func unprivileged(t *testing.T) bool {
 // without its .gitignore's rules; and the files of an unreadable
 // directory were marked deleted.
 func TestRun_UnreadableDirectory(t *testing.T) {
-	if !unprivileged(t) {
+	if !unpriv.Rerun(t) {
 		return
 	}
 	root := tree(t, map[string]string{
