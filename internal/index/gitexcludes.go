@@ -1,14 +1,9 @@
 package index
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/go-git/gcfg"
 )
 
 // maxIncludeDepth bounds [include] chains, as git's own limit does, so that
@@ -26,7 +21,9 @@ const maxIncludeDepth = 10
 // $GIT_CONFIG_SYSTEM; none with $GIT_CONFIG_NOSYSTEM), then
 // $XDG_CONFIG_HOME/git/config and ~/.gitconfig (or $GIT_CONFIG_GLOBAL),
 // then gitDir/config. [include] paths are followed; [includeIf] sections
-// are not, since their conditions are git's to judge.
+// are not, since their conditions are git's to judge. A config is read
+// leniently (parseGitConfig): only one that cannot be read at all is an
+// error.
 func globalExcludesFile(root, gitDir string) (string, error) {
 	home, _ := os.UserHomeDir()
 	xdg := os.Getenv("XDG_CONFIG_HOME")
@@ -70,7 +67,8 @@ func globalExcludesFile(root, gitDir string) (string, error) {
 
 // readExcludesFile reads the git config file at path, setting *value (and
 // *set) at each core.excludesFile, and reading each [include] path where it
-// stands. A missing file, or one that is not a regular file, sets nothing.
+// stands (up to maxIncludeDepth deep). A missing file, or one that is not
+// a regular file, sets nothing.
 func readExcludesFile(path, home string, depth int, value *string, set *bool) error {
 	info, err := os.Stat(path)
 	if os.IsNotExist(err) || err == nil && !info.Mode().IsRegular() {
@@ -84,31 +82,136 @@ func readExcludesFile(path, home string, depth int, value *string, set *bool) er
 		return &gitConfigError{path: path, err: err}
 	}
 	dir := filepath.Dir(path)
-	err = gcfg.ReadWithCallback(bytes.NewReader(data), func(section, sub, key, v string, blank bool) error {
+	var ferr error
+	parseGitConfig(data, func(section, sub, key, v string, hasValue bool) bool {
 		switch {
-		case key == "":
-			return nil
-		case strings.EqualFold(section, "core") && sub == "" && strings.EqualFold(key, "excludesFile"):
-			if blank {
-				return fmt.Errorf("core.excludesFile has no value")
-			}
+		case section == "core" && sub == "" && key == "excludesfile" && hasValue:
 			*value, *set = v, true
-		case strings.EqualFold(section, "include") && sub == "" && strings.EqualFold(key, "path") && !blank && v != "":
-			if depth >= maxIncludeDepth {
-				return fmt.Errorf("more than %d nested [include] files (does one include itself?)", maxIncludeDepth)
+		case section == "include" && sub == "" && key == "path" && hasValue && v != "" && depth < maxIncludeDepth:
+			p := expandGitPath(v, dir, home)
+			if p == "" {
+				return true // ~user, or no home: git refuses it
 			}
-			return readExcludesFile(expandGitPath(v, dir, home), home, depth+1, value, set)
+			ferr = readExcludesFile(p, home, depth+1, value, set)
+			return ferr == nil
 		}
-		return nil
+		return true
 	})
-	var nested *gitConfigError
-	if errors.As(err, &nested) {
-		return err // from an included file, which it names
+	return ferr
+}
+
+// parseGitConfig calls fn with each variable of a git config, in order:
+// its section and key lower-cased, its subsection, its value as git reads
+// it (quotes and escapes undone, comments and outer blanks left out, a
+// line ending in a backslash continued) and whether it has one ("key"
+// alone has none), until fn returns false. It is lenient where git is
+// strict: a line it cannot read is passed over, since a config git
+// refuses makes git fail, and the user knows; engram only wants two of
+// its variables.
+func parseGitConfig(data []byte, fn func(section, sub, key, value string, hasValue bool) bool) {
+	text := strings.TrimPrefix(string(data), "\ufeff")
+	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	section, sub := "", ""
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimLeft(lines[i], " \t")
+		if strings.HasPrefix(line, "[") {
+			end := strings.IndexByte(line, ']')
+			if end < 0 {
+				section, sub = "", "" // unreadable: what follows is in no section engram reads
+				continue
+			}
+			section, sub = parseSectionHeader(line[1:end])
+			line = strings.TrimLeft(line[end+1:], " \t") // a variable may follow on the line
+		}
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		n := 0
+		for n < len(line) && (isAlnum(line[n]) || line[n] == '-') {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		key := strings.ToLower(line[:n])
+		rest := strings.TrimLeft(line[n:], " \t")
+		if rest == "" || rest[0] == '#' || rest[0] == ';' {
+			if !fn(section, sub, key, "", false) {
+				return
+			}
+			continue
+		}
+		if rest[0] != '=' {
+			continue
+		}
+		var v strings.Builder
+		raw, quoted, pending := rest[1:], false, ""
+		for {
+			cont := false
+			for k := 0; k < len(raw); k++ {
+				c := raw[k]
+				switch {
+				case c == '\\' && k+1 < len(raw):
+					k++
+					v.WriteString(pending)
+					pending = ""
+					switch raw[k] {
+					case 'n':
+						v.WriteByte('\n')
+					case 't':
+						v.WriteByte('\t')
+					case 'b':
+						v.WriteByte('\b')
+					default:
+						v.WriteByte(raw[k])
+					}
+				case c == '\\':
+					cont = true // a backslash ends the line: it goes on
+				case c == '"':
+					v.WriteString(pending)
+					pending = ""
+					quoted = !quoted
+				case !quoted && (c == '#' || c == ';'):
+					k = len(raw)
+				case !quoted && (c == ' ' || c == '\t'):
+					pending += string(c) // kept only if something follows
+				default:
+					v.WriteString(pending)
+					pending = ""
+					v.WriteByte(c)
+				}
+			}
+			if !cont || i+1 >= len(lines) {
+				break
+			}
+			i++
+			raw = lines[i]
+		}
+		if !fn(section, sub, key, strings.TrimLeft(v.String(), " \t"), true) {
+			return
+		}
 	}
-	if err != nil {
-		return &gitConfigError{path: path, err: err}
+}
+
+// parseSectionHeader reads what is between a section header's brackets:
+// `core`, `includeIf "gitdir:~/work/"` (a subsection, kept as written) or
+// the old `branch.main` (lower-cased).
+func parseSectionHeader(h string) (section, sub string) {
+	h = strings.TrimSpace(h)
+	if i := strings.IndexAny(h, " \t"); i >= 0 {
+		q := strings.TrimSpace(h[i:])
+		q = strings.TrimSuffix(strings.TrimPrefix(q, `"`), `"`)
+		q = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(q)
+		return strings.ToLower(h[:i]), q
 	}
-	return nil
+	if i := strings.IndexByte(h, '.'); i >= 0 {
+		return strings.ToLower(h[:i]), strings.ToLower(h[i+1:])
+	}
+	return strings.ToLower(h), ""
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // gitConfigError is a git config that cannot be read, naming it.
@@ -126,10 +229,13 @@ func expandGitPath(p, dir, home string) string {
 	switch {
 	case p == "":
 		return ""
-	case p == "~" && home != "":
-		return home
-	case strings.HasPrefix(p, "~/") && home != "":
-		return filepath.Join(home, p[2:])
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		if home == "" {
+			return "" // git refuses it
+		}
+		return filepath.Join(home, p[1:])
+	case strings.HasPrefix(p, "~"):
+		return "" // ~user: not looked up
 	case filepath.IsAbs(p):
 		return p
 	}

@@ -1,10 +1,8 @@
 package index
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -128,25 +126,33 @@ func TestRun_GlobalExcludes(t *testing.T) {
 	})
 }
 
-// TestRun_GlobalExcludesBad: a git config engram cannot read fails the
-// index with an error naming the file, as it fails git; an include that
-// includes itself ends.
-func TestRun_GlobalExcludesBad(t *testing.T) {
-	for name, files := range map[string]map[string]string{
-		"syntax":        {".gitconfig": "[core\n\texcludesFile = x\n"},
-		"include loop":  {".gitconfig": "[include]\n\tpath = ~/.gitconfig\n"},
-		"missing value": {".gitconfig": "[core]\n\texcludesFile\n"},
+// TestRun_GlobalExcludesOddConfigs: configs git reads, however odd, are
+// read as git reads them, and what git would refuse fails nothing. Before,
+// a config with a byte order mark or an old-style [branch.main] section,
+// which git reads, failed every index (a stricter parser), and a value
+// continued on the next line was read wrong. The cases git reads were
+// checked against git check-ignore (git 2.39); git refuses the unclosed
+// header, the include loop and the missing value (it fails), where engram
+// reads what it can and goes on.
+func TestRun_GlobalExcludesOddConfigs(t *testing.T) {
+	for name, c := range map[string]struct {
+		gitconfig string
+		ignored   bool
+	}{
+		"byte order mark":         {"\ufeff[core]\n\texcludesFile = ~/ign\n", true},
+		"old-style section":       {"[branch.main]\n\tremote = origin\n[core]\n\texcludesFile = ~/ign\n", true},
+		"continued line":          {"[core]\n\texcludesFile = ~/i\\\ngn\n", true},
+		"quoted, with a comment":  {"[core]\n\texcludesFile = \"~/ign\" # mine\n", true},
+		"variable after a header": {"[core] excludesFile = ~/ign\n", true},
+		"unclosed header":         {"[core\n\texcludesFile = ~/ign\n", false},
+		"include loop":            {"[include]\n\tpath = ~/.gitconfig\n[core]\n\texcludesFile = ~/ign\n", true},
+		"missing value":           {"[core]\n\texcludesFile\n", false},
+		"another user's home":     {"[core]\n\texcludesFile = ~nobody/ign\n", false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			home := gitHome(t, files)
-			_, err := Run(context.Background(), openStore(t), tree(t, map[string]string{"a.go": "package a\n"}), Options{})
-			if err == nil {
-				t.Fatal("Run succeeded")
-			}
-			if !strings.Contains(err.Error(), filepath.Join(home, ".gitconfig")) {
-				t.Errorf("error %q does not name the config", err)
-			}
-			t.Log(err)
+			gitHome(t, map[string]string{".gitconfig": c.gitconfig, "ign": "*.local.go\n"})
+			got := indexed(t, tree(t, map[string]string{"main.go": "package main\n", "x.local.go": "package main\n"}), "main.go", "x.local.go")
+			checkIndexed(t, got, map[string]bool{"main.go": true, "x.local.go": !c.ignored})
 		})
 	}
 }

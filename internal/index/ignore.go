@@ -3,10 +3,12 @@ package index
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 )
@@ -80,7 +82,9 @@ func readPatterns(path string, domain []string, inTree bool) ([]gitignore.Patter
 		stat = os.Lstat
 	}
 	info, err := stat(path)
-	if os.IsNotExist(err) || err == nil && !info.Mode().IsRegular() {
+	// ENOTDIR: the directory it would be in is a file now (replaced since
+	// the walk or the event that named it).
+	if os.IsNotExist(err) || errors.Is(err, syscall.ENOTDIR) || err == nil && !info.Mode().IsRegular() {
 		return nil, nil
 	}
 	if err != nil {
