@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -70,5 +71,44 @@ func TestRecentBefore(t *testing.T) {
 	// One at turn 2 was written before the batch's at turn 2: it ranks below.
 	if _, ok := RecentBefore(occs, 2, 3, size); !ok {
 		t.Error("RecentBefore did not know the answer though no stored turn ranks above the batch's")
+	}
+}
+
+// TestReplaceContent: the string is found as JSON encoders write it, only
+// where an escape can start, and the text stays JSON; a number is
+// replaced only when it is the string.
+func TestReplaceContent(t *testing.T) {
+	for _, c := range []struct{ needle, content, want string }{
+		{"Tr0ub4dor&3Horse", `{"p":"Tr0ub4dor\u00263Horse"}`, `{"p":"[REDACTED]"}`}, // Go
+		{"café-s3cr3t", `{"p":"caf\u00e9-s3cr3t"}`, `{"p":"[REDACTED]"}`},           // Python
+		{"café-s3cr3t", `{"p":"caf\u00E9-s3cr3t"}`, `{"p":"[REDACTED]"}`},           // upper-case hex
+		{"a/b/T0K3N", `{"u":"a\/b\/T0K3N"}`, `{"u":"[REDACTED]"}`},                  // PHP
+		{"k=v'T0K3N", `{"q":"k\u003dv\u0027T0K3N"}`, `{"q":"[REDACTED]"}`},          // Gson
+		{"s3cr3t\x7fX", `{"p":"s3cr3t\u007fX"}`, `{"p":"[REDACTED]"}`},              // Python's DEL
+		{"😀-s3cr3t", `{"p":"\ud83d\ude00-s3cr3t"}`, `{"p":"[REDACTED]"}`},           // a surrogate pair
+		{"&3Horse", `{"path":"C:\\u00263Horse"}`, `{"path":"C:\\u00263Horse"}`},     // an escaped backslash: no "&" there
+		{"&3Horse", `{"path":"C:\\\u00263Horse"}`, `{"path":"C:\\[REDACTED]"}`},     // after it, an escape
+	} {
+		var places int64
+		r := NewReplacer([]byte(c.needle), []byte("[REDACTED]"), true, &places)
+		got, _ := r.ReplaceContent([]byte(c.content))
+		if string(got) != c.want {
+			t.Errorf("%q in %s: got %s, want %s", c.needle, c.content, got, c.want)
+		}
+		if !json.Valid(got) {
+			t.Errorf("%q in %s: %s is not JSON", c.needle, c.content, got)
+		}
+	}
+	var places int64
+	r := NewReplacer([]byte("4821"), []byte("[REDACTED]"), true, &places)
+	got, ok, err := r.ReplaceJSON(`{"pin":4821,"at":1764821000}`)
+	if err != nil || !ok || got != `{"at":1764821000,"pin":"[REDACTED]"}` {
+		t.Errorf("numbers: %s, %v, %v", got, ok, err)
+	}
+	// A string that is not UTF-8 has no JSON form: nothing of another
+	// string's is replaced for it.
+	r = NewReplacer([]byte("ab\xffcd"), []byte("[REDACTED]"), true, &places)
+	if got, _ := r.ReplaceContent([]byte(`{"x":"ab\ufffdcd"}`)); string(got) != `{"x":"ab\ufffdcd"}` {
+		t.Errorf("a string that is not UTF-8 replaced %s", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // CutMark ends a text cut short, as the archivalist cuts an event's detail.
@@ -27,7 +28,7 @@ type Replacer struct {
 // values, for a needle that can be in no JSON text.
 func NewReplacer(needle, marker []byte, inJSON bool, places *int64) *Replacer {
 	r := &Replacer{needle: needle, marker: marker, places: places}
-	if inJSON {
+	if inJSON && utf8.Valid(needle) {
 		r.jsonForms = JSONForms(string(needle))
 	}
 	return r
@@ -57,7 +58,9 @@ func JSONForms(s string) []string {
 	}
 	for _, ascii := range []string{"", "%04x", "%04X"} {
 		for _, slash := range []bool{false, true} {
-			add(jsonString(s, ascii, slash))
+			for _, html := range []string{"", "<>&", "<>&='"} {
+				add(jsonString(s, ascii, slash, html))
+			}
 		}
 	}
 	return forms
@@ -65,9 +68,10 @@ func JSONForms(s string) []string {
 
 // jsonString is the body of s as a JSON string with short escapes for
 // the quote, the backslash and the usual control characters; with ascii
-// a format ("%04x"), every other rune past ASCII as \uXXXX (a surrogate
-// pair past the basic plane); with slash, "/" as "\/".
-func jsonString(s, ascii string, slash bool) string {
+// a format ("%04x"), every rune from DEL on as \uXXXX (a surrogate pair
+// past the basic plane), as Python writes them; with slash, "/" as "\/";
+// the characters of html as \u00XX (Go escapes <>&, Gson <>&=').
+func jsonString(s, ascii string, slash bool, html string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {
@@ -77,6 +81,8 @@ func jsonString(s, ascii string, slash bool) string {
 			b.WriteString(`\\`)
 		case r == '/' && slash:
 			b.WriteString(`\/`)
+		case r < utf8.RuneSelf && strings.ContainsRune(html, r):
+			fmt.Fprintf(&b, `\u%04x`, r)
 		case r == '\n':
 			b.WriteString(`\n`)
 		case r == '\r':
@@ -89,7 +95,7 @@ func jsonString(s, ascii string, slash bool) string {
 			b.WriteString(`\f`)
 		case r < 0x20:
 			fmt.Fprintf(&b, `\u%04x`, r)
-		case r > 0x7f && ascii != "":
+		case r >= 0x7f && ascii != "":
 			if r > 0xffff {
 				r1, r2 := utf16.EncodeRune(r)
 				fmt.Fprintf(&b, `\u`+ascii+`\u`+ascii, r1, r2)
@@ -126,18 +132,46 @@ func (r *Replacer) ReplaceContent(b []byte) ([]byte, bool) {
 	if len(r.jsonForms) == 0 {
 		return b, changed
 	}
-	marker := JSONForms(string(r.marker))[0]
+	marker := []byte(JSONForms(string(r.marker))[0])
 	for _, f := range r.jsonForms {
 		if f == string(r.needle) {
 			continue
 		}
-		if n := bytes.Count(b, []byte(f)); n > 0 {
+		if out, n := replaceEscaped(b, []byte(f), marker); n > 0 {
 			*r.places += int64(n)
-			b = bytes.ReplaceAll(b, []byte(f), []byte(marker))
-			changed = true
+			b, changed = out, true
 		}
 	}
 	return b, changed
+}
+
+// replaceEscaped replaces each form in b that starts where an escape
+// could (after an even number of backslashes): in `C:\\u0026`, the
+// second backslash is escaped, and "\u0026" there is no escape of "&".
+func replaceEscaped(b, form, marker []byte) ([]byte, int) {
+	var out []byte
+	n, last := 0, 0
+	for i := 0; ; {
+		j := bytes.Index(b[i:], form)
+		if j < 0 {
+			break
+		}
+		at := i + j
+		k := at
+		for k > 0 && b[k-1] == '\\' {
+			k--
+		}
+		if (at-k)%2 == 1 {
+			i = at + 1 // escaped: not this one
+			continue
+		}
+		out = append(append(out, b[last:at]...), marker...)
+		last, i, n = at+len(form), at+len(form), n+1
+	}
+	if n == 0 {
+		return b, 0
+	}
+	return append(out, b[last:]...), n
 }
 
 // ReplaceString is Replace for a string.
@@ -191,11 +225,13 @@ func (r *Replacer) ReplaceJSON(raw string) (string, bool, error) {
 			changed = changed || ok
 			return s
 		case json.Number:
-			// A number that holds the needle (a PIN, an account number)
-			// becomes the marker, a string.
-			if s, ok := r.ReplaceString(string(x)); ok {
+			// A number that is the needle (a PIN, an account number)
+			// becomes the marker, a string; one that merely holds its
+			// digits (a timestamp) stays.
+			if string(x) == string(r.needle) {
+				*r.places++
 				changed = true
-				return s
+				return string(r.marker)
 			}
 			return x
 		case []any:
