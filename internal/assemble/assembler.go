@@ -241,11 +241,12 @@ var ErrNoTurn = errors.New("no turn to assemble")
 
 // checkPurged empties the Assembler's caches when the store was purged
 // (engram forget, engram redact) since they were filled: the summaries
-// cached may quote what was removed.
-func (a *Assembler) checkPurged(ctx context.Context) error {
+// cached may quote what was removed. It returns the purge count, which
+// a turn's caching then checks (cacheable).
+func (a *Assembler) checkPurged(ctx context.Context) (uint64, error) {
 	n, err := a.Engine.Store().Purges(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -253,20 +254,41 @@ func (a *Assembler) checkPurged(ctx context.Context) error {
 		a.purges = n
 		a.sums, a.quotes, a.scores, a.lines = nil, nil, nil, nil
 	}
-	return nil
+	return n, nil
 }
+
+// cacheable reports, under a.mu, whether a turn that began at purge
+// count n may fill the caches: not if a purge came since, since what it
+// read may be gone.
+func (a *Assembler) cacheable(n uint64) bool { return a.purges == n }
 
 // Assemble builds the context of a turn. Nothing is lost: what the
 // history layer cannot show whole stands under markers that expand, and a
 // context never exceeds the budget (the window's, less the tools).
 func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
+	for try := 0; ; try++ {
+		n, err := a.checkPurged(ctx)
+		if err != nil {
+			return Turn{}, err
+		}
+		t, err := a.assemble(ctx, req, n)
+		if err != nil || try > 0 {
+			return t, err
+		}
+		// A forget or a redaction that ran meanwhile may have removed
+		// what the turn read: it is laid out again, once.
+		if m, err := a.Engine.Store().Purges(ctx); err != nil || m == n {
+			return t, err
+		}
+	}
+}
+
+// assemble is Assemble at purge count purges.
+func (a *Assembler) assemble(ctx context.Context, req Request, purges uint64) (Turn, error) {
 	// The window is read once: its messages, views and markers are of one
 	// head. The markers shown are the way back, and cost no write: their
 	// IDs name runs of the window's ledger (store.RunRefID), which expand
 	// from it in this process or any other.
-	if err := a.checkPurged(ctx); err != nil {
-		return Turn{}, err
-	}
 	win, err := a.Windows.Turn(ctx, req.Key)
 	if err != nil {
 		return Turn{}, err
@@ -419,7 +441,7 @@ func (a *Assembler) Assemble(ctx context.Context, req Request) (Turn, error) {
 	// cost a little framing more, so a history over its allocation so
 	// counted is laid out again to less.
 	if to > from {
-		c := &conv{key: req.Key, win: win, enc: enc, msgs: msgs, items: items, from: from, to: to, loop: loop}
+		c := &conv{key: req.Key, win: win, enc: enc, msgs: msgs, items: items, from: from, to: to, loop: loop, purges: purges}
 		if q := terms.Content(query); len(q) > 0 {
 			c.query = terms.NewCounter(q)
 			uniq := map[string]bool{}

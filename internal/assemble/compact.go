@@ -142,6 +142,8 @@ func (h *Compaction) shown() map[int]bool {
 // turn's message for scoring.
 type conv struct {
 	key store.WindowKey
+	// purges is the store's purge count when the turn began.
+	purges uint64
 	// win is the window as read for the turn.
 	win      *window.Turn
 	enc      *tokens.Encoding

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,9 @@ import (
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/sqlite"
+	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
+	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
 )
 
@@ -511,6 +516,83 @@ func TestRollingSummaries_Redacted(t *testing.T) {
 	for _, s := range assemble.CachedSummaries(a, key) {
 		if strings.Contains(s.Text, secret) {
 			t.Errorf("a summary the Assembler keeps holds the string: %q", s.Text)
+			break
+		}
+	}
+}
+
+// purgingStore runs a redaction in the middle of the next turn, once
+// armed: after the turn has read its window's head.
+type purgingStore struct {
+	store.Store
+	armed  atomic.Bool
+	redact func()
+}
+
+func (s *purgingStore) Window(ctx context.Context, key store.WindowKey) (store.Window, error) {
+	w, err := s.Store.Window(ctx, key)
+	if s.armed.CompareAndSwap(true, false) {
+		s.redact()
+	}
+	return w, err
+}
+
+// TestRollingSummaries_RedactedMidTurn: a redaction that runs while a turn
+// is being laid out makes the turn start again, so that neither what it
+// sends nor what the Assembler keeps holds the string. Before, the turn
+// went on with what it had read, and kept it.
+func TestRollingSummaries_RedactedMidTurn(t *testing.T) {
+	ctx := context.Background()
+	const secret, marker = "zebra", "horse"
+	st := &purgingStore{Store: sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})}
+	eng, err := engine.New(st, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &assemble.Assembler{Engine: eng, Windows: window.NewManager(eng, cat)}
+	t.Cleanup(a.Wait)
+	st.redact = func() {
+		if _, err := eng.Redact(ctx, engine.RedactRequest{Text: []byte(secret), Marker: marker, Actor: "test"}); err != nil {
+			t.Error(err)
+		}
+	}
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 1500, Output: 100, Safety: 50}); err != nil {
+		t.Fatal(err)
+	}
+	conv := conversation(60)
+	for i := range conv {
+		if conv[i].Role == window.RoleAssistant && conv[i].Blocks[0].Type == window.BlockText {
+			conv[i].Blocks[0].Text += " The deploy password is " + secret + "."
+		}
+	}
+	if _, err := a.Windows.Append(ctx, key, conv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(assemble.CachedSummaries(a, key), func(s store.WindowSummary) bool { return strings.Contains(s.Text, secret) }) {
+		t.Fatal("no summary the Assembler keeps quotes the string: the test shows nothing")
+	}
+	st.armed.Store(true)
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.armed.Load() {
+		t.Fatal("the redaction did not run during the turn")
+	}
+	if strings.Contains(fmt.Sprint(turn.Messages), secret) {
+		t.Error("the turn during the redaction shows the string")
+	}
+	for _, s := range assemble.CachedSummaries(a, key) {
+		if strings.Contains(s.Text, secret) {
+			t.Errorf("after the turn during the redaction, a summary the Assembler keeps holds the string: %q", s.Text)
 			break
 		}
 	}

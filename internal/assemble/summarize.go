@@ -151,7 +151,7 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 	// disk (store.Derived); a model's, which cost a call, are synced.
 	next, err := a.Engine.Store().PutWindowSummaries(store.Derived(ctx), c.key, epoch, put)
 	if err == nil {
-		a.keepSummaries(c.key, next, stored, put)
+		a.keepSummaries(c, next, stored, put)
 	}
 	if errors.Is(err, store.ErrStaleEpoch) {
 		// Another turn wrote meanwhile: its summaries are the newer.
@@ -191,10 +191,12 @@ func (a *Assembler) summaries(ctx context.Context, c *conv, chunks [][2]int) (in
 		return 0, nil, err
 	}
 	a.mu.Lock()
-	if a.sums == nil || len(a.sums) >= maxCachedWindows {
-		a.sums = map[store.WindowKey]cachedSummaries{}
+	if a.cacheable(c.purges) {
+		if a.sums == nil || len(a.sums) >= maxCachedWindows {
+			a.sums = map[store.WindowKey]cachedSummaries{}
+		}
+		a.sums[c.key] = cachedSummaries{epoch, stored}
 	}
-	a.sums[c.key] = cachedSummaries{epoch, stored}
 	a.mu.Unlock()
 	return epoch, stored, nil
 }
@@ -212,7 +214,8 @@ const maxCachedWindows = 1024
 // keepSummaries keeps a window's summaries as written: stored, as read at
 // the epoch the write was made at, with put replacing those of their
 // level and place, at the write's epoch.
-func (a *Assembler) keepSummaries(key store.WindowKey, epoch int64, stored, put []store.WindowSummary) {
+func (a *Assembler) keepSummaries(c *conv, epoch int64, stored, put []store.WindowSummary) {
+	key := c.key
 	type place struct{ level, from int }
 	byPlace := map[place]store.WindowSummary{}
 	for _, s := range stored {
@@ -226,6 +229,9 @@ func (a *Assembler) keepSummaries(key store.WindowKey, epoch int64, stored, put 
 	})
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.cacheable(c.purges) {
+		return
+	}
 	if a.sums == nil || len(a.sums) >= maxCachedWindows {
 		a.sums = map[store.WindowKey]cachedSummaries{}
 	}
