@@ -223,11 +223,15 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 	}
 	if o.Limit > 0 {
 		s.Limits.Context = o.Limit
+		// The reservations are the limit's, not the model's context's:
+		// 2 % of a 200k context is a fifth of a 20k limit.
+		s.Limits.Safety = int(m.defaults.Safety * float64(o.Limit))
 		if s.Model == "" {
 			// Without a model engram cannot know the tokenizer.
 			s.Limits.Output = min(m.defaults.Output, o.Limit/4)
-			s.Limits.Safety = int(m.defaults.Safety * float64(o.Limit))
 			s.Limits.Margin = m.defaults.Margin
+		} else {
+			s.Limits.Output = min(s.Limits.Output, o.Limit/4)
 		}
 	}
 	if o.Output > 0 {

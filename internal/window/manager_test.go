@@ -893,3 +893,22 @@ func TestManager_SystemPromptNearlyFills(t *testing.T) {
 		t.Fatalf("the context: %+v", items)
 	}
 }
+
+// TestOpen_ModelAndLimit: a model and a smaller limit reserve for output
+// and safety from the limit, as without a model. Before, the model's 2 %
+// of 200k (4,000 tokens) and its 8,192 of output stood in a 20k window,
+// and a 12k one was refused as leaving no room.
+func TestOpen_ModelAndLimit(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	for _, limit := range []int{20000, 12000} {
+		st, err := m.Open(ctx, store.WindowKey{SessionID: "s", AgentID: fmt.Sprint("a", limit)}, window.OpenOptions{Model: "claude-sonnet-4-5", Limit: limit})
+		if err != nil {
+			t.Fatalf("limit %d: %v", limit, err)
+		}
+		l := st.Settings.Limits
+		if l.Context != limit || l.Safety != limit/50 || l.Output != min(8192, limit/4) {
+			t.Errorf("limit %d: %+v, want safety %d and output %d", limit, l, limit/50, min(8192, limit/4))
+		}
+	}
+}
