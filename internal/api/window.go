@@ -517,7 +517,9 @@ func decodeEngram(raw []byte) (window.Message, error) {
 		if m.Shape == nil {
 			m.Shape = &window.Shape{Plain: true}
 		}
-	case len(em.Blocks) == 0:
+	case em.Blocks == nil:
+		// "blocks": [] is a message with no content, as the other formats
+		// allow it (an Anthropic "content": []) and context --json writes it.
 		return m, errors.New("no content and no blocks")
 	}
 	if err := m.Validate(); err != nil {

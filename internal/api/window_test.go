@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/engine"
@@ -89,6 +90,23 @@ func TestDecodeMessages(t *testing.T) {
 			t.Errorf("%s %.60s: %T is not an InputError", c.format, c.in, err)
 		case c.index >= 0 && (!errors.As(err, &me) || me.Index != c.index):
 			t.Errorf("%s %.60s: %v, want a MessageError of message %d", c.format, c.in, err, c.index)
+		}
+	}
+	// What context --json writes reads back: a message with no content
+	// too (an Anthropic "content": [], written as "blocks": []), which was
+	// refused.
+	for _, in := range []string{`{"role":"user","content":[]}`, `{"role":"assistant","content":[{"type":"text","text":"hi"}]}`} {
+		msgs, err := api.DecodeMessages("anthropic", raws(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := api.EncodeMessage(api.FormatEngram, msgs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := api.DecodeMessages("engram", raws(string(out)))
+		if err != nil || !cmp.Equal(back, msgs, cmpopts.EquateEmpty()) {
+			t.Errorf("%s as engram's %s read back: %+v, %v", in, out, back, err)
 		}
 	}
 	// A pair is a character; an escaped backslash before a u is not an
