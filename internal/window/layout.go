@@ -615,9 +615,10 @@ func (l *Layout) topEntities(from, to, n int) []string {
 }
 
 // clip makes the window fit its budget when evicting could not, in this
-// order: the newest segments that may go, then adjacent references joined
-// past MaxRefTokens (when there are so many that their markers alone
-// overflow), then pinned and preserved messages, newest first, then the
+// order: the newest segments that may go but the newest message's, then
+// adjacent references joined past MaxRefTokens (when there are so many
+// that their markers alone overflow), then the newest message's segment
+// and pinned and preserved messages, newest first, then the
 // system prompt, and at last any adjacent markers joined, clipped ones
 // included (when even the markers of what may not be evicted overflow a
 // budget that small). A segment is clipped (shown as a marker with as much of
@@ -789,11 +790,14 @@ func (l *Layout) squeezed() int {
 // evicted, 2 when it is pinned or preserved, 3 for the system prompt.
 func (l *Layout) clipPass(s *Segment) int {
 	switch {
-	case l.evictable(s):
+	case l.evictable(s) && s.To < len(l.msgs):
 		return 0
 	case l.msgs[s.From].Role == RoleSystem:
 		return 3
 	}
+	// The newest message, which an append never evicts, is clipped only
+	// once references are joined: else, in a small window, the markers
+	// of many references crowded it out.
 	return 2
 }
 

@@ -912,3 +912,42 @@ func TestOpen_ModelAndLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestAppend_MarkersDoNotCrowdOutTheNewest: in a small window whose
+// references are many, their markers are joined before the newest
+// message is clipped. Before, once the markers of the references filled
+// the window, every append left its newest message cut to a marker and a
+// few words.
+func TestAppend_MarkersDoNotCrowdOutTheNewest(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	p := window.Policies[window.DefaultRole]
+	p.MaxRefTokens = 700 // a reference a message: many markers soon
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 3000, Policy: &p}); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for i := range 60 {
+		role := window.RoleUser
+		if i%2 == 1 {
+			role = window.RoleAssistant
+		}
+		last = fmt.Sprintf("msg %d %s", i, strings.Repeat(fmt.Sprintf("word%d ", i), 300))
+		if _, err := m.Append(ctx, key, []window.Message{textMsg(role, last)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := items[len(items)-1]
+	if newest.Message == nil || newest.Message.Blocks[0].Text != last {
+		t.Errorf("the newest message is not shown whole: %+v", newest)
+	}
+	st, err := m.Status(ctx, key)
+	if err != nil || st.Used > st.Budget {
+		t.Errorf("status %+v, %v", st, err)
+	}
+}
