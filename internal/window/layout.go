@@ -118,6 +118,9 @@ type Layout struct {
 	// hold are messages a re-admission brings back, which its eviction
 	// may not take (msgs[hold[0]:hold[1]]; none when empty).
 	hold [2]int
+	// joined are the entity counts of references joinRefs made, by
+	// their messages' span: the next join into one adds to its count.
+	joined map[[2]int]*entityCount
 }
 
 // NewLayout returns an empty window with options o.
@@ -548,15 +551,15 @@ const (
 
 // mark renders the marker of an evicted or clipped segment.
 func (l *Layout) mark(s *Segment) {
-	s.Marker = ctxref.Render(l.markerOf(s))
+	s.Marker = ctxref.Render(l.markerOf(s, l.topEntities(s.From, s.To, l.o.Policy.MarkerEntities)))
 	s.MarkerTokens = l.o.Count(s.Marker)
 }
 
 // markerOf is the marker of a segment: its span, in messages counted
 // from 1, its tokens, when its latest message came, the entities its
-// assistant messages name most, and the first line of its user prompts as
-// query hints (each as the policy says).
-func (l *Layout) markerOf(s *Segment) ctxref.Marker {
+// assistant messages name most (ents, topEntities of it), and the first
+// line of its user prompts as query hints (each as the policy says).
+func (l *Layout) markerOf(s *Segment, ents []string) ctxref.Marker {
 	m := ctxref.Marker{ID: l.o.RefID(s.From, s.To), Type: store.RefConversation,
 		TurnFrom: s.From + 1, TurnTo: s.To, Tokens: s.Tokens}
 	if allTools(l.msgs[s.From:s.To]) {
@@ -565,7 +568,7 @@ func (l *Layout) markerOf(s *Segment) ctxref.Marker {
 	if l.o.Place != nil {
 		m.TurnFrom, m.TurnTo = l.o.Place(s.From), l.o.Place(s.To-1)
 	}
-	m.Entities = l.topEntities(s.From, s.To, l.o.Policy.MarkerEntities)
+	m.Entities = ents
 	if l.o.Policy.MarkerTime {
 		m.Time = l.msgs[s.To-1].Time
 	}
@@ -805,20 +808,79 @@ func (l *Layout) clipPass(s *Segment) int {
 // is over its budget: the last resort when their markers alone overflow
 // it. Their digest parts stay, in order. With clipped, clipped segments
 // join too, their excerpts dropped.
+//
+// A run of joins into one reference counts its entities as it grows,
+// and the window's tokens by what each join changes: counted again from
+// scratch at every join, a window of a thousand references took seconds,
+// in the write transaction of its append.
 func (l *Layout) joinRefs(clipped bool) {
 	joins := func(s *Segment) bool { return s.Kind == Evicted || clipped && s.Kind == Clipped }
-	for i := 0; i+1 < len(l.segs) && l.Tokens() > l.o.Budget; {
+	total := l.Tokens()
+	if l.joined == nil {
+		l.joined = map[[2]int]*entityCount{}
+	}
+	for i := 0; i+1 < len(l.segs) && total > l.o.Budget; {
 		a, b := &l.segs[i], &l.segs[i+1]
 		if !joins(a) || !joins(b) || a.To != b.From {
 			i++
 			continue
 		}
+		ents := l.joined[[2]int{a.From, a.To}]
+		delete(l.joined, [2]int{a.From, a.To})
+		if ents == nil {
+			ents = &entityCount{count: map[string]int{}}
+			ents.add(l, a.From, a.To)
+		}
+		ents.add(l, b.From, b.To)
+		l.joined[[2]int{a.From, b.To}] = ents
+		before := a.shown() + b.shown()
 		a.Kind, a.Excerpt = Evicted, Excerpt{}
 		a.To, a.Tokens = b.To, a.Tokens+b.Tokens
 		a.Digest = append(a.Digest, b.Digest...)
-		l.mark(a)
+		m := l.markerOf(a, ents.top(l.o.Policy.MarkerEntities))
+		a.Marker = ctxref.Render(m)
+		a.MarkerTokens = l.o.Count(a.Marker)
 		l.segs = slices.Delete(l.segs, i+1, i+2)
+		total += a.shown() - before
 	}
+}
+
+// entityCount counts the entities the assistant names in a run of
+// messages, as topEntities does, so that a growing run is counted once.
+type entityCount struct {
+	count map[string]int
+	order []string
+}
+
+func (c *entityCount) add(l *Layout, from, to int) {
+	for i := from; i < to; i++ {
+		if l.msgs[i].Role != RoleAssistant {
+			continue
+		}
+		for _, e := range l.ix.ents[i] {
+			if c.count[e] == 0 {
+				c.order = append(c.order, e)
+			}
+			c.count[e]++
+		}
+	}
+}
+
+// top is topEntities of the run counted: the n counted most, the first
+// counted first among equals, picked without sorting them all.
+func (c *entityCount) top(n int) []string {
+	var out []string
+	for _, e := range c.order {
+		k := len(out)
+		for k > 0 && c.count[out[k-1]] < c.count[e] {
+			k--
+		}
+		if k < n {
+			out = slices.Insert(out, k, e)
+			out = out[:min(len(out), n)]
+		}
+	}
+	return out
 }
 
 // headTail is an excerpt of msgs[from:to] of at most allow tokens. The
