@@ -142,7 +142,7 @@ func TestCLI_Window(t *testing.T) {
 		return "", ""
 	}
 	ref, _ := readmit()
-	e.fail("", 1, "no room in the window", "window", "readmit", ref)
+	e.fail("", 1, "error: reference "+ref+": no room in the window", "window", "readmit", ref)
 	e.ok("", args("window", "open", "--limit", "5000")...)
 	ref, size := readmit()
 	if got := e.ok("", "window", "readmit", ref); !strings.HasPrefix(got, "readmitted ") || !strings.Contains(got, "window s1/claude") {
@@ -151,7 +151,7 @@ func TestCLI_Window(t *testing.T) {
 	if got := e.ok("", args("window", "context")...); strings.Contains(got, ref) || !strings.Contains(got, toolOutput(0)) {
 		t.Errorf("the context after readmitting %s:\n%s", ref, got)
 	}
-	e.fail("", 1, "in the window already", "window", "readmit", ref)
+	e.fail("", 1, "error: reference "+ref+": its messages are in the window already", "window", "readmit", ref)
 	e.fail("", 2, "window readmit takes one reference", "window", "readmit")
 	// What went through the window is searchable.
 	if got := e.ok("", "search", "handler2", "serves", "--session", "s1"); !strings.Contains(got, "handler2 serves requests") {

@@ -793,7 +793,11 @@ func (o *Ops) WindowReadmit(ctx context.Context, in WindowReadmitIn) (AppendOut,
 	}
 	res, err := m.Readmit(ctx, ref.ID)
 	if errors.Is(err, window.ErrNoRoom) || errors.Is(err, window.ErrNotEvicted) {
-		return AppendOut{}, "", &store.ConflictError{What: "reference " + ref.ID, Msg: err.Error()}
+		// The error names the reference already, once or twice: the
+		// conflict says it once.
+		msg := strings.TrimPrefix(err.Error(), "readmit "+ref.ID+" to window "+k.String()+": ")
+		msg = strings.TrimPrefix(msg, "reference "+ref.ID+": ")
+		return AppendOut{}, "", &store.ConflictError{What: "reference " + ref.ID, Msg: msg}
 	}
 	if err != nil {
 		return AppendOut{}, "", windowErr(err)
