@@ -284,9 +284,12 @@ func limitFor(budget int, margin float64) int {
 	return l.Context
 }
 
-// sniffReplay tells a replay's input format from its first line: a run of
-// the trajectories has instance_id and messages; anything else is taken
-// as engram add's records.
+// sniffReplay tells a replay's input format from its first lines: a run
+// of the trajectories has instance_id and messages; messages (a role with
+// blocks, a list of content or tool calls, and none of the fields only
+// engram add's records have) are one of the message formats, which the
+// caller must name, they being too alike to tell apart; anything else is
+// taken as engram add's records.
 func sniffReplay(file string) (string, error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -298,17 +301,36 @@ func sniffReplay(file string) (string, error) {
 		return "", fmt.Errorf("%s: %w", file, err)
 	}
 	format := replayAdd
+	messages, records := false, false
 	err = eachJSONLine(r, 1<<30, func(n int, line []byte, _ error) bool {
 		var obj map[string]json.RawMessage
-		if json.Unmarshal(line, &obj) == nil {
-			_, id := obj["instance_id"]
-			_, msgs := obj["messages"]
-			if id && msgs {
+		if json.Unmarshal(line, &obj) != nil {
+			return n < 50
+		}
+		if _, id := obj["instance_id"]; id && n == 1 {
+			if _, msgs := obj["messages"]; msgs {
 				format = replayTrajectories
+				return false
 			}
 		}
-		return false
+		for _, k := range []string{"session", "agent", "agent_type", "type", "msg_id", "parent", "turn", "content_base64"} {
+			if _, ok := obj[k]; ok {
+				records = true
+			}
+		}
+		_, role := obj["role"]
+		_, blocks := obj["blocks"]
+		_, calls := obj["tool_calls"]
+		_, callID := obj["tool_call_id"]
+		content := bytes.TrimSpace(obj["content"])
+		if role && (blocks || calls || callID || len(content) > 0 && content[0] == '[') {
+			messages = true
+		}
+		return n < 50 && !records
 	})
+	if err == nil && format == replayAdd && messages && !records {
+		return "", usagef("%s holds messages (a role with blocks, a list of content or tool calls), not engram add's records: give --format engram, anthropic or openai", file)
+	}
 	return format, err
 }
 

@@ -367,6 +367,10 @@ func TestCLI_WindowReplay(t *testing.T) {
 	if err := os.WriteFile(msgs, []byte(anth.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Without --format, messages are not taken for engram add's records
+	// (which made a turn of every tool result, silently).
+	e.fail("", 2, "holds messages (a role with blocks, a list of content or tool calls), not engram add's records: give --format",
+		"window", "replay", msgs, "--budget", "2400")
 	out = e.ok("", "window", "replay", msgs, "--format", "anthropic", "--budget", "2400", "--model", "gpt-4o")
 	if !strings.Contains(out, "window replay-chat/replay: ") || !strings.Contains(out, "expands back byte for byte") {
 		t.Errorf("replay of anthropic messages:\n%s", out)
