@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -138,7 +139,7 @@ func (r *RedactRequest) Validate() error {
 	}
 	switch {
 	case len(r.Text) < MinRedactBytes:
-		errs = append(errs, &ValidationError{Field: "text", Msg: fmt.Sprintf("is %d bytes; at least %d are needed, or it matches too much by accident", len(r.Text), MinRedactBytes)})
+		errs = append(errs, &ValidationError{Field: "text", Msg: fmt.Sprintf("is %s; at least %d are needed, or it matches too much by accident", plural(len(r.Text), "byte"), MinRedactBytes)})
 	case len(bytes.TrimSpace(r.Text)) == 0:
 		errs = append(errs, &ValidationError{Field: "text", Msg: "is only white space"})
 	case strings.Contains(r.Marker, string(r.Text)):
@@ -284,4 +285,27 @@ type AuditRecord struct {
 	Action  string
 	Targets []string
 	Counts  Counts
+}
+
+// plural is "1 byte", "2 bytes".
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+// KeysError is a redaction's refusal of a string that is part of
+// identifiers (found says which kinds: "a session id", "a file path"):
+// keys, which other rows and processes hold, cannot be rewritten. It
+// says what to do instead, and names no identifier: they hold the string.
+func KeysError(found []string) *ValidationError {
+	msg := fmt.Sprintf("is part of %s, which are keys and cannot be rewritten: forget what they name instead (engram forget session or entry)",
+		strings.Join(found, ", "))
+	if slices.Contains(found, "a file path") {
+		// The current version of a file cannot be forgotten: the next
+		// index would store it again.
+		msg += "; for a file, rename it or leave it out of the index (.gitignore) and run engram index, then forget its old versions (engram forget entry)"
+	}
+	return &ValidationError{Field: "text", Msg: msg}
 }

@@ -214,9 +214,7 @@ func (r *redaction) checkIdentifiers() error {
 		}
 	}
 	if len(found) > 0 {
-		return &store.ValidationError{Field: "text", Msg: fmt.Sprintf(
-			"is part of %s, which are keys and cannot be rewritten: forget what they name instead (engram forget session or entry)",
-			strings.Join(found, ", "))}
+		return store.KeysError(found)
 	}
 	return nil
 }

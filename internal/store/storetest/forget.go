@@ -833,4 +833,13 @@ func testRedactEscaped(t *testing.T, s store.Store) {
 			t.Errorf("entry %s is no longer JSON: %s", e.ID[:8], e.Content)
 		}
 	}
+	// A string that is part of an id is refused, saying what to do and
+	// naming no id.
+	put(t, s, Entry("sess-Qx7Leak", "a", store.Note, "a note"))
+	_, err = s.Redact(ctx, store.RedactRequest{Text: []byte("Qx7Leak"), Actor: actor, Rechunk: Rechunk})
+	var ve *store.ValidationError
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "is part of a session id") || !strings.Contains(err.Error(), "engram forget session") ||
+		strings.Contains(err.Error(), "sess-") {
+		t.Errorf("a string in a session id: %v", err)
+	}
 }
