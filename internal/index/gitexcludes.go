@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,7 +146,9 @@ func parseGitConfig(data []byte, fn func(section, sub, key, value string, hasVal
 			continue
 		}
 		var v strings.Builder
-		raw, quoted, pending := rest[1:], false, ""
+		// started: something of the value came (a quote opens it too),
+		// after which blanks outside quotes are kept if more follows.
+		raw, quoted, pending, started := rest[1:], false, "", false
 		for {
 			cont := false
 			for k := 0; k < len(raw); k++ {
@@ -154,7 +157,7 @@ func parseGitConfig(data []byte, fn func(section, sub, key, value string, hasVal
 				case c == '\\' && k+1 < len(raw):
 					k++
 					v.WriteString(pending)
-					pending = ""
+					pending, started = "", true
 					switch raw[k] {
 					case 'n':
 						v.WriteByte('\n')
@@ -169,15 +172,17 @@ func parseGitConfig(data []byte, fn func(section, sub, key, value string, hasVal
 					cont = true // a backslash ends the line: it goes on
 				case c == '"':
 					v.WriteString(pending)
-					pending = ""
+					pending, started = "", true
 					quoted = !quoted
 				case !quoted && (c == '#' || c == ';'):
 					k = len(raw)
 				case !quoted && (c == ' ' || c == '\t'):
-					pending += string(c) // kept only if something follows
+					if started {
+						pending += string(c) // kept only if something follows
+					}
 				default:
 					v.WriteString(pending)
-					pending = ""
+					pending, started = "", true
 					v.WriteByte(c)
 				}
 			}
@@ -187,7 +192,7 @@ func parseGitConfig(data []byte, fn func(section, sub, key, value string, hasVal
 			i++
 			raw = lines[i]
 		}
-		if !fn(section, sub, key, strings.TrimLeft(v.String(), " \t"), true) {
+		if !fn(section, sub, key, v.String(), true) {
 			return
 		}
 	}
@@ -195,20 +200,24 @@ func parseGitConfig(data []byte, fn func(section, sub, key, value string, hasVal
 
 // parseSectionHeader reads what is between a section header's brackets:
 // `core`, `includeIf "gitdir:~/work/"` (a subsection, kept as written) or
-// the old `branch.main` (lower-cased).
+// the old `branch.main` (lower-cased). A subsection given empty (`core ""`,
+// `core.`) is one still, as git reads it: emptySub names it.
 func parseSectionHeader(h string) (section, sub string) {
 	h = strings.TrimSpace(h)
 	if i := strings.IndexAny(h, " \t"); i >= 0 {
 		q := strings.TrimSpace(h[i:])
 		q = strings.TrimSuffix(strings.TrimPrefix(q, `"`), `"`)
 		q = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(q)
-		return strings.ToLower(h[:i]), q
+		return strings.ToLower(h[:i]), cmp.Or(q, emptySub)
 	}
 	if i := strings.IndexByte(h, '.'); i >= 0 {
-		return strings.ToLower(h[:i]), strings.ToLower(h[i+1:])
+		return strings.ToLower(h[:i]), cmp.Or(strings.ToLower(h[i+1:]), emptySub)
 	}
 	return strings.ToLower(h), ""
 }
+
+// emptySub stands for a subsection given empty, which is not none.
+const emptySub = "\x00"
 
 func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'

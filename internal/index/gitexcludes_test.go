@@ -148,6 +148,9 @@ func TestRun_GlobalExcludesOddConfigs(t *testing.T) {
 		"include loop":            {"[include]\n\tpath = ~/.gitconfig\n[core]\n\texcludesFile = ~/ign\n", true},
 		"missing value":           {"[core]\n\texcludesFile\n", false},
 		"another user's home":     {"[core]\n\texcludesFile = ~nobody/ign\n", false},
+		"leading blanks, quoted":  {"[core]\n\texcludesFile = \"  ~/ign\"\n", false}, // not ~/ign
+		"an empty subsection":     {"[core \"\"]\n\texcludesFile = ~/ign\n", false},
+		"an empty old subsection": {"[core.]\n\texcludesFile = ~/ign\n", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			gitHome(t, map[string]string{".gitconfig": c.gitconfig, "ign": "*.local.go\n"})
