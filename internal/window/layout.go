@@ -676,6 +676,9 @@ func (l *Layout) Readmit(from, to int) error { return l.readmit(from, to, true) 
 func (l *Layout) readmitRecorded(from, to int) error { return l.readmit(from, to, false) }
 
 func (l *Layout) readmit(from, to int, keepNewest bool) error {
+	// The counts of joined references are of spans this may split or
+	// restore: they are made again as joins need them.
+	l.joined = nil
 	i := slices.IndexFunc(l.segs, func(s Segment) bool { return s.Kind != Kept && s.From == from && s.To == to })
 	if i < 0 {
 		return fmt.Errorf("%w: messages %d to %d are not under one reference of the window", ErrInvalid, from+1, to)
@@ -795,6 +798,8 @@ func (l *Layout) clipPass(s *Segment) int {
 	switch {
 	case l.evictable(s) && s.To < len(l.msgs):
 		return 0
+	case l.evictable(s):
+		return 2 // the newest message's, though it starts with a system message
 	case l.msgs[s.From].Role == RoleSystem:
 		return 3
 	}
