@@ -527,14 +527,25 @@ type purgingStore struct {
 	store.Store
 	armed  atomic.Bool
 	redact func()
+	// onSummaries: the redaction runs after the turn reads its window's
+	// summaries, not its head.
+	onSummaries bool
 }
 
 func (s *purgingStore) Window(ctx context.Context, key store.WindowKey) (store.Window, error) {
 	w, err := s.Store.Window(ctx, key)
-	if s.armed.CompareAndSwap(true, false) {
+	if !s.onSummaries && s.armed.CompareAndSwap(true, false) {
 		s.redact()
 	}
 	return w, err
+}
+
+func (s *purgingStore) WindowSummaries(ctx context.Context, key store.WindowKey) (int64, []store.WindowSummary, error) {
+	epoch, sums, err := s.Store.WindowSummaries(ctx, key)
+	if s.onSummaries && s.armed.CompareAndSwap(true, false) {
+		s.redact()
+	}
+	return epoch, sums, err
 }
 
 // TestRollingSummaries_RedactedMidTurn: a redaction that runs while a turn
@@ -593,6 +604,75 @@ func TestRollingSummaries_RedactedMidTurn(t *testing.T) {
 	for _, s := range assemble.CachedSummaries(a, key) {
 		if strings.Contains(s.Text, secret) {
 			t.Errorf("after the turn during the redaction, a summary the Assembler keeps holds the string: %q", s.Text)
+			break
+		}
+	}
+	_, stored, err := eng.Store().WindowSummaries(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stored {
+		if strings.Contains(s.Text, secret) {
+			t.Errorf("after the turn during the redaction, a stored summary holds the string: %q", s.Text)
+			break
+		}
+	}
+}
+
+// TestRollingSummaries_RedactedBeforeTheirWrite: summaries made from what
+// a turn read before a redaction are not written after it, where the next
+// turn would find them by their digest (of entry IDs, which a redaction
+// keeps) and send the string again.
+func TestRollingSummaries_RedactedBeforeTheirWrite(t *testing.T) {
+	ctx := context.Background()
+	const secret, marker = "zebra", "horse"
+	st := &purgingStore{Store: sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{}), onSummaries: true}
+	eng, err := engine.New(st, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &assemble.Assembler{Engine: eng, Windows: window.NewManager(eng, cat)}
+	t.Cleanup(a.Wait)
+	st.redact = func() {
+		if _, err := eng.Redact(ctx, engine.RedactRequest{Text: []byte(secret), Marker: marker, Actor: "test"}); err != nil {
+			t.Error(err)
+		}
+	}
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 1500, Output: 100, Safety: 50}); err != nil {
+		t.Fatal(err)
+	}
+	conv := conversation(60)
+	for i := range conv {
+		if conv[i].Role == window.RoleAssistant && conv[i].Blocks[0].Type == window.BlockText {
+			conv[i].Blocks[0].Text += " The deploy password is " + secret + "."
+		}
+	}
+	if _, err := a.Windows.Append(ctx, key, conv); err != nil {
+		t.Fatal(err)
+	}
+	st.armed.Store(true) // the first turn's read of its summaries: none yet
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.armed.Load() {
+		t.Fatal("the redaction did not run during the turn")
+	}
+	if strings.Contains(fmt.Sprint(turn.Messages), secret) {
+		t.Error("the turn shows the string")
+	}
+	_, stored, err := eng.Store().WindowSummaries(ctx, key)
+	if err != nil || len(stored) == 0 {
+		t.Fatalf("no summary stored (%v): the test shows nothing", err)
+	}
+	for _, s := range stored {
+		if strings.Contains(s.Text, secret) {
+			t.Errorf("a stored summary holds the string: %q", s.Text)
 			break
 		}
 	}

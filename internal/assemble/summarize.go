@@ -138,7 +138,10 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 			ch := chunks[i]
 			jobs = append(jobs, summaryJob{enc: c.enc, sum: out[i], msgs: slices.Clone(c.msgs[ch[0]:ch[1]]), budget: chunkBudget(c.whole(ch[0], ch[1]))})
 		}
-		a.summarizeLater(c.key, epoch, jobs)
+		if a.unpurged(ctx, c.purges) {
+			// Not messages a purge may have removed since: to the model.
+			a.summarizeLater(c.key, epoch, c.purges, jobs)
+		}
 		return out, nil
 	}
 	var put []store.WindowSummary
@@ -146,6 +149,11 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 		put = append(put, out[i])
 	}
 	a.forgetSummaries(c.key)
+	if !a.unpurged(ctx, c.purges) {
+		// Made from what a forget or a redaction may have removed since:
+		// shown this turn (which Assemble lays out again), never kept.
+		return out, nil
+	}
 	// Extractive summaries are a function of the chunks' messages (their
 	// digest names them): derived data, written without waiting for the
 	// disk (store.Derived); a model's, which cost a call, are synced.
@@ -276,7 +284,7 @@ type summaryJob struct {
 // summaries are still at epoch. A summary the model fails to make (a
 // timeout, an unusable answer) is written extractive, and the failure is
 // reported by the window's next turns.
-func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, jobs []summaryJob) {
+func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, purges uint64, jobs []summaryJob) {
 	a.mu.Lock()
 	if a.pending == nil {
 		a.pending = map[store.WindowKey]bool{}
@@ -323,6 +331,9 @@ func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, jobs []summ
 		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		defer a.forgetSummaries(key)
+		if !a.unpurged(wctx, purges) {
+			return // made from what a purge may have removed
+		}
 		if _, err := a.Engine.Store().PutWindowSummaries(wctx, key, epoch, put); err != nil {
 			a.logger().Info("rolling summaries not written", "window", key.String(), "err", err)
 		}
@@ -416,4 +427,14 @@ Start with a one-sentence overview, then the bullet points.`, budget, budget*7/2
 		return "", fmt.Errorf("%w: %v", llm.ErrBadAnswer, err)
 	}
 	return out.Summary, nil
+}
+
+// unpurged reports whether the store's purge count is still n, the one a
+// summary's messages were read at: a summary made from what a forget or
+// a redaction removed since must not be written, where the next turn
+// would find it by its digest (of entry IDs, which a redaction keeps).
+// An error reading the count says no.
+func (a *Assembler) unpurged(ctx context.Context, n uint64) bool {
+	m, err := a.Engine.Store().Purges(ctx)
+	return err == nil && m == n
 }

@@ -697,9 +697,9 @@ func (r *redaction) windows() error {
 				return err
 			}
 			r.counts.Summaries += n
-			if n > 0 {
-				changed[it.key] = true
-			}
+			// Its message changed: a window laid out from its ledger
+			// before (and kept, by version) shows it as it was.
+			changed[it.key] = true
 		}
 	}
 	// A summary may hold the string though none of its items does now
