@@ -313,10 +313,15 @@ func sniffReplay(file string) (string, error) {
 				return false
 			}
 		}
-		for _, k := range []string{"session", "agent", "agent_type", "type", "msg_id", "parent", "turn", "content_base64"} {
+		for _, k := range []string{"session", "agent", "agent_type", "msg_id", "parent", "turn", "content_base64"} {
 			if _, ok := obj[k]; ok {
 				records = true
 			}
+		}
+		// add's type is a content type; an OpenAI Responses item's is not.
+		var typ string
+		if json.Unmarshal(obj["type"], &typ) == nil && store.ContentType(typ).Valid() {
+			records = true
 		}
 		_, role := obj["role"]
 		_, blocks := obj["blocks"]
