@@ -455,17 +455,29 @@ func TestRollingSummaries_Kept(t *testing.T) {
 	}
 }
 
-// TestRollingSummaries_Redacted: after a redaction, the next turn shows
-// the string nowhere: not in the rolling summaries the store kept, nor in
-// those the Assembler had in memory. Before, both quoted it, and every
-// turn after sent it to the model again.
-func TestRollingSummaries_Redacted(t *testing.T) {
+// Redaction tests: a window whose assistant says secret in every
+// answer. The marker counts as many tokens as the string, which leaves the
+// chunks of the history where they were, so that their summaries' digests
+// (of entry IDs, which a redaction keeps) still match.
+const secret, marker = "zebra", "horse"
+
+// secretWindow opens a window over st (a new store if nil) and appends
+// 60 steps whose answers hold secret.
+func secretWindow(t *testing.T, st store.Store) (*assemble.Assembler, store.WindowKey) {
+	t.Helper()
 	ctx := context.Background()
-	// A marker that counts as many tokens as the string leaves the
-	// chunks of the history where they were, so that their summaries'
-	// digests (of entry IDs, which a redaction keeps) still match.
-	const secret, marker = "zebra", "horse"
-	a := assembler(t)
+	if st == nil {
+		st = sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
+	}
+	eng, err := engine.New(st, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &assemble.Assembler{Engine: eng, Windows: window.NewManager(eng, cat)}
 	t.Cleanup(a.Wait)
 	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
 	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 1500, Output: 100, Safety: 50}); err != nil {
@@ -480,6 +492,45 @@ func TestRollingSummaries_Redacted(t *testing.T) {
 	if _, err := a.Windows.Append(ctx, key, conv); err != nil {
 		t.Fatal(err)
 	}
+	return a, key
+}
+
+// redactSecret redacts secret with marker.
+func redactSecret(t *testing.T, a *assemble.Assembler) {
+	t.Helper()
+	if _, err := a.Engine.Redact(context.Background(), engine.RedactRequest{Text: []byte(secret), Marker: marker, Actor: "test"}); err != nil {
+		t.Error(err)
+	}
+}
+
+// checkNoSecret fails t if the turn, the window's stored summaries or
+// those the Assembler keeps hold secret.
+func checkNoSecret(t *testing.T, a *assemble.Assembler, key store.WindowKey, turn assemble.Turn) {
+	t.Helper()
+	if strings.Contains(fmt.Sprint(turn.Messages), secret) {
+		t.Errorf("the turn shows the string (summaries: %+v)", turn.History.Summaries)
+	}
+	_, stored, err := a.Engine.Store().WindowSummaries(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, sums := range map[string][]store.WindowSummary{"stored": stored, "the Assembler keeps": assemble.CachedSummaries(a, key)} {
+		for _, s := range sums {
+			if strings.Contains(s.Text, secret) {
+				t.Errorf("a summary %s holds the string: %q", where, s.Text)
+				break
+			}
+		}
+	}
+}
+
+// TestRollingSummaries_Redacted: after a redaction, the next turn shows
+// the string nowhere: not in the rolling summaries the store kept, nor in
+// those the Assembler had in memory. Before, both quoted it, and every
+// turn after sent it to the model again.
+func TestRollingSummaries_Redacted(t *testing.T) {
+	ctx := context.Background()
+	a, key := secretWindow(t, nil)
 	turn := func() assemble.Turn {
 		t.Helper()
 		tr, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
@@ -496,40 +547,18 @@ func TestRollingSummaries_Redacted(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(sums, func(s store.WindowSummary) bool { return strings.Contains(s.Text, secret) }) {
 		t.Fatalf("no stored summary quotes the string (%d summaries, %v): the test shows nothing", len(sums), err)
 	}
-	if _, err := a.Engine.Redact(ctx, engine.RedactRequest{Text: []byte(secret), Marker: marker, Actor: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	if tr := turn(); strings.Contains(fmt.Sprint(tr.Messages), secret) {
-		t.Errorf("the turn after the redaction shows the string (summaries: %+v)", tr.History.Summaries)
-	}
-	_, sums, err = a.Engine.Store().WindowSummaries(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sums {
-		if strings.Contains(s.Text, secret) {
-			t.Errorf("a summary made after the redaction holds the string: %q", s.Text)
-		}
-	}
-	// What the turn used: the summaries this Assembler had in memory
-	// would have quoted it.
-	for _, s := range assemble.CachedSummaries(a, key) {
-		if strings.Contains(s.Text, secret) {
-			t.Errorf("a summary the Assembler keeps holds the string: %q", s.Text)
-			break
-		}
-	}
+	redactSecret(t, a)
+	checkNoSecret(t, a, key, turn())
 }
 
 // purgingStore runs a redaction in the middle of the next turn, once
-// armed: after the turn has read its window's head.
+// armed: after the turn has read its window's head, or with onSummaries
+// its summaries.
 type purgingStore struct {
 	store.Store
-	armed  atomic.Bool
-	redact func()
-	// onSummaries: the redaction runs after the turn reads its window's
-	// summaries, not its head.
+	armed       atomic.Bool
 	onSummaries bool
+	redact      func()
 }
 
 func (s *purgingStore) Window(ctx context.Context, key store.WindowKey) (store.Window, error) {
@@ -554,36 +583,9 @@ func (s *purgingStore) WindowSummaries(ctx context.Context, key store.WindowKey)
 // went on with what it had read, and kept it.
 func TestRollingSummaries_RedactedMidTurn(t *testing.T) {
 	ctx := context.Background()
-	const secret, marker = "zebra", "horse"
 	st := &purgingStore{Store: sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})}
-	eng, err := engine.New(st, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &assemble.Assembler{Engine: eng, Windows: window.NewManager(eng, cat)}
-	t.Cleanup(a.Wait)
-	st.redact = func() {
-		if _, err := eng.Redact(ctx, engine.RedactRequest{Text: []byte(secret), Marker: marker, Actor: "test"}); err != nil {
-			t.Error(err)
-		}
-	}
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 1500, Output: 100, Safety: 50}); err != nil {
-		t.Fatal(err)
-	}
-	conv := conversation(60)
-	for i := range conv {
-		if conv[i].Role == window.RoleAssistant && conv[i].Blocks[0].Type == window.BlockText {
-			conv[i].Blocks[0].Text += " The deploy password is " + secret + "."
-		}
-	}
-	if _, err := a.Windows.Append(ctx, key, conv); err != nil {
-		t.Fatal(err)
-	}
+	a, key := secretWindow(t, st)
+	st.redact = func() { redactSecret(t, a) }
 	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"}); err != nil {
 		t.Fatal(err)
 	}
@@ -598,82 +600,28 @@ func TestRollingSummaries_RedactedMidTurn(t *testing.T) {
 	if st.armed.Load() {
 		t.Fatal("the redaction did not run during the turn")
 	}
-	if strings.Contains(fmt.Sprint(turn.Messages), secret) {
-		t.Error("the turn during the redaction shows the string")
-	}
-	for _, s := range assemble.CachedSummaries(a, key) {
-		if strings.Contains(s.Text, secret) {
-			t.Errorf("after the turn during the redaction, a summary the Assembler keeps holds the string: %q", s.Text)
-			break
-		}
-	}
-	_, stored, err := eng.Store().WindowSummaries(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range stored {
-		if strings.Contains(s.Text, secret) {
-			t.Errorf("after the turn during the redaction, a stored summary holds the string: %q", s.Text)
-			break
-		}
-	}
+	checkNoSecret(t, a, key, turn)
 }
 
 // TestRollingSummaries_RedactedBeforeTheirWrite: summaries made from what
 // a turn read before a redaction are not written after it, where the next
 // turn would find them by their digest (of entry IDs, which a redaction
-// keeps) and send the string again.
+// keeps) and send the string again; and the window whose messages the
+// redaction rewrote is laid out again.
 func TestRollingSummaries_RedactedBeforeTheirWrite(t *testing.T) {
-	ctx := context.Background()
-	const secret, marker = "zebra", "horse"
 	st := &purgingStore{Store: sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{}), onSummaries: true}
-	eng, err := engine.New(st, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &assemble.Assembler{Engine: eng, Windows: window.NewManager(eng, cat)}
-	t.Cleanup(a.Wait)
-	st.redact = func() {
-		if _, err := eng.Redact(ctx, engine.RedactRequest{Text: []byte(secret), Marker: marker, Actor: "test"}); err != nil {
-			t.Error(err)
-		}
-	}
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 1500, Output: 100, Safety: 50}); err != nil {
-		t.Fatal(err)
-	}
-	conv := conversation(60)
-	for i := range conv {
-		if conv[i].Role == window.RoleAssistant && conv[i].Blocks[0].Type == window.BlockText {
-			conv[i].Blocks[0].Text += " The deploy password is " + secret + "."
-		}
-	}
-	if _, err := a.Windows.Append(ctx, key, conv); err != nil {
-		t.Fatal(err)
-	}
+	a, key := secretWindow(t, st)
+	st.redact = func() { redactSecret(t, a) }
 	st.armed.Store(true) // the first turn's read of its summaries: none yet
-	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	turn, err := a.Assemble(context.Background(), assemble.Request{Key: key, Message: "And now?"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.armed.Load() {
 		t.Fatal("the redaction did not run during the turn")
 	}
-	if strings.Contains(fmt.Sprint(turn.Messages), secret) {
-		t.Error("the turn shows the string")
-	}
-	_, stored, err := eng.Store().WindowSummaries(ctx, key)
-	if err != nil || len(stored) == 0 {
+	if _, stored, err := a.Engine.Store().WindowSummaries(context.Background(), key); err != nil || len(stored) == 0 {
 		t.Fatalf("no summary stored (%v): the test shows nothing", err)
 	}
-	for _, s := range stored {
-		if strings.Contains(s.Text, secret) {
-			t.Errorf("a stored summary holds the string: %q", s.Text)
-			break
-		}
-	}
+	checkNoSecret(t, a, key, turn)
 }
