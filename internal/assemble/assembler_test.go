@@ -23,7 +23,13 @@ import (
 
 func assembler(t testing.TB) *assemble.Assembler {
 	t.Helper()
-	eng, err := engine.New(sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{}), engine.Options{})
+	return assemblerOn(t, sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{}))
+}
+
+// assemblerOn is an Assembler over st.
+func assemblerOn(t testing.TB, st store.Store) *assemble.Assembler {
+	t.Helper()
+	eng, err := engine.New(st, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
 	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
-	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
 )
 
@@ -469,15 +468,7 @@ func secretWindow(t *testing.T, st store.Store) (*assemble.Assembler, store.Wind
 	if st == nil {
 		st = sqlitetest.OpenPath(t, filepath.Join(t.TempDir(), "engram.db"), sqlite.Options{})
 	}
-	eng, err := engine.New(st, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &assemble.Assembler{Engine: eng, Windows: window.NewManager(eng, cat)}
+	a := assemblerOn(t, st)
 	t.Cleanup(a.Wait)
 	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
 	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 1500, Output: 100, Safety: 50}); err != nil {
