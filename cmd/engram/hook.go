@@ -194,12 +194,6 @@ is listed and the rest imported; the exit status is then 1.`,
 			var rep hook.ImportReport
 			var stopped error
 			for _, p := range paths {
-				if _, err := os.Stat(p); err != nil {
-					// Nothing read yet: nothing to go on from.
-					rep.Failed++
-					rep.Problems = append(rep.Problems, hook.ImportProblem{Path: p, Err: (&hook.FileError{Err: err}).Error()})
-					continue
-				}
 				r, err := im.Import(cmd.Context(), p)
 				prog.finish()
 				rep.Add(r)

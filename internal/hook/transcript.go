@@ -743,7 +743,7 @@ func isHarnessText(s string) bool {
 func Paths(root string) (paths []string, problems []ImportProblem, err error) {
 	fi, err := os.Stat(root)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, &FileError{err}
 	}
 	if !fi.IsDir() {
 		return []string{root}, nil, nil

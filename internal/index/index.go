@@ -222,7 +222,7 @@ func Run(ctx context.Context, st store.Store, root string, opts Options) (Summar
 	}
 	sum.Ignored, sum.Errors = found.ignored, found.errors
 	opts.report(Progress{Phase: PhaseScan, Files: len(found.files), Done: len(found.files)})
-	return reconcile(ctx, st, &opts, &sum, start, found.files, keepUnwalked(manifest, found))
+	return reconcile(ctx, st, &opts, &sum, start, found.files, keepUnwalked(manifest, found.files, found.unwalked))
 }
 
 // Update indexes what changed at the given paths (relative to root,
@@ -241,7 +241,7 @@ func Update(ctx context.Context, st store.Store, root string, paths []string, op
 	sum.Root = abs
 	var files []candidate
 	var manifest []store.File
-	var unwalked walkResult
+	var unwalked []string
 	for _, p := range topPaths(paths) {
 		parts := strings.Split(p, "/")
 		found, err := walkPath(ctx, abs, parts, opts.Exclude)
@@ -258,8 +258,7 @@ func Update(ctx context.Context, st store.Store, root string, paths []string, op
 				sum.Errors = append(sum.Errors, e)
 			}
 		}
-		unwalked.files = append(unwalked.files, found.files...)
-		unwalked.unwalked = append(unwalked.unwalked, found.unwalked...)
+		unwalked = append(unwalked, found.unwalked...)
 		// What the manifest holds at p: the file, or everything under it.
 		if f, err := st.File(ctx, p); err == nil {
 			manifest = append(manifest, f)
@@ -272,23 +271,23 @@ func Update(ctx context.Context, st store.Store, root string, paths []string, op
 		}
 		manifest = append(manifest, under...)
 	}
-	return reconcile(ctx, st, &opts, &sum, start, files, keepUnwalked(manifest, unwalked))
+	return reconcile(ctx, st, &opts, &sum, start, files, keepUnwalked(manifest, files, unwalked))
 }
 
 // keepUnwalked leaves out of manifest the records under the directories
-// the walk could not read (found.unwalked), unless the walk found them
-// after all: a directory that cannot be read for a while (its permissions
-// changed) does not make its files deleted from the index.
-func keepUnwalked(manifest []store.File, found walkResult) []store.File {
-	if len(found.unwalked) == 0 {
+// the walk could not read (unwalked), unless the walk found them after
+// all (files): a directory that cannot be read for a while (its
+// permissions changed) does not make its files deleted from the index.
+func keepUnwalked(manifest []store.File, files []candidate, unwalked []string) []store.File {
+	if len(unwalked) == 0 {
 		return manifest
 	}
-	seen := make(map[string]bool, len(found.files))
-	for _, c := range found.files {
+	seen := make(map[string]bool, len(files))
+	for _, c := range files {
 		seen[c.path] = true
 	}
 	under := func(p string) bool {
-		for _, d := range found.unwalked {
+		for _, d := range unwalked {
 			if d == "" || p == d || strings.HasPrefix(p, d+"/") {
 				return true
 			}
