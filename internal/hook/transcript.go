@@ -226,9 +226,6 @@ func (im *Importer) File(ctx context.Context, path string) (ImportReport, error)
 	if err != nil {
 		return rep, &FileError{err}
 	}
-	if !fi.Mode().IsRegular() {
-		return rep, &FileError{errors.New("not a regular file")}
-	}
 	st, err := im.state(ctx, path)
 	if err != nil {
 		return rep, err

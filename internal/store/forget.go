@@ -139,7 +139,7 @@ func (r *RedactRequest) Validate() error {
 	}
 	switch {
 	case len(r.Text) < MinRedactBytes:
-		errs = append(errs, &ValidationError{Field: "text", Msg: fmt.Sprintf("is %s; at least %d are needed, or it matches too much by accident", plural(len(r.Text), "byte"), MinRedactBytes)})
+		errs = append(errs, &ValidationError{Field: "text", Msg: fmt.Sprintf("is too short: at least %d bytes are needed, as a shorter string matches too much by accident", MinRedactBytes)})
 	case len(bytes.TrimSpace(r.Text)) == 0:
 		errs = append(errs, &ValidationError{Field: "text", Msg: "is only white space"})
 	case strings.Contains(r.Marker, string(r.Text)):
@@ -285,14 +285,6 @@ type AuditRecord struct {
 	Action  string
 	Targets []string
 	Counts  Counts
-}
-
-// plural is "1 byte", "2 bytes".
-func plural(n int, unit string) string {
-	if n == 1 {
-		return "1 " + unit
-	}
-	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 // KeysError is a redaction's refusal of a string that is part of
