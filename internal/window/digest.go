@@ -181,5 +181,5 @@ func (l *Layout) excerptOf(lines []lineRef) Excerpt {
 			src = append(src, r.Msg)
 		}
 	}
-	return Excerpt{Text: b.String(), Tokens: l.o.Count(b.String()), Sources: src}
+	return Excerpt{Text: b.String(), Tokens: l.o.Count(b.String()), Sources: src, lines: lines}
 }

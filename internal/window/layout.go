@@ -67,6 +67,9 @@ type Excerpt struct {
 	Tokens int
 	// Sources are the messages quoted, in order.
 	Sources []int
+	// lines are a digest part's lines, in order, so that a
+	// re-admission can take out those of the messages it brings back.
+	lines []lineRef
 }
 
 // MinBudget is the smallest budget a Layout takes: room for a few
@@ -470,6 +473,9 @@ func (l *Layout) evict() {
 	out := make([]Segment, 0, len(l.segs))
 	k := 0
 	evicted, squeeze := false, false
+	// alone are the segments evicted on their own, by their place in
+	// out, as they were before.
+	alone := map[int]Segment{}
 	for i := range l.segs {
 		s := l.segs[i]
 		if s.Kind == Evicted || !l.evictable(&s) {
@@ -489,11 +495,12 @@ func (l *Layout) evict() {
 			out = append(out, s)
 			continue
 		}
-		evicted = true
+		was := s
 		shown -= s.shown()
 		s.Excerpt = Excerpt{}
 		s.Digest = nil
 		if n := len(out); n > 0 && out[n-1].Kind == Evicted && out[n-1].To == s.From && out[n-1].Tokens+s.Tokens <= p.MaxRefTokens {
+			evicted = true
 			prev := &out[n-1]
 			shown -= prev.MarkerTokens
 			prev.To, prev.Tokens = s.To, prev.Tokens+s.Tokens
@@ -504,7 +511,19 @@ func (l *Layout) evict() {
 		s.Kind = Evicted
 		l.mark(&s)
 		shown += s.MarkerTokens
+		alone[len(out)] = was
 		out = append(out, s)
+	}
+	// A segment evicted on its own that no later one joined, and whose
+	// marker is no smaller than what it showed, stays as it was: a reply
+	// of a few words between two prompts the policy preserves took its
+	// marker's 30 tokens, and in a small window pushed it over its budget.
+	for k, was := range alone {
+		if out[k].To == was.To && out[k].shown() >= was.shown() {
+			out[k] = was
+			continue
+		}
+		evicted = true
 	}
 	l.segs = out
 
@@ -622,9 +641,10 @@ func (l *Layout) topEntities(from, to, n int) []string {
 // adjacent references joined past MaxRefTokens (when there are so many
 // that their markers alone overflow), then the newest message's segment
 // and pinned and preserved messages, newest first, then the
-// system prompt, and at last any adjacent markers joined, clipped ones
-// included (when even the markers of what may not be evicted overflow a
-// budget that small). A segment is clipped (shown as a marker with as much of
+// system prompt, then any adjacent markers joined, clipped ones included
+// (when even the markers of what may not be evicted overflow a budget
+// that small), and at last runs joined across what may not be evicted
+// (see joinAcross). A segment is clipped (shown as a marker with as much of
 // its head and tail as fits; a clipped one again, shorter) only when that
 // makes it smaller.
 func (l *Layout) clip() {
@@ -652,6 +672,9 @@ func (l *Layout) clip() {
 			c.Excerpt = l.headTail(c.From, c.To, before-over-c.MarkerTokens)
 			*s = c
 		}
+	}
+	if l.Tokens() > l.o.Budget {
+		l.joinAcross()
 	}
 }
 
@@ -715,6 +738,7 @@ func (l *Layout) readmit(from, to int, keepNewest bool) error {
 			l.segs[j].Digest = append(slices.Clip(l.segs[j].Digest), digest...)
 		}
 	}
+	l.unquote(from, to)
 	l.hold = [2]int{from, to}
 	defer func() { l.hold = [2]int{} }()
 	if n := l.Tokens(); n > l.high() || n > l.o.Budget {
@@ -731,6 +755,32 @@ func (l *Layout) readmit(from, to int, keepNewest bool) error {
 			ErrNoRoom, from+1, to, l.sum(from, to))
 	}
 	return nil
+}
+
+// unquote takes the lines of msgs[from:to], which a re-admission brings
+// back whole, out of the digest: a part left with no line goes. The
+// segments' parts are replaced, not changed, so that a refused
+// re-admission can put back the ones it saved.
+func (l *Layout) unquote(from, to int) {
+	for i := range l.segs {
+		s := &l.segs[i]
+		var parts []Excerpt
+		changed := false
+		for _, e := range s.Digest {
+			lines := slices.DeleteFunc(slices.Clone(e.lines), func(r lineRef) bool { return r.Msg >= from && r.Msg < to })
+			switch {
+			case len(lines) == len(e.lines):
+				parts = append(parts, e)
+				continue
+			case len(lines) > 0:
+				parts = append(parts, l.excerptOf(lines))
+			}
+			changed = true
+		}
+		if changed {
+			s.Digest = parts
+		}
+	}
 }
 
 // newestFrom is the first message of the window's newest unit, which no
@@ -814,40 +864,81 @@ func (l *Layout) clipPass(s *Segment) int {
 // it. Their digest parts stay, in order. With clipped, clipped segments
 // join too, their excerpts dropped.
 //
-// A run of joins into one reference counts its entities as it grows,
-// and the window's tokens by what each join changes: counted again from
-// scratch at every join, a window of a thousand references took seconds,
-// in the write transaction of its append.
+// The window's tokens are counted by what each join changes.
 func (l *Layout) joinRefs(clipped bool) {
 	joins := func(s *Segment) bool { return s.Kind == Evicted || clipped && s.Kind == Clipped }
 	total := l.Tokens()
-	if l.joined == nil {
-		l.joined = map[[2]int]*entityCount{}
-	}
 	for i := 0; i+1 < len(l.segs) && total > l.o.Budget; {
-		a, b := &l.segs[i], &l.segs[i+1]
-		if !joins(a) || !joins(b) || a.To != b.From {
+		if a, b := &l.segs[i], &l.segs[i+1]; !joins(a) || !joins(b) || a.To != b.From {
 			i++
 			continue
 		}
-		ents := l.joined[[2]int{a.From, a.To}]
-		delete(l.joined, [2]int{a.From, a.To})
-		if ents == nil {
-			ents = &entityCount{count: map[string]int{}}
-			ents.add(l, a.From, a.To)
-		}
-		ents.add(l, b.From, b.To)
-		l.joined[[2]int{a.From, b.To}] = ents
-		before := a.shown() + b.shown()
-		a.Kind, a.Excerpt = Evicted, Excerpt{}
-		a.To, a.Tokens = b.To, a.Tokens+b.Tokens
-		a.Digest = append(a.Digest, b.Digest...)
-		m := l.markerOf(a, ents.top(l.o.Policy.MarkerEntities))
-		a.Marker = ctxref.Render(m)
-		a.MarkerTokens = l.o.Count(a.Marker)
-		l.segs = slices.Delete(l.segs, i+1, i+2)
-		total += a.shown() - before
+		total += l.join(i)
 	}
+}
+
+// joinAcross joins runs of segments into one reference, the oldest
+// first, messages that may never go among them, while the window is over
+// its budget: the very last resort, when even what may never go
+// overflows a budget that small with the markers between it (short
+// preserved prompts, each followed by the marker of a short evicted run,
+// which no other pass can join). The system prompt is joined only when
+// joining all after it was not enough; a re-admission's messages and the
+// newest segment never are. Joins that leave the window no smaller are
+// undone.
+func (l *Layout) joinAcross() {
+	first := 0
+	if len(l.segs) > 0 && l.msgs[l.segs[0].From].Role == RoleSystem {
+		first = 1
+	}
+	for ; first >= 0; first-- {
+		total := l.Tokens()
+		saved := slices.Clone(l.segs)
+		start := total
+		for i := first; i+2 < len(l.segs) && total > l.o.Budget; {
+			if l.held(&l.segs[i]) || l.held(&l.segs[i+1]) {
+				i++
+				continue
+			}
+			total += l.join(i)
+		}
+		if total >= start {
+			l.segs = saved
+		}
+		if total <= l.o.Budget {
+			return
+		}
+	}
+}
+
+// join joins segs[i+1] into segs[i], as one reference shown by its
+// marker: their digest parts stay, in order; their excerpts are dropped.
+// It returns what the window shows more (less, when negative).
+//
+// A run of joins into one reference counts its entities as it grows:
+// counted again from scratch at every join, a window of a thousand
+// references took seconds, in the write transaction of its append.
+func (l *Layout) join(i int) int {
+	if l.joined == nil {
+		l.joined = map[[2]int]*entityCount{}
+	}
+	a, b := &l.segs[i], &l.segs[i+1]
+	ents := l.joined[[2]int{a.From, a.To}]
+	delete(l.joined, [2]int{a.From, a.To})
+	if ents == nil {
+		ents = &entityCount{count: map[string]int{}}
+		ents.add(l, a.From, a.To)
+	}
+	ents.add(l, b.From, b.To)
+	l.joined[[2]int{a.From, b.To}] = ents
+	before := a.shown() + b.shown()
+	a.Kind, a.Excerpt = Evicted, Excerpt{}
+	a.To, a.Tokens = b.To, a.Tokens+b.Tokens
+	a.Digest = append(a.Digest, b.Digest...)
+	a.Marker = ctxref.Render(l.markerOf(a, ents.top(l.o.Policy.MarkerEntities)))
+	a.MarkerTokens = l.o.Count(a.Marker)
+	l.segs = slices.Delete(l.segs, i+1, i+2)
+	return a.shown() - before
 }
 
 // entityCount counts the entities the assistant names in a run of

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -110,8 +111,53 @@ func TestLayout_Evict(t *testing.T) {
 		}
 	}
 	ref = l.Segments()[2]
-	if ref.Kind != Evicted || ref.From != 2 || ref.To <= 6 || len(ref.Digest) == 0 || !cmp.Equal(ref.Digest[0], first) {
+	if ref.Kind != Evicted || ref.From != 2 || ref.To <= 6 || len(ref.Digest) == 0 || !cmp.Equal(ref.Digest[0], first, cmp.AllowUnexported(Excerpt{})) {
 		t.Errorf("after a second eviction: %+v", ref)
+	}
+}
+
+// TestLayout_ShortReplies: a policy that preserves the user's prompts,
+// in a small window, over many turns of a prompt and a short reply. A
+// reply is never put under a marker larger than itself; and once the
+// prompts alone overflow the budget, runs of turns are joined under one
+// reference, prompts and all, so that the window stays within its
+// budget and every message is one expansion away.
+func TestLayout_ShortReplies(t *testing.T) {
+	p := PolicyFor("librarian")
+	p.KeepTurns = 1
+	l, err := NewLayout(Options{Policy: p, Budget: 300, Count: o200k.Count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "You are a careful assistant."}}})); err != nil {
+		t.Fatal(err)
+	}
+	for turn := range 40 {
+		prompt := fmt.Sprintf("Please rename the field count%d to total%d in stats.go and run the tests again.", turn, turn)
+		for _, m := range []Message{
+			{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: prompt}}},
+			{Role: RoleAssistant, Blocks: []Block{{Type: BlockText, Text: "Done."}}},
+		} {
+			if err := l.Append(counted(m)); err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("turn %d", turn)
+			checkLayout(t, name, l)
+			for _, s := range l.Segments() {
+				if s.Kind == Evicted && s.Tokens <= s.MarkerTokens {
+					t.Fatalf("%s: messages %d-%d, %d tokens, under a marker of %d", name, s.From, s.To, s.Tokens, s.MarkerTokens)
+				}
+			}
+		}
+	}
+	markers := 0
+	for _, s := range l.Segments() {
+		if s.Kind != Kept {
+			markers++
+		}
+	}
+	if markers > 2 {
+		t.Errorf("%d markers: the turns were not joined", markers)
 	}
 }
 
@@ -258,11 +304,31 @@ func randomWindowConversation(r *rand.Rand, n int) []Message {
 // is part of a message it names, which is not shown whole; and the same
 // messages give the same window.
 func TestLayout_Properties(t *testing.T) {
-	seeds := uint64(80)
+	n := uint64(80)
 	if testing.Short() {
-		seeds = 20
+		n = 20
 	}
-	for seed := range seeds {
+	var seeds []uint64
+	for seed := range n {
+		seeds = append(seeds, seed)
+	}
+	// Seeds found past the first ones: 776 re-admitted messages a digest
+	// part quoted, and kept the part whole; 1051, many preserved prompts
+	// with the markers of short runs between them, went over its budget.
+	seeds = append(seeds, 776, 1051)
+	if s := os.Getenv("ENGRAM_LAYOUT_SEEDS"); s != "" {
+		// A sweep, FROM-TO: go test -run TestLayout_Properties
+		// with ENGRAM_LAYOUT_SEEDS=0-5000.
+		var from, to uint64
+		if _, err := fmt.Sscanf(s, "%d-%d", &from, &to); err != nil {
+			t.Fatalf("ENGRAM_LAYOUT_SEEDS=%q: want FROM-TO", s)
+		}
+		seeds = seeds[:0]
+		for seed := from; seed < to; seed++ {
+			seeds = append(seeds, seed)
+		}
+	}
+	for _, seed := range seeds {
 		r := rand.New(rand.NewPCG(seed, 3))
 		msgs := randomWindowConversation(r, 5+r.IntN(80))
 		budget := []int{300, 800, 2000, 6000}[r.IntN(4)]
