@@ -344,17 +344,22 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 const DefaultRequestTimeout = 2 * time.Minute
 
 // bodyReadTime is how long a request's body has to arrive once its
-// headers have.
-const bodyReadTime = 30 * time.Second
+// headers have (a variable for tests).
+var bodyReadTime = 30 * time.Second
 
 // readBody reads a request's body whole, within the size cap, before the
 // request takes an admission slot: a slot is for work, and a client that
 // sends its body slowly (or never) would hold one, and with a few
 // connections stall the server. A body declared over the cap is refused
-// before any of it is read; the bodies read or held at once are bounded in
-// bytes (Admission), past which a request is overloaded(); a body has
-// bodyReadTime to arrive. done gives the body's bytes back, when the
-// request is over.
+// before any of it is read; the bodies read at once are bounded in bytes
+// (Admission), each taking its room as its bytes arrive, past which a
+// request is overloaded(); a body has bodyReadTime to arrive. done gives
+// the body's bytes back, when the request is over.
+//
+// Room is taken as bytes arrive, not as declared: bodies declared large
+// and never sent (16 connections of an agent's key, each a chunked POST's
+// headers) took the whole budget, and every write on the server was
+// refused.
 func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func()) (done func(), ok bool) {
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
@@ -369,41 +374,65 @@ func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func
 	if r.ContentLength > limit {
 		return tooLarge()
 	}
-	size := r.ContentLength
-	if size < 0 {
-		size = limit // chunked: as much as it may be
-	}
-	done, ok = g.adm.reserveBody(size)
-	if !ok {
-		overloaded()
-		return nil, false
-	}
+	hold := g.adm.holdBody()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTime))
 	var buf bytes.Buffer
-	buf.Grow(int(max(r.ContentLength, 0)))
-	_, err := io.Copy(&buf, http.MaxBytesReader(w, r.Body, limit))
-	_ = rc.SetReadDeadline(time.Time{})
+	buf.Grow(int(min(max(r.ContentLength, 0), bodyStep)))
+	_, err := io.Copy(&buf, &heldReader{r: http.MaxBytesReader(w, r.Body, limit), hold: hold})
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+		r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
+		return hold.release, true
+	}
+	// The body is not read whole: the connection closes after the
+	// answer. The read deadline stays, so that the server's own read of
+	// what is left (before it answers) does not wait for a client that
+	// sends nothing more: with it cleared, a 408 was never sent.
+	hold.release()
+	w.Header().Set("Connection", "close")
 	var mbe *http.MaxBytesError
 	var ne net.Error
 	switch {
-	case err == nil:
-		r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
-		return done, true
+	case errors.Is(err, errNoBodyRoom):
+		overloaded()
+		return nil, false
 	case errors.As(err, &mbe):
-		done()
 		return tooLarge()
 	case errors.As(err, &ne) && ne.Timeout():
-		done()
 		g.refuse(w, r, http.StatusRequestTimeout, "body", "body_incomplete",
 			fmt.Sprintf("the body did not arrive whole in %v (%d bytes read)", bodyReadTime, buf.Len()))
 		return nil, false
 	default:
-		done()
 		g.refuse(w, r, http.StatusBadRequest, "body", "body_incomplete",
 			fmt.Sprintf("the body could not be read whole (%d bytes read): it ended before its length, or its chunked encoding is malformed", buf.Len()))
 		return nil, false
 	}
+}
+
+// bodyStep is the room a body takes at a time among the bodies read at
+// once, as its bytes arrive.
+const bodyStep = 64 << 10
+
+// errNoBodyRoom says that the bodies being read take all the room there
+// is for them.
+var errNoBodyRoom = errors.New("no room among the bodies read at once")
+
+// heldReader reads a body, taking room for its bytes in hold as they
+// arrive; it fails with errNoBodyRoom when there is none.
+type heldReader struct {
+	r    io.Reader
+	hold *bodyHold
+	n    int64
+}
+
+func (h *heldReader) Read(p []byte) (int, error) {
+	k, err := h.r.Read(p)
+	h.n += int64(k)
+	if !h.hold.grow(h.n) {
+		return k, errNoBodyRoom
+	}
+	return k, err
 }
 
 // remoteLoopback reports whether a request's peer address is loopback.
@@ -510,18 +539,38 @@ func (a *Admission) saturated() bool {
 	return len(a.slots) == cap(a.slots) && a.waiting.Load() >= a.queue
 }
 
-// reserveBody takes room for a body of n bytes among those read or held at
-// once; false when there is none now. A body larger than the whole budget
-// takes all of it.
-func (a *Admission) reserveBody(n int64) (release func(), ok bool) {
+// A bodyHold is the room one body takes among the bodies read at once.
+type bodyHold struct {
+	sem          *semaphore.Weighted
+	budget, held int64
+}
+
+// holdBody returns an empty hold for a body about to be read.
+func (a *Admission) holdBody() *bodyHold {
 	a.mu.Lock()
-	sem, budget := a.bodies, a.bodyBudget
-	a.mu.Unlock()
-	n = min(max(n, 1), budget)
-	if !sem.TryAcquire(n) {
-		return nil, false
+	defer a.mu.Unlock()
+	return &bodyHold{sem: a.bodies, budget: a.bodyBudget}
+}
+
+// grow makes the hold room for n bytes in all, in steps of bodyStep;
+// false when there is none now. A body larger than the whole budget
+// takes all of it.
+func (h *bodyHold) grow(n int64) bool {
+	if n <= h.held || h.held >= h.budget {
+		return true
 	}
-	return func() { sem.Release(n) }, true
+	step := min(max(n-h.held, bodyStep), h.budget-h.held)
+	if !h.sem.TryAcquire(step) {
+		return false
+	}
+	h.held += step
+	return true
+}
+
+// release gives the hold's room back.
+func (h *bodyHold) release() {
+	h.sem.Release(h.held)
+	h.held = 0
 }
 
 // allowBodies makes room among the bodies read at once for twice what the

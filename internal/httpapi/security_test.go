@@ -428,6 +428,26 @@ func TestSlowBody(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "over 1024 bytes") {
 		t.Errorf("a body declared over the cap: HTTP %d %s", resp.StatusCode, b)
 	}
+	// Never whole: the 408 comes when the body's time is up, and the
+	// connection closes (the server's read of the rest waited for good).
+	defer func(d time.Duration) { bodyReadTime = d }(bodyReadTime)
+	bodyReadTime = 300 * time.Millisecond
+	c3 := send(head(100) + `{"messages":[`)
+	defer func() { _ = c3.Close() }()
+	_ = c3.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c3)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("a body never sent whole: no answer: %v", err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive whole") {
+		t.Errorf("a body never sent whole: HTTP %d %s", resp.StatusCode, b)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the 408 the connection stays open: %v", err)
+	}
+
 	// Cut off: the client ends its half of the connection mid-body.
 	c2 := send(head(100) + `{"messages":[`)
 	defer func() { _ = c2.Close() }()
@@ -441,6 +461,55 @@ func TestSlowBody(t *testing.T) {
 	b, _ = io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "ended before its length") || strings.Contains(string(b), "tcp") {
 		t.Errorf("a body cut off: HTTP %d %s", resp.StatusCode, b)
+	}
+}
+
+// reserveBody takes room for a body of n bytes at once; false when there
+// is none now.
+func (a *Admission) reserveBody(n int64) (release func(), ok bool) {
+	h := a.holdBody()
+	if !h.grow(max(n, 1)) {
+		return nil, false
+	}
+	return h.release, true
+}
+
+// TestBodyBudget_Declared: bodies declared and not sent take no room
+// among the bodies read at once: connections that send a POST's headers
+// (chunked, or declaring the largest body) and nothing more do not keep
+// other writes out.
+func TestBodyBudget_Declared(t *testing.T) {
+	adm := NewAdmission(1, -1, time.Second)
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, Admission: adm}))
+	defer srv.Close()
+	for k := range 4 {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		length := "Transfer-Encoding: chunked"
+		if k%2 == 1 {
+			length = fmt.Sprintf("Content-Length: %d", MaxBodyBytes)
+		}
+		if _, err := fmt.Fprintf(c, "POST /v1/retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\n%s\r\n\r\n", tok, length); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Give the server the time to read the headers, and take room for
+	// the bodies if it were to: room for all of the budget is found
+	// while it does not.
+	for range 10 {
+		time.Sleep(50 * time.Millisecond)
+		hold, ok := adm.reserveBody(adm.bodyBudget)
+		if !ok {
+			t.Fatal("four bodies declared and not sent took room among the bodies read at once")
+		}
+		hold()
+	}
+	if st, _, b := raw(t, "POST", srv.URL+"/v1/retrieve", `{"query":"x"}`, withToken("Content-Type", "application/json")...); st != 200 {
+		t.Errorf("with four bodies declared and not sent: HTTP %d %s", st, b)
 	}
 }
 
