@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -613,34 +611,52 @@ func (a *Admission) acquire(ctx context.Context) (release func(), ok bool) {
 func (a *Admission) retryAfter() time.Duration { return max(time.Second, a.wait/2) }
 
 // mcpSessions counts the MCP sessions open over HTTP, to refuse new ones
-// past a cap.
+// past a cap: max in all, max/16 (at least one) with one agent's key, and
+// three quarters of max with agents' keys together, so that one agent,
+// or all of them, cannot lock the operator out (254 sessions opened with
+// one agent's key did).
 type mcpSessions struct {
 	max     int
 	metrics *metrics.Metrics
 	mu      sync.Mutex
-	open    map[string]*mcp.ServerSession
+	open    map[string]mcpSession
+	each    map[string]int // sessions open by credential (principal.id)
+	agents  int            // sessions open with agents' keys
+}
+
+type mcpSession struct {
+	ss  *mcp.ServerSession
+	who string
 }
 
 // closeAll ends every session (the server is shutting down): their
 // streams end with them.
 func (m *mcpSessions) closeAll() {
 	m.mu.Lock()
-	open := slices.Collect(maps.Values(m.open))
+	var open []*mcp.ServerSession
+	for _, s := range m.open {
+		open = append(open, s.ss)
+	}
 	m.mu.Unlock()
 	for _, ss := range open {
 		_ = ss.Close()
 	}
 }
 
-// track counts ss until it ends.
-func (m *mcpSessions) track(ss *mcp.ServerSession) {
+// track counts ss, opened by credential who, until it ends.
+func (m *mcpSessions) track(ss *mcp.ServerSession, who string) {
 	id := ss.ID()
+	agent := strings.HasPrefix(who, "agent:")
 	m.mu.Lock()
-	if m.open[id] != nil {
+	if _, ok := m.open[id]; ok {
 		m.mu.Unlock()
 		return
 	}
-	m.open[id] = ss
+	m.open[id] = mcpSession{ss: ss, who: who}
+	m.each[who]++
+	if agent {
+		m.agents++
+	}
 	n := len(m.open)
 	m.mu.Unlock()
 	m.metrics.MCPSessions(n)
@@ -648,16 +664,36 @@ func (m *mcpSessions) track(ss *mcp.ServerSession) {
 		_ = ss.Wait()
 		m.mu.Lock()
 		delete(m.open, id)
+		if m.each[who]--; m.each[who] <= 0 {
+			delete(m.each, who)
+		}
+		if agent {
+			m.agents--
+		}
 		n := len(m.open)
 		m.mu.Unlock()
 		m.metrics.MCPSessions(n)
 	}()
 }
 
-func (m *mcpSessions) full() bool {
+// full says why credential who may open no new session now; "" when it
+// may.
+func (m *mcpSessions) full(who string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.open) >= m.max
+	if len(m.open) >= m.max {
+		return fmt.Sprintf("%d MCP sessions are open, the most this server keeps", m.max)
+	}
+	if !strings.HasPrefix(who, "agent:") {
+		return ""
+	}
+	if each := max(1, m.max/16); m.each[who] >= each {
+		return fmt.Sprintf("%d MCP sessions are open with this agent's key, the most one keeps", each)
+	}
+	if all := m.max * 3 / 4; m.agents >= all {
+		return fmt.Sprintf("%d MCP sessions are open with agents' keys, the most they keep together", all)
+	}
+	return ""
 }
 
 // mcp returns the MCP endpoint behind the checks particular to it: an
@@ -683,11 +719,12 @@ func (g *guard) mcp(next http.Handler, sessions *mcpSessions) http.Handler {
 				return
 			}
 		}
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && sessions.full() {
-			w.Header().Set("Retry-After", "60")
-			g.refuse(w, r, http.StatusServiceUnavailable, "mcp_sessions", "overloaded",
-				fmt.Sprintf("%d MCP sessions are open, the most this server keeps: close one (DELETE) or retry later", sessions.max))
-			return
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			if why := sessions.full(p.id()); why != "" {
+				w.Header().Set("Retry-After", "60")
+				g.refuse(w, r, http.StatusServiceUnavailable, "mcp_sessions", "overloaded", why+": close one (DELETE) or retry later")
+				return
+			}
 		}
 		if r.Header.Get("Authorization") == "" {
 			next.ServeHTTP(w, r) // a trusted loopback caller: no token to bind the session to

@@ -368,6 +368,39 @@ func TestMCPSessionBounds(t *testing.T) {
 	}
 	_ = open[1].Close()
 
+	// One agent's key opens at most max/16 sessions, agents' keys together
+	// three quarters of max: the operator still gets in.
+	bounded := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, MaxMCPSessions: 32}))
+	defer bounded.Close()
+	var agents []*mcp.ClientSession
+	defer func() {
+		for _, cs := range agents {
+			_ = cs.Close()
+		}
+	}()
+	for k := range 13 {
+		key := map[string]string{"Authorization": "Bearer " + agentKey(t, bounded.URL, fmt.Sprintf("s%d", k), fmt.Sprintf("a%d", k))}
+		for n := range 3 {
+			cs, err := connect(t, bounded.URL, key)
+			switch {
+			case n < 2 && k < 12 && err != nil:
+				t.Fatalf("agent %d's session %d: %v", k, n+1, err)
+			case n < 2 && k < 12:
+				agents = append(agents, cs)
+			case err == nil:
+				_ = cs.Close()
+				t.Fatalf("agent %d opened session %d, past its own bound or the agents'", k, n+1)
+			}
+		}
+	}
+	for range 8 {
+		cs, err := connect(t, bounded.URL, hdr)
+		if err != nil {
+			t.Fatalf("the operator, with 24 of 32 sessions taken by agents: %v", err)
+		}
+		agents = append(agents, cs)
+	}
+
 	// An idle session is closed.
 	idle := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, MCPSessionIdle: 200 * time.Millisecond}))
 	defer idle.Close()

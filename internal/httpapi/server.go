@@ -145,16 +145,17 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": opts.Version, "store": "ok"})
 	})
-	sessions := &mcpSessions{max: opts.MaxMCPSessions, metrics: opts.Metrics, open: map[string]*mcp.ServerSession{}}
+	sessions := &mcpSessions{max: opts.MaxMCPSessions, metrics: opts.Metrics, open: map[string]mcpSession{}, each: map[string]int{}}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		session := firstOf(r.Header.Get("X-Engram-Session"), r.URL.Query().Get("session"))
 		agent := firstOf(r.Header.Get("X-Engram-Agent"), r.URL.Query().Get("agent"))
-		if p, _ := principalOf(r.Context()); p.agent != nil {
+		p, _ := principalOf(r.Context())
+		if p.agent != nil {
 			session, agent = p.agent.Session(), p.agent.Agent().ID
 		}
 		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent,
 			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log, Windows: opts.Windows,
-			OnInitialize: sessions.track}).MCP()
+			OnInitialize: func(ss *mcp.ServerSession) { sessions.track(ss, p.id()) }}).MCP()
 	}, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: opts.MCPSessionIdle, MaxRequestBodyBytes: opts.MaxBodyBytes})
 	mux.Handle("/mcp", g.wrap(limitBody(g.mcp(mcpHandler, sessions), opts.MaxBodyBytes), func(r *http.Request) bool {
 		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
