@@ -11,7 +11,9 @@ import (
 
 // Resolve returns the entry ID that target names: an indexed file (its
 // current version, or the given version), else an entry ID or a prefix of
-// one (at least store.MinPrefix hex digits).
+// one (at least store.MinPrefix hex digits). A target that names nothing
+// with content (no such file, version or entry; a file the indexer
+// skipped) is store.ErrNotFound; a deleted file a DeletedError.
 func (e *Engine) Resolve(ctx context.Context, target string, version int) (string, error) {
 	st := e.st
 	path := strings.TrimPrefix(target, "./")
@@ -21,7 +23,7 @@ func (e *Engine) Resolve(ctx context.Context, target string, version int) (strin
 	case !errors.Is(err, store.ErrNotFound):
 		return "", err
 	case version > 0:
-		return "", fmt.Errorf("%s is not an indexed file: a version needs one", target)
+		return "", fmt.Errorf("%s is not an indexed file: a version needs one: %w", target, store.ErrNotFound)
 	default:
 		id, err := st.ResolveID(ctx, target)
 		var ve *store.ValidationError
@@ -40,7 +42,7 @@ func (e *Engine) Resolve(ctx context.Context, target string, version int) (strin
 				return v.EntryID, nil
 			}
 		}
-		return "", fmt.Errorf("%s has versions 1 to %d, not %d", path, len(vs), version)
+		return "", fmt.Errorf("%s has versions 1 to %d, not %d: %w", path, len(vs), version, store.ErrNotFound)
 	}
 	switch f.State {
 	case store.FileCurrent:
@@ -48,7 +50,9 @@ func (e *Engine) Resolve(ctx context.Context, target string, version int) (strin
 	case store.FileDeleted:
 		return "", &DeletedError{Path: path, Reason: f.Reason, LastVersion: f.Version}
 	}
-	return "", fmt.Errorf("%s is not indexed: %s", path, f.Reason)
+	// Skipped by the indexer (binary, generated, too large): known, but
+	// with no content to give.
+	return "", fmt.Errorf("%s is not indexed: %s: %w", path, f.Reason, store.ErrNotFound)
 }
 
 // LineRange returns lines from to to (1-based, inclusive) of content.
