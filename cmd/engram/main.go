@@ -73,6 +73,9 @@ type app struct {
 
 // run executes one command line and returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	stdout, flush := forTerminal(stdout)
+	defer flush()
+	errTerminal := terminal(stderr)
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	root := a.rootCmd()
 	root.SetArgs(args)
@@ -92,6 +95,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 130
 	}
 	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
+		if errTerminal {
+			line = escapeControls(line)
+		}
 		fmt.Fprintln(stderr, "error: "+line)
 	}
 	var ue *usageError
