@@ -23,6 +23,7 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -445,7 +446,9 @@ func (a *Archive) registerTx(ctx context.Context, spec AgentSpec, by *Handle, ke
 		}
 	}
 	for _, f := range []struct{ name, v string }{{"name", spec.Name}, {"model", spec.Model}, {"role", spec.Role}} {
-		if err := checkText(f.name, f.v, false, 200); err != nil {
+		// One line each, printed in lists: no control characters (an
+		// escape sequence in a name drove the terminal that listed it).
+		if err := cmp.Or(checkText(f.name, f.v, false, 200), store.CheckName(f.name, f.v)); err != nil {
 			return nil, err
 		}
 	}

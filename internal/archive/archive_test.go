@@ -76,6 +76,13 @@ func TestRegisterHierarchy(t *testing.T) {
 	if _, err := a.Register(ctx, AgentSpec{SessionID: "bidi\u202eabc"}); !errors.As(err, &ve) {
 		t.Errorf("a session with a right-to-left override: %v, want a validation error", err)
 	}
+	// A name, model or role is one line a list prints: an escape
+	// sequence in one drove the terminal that listed the agents.
+	for _, spec := range []AgentSpec{{SessionID: "s4", Name: "x\x1b[31mred"}, {SessionID: "s4", Model: "m\x1b[2J"}, {SessionID: "s4", Role: "r\nole"}} {
+		if _, err := a.Register(ctx, spec); !errors.As(err, &ve) {
+			t.Errorf("agent %+v: %v, want a validation error", spec, err)
+		}
+	}
 	// A session named so before the check is still read.
 	for _, read := range []func() error{
 		func() error { _, err := a.ReadSession(ctx, "soft\u00adhyphen", 0); return err },

@@ -176,6 +176,9 @@ type OpenOptions struct {
 // nor a limit.
 var ErrNoSize = errors.New("a window needs a model or a context limit")
 
+// maxRoleBytes bounds a window's role: a name, such as "engineer".
+const maxRoleBytes = 64
+
 // Open opens the window of an agent of a session, creating it or changing
 // its settings; a model switch keeps the window's messages.
 func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) (Status, error) {
@@ -203,6 +206,12 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 		s = Settings{Role: DefaultRole, Encoding: tokens.O200kBase}
 	default:
 		return Status{}, err
+	}
+	if o.Role != "" {
+		// Printed in status and lists: one line, no control characters.
+		if err := store.CheckName("role", o.Role); err != nil || len(o.Role) > maxRoleBytes {
+			return Status{}, fmt.Errorf("%w: role %q: a role is at most %d bytes of UTF-8 with no control characters", ErrInvalid, o.Role, maxRoleBytes)
+		}
 	}
 	if o.Role != "" || s.Policy.Strategy == "" {
 		s.Role = cmp.Or(strings.ToLower(o.Role), s.Role)

@@ -778,6 +778,18 @@ func TestOpen_Names(t *testing.T) {
 			t.Errorf("window %q/%q: %v", k.SessionID, k.AgentID, err)
 		}
 	}
+	// A role is printed as a name: no control characters (an escape
+	// sequence drove the terminal that showed the window's status), and
+	// short.
+	k := store.WindowKey{SessionID: "s", AgentID: "roles"}
+	for _, role := range []string{"a\x00b", "eng\x1b[31mineer", "x\u202eevil", strings.Repeat("r", 65)} {
+		if _, err := m.Open(ctx, k, window.OpenOptions{Limit: 4000, Role: role}); !errors.Is(err, window.ErrInvalid) {
+			t.Errorf("role %q: %v, want ErrInvalid", role, err)
+		}
+	}
+	if st, err := m.Open(ctx, k, window.OpenOptions{Limit: 4000, Role: "Reviewer"}); err != nil || st.Settings.Role != "reviewer" {
+		t.Errorf("role Reviewer: %+v, %v", st.Settings.Role, err)
+	}
 }
 
 // TestManager_AppendOnce: an append tried again under its key, by this
