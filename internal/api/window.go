@@ -364,6 +364,11 @@ func (o *Ops) WindowAppend(ctx context.Context, in WindowAppendIn) (AppendOut, s
 	if err != nil {
 		return AppendOut{}, "", err
 	}
+	if len(in.Messages) == 0 {
+		// As the CLI refuses an empty input: an append of nothing is a
+		// client's mistake, not a turn.
+		return AppendOut{}, "", bad("no messages: an append takes 1 to %d", MaxAppendMessages)
+	}
 	msgs, err := DecodeMessages(in.Format, in.Messages)
 	if err != nil {
 		return AppendOut{}, "", err

@@ -301,6 +301,8 @@ func TestWindowsBadInput(t *testing.T) {
 		{"an unknown field", appendBody("engram", `{"role":"user","content":"orphan output","colour":"red"}`), `unknown field \"colour\"`},
 		{"an unknown format", appendBody("xml", `{"role":"user","content":"orphan output"}`), `format \"xml\": want engram`},
 		{"too many", appendBody("engram", many...), "1001 messages in one append; at most 1000"},
+		{"none", `{"messages":[]}`, "no messages: an append takes 1 to 1000"},
+		{"no list", `{}`, "no messages"},
 		{"another window in the body", `{"agent":"other","messages":[{"role":"user","content":"orphan output"}]}`, "the body names window"},
 	} {
 		if tc.name == "not an object" {
