@@ -308,9 +308,11 @@ const (
 
 // GlobalResult answers a GlobalRead.
 type GlobalResult struct {
-	Status  string   `json:"status"`
-	GV      uint64   `json:"gv"`
-	Records []Record `json:"records,omitempty"`
+	Status string `json:"status"`
+	GV     uint64 `json:"gv"`
+	// Records are OK's, an empty list when there are none (omitted, not
+	// null, for NOT_MODIFIED and TOO_LARGE).
+	Records []Record `json:"records,omitzero"`
 	// Message explains TOO_LARGE.
 	Message string `json:"message,omitempty"`
 	// More says the limit cut the answer short.
@@ -361,7 +363,7 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 	if notModified {
 		return GlobalResult{Status: StatusNotModified, GV: gv, SavedTokens: a.recordTokens(m, full)}, nil
 	}
-	out := GlobalResult{Status: StatusOK, GV: gv, More: fullMore}
+	out := GlobalResult{Status: StatusOK, GV: gv, More: fullMore, Records: []Record{}}
 	picked := full
 	if req.Since > 0 {
 		picked, out.More = m.read(req, now)

@@ -82,6 +82,9 @@ func TestV1(t *testing.T) {
 	defer srv.Close()
 	c := client{t, srv.URL}
 
+	// An empty list is [], never left out.
+	c.want(200, "GET", "/v1/decisions", "", `"records":[]`)
+
 	// Writes, with their statuses.
 	c.want(201, "POST", "/v1/patterns", `{"category":"testing.unit","pattern":"never sleep in tests; use a fake clock"}`, `"status":"created"`)
 	c.want(201, "POST", "/v1/patterns", `{"category":"testing.unit","pattern":"Never sleep in tests: use a fake clock."}`, `"status":"merged"`)
