@@ -279,10 +279,42 @@ func (g *guard) checkJSON(w http.ResponseWriter, r *http.Request) bool {
 // every route, health included.
 func (g *guard) site(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if g.checkSite(w, r) {
-			next.ServeHTTP(w, r)
+		if !g.checkSite(w, r) {
+			return
 		}
+		if g.cors(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
+}
+
+// cors lets a page of an origin configured (serve.allowed_origins) call
+// the API, as the browser asks (CORS): its answers say the origin may
+// read them, and its preflight (OPTIONS, no credential) is answered
+// here, with the methods and headers the API takes. No cookie goes with
+// such a request (no Allow-Credentials): the page sends a token or an
+// agent's key. It reports whether it answered the request.
+func (g *guard) cors(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	o := strings.TrimSuffix(strings.ToLower(origin), "/")
+	if origin == "" || !g.origins[o] && !g.origins["*"] {
+		return false
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Expose-Headers", "ETag, Retry-After, Mcp-Session-Id, Idempotent-Replayed, Allow")
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Add("Vary", "Access-Control-Request-Method, Access-Control-Request-Headers")
+	h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, DELETE")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, If-None-Match, Last-Event-ID, "+
+		"Mcp-Session-Id, Mcp-Protocol-Version, X-Engram-Session, X-Engram-Agent, X-Engram-Model")
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return true
 }
 
 // wrap returns next behind the credential and content-type checks and,

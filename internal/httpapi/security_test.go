@@ -165,6 +165,32 @@ func TestAllowedHostsAndOrigins(t *testing.T) {
 	if st, _, _ := raw(t, "GET", srv.URL+"/v1/search?q=x", "", withToken("Origin", "https://dash.example.com.evil.net")...); st != 403 {
 		t.Errorf("a look-alike origin: HTTP %d", st)
 	}
+	// The page of an origin let in may read the answers (CORS): its
+	// preflight, which carries no credential, is answered, and so are
+	// its requests, with the origin named.
+	st, h, b := raw(t, "OPTIONS", srv.URL+"/v1/retrieve", "", "Origin", "https://dash.example.com",
+		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type")
+	if st != 204 || h.Get("Access-Control-Allow-Origin") != "https://dash.example.com" ||
+		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") {
+		t.Errorf("a preflight from an origin let in: HTTP %d %v %s", st, h, b)
+	}
+	if h.Get("Access-Control-Allow-Credentials") != "" {
+		t.Error("a preflight lets cookies go with the page's requests")
+	}
+	st, h, b = raw(t, "POST", srv.URL+"/v1/retrieve", `{"query":"x"}`, withToken("Origin", "https://dash.example.com", "Content-Type", "application/json")...)
+	if st != 200 || h.Get("Access-Control-Allow-Origin") != "https://dash.example.com" || !strings.Contains(h.Get("Vary"), "Origin") {
+		t.Errorf("a request from an origin let in: HTTP %d %v %s", st, h, b)
+	}
+	// Its requests still need a credential.
+	if st, h, _ := raw(t, "GET", srv.URL+"/v1/search?q=x", "", "Origin", "https://dash.example.com"); st != 401 || h.Get("Access-Control-Allow-Origin") == "" {
+		t.Errorf("an origin let in, no token: HTTP %d (the page must be able to read the 401: %v)", st, h)
+	}
+	// The server's own pages need no CORS, and another origin gets none.
+	for _, origin := range []string{srv.URL, "https://elsewhere.example"} {
+		if _, h, _ := raw(t, "GET", srv.URL+"/v1/search?q=x", "", withToken("Origin", origin)...); h.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("origin %s: Access-Control-Allow-Origin %q", origin, h.Get("Access-Control-Allow-Origin"))
+		}
+	}
 }
 
 // agentKey registers an agent through the API with the operator's token
