@@ -590,7 +590,7 @@ func (h *Handle) CompleteIntent(ctx context.Context, intentID string) (WriteResu
 			return err
 		}
 		if len(recs) == 0 {
-			return invalid("intent", "%s is not a declared intent", intentID)
+			return fmt.Errorf("intent %s: no intent of that ID was declared: %w", intentID, store.ErrNotFound)
 		}
 		if recs[0].SessionID != h.agent.SessionID {
 			return &IsolationError{AgentID: h.agent.ID, AgentSession: h.agent.SessionID, Session: recs[0].SessionID}

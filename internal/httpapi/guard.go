@@ -266,6 +266,11 @@ func (g *guard) checkJSON(w http.ResponseWriter, r *http.Request) bool {
 	default:
 		return true
 	}
+	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
+		// No body, none declared (a POST that only acts, such as a key's
+		// rotation): nothing a form could have sent.
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
 		return true

@@ -109,6 +109,10 @@ func TestHostileWebPage(t *testing.T) {
 		// With the token, a write must still be JSON.
 		{"text/plain write", "POST", "/v1/insights", `{"insight":"plain"}`, withToken("Content-Type", "text/plain", "X-Engram-Session", "s1"), 415},
 		{"form write", "PUT", "/v1/sessions/s1/resume", `task=x`, withToken("Content-Type", "application/x-www-form-urlencoded"), 415},
+		{"empty form write", "POST", "/v1/intents/int-1/complete", ``, withToken("Content-Type", "application/x-www-form-urlencoded", "X-Engram-Session", "s1"), 415},
+		// A POST with no body and no type (a route that takes none) is
+		// not refused for its type: it is answered as its route says.
+		{"no body, no type", "POST", "/v1/intents/int-404/complete", ``, withToken("X-Engram-Session", "s1"), 404},
 	} {
 		st, _, b := raw(t, tc.method, srv.URL+tc.path, tc.body, tc.hdr...)
 		if st != tc.status {
