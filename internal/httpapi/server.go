@@ -207,6 +207,24 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 			mux.Handle(route, opts.Proxy)
 		}
 	}
+	// Any other path, or another method on the routes outside /v1: the
+	// API's JSON error, where the mux answered plain text. Nothing here
+	// holds data, so no credential is asked for.
+	others := http.NewServeMux()
+	for _, pattern := range []string{"GET /healthz", "GET /{$}", "GET /assets/{file...}", "GET /login", "POST /logout"} {
+		others.Handle(pattern, probe)
+	}
+	if opts.Metrics != nil {
+		others.Handle("GET /metrics", probe)
+	}
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allow := probe.allowed(others, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: this route takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
+		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
+	}))
 	h := g.site(mux)
 	if opts.Metrics != nil {
 		h = observe(h, opts.Metrics)

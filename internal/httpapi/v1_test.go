@@ -231,3 +231,29 @@ func TestV1_Files(t *testing.T) {
 	c.want(404, "GET", "/v1/files/blob.bin", "", "blob.bin is not indexed")
 	c.want(404, "GET", "/v1/files/gen.go", "", "gen.go is not indexed")
 }
+
+// TestRoutes_Errors: a path no route serves, or a method a route outside
+// /v1 does not take, gets the API's JSON error (404; 405 with Allow), as
+// /v1's do, not the mux's plain text; no credential is asked for.
+func TestRoutes_Errors(t *testing.T) {
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: "tok"}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"GET", "/foo", 404, ""},
+		{"GET", "/healthz/", 404, ""},
+		{"GET", "/mcp/x", 404, ""},
+		{"GET", "/V1/status", 404, ""},
+		{"POST", "/healthz", 405, "GET, HEAD"},
+		{"POST", "/", 405, "GET, HEAD"},
+		{"GET", "/logout", 405, "POST"},
+	} {
+		st, h, b := raw(t, tc.method, srv.URL+tc.path, "")
+		if st != tc.status || h.Get("Allow") != tc.allow || !strings.Contains(b, `"error":{"code":`) || !strings.Contains(b, tc.path) {
+			t.Errorf("%s %s: HTTP %d, Allow %q, %s; want %d, Allow %q, the error's JSON", tc.method, tc.path, st, h.Get("Allow"), b, tc.status, tc.allow)
+		}
+	}
+}
