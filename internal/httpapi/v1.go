@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -10,9 +11,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/archive"
@@ -268,22 +271,90 @@ func jsonOp[In, Out any](v *v1, op func(*api.Ops, context.Context, In) (Out, str
 	}
 }
 
+// decode reads a request's JSON body into dst, strictly: the body is
+// UTF-8 (encoding/json would store each byte that is not as U+FFFD, and
+// the README promises content byte for byte), one object, and names its
+// fields exactly (encoding/json matches them in any case: "Budget" was
+// taken for "budget" beside DisallowUnknownFields).
 func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	body := http.MaxBytesReader(w, r.Body, v.maxBody)
-	dec := json.NewDecoder(body)
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, v.maxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return &httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", mbe.Limit)}
+	case err != nil:
+		return &httpError{http.StatusBadRequest, "validation", "the body could not be read: " + err.Error()}
+	}
+	invalid := func(msg string) error { return &httpError{http.StatusBadRequest, "validation", msg} }
+	switch trimmed := bytes.TrimSpace(data); {
+	case len(trimmed) == 0:
+		return invalid("the body is empty: send a JSON object")
+	case !utf8.Valid(data):
+		return invalid(fmt.Sprintf("the body is not UTF-8 at byte offset %d: JSON is sent as UTF-8, other text escaped as \\uXXXX", notUTF8At(data)))
+	case trimmed[0] != '{':
+		return invalid("the body is not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", mbe.Limit)}
-		}
-		if errors.Is(err, io.EOF) {
-			return &httpError{http.StatusBadRequest, "validation", "the body is empty: send a JSON object"}
-		}
-		return &httpError{http.StatusBadRequest, "validation", "the body is not valid: " + api.JSONError(err)}
+		return invalid("the body is not valid: " + api.JSONError(err))
 	}
 	if dec.More() {
-		return &httpError{http.StatusBadRequest, "validation", "the body holds more than one JSON value"}
+		return invalid("the body holds more than one JSON value")
+	}
+	return exactFields(data, dst)
+}
+
+// notUTF8At is the offset of the first byte of b that is not UTF-8.
+func notUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+// exactFields refuses a field of the object data that dst's struct names
+// only in another case.
+func exactFields(data []byte, dst any) error {
+	t := reflect.TypeOf(dst)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	names := map[string]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case name == "-":
+			case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+				walk(f.Type)
+			case f.IsExported():
+				names[cmp.Or(name, f.Name)] = true
+			}
+		}
+	}
+	walk(t)
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil // decoded already: not an object of fields
+	}
+	for k := range fields {
+		if names[k] {
+			continue
+		}
+		for n := range names {
+			if strings.EqualFold(n, k) {
+				return &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("the body is not valid: unknown field %q (the field is %q)", k, n)}
+			}
+		}
 	}
 	return nil
 }
