@@ -665,6 +665,11 @@ versions, agent, session, scope and time. --follow keeps printing new
 events as they come, until interrupted.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 || limit > archive.MaxEvents {
+				// Not the archive's own range: there 0 is its default,
+				// 100, which is not this command's (20).
+				return usagef("--limit %d: give 1 to %d events", limit, archive.MaxEvents)
+			}
 			arc, err := a.readArchive(cmd.Context())
 			if err != nil {
 				return err
@@ -696,7 +701,7 @@ events as they come, until interrupted.`,
 			}
 		},
 	}
-	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "how many of the last events to print")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "how many of the last events to print, 1 to 1000")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object per line")
 	return cmd

@@ -77,6 +77,11 @@ func TestCLI_Archivalist(t *testing.T) {
 			t.Errorf("events lack %s:\n%s", want, events)
 		}
 	}
+	// 0 is not "the default": the command's is 20, the API's 100.
+	e.fail("", 2, "--limit 0: give 1 to 1000 events", "events", "-n", "0")
+	if n := strings.Count(e.ok("", "events", "-n", "3"), "\n"); n != 3 {
+		t.Errorf("events -n 3: %d lines", n)
+	}
 	// Session state through the CLI, and the hierarchy: o2 is o1's sub-agent.
 	e.ok("", "session", "resume", "--agent", "o1", "--task", "auth rewrite", "--current", "middleware", "--next", "tests", "--next", "docs")
 	// A blocker, then --blocker= clears the list; the rest stays.
