@@ -613,8 +613,15 @@ func (v *v1) briefing(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var have *archive.Versions
-	if gv, sv, ok := parseETag(r.Header.Get("If-None-Match")); ok {
-		have = &archive.Versions{GV: gv, SV: sv}
+	if r.Header.Get("If-None-Match") != "" {
+		now, err := arc.Versions(r.Context(), r.PathValue("session"))
+		if err != nil {
+			v.fail(w, r, err)
+			return
+		}
+		if noneMatch(r, etag(now.GV, now.SV)) {
+			have = &now
+		}
 	}
 	b, err := arc.Briefing(r.Context(), r.PathValue("session"), tier, have)
 	if err != nil {
@@ -638,8 +645,15 @@ func (v *v1) session(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ifSV uint64
-	if _, sv, ok := parseETag(r.Header.Get("If-None-Match")); ok {
-		ifSV = sv
+	if r.Header.Get("If-None-Match") != "" {
+		now, err := arc.Versions(r.Context(), r.PathValue("session"))
+		if err != nil {
+			v.fail(w, r, err)
+			return
+		}
+		if noneMatch(r, etag(0, now.SV)) {
+			ifSV = now.SV
+		}
 	}
 	sr, err := arc.ReadSession(r.Context(), r.PathValue("session"), ifSV)
 	if err != nil {
@@ -671,13 +685,20 @@ func (v *v1) list(kind store.RecordKind) http.HandlerFunc {
 			return
 		}
 		req.Since = uint64(since)
-		if gv, _, ok := parseETag(r.Header.Get("If-None-Match")); ok {
-			req.IfGV = gv
-		}
 		arc, err := v.eng.Archive(r.Context())
 		if err != nil {
 			v.fail(w, r, err)
 			return
+		}
+		if r.Header.Get("If-None-Match") != "" {
+			now, err := arc.Versions(r.Context(), "")
+			if err != nil {
+				v.fail(w, r, err)
+				return
+			}
+			if noneMatch(r, etag(now.GV, 0)) {
+				req.IfGV = now.GV
+			}
 		}
 		res, err := arc.ReadGlobal(r.Context(), req)
 		if err != nil {
@@ -812,16 +833,20 @@ func intParam(s string) (int, error) {
 
 func etag(gv, sv uint64) string { return fmt.Sprintf(`"%d-%d"`, gv, sv) }
 
-func parseETag(s string) (gv, sv uint64, ok bool) {
-	s = strings.TrimPrefix(strings.TrimSpace(s), "W/")
-	s = strings.Trim(s, `"`)
-	a, b, found := strings.Cut(s, "-")
-	if !found {
-		return 0, 0, false
+// noneMatch reports whether r's If-None-Match names tag, the answer's
+// current ETag: one of its list (weak or strong, as RFC 9110's weak
+// comparison), or "*". The versions of a tag the answer does not have
+// (the global version in a session's "0-SV") are never taken for its own.
+func noneMatch(r *http.Request, tag string) bool {
+	for _, h := range r.Header.Values("If-None-Match") {
+		for t := range strings.SplitSeq(h, ",") {
+			t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+			if t == "*" || t == tag {
+				return true
+			}
+		}
 	}
-	g, err1 := strconv.ParseUint(a, 10, 64)
-	v, err2 := strconv.ParseUint(b, 10, 64)
-	return g, v, err1 == nil && err2 == nil
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

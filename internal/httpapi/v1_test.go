@@ -132,6 +132,21 @@ func TestV1(t *testing.T) {
 	if st, _, _ := c.do("GET", "/v1/sessions/s1", "", "If-None-Match", h.Get("ETag")); st != 304 {
 		t.Errorf("session with the current ETag: HTTP %d", st)
 	}
+	// A list of tags, one of them the current (RFC 9110), or *: 304.
+	// A tag of other versions than the answer's: the answer.
+	for _, match := range []string{`"1-0", ` + h.Get("ETag"), `W/` + h.Get("ETag"), `*`} {
+		if st, _, _ := c.do("GET", "/v1/sessions/s1", "", "If-None-Match", match); st != 304 {
+			t.Errorf("session with If-None-Match %s: HTTP %d", match, st)
+		}
+	}
+	sv := strings.TrimPrefix(strings.Trim(h.Get("ETag"), `"`), "0-")
+	if st, _, _ := c.do("GET", "/v1/sessions/s1", "", "If-None-Match", `"999-`+sv+`"`); st != 200 {
+		t.Errorf("session with another global version in its tag: HTTP %d", st)
+	}
+	h, _ = c.want(200, "GET", "/v1/patterns", "", "fake clock")
+	if st, _, _ := c.do("GET", "/v1/patterns", "", "If-None-Match", `"0-0", `+h.Get("ETag")); st != 304 {
+		t.Errorf("patterns with the current ETag second in a list: HTTP %d", st)
+	}
 
 	// Errors: 400, 401, 403, 404, 413, 429.
 	c.want(400, "POST", "/v1/patterns", `{"category":"cooking.pasta","pattern":"x"}`, "unknown first level")
