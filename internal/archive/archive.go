@@ -433,93 +433,107 @@ func (a *Archive) register(ctx context.Context, spec AgentSpec, by *Handle, with
 }
 
 func (a *Archive) registerTx(ctx context.Context, spec AgentSpec, by *Handle, keyHash string) (*Handle, error) {
+	if err := checkSpec(spec); err != nil {
+		return nil, err
+	}
+	var agent store.ArchiveAgent
+	err := a.write(ctx, func(tx store.ArchiveTx) error {
+		var err error
+		agent, err = a.registerIn(tx, spec, by, keyHash)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("register agent: %w", err)
+	}
+	return &Handle{a: a, agent: agent}, nil
+}
+
+// checkSpec checks what an agent's registration names before its
+// transaction.
+func checkSpec(spec AgentSpec) error {
 	if spec.ID != "" {
 		if err := checkID("id", spec.ID); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if spec.ParentID == "" {
 		// A new session's name must not read as another's; sessions
 		// named before this check are still read (checkSession).
 		if err := errors.Join(checkSession(spec.SessionID), store.CheckName("session", spec.SessionID)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, f := range []struct{ name, v string }{{"name", spec.Name}, {"model", spec.Model}, {"role", spec.Role}} {
 		// One line each, printed in lists: no control characters (an
 		// escape sequence in a name drove the terminal that listed it).
 		if err := cmp.Or(checkText(f.name, f.v, false, 200), store.CheckName(f.name, f.v)); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	var agent store.ArchiveAgent
-	var sv uint64
-	err := a.write(ctx, func(tx store.ArchiveTx) error {
-		agent = store.ArchiveAgent{ID: spec.ID, Name: spec.Name, SessionID: spec.SessionID, ParentID: spec.ParentID,
-			Model: spec.Model, Role: spec.Role, RegisteredAt: a.now()}
-		if spec.ParentID != "" {
-			parent, err := tx.Agent(spec.ParentID)
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("parent %s: %w", spec.ParentID, ErrUnknownAgent)
-			} else if err != nil {
-				return err
-			}
-			if spec.SessionID != "" && spec.SessionID != parent.SessionID {
-				return invalid("session", "a sub-agent joins its parent's session %s, not %s", parent.SessionID, spec.SessionID)
-			}
-			agent.SessionID = parent.SessionID
+	return nil
+}
+
+// registerIn registers the agent spec names in tx (checkSpec checked it).
+func (a *Archive) registerIn(tx store.ArchiveTx, spec AgentSpec, by *Handle, keyHash string) (store.ArchiveAgent, error) {
+	agent := store.ArchiveAgent{ID: spec.ID, Name: spec.Name, SessionID: spec.SessionID, ParentID: spec.ParentID,
+		Model: spec.Model, Role: spec.Role, RegisteredAt: a.now()}
+	if spec.ParentID != "" {
+		parent, err := tx.Agent(spec.ParentID)
+		if errors.Is(err, store.ErrNotFound) {
+			return agent, fmt.Errorf("parent %s: %w", spec.ParentID, ErrUnknownAgent)
+		} else if err != nil {
+			return agent, err
 		}
-		if by != nil {
-			agent.Credential = by.agent.Credential
+		if spec.SessionID != "" && spec.SessionID != parent.SessionID {
+			return agent, invalid("session", "a sub-agent joins its parent's session %s, not %s", parent.SessionID, spec.SessionID)
 		}
-		if agent.ID == "" {
-			id, err := shortID(tx, spec)
-			if err != nil {
-				return err
-			}
-			agent.ID = id
-		}
-		if agent.Name == "" {
-			agent.Name = agent.ID
-		}
-		if agent.Credential == "" {
-			agent.Credential = agent.ID
-		}
-		if err := tx.PutAgent(agent); err != nil {
-			return err
-		}
-		if keyHash != "" {
-			if err := tx.SetAgentKey(agent.ID, keyHash); err != nil {
-				return err
-			}
-			agent.HasKey = true
-		}
-		var err error
-		if sv, err = tx.NextSession(agent.SessionID); err != nil {
-			return err
-		}
-		gv, _, err := tx.Versions("")
+		agent.SessionID = parent.SessionID
+	}
+	if by != nil {
+		agent.Credential = by.agent.Credential
+	}
+	if agent.ID == "" {
+		id, err := shortID(tx, spec)
 		if err != nil {
-			return err
+			return agent, err
 		}
-		var details []string
-		if agent.ParentID != "" {
-			details = append(details, "parent "+agent.ParentID)
-		}
-		if by != nil {
-			details = append(details, "registered by "+by.agent.ID)
-		}
-		if keyHash != "" {
-			details = append(details, "key issued")
-		}
-		detail := strings.Join(details, ", ")
-		return tx.AppendEvent(&store.ArchiveEvent{Type: "agent_register", GV: gv, SV: sv, SessionID: agent.SessionID,
-			AgentID: agent.ID, Scope: "agents", Detail: detail, At: agent.RegisteredAt})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("register agent: %w", err)
+		agent.ID = id
 	}
-	return &Handle{a: a, agent: agent}, nil
+	if agent.Name == "" {
+		agent.Name = agent.ID
+	}
+	if agent.Credential == "" {
+		agent.Credential = agent.ID
+	}
+	if err := tx.PutAgent(agent); err != nil {
+		return agent, err
+	}
+	if keyHash != "" {
+		if err := tx.SetAgentKey(agent.ID, keyHash); err != nil {
+			return agent, err
+		}
+		agent.HasKey = true
+	}
+	sv, err := tx.NextSession(agent.SessionID)
+	if err != nil {
+		return agent, err
+	}
+	gv, _, err := tx.Versions("")
+	if err != nil {
+		return agent, err
+	}
+	var details []string
+	if agent.ParentID != "" {
+		details = append(details, "parent "+agent.ParentID)
+	}
+	if by != nil {
+		details = append(details, "registered by "+by.agent.ID)
+	}
+	if keyHash != "" {
+		details = append(details, "key issued")
+	}
+	return agent, tx.AppendEvent(&store.ArchiveEvent{Type: "agent_register", GV: gv, SV: sv, SessionID: agent.SessionID,
+		AgentID: agent.ID, Scope: "agents", Detail: strings.Join(details, ", "), At: agent.RegisteredAt})
 }
 
 // shortID assigns the seed's short ids: the first letter of the model
@@ -612,6 +626,29 @@ func (a *Archive) Connect(ctx context.Context, spec AgentSpec) (*Handle, error) 
 	return h, err
 }
 
+// ConnectOnWrite is Connect for a caller whose agent is registered by its
+// first write rather than by connecting (an HTTP request naming its
+// session): the handle of an agent not registered yet registers it in the
+// transaction of its first write, so that a write refused (bad input,
+// another session's record) leaves no registration behind. Reads through
+// the handle register nothing.
+func (a *Archive) ConnectOnWrite(ctx context.Context, spec AgentSpec) (*Handle, error) {
+	h, err := a.HandleIn(ctx, spec.SessionID, spec.ID)
+	if !errors.Is(err, ErrUnknownAgent) {
+		return h, err
+	}
+	if spec.ID == "" || spec.ParentID != "" {
+		return nil, invalid("id", "an agent registered by its first write is named, in its session, with no parent")
+	}
+	if err := checkSpec(spec); err != nil {
+		return nil, err
+	}
+	// The agent as registerIn will make it.
+	agent := store.ArchiveAgent{ID: spec.ID, Name: cmp.Or(spec.Name, spec.ID), SessionID: spec.SessionID,
+		Model: spec.Model, Role: spec.Role, Credential: spec.ID, RegisteredAt: a.now()}
+	return &Handle{a: a, agent: agent, pending: &spec}, nil
+}
+
 // Agents returns the registered agents of a session, or of all sessions.
 func (a *Archive) Agents(ctx context.Context, sessionID string) ([]store.ArchiveAgent, error) {
 	return a.st.ArchiveAgents(ctx, sessionID)
@@ -652,6 +689,43 @@ type Versions struct {
 type Handle struct {
 	a     *Archive
 	agent store.ArchiveAgent
+	// pending is the registration of an agent that its first write makes
+	// (ConnectOnWrite); nil once made.
+	mu      sync.Mutex
+	pending *AgentSpec
+}
+
+// write runs fn in a write transaction of the archive, registering the
+// handle's agent first if its first write is to (ConnectOnWrite): when
+// fn fails, neither stays. An agent registered meanwhile by another
+// request is taken as it is, unless it is of another session.
+func (h *Handle) write(ctx context.Context, fn func(tx store.ArchiveTx) error) error {
+	h.mu.Lock()
+	spec := h.pending
+	h.mu.Unlock()
+	if spec == nil {
+		return h.a.write(ctx, fn)
+	}
+	err := h.a.write(ctx, func(tx store.ArchiveTx) error {
+		ag, err := tx.Agent(spec.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if _, err := h.a.registerIn(tx, *spec, nil, ""); err != nil {
+				return fmt.Errorf("register agent: %w", err)
+			}
+		case err != nil:
+			return err
+		case ag.SessionID != spec.SessionID:
+			return &IsolationError{AgentID: spec.ID, AgentSession: ag.SessionID, Session: spec.SessionID}
+		}
+		return fn(tx)
+	})
+	if err == nil {
+		h.mu.Lock()
+		h.pending = nil
+		h.mu.Unlock()
+	}
+	return err
 }
 
 // Agent returns the agent the handle belongs to.

@@ -713,3 +713,48 @@ func TestWriteSession_Unchanged(t *testing.T) {
 		t.Errorf("a change: %+v, %v", next, err)
 	}
 }
+
+// TestConnectOnWrite: an agent connected on its first write is
+// registered by that write, in its transaction: a refused write leaves
+// no agent, a read none, and a second handle for the same agent, made
+// before the first wrote, writes as the agent the first registered.
+func TestConnectOnWrite(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	spec := AgentSpec{ID: "http@s1", SessionID: "s1", Role: "http"}
+	h1, err := a.ConnectOnWrite(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := a.ConnectOnWrite(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h1.RecordPattern(ctx, Pattern{Category: "bogus", Pattern: "x"}); err == nil {
+		t.Fatal("a pattern of an unknown category was taken")
+	}
+	if _, err := h1.RecordResolution(ctx, "fail-404", Resolution{Approach: "y", Outcome: Success}); err == nil {
+		t.Fatal("a resolution of an unknown failure was taken")
+	}
+	if _, err := a.ReadSession(ctx, "s1", 0); err != nil && !errors.Is(err, ErrUnknownAgent) && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if ags, err := a.Agents(ctx, "s1"); err != nil || len(ags) != 0 {
+		t.Fatalf("after refused writes and a read: agents %+v, %v", ags, err)
+	}
+	ok(t)(h1.RecordInsight(ctx, Insight{Insight: "the first write registers"}))
+	ok(t)(h2.RecordInsight(ctx, Insight{Insight: "a second handle writes as the same agent"}))
+	ags, err := a.Agents(ctx, "s1")
+	if err != nil || len(ags) != 1 || ags[0].ID != "http@s1" || ags[0].Role != "http" {
+		t.Fatalf("agents %+v, %v: want http@s1 once", ags, err)
+	}
+	// The same name in another session is refused, as Connect refuses it.
+	other, err := a.ConnectOnWrite(ctx, AgentSpec{ID: "http@s1", SessionID: "s2"})
+	var ie *IsolationError
+	if err == nil {
+		_, err = other.RecordInsight(ctx, Insight{Insight: "from s2"})
+	}
+	if !errors.As(err, &ie) {
+		t.Errorf("agent http@s1 in session s2: %v, want an isolation error", err)
+	}
+}

@@ -420,7 +420,7 @@ func (h *Handle) RecordResolution(ctx context.Context, failureID string, r Resol
 		return WriteResult{}, err
 	}
 	var rec store.ArchiveRecord
-	err := h.a.write(ctx, func(tx store.ArchiveTx) error {
+	err := h.write(ctx, func(tx store.ArchiveTx) error {
 		if err := h.a.rateLimit(tx, h.agent, "", h.a.opts.Limits.WritesPerMinute, h.a.now()); err != nil {
 			return err
 		}
@@ -584,7 +584,7 @@ func (h *Handle) CompleteIntent(ctx context.Context, intentID string) (WriteResu
 		return WriteResult{}, err
 	}
 	var rec store.ArchiveRecord
-	err := h.a.write(ctx, func(tx store.ArchiveTx) error {
+	err := h.write(ctx, func(tx store.ArchiveTx) error {
 		recs, err := tx.Records(store.RecordQuery{IDs: []string{intentID}, Kinds: []store.RecordKind{store.KindIntent}})
 		if err != nil {
 			return err
@@ -688,7 +688,7 @@ func (h *Handle) writeGlobalMerge(ctx context.Context, g global, onMerge func(tx
 		}
 	}
 	var wr WriteResult
-	err := a.write(ctx, func(tx store.ArchiveTx) error {
+	err := h.write(ctx, func(tx store.ArchiveTx) error {
 		wr = WriteResult{}
 		now := a.now()
 		if g.dedup {

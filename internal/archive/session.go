@@ -214,7 +214,7 @@ func (h *Handle) checkOverride(tx store.ArchiveTx, lastWriter, what string) erro
 func (h *Handle) writeSession(ctx context.Context, kind store.RecordKind, key string,
 	build func(tx store.ArchiveTx, prev *store.ArchiveRecord) (any, string, error)) (WriteResult, error) {
 	var wr WriteResult
-	err := h.a.write(ctx, func(tx store.ArchiveTx) error {
+	err := h.write(ctx, func(tx store.ArchiveTx) error {
 		wr = WriteResult{}
 		q := store.RecordQuery{SessionID: h.agent.SessionID, Kinds: []store.RecordKind{kind}, Key: key, Newest: true, Limit: 1}
 		if kind == store.KindWant || kind == store.KindReject {

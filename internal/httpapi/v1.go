@@ -189,7 +189,9 @@ func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 		if err != nil {
 			return nil, err
 		}
-		return arc.Connect(ctx, archive.AgentSpec{ID: agent, SessionID: session, Model: r.Header.Get("X-Engram-Model"), Role: "http"})
+		// Registered by its first write: a request refused registers no
+		// agent.
+		return arc.ConnectOnWrite(ctx, archive.AgentSpec{ID: agent, SessionID: session, Model: r.Header.Get("X-Engram-Model"), Role: "http"})
 	}
 	return o, nil
 }

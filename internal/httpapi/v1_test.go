@@ -150,6 +150,15 @@ func TestV1(t *testing.T) {
 
 	// Errors: 400, 401, 403, 404, 413, 429.
 	c.want(400, "POST", "/v1/patterns", `{"category":"cooking.pasta","pattern":"x"}`, "unknown first level")
+	// A refused write in a new session registers no agent there; the
+	// first write that goes in does.
+	c.want(400, "POST", "/v1/patterns", `{"category":"bogus","pattern":"x"}`, "bogus", "X-Engram-Session", "zza", "X-Engram-Agent", "")
+	c.want(404, "POST", "/v1/intents/int-999/complete", ``, "int-999", "X-Engram-Session", "zzb", "X-Engram-Agent", "")
+	if _, b := c.want(200, "GET", "/v1/agents", "", `"id"`); strings.Contains(b, "zza") || strings.Contains(b, "zzb") {
+		t.Errorf("refused writes registered agents: %s", b)
+	}
+	c.want(201, "POST", "/v1/insights", `{"insight":"zzc learned something"}`, "created", "X-Engram-Session", "zzc", "X-Engram-Agent", "")
+	c.want(200, "GET", "/v1/agents?session=zzc", "", `"id":"http@zzc"`)
 	c.want(400, "POST", "/v1/patterns", `{"pattern":"x","colour":"red"}`, "unknown field")
 	c.want(400, "POST", "/v1/patterns", `{"pattern":`, "not valid")
 	c.want(400, "POST", "/v1/patterns", ``, "empty")
