@@ -86,6 +86,14 @@ func schemaFor(t reflect.Type) (*jsonschema.Schema, error) {
 	}})
 }
 
+// queryTypes are the query parameters the routes read as whole numbers
+// (intParams) and as booleans (boolParams); the rest are strings.
+var queryTypes = map[string]string{
+	"limit": "integer", "spans": "integer", "from": "integer", "to": "integer", "max_tokens": "integer",
+	"start": "integer", "end": "integer", "version": "integer", "since": "integer", "after": "integer",
+	"history": "boolean", "files": "boolean", "all": "boolean",
+}
+
 var pathParam = regexp.MustCompile(`\{(\w+)(\.\.\.)?\}`)
 
 func (v *v1) document() map[string]any {
@@ -105,7 +113,7 @@ func (v *v1) document() map[string]any {
 		}
 		for _, q := range rt.query {
 			name, desc, _ := strings.Cut(q, ": ")
-			params = append(params, map[string]any{"name": name, "in": "query", "description": desc, "schema": map[string]any{"type": "string"}})
+			params = append(params, map[string]any{"name": name, "in": "query", "description": desc, "schema": map[string]any{"type": cmp.Or(queryTypes[name], "string")}})
 		}
 		op := map[string]any{
 			"summary":     rt.summary,

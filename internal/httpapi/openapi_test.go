@@ -19,6 +19,10 @@ func TestOpenAPI(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]struct {
 			OperationID string `json:"operationId"`
+			Parameters  []struct {
+				Name, In string
+				Schema   struct{ Type string }
+			}
 			RequestBody *struct {
 				Content map[string]struct {
 					Schema map[string]any `json:"schema"`
@@ -52,6 +56,19 @@ func TestOpenAPI(t *testing.T) {
 			st, _, b := c.do(strings.ToUpper(method), concrete, "{}")
 			if strings.Contains(b, "no such route") || st == 405 {
 				t.Errorf("%s %s (documented) is not served: HTTP %d %s", method, concrete, st, b)
+			}
+			// A query parameter documented as a number or a boolean is
+			// read as one: a word is refused, naming it; one documented
+			// as a string is not.
+			for _, p := range op.Parameters {
+				if p.In != "query" || method != "get" {
+					continue
+				}
+				st, _, b := c.do("GET", concrete+"?"+p.Name+"=several", "")
+				refused := st == 400 && strings.Contains(b, p.Name) && (strings.Contains(b, "whole number") || strings.Contains(b, "true or false"))
+				if refused != (p.Schema.Type == "integer" || p.Schema.Type == "boolean") {
+					t.Errorf("GET %s?%s=several, documented as %s: HTTP %d %s", concrete, p.Name, p.Schema.Type, st, b)
+				}
 			}
 		}
 	}

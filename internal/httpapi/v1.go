@@ -720,13 +720,16 @@ func (v *v1) list(kind store.RecordKind) http.HandlerFunc {
 
 func (v *v1) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	after, err := intParam(q.Get("after"))
-	if err == nil && q.Get("after") == "" {
-		after = -1
-	}
-	limit, err2 := intParam(q.Get("limit"))
-	if err := errors.Join(err, err2); err != nil {
+	var after, limit int
+	if err := intParams(q, map[string]*int{"after": &after, "limit": &limit}); err != nil {
 		v.fail(w, r, err)
+		return
+	}
+	switch {
+	case q.Get("after") == "":
+		after = -1 // the last events
+	case after < 0:
+		v.fail(w, r, &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("after=%d: give an event's seq, 0 or more", after)})
 		return
 	}
 	arc, err := v.eng.Archive(r.Context())
@@ -820,17 +823,6 @@ func boolParams(q url.Values, dst map[string]*bool) error {
 		*p = b
 	}
 	return errors.Join(errs...)
-}
-
-func intParam(s string) (int, error) {
-	if s == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("%q is not a non-negative number", s)}
-	}
-	return n, nil
 }
 
 func etag(gv, sv uint64) string { return fmt.Sprintf(`"%d-%d"`, gv, sv) }
