@@ -47,7 +47,10 @@ func (s *Server) answerResponses(w http.ResponseWriter, hr *http.Request, req *R
 	}
 	req.Responses = params
 	req.Kind = s.opts.Classify(req)
-	if msg, param := validateResponses(params); msg != "" {
+	s.mu.Lock()
+	msg, param := validateResponses(params, s.reasoned)
+	s.mu.Unlock()
+	if msg != "" {
 		return fail(http.StatusBadRequest, "invalid_request_error", "", param, msg)
 	}
 	req.InputTokens = s.countResponsesInput(params)
@@ -99,7 +102,25 @@ func (s *Server) completeCalls(resp Response) Response {
 }
 
 // outputItems are a reply's blocks as the API's output items, complete.
+// The item after a reasoning item is noted as requiring it, as the API
+// notes the items it makes (see validateReasoning).
 func (s *Server) outputItems(resp Response) []map[string]any {
+	items := s.makeItems(resp)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 1; i < len(items); i++ {
+		if items[i-1]["type"] == "reasoning" && items[i]["type"] != "reasoning" {
+			if s.reasoned == nil {
+				s.reasoned = map[string]string{}
+			}
+			s.reasoned[items[i]["id"].(string)] = items[i-1]["id"].(string)
+		}
+	}
+	return items
+}
+
+// makeItems are a reply's blocks as the API's output items.
+func (s *Server) makeItems(resp Response) []map[string]any {
 	items := make([]map[string]any, 0, len(resp.Content))
 	for _, b := range resp.Content {
 		switch b.Type {

@@ -154,6 +154,7 @@ func TestResponses_Invalid(t *testing.T) {
 	}
 	call := `{"type":"function_call","name":"exec_command","arguments":"{}","call_id":"call_1"}`
 	output := `{"type":"function_call_output","call_id":"call_1","output":"ok"}`
+	reasoning := `{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}`
 	body := func(items ...string) string {
 		return `{"model":"gpt-5-codex","input":[` + strings.Join(items, ",") + `]}`
 	}
@@ -165,6 +166,9 @@ func TestResponses_Invalid(t *testing.T) {
 		{"output part from the user", body(msg("user", "output_text", "x")), "input[0].content[0]", "Invalid value: 'output_text'."},
 		{"output without its call", body(msg("user", "input_text", "x"), output), "input", "No tool call found for function call output with call_id call_1."},
 		{"call without its output", body(msg("user", "input_text", "x"), call), "input", "No tool output found for function call call_1."},
+		{"reasoning last", body(msg("user", "input_text", "x"), reasoning), "input", "Item 'rs_1' of type 'reasoning' was provided without its required following item."},
+		{"reasoning before a prompt", body(msg("user", "input_text", "x"), reasoning, msg("user", "input_text", "y")), "input",
+			"Item 'rs_1' of type 'reasoning' was provided without its required following item."},
 		{"function without a name", `{"model":"m","input":"hi","tools":[{"type":"function"}]}`, "tools[0].name", "Missing required parameter: 'tools[0].name'."},
 		{"stored conversation", `{"model":"m","input":"hi","previous_response_id":"resp_1"}`, "previous_response_id", "Previous response with id 'resp_1' not found."},
 	} {
@@ -193,10 +197,48 @@ func TestResponses_Invalid(t *testing.T) {
 	// A valid pair passes.
 	srv := Start(Options{Main: []Step{Say("ok")}})
 	defer srv.Close()
-	if resp := postResponses(t, srv, body(msg("user", "input_text", "x"), call, output)); resp.StatusCode != http.StatusOK {
-		t.Errorf("a call and its output: status %d", resp.StatusCode)
+	if resp := postResponses(t, srv, body(msg("user", "input_text", "x"), reasoning, call, output)); resp.StatusCode != http.StatusOK {
+		t.Errorf("reasoning, a call and its output: status %d", resp.StatusCode)
 	}
 	if err := srv.Err(); err != nil {
 		t.Error(err)
+	}
+}
+
+// An item the server made right after a reasoning item is refused
+// without it, as the API refuses it; with it, the request passes.
+func TestResponses_ReasoningRequired(t *testing.T) {
+	srv := Start(Options{Main: []Step{
+		Reply(Block{Type: "thinking", Thinking: "Look first."}, ToolUse("exec_command", map[string]any{"cmd": "ls"})),
+		Say("Done."), Say("Done."),
+	}})
+	defer srv.Close()
+	var out struct{ Output []json.RawMessage }
+	if err := json.NewDecoder(postResponses(t, srv, fmt.Sprintf(codexHello, false)).Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Output) != 2 {
+		t.Fatalf("%d output items, want the reasoning and the call", len(out.Output))
+	}
+	var rs, fc Item
+	if json.Unmarshal(out.Output[0], &rs) != nil || json.Unmarshal(out.Output[1], &fc) != nil || rs.Type != "reasoning" || fc.Type != "function_call" {
+		t.Fatalf("output %s, want a reasoning item and a call", out.Output)
+	}
+	prompt := `{"type":"message","role":"user","content":[{"type":"input_text","text":"hello there"}]}`
+	output := fmt.Sprintf(`{"type":"function_call_output","call_id":%q,"output":"a.go"}`, fc.CallID)
+	body := func(items ...string) string {
+		return `{"model":"gpt-5-codex","input":[` + strings.Join(items, ",") + `]}`
+	}
+	resp := postResponses(t, srv, body(prompt, string(out.Output[1]), output))
+	var e struct{ Error struct{ Message string } }
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("Item '%s' of type 'function_call' was provided without its required 'reasoning' item: '%s'.", fc.ID, rs.ID)
+	if resp.StatusCode != http.StatusBadRequest || e.Error.Message != want {
+		t.Errorf("the call without its reasoning: %d %q, want 400 %q", resp.StatusCode, e.Error.Message, want)
+	}
+	if resp := postResponses(t, srv, body(prompt, string(out.Output[0]), string(out.Output[1]), output)); resp.StatusCode != http.StatusOK {
+		t.Errorf("the call with its reasoning: status %d", resp.StatusCode)
 	}
 }

@@ -38,9 +38,13 @@ var toolTypes = []string{
 //
 // The rules are the API's own, with its wording where known: a model,
 // known item, part and tool types, message roles, functions with names,
-// and tool pairing without a stored conversation: every call's output
-// answers a call earlier in the input, and every call is answered.
-func validateResponses(r *ResponsesRequest) (msg, param string) {
+// tool pairing without a stored conversation (every call's output
+// answers a call earlier in the input, and every call is answered), and
+// reasoning: a reasoning item is followed by the item it produced (the
+// model's message or call), and an item the server made after a
+// reasoning item (reasoned maps its id to the reasoning's) comes right
+// after it.
+func validateResponses(r *ResponsesRequest, reasoned map[string]string) (msg, param string) {
 	if r.Model == "" {
 		return "Missing required parameter: 'model'.", "model"
 	}
@@ -111,7 +115,42 @@ func validateResponses(r *ResponsesRequest) (msg, param string) {
 			return fmt.Sprintf("No tool output found for function call %s.", it.CallID), "input"
 		}
 	}
+	return validateReasoning(r.Input, reasoned)
+}
+
+// validateReasoning checks that each reasoning item is followed by the
+// item it produced, and that each item the server made after a reasoning
+// item follows it, in the API's words.
+func validateReasoning(input []Item, reasoned map[string]string) (msg, param string) {
+	for i, it := range input {
+		if it.Type == "reasoning" && (i+1 == len(input) || !produced(input[i+1])) {
+			return fmt.Sprintf("Item '%s' of type 'reasoning' was provided without its required following item.", itemName(it, i)), "input"
+		}
+		if rs, ok := reasoned[it.ID]; ok && it.ID != "" && (i == 0 || input[i-1].ID != rs) {
+			return fmt.Sprintf("Item '%s' of type '%s' was provided without its required 'reasoning' item: '%s'.", it.ID, it.Type, rs), "input"
+		}
+	}
 	return "", ""
+}
+
+// produced reports whether it is an item a model produces after its
+// reasoning: its message, a call, or more reasoning.
+func produced(it Item) bool {
+	switch it.Type {
+	case "message":
+		return it.Role == "assistant"
+	case "reasoning":
+		return true
+	}
+	return strings.HasSuffix(it.Type, "_call")
+}
+
+// itemName is how an error names item i: its id, else its place.
+func itemName(it Item, i int) string {
+	if it.ID != "" {
+		return it.ID
+	}
+	return fmt.Sprintf("input[%d]", i)
 }
 
 func validateTool(t ResponsesTool, at string) (msg, param string) {

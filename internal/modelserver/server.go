@@ -99,6 +99,10 @@ type Server struct {
 	// so the readers of the record wait for busy to be zero.
 	busy int
 	done *sync.Cond
+	// reasoned maps the id of each Responses item the server made right
+	// after a reasoning item to that item's id: the API refuses the one
+	// without the other.
+	reasoned map[string]string
 }
 
 // New returns a Server that is not listening; use it as an http.Handler.

@@ -81,6 +81,9 @@ type msgInfo struct {
 	hash, form     string
 	role           window.Role
 	calls, results []string
+	// leads is a message that must go with the one after it (see
+	// window.Message.LeadsNext).
+	leads bool
 }
 
 // learn fills c.info: of a message whose bytes the conversation sent
@@ -109,7 +112,7 @@ func (st *winState) learn(c *conversation, redact bool) error {
 			named = m.Redacted()
 		}
 		h := messageHash(named)
-		in := msgInfo{hash: h, form: formOf(m), role: m.Role, calls: m.Calls(), results: m.Results()}
+		in := msgInfo{hash: h, form: formOf(m), role: m.Role, calls: m.Calls(), results: m.Results(), leads: m.LeadsNext()}
 		st.known[sum], c.info[i] = in, in
 	}
 	return nil
@@ -705,7 +708,8 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 }
 
 // pair marks, in sent, the messages that must go with those it marks: the
-// results of the calls they make and the calls of the results they hold.
+// results of the calls they make, the calls of the results they hold, the
+// message after a reasoning item and the reasoning item before a message.
 func pair(msgs []msgInfo, sent []bool) {
 	callAt, resultsAt := map[string]int{}, map[string][]int{}
 	for i := range msgs {
@@ -736,6 +740,12 @@ func pair(msgs []msgInfo, sent []bool) {
 				if j, ok := callAt[id]; ok {
 					mark(j)
 				}
+			}
+			if msgs[i].leads && i+1 < len(msgs) {
+				mark(i + 1)
+			}
+			if i > 0 && msgs[i-1].leads {
+				mark(i - 1)
 			}
 		}
 	}

@@ -192,3 +192,65 @@ func TestProxy_LongPromptCacheKey(t *testing.T) {
 		t.Errorf("failed open %d times: the conversation was not stored", s.FailedOpen)
 	}
 }
+
+// A reasoning model's conversation over the Responses API in a small
+// window (the probe's repro: --window 2500): each answer starts with a
+// reasoning item (encrypted content) before its function_calls or its
+// message, and the window evicts. The upstream refuses, as the API does,
+// a reasoning item without the item after it and an item without the
+// reasoning before it, so each request upstream must keep them together.
+func TestProxy_ResponsesReasoning(t *testing.T) {
+	thinking := modelserver.Block{Type: "thinking", Thinking: "Weigh the options.", Signature: "gAAAAB" + strings.Repeat("x", 400)}
+	var steps []modelserver.Step
+	for i := range 8 {
+		steps = append(steps,
+			modelserver.Reply(thinking,
+				modelserver.ToolUse("exec_command", map[string]any{"cmd": fmt.Sprintf("go test ./pkg%d", i)}),
+				modelserver.ToolUse("exec_command", map[string]any{"cmd": fmt.Sprintf("go vet ./pkg%d", i)})),
+			modelserver.Reply(thinking, modelserver.Text(fmt.Sprintf("pkg%d is fine.", i))))
+	}
+	f := newFixture(t, proxy.Options{Limit: 2500}, steps...)
+	header := map[string]string{"User-Agent": "codex_exec/0.171.0"}
+	input := []json.RawMessage{
+		json.RawMessage(`{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a coding agent."}]}`),
+	}
+	send := func(turn int) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": "gpt-5-codex", "stream": true, "store": false, "input": input,
+			"include":          []string{"reasoning.encrypted_content"},
+			"tools":            []any{map[string]any{"type": "function", "name": "exec_command", "parameters": map[string]any{"type": "object"}}},
+			"prompt_cache_key": "0199a213-81c0-7800-8aa1-bbab2a035a53"})
+		resp := f.postTo(t, "/v1/responses", string(body), header)
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("turn %d: %d %s", turn, resp.StatusCode, b)
+		}
+		for _, it := range responsesItems(t, resp) {
+			input = append(input, it)
+			var fc struct {
+				Type   string `json:"type"`
+				CallID string `json:"call_id"`
+			}
+			_ = json.Unmarshal(it, &fc)
+			if fc.Type == "function_call" {
+				out, _ := json.Marshal(map[string]any{"type": "function_call_output", "call_id": fc.CallID,
+					"output": fmt.Sprintf("ok %s %s", fc.CallID, strings.Repeat("PASS a test of the package. ", 30))})
+				input = append(input, out)
+			}
+		}
+	}
+	for i := range 8 {
+		prompt, _ := json.Marshal(map[string]any{"type": "message", "role": "user",
+			"content": []any{map[string]any{"type": "input_text", "text": fmt.Sprintf("check pkg%d", i)}}})
+		input = append(input, prompt)
+		send(i)
+		send(i)
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.p.Wait()
+	if s := f.p.Stats(); s.Virtualized == 0 {
+		t.Errorf("nothing was evicted: %+v", s)
+	}
+}

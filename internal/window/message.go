@@ -100,6 +100,24 @@ func (m *Message) Results() []string {
 	return ids
 }
 
+// blockReasoning is a Responses reasoning item, as FromResponses keeps it.
+const blockReasoning BlockType = "item:reasoning"
+
+// LeadsNext reports whether m must stay with the message after it: a
+// Responses reasoning item. The Responses API refuses a reasoning item
+// without the item it produced, which follows it ("Item 'rs_…' of type
+// 'reasoning' was provided without its required following item"), and
+// that item without its reasoning ("Item 'fc_…' of type 'function_call'
+// was provided without its required 'reasoning' item").
+func (m *Message) LeadsNext() bool {
+	for _, b := range m.Blocks {
+		if b.Type == blockReasoning {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrInvalid marks a message or conversation that a window cannot take.
 var ErrInvalid = errors.New("invalid message")
 

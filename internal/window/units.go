@@ -23,18 +23,22 @@ func (e *PairingError) Unwrap() error { return ErrInvalid }
 
 // Unit is a run of messages, msgs[From:To], that enters and leaves a
 // window whole: one message, or a tool call with every message up to its
-// last result (and whatever calls and results interleave with them).
+// last result (and whatever calls and results interleave with them); a
+// reasoning item (see Message.LeadsNext) with the unit of the message
+// after it.
 type Unit struct {
 	From, To int
-	// Open is true when a call in the unit has no result yet: the unit
-	// runs to the end of the conversation, and grows with it.
+	// Open is true when a call in the unit has no result yet, or the
+	// unit ends with a reasoning item whose following item has not come:
+	// the unit runs to the end of the conversation, and grows with it.
 	Open bool
 }
 
 // Units splits a conversation into units, in order, covering every
 // message. It is the one rule by which anything in engram that cuts a
 // conversation (eviction, compaction, trimming to a budget) keeps a tool
-// call with its result: a cut may fall only between units.
+// call with its result, and a reasoning item with the item after it: a
+// cut may fall only between units.
 //
 // A result whose call is not earlier in msgs, a call id used twice, and a
 // call answered twice are errors, naming the message.
@@ -51,6 +55,13 @@ func Units(msgs []Message) ([]Unit, error) {
 	for j := range msgs {
 		reach[j] = j
 		m := &msgs[j]
+		if m.LeadsNext() {
+			if j+1 < len(msgs) {
+				reach[j] = j + 1
+			} else {
+				open[j] = true
+			}
+		}
 		for _, b := range m.Blocks {
 			switch b.Type {
 			case BlockToolUse:

@@ -28,6 +28,11 @@ func result(role Role, ids ...string) Message {
 	return m
 }
 
+// reasoning is a Responses reasoning item, which leads the item after it.
+func reasoning() Message {
+	return Message{Role: RoleAssistant, Blocks: []Block{{Type: "item:reasoning", Raw: []byte(`{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}`)}}}
+}
+
 func TestUnits(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -44,6 +49,12 @@ func TestUnits(t *testing.T) {
 			[]Unit{{0, 4, false}}},
 		{"open call", []Message{text(RoleUser, "u"), call("a"), text(RoleUser, "meanwhile")},
 			[]Unit{{0, 1, false}, {1, 3, true}}},
+		{"reasoning before a call", []Message{text(RoleUser, "u"), reasoning(), call("a"), result(RoleTool, "a"), text(RoleAssistant, "x")},
+			[]Unit{{0, 1, false}, {1, 4, false}, {4, 5, false}}},
+		{"reasoning before an answer", []Message{text(RoleUser, "u"), reasoning(), text(RoleAssistant, "x"), text(RoleUser, "v")},
+			[]Unit{{0, 1, false}, {1, 3, false}, {3, 4, false}}},
+		{"reasoning waiting for its item", []Message{text(RoleUser, "u"), reasoning()},
+			[]Unit{{0, 1, false}, {1, 2, true}}},
 		{"empty", nil, nil},
 	} {
 		got, err := Units(tc.msgs)
@@ -101,6 +112,8 @@ func randomConversation(r *rand.Rand, n int) []Message {
 			}
 			msgs = append(msgs, result(role, pending[i]))
 			pending = append(pending[:i], pending[i+1:]...)
+		case k < 8 && r.IntN(3) == 0:
+			msgs = append(msgs, reasoning())
 		case k < 8:
 			msgs = append(msgs, text(RoleUser, "prompt"))
 		default:
@@ -155,6 +168,15 @@ func TestUnitsProperties(t *testing.T) {
 				t.Fatalf("seed %d: unanswered call %s is in a closed unit %v", seed, id, units[unitOf[i]])
 			}
 		}
+		for i, m := range msgs {
+			switch {
+			case !m.LeadsNext():
+			case i+1 < len(msgs) && unitOf[i] != unitOf[i+1]:
+				t.Fatalf("seed %d: reasoning item %d and the message after it are in different units", seed, i)
+			case i+1 == len(msgs) && !units[unitOf[i]].Open:
+				t.Fatalf("seed %d: the last message, a reasoning item, is in a closed unit %v", seed, units[unitOf[i]])
+			}
+		}
 		// Minimality: a cut inside any unit separates some call from its
 		// result (or an open call from what follows).
 		for _, u := range units {
@@ -168,8 +190,12 @@ func TestUnitsProperties(t *testing.T) {
 }
 
 // separates reports whether cutting msgs before index cut leaves a call
-// on one side and its result, or its absence, on the other.
+// on one side and its result, or its absence, on the other, or a
+// reasoning item on one side and the message after it on the other.
 func separates(msgs []Message, cut int) bool {
+	if msgs[cut-1].LeadsNext() {
+		return true
+	}
 	before := map[string]bool{}
 	for _, m := range msgs[:cut] {
 		for _, id := range m.Calls() {

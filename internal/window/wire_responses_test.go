@@ -428,8 +428,18 @@ func TestResponsesEvictsPairs(t *testing.T) {
 	// Where each call and each result is: "window", or the reference
 	// standing for it.
 	callAt, resultAt := map[string]string{}, map[string]string{}
+	// reasoningAt is where the reasoning before each call is, by the call's
+	// id (rs_N goes before call_N).
+	reasoningAt := map[string]string{}
 	note := func(where string, msgs []window.Message) {
 		for _, msg := range msgs {
+			if msg.LeadsNext() {
+				var r struct{ ID string }
+				if err := json.Unmarshal(msg.Blocks[0].Raw, &r); err != nil {
+					t.Fatal(err)
+				}
+				reasoningAt["call_"+strings.TrimPrefix(r.ID, "rs_")] = where
+			}
 			for _, id := range msg.Calls() {
 				callAt[id] = where
 			}
@@ -467,13 +477,18 @@ func TestResponsesEvictsPairs(t *testing.T) {
 	if items[0].Message == nil || items[0].Message.Role != window.RoleSystem {
 		t.Errorf("the conversation's opening developer message left the window: %+v", items[0])
 	}
-	if len(callAt) != 12 || len(resultAt) != 12 {
-		t.Fatalf("%d calls and %d outputs found, want 12 of each", len(callAt), len(resultAt))
+	if len(callAt) != 12 || len(resultAt) != 12 || len(reasoningAt) != 12 {
+		t.Fatalf("%d calls, %d outputs and %d reasoning items found, want 12 of each", len(callAt), len(resultAt), len(reasoningAt))
 	}
 	evictedPairs := 0
 	for id, where := range callAt {
 		if resultAt[id] != where {
 			t.Errorf("call %s is in %s, its output in %s", id, where, resultAt[id])
+		}
+		// The Responses API refuses a reasoning item without the item
+		// after it, and that item without its reasoning.
+		if reasoningAt[id] != where {
+			t.Errorf("call %s is in %s, the reasoning before it in %s", id, where, reasoningAt[id])
 		}
 		if where != "window" {
 			evictedPairs++
@@ -487,10 +502,18 @@ func TestResponsesEvictsPairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	led := 0
 	for _, u := range units {
-		if calls := appended[u.From].Calls(); len(calls) > 0 && u.To-u.From != 3 {
-			t.Errorf("the unit of call %s runs over %d messages, want the call, the developer message and its output", calls[0], u.To-u.From)
+		if !appended[u.From].LeadsNext() {
+			continue
 		}
+		led++
+		if calls := appended[u.From+1].Calls(); len(calls) != 1 || u.To-u.From != 4 {
+			t.Errorf("the unit of reasoning item %d runs over %d messages, want it, the call after it, the developer message and the call's output", u.From, u.To-u.From)
+		}
+	}
+	if led != 12 {
+		t.Errorf("%d units start with a reasoning item, want 12", led)
 	}
 }
 
