@@ -36,6 +36,12 @@ func (a *jsonAssembler) message() ([]byte, string) {
 	return b, m.ID
 }
 
+// maxBlockIndex bounds the index of a block (or a Chat tool call) that an
+// answer's stream names: the readers grow a list to the index, and a
+// stream that names a negative or huge one is not a model's; such an
+// event is left out.
+const maxBlockIndex = 1024
+
 // sseAssembler follows Anthropic's stream: message_start, then for each
 // content block its start, deltas (text, a tool's input JSON in pieces,
 // thinking and its signature) and stop.
@@ -89,7 +95,7 @@ func (a *sseAssembler) event(data []byte) {
 			Signature   string `json:"signature"`
 		} `json:"delta"`
 	}
-	if json.Unmarshal(data, &ev) != nil {
+	if json.Unmarshal(data, &ev) != nil || ev.Index < 0 || ev.Index > maxBlockIndex {
 		return
 	}
 	switch ev.Type {
@@ -263,7 +269,7 @@ func (a *chatStreamAssembler) chunk(data []byte) {
 			a.refusal.WriteString(*d)
 		}
 		for _, tc := range ch.Delta.ToolCalls {
-			if tc.Index < 0 || tc.Index > 1024 {
+			if tc.Index < 0 || tc.Index > maxBlockIndex {
 				continue
 			}
 			for len(a.calls) <= tc.Index {
