@@ -17,12 +17,20 @@ type assembler interface {
 	// ({"role": "assistant", "content": [...]}) and its id; nil when
 	// nothing of it arrived.
 	message() ([]byte, string)
+	// whole reports whether the answer came to its end: a stream can end
+	// cleanly for the connection and still be cut short (an error event
+	// after some deltas, a response that failed, no end event), and such
+	// an answer is stored as partial.
+	whole() bool
 }
 
 // jsonAssembler reads a whole (non-streamed) answer.
 type jsonAssembler struct{ buf bytes.Buffer }
 
 func (a *jsonAssembler) write(p []byte) { a.buf.Write(p) }
+
+// whole: a message that arrived at all is the whole of it.
+func (a *jsonAssembler) whole() bool { return true }
 
 func (a *jsonAssembler) message() ([]byte, string) {
 	var m struct {
@@ -49,6 +57,9 @@ type sseAssembler struct {
 	lines  sseLines
 	id     string
 	blocks []*sseBlock
+	// stopped is set by message_stop, failed by an error event (an
+	// overloaded_error mid-stream).
+	stopped, failed bool
 }
 
 type sseBlock struct {
@@ -60,6 +71,8 @@ type sseBlock struct {
 }
 
 func (a *sseAssembler) write(p []byte) { a.lines.write(p, a.event) }
+
+func (a *sseAssembler) whole() bool { return a.stopped && !a.failed }
 
 // sseLines splits a server-sent event stream into its data lines.
 type sseLines struct{ pending []byte }
@@ -101,6 +114,10 @@ func (a *sseAssembler) event(data []byte) {
 	switch ev.Type {
 	case "message_start":
 		a.id = ev.Message.ID
+	case "message_stop":
+		a.stopped = true
+	case "error":
+		a.failed = true
 	case "content_block_start":
 		for len(a.blocks) <= ev.Index {
 			a.blocks = append(a.blocks, nil)
@@ -199,6 +216,8 @@ type chatJSONAssembler struct{ buf bytes.Buffer }
 
 func (a *chatJSONAssembler) write(p []byte) { a.buf.Write(p) }
 
+func (a *chatJSONAssembler) whole() bool { return true }
+
 func (a *chatJSONAssembler) message() ([]byte, string) {
 	var r struct {
 		ID      string `json:"id"`
@@ -222,6 +241,8 @@ type chatStreamAssembler struct {
 	text    bool
 	refusal strings.Builder
 	calls   []*chatCall
+	// done is set by the stream's last event, data: [DONE].
+	done bool
 }
 
 type chatCall struct {
@@ -230,6 +251,8 @@ type chatCall struct {
 }
 
 func (a *chatStreamAssembler) write(p []byte) { a.lines.write(p, a.chunk) }
+
+func (a *chatStreamAssembler) whole() bool { return a.done }
 
 func (a *chatStreamAssembler) chunk(data []byte) {
 	var c struct {
@@ -251,8 +274,12 @@ func (a *chatStreamAssembler) chunk(data []byte) {
 			} `json:"delta"`
 		} `json:"choices"`
 	}
+	if string(data) == "[DONE]" {
+		a.done = true
+		return
+	}
 	if json.Unmarshal(data, &c) != nil {
-		return // [DONE], or what is not a chunk
+		return // what is not a chunk
 	}
 	if a.id == "" {
 		a.id = c.ID

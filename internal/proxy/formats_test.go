@@ -555,3 +555,82 @@ func TestProxy_RedactionBreaksInput(t *testing.T) {
 		t.Errorf("the window holds %d messages (%v), want 5", len(held), err)
 	}
 }
+
+// TestProxy_IncompleteAnswers: answers that end cleanly for the
+// connection but not as answers (an Anthropic error event after some
+// text, an Anthropic stream without message_stop mid tool input, a
+// Responses stream that failed or came out incomplete, a Chat stream
+// without [DONE], a Responses JSON answer whose status is incomplete)
+// are stored as what arrived, marked partial; the same streams ended
+// properly are stored whole.
+func TestProxy_IncompleteAnswers(t *testing.T) {
+	const (
+		msgStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_%s\",\"role\":\"assistant\",\"content\":[]}}\n\n"
+		textOpen = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"half an answer\"}}\n\n"
+		toolOpen = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"bash\",\"input\":{}}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"cmd\\\": \\\"ls\"}}\n\n"
+		overloaded = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+		msgStop    = "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":3}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+		respStart = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_%s\",\"status\":\"in_progress\"}}\n\n" +
+			"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"message\",\"id\":\"msg_1\",\"role\":\"assistant\",\"content\":[]}}\n\n" +
+			"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"delta\":\"half an answer\"}\n\n"
+		chatStart = "data: {\"id\":\"chatcmpl-%s\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"half an answer\"}}]}\n\n"
+	)
+	streams := map[string]struct{ contentType, body string }{
+		"anthropic-error":    {"text/event-stream", msgStart + textOpen + overloaded},
+		"anthropic-no-stop":  {"text/event-stream", msgStart + toolOpen},
+		"anthropic-whole":    {"text/event-stream", msgStart + textOpen + msgStop},
+		"responses-failed":   {"text/event-stream", respStart + "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\"}}\n\n"},
+		"responses-cut-off":  {"text/event-stream", respStart + "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\"}}\n\n"},
+		"responses-whole":    {"text/event-stream", respStart + "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n"},
+		"responses-json-cut": {"application/json", `{"id":"resp_%s","status":"incomplete","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"half an answer"}]}]}`},
+		"chat-no-done":       {"text/event-stream", chatStart},
+		"chat-whole":         {"text/event-stream", chatStart + "data: [DONE]\n\n"},
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mode := r.URL.Query().Get("mode")
+		s := streams[mode]
+		w.Header().Set("Content-Type", s.contentType)
+		_, _ = io.WriteString(w, strings.ReplaceAll(s.body, "%s", mode))
+	}))
+	defer up.Close()
+	f := newFixture(t, proxy.Options{Anthropic: up.URL, OpenAI: up.URL})
+	for mode := range streams {
+		path, body := "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"tell me"}]}`
+		switch {
+		case strings.HasPrefix(mode, "responses"):
+			path, body = "/v1/responses", `{"model":"gpt-5-codex","stream":true,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"tell me"}]}]}`
+		case strings.HasPrefix(mode, "chat"):
+			path, body = "/v1/chat/completions", `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"tell me"}]}`
+		}
+		resp := f.postTo(t, path+"?mode="+mode, body, map[string]string{"X-Engram-Session": mode, "X-Api-Key": "k", "Authorization": "Bearer k"})
+		_, _ = io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", mode, resp.StatusCode)
+		}
+	}
+	f.p.Wait()
+	for mode := range streams {
+		hits, err := f.eng.Store().TurnRange(t.Context(), mode, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := ""
+		for _, e := range hits {
+			if e.Type == store.AgentResponse {
+				stored = e.MsgID
+			}
+		}
+		wantPartial := !strings.HasSuffix(mode, "-whole")
+		if stored == "" || strings.HasSuffix(stored, "/partial") != wantPartial {
+			t.Errorf("%s: the answer is stored as %q; partial %v wanted", mode, stored, wantPartial)
+		}
+	}
+	if s := f.p.Stats(); s.Answers != int64(len(streams)) || s.Partial != int64(len(streams)-3) {
+		t.Errorf("stats: %d answers, %d partial; want %d and %d", s.Answers, s.Partial, len(streams), len(streams)-3)
+	}
+}

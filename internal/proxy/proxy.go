@@ -56,7 +56,9 @@
 //     included, reach the client verbatim with their status codes, and
 //     streams are passed on as they arrive, flushed event by event. A
 //     client that leaves mid-stream cancels the upstream request; what
-//     arrived of the answer is stored, marked partial.
+//     arrived of the answer is stored, marked partial, as is an answer
+//     that did not reach its end (an error event, a failed or incomplete
+//     response, a stream without its end event).
 package proxy
 
 import (
@@ -472,13 +474,17 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, base string, bod
 	}
 	if asm != nil {
 		msg, id := asm.message()
+		// Cut short for the connection (the client left, the upstream
+		// broke off) or for the answer (an error event, a response that
+		// failed, no end event): what arrived is stored, marked partial.
+		partial := copyErr != nil || !asm.whole()
 		// Stored apart from the request: the client is answered already.
 		p.busy.enter()
 		go func() {
 			defer p.busy.leave(p.opts.ReleaseIdle)
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
 			defer cancel()
-			if err := p.keepAnswer(ctx, seen, msg, id, copyErr != nil); err != nil {
+			if err := p.keepAnswer(ctx, seen, msg, id, partial); err != nil {
 				p.log.Warn("cannot store the answer", "session", seen.key.SessionID, "err", err)
 			}
 		}()

@@ -93,6 +93,15 @@ type responsesJSONAssembler struct{ buf bytes.Buffer }
 
 func (a *responsesJSONAssembler) write(p []byte) { a.buf.Write(p) }
 
+// whole: a response whose status is not completed (incomplete, failed)
+// is not the whole answer.
+func (a *responsesJSONAssembler) whole() bool {
+	var r struct {
+		Status string `json:"status"`
+	}
+	return json.Unmarshal(a.buf.Bytes(), &r) == nil && (r.Status == "" || r.Status == "completed")
+}
+
 func (a *responsesJSONAssembler) message() ([]byte, string) {
 	var r struct {
 		ID     string            `json:"id"`
@@ -111,6 +120,10 @@ type responsesStreamAssembler struct {
 	lines sseLines
 	id    string
 	items map[int]*outputItem
+	// completed is set by response.completed; a stream that ends with
+	// response.failed, response.incomplete or an error event, or with
+	// none of them, is not whole.
+	completed bool
 }
 
 type outputItem struct {
@@ -119,6 +132,8 @@ type outputItem struct {
 }
 
 func (a *responsesStreamAssembler) write(p []byte) { a.lines.write(p, a.event) }
+
+func (a *responsesStreamAssembler) whole() bool { return a.completed }
 
 func (a *responsesStreamAssembler) event(data []byte) {
 	var ev struct {
@@ -146,6 +161,10 @@ func (a *responsesStreamAssembler) event(data []byte) {
 		if a.id == "" {
 			a.id = ev.Response.ID
 		}
+	case "response.completed":
+		a.completed = true
+	case "response.failed", "response.incomplete", "error":
+		a.completed = false
 	case "response.output_item.added":
 		it.added = ev.Item
 	case "response.output_item.done":

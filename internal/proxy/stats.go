@@ -31,8 +31,10 @@ type Stats struct {
 	// Upstream counts upstream answers by class ("2xx", "4xx", "5xx"), and
 	// "unreachable" and "timeout" when none came.
 	Upstream map[string]int64
-	// Answers counts the assistant messages stored; Partial, those whose
-	// stream ended early (the client left or the upstream broke off).
+	// Answers counts the assistant messages stored; Partial, those that
+	// ended early (the client left, the upstream broke off, or the answer
+	// did not reach its end: an error event, a failed or incomplete
+	// response, no end event).
 	Answers, Partial int64
 }
 
