@@ -132,6 +132,10 @@ type held struct {
 	// model is the model it was sized for: a switch keeps the window,
 	// sized anew.
 	model string
+	// instructions is the hash of the system prompt a stateful request
+	// (Responses' instructions beside previous_response_id) last stored
+	// in the window; "" when none.
+	instructions string
 }
 
 // take maps a request to its window, appends the messages the window
@@ -203,19 +207,31 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 		return nil, err
 	}
 	if c.stateful {
-		// The server holds the history: what the request lists is new.
+		// The server holds the history: what the request lists is new. The
+		// instructions come with every request, and are stored when they
+		// are new or changed, as the stateless path keeps the system
+		// prompt it holds.
 		if err := validate(); err != nil {
 			return nil, err
 		}
-		msgs, err := c.decodeFrom(0)
+		from := 0
+		if c.off > 0 && w.instructions == hashes[0] {
+			from = c.off
+		}
+		msgs, err := c.decodeFrom(from)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := p.windows.AppendOnce(ctx, w.key, appendKey(len(w.hashes), hashes), msgs); err != nil {
-			st.forget()
-			return nil, err
+		if len(msgs) > 0 {
+			if _, err := p.windows.AppendOnce(ctx, w.key, appendKey(len(w.hashes), hashes[from:]), msgs); err != nil {
+				st.forget()
+				return nil, err
+			}
+			w.hashes, w.forms = append(w.hashes, hashes[from:]...), append(w.forms, forms[from:]...)
 		}
-		w.hashes, w.forms = append(w.hashes, hashes...), append(w.forms, forms...)
+		if c.off > 0 {
+			w.instructions = hashes[0]
+		}
 		return &exchange{key: w.key}, nil
 	}
 	k := 0
@@ -411,6 +427,12 @@ func (p *Proxy) state(base store.WindowKey) *winState {
 	return st
 }
 
+// instructions reports whether m is a Responses request's instructions
+// as responsesAPI.read stores them: a system message with no type.
+func instructions(m *window.Message) bool {
+	return m.Role == window.RoleSystem && m.Shape != nil && m.Shape.Vendor == window.Responses && m.Shape.NoType && !m.Shape.Developer
+}
+
 // formOf is what an edit in place keeps of a message: its role and the
 // ids of the tool calls it makes and answers.
 func formOf(m *window.Message) string {
@@ -489,6 +511,9 @@ func (p *Proxy) find(ctx context.Context, st *winState, base store.WindowKey, c 
 			for i := range msgs {
 				w.forms[i] = formOf(&msgs[i])
 				w.hashes[i] = messageHash(msgs[i])
+				if instructions(&msgs[i]) {
+					w.instructions = w.hashes[i]
+				}
 			}
 			st.wins = append(st.wins, w)
 		}

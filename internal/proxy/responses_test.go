@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/modelserver"
 	"github.com/engramhq/engram/internal/proxy"
@@ -252,5 +254,40 @@ func TestProxy_ResponsesReasoning(t *testing.T) {
 	f.p.Wait()
 	if s := f.p.Stats(); s.Virtualized == 0 {
 		t.Errorf("nothing was evicted: %+v", s)
+	}
+}
+
+// Stateful requests (previous_response_id) send their instructions every
+// turn: the window stores them once, and again only when they change,
+// also after the proxy restarts.
+func TestProxy_ResponsesStatefulInstructions(t *testing.T) {
+	f := newFixture(t, proxy.Options{Limit: 6000})
+	send := func(instructions, prompt string) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": "gpt-5-codex", "previous_response_id": "resp_1", "instructions": instructions,
+			"input": []any{map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": prompt}}}}})
+		resp := f.postTo(t, "/v1/responses", string(body), map[string]string{"X-Engram-Session": "stateful"})
+		_, _ = io.ReadAll(resp.Body) // the scripted upstream holds no responses: its 400
+		f.p.Wait()
+	}
+	send("Be brief.", "one")
+	send("Be brief.", "two")
+	send("Be thorough.", "three")
+	send("Be thorough.", "four")
+	f.p = f.restart(t)
+	send("Be thorough.", "five")
+	send("Be brief.", "six")
+	_, held, _, err := f.windows.Messages(t.Context(), store.WindowKey{SessionID: "stateful", AgentID: "proxy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range held {
+		got = append(got, string(m.Role)+": "+m.Blocks[0].Text)
+	}
+	want := []string{"system: Be brief.", "user: one", "user: two", "system: Be thorough.", "user: three", "user: four", "user: five",
+		"system: Be brief.", "user: six"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the window holds (-want +got):\n%s", diff)
 	}
 }
