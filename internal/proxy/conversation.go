@@ -365,7 +365,8 @@ func (p *Proxy) layout(ctx context.Context, proto protocol, key store.WindowKey,
 }
 
 // keyOf is a request's window: the session of X-Engram-Session, else the
-// session the request names (Claude Code's metadata, Codex's cache key),
+// session the request names (Claude Code's metadata or its
+// X-Claude-Code-Session-Id header, Codex's cache key),
 // else a hash of the conversation's start, which every later request of it
 // repeats; the agent of X-Engram-Agent, else the harness the request
 // comes from, else "proxy".

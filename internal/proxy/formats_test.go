@@ -634,3 +634,58 @@ func TestProxy_IncompleteAnswers(t *testing.T) {
 		t.Errorf("stats: %d answers, %d partial; want %d and %d", s.Answers, s.Partial, len(streams), len(streams)-3)
 	}
 }
+
+// Claude Code's count_tokens requests carry no metadata, but name the
+// session in X-Claude-Code-Session-Id (as 2.1.121 does on every request):
+// a count of the session's conversation is laid out as its window would
+// send it, not counted whole.
+func TestProxy_ClaudeCodeCountTokens(t *testing.T) {
+	var steps []modelserver.Step
+	for i := range 20 {
+		steps = append(steps, modelserver.Say(fmt.Sprintf("Answer %d: %s", i, strings.Repeat("the quartermaster counts the crates again. ", 20))))
+	}
+	f := newFixture(t, proxy.Options{Limit: 5000}, steps...)
+	const session = "6f6fe473-07c4-42c5-8087-ddd2ffb878a6"
+	h := map[string]string{"User-Agent": "claude-cli/2.1.121 (external, cli)", "X-Claude-Code-Session-Id": session}
+	var history []json.RawMessage
+	for i := range 20 {
+		prompt, _ := json.Marshal(map[string]any{"role": "user", "content": fmt.Sprintf("Question %d: %s", i, strings.Repeat("how many crates? ", 30))})
+		history = append(history, prompt)
+		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": history,
+			"metadata": map[string]string{"user_id": `{"device_id":"d1","account_uuid":"","session_id":"` + session + `"}`}})
+		resp := f.post(t, string(body), h)
+		var out struct {
+			Content []map[string]any `json:"content"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("turn %d: %d %v", i, resp.StatusCode, err)
+		}
+		answer, _ := json.Marshal(map[string]any{"role": "assistant", "content": out.Content})
+		history = append(history, answer)
+	}
+	f.p.Wait()
+	next, _ := json.Marshal(map[string]any{"role": "user", "content": "one more?"})
+	body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "messages": append(history, next)})
+	resp := f.postTo(t, "/v1/messages/count_tokens", string(body), map[string]string{"X-Api-Key": "k", "Anthropic-Version": "2023-06-01",
+		"Authorization": "", "User-Agent": h["User-Agent"], "X-Claude-Code-Session-Id": session})
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+		t.Fatalf("count_tokens: %d %s", resp.StatusCode, b)
+	}
+	f.p.Wait()
+	reqs := f.up.Requests(modelserver.KindCountTokens)
+	if len(reqs) != 1 {
+		t.Fatalf("%d count_tokens requests upstream, want 1", len(reqs))
+	}
+	var sent struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(reqs[0].Body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sent.Messages); n >= len(history)+1 || !strings.Contains(string(sent.Messages[0]), "retrieve_context") {
+		t.Errorf("count_tokens went upstream with %d messages of %d, first %.200s; want the window's layout, markers first", n, len(history)+1, sent.Messages[0])
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -122,6 +122,13 @@ func (messagesAPI) read(body []byte, h http.Header) (*conversation, error) {
 		return nil, fmt.Errorf("not a Messages request: messages: %w", err)
 	}
 	c := &conversation{model: req.Model, raws: msgs, list: f["messages"], tools: f["tools"], session: claudeSession(req.Metadata.UserID)}
+	if c.session == "" {
+		// A count_tokens request carries no metadata, but Claude Code
+		// names its session on every request it makes in this header
+		// (2.1.121: the session_id of metadata.user_id), so that a count
+		// is laid out as the session's window would send it.
+		c.session = h.Get("X-Claude-Code-Session-Id")
+	}
 	if present(f["system"]) {
 		sys, _ := json.Marshal(map[string]json.RawMessage{"role": json.RawMessage(`"system"`), "content": f["system"]})
 		c.raws, c.off = append([]json.RawMessage{sys}, c.raws...), 1
