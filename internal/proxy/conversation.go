@@ -59,6 +59,9 @@ type winState struct {
 	// known notes each message by a hash of its bytes as sent (128 bits
 	// of two seeded maphashes: fast, and kept in this process only).
 	known map[[2]uint64]msgInfo
+	// renamed is set once the user was told that a header's name was
+	// stored under its digest.
+	renamed bool
 }
 
 // knownSeeds seed the hashes that know a message by its bytes.
@@ -159,6 +162,9 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 			st.mu.Unlock()
 		}
 	}()
+	if !st.renamed {
+		st.renamed = p.sayRenamed(h, base)
+	}
 	if err := st.learn(c, !p.eng.KeepsSecrets()); err != nil {
 		return nil, err
 	}
@@ -369,18 +375,19 @@ func (p *Proxy) layout(ctx context.Context, proto protocol, key store.WindowKey,
 // X-Claude-Code-Session-Id header, Codex's cache key),
 // else a hash of the conversation's start, which every later request of it
 // repeats; the agent of X-Engram-Agent, else the harness the request
-// comes from, else "proxy".
+// comes from, else "proxy". A session or agent named so that is no valid
+// ID (over store.MaxIdentifierBytes, not UTF-8, a control character) is
+// named by its digest: the same name always finds the same window.
 func keyOf(h http.Header, c *conversation) store.WindowKey {
 	k := store.WindowKey{SessionID: h.Get("X-Engram-Session"), AgentID: h.Get("X-Engram-Agent")}
 	if k.SessionID == "" {
 		k.SessionID = c.session
-		// A session the request names in its own terms (a Responses
-		// prompt_cache_key, Claude Code's user_id) that is no valid ID
-		// is named by its digest.
-		if c.session != "" && (store.WindowKey{SessionID: c.session, AgentID: "x"}).Validate() != nil {
-			sum := sha256.Sum256([]byte(c.session))
-			k.SessionID = "conv-" + hex.EncodeToString(sum[:8])
-		}
+	}
+	if k.SessionID != "" && (store.WindowKey{SessionID: k.SessionID, AgentID: "x"}).Validate() != nil {
+		k.SessionID = digest(k.SessionID)
+	}
+	if k.AgentID != "" && (store.WindowKey{SessionID: "x", AgentID: k.AgentID}).Validate() != nil {
+		k.AgentID = digest(k.AgentID)
 	}
 	if k.SessionID == "" {
 		sum := sha256.New()
@@ -402,6 +409,27 @@ func keyOf(h http.Header, c *conversation) store.WindowKey {
 		k.AgentID = "proxy"
 	}
 	return k
+}
+
+// sayRenamed warns when the session or agent a header names is no valid
+// ID and the conversation is stored under its digest (see keyOf), so that
+// it can be found; it reports whether it did.
+func (p *Proxy) sayRenamed(h http.Header, key store.WindowKey) bool {
+	said := false
+	for _, hd := range []struct{ header, id string }{{"X-Engram-Session", key.SessionID}, {"X-Engram-Agent", key.AgentID}} {
+		if v := h.Get(hd.header); v != "" && v != hd.id {
+			said = true
+			p.log.Warn("a header names no valid ID (UTF-8 without control characters, at most max_bytes): stored under its digest",
+				"header", hd.header, "bytes", len(v), "max_bytes", store.MaxIdentifierBytes, "as", hd.id)
+		}
+	}
+	return said
+}
+
+// digest names a session or agent that is no valid ID.
+func digest(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "conv-" + hex.EncodeToString(sum[:8])
 }
 
 // state is the conversation's state, made on first sight; the proxy keeps

@@ -291,3 +291,35 @@ func TestProxy_ResponsesStatefulInstructions(t *testing.T) {
 		t.Errorf("the window holds (-want +got):\n%s", diff)
 	}
 }
+
+// An X-Engram-Session the store cannot take as a session ID (300 bytes) is
+// named by its digest, as a session the harness names is: the
+// conversation is stored, and the same header finds the same window.
+func TestProxy_LongSessionHeader(t *testing.T) {
+	f := newFixture(t, proxy.Options{}, modelserver.Say("one"), modelserver.Say("two"))
+	h := map[string]string{"X-Engram-Session": strings.Repeat("s", 300)}
+	for i, history := range []string{
+		`{"role":"user","content":"first"}`,
+		`{"role":"user","content":"first"},{"role":"assistant","content":"one"},{"role":"user","content":"second"}`,
+	} {
+		resp := f.post(t, `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[`+history+`]}`, h)
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
+		}
+		f.p.Wait()
+	}
+	if s := f.p.Stats(); s.FailedOpen != 0 || s.Restarts != 0 {
+		t.Errorf("stats %+v: the conversation was not stored in one window", s)
+	}
+	sessions, err := f.eng.Store().Windows(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions) != 1 || !strings.HasPrefix(sessions[0].SessionID, "conv-") {
+		t.Fatalf("windows %+v, want one named by the header's digest", sessions)
+	}
+	_, held, _, err := f.windows.Messages(t.Context(), sessions[0].WindowKey)
+	if err != nil || len(held) != 3 {
+		t.Errorf("the window holds %d messages (%v), want the 3 of both requests", len(held), err)
+	}
+}
