@@ -43,7 +43,11 @@ func TestCodex_Proxy(t *testing.T) {
 	const commands = 8
 	var steps []modelserver.Step
 	for i := range commands {
-		steps = append(steps, modelserver.Call("exec_command", map[string]any{"cmd": fmt.Sprintf("seq %d 1 %d", i*100000, i*100000+2500)}))
+		// Each call comes after a reasoning item, as a reasoning model's
+		// do: Codex sends it back before the call, and the server refuses
+		// either without the other, as the API does.
+		thinking := modelserver.Block{Type: "thinking", Thinking: fmt.Sprintf("Count from %d.", i*100000), Signature: fmt.Sprintf("gAAAAB-reasoning-%d", i)}
+		steps = append(steps, modelserver.Reply(thinking, modelserver.ToolUse("exec_command", map[string]any{"cmd": fmt.Sprintf("seq %d 1 %d", i*100000, i*100000+2500)})))
 	}
 	markers := 0
 	steps = append(steps, func(r *modelserver.Request) (modelserver.Response, error) {
@@ -66,6 +70,15 @@ func TestCodex_Proxy(t *testing.T) {
 	most := 0
 	for _, r := range main {
 		most = max(most, r.InputTokens)
+	}
+	reasoning := 0
+	for _, it := range main[len(main)-1].Responses.Input {
+		if it.Type == "reasoning" {
+			reasoning++
+		}
+	}
+	if reasoning == 0 {
+		t.Error("the last request holds no reasoning item: Codex no longer sends them back, and the pairing of reasoning goes untested")
 	}
 	if len(main) != commands+1 || markers == 0 || most > 24000 {
 		t.Errorf("%d requests (want %d), the last with %d markers, the largest %d tokens; want markers and all within the window of 24,000", len(main), commands+1, markers, most)
