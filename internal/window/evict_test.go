@@ -85,6 +85,31 @@ func TestLayout_Recency(t *testing.T) {
 	}
 }
 
+// TestLayout_TaskStays: deep in a tool loop, the window squeezes the
+// turn it keeps; the prompt that opened it (the agent's task) is the last
+// of its units to go, so the agent keeps its task beside its newest
+// steps, when that leaves the window under its threshold.
+func TestLayout_TaskStays(t *testing.T) {
+	p := PolicyFor(DefaultRole)
+	p.Clip = 0
+	msgs := hundreds([]Message{text(RoleSystem, "sys"), text(RoleUser, "the task")}, 200)
+	for i := range 20 {
+		id := fmt.Sprintf("c%d", i)
+		msgs = append(msgs, hundreds([]Message{call(id), result(RoleUser, id)}, 150)...)
+	}
+	l := layoutOf(t, p, 2000, msgs)
+	segs := l.Segments()
+	if segs[1].Kind != Kept || segs[1].From != 1 || l.Tokens() > 2000 {
+		t.Fatalf("the task is not kept, or the window is over its budget: %s (%d tokens)", spans(l), l.Tokens())
+	}
+	// A window too small to keep it under its threshold with the newest
+	// steps lets it go, as any kept unit.
+	l = layoutOf(t, p, 600, msgs)
+	if got := spans(l); got != "k0-1 e1-38 c38-40 k40-42" {
+		t.Errorf("in 600 tokens: %s", got)
+	}
+}
+
 func TestPolicies(t *testing.T) {
 	// The tool loop's markers are as measured: no entities, hints or time.
 	if p := ToolLoopPolicy(); p.MarkerEntities != 0 || p.MarkerHints != 0 || p.MarkerTime || p.Clip != 0 {

@@ -470,9 +470,63 @@ func (l *Layout) evict() {
 	// markers' real sizes; by topic or task, whole topics or tasks, chosen
 	// before with the markers' sizes estimated.
 	chosen := l.byStrategy(cand, keep, shown-goal)
-	out := make([]Segment, 0, len(l.segs))
+	// The prompt that opens the newest turn, kept by the policy, is the
+	// last of the kept units to go over the budget, when the window then
+	// ends under its threshold: an agent deep in a tool loop was left with
+	// its newest steps and no task. (Kept past the threshold, it would
+	// have the window evict again at the next message.)
+	spare := -1
+	for _, i := range cand[:max(0, len(cand)-1)] {
+		if keep[i] && isPrompt(&l.msgs[l.segs[i].From]) {
+			spare = i
+		}
+	}
+	high := l.high()
+	out, evicted := l.evictPass(cand, keep, chosen, shown, goal, spare)
+	if spare >= 0 && l.shownOf(out) > high {
+		out, evicted = l.evictPass(cand, keep, chosen, shown, goal, -1)
+	}
+	l.segs = out
+
+	// Step 3 before 2: what must be clipped takes its room first, the
+	// digest what is left of its share.
+	l.clip()
+	last := -1
+	for i := range l.segs {
+		if l.segs[i].Kind == Evicted {
+			last = i
+		}
+	}
+	if last < 0 || !evicted {
+		return
+	}
+	free := l.o.Budget - l.Tokens()
+	part := min(free, digestShare-digest, int(PartMax*float64(digestShare)))
+	if part < int(CompactAt*float64(digestShare)) {
+		// The parts have filled the share: the digest is chosen again,
+		// whole, as one part, to CompactTo of it.
+		for i := range l.segs {
+			l.segs[i].Digest = nil
+		}
+		free = l.o.Budget - l.Tokens()
+		part = min(free, int(CompactTo*float64(digestShare)))
+	}
+	if ex := l.chooseDigest(part); ex.Text != "" {
+		l.segs[last].Digest = append(l.segs[last].Digest, ex)
+	}
+}
+
+// evictPass is step 1 of evict over the candidates cand: what the
+// strategy chose (chosen; by recency, what keep does not hold, while the
+// window shows more than goal), and over the budget the kept units too,
+// oldest first, all but the newest and spare (none when negative). shown
+// is what the window shows but its digest. It returns the segments and
+// whether any was evicted.
+func (l *Layout) evictPass(cand []int, keep, chosen []bool, shown, goal, spare int) (out []Segment, evicted bool) {
+	p := l.o.Policy
+	out = make([]Segment, 0, len(l.segs))
 	k := 0
-	evicted, squeeze := false, false
+	squeeze := false
 	// alone are the segments evicted on their own, by their place in
 	// out, as they were before.
 	alone := map[int]Segment{}
@@ -489,7 +543,7 @@ func (l *Layout) evict() {
 		// Over the budget, the kept units go too, oldest first, down to
 		// the target (one large step, as any eviction), all but the newest.
 		squeeze = squeeze || k < len(cand)-1 && shown > l.o.Budget
-		go1 := toGoal || squeeze && k < len(cand)-1 && shown > goal
+		go1 := toGoal || squeeze && k < len(cand)-1 && shown > goal && i != spare
 		k++
 		if !go1 {
 			out = append(out, s)
@@ -525,34 +579,16 @@ func (l *Layout) evict() {
 		}
 		evicted = true
 	}
-	l.segs = out
+	return out, evicted
+}
 
-	// Step 3 before 2: what must be clipped takes its room first, the
-	// digest what is left of its share.
-	l.clip()
-	last := -1
-	for i := range l.segs {
-		if l.segs[i].Kind == Evicted {
-			last = i
-		}
+// shownOf is what segments show, their digests included.
+func (l *Layout) shownOf(segs []Segment) int {
+	n := 0
+	for i := range segs {
+		n += segs[i].shown()
 	}
-	if last < 0 || !evicted {
-		return
-	}
-	free := l.o.Budget - l.Tokens()
-	part := min(free, digestShare-digest, int(PartMax*float64(digestShare)))
-	if part < int(CompactAt*float64(digestShare)) {
-		// The parts have filled the share: the digest is chosen again,
-		// whole, as one part, to CompactTo of it.
-		for i := range l.segs {
-			l.segs[i].Digest = nil
-		}
-		free = l.o.Budget - l.Tokens()
-		part = min(free, int(CompactTo*float64(digestShare)))
-	}
-	if ex := l.chooseDigest(part); ex.Text != "" {
-		l.segs[last].Digest = append(l.segs[last].Digest, ex)
-	}
+	return n
 }
 
 // The digest grows by a part at each eviction, of at most PartMax of the
