@@ -230,6 +230,14 @@ func copyHeaders(dst, src http.Header) {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.busy.enter()
 	defer p.busy.leave(p.opts.ReleaseIdle)
+	if r.Method == http.MethodHead && r.URL.Path == "/" && r.Header.Get("Origin") == "" {
+		// Claude Code's check that its base URL answers, at start, sent
+		// without its custom headers (so without the token): answered
+		// here, holding nothing, rather than refused and logged at every
+		// start.
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	if !p.allowed(w, r) {
 		return
 	}

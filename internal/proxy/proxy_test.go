@@ -213,6 +213,16 @@ func TestProxy_Refusals(t *testing.T) {
 			}
 		})
 	}
+	// Claude Code's HEAD / at its start comes without its custom headers:
+	// answered, not refused, and not sent on.
+	resp, err := http.Head(f.front.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("HEAD / without the token: %d, want 200", resp.StatusCode)
+	}
 	f.p.Wait()
 	if n := len(f.up.Requests()); n != 0 {
 		t.Errorf("%d refused requests reached the upstream", n)
