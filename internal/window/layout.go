@@ -637,9 +637,16 @@ func (l *Layout) markerOf(s *Segment, ents []string) ctxref.Marker {
 	return m
 }
 
-// firstLine is the first line of a message's text that is not blank.
+// firstLine is the first line of a message's text that is not blank,
+// in a block that is not one tagged element a harness adds to the user's
+// words (Claude Code's <system-reminder>, Codex's <environment_context>
+// message): a marker's hint said "<environment_context>" for the prompt
+// it stood for.
 func firstLine(m *Message) string {
 	for _, b := range m.Blocks {
+		if harnessTag(b.Text) {
+			continue
+		}
 		for line := range strings.SplitSeq(b.Text, "\n") {
 			if line = strings.TrimSpace(line); line != "" {
 				return line // Render caps it, marking the cut
@@ -647,6 +654,27 @@ func firstLine(m *Message) string {
 		}
 	}
 	return ""
+}
+
+// harnessTag reports whether text is one element, <name ...>...</name>,
+// as harnesses wrap what they add to a user's message.
+func harnessTag(text string) bool {
+	t := strings.TrimSpace(text)
+	if len(t) < 3 || t[0] != '<' {
+		return false
+	}
+	end := strings.IndexAny(t, " >\n")
+	if end < 2 {
+		return false
+	}
+	name := t[1:end]
+	word := func(r rune) bool {
+		return r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+	}
+	if strings.IndexFunc(name, func(r rune) bool { return !word(r) }) >= 0 {
+		return false
+	}
+	return strings.HasSuffix(t, "</"+name+">")
 }
 
 // topEntities returns the n entities the assistant named most in

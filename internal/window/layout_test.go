@@ -567,3 +567,26 @@ func leads(msgs []Message, i int) bool {
 	}
 	return true
 }
+
+// TestFirstLine: a marker's hint is the first line of the user's words,
+// not of a block a harness wrapped in a tag and added to them.
+func TestFirstLine(t *testing.T) {
+	for _, tc := range []struct {
+		blocks []string
+		want   string
+	}{
+		{[]string{"\n  fix the flaky test\nin retry.go"}, "fix the flaky test"},
+		{[]string{"<system-reminder>\nAs you answer, use the tools.\n</system-reminder>", "why does TestRetry time out?"}, "why does TestRetry time out?"},
+		{[]string{"<environment_context>\n  <cwd>/repo</cwd>\n</environment_context>"}, ""},
+		{[]string{"<b>bold</b> is how HTML says it"}, "<b>bold</b> is how HTML says it"},
+		{[]string{"<<< HEAD merge conflict >>>"}, "<<< HEAD merge conflict >>>"},
+	} {
+		var m Message
+		for _, b := range tc.blocks {
+			m.Blocks = append(m.Blocks, Block{Type: BlockText, Text: b})
+		}
+		if got := firstLine(&m); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.blocks, got, tc.want)
+		}
+	}
+}
