@@ -401,7 +401,9 @@ func (a *Archive) ReadSession(ctx context.Context, sessionID string, ifSV uint64
 		return SessionRead{}, err
 	}
 	if sv == 0 {
-		return SessionRead{}, fmt.Errorf("session %s: %w (no agent registered, nothing written)", sessionID, store.ErrNotFound)
+		// The shared memory's state of the session: its messages and
+		// windows, if any, are the content store's.
+		return SessionRead{}, fmt.Errorf("session %s: %w in the shared memory (no agent registered, no state written; its stored messages, if any, are under its windows and search)", sessionID, store.ErrNotFound)
 	}
 	out := SessionRead{Status: StatusOK, GV: gv, SV: sv, Session: sessionID}
 	if ifSV != 0 && ifSV == sv {
