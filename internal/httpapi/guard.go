@@ -172,11 +172,17 @@ func (g *guard) originAllowed(origin, host string) bool {
 	if g.origins[o] || g.origins["*"] {
 		return true
 	}
-	u, err := url.Parse(o)
+	return ownOrigin(o, host, g.hosts)
+}
+
+// ownOrigin reports whether a browser origin is the server's own: its
+// scheme's host and port are the request's Host, a name it answers to.
+func ownOrigin(origin, host string, hosts hostSet) bool {
+	u, err := url.Parse(strings.TrimSuffix(strings.ToLower(origin), "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return false
 	}
-	return strings.EqualFold(u.Host, host) && g.hosts.allows(u.Host)
+	return strings.EqualFold(u.Host, host) && hosts.allows(u.Host)
 }
 
 // authenticate returns the request's principal, or answers 401 and
@@ -208,7 +214,12 @@ func (g *guard) credential(r *http.Request) (p principal, why string, err error)
 		if nonce != "" {
 			return principal{operator: true, reader: true, cookie: nonce}, "", nil
 		}
-		if g.opts.TrustLoopback && remoteLoopback(r.RemoteAddr) {
+		// A page of another origin, even one let in, is no trusted
+		// loopback caller: a browser on this machine sends its requests
+		// from loopback (with allowed_origins "*", any web page would
+		// have been the operator).
+		origin := r.Header.Get("Origin")
+		if g.opts.TrustLoopback && remoteLoopback(r.RemoteAddr) && (origin == "" || ownOrigin(origin, r.Host, g.hosts)) {
 			return principal{operator: true}, "", nil
 		}
 		return principal{}, firstOf(why, "missing token"), nil

@@ -189,6 +189,19 @@ func TestAllowedHostsAndOrigins(t *testing.T) {
 	if st, h, _ := raw(t, "GET", srv.URL+"/v1/search?q=x", "", "Origin", "https://dash.example.com"); st != 401 || h.Get("Access-Control-Allow-Origin") == "" {
 		t.Errorf("an origin let in, no token: HTTP %d (the page must be able to read the 401: %v)", st, h)
 	}
+	// A trusted loopback serves its own callers with no credential, not a
+	// page of another origin, even one let in: with "*", any web page
+	// the user opened would have been the operator.
+	open := httptest.NewServer(Handler(newEngine(t), Options{TrustLoopback: true, AllowedOrigins: []string{"*"}}))
+	defer open.Close()
+	if st, _, b := raw(t, "POST", open.URL+"/v1/agents", `{"id":"evil","session":"s"}`, "Origin", "https://evil.example", "Content-Type", "application/json"); st != 401 {
+		t.Errorf("a page of another origin on a trusted loopback: HTTP %d %s", st, b)
+	}
+	for _, hdr := range [][]string{{"Origin", open.URL}, nil} {
+		if st, _, b := raw(t, "GET", open.URL+"/v1/search?q=x", "", hdr...); st != 200 {
+			t.Errorf("a trusted loopback caller (%v): HTTP %d %s", hdr, st, b)
+		}
+	}
 	// The server's own pages need no CORS, and another origin gets none.
 	for _, origin := range []string{srv.URL, "https://elsewhere.example"} {
 		if _, h, _ := raw(t, "GET", srv.URL+"/v1/search?q=x", "", withToken("Origin", origin)...); h.Get("Access-Control-Allow-Origin") != "" {
