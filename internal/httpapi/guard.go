@@ -72,6 +72,19 @@ func (p principal) streamer() string {
 	if p.reader {
 		return "reader:" + p.cookie
 	}
+	return p.holder()
+}
+
+// holder names who holds the principal's credential, for the bounds on
+// what one may hold open (event streams, MCP sessions): an agent's key
+// and the keys of the sub-agents it registered are one holder, as they
+// share their rate limits, so that registering agents cannot multiply
+// the bounds.
+func (p principal) holder() string {
+	if p.agent != nil {
+		ag := p.agent.Agent()
+		return "agent:" + cmp.Or(ag.Credential, ag.ID)
+	}
 	return p.id()
 }
 
@@ -736,9 +749,9 @@ func (m *mcpSessions) full(who string) string {
 		return ""
 	}
 	if each := max(1, m.max/16); m.each[who] >= each {
-		return fmt.Sprintf("%d MCP sessions are open with this agent's key, the most one keeps", each)
+		return fmt.Sprintf("%d MCP sessions are open with this agent's key and its sub-agents', the most one keeps", each)
 	}
-	if all := m.max * 3 / 4; m.agents >= all {
+	if all := max(1, m.max*3/4); m.agents >= all {
 		return fmt.Sprintf("%d MCP sessions are open with agents' keys, the most they keep together", all)
 	}
 	return ""
@@ -768,7 +781,7 @@ func (g *guard) mcp(next http.Handler, sessions *mcpSessions) http.Handler {
 			}
 		}
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-			if why := sessions.full(p.id()); why != "" {
+			if why := sessions.full(p.holder()); why != "" {
 				w.Header().Set("Retry-After", "60")
 				g.refuse(w, r, http.StatusServiceUnavailable, "mcp_sessions", "overloaded", why+": close one (DELETE) or retry later")
 				return

@@ -444,6 +444,36 @@ func TestMCPSessionBounds(t *testing.T) {
 		agents = append(agents, cs)
 	}
 
+	// Sub-agents share their parent's bound: registering agents does not
+	// multiply it.
+	subs := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, MaxMCPSessions: 32}))
+	defer subs.Close()
+	parent := agentKey(t, subs.URL, "sp", "parent")
+	keys := []string{parent}
+	for k := range 3 {
+		st, _, b := raw(t, "POST", subs.URL+"/v1/agents", fmt.Sprintf(`{"id":"sub%d"}`, k), "Authorization", "Bearer "+parent, "Content-Type", "application/json")
+		var out struct{ Key string }
+		if err := json.Unmarshal([]byte(b), &out); st != 201 || err != nil || out.Key == "" {
+			t.Fatalf("register a sub-agent: HTTP %d %s", st, b)
+		}
+		keys = append(keys, out.Key)
+	}
+	var opened []*mcp.ClientSession
+	for _, key := range keys {
+		for range 2 {
+			if cs, err := connect(t, subs.URL, map[string]string{"Authorization": "Bearer " + key}); err == nil {
+				opened = append(opened, cs)
+			}
+		}
+	}
+	// Closed before subs is, which waits for its connections.
+	for _, cs := range opened {
+		_ = cs.Close()
+	}
+	if opened := len(opened); opened != 2 {
+		t.Errorf("an agent and its three sub-agents opened %d sessions, want the 2 of one key", opened)
+	}
+
 	// An idle session is closed.
 	idle := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, MCPSessionIdle: 200 * time.Millisecond}))
 	defer idle.Close()

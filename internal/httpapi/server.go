@@ -155,7 +155,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		}
 		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent,
 			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log, Windows: opts.Windows,
-			OnInitialize: func(ss *mcp.ServerSession) { sessions.track(ss, p.id()) }}).MCP()
+			OnInitialize: func(ss *mcp.ServerSession) { sessions.track(ss, p.holder()) }}).MCP()
 	}, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: opts.MCPSessionIdle, MaxRequestBodyBytes: opts.MaxBodyBytes})
 	mux.Handle("/mcp", g.wrap(limitBody(g.mcp(mcpHandler, sessions), opts.MaxBodyBytes), func(r *http.Request) bool {
 		return r.Method == http.MethodPost // GET holds an event stream open; DELETE ends a session
