@@ -959,7 +959,11 @@ func (l *Layout) joinAcross() {
 		total := l.Tokens()
 		saved := slices.Clone(l.segs)
 		start := total
-		for i := first; i+2 < len(l.segs) && total > l.o.Budget; {
+		// Down to the policy's target, not just under the budget: joined
+		// just under it, the next message went over again, and every
+		// message rewrote the window's prefix after the system prompt.
+		low := int(l.o.Policy.Target * float64(l.o.Budget))
+		for i := first; i+2 < len(l.segs) && total > low; {
 			if l.held(&l.segs[i]) || l.held(&l.segs[i+1]) {
 				i++
 				continue
