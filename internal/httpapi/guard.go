@@ -471,7 +471,7 @@ func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func
 
 // bodyStep is the room a body takes at a time among the bodies read at
 // once, as its bytes arrive.
-const bodyStep = 64 << 10
+const bodyStep = 4 << 10
 
 // errNoBodyRoom says that the bodies being read take all the room there
 // is for them.
