@@ -665,7 +665,7 @@ versions, agent, session, scope and time. --follow keeps printing new
 events as they come, until interrupted.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 1 || limit > archive.MaxEvents {
+			if limit < 0 || limit == 0 && !follow || limit > archive.MaxEvents {
 				// Not the archive's own range: there 0 is its default,
 				// 100, which is not this command's (20).
 				return usagef("--limit %d: give 1 to %d events", limit, archive.MaxEvents)
@@ -675,11 +675,21 @@ events as they come, until interrupted.`,
 				return err
 			}
 			ctx := cmd.Context()
-			evs, err := arc.Events(ctx, -1, limit)
+			var evs []store.ArchiveEvent
+			last := int64(0)
+			if limit == 0 {
+				// -f -n 0, as tail: only what comes from now on.
+				evs, err = arc.Events(ctx, -1, 1)
+				if len(evs) > 0 {
+					last = evs[0].Seq
+				}
+				evs = nil
+			} else {
+				evs, err = arc.Events(ctx, -1, limit)
+			}
 			if err != nil {
 				return err
 			}
-			last := int64(0)
 			for {
 				for _, e := range evs {
 					if err := a.printEvent(a.stdout, jsonOut, e); err != nil {
@@ -701,7 +711,7 @@ events as they come, until interrupted.`,
 			}
 		},
 	}
-	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "how many of the last events to print, 1 to 1000")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "how many of the last events to print, 1 to 1000 (0 with --follow: only new ones)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object per line")
 	return cmd

@@ -210,7 +210,11 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 	if o.Role != "" {
 		// Printed in status and lists: one line, no control characters.
 		if err := store.CheckName("role", o.Role); err != nil || len(o.Role) > maxRoleBytes {
-			return Status{}, fmt.Errorf("%w: role %q: a role is at most %d bytes of UTF-8 with no control characters", ErrInvalid, o.Role, maxRoleBytes)
+			shown := o.Role
+			if len(shown) > maxRoleBytes {
+				shown = shown[:maxRoleBytes] + "…"
+			}
+			return Status{}, fmt.Errorf("%w: role %q: a role is at most %d bytes of UTF-8 with no control characters", ErrInvalid, shown, maxRoleBytes)
 		}
 	}
 	if o.Role != "" || s.Policy.Strategy == "" {
