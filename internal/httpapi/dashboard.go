@@ -104,7 +104,7 @@ func (as assets) serve(w http.ResponseWriter, r *http.Request, name string) {
 	securePage(h)
 	h.Set("Content-Type", a.ctype)
 	h.Set("ETag", a.etag)
-	h.Set("Vary", "Accept-Encoding")
+	h.Add("Vary", "Accept-Encoding") // beside CORS's Vary: Origin
 	// The page must follow the binary: revalidate every time (a 304 costs
 	// a round trip on loopback, nothing more).
 	h.Set("Cache-Control", "no-cache")
