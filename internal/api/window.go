@@ -472,7 +472,7 @@ func DecodeMessage(format string, raw []byte) (window.Message, error) {
 	}
 	if !utf8.Valid(raw) {
 		// encoding/json would replace the bytes that are not, silently.
-		return window.Message{}, bad("not UTF-8: a message must be UTF-8 JSON text (invalid bytes at byte %d)", invalidAt(raw))
+		return window.Message{}, bad("not UTF-8: a message must be UTF-8 JSON text (invalid bytes at byte %d)", InvalidUTF8At(raw))
 	}
 	if at := engine.LoneSurrogate(raw); at >= 0 {
 		// The same: an escaped half of a UTF-16 pair is no character,
@@ -533,8 +533,8 @@ func decodeEngram(raw []byte) (window.Message, error) {
 	return m, nil
 }
 
-// invalidAt is the offset of the first byte of b that is not UTF-8.
-func invalidAt(b []byte) int {
+// InvalidUTF8At is the offset of the first byte of b that is not UTF-8.
+func InvalidUTF8At(b []byte) int {
 	for i := 0; i < len(b); {
 		r, n := utf8.DecodeRune(b[i:])
 		if r == utf8.RuneError && n == 1 {

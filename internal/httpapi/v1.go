@@ -292,7 +292,7 @@ func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	case len(trimmed) == 0:
 		return invalid("the body is empty: send a JSON object")
 	case !utf8.Valid(data):
-		return invalid(fmt.Sprintf("the body is not UTF-8 at byte offset %d: JSON is sent as UTF-8, other text escaped as \\uXXXX", notUTF8At(data)))
+		return invalid(fmt.Sprintf("the body is not UTF-8 at byte offset %d: JSON is sent as UTF-8, other text escaped as \\uXXXX", api.InvalidUTF8At(data)))
 	case trimmed[0] != '{':
 		return invalid("the body is not a JSON object")
 	}
@@ -305,18 +305,6 @@ func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 		return invalid("the body holds more than one JSON value")
 	}
 	return exactFields(data, dst)
-}
-
-// notUTF8At is the offset of the first byte of b that is not UTF-8.
-func notUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return len(b)
 }
 
 // exactFields refuses a field of the object data that dst's struct names
