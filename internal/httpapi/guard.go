@@ -116,12 +116,14 @@ type guard struct {
 	hosts   hostSet
 	origins map[string]bool
 	adm     *Admission
-	logins  *Logins
+	// bodyTime is bodyReadTime when the guard was made.
+	bodyTime time.Duration
+	logins   *Logins
 }
 
 func newGuard(eng *engine.Engine, opts Options, log *slog.Logger) *guard {
 	g := &guard{opts: opts, eng: eng, log: log, metrics: opts.Metrics, hosts: newHostSet(opts.AllowedHosts),
-		origins: map[string]bool{}, adm: opts.Admission}
+		origins: map[string]bool{}, adm: opts.Admission, bodyTime: bodyReadTime}
 	for _, o := range opts.AllowedOrigins {
 		g.origins[strings.TrimSuffix(strings.ToLower(o), "/")] = true
 	}
@@ -403,7 +405,7 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 const DefaultRequestTimeout = 2 * time.Minute
 
 // bodyReadTime is how long a request's body has to arrive once its
-// headers have (a variable for tests).
+// headers have (a variable for tests: a guard takes it when made).
 var bodyReadTime = 30 * time.Second
 
 // readBody reads a request's body whole, within the size cap, before the
@@ -435,7 +437,7 @@ func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func
 	}
 	hold := g.adm.holdBody()
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTime))
+	_ = rc.SetReadDeadline(time.Now().Add(g.bodyTime))
 	var buf bytes.Buffer
 	buf.Grow(int(min(max(r.ContentLength, 0), bodyStep)))
 	_, err := io.Copy(&buf, &heldReader{r: http.MaxBytesReader(w, r.Body, limit), hold: hold})
@@ -460,7 +462,7 @@ func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func
 		return tooLarge()
 	case errors.As(err, &ne) && ne.Timeout():
 		g.refuse(w, r, http.StatusRequestTimeout, "body", "body_incomplete",
-			fmt.Sprintf("the body did not arrive whole in %v (%d bytes read)", bodyReadTime, buf.Len()))
+			fmt.Sprintf("the body did not arrive whole in %v (%d bytes read)", g.bodyTime, buf.Len()))
 		return nil, false
 	default:
 		g.refuse(w, r, http.StatusBadRequest, "body", "body_incomplete",
