@@ -343,14 +343,7 @@ func TestProxy_UnknownModelAndCountTokens(t *testing.T) {
 		history = append(history, prompt)
 		body, _ := json.Marshal(map[string]any{"model": "a-model-nobody-knows", "max_tokens": 100, "messages": history})
 		resp := f.post(t, string(body), map[string]string{"X-Engram-Session": "count"})
-		var out struct {
-			Content []map[string]any `json:"content"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("turn %d: %d %v", i, resp.StatusCode, err)
-		}
-		answer, _ := json.Marshal(map[string]any{"role": "assistant", "content": out.Content})
-		history = append(history, answer)
+		history = append(history, anthropicAnswer(t, resp, i))
 	}
 	next, _ := json.Marshal(map[string]any{"role": "user", "content": "one more?"})
 	body, _ := json.Marshal(map[string]any{"model": "a-model-nobody-knows", "messages": append(history, next)})
@@ -654,14 +647,7 @@ func TestProxy_ClaudeCodeCountTokens(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": history,
 			"metadata": map[string]string{"user_id": `{"device_id":"d1","account_uuid":"","session_id":"` + session + `"}`}})
 		resp := f.post(t, string(body), h)
-		var out struct {
-			Content []map[string]any `json:"content"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("turn %d: %d %v", i, resp.StatusCode, err)
-		}
-		answer, _ := json.Marshal(map[string]any{"role": "assistant", "content": out.Content})
-		history = append(history, answer)
+		history = append(history, anthropicAnswer(t, resp, i))
 	}
 	f.p.Wait()
 	next, _ := json.Marshal(map[string]any{"role": "user", "content": "one more?"})

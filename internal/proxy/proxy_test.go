@@ -273,14 +273,7 @@ func TestProxy_Virtualizes(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "system": "You count crates.",
 			"messages": history})
 		resp := f.post(t, string(body), map[string]string{"X-Engram-Session": "crates"})
-		var out struct {
-			Content []map[string]any `json:"content"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("turn %d: %d %v", i, resp.StatusCode, err)
-		}
-		answer, _ := json.Marshal(map[string]any{"role": "assistant", "content": out.Content})
-		history = append(history, answer)
+		history = append(history, anthropicAnswer(t, resp, i))
 	}
 	if err := f.up.Err(); err != nil {
 		t.Fatal(err)
@@ -571,4 +564,18 @@ func TestProxy_StoreStopsAnswering(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the request waited on the frozen store")
 	}
+}
+
+// anthropicAnswer reads turn i's answer, which must be a 200 in the
+// Messages API's JSON, as the assistant message a harness sends back.
+func anthropicAnswer(t *testing.T, resp *http.Response, i int) json.RawMessage {
+	t.Helper()
+	var out struct {
+		Content []map[string]any `json:"content"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("turn %d: %d %v", i, resp.StatusCode, err)
+	}
+	answer, _ := json.Marshal(map[string]any{"role": "assistant", "content": out.Content})
+	return answer
 }

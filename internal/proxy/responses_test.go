@@ -70,20 +70,9 @@ func TestProxy_Responses(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
 		}
-		items := responsesItems(t, resp)
-		input = append(input, items...)
-		for _, it := range items {
-			var fc struct {
-				Type   string `json:"type"`
-				CallID string `json:"call_id"`
-			}
-			_ = json.Unmarshal(it, &fc)
-			if fc.Type == "function_call" {
-				out, _ := json.Marshal(map[string]any{"type": "function_call_output", "call_id": fc.CallID,
-					"output": fmt.Sprintf("ok pkg%d %s", i, strings.Repeat("PASS a test of the package. ", 40))})
-				input = append(input, out)
-			}
-		}
+		input = withOutputs(input, responsesItems(t, resp), func(string) string {
+			return fmt.Sprintf("ok pkg%d %s", i, strings.Repeat("PASS a test of the package. ", 40))
+		})
 	}
 	if err := f.up.Err(); err != nil {
 		t.Fatal(err)
@@ -230,19 +219,9 @@ func TestProxy_ResponsesReasoning(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			t.Fatalf("turn %d: %d %s", turn, resp.StatusCode, b)
 		}
-		for _, it := range responsesItems(t, resp) {
-			input = append(input, it)
-			var fc struct {
-				Type   string `json:"type"`
-				CallID string `json:"call_id"`
-			}
-			_ = json.Unmarshal(it, &fc)
-			if fc.Type == "function_call" {
-				out, _ := json.Marshal(map[string]any{"type": "function_call_output", "call_id": fc.CallID,
-					"output": fmt.Sprintf("ok %s %s", fc.CallID, strings.Repeat("PASS a test of the package. ", 30))})
-				input = append(input, out)
-			}
-		}
+		input = withOutputs(input, responsesItems(t, resp), func(callID string) string {
+			return fmt.Sprintf("ok %s %s", callID, strings.Repeat("PASS a test of the package. ", 30))
+		})
 	}
 	for i := range 8 {
 		prompt, _ := json.Marshal(map[string]any{"type": "message", "role": "user",
@@ -325,4 +304,22 @@ func TestProxy_LongSessionHeader(t *testing.T) {
 	if err != nil || len(held) != 3 {
 		t.Errorf("the window holds %d messages (%v), want the 3 of both requests", len(held), err)
 	}
+}
+
+// withOutputs appends an answer's items to input, each function call
+// followed by its output, as output says for its call's ID.
+func withOutputs(input, items []json.RawMessage, output func(callID string) string) []json.RawMessage {
+	for _, it := range items {
+		input = append(input, it)
+		var fc struct {
+			Type   string `json:"type"`
+			CallID string `json:"call_id"`
+		}
+		_ = json.Unmarshal(it, &fc)
+		if fc.Type == "function_call" {
+			out, _ := json.Marshal(map[string]any{"type": "function_call_output", "call_id": fc.CallID, "output": output(fc.CallID)})
+			input = append(input, out)
+		}
+	}
+	return input
 }
