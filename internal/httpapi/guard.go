@@ -22,7 +22,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
@@ -375,7 +374,7 @@ func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Han
 				overloaded()
 				return
 			}
-			done, ok := g.readBody(w, r, overloaded)
+			done, ok := g.readBody(w, r, p, overloaded)
 			if !ok {
 				return
 			}
@@ -414,14 +413,15 @@ var bodyReadTime = 30 * time.Second
 // connections stall the server. A body declared over the cap is refused
 // before any of it is read; the bodies read at once are bounded in bytes
 // (Admission), each taking its room as its bytes arrive, past which a
-// request is overloaded(); a body has bodyReadTime to arrive. done gives
-// the body's bytes back, when the request is over.
+// request is overloaded(), or 429 when its credential (p's, unless the
+// operator's) has its share on the way; a body has bodyReadTime to
+// arrive. done gives the body's bytes back, when the request is over.
 //
 // Room is taken as bytes arrive, not as declared: bodies declared large
 // and never sent (16 connections of an agent's key, each a chunked POST's
 // headers) took the whole budget, and every write on the server was
 // refused.
-func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func()) (done func(), ok bool) {
+func (g *guard) readBody(w http.ResponseWriter, r *http.Request, p principal, overloaded func()) (done func(), ok bool) {
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
 	default:
@@ -435,7 +435,11 @@ func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func
 	if r.ContentLength > limit {
 		return tooLarge()
 	}
-	hold := g.adm.holdBody()
+	holder := ""
+	if p.agent != nil || p.reader {
+		holder = p.streamer()
+	}
+	hold := g.adm.holdBody(holder, limit)
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(g.bodyTime))
 	var buf bytes.Buffer
@@ -458,6 +462,11 @@ func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func
 	case errors.Is(err, errNoBodyRoom):
 		overloaded()
 		return nil, false
+	case errors.Is(err, errHolderBodies):
+		w.Header().Set("Retry-After", strconv.Itoa(int(g.adm.retryAfter().Seconds())))
+		g.refuse(w, r, http.StatusTooManyRequests, "bodies", "rate_limited",
+			fmt.Sprintf("this credential's requests are sending %d bytes at once, its share of the server's room for bodies: retry once they are sent", g.adm.bodiesHeld(holder)))
+		return nil, false
 	case errors.As(err, &mbe):
 		return tooLarge()
 	case errors.As(err, &ne) && ne.Timeout():
@@ -475,12 +484,9 @@ func (g *guard) readBody(w http.ResponseWriter, r *http.Request, overloaded func
 // once, as its bytes arrive.
 const bodyStep = 4 << 10
 
-// errNoBodyRoom says that the bodies being read take all the room there
-// is for them.
-var errNoBodyRoom = errors.New("no room among the bodies read at once")
-
 // heldReader reads a body, taking room for its bytes in hold as they
-// arrive; it fails with errNoBodyRoom when there is none.
+// arrive; it fails with errNoBodyRoom or errHolderBodies when there is
+// none.
 type heldReader struct {
 	r    io.Reader
 	hold *bodyHold
@@ -490,8 +496,8 @@ type heldReader struct {
 func (h *heldReader) Read(p []byte) (int, error) {
 	k, err := h.r.Read(p)
 	h.n += int64(k)
-	if !h.hold.grow(h.n) {
-		return k, errNoBodyRoom
+	if err := h.hold.grow(h.n); err != nil {
+		return k, err
 	}
 	return k, err
 }
@@ -560,11 +566,15 @@ type Admission struct {
 	waiting atomic.Int64
 	queue   int64
 	wait    time.Duration
-	// bodies bounds the bytes of request bodies read or held at once
-	// (bodyBudget of them): bodies are read before a slot is taken.
+	// The bytes of request bodies read or held at once are bounded
+	// (bodyBudget of them), as bodies are read before a slot is taken;
+	// held counts them, and heldBy and bounded those of the holders of
+	// agents' keys and dashboard sign-ins (bodyShare).
 	mu         sync.Mutex
-	bodies     *semaphore.Weighted
 	bodyBudget int64
+	held       int64
+	heldBy     map[string]int64
+	bounded    int64
 }
 
 // Admission defaults: four requests in flight per core, 32 times as many
@@ -591,7 +601,7 @@ func NewAdmission(inFlight, queue int, wait time.Duration) *Admission {
 	// Twice what the requests in flight may send: room for those waiting.
 	budget := 2 * int64(inFlight) * MaxBodyBytes
 	return &Admission{slots: make(chan struct{}, inFlight), queue: int64(queue), wait: wait,
-		bodies: semaphore.NewWeighted(budget), bodyBudget: budget}
+		bodyBudget: budget, heldBy: map[string]int64{}}
 }
 
 // saturated reports whether a request would find neither a slot nor a
@@ -602,36 +612,89 @@ func (a *Admission) saturated() bool {
 
 // A bodyHold is the room one body takes among the bodies read at once.
 type bodyHold struct {
-	sem          *semaphore.Weighted
-	budget, held int64
+	a *Admission
+	// holder names who holds the request's credential when its bodies
+	// are bounded (bodyShare); "" for the operator's.
+	holder string
+	limit  int64 // the body limit of the request's server
+	held   int64
 }
 
-// holdBody returns an empty hold for a body about to be read.
-func (a *Admission) holdBody() *bodyHold {
+// holdBody returns an empty hold for a body about to be read under a
+// limit of limit bytes, for a request of holder ("" when unbounded).
+func (a *Admission) holdBody(holder string, limit int64) *bodyHold {
+	return &bodyHold{a: a, holder: holder, limit: limit}
+}
+
+// Bodies' shares of the budget (bodyBudget) held at once by the holders
+// of bounded credentials: each of them at most 1/bodyShare (and always
+// room for a body at its server's limit), all of them together at most
+// boundedShare: one agent's key sending bodies slowly (each connection
+// may take bodyReadTime) neither keeps out the others' writes nor, with
+// every agent's, the operator's.
+const (
+	bodyShare    = 8
+	boundedShare = 0.75
+)
+
+var (
+	// errNoBodyRoom says that the bodies being read take all the room
+	// there is for them.
+	errNoBodyRoom = errors.New("no room among the bodies read at once")
+	// errHolderBodies says that the bodies of the request's credential
+	// being read take all of its share.
+	errHolderBodies = errors.New("no room among this credential's bodies read at once")
+)
+
+// grow makes the hold room for n bytes in all, in steps of bodyStep; an
+// error when there is none now. A body larger than the whole budget takes
+// all of it.
+func (h *bodyHold) grow(n int64) error {
+	a := h.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return &bodyHold{sem: a.bodies, budget: a.bodyBudget}
-}
-
-// grow makes the hold room for n bytes in all, in steps of bodyStep;
-// false when there is none now. A body larger than the whole budget
-// takes all of it.
-func (h *bodyHold) grow(n int64) bool {
-	if n <= h.held || h.held >= h.budget {
-		return true
+	if n <= h.held || h.held >= a.bodyBudget {
+		return nil
 	}
-	step := min(max(n-h.held, bodyStep), h.budget-h.held)
-	if !h.sem.TryAcquire(step) {
-		return false
+	step := min(max(n-h.held, bodyStep), a.bodyBudget-h.held)
+	if a.held+step > a.bodyBudget {
+		return errNoBodyRoom
 	}
+	if h.holder != "" {
+		if a.heldBy[h.holder]+step > max(a.bodyBudget/bodyShare, h.limit) {
+			return errHolderBodies
+		}
+		if a.bounded+step > max(int64(boundedShare*float64(a.bodyBudget)), h.limit) {
+			return errNoBodyRoom
+		}
+		a.heldBy[h.holder] += step
+		a.bounded += step
+	}
+	a.held += step
 	h.held += step
-	return true
+	return nil
 }
 
 // release gives the hold's room back.
 func (h *bodyHold) release() {
-	h.sem.Release(h.held)
+	a := h.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.held -= h.held
+	if h.holder != "" {
+		a.bounded -= h.held
+		if a.heldBy[h.holder] -= h.held; a.heldBy[h.holder] == 0 {
+			delete(a.heldBy, h.holder)
+		}
+	}
 	h.held = 0
+}
+
+// bodiesHeld returns the bytes of the bodies of holder being read.
+func (a *Admission) bodiesHeld(holder string) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.heldBy[holder]
 }
 
 // allowBodies makes room among the bodies read at once for twice what the
@@ -640,9 +703,7 @@ func (h *bodyHold) release() {
 func (a *Admission) allowBodies(limit int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if b := 2 * int64(cap(a.slots)) * limit; b > a.bodyBudget {
-		a.bodies, a.bodyBudget = semaphore.NewWeighted(b), b
-	}
+	a.bodyBudget = max(a.bodyBudget, 2*int64(cap(a.slots))*limit)
 }
 
 // acquire takes a slot, waiting in the queue if there is room in it; it

@@ -583,11 +583,88 @@ func TestSlowBody(t *testing.T) {
 // reserveBody takes room for a body of n bytes at once; false when there
 // is none now.
 func (a *Admission) reserveBody(n int64) (release func(), ok bool) {
-	h := a.holdBody()
-	if !h.grow(max(n, 1)) {
+	h := a.holdBody("", MaxBodyBytes)
+	if h.grow(max(n, 1)) != nil {
 		return nil, false
 	}
 	return h.release, true
+}
+
+// TestBodyBudget_PerCredential: one agent's key sending bodies slowly
+// takes at most its share of the room for bodies read at once (429 past
+// it), and agents' keys together at most three quarters of it: neither
+// another agent's writes nor the operator's are kept out.
+func TestBodyBudget_PerCredential(t *testing.T) {
+	// One slot: room for 8 MiB of bodies at once; an agent's share is
+	// one whole body (4 MiB), agents' together 6 MiB.
+	adm := NewAdmission(1, -1, time.Second)
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, Admission: adm}))
+	defer srv.Close()
+	alice := agentKey(t, srv.URL, "alice", "a1")
+	bob := agentKey(t, srv.URL, "bob", "b1")
+	carol := agentKey(t, srv.URL, "carol", "c1")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	held := func() int64 {
+		adm.mu.Lock()
+		defer adm.mu.Unlock()
+		return adm.held
+	}
+	// sendPart sends n bytes of a body declared whole (MaxBodyBytes) and
+	// waits until the server holds them; the connection stays open.
+	sendPart := func(key string, n int) net.Conn {
+		t.Helper()
+		before := held()
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if _, err := fmt.Fprintf(c, "POST /v1/insights HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", key, MaxBodyBytes, strings.Repeat(" ", n)); err != nil {
+			t.Fatal(err)
+		}
+		for held() < before+int64(n) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return c
+	}
+	insight := func(key string) (int, http.Header, string) {
+		return raw(t, "POST", srv.URL+"/v1/insights", `{"insight":"a short one"}`, "Authorization", "Bearer "+key, "Content-Type", "application/json")
+	}
+	sendPart(alice, MaxBodyBytes-10)
+	if st, h, b := insight(alice); st != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(b, "this credential's requests are sending") {
+		t.Errorf("alice with her share on its way: HTTP %d %s", st, b)
+	}
+	if st, _, b := insight(bob); st != http.StatusCreated {
+		t.Errorf("bob while alice sends slowly: HTTP %d %s", st, b)
+	}
+	// Bob sends slowly too: past the agents' three quarters, his own body
+	// is cut off, and carol is refused as the server is busy; the
+	// operator is not.
+	c := sendPart(bob, 1<<20)
+	if _, err := io.WriteString(c, strings.Repeat(" ", 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("bob's body past the agents' share: HTTP %d", resp.StatusCode)
+	}
+	sendPart(bob, 2<<20-10)
+	if st, _, b := insight(carol); st != http.StatusServiceUnavailable {
+		t.Errorf("carol with the agents' share on its way: HTTP %d %s", st, b)
+	}
+	if st, _, b := raw(t, "POST", srv.URL+"/v1/insights", `{"insight":"the operator's"}`, withToken("Content-Type", "application/json", "X-Engram-Session", "ops")...); st != http.StatusCreated {
+		t.Errorf("the operator with the agents' share on its way: HTTP %d %s", st, b)
+	}
 }
 
 // TestBodyBudget_Declared: bodies declared and not sent take no room

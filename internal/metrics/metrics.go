@@ -87,7 +87,7 @@ func New(eng *engine.Engine) *Metrics {
 	m.indexFiles = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_index_files_total",
 		Help: "Files the watcher's updates stored or removed, by change: new, changed, deleted."}, []string{"change"})
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "engram_http_refused_total",
-		Help: "HTTP requests refused before any route saw them, by reason: host, origin, token, content_type, reader (a write with the dashboard's read-only sign-in), login (a spent or forged login link), forbidden (another session's state), too_large, body (a body that did not arrive), overloaded, mcp_sessions."}, []string{"reason"})
+		Help: "HTTP requests refused before any route saw them, by reason: host, origin, token, content_type, reader (a write with the dashboard's read-only sign-in), login (a spent or forged login link), forbidden (another session's state), too_large, body (a body that did not arrive), bodies (a credential's bodies on their way took its share), overloaded, mcp_sessions."}, []string{"reason"})
 	m.mcpSessions = prometheus.NewGauge(prometheus.GaugeOpts{Name: "engram_mcp_sessions",
 		Help: "MCP sessions open over HTTP."})
 	m.refsExpanded = prometheus.NewCounter(prometheus.CounterOpts{Name: "engram_refs_expanded_total",
