@@ -661,10 +661,12 @@ func (h *bodyHold) grow(n int64) error {
 		return errNoBodyRoom
 	}
 	if h.holder != "" {
-		if a.heldBy[h.holder]+step > max(a.bodyBudget/bodyShare, h.limit) {
+		// Room for one whole body at least, its last step rounded up.
+		whole := h.limit + bodyStep
+		if a.heldBy[h.holder]+step > max(a.bodyBudget/bodyShare, whole) {
 			return errHolderBodies
 		}
-		if a.bounded+step > max(int64(boundedShare*float64(a.bodyBudget)), h.limit) {
+		if a.bounded+step > max(int64(boundedShare*float64(a.bodyBudget)), whole) {
 			return errNoBodyRoom
 		}
 		a.heldBy[h.holder] += step

@@ -633,9 +633,21 @@ func TestBodyBudget_PerCredential(t *testing.T) {
 		}
 		return c
 	}
+	// insight writes one of a body of 16 KiB.
 	insight := func(key string) (int, http.Header, string) {
-		return raw(t, "POST", srv.URL+"/v1/insights", `{"insight":"a short one"}`, "Authorization", "Bearer "+key, "Content-Type", "application/json")
+		body := `{"insight":"a short one"}` + strings.Repeat(" ", 16<<10)
+		return raw(t, "POST", srv.URL+"/v1/insights", body, "Authorization", "Bearer "+key, "Content-Type", "application/json")
 	}
+	// A body at the limit fits an agent's share, however it arrives: its
+	// last bytes, fewer than a step, take a whole step.
+	h := adm.holdBody("agent:x", MaxBodyBytes)
+	if err := h.grow(MaxBodyBytes - 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.grow(MaxBodyBytes); err != nil {
+		t.Errorf("the last 100 bytes of a body at the limit: %v", err)
+	}
+	h.release()
 	sendPart(alice, MaxBodyBytes-10)
 	if st, h, b := insight(alice); st != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(b, "this credential's requests are sending") {
 		t.Errorf("alice with her share on its way: HTTP %d %s", st, b)
