@@ -289,6 +289,17 @@ func (e *Engine) AddAll(ctx context.Context, recs []Record, batchSize int, done 
 	return ctx.Err()
 }
 
+// ContentID is the ID of the entry content would be stored as: its
+// hash after secrets are redacted, unless the engine keeps them.
+func (e *Engine) ContentID(content []byte) string {
+	if !e.opts.KeepSecrets {
+		if text, found := secrets.RedactContent(string(content)); len(found) > 0 {
+			content = []byte(text)
+		}
+	}
+	return store.ID(content)
+}
+
 // entry makes the store entry of a record: its tokens, chunks and
 // occurrence. Its parent is resolved at commit.
 func (e *Engine) entry(r *Record) store.Entry {

@@ -245,10 +245,16 @@ func TestAdd_RedactsSecrets(t *testing.T) {
 	if hits, _ := e.Search(t.Context(), store.Query{Text: token}); len(hits) != 0 {
 		t.Errorf("the token is searchable: %d hits", len(hits))
 	}
+	if id := e.ContentID([]byte(content)); id != res[0].ID {
+		t.Errorf("ContentID = %s, want the stored entry's %s", id, res[0].ID)
+	}
 
 	keep := newEngine(t, engine.Options{KeepSecrets: true})
 	res, err = keep.Add(t.Context(), []engine.Record{call})
 	if err != nil || res[0].ID != store.ID([]byte(content)) || res[0].Redacted != nil {
 		t.Errorf("KeepSecrets: %+v, %v", res, err)
+	}
+	if id := keep.ContentID([]byte(content)); id != res[0].ID {
+		t.Errorf("KeepSecrets: ContentID = %s, want %s", id, res[0].ID)
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -213,6 +215,20 @@ func (r *Runner) postToolUse(ctx context.Context, p Payload, opts Options) (Resu
 		recs = recs[:1]
 	}
 	added, err := r.Eng.Add(ctx, recs)
+	if ce := (*store.ConflictError)(nil); errors.As(err, &ce) {
+		// An import stored the call or its result first, as the
+		// transcript holds it (a preview of a large output): keep the
+		// hook's too, under a variant id, rather than lose the output
+		// or leave it unreplaced.
+		renamed, verr := variants(ctx, r.Eng, recs, "~hook")
+		if verr != nil {
+			return res, verr
+		}
+		if renamed {
+			res.Notes = append(res.Notes, "the transcript's import holds this tool's call or result with other content: both are kept")
+			added, err = r.Eng.Add(ctx, recs)
+		}
+	}
 	if err != nil {
 		return res, err
 	}
@@ -249,7 +265,13 @@ func (r *Runner) postToolUse(ctx context.Context, p Payload, opts Options) (Resu
 	ref.TokensSaved = max(total-c.kept, 0)
 	shown := c.show(ref)
 	if err := r.Eng.Store().PutReference(ctx, ref); err != nil {
-		return res, err
+		// The same hook run again (installed for the user and the
+		// project both) finds its reference made: the same output, the
+		// same marker.
+		old, gerr := r.Eng.Store().Reference(ctx, ref.ID)
+		if ce := (*store.ConflictError)(nil); !errors.As(err, &ce) || gerr != nil || !slices.Equal(old.ContentIDs, ref.ContentIDs) {
+			return res, err
+		}
 	}
 	res.Refs = append(res.Refs, ref.ID)
 	out, ok := replaceOutput(p.ToolResponse, shown)

@@ -465,22 +465,33 @@ func recordErrors(err error) map[int]error {
 // variants gives a record whose message id the session already holds
 // with other content a variant id.
 func (im *Importer) variants(ctx context.Context, recs []engine.Record) error {
+	_, err := variants(ctx, im.Eng, recs, "~transcript")
+	return err
+}
+
+// variants renames, to its message id and suffix, each record whose
+// message id its session already holds with other content, so that both
+// are kept: what a hook saw of a tool's result and what the transcript
+// holds of it. It says whether any was renamed.
+func variants(ctx context.Context, eng *engine.Engine, recs []engine.Record, suffix string) (bool, error) {
+	renamed := false
 	for i := range recs {
 		if recs[i].MsgID == "" {
 			continue
 		}
-		id, err := im.Eng.Store().MsgEntry(ctx, recs[i].Session, recs[i].MsgID)
+		id, err := eng.Store().MsgEntry(ctx, recs[i].Session, recs[i].MsgID)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
-		if id != store.ID(recs[i].Content) {
-			recs[i].MsgID += "~transcript"
+		if id != eng.ContentID(recs[i].Content) {
+			recs[i].MsgID += suffix
+			renamed = true
 		}
 	}
-	return nil
+	return renamed, nil
 }
 
 // FileError is a transcript that could not be read: an import goes on to

@@ -3,6 +3,7 @@ package hook_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,6 +255,69 @@ func TestImport_ClaudeCodeSamples(t *testing.T) {
 	// The large output the model saw as a preview is kept as it saw it.
 	if _, err := r.Eng.Store().MsgEntry(ctx, session, "toolu_mdl000000000000008/result"); err != nil {
 		t.Errorf("the large output's preview: %v", err)
+	}
+}
+
+// TestRunner_ToolResultAfterImport runs a PostToolUse hook for a call an
+// import stored first: the transcript holds a preview of the large
+// output, the hook the whole of it. Both are kept, and the hook's output
+// is replaced by a marker to the whole.
+func TestRunner_ToolResultAfterImport(t *testing.T) {
+	r := newRunner(t)
+	r.Opts.MaxToolTokens = 100
+	ctx := t.Context()
+	data, err := os.ReadFile("testdata/claude-code-2.1.121/transcripts/session-tools-compact.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const session = "6f6fe473-07c4-42c5-8087-ddd2ffb878a6"
+	path := filepath.Join(t.TempDir(), session+".jsonl")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	im := hook.Importer{Eng: r.Eng, Harness: hook.ClaudeCode}
+	if _, err := im.Import(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	preview, err := r.Eng.Store().MsgEntry(ctx, session, "toolu_mdl000000000000008/result")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var whole strings.Builder
+	for i := 1; i <= 8000; i++ {
+		fmt.Fprintf(&whole, "%d\n", i)
+	}
+	p := payload(t, hook.PostToolUse, map[string]any{"session_id": session, "tool_name": "Bash",
+		"tool_use_id":   "toolu_mdl000000000000008",
+		"tool_input":    map[string]any{"command": "seq 1 8000", "description": "Big output"},
+		"tool_response": map[string]any{"stdout": whole.String(), "stderr": "", "interrupted": false, "isImage": false}})
+	res, err := r.Run(ctx, p)
+	if err != nil {
+		t.Fatalf("the hook after the import: %v", err)
+	}
+	if res.Stored != 1 || len(res.Refs) != 1 || len(res.ToolOutput) == 0 {
+		t.Fatalf("the hook stored %d, made refs %v, output %d bytes; want its result stored and replaced by a marker",
+			res.Stored, res.Refs, len(res.ToolOutput))
+	}
+	if got, err := r.Eng.Store().MsgEntry(ctx, session, "toolu_mdl000000000000008/result"); err != nil || got != preview {
+		t.Errorf("the transcript's preview is now %s (%v), was %s", got, err, preview)
+	}
+	hooked, err := r.Eng.Store().MsgEntry(ctx, session, "toolu_mdl000000000000008/result~hook")
+	if err != nil {
+		t.Fatalf("the hook's whole output: %v", err)
+	}
+	ref, err := r.Eng.Store().Reference(ctx, res.Refs[0])
+	if err != nil || len(ref.ContentIDs) != 1 || ref.ContentIDs[0] != hooked {
+		t.Fatalf("the marker's reference %+v (%v) does not hold the hook's output %s", ref, err, hooked)
+	}
+	ent, err := r.Eng.Entry(ctx, hooked)
+	if err != nil || !strings.Contains(string(ent.Content), "\n7999\n8000") {
+		t.Errorf("the hook's output is not whole (%v)", err)
+	}
+	// The same hook again (a retry) stores nothing more.
+	if res, err := r.Run(ctx, p); err != nil || res.Stored != 0 {
+		t.Errorf("the hook again: stored %d, %v", res.Stored, err)
 	}
 }
 
