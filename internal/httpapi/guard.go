@@ -740,19 +740,27 @@ func (a *Admission) retryAfter() time.Duration { return max(time.Second, a.wait/
 // past a cap: max in all, max/16 (at least one) with one agent's key, and
 // three quarters of max with agents' keys together, so that one agent,
 // or all of them, cannot lock the operator out (254 sessions opened with
-// one agent's key did).
+// one agent's key did). A credential at a cap that concerns it reclaims
+// its own session that has been idle longest, if for at least reclaim:
+// a client that went away without ending its sessions (no DELETE) would
+// otherwise hold them until the idle timeout (30 minutes), and its next
+// run be refused. The reclaimed session's client gets 404 at its next
+// request, which the MCP specification says means: start a new one.
 type mcpSessions struct {
 	max     int
+	reclaim time.Duration
 	metrics *metrics.Metrics
 	mu      sync.Mutex
-	open    map[string]mcpSession
+	open    map[string]*mcpSession
 	each    map[string]int // sessions open by credential (principal.id)
 	agents  int            // sessions open with agents' keys
 }
 
 type mcpSession struct {
-	ss  *mcp.ServerSession
-	who string
+	ss   *mcp.ServerSession
+	who  string
+	busy int       // requests in flight (a GET's event stream among them)
+	last time.Time // when the last request began or ended
 }
 
 // closeAll ends every session (the server is shutting down): their
@@ -772,15 +780,14 @@ func (m *mcpSessions) closeAll() {
 // track counts ss, opened by credential who, until it ends.
 func (m *mcpSessions) track(ss *mcp.ServerSession, who string) {
 	id := ss.ID()
-	agent := strings.HasPrefix(who, "agent:")
 	m.mu.Lock()
 	if _, ok := m.open[id]; ok {
 		m.mu.Unlock()
 		return
 	}
-	m.open[id] = mcpSession{ss: ss, who: who}
+	m.open[id] = &mcpSession{ss: ss, who: who, last: time.Now()}
 	m.each[who]++
-	if agent {
+	if strings.HasPrefix(who, "agent:") {
 		m.agents++
 	}
 	n := len(m.open)
@@ -789,24 +796,86 @@ func (m *mcpSessions) track(ss *mcp.ServerSession, who string) {
 	go func() {
 		_ = ss.Wait()
 		m.mu.Lock()
-		delete(m.open, id)
-		if m.each[who]--; m.each[who] <= 0 {
-			delete(m.each, who)
-		}
-		if agent {
-			m.agents--
-		}
+		m.forget(id)
 		n := len(m.open)
 		m.mu.Unlock()
 		m.metrics.MCPSessions(n)
 	}()
 }
 
-// full says why credential who may open no new session now; "" when it
-// may.
-func (m *mcpSessions) full(who string) string {
+// forget stops counting session id, if it still is; m.mu is held.
+func (m *mcpSessions) forget(id string) {
+	s, ok := m.open[id]
+	if !ok {
+		return
+	}
+	delete(m.open, id)
+	if m.each[s.who]--; m.each[s.who] <= 0 {
+		delete(m.each, s.who)
+	}
+	if strings.HasPrefix(s.who, "agent:") {
+		m.agents--
+	}
+}
+
+// enter counts a request to session id in flight until the returned func
+// is called; a session unknown here (ended, or not yet begun) is left to
+// the SDK to answer.
+func (m *mcpSessions) enter(id string) (leave func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	s, ok := m.open[id]
+	if !ok {
+		return func() {}
+	}
+	s.busy++
+	s.last = time.Now()
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		s.busy--
+		s.last = time.Now()
+	}
+}
+
+// admit says whether credential who may open a new session now, making
+// room by reclaiming its own idlest session if it is at a cap; when it
+// may not, why, and when to try again.
+func (m *mcpSessions) admit(who string) (why string, retry time.Duration) {
+	m.mu.Lock()
+	why = m.full(who)
+	if why == "" {
+		m.mu.Unlock()
+		return "", 0
+	}
+	var idlest *mcpSession
+	var idlestID string
+	for id, s := range m.open {
+		if s.who == who && s.busy == 0 && (idlest == nil || s.last.Before(idlest.last)) {
+			idlest, idlestID = s, id
+		}
+	}
+	if idlest == nil {
+		m.mu.Unlock()
+		return why, time.Minute
+	}
+	if idle := time.Since(idlest.last); idle < m.reclaim {
+		m.mu.Unlock()
+		return why, m.reclaim - idle
+	}
+	// Counted out now, so that two new sessions at once do not both
+	// take its place; its Wait finds it gone.
+	m.forget(idlestID)
+	n := len(m.open)
+	m.mu.Unlock()
+	m.metrics.MCPSessions(n)
+	_ = idlest.ss.Close()
+	return "", 0
+}
+
+// full says why credential who may open no new session now; "" when it
+// may. m.mu is held.
+func (m *mcpSessions) full(who string) string {
 	if len(m.open) >= m.max {
 		return fmt.Sprintf("%d MCP sessions are open, the most this server keeps", m.max)
 	}
@@ -845,9 +914,11 @@ func (g *guard) mcp(next http.Handler, sessions *mcpSessions) http.Handler {
 				return
 			}
 		}
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-			if why := sessions.full(p.holder()); why != "" {
-				w.Header().Set("Retry-After", "60")
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			defer sessions.enter(id)()
+		} else if r.Method == http.MethodPost {
+			if why, retry := sessions.admit(p.holder()); why != "" {
+				w.Header().Set("Retry-After", strconv.Itoa(int(max(time.Second, retry).Round(time.Second)/time.Second)))
 				g.refuse(w, r, http.StatusServiceUnavailable, "mcp_sessions", "overloaded", why+": close one (DELETE) or retry later")
 				return
 			}

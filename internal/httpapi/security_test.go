@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -490,6 +491,83 @@ func TestMCPSessionBounds(t *testing.T) {
 			t.Fatal("a session idle for 200 ms still answers after 10 s")
 		}
 		time.Sleep(400 * time.Millisecond) // idle past the timeout
+	}
+}
+
+// TestMCPSessionReclaim: a credential at its bound of MCP sessions
+// reclaims its own session idle longest, once it has been idle for the
+// reclaim time: a client that went away without ending its session
+// (no DELETE) does not lock its key's next run out for the idle timeout.
+// A session with a request in flight (its event stream) is not idle.
+func TestMCPSessionReclaim(t *testing.T) {
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: tok, MaxMCPSessions: 16, mcpReclaim: 300 * time.Millisecond}))
+	defer srv.Close()
+	key := []string{"Authorization", "Bearer " + agentKey(t, srv.URL, "s1", "a1"), "Content-Type", "application/json",
+		"Accept", "application/json, text/event-stream"}
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	open := func() (int, http.Header) {
+		st, h, _ := raw(t, "POST", srv.URL+"/mcp", initialize, key...)
+		return st, h
+	}
+	st, h := open()
+	first := h.Get("Mcp-Session-Id")
+	if st != 200 || first == "" {
+		t.Fatalf("initialize: HTTP %d, session %q", st, first)
+	}
+	// Its event stream open, the session is in use however long it has
+	// been since its last message. (The stream's answer has begun when
+	// its headers come.)
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", key[1])
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", first)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the session's event stream: %v %v", resp, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if st, _ := open(); st != http.StatusServiceUnavailable {
+		t.Errorf("a second session of a key bound to one, the first streaming: HTTP %d, want 503", st)
+	}
+	// The client goes away without a DELETE: its stream ends. At once,
+	// the session is not yet idle long enough; then it is reclaimed.
+	cancel()
+	_ = resp.Body.Close()
+	st, h = open()
+	if retry, _ := strconv.Atoi(h.Get("Retry-After")); st != http.StatusServiceUnavailable || retry < 1 || retry > 60 {
+		t.Errorf("a new session just after the old one's last request: HTTP %d, Retry-After %q; want 503 and a wait", st, h.Get("Retry-After"))
+	}
+	time.Sleep(400 * time.Millisecond)
+	st, h = open()
+	second := h.Get("Mcp-Session-Id")
+	if st != 200 || second == "" || second == first {
+		t.Fatalf("a new session once the old one was idle: HTTP %d, session %q", st, second)
+	}
+	// The reclaimed session is gone: its client is told to start anew.
+	st, _, _ = raw(t, "POST", srv.URL+"/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, append(key, "Mcp-Session-Id", first, "Mcp-Protocol-Version", "2025-06-18")...)
+	if st != http.StatusNotFound {
+		t.Errorf("a request to the reclaimed session: HTTP %d, want 404", st)
+	}
+	// A key reclaims its own sessions, never another's.
+	other := []string{"Authorization", "Bearer " + agentKey(t, srv.URL, "s2", "a2"), "Content-Type", "application/json",
+		"Accept", "application/json, text/event-stream"}
+	_, h, _ = raw(t, "POST", srv.URL+"/mcp", initialize, other...)
+	otherFirst := h.Get("Mcp-Session-Id")
+	time.Sleep(400 * time.Millisecond)
+	if st, _, _ := raw(t, "POST", srv.URL+"/mcp", initialize, other...); st != 200 {
+		t.Errorf("the other key's second session: HTTP %d", st)
+	}
+	const ping = `{"jsonrpc":"2.0","id":3,"method":"ping"}`
+	if st, _, b := raw(t, "POST", srv.URL+"/mcp", ping, append(key, "Mcp-Session-Id", second, "Mcp-Protocol-Version", "2025-06-18")...); st != 200 {
+		t.Errorf("the first key's session, after the other key reclaimed one: HTTP %d %s", st, b)
+	}
+	if st, _, _ := raw(t, "POST", srv.URL+"/mcp", ping, append(other, "Mcp-Session-Id", otherFirst, "Mcp-Protocol-Version", "2025-06-18")...); st != http.StatusNotFound {
+		t.Errorf("the other key's reclaimed session: HTTP %d, want 404", st)
 	}
 }
 

@@ -10,6 +10,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -68,6 +69,10 @@ type Options struct {
 	// MaxMCPSessions bounds the MCP sessions open at once (503 for an
 	// initialize past it); zero means DefaultMaxMCPSessions.
 	MaxMCPSessions int
+	// mcpReclaim is how long a session must have been idle for its
+	// credential, at a cap, to reclaim it; zero means mcpReclaim (tests
+	// shorten it).
+	mcpReclaim time.Duration
 	// Metrics, if set, records requests and tool calls and is served at
 	// /metrics.
 	Metrics *metrics.Metrics
@@ -107,6 +112,10 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
+// mcpReclaim: a credential at its bound of MCP sessions closes its own
+// idlest one if it has had no request for this long.
+const mcpReclaim = time.Minute
+
 // Defaults of Options.
 const (
 	DefaultMCPSessionIdle = 30 * time.Minute
@@ -145,7 +154,8 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": opts.Version, "store": "ok"})
 	})
-	sessions := &mcpSessions{max: opts.MaxMCPSessions, metrics: opts.Metrics, open: map[string]mcpSession{}, each: map[string]int{}}
+	sessions := &mcpSessions{max: opts.MaxMCPSessions, reclaim: cmp.Or(opts.mcpReclaim, mcpReclaim), metrics: opts.Metrics,
+		open: map[string]*mcpSession{}, each: map[string]int{}}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		session := firstOf(r.Header.Get("X-Engram-Session"), r.URL.Query().Get("session"))
 		agent := firstOf(r.Header.Get("X-Engram-Agent"), r.URL.Query().Get("agent"))
