@@ -139,6 +139,22 @@ type held struct {
 	// (Responses' instructions beside previous_response_id) last stored
 	// in the window; "" when none.
 	instructions string
+	// version is the window's version (store.Window) that hashes are
+	// of; 0 when the proxy does not know it.
+	version int64
+}
+
+// wrote notes an append the window took: w holds the messages it held
+// and those appended (hashes and forms are set), as of the window's
+// version after it when they are all the window holds. Otherwise (an
+// append made before, at its first try or by another server; a message
+// another writer appended meanwhile) the window is read again at the
+// next request.
+func (w *held) wrote(res window.AppendResult) {
+	w.version = 0
+	if st := res.Status; !res.Replayed && st.Messages+st.Evicted == len(w.hashes) {
+		w.version = st.Version
+	}
 }
 
 // take maps a request to its window, appends the messages the window
@@ -172,6 +188,9 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	forms := make([]string, len(c.info))
 	for i, in := range c.info {
 		hashes[i], forms[i] = in.hash, in.form
+	}
+	if err := p.current(ctx, st, base, c, hashes, forms); err != nil {
+		return nil, err
 	}
 	if !store {
 		if w := followed(st.wins, c, hashes, forms); w != nil && len(w.hashes) > 0 {
@@ -229,11 +248,13 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 			return nil, err
 		}
 		if len(msgs) > 0 {
-			if _, err := p.windows.AppendOnce(ctx, w.key, appendKey(len(w.hashes), hashes[from:]), msgs); err != nil {
+			res, err := p.windows.AppendOnce(ctx, w.key, appendKey(len(w.hashes), hashes[from:]), msgs)
+			if err != nil {
 				st.forget()
 				return nil, err
 			}
 			w.hashes, w.forms = append(w.hashes, hashes[from:]...), append(w.forms, forms[from:]...)
+			w.wrote(res)
 		}
 		if c.off > 0 {
 			w.instructions = hashes[0]
@@ -269,8 +290,9 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 			ex.later = func(ctx context.Context) {
 				defer st.mu.Unlock()
 				err := validate()
+				var res window.AppendResult
 				if err == nil {
-					_, err = p.windows.AppendOnce(ctx, w.key, appendKey(n, hashes[n:]), msgs)
+					res, err = p.windows.AppendOnce(ctx, w.key, appendKey(n, hashes[n:]), msgs)
 				}
 				if err != nil {
 					st.forget()
@@ -280,6 +302,7 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 				}
 				edit()
 				w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
+				w.wrote(res)
 			}
 			return ex, nil
 		}
@@ -289,13 +312,72 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	}
 	edit()
 	if n < len(c.raws) {
-		if _, err := p.windows.AppendOnce(ctx, w.key, appendKey(n, hashes[n:]), c.msgs[n:]); err != nil {
+		res, err := p.windows.AppendOnce(ctx, w.key, appendKey(n, hashes[n:]), c.msgs[n:])
+		if err != nil {
 			st.forget()
 			return nil, err
 		}
 		w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
+		w.wrote(res)
 	}
 	return p.layout(ctx, proto, w.key, body, c), nil
+}
+
+// current makes what the proxy holds of the session's windows what the
+// store holds: another server over the same store (several engram
+// proxies behind a load balancer) may have appended to the window the
+// request continues, or opened the window of a conversation that started
+// over. The window's version (one row read) says so, and the window is
+// read again, so that the proxy appends what the window lacks now, not
+// what it lacked when this proxy last wrote, and lays the request out
+// from where the messages are. st.mu is held.
+func (p *Proxy) current(ctx context.Context, st *winState, base store.WindowKey, c *conversation, hashes, forms []string) error {
+	if !st.loaded {
+		return nil // find reads them
+	}
+	w := followed(st.wins, c, hashes, forms)
+	key := base
+	if w != nil {
+		key = w.key
+	} else if n := len(st.wins); n > 0 {
+		key.AgentID = window.NextAgent(st.wins[n-1].key.AgentID)
+	}
+	head, err := p.eng.Store().Window(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if w != nil {
+			st.forget() // forgotten (engram forget): find opens it again
+		}
+		return nil
+	case err != nil:
+		return err
+	case w == nil:
+		// Another server gave the conversation its window: find reads
+		// the session's windows again.
+		st.forget()
+		return nil
+	case head.Version != w.version:
+		return p.reload(ctx, w)
+	}
+	return nil
+}
+
+// reload reads the messages window w holds from the store.
+func (p *Proxy) reload(ctx context.Context, w *held) error {
+	status, msgs, _, err := p.windows.Messages(ctx, w.key)
+	if err != nil {
+		return err
+	}
+	w.hashes, w.forms, w.instructions = make([]string, len(msgs)), make([]string, len(msgs)), ""
+	for i := range msgs {
+		w.forms[i] = formOf(&msgs[i])
+		w.hashes[i] = messageHash(msgs[i])
+		if instructions(&msgs[i]) {
+			w.instructions = w.hashes[i]
+		}
+	}
+	w.version = status.Version
+	return nil
 }
 
 // forget drops what the proxy holds of the session's windows after an
@@ -529,20 +611,13 @@ func followed(wins []*held, c *conversation, hashes, forms []string) *held {
 func (p *Proxy) find(ctx context.Context, st *winState, base store.WindowKey, c *conversation, hashes, forms []string) (*held, error) {
 	if !st.loaded {
 		for key := base; len(st.wins) < maxRestarts; key.AgentID = window.NextAgent(key.AgentID) {
-			_, msgs, _, err := p.windows.Messages(ctx, key)
+			w := &held{key: key, tools: -1}
+			err := p.reload(ctx, w)
 			if errors.Is(err, store.ErrNotFound) {
 				break
 			}
 			if err != nil {
 				return nil, err
-			}
-			w := &held{key: key, hashes: make([]string, len(msgs)), forms: make([]string, len(msgs)), tools: -1}
-			for i := range msgs {
-				w.forms[i] = formOf(&msgs[i])
-				w.hashes[i] = messageHash(msgs[i])
-				if instructions(&msgs[i]) {
-					w.instructions = w.hashes[i]
-				}
 			}
 			st.wins = append(st.wins, w)
 		}

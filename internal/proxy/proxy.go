@@ -21,7 +21,9 @@
 //     start. The harness resends the whole history every turn; the proxy
 //     keeps, per window, a hash of each message it appended (what the
 //     harness moves between requests, cache_control and Claude Code's
-//     billing header, left out), and appends only the new tail. A history
+//     billing header, left out), and appends only the new tail; it reads
+//     the window again when its version says that another server over
+//     the same store (behind a load balancer) changed it. A history
 //     the harness edited in place (the same roles and tool ids, every user
 //     prompt unchanged: Claude Code clears old tool results) is followed:
 //     the window keeps the bytes it stored and the edit goes upstream as
