@@ -11,6 +11,8 @@ import (
 	"hash/maphash"
 	"net/http"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -189,8 +191,15 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	for i, in := range c.info {
 		hashes[i], forms[i] = in.hash, in.form
 	}
-	if err := p.current(ctx, st, base, c, hashes, forms); err != nil {
+	late, err := p.current(ctx, st, base, c, hashes, forms)
+	if err != nil {
 		return nil, err
+	}
+	if late != nil {
+		// Another server stored this request already, and more: a copy
+		// of it that came late (a load balancer's retry). Nothing to
+		// append; it goes as the window lays it out.
+		return p.layout(ctx, proto, late.key, body, c), nil
 	}
 	if !store {
 		if w := followed(st.wins, c, hashes, forms); w != nil && len(w.hashes) > 0 {
@@ -248,13 +257,9 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 			return nil, err
 		}
 		if len(msgs) > 0 {
-			res, err := p.windows.AppendOnce(ctx, w.key, appendKey(len(w.hashes), hashes[from:]), msgs)
-			if err != nil {
-				st.forget()
+			if err := p.add(ctx, st, w, c, from, hashes, forms); err != nil {
 				return nil, err
 			}
-			w.hashes, w.forms = append(w.hashes, hashes[from:]...), append(w.forms, forms[from:]...)
-			w.wrote(res)
 		}
 		if c.off > 0 {
 			w.instructions = hashes[0]
@@ -267,15 +272,15 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	}
 	// edit takes the harness's changes to messages it sent before, in
 	// place (Claude Code clears old tool results): the window keeps what
-	// it stored, the edit goes upstream as the harness sent it.
+	// it stored, the edit goes upstream as the harness sent it, and the
+	// proxy knows the messages by the harness's bytes (add).
+	n := len(w.hashes)
 	edit := func() {
-		if k < len(w.hashes) {
+		if k < n {
 			p.count.edits.Add(1)
-			p.log.Info("following the harness's edit of its history", "session", w.key.SessionID, "from", k, "held", len(w.hashes))
-			copy(w.hashes[k:], hashes[k:len(w.hashes)])
+			p.log.Info("following the harness's edit of its history", "session", w.key.SessionID, "from", k, "held", n)
 		}
 	}
-	n := len(w.hashes)
 	if n < len(c.raws) {
 		msgs, err := c.decodeFrom(n)
 		if err != nil {
@@ -290,9 +295,8 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 			ex.later = func(ctx context.Context) {
 				defer st.mu.Unlock()
 				err := validate()
-				var res window.AppendResult
 				if err == nil {
-					res, err = p.windows.AppendOnce(ctx, w.key, appendKey(n, hashes[n:]), msgs)
+					err = p.add(ctx, st, w, c, n, hashes, forms)
 				}
 				if err != nil {
 					st.forget()
@@ -301,8 +305,6 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 					return
 				}
 				edit()
-				w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
-				w.wrote(res)
 			}
 			return ex, nil
 		}
@@ -312,15 +314,90 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	}
 	edit()
 	if n < len(c.raws) {
-		res, err := p.windows.AppendOnce(ctx, w.key, appendKey(n, hashes[n:]), c.msgs[n:])
-		if err != nil {
-			st.forget()
+		if err := p.add(ctx, st, w, c, n, hashes, forms); err != nil {
 			return nil, err
 		}
-		w.hashes, w.forms = append(w.hashes, hashes[n:]...), append(w.forms, forms[n:]...)
-		w.wrote(res)
+	} else {
+		copy(w.hashes, hashes)
 	}
 	return p.layout(ctx, proto, w.key, body, c), nil
+}
+
+// maxConflicts bounds how many times add reads a window again because
+// another server appended at the place it was appending to.
+const maxConflicts = 8
+
+// add appends to window w the messages of a request from place from of
+// its list on: of a request that continues w, at the same place of the
+// window; of a stateful one, after what w holds. The append's key is
+// that place in the conversation (appendKey), so that another server
+// appending there meanwhile (a load balancer sent it the same request,
+// or the next one before this one's append was in) makes this append a
+// replay, written once, or a conflict: then add reads the window again
+// and appends what it still lacks, nothing when it holds the request
+// already. After an error, what the proxy holds of the session's windows
+// is dropped. st.mu is held.
+func (p *Proxy) add(ctx context.Context, st *winState, w *held, c *conversation, from int, hashes, forms []string) error {
+	for attempt := 0; ; attempt++ {
+		place := from
+		if c.stateful {
+			place = len(w.hashes)
+		}
+		msgs, err := c.decodeFrom(from)
+		if err != nil {
+			st.forget()
+			return err
+		}
+		res, err := p.windows.AppendOnce(ctx, w.key, appendKey(place), msgs)
+		if err == nil {
+			if c.stateful {
+				w.hashes, w.forms = append(w.hashes, hashes[from:]...), append(w.forms, forms[from:]...)
+			} else {
+				w.hashes, w.forms = slices.Clone(hashes), slices.Clone(forms)
+			}
+			w.wrote(res)
+			return nil
+		}
+		var conflict *store.ConflictError
+		if !errors.As(err, &conflict) {
+			st.forget()
+			return err
+		}
+		if attempt == maxConflicts {
+			st.forget()
+			return fmt.Errorf("other servers kept appending to window %s meanwhile (%d tries); the next request appends what it lacks: %w",
+				w.key, attempt+1, err)
+		}
+		// Another server appended at this place: what does the window
+		// hold now?
+		if err := p.reload(ctx, w); err != nil {
+			st.forget()
+			return err
+		}
+		switch {
+		case c.stateful && w.holds(c, hashes[from:], forms[from:]), !c.stateful && w.holds(c, hashes, forms):
+			p.log.Debug("another server appended the request's messages", "session", w.key.SessionID, "window", w.key.AgentID)
+			return nil
+		case c.stateful:
+		case w.follows(hashes, forms):
+			from = len(w.hashes)
+		default:
+			st.forget()
+			return fmt.Errorf("another server appended other messages to window %s at place %d: %w", w.key, place, err)
+		}
+	}
+}
+
+// holds reports whether window w holds a request's messages already
+// (hashes and forms name them; of a stateful request, its new ones), as
+// another server stored them: it lists at least as many, the request's
+// in the same forms and with the same prompts (a stateful request's as
+// its last, the same).
+func (w *held) holds(c *conversation, hashes, forms []string) bool {
+	if c.stateful {
+		return len(w.hashes) >= len(hashes) && slices.Equal(w.hashes[len(w.hashes)-len(hashes):], hashes)
+	}
+	return (&held{hashes: hashes, forms: forms}).follows(w.hashes, w.forms)
 }
 
 // current makes what the proxy holds of the session's windows what the
@@ -330,10 +407,13 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 // over. The window's version (one row read) says so, and the window is
 // read again, so that the proxy appends what the window lacks now, not
 // what it lacked when this proxy last wrote, and lays the request out
-// from where the messages are. st.mu is held.
-func (p *Proxy) current(ctx context.Context, st *winState, base store.WindowKey, c *conversation, hashes, forms []string) error {
+// from where the messages are. It returns the window when it holds the
+// request and more, as another server stored them: a copy of the request
+// that came late (a stateful request, which lists only what is new, is
+// never taken for one). st.mu is held.
+func (p *Proxy) current(ctx context.Context, st *winState, base store.WindowKey, c *conversation, hashes, forms []string) (*held, error) {
 	if !st.loaded {
-		return nil // find reads them
+		return nil, nil // find reads them
 	}
 	w := followed(st.wins, c, hashes, forms)
 	key := base
@@ -348,18 +428,26 @@ func (p *Proxy) current(ctx context.Context, st *winState, base store.WindowKey,
 		if w != nil {
 			st.forget() // forgotten (engram forget): find opens it again
 		}
-		return nil
+		return nil, nil
 	case err != nil:
-		return err
+		return nil, err
 	case w == nil:
 		// Another server gave the conversation its window: find reads
 		// the session's windows again.
 		st.forget()
-		return nil
+		return nil, nil
 	case head.Version != w.version:
-		return p.reload(ctx, w)
+		if err := p.reload(ctx, w); err != nil {
+			return nil, err
+		}
+		// Only what another server stored is taken for a copy come
+		// late: a harness that sends what this proxy stored again (a
+		// rewind, a prompt asked again) starts a conversation over.
+		if !c.stateful && len(w.hashes) > len(hashes) && w.holds(c, hashes, forms) {
+			return w, nil
+		}
 	}
-	return nil
+	return nil, nil
 }
 
 // reload reads the messages window w holds from the store.
@@ -388,19 +476,17 @@ func (st *winState) forget() {
 	st.wins, st.loaded = nil, false
 }
 
-// appendKey is the key of the append of the messages of hashes at place
-// n of a window: a write whose answer was lost (the store committed, the
-// connection dropped) leaves the proxy's record of the window behind, and
-// the same request again appends the same messages at the same place,
-// which the window then takes once (window.Manager.AppendOnce). The same
-// messages at another place are another append.
-func appendKey(n int, hashes []string) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d", n)
-	for _, x := range hashes {
-		fmt.Fprintf(h, "|%s", x)
-	}
-	return "proxy-" + hex.EncodeToString(h.Sum(nil)[:20])
+// appendKey is the key of an append at place n of a conversation's
+// window: the place only, the same for every server. A write whose
+// answer was lost (the store committed, the connection dropped) leaves
+// the proxy's record of the window behind, and the same request again
+// appends the same messages at the same place, which the window then
+// takes once (window.Manager.AppendOnce); so does the same request sent
+// to two servers at once. Other messages at a place another append took
+// (two servers each appending the turn it was sent: one of them was
+// behind) are a *store.ConflictError, and nothing is written twice.
+func appendKey(n int) string {
+	return "proxy-at-" + strconv.Itoa(n)
 }
 
 // room reports whether the request can go before the window takes its

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/engramhq/engram/internal/engine"
@@ -23,6 +24,7 @@ import (
 // store, as a load balancer has them: a process of its own, with its own
 // connections, engine and windows' Manager.
 type server struct {
+	st      store.Store
 	p       *proxy.Proxy
 	front   *httptest.Server
 	windows *window.Manager
@@ -54,7 +56,7 @@ func startServer(t *testing.T, db string, up *modelserver.Server, opts proxy.Opt
 	front := httptest.NewServer(p)
 	t.Cleanup(front.Close)
 	t.Cleanup(p.Wait)
-	return &server{p: p, front: front, windows: m}
+	return &server{st: st, p: p, front: front, windows: m}
 }
 
 // echo answers "Question N: ..." with "Answer N.", whichever server
@@ -118,11 +120,22 @@ func (s *server) ask(t *testing.T, n int) {
 	}
 }
 
-// wantWindow checks that the crates conversation's window holds its
-// system prompt and turns 0 to n, each message once, in order.
-func wantWindow(t *testing.T, m *window.Manager, n int) {
+// wantWindow checks that the crates conversation has one window, which
+// holds its system prompt and turns 0 to n, each message once, in order.
+func (s *server) wantWindow(t *testing.T, n int) {
 	t.Helper()
-	_, held, _, err := m.Messages(t.Context(), store.WindowKey{SessionID: "crates", AgentID: "proxy"})
+	wins, err := s.st.Windows(t.Context(), "crates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wins) != 1 {
+		var keys []string
+		for _, w := range wins {
+			keys = append(keys, w.String())
+		}
+		t.Errorf("the conversation has %d windows (%s), want one", len(wins), strings.Join(keys, ", "))
+	}
+	_, held, _, err := s.windows.Messages(t.Context(), store.WindowKey{SessionID: "crates", AgentID: "proxy"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +196,8 @@ func TestProxy_TwoServersOneConversation(t *testing.T) {
 	if err := up.Err(); err != nil {
 		t.Fatal(err)
 	}
-	wantWindow(t, a.windows, turns-1)
-	wantWindow(t, b.windows, turns-1)
+	a.wantWindow(t, turns-1)
+	b.wantWindow(t, turns-1)
 
 	alone, both := upOne.Requests(modelserver.KindMain), up.Requests(modelserver.KindMain)
 	if len(both) != turns || len(alone) != turns {
@@ -214,4 +227,73 @@ func repeat(step modelserver.Step, n int) []modelserver.Step {
 		steps[i] = step
 	}
 	return steps
+}
+
+// TestProxy_TwoServersAppendAtOnce: two proxies over one PostgreSQL
+// store take requests of one conversation at the same moment: the same
+// request twice (a load balancer's retry), or a turn and the next (the
+// first server's append of its turn, made once the request has left, not
+// in yet when the next request reaches the other). Whichever append
+// commits first, the other reads the window again and appends only what
+// it lacks: the window holds the conversation once, in order, and
+// neither server fails open.
+func TestProxy_TwoServersAppendAtOnce(t *testing.T) {
+	const rounds = 12
+	up := modelserver.Start(modelserver.Options{Main: repeat(echo, 4*rounds)})
+	t.Cleanup(up.Close)
+	db := pgtest.Database(t)
+	opts := proxy.Options{Limit: 6000}
+	a, b := startServer(t, db, up, opts), startServer(t, db, up, opts)
+	at := func(s *server, n int, start <-chan struct{}, wg *sync.WaitGroup) {
+		wg.Go(func() {
+			<-start
+			s.ask(t, n)
+		})
+	}
+	n := 0
+	for r := range rounds {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		first, second := a, b
+		if r%2 == 1 {
+			first, second = b, a
+		}
+		switch r % 3 {
+		case 0: // the same request at both
+			at(first, n, start, &wg)
+			at(second, n, start, &wg)
+			n++
+		default: // a turn at one, the next at the other
+			at(first, n, start, &wg)
+			at(second, n+1, start, &wg)
+			n += 2
+		}
+		close(start)
+		wg.Wait()
+		a.p.Wait()
+		b.p.Wait()
+	}
+	// A copy of a request that comes late, to the server that did not
+	// store what the other did since: the window holds it already.
+	a.ask(t, n)
+	a.p.Wait()
+	b.ask(t, n)
+	b.p.Wait()
+	a.ask(t, n+1)
+	a.p.Wait()
+	b.ask(t, n)
+	b.p.Wait()
+	n += 2
+	if t.Failed() {
+		t.FailNow()
+	}
+	if err := up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.wantWindow(t, n-1)
+	for _, s := range []*server{a, b} {
+		if st := s.p.Stats(); st.FailedOpen != 0 {
+			t.Errorf("a server failed open %d times", st.FailedOpen)
+		}
+	}
 }
