@@ -184,7 +184,7 @@ line, before anything is scored.`,
 				pgURL = a.getenv(evalPostgresEnv)
 			}
 			if pgURL != "" && !config.IsPostgresURL(pgURL) {
-				return usagef("--postgres: %q is not a postgres:// URL", pgURL)
+				return usagef("--postgres: %q is not a postgres:// URL", config.RedactStore(pgURL))
 			}
 			if r.stores, err = newEvalStores(a, pgURL, keep); err != nil {
 				return err

@@ -169,6 +169,23 @@ func IsPostgresURL(path string) bool {
 	return strings.HasPrefix(path, "postgres://") || strings.HasPrefix(path, "postgresql://")
 }
 
+// RedactStore is a store's location as a message may show it: a
+// password in it (a URL's user's, a parameter's, a keyword/value
+// string's password or sslpassword) replaced.
+func RedactStore(path string) string {
+	path = userPassword.ReplaceAllString(path, "${1}:xxxxx@")
+	return passwordValue.ReplaceAllString(path, "${1}xxxxx")
+}
+
+var (
+	// userPassword is a URL's user's password, in any scheme, however
+	// many slashes follow it, up to the last @ (a password may hold one).
+	userPassword = regexp.MustCompile(`^(\s*[A-Za-z][A-Za-z0-9+.-]*:/*[^:@/\s]*):\S*@`)
+	// passwordValue is the value of a parameter or keyword whose name
+	// ends in password, quoted or not.
+	passwordValue = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*)`)
+)
+
 // nearURL reports whether a store's location that is not a PostgreSQL
 // URL was meant for one: a scheme of any case, a postgres: with one slash,
 // spaces around it.
@@ -551,7 +568,7 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 	} else if nearURL(c.Store.Path) {
 		// Taken for a file, it would be a store of one's own, where the
 		// team's was meant.
-		return c, fmt.Errorf("store %q looks like a URL but is not a postgres://user@host:port/database one: write it so (the scheme in lower case, no spaces around it)", c.Store.Path)
+		return c, fmt.Errorf("store %q looks like a URL but is not a postgres://user@host:port/database one: write it so (the scheme in lower case, no spaces around it)", RedactStore(c.Store.Path))
 	} else if c.Store.Path, err = filepath.Abs(c.Store.Path); err != nil {
 		return c, err
 	}

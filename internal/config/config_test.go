@@ -138,11 +138,29 @@ func TestLoad_Errors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ENGRAM_MAX_CONTENT_BYTES") {
 		t.Errorf("bad env number: %v", err)
 	}
-	// A store URL mistyped is not a file of one's own.
-	for _, store := range []string{"postgres:/127.0.0.1:15432/api", "POSTGRES://u@h/db", "mysql://u@h/db"} {
+	// A store URL mistyped is not a file of one's own, and the error
+	// does not show its password.
+	for _, store := range []string{"postgres:/127.0.0.1:15432/api", "POSTGRES://u@h/db", "mysql://u@h/db",
+		"Postgres://u:secret@h/db", "postgres:/u:secret@h/db?sslpassword=secret"} {
 		_, err = Load(proj, envOf(map[string]string{"HOME": home, "ENGRAM_STORE": store}), Flags{})
-		if err == nil || !strings.Contains(err.Error(), "looks like a URL") {
+		if err == nil || !strings.Contains(err.Error(), "looks like a URL") || strings.Contains(err.Error(), "secret") {
 			t.Errorf("store %q: %v", store, err)
+		}
+	}
+}
+
+func TestRedactStore(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:secret@h:5432/db":                    "postgres://u:xxxxx@h:5432/db",
+		"Postgres://u:sec@ret@h/db":                        "Postgres://u:xxxxx@h/db",
+		"postgres://u@h/db?sslmode=require&password=s&x=1": "postgres://u@h/db?sslmode=require&password=xxxxx&x=1",
+		"postgres://u@h/db?SSLPassword=s":                  "postgres://u@h/db?SSLPassword=xxxxx",
+		"host=h password=secret dbname=db":                 "host=h password=xxxxx dbname=db",
+		"host=h password = 'a \\' secret' dbname=db":       "host=h password = xxxxx dbname=db",
+		"/home/me/engram.db":                               "/home/me/engram.db",
+	} {
+		if got := RedactStore(in); got != want {
+			t.Errorf("RedactStore(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -155,8 +155,15 @@ func config(rawURL string, getenv func(string) string) (*pgxpool.Config, error) 
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
 		return nil, fmt.Errorf("the store %q is not a postgres://user@host:port/database URL", redact(rawURL))
 	}
-	if _, ok := u.User.Password(); ok || u.Query().Has("password") || u.Query().Has("sslpassword") {
+	if _, ok := u.User.Password(); ok {
 		return nil, ErrPasswordInURL
+	}
+	// In any case: pgx would send a parameter it does not know, such as
+	// Password, to the server.
+	for k := range u.Query() {
+		if strings.Contains(strings.ToLower(k), "password") {
+			return nil, ErrPasswordInURL
+		}
 	}
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {

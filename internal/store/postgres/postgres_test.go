@@ -183,7 +183,8 @@ func TestOpen_Foreign(t *testing.T) {
 // a file; a server that cannot be reached is said so, quickly.
 func TestOpen_BadInput(t *testing.T) {
 	ctx := t.Context()
-	for _, dsn := range []string{"postgres://engram:secret@127.0.0.1:5432/engram", "postgres://engram@127.0.0.1/engram?password=secret"} {
+	for _, dsn := range []string{"postgres://engram:secret@127.0.0.1:5432/engram", "postgres://engram@127.0.0.1/engram?password=secret",
+		"postgres://engram@127.0.0.1/engram?Password=secret"} {
 		if _, err := postgres.Open(ctx, dsn, postgres.Options{}); !errors.Is(err, postgres.ErrPasswordInURL) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("Open(%s) = %v; want ErrPasswordInURL, without the password", dsn, err)
 		}
