@@ -130,8 +130,9 @@ nothing leaves an agent's context window for good.
 
 The store is one SQLite file per project, under your data directory
 (see 'engram stats' for its path), unless --store or ENGRAM_STORE says
-otherwise: another file, or a postgres:// URL for a PostgreSQL database that
-a team's servers share (README: "A team's store on PostgreSQL").`,
+otherwise: another file, or a postgres:// URL (or a keyword/value connection
+string, host=... dbname=...) for a PostgreSQL database that a team's servers
+share (README: "A team's store on PostgreSQL").`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -148,7 +149,7 @@ a team's servers share (README: "A team's store on PostgreSQL").`,
 	pf.StringVar(&a.flags.ConfigFile, "config", "", "config file (default $XDG_CONFIG_HOME/engram/config.toml; env ENGRAM_CONFIG)")
 	pf.StringVar(&a.flags.Project, "project", "", "project directory (default: the git work tree of the current directory; env ENGRAM_PROJECT)")
 	pf.StringVar(&a.flags.DataDir, "data-dir", "", "where per-project stores live (default $XDG_DATA_HOME/engram; env ENGRAM_DATA_DIR)")
-	pf.StringVar(&a.flags.Store, "store", "", "store file or postgres://user@host:port/database URL, overriding the per-project default (env ENGRAM_STORE; a password goes in ENGRAM_STORE_PASSWORD or ENGRAM_STORE_PASSWORD_FILE)")
+	pf.StringVar(&a.flags.Store, "store", "", "store file, or postgres://user@host:port/database URL or host=... dbname=... connection string, overriding the per-project default (env ENGRAM_STORE; a password goes in ENGRAM_STORE_PASSWORD or ENGRAM_STORE_PASSWORD_FILE)")
 	pf.StringVar(&a.flags.LogLevel, "log-level", "", "debug, info, warn or error (default warn; env ENGRAM_LOG_LEVEL)")
 	pf.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	_ = pf.MarkHidden("cpuprofile")

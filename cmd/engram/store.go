@@ -25,13 +25,13 @@ type cliStore interface {
 }
 
 // openStore opens the store at where: a PostgreSQL database for a
-// postgres:// URL, else an SQLite file, which is migrated to this build's
-// schema as it opens. A team's database is migrated by engram migrate and
+// postgres:// URL or a keyword/value connection string, else an SQLite
+// file, which is migrated to this build's schema as it opens. A team's database is migrated by engram migrate and
 // engram serve (a.migrates) only: any other command of a newer engram
 // would change the schema under every older one sharing it. A database
 // behind this build's schema is refused, saying so.
 func (a *app) openStore(ctx context.Context, where string) (cliStore, error) {
-	if config.IsPostgresURL(where) {
+	if config.IsPostgres(where) {
 		st, err := postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv, Search: a.pgSearchOptions(), NoMigrate: !a.migrates})
 		if err != nil || a.migrates {
 			return st, err
@@ -81,7 +81,7 @@ var errMigrationPending = errors.New("the store needs migrating: run engram migr
 
 func (a *app) migrate(ctx context.Context, check, jsonOut bool) error {
 	where := a.cfg.Store.Path
-	if config.IsPostgresURL(where) {
+	if config.IsPostgres(where) {
 		st, err := postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv, NoMigrate: true})
 		if err != nil {
 			return err
@@ -172,8 +172,9 @@ func (a *app) storeCopyCmd() *cobra.Command {
 		Use:   "copy FROM TO",
 		Short: "Copy a store into an empty one, SQLite or PostgreSQL, and verify the copy",
 		Long: `Copy a store into an empty one: FROM and TO are each an SQLite file or a
-postgres://user@host:port/database URL (the password in ENGRAM_STORE_PASSWORD
-or ENGRAM_STORE_PASSWORD_FILE, PGPASSWORD or ~/.pgpass; never in the URL).
+postgres://user@host:port/database URL or host=... dbname=... connection
+string (the password in ENGRAM_STORE_PASSWORD or ENGRAM_STORE_PASSWORD_FILE,
+PGPASSWORD or ~/.pgpass; never in the URL).
 
 Everything is copied as it is: entries, chunks and their IDs, files, vectors,
 windows, snapshots, the archivalist's records, versions and events, the
@@ -204,7 +205,7 @@ type copyStore interface {
 }
 
 func (a *app) openCopyStore(ctx context.Context, where string, create bool) (copyStore, error) {
-	if config.IsPostgresURL(where) {
+	if config.IsPostgres(where) {
 		return postgres.Open(ctx, where, postgres.Options{Logger: a.log, Getenv: a.getenv})
 	}
 	abs, err := filepath.Abs(where)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,5 +80,35 @@ func TestCLI_StoreOnPostgres(t *testing.T) {
 	// A URL with a password is refused before anything is reached.
 	if code, _, errOut := e.run("", "stats", "--store", "postgres://engram:secret@127.0.0.1:1/x"); code == 0 || !strings.Contains(errOut, "carries a password") {
 		t.Errorf("a password in the URL: exit %d, %q", code, errOut)
+	}
+}
+
+// TestCLI_StoreConnectionString: a store given in libpq's keyword/value
+// form is the PostgreSQL database it names, not an SQLite file named so;
+// with a password in it, it is refused, and no message shows the
+// password.
+func TestCLI_StoreConnectionString(t *testing.T) {
+	u, err := url.Parse(pgtest.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := fmt.Sprintf("host=%s port=%s user=%s dbname=%s", u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"))
+	if mode := u.Query().Get("sslmode"); mode != "" {
+		kv += " sslmode=" + mode
+	}
+	e := newEnv(t)
+	for _, args := range [][]string{{"stats"}, {"migrate", "--check"}, {"search", "x"}} {
+		code, out, errOut := e.run("", append(args, "--store", kv+" password=LEAKME")...)
+		if code == 0 || !strings.Contains(errOut, "carries a password") || strings.Contains(out+errOut, "LEAKME") {
+			t.Errorf("engram %s with a password in the connection string: exit %d\n%s%s", args[0], code, out, errOut)
+		}
+	}
+	e.ok("", "migrate", "--store", kv)
+	e.ok(`{"session":"s1","agent":"claude","role":"user","content":"The flaky retry test needs a fake clock"}`+"\n", "add", "--store", kv)
+	if out := e.ok("", "search", "--store", kv, "fake", "clock"); !strings.Contains(out, "fake clock") {
+		t.Errorf("search through the connection string: %q", out)
+	}
+	if out := e.ok("", "search", "--store", u.String(), "fake", "clock"); !strings.Contains(out, "fake clock") {
+		t.Errorf("search through the URL of the same database: %q", out)
 	}
 }

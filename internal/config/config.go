@@ -154,20 +154,36 @@ type WindowRole struct {
 // Store configures where the store lives.
 type Store struct {
 	// Path is the SQLite file, or a PostgreSQL database's URL
-	// (postgres://user@host:port/database, without a password: see
-	// internal/store/postgres). Empty means
+	// (postgres://user@host:port/database) or keyword/value connection
+	// string (host=db user=engram dbname=api), without a password: see
+	// internal/store/postgres. Empty means
 	// DataDir/projects/<name>-<hash>/engram.db.
 	Path string `toml:"path"`
 }
 
 // Postgres reports whether the store is a PostgreSQL database.
-func (s Store) Postgres() bool { return IsPostgresURL(s.Path) }
+func (s Store) Postgres() bool { return IsPostgres(s.Path) }
 
 // IsPostgresURL reports whether a store's location is a PostgreSQL URL
 // rather than a file.
 func IsPostgresURL(path string) bool {
 	return strings.HasPrefix(path, "postgres://") || strings.HasPrefix(path, "postgresql://")
 }
+
+// IsPostgres reports whether a store's location is a PostgreSQL
+// database rather than a file: a URL, or a connection string of libpq's
+// keyword/value form (host=db user=engram dbname=api), which begins with
+// a keyword and names where the database is.
+func IsPostgres(path string) bool {
+	return IsPostgresURL(path) || connFirst.MatchString(path) && connPlace.MatchString(path)
+}
+
+var (
+	// connFirst begins a keyword/value connection string; connPlace is a
+	// keyword of libpq's that says where the database is, or as whom.
+	connFirst = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+	connPlace = regexp.MustCompile(`(?:^|\s)(?:host|hostaddr|port|dbname|user|password|passfile|service|sslmode)\s*=`)
+)
 
 // RedactStore is a store's location as a message may show it: a
 // password in it (a URL's user's, a parameter's, a keyword/value
@@ -562,9 +578,10 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 	}
 	if c.Store.Path == "" {
 		c.Store.Path = filepath.Join(c.DataDir, "projects", ProjectKey(project), "engram.db")
-	} else if IsPostgresURL(c.Store.Path) {
-		// A URL, kept as given: its password, if any, is refused when the
-		// store opens (it would show on command lines and in config files).
+	} else if IsPostgres(c.Store.Path) {
+		// A URL or connection string, kept as given: its password, if
+		// any, is refused when the store opens (it would show on command
+		// lines and in config files).
 	} else if nearURL(c.Store.Path) {
 		// Taken for a file, it would be a store of one's own, where the
 		// team's was meant.

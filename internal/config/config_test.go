@@ -149,6 +149,30 @@ func TestLoad_Errors(t *testing.T) {
 	}
 }
 
+// A keyword/value connection string, as libpq takes it, is a PostgreSQL
+// store, not a file named so (which the SQLite backend would create, its
+// name showing the password in every message).
+func TestLoad_StoreConnectionString(t *testing.T) {
+	home, proj := t.TempDir(), t.TempDir()
+	for store, pg := range map[string]bool{
+		"host=db user=engram dbname=api":                 true,
+		"host=db user=engram password=secret dbname=api": true,
+		"  dbname = 'my api'  host=/var/run/postgresql":  true,
+		"search_path=engram user=engram":                 true,
+		"notes=1.db":                                     false,
+		"./host=db":                                      false,
+	} {
+		c, err := Load(proj, envOf(map[string]string{"HOME": home, "ENGRAM_STORE": store}), Flags{})
+		if err != nil {
+			t.Errorf("store %q: %v", store, err)
+			continue
+		}
+		if c.Store.Postgres() != pg || pg && c.Store.Path != strings.TrimSpace(store) {
+			t.Errorf("store %q: path %q, PostgreSQL %t; want PostgreSQL %t", store, c.Store.Path, c.Store.Postgres(), pg)
+		}
+	}
+}
+
 func TestRedactStore(t *testing.T) {
 	for in, want := range map[string]string{
 		"postgres://u:secret@h:5432/db":                    "postgres://u:xxxxx@h:5432/db",

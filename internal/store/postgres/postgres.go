@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -94,8 +95,9 @@ type Store struct {
 	runs         store.RunRefs // windows' keys, to read run references back
 }
 
-// ErrPasswordInURL is returned for a URL that carries a password.
-var ErrPasswordInURL = errors.New("the store's URL carries a password, which a command line shows to every user of the machine: " +
+// ErrPasswordInURL is returned for a URL or connection string that
+// carries a password.
+var ErrPasswordInURL = errors.New("the store's URL or connection string carries a password, which a command line shows to every user of the machine: " +
 	"give it in " + PasswordEnv + ", in a file named by " + PasswordFileEnv + ", or in PGPASSWORD or ~/.pgpass")
 
 // osGetenv reads the environment when Options.Getenv is nil.
@@ -104,7 +106,8 @@ var osGetenv = os.Getenv
 // ErrNewerSchema is returned for a database that a newer engram migrated.
 var ErrNewerSchema = errors.New("the database was migrated by a newer engram")
 
-// Open connects to the database at rawURL (postgres://user@host:port/db),
+// Open connects to the database at rawURL (postgres://user@host:port/db,
+// or a keyword/value connection string: host=db user=engram dbname=api),
 // checks the server's version and applies the migrations this build
 // knows, under an advisory lock.
 func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
@@ -148,26 +151,41 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// config parses rawURL, refusing a password in it, and takes the password
-// from the environment or its file when one is given there.
+// config parses rawURL, a URL or a keyword/value connection string
+// (host=db user=engram dbname=api), refusing a password in it, and takes
+// the password from the environment or its file when one is given there.
+// Its errors never quote a password.
 func config(rawURL string, getenv func(string) string) (*pgxpool.Config, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
-		return nil, fmt.Errorf("the store %q is not a postgres://user@host:port/database URL", redact(rawURL))
-	}
-	if _, ok := u.User.Password(); ok {
-		return nil, ErrPasswordInURL
-	}
-	// In any case: pgx would send a parameter it does not know, such as
-	// Password, to the server.
-	for k := range u.Query() {
-		if strings.Contains(strings.ToLower(k), "password") {
+	if strings.Contains(rawURL, "://") {
+		u, err := url.Parse(rawURL)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+			return nil, fmt.Errorf("the store %q is not a postgres://user@host:port/database URL", redact(rawURL))
+		}
+		if _, ok := u.User.Password(); ok {
 			return nil, ErrPasswordInURL
+		}
+		// In any case: pgx would send a parameter it does not know, such
+		// as Password, to the server.
+		for k := range u.Query() {
+			if strings.Contains(strings.ToLower(k), "password") {
+				return nil, ErrPasswordInURL
+			}
+		}
+	} else {
+		keys, err := keywords(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("the store is neither a postgres://user@host:port/database URL nor a keyword/value connection string (host=db user=engram dbname=api): %w", err)
+		}
+		for _, k := range keys {
+			if strings.Contains(strings.ToLower(k), "password") {
+				return nil, ErrPasswordInURL
+			}
 		}
 	}
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("the store's URL: %w", err)
+		// pgx's error quotes the string, which holds no password.
+		return nil, fmt.Errorf("the store's URL or connection string: %w", err)
 	}
 	switch {
 	case getenv(PasswordEnv) != "":
@@ -182,8 +200,71 @@ func config(rawURL string, getenv func(string) string) (*pgxpool.Config, error) 
 	return cfg, nil
 }
 
-// redact is a URL with any password in it replaced, for messages.
+// keywords are the keywords of a keyword/value connection string, read
+// as libpq reads one: keyword = value pairs apart by white space, a value
+// in single quotes or not, a backslash taking the character after it as
+// it is. Its errors quote nothing of the string, which may hold a
+// password.
+func keywords(s string) ([]string, error) {
+	space := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' }
+	var keys []string
+	for i := 0; ; {
+		for i < len(s) && space(s[i]) {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
+		start := i
+		for i < len(s) && s[i] != '=' && !space(s[i]) {
+			i++
+		}
+		key := s[start:i]
+		for i < len(s) && space(s[i]) {
+			i++
+		}
+		if key == "" || i == len(s) || s[i] != '=' {
+			return nil, fmt.Errorf("its word %d is no keyword=value", len(keys)+1)
+		}
+		i++
+		for i < len(s) && space(s[i]) {
+			i++
+		}
+		if i < len(s) && s[i] == '\'' {
+			for i++; i < len(s) && s[i] != '\''; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(s) {
+				return nil, fmt.Errorf("the value of its word %d has no closing quote", len(keys)+1)
+			}
+			i++
+		} else {
+			for ; i < len(s) && !space(s[i]); i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("it is empty")
+	}
+	return keys, nil
+}
+
+// kvPassword is the value of a keyword/value string's keyword that ends
+// in password, quoted or not.
+var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
+
+// redact is a URL or connection string with any password in it
+// replaced, for messages.
 func redact(rawURL string) string {
+	if !strings.Contains(rawURL, "://") {
+		return kvPassword.ReplaceAllString(rawURL, "${1}xxxxx")
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "(an unreadable URL)"

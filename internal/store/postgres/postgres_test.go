@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"errors"
+	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -184,14 +186,15 @@ func TestOpen_Foreign(t *testing.T) {
 func TestOpen_BadInput(t *testing.T) {
 	ctx := t.Context()
 	for _, dsn := range []string{"postgres://engram:secret@127.0.0.1:5432/engram", "postgres://engram@127.0.0.1/engram?password=secret",
-		"postgres://engram@127.0.0.1/engram?Password=secret"} {
+		"postgres://engram@127.0.0.1/engram?Password=secret", "host=127.0.0.1 user=engram password=secret dbname=engram",
+		"host=127.0.0.1 dbname=engram sslpassword = 'a secret'"} {
 		if _, err := postgres.Open(ctx, dsn, postgres.Options{}); !errors.Is(err, postgres.ErrPasswordInURL) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("Open(%s) = %v; want ErrPasswordInURL, without the password", dsn, err)
 		}
 	}
-	for _, dsn := range []string{"mysql://x@h/db", "postgres:///nohost", "not a url"} {
-		if _, err := postgres.Open(ctx, dsn, postgres.Options{}); err == nil || !strings.Contains(err.Error(), "postgres://") {
-			t.Errorf("Open(%s) = %v; want an error showing the URL's shape", dsn, err)
+	for _, dsn := range []string{"mysql://x@h/db", "postgres:///nohost", "not a url", "host=db user='secret password=secret", "secret host=db"} {
+		if _, err := postgres.Open(ctx, dsn, postgres.Options{}); err == nil || !strings.Contains(err.Error(), "postgres://") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("Open(%s) = %v; want an error showing the URL's shape, without the password", dsn, err)
 		}
 	}
 	// A closed port: connection refused at once.
@@ -208,5 +211,26 @@ func TestOpen_BadInput(t *testing.T) {
 	_, err = postgres.Open(ctx, "postgres://engram@127.0.0.1:1/engram", postgres.Options{Getenv: func(k string) string { return env[k] }})
 	if err == nil || !strings.Contains(err.Error(), postgres.PasswordFileEnv) {
 		t.Errorf("Open with a missing password file = %v", err)
+	}
+}
+
+// A keyword/value connection string, as libpq takes one, opens the
+// database as its URL does.
+func TestOpen_ConnectionString(t *testing.T) {
+	u, err := url.Parse(database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := fmt.Sprintf("host=%s port=%s user=%s dbname='%s'", u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"))
+	if mode := u.Query().Get("sslmode"); mode != "" {
+		kv += " sslmode=" + mode
+	}
+	s, err := postgres.Open(t.Context(), kv, postgres.Options{})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", kv, err)
+	}
+	defer func() { _ = s.Close() }()
+	if v, err := s.Version(t.Context()); err != nil || v != postgres.SchemaVersion() {
+		t.Errorf("Open(%s): version %d, %v", kv, v, err)
 	}
 }
