@@ -234,3 +234,46 @@ func TestOpen_ConnectionString(t *testing.T) {
 		t.Errorf("Open(%s): version %d, %v", kv, v, err)
 	}
 }
+
+// In a schema of its own beside another application's tables, the
+// store's statistics are of engram's schema: its location names the
+// schema, and its size is that of engram's tables, not the database's.
+func TestStats_SchemaOfItsOwn(t *testing.T) {
+	dsn := database(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	// Another application's 5 MB, and a schema for engram.
+	if _, err := conn.Exec(ctx, `CREATE TABLE public.orders AS SELECT g AS id, repeat('x', 500) AS note FROM generate_series(1, 10000) AS g;
+		CREATE SCHEMA mem`); err != nil {
+		t.Fatal(err)
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	s, err := postgres.Open(ctx, dsn+sep+"search_path=mem", postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var orders, mem int64
+	if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('public.orders'),
+		(SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = 'mem' AND c.relkind IN ('r', 'm', 'S'))`).Scan(&orders, &mem); err != nil {
+		t.Fatal(err)
+	}
+	if st.SizeBytes != mem {
+		t.Errorf("size %d bytes; want %d, that of schema mem's tables (public.orders takes %d)", st.SizeBytes, mem, orders)
+	}
+	if !strings.Contains(st.Location, "search_path=mem") {
+		t.Errorf("location %q does not name the schema", st.Location)
+	}
+}

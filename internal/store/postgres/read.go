@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -307,11 +308,14 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Stats implements store.Store. The totals of entries come from the
 // counters; the rest is counted, in one read-only transaction so that
-// they describe one state of the store.
+// they describe one state of the store. Its size is that of engram's
+// schema (its tables with their indexes and TOAST, its sequences), not
+// the database's: the database may hold other applications' schemas
+// beside it (?search_path=engram).
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	var st store.Stats
 	err := s.read(ctx, func(tx pgx.Tx) error {
-		st = store.Stats{Location: s.location(), SchemaVersion: SchemaVersion(), ByType: map[store.ContentType]store.TypeStats{},
+		st = store.Stats{SchemaVersion: SchemaVersion(), ByType: map[store.ContentType]store.TypeStats{},
 			Files: map[store.FileState]int64{}}
 		counters := map[string]*int64{
 			"entries": &st.Entries, "content_bytes": &st.ContentBytes, "tokens": &st.Tokens,
@@ -342,15 +346,21 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		if err != nil {
 			return err
 		}
-		var first, last *int64
+		var (
+			first, last *int64
+			schema      string
+		)
 		err = tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM agents),
 				(SELECT count(*) FROM links), (SELECT count(*) FROM refs),
 				(SELECT min(time) FROM occurrences), (SELECT max(time) FROM occurrences),
-				pg_database_size(current_database())`).
-			Scan(&st.Sessions, &st.Agents, &st.Links, &st.References, &first, &last, &st.SizeBytes)
+				current_schema(),
+				(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
+					WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) AND c.relkind IN ('r', 'm', 'S'))`).
+			Scan(&st.Sessions, &st.Agents, &st.Links, &st.References, &first, &last, &schema, &st.SizeBytes)
 		if err != nil {
 			return err
 		}
+		st.Location = s.location(schema)
 		if first != nil && last != nil {
 			st.First, st.Last = fromUnixNano(*first), fromUnixNano(*last)
 		}
@@ -372,8 +382,9 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	return st, nil
 }
 
-// location is the store's database as a URL without credentials.
-func (s *Store) location() string {
+// location is the store's database as a URL without credentials, with
+// engram's schema when it is not the default one.
+func (s *Store) location(schema string) string {
 	c := s.pool.Config().ConnConfig
 	host := c.Host
 	if !strings.HasPrefix(host, "/") {
@@ -383,7 +394,11 @@ func (s *Store) location() string {
 	if c.User != "" {
 		u += c.User + "@"
 	}
-	return u + host + "/" + c.Database
+	u += host + "/" + c.Database
+	if schema != "public" {
+		u += "?search_path=" + url.QueryEscape(schema)
+	}
+	return u
 }
 
 // Setting implements store.Store.
