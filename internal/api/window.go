@@ -284,8 +284,9 @@ func (e *MessageError) Error() string { return fmt.Sprintf("message %d: %v", e.I
 func (e *MessageError) Unwrap() error { return e.Err }
 
 // windowErr turns the window package's refusals of its input into input
-// errors, without the "invalid message" the window says of them all (a
-// model or a limit, too); anything else passes as it is.
+// errors, without the "invalid message" the window says of a message (its
+// settings, a model or a limit, it calls "invalid window settings", which
+// stays); anything else passes as it is.
 func windowErr(err error) error {
 	if errors.Is(err, window.ErrInvalid) || errors.Is(err, window.ErrNoSize) {
 		return &InputError{Msg: strings.Replace(err.Error(), window.ErrInvalid.Error()+": ", "", 1)}

@@ -143,10 +143,10 @@ func NewLayout(o Options) (*Layout, error) {
 		return nil, err
 	}
 	if o.Budget < MinBudget {
-		return nil, fmt.Errorf("%w: a budget of %d tokens (the least is %d)", ErrInvalid, o.Budget, MinBudget)
+		return nil, fmt.Errorf("%w: a budget of %d tokens (the least is %d)", ErrInvalidSettings, o.Budget, MinBudget)
 	}
 	if o.Count == nil {
-		return nil, fmt.Errorf("%w: no token counter", ErrInvalid)
+		return nil, fmt.Errorf("%w: no token counter", ErrInvalidSettings)
 	}
 	if o.RefID == nil {
 		o.RefID = func(from, to int) string { return fmt.Sprintf("ref-%d-%d", from, to) }

@@ -100,7 +100,7 @@ func (m *Manager) Configure(c Config) error {
 		d.MaxRefTokens = c.MaxRefTokens
 	}
 	if d.Safety < 0 || d.Margin < 0 || d.Safety+d.Margin >= 1 {
-		return fmt.Errorf("%w: window safety (%.2f) and margin (%.2f) are shares of the window that together leave some of it", ErrInvalid, d.Safety, d.Margin)
+		return fmt.Errorf("%w: window safety (%.2f) and margin (%.2f) are shares of the window that together leave some of it", ErrInvalidSettings, d.Safety, d.Margin)
 	}
 	ps := maps.Clone(m.policies)
 	for role, p := range c.Policies {
@@ -214,7 +214,7 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 			if len(shown) > maxRoleBytes {
 				shown = shown[:maxRoleBytes] + "…"
 			}
-			return Status{}, fmt.Errorf("%w: role %q: a role is at most %d bytes of UTF-8 with no control characters", ErrInvalid, shown, maxRoleBytes)
+			return Status{}, fmt.Errorf("%w: role %q: a role is at most %d bytes of UTF-8 with no control characters", ErrInvalidSettings, shown, maxRoleBytes)
 		}
 	}
 	if o.Role != "" || s.Policy.Strategy == "" {
@@ -230,7 +230,7 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 	if o.Model != "" {
 		model, ok := m.cat.Lookup(o.Model)
 		if !ok {
-			return Status{}, fmt.Errorf("%w: unknown model %q (engram models lists those engram knows; or give a context limit)", ErrInvalid, o.Model)
+			return Status{}, fmt.Errorf("%w: unknown model %q (engram models lists those engram knows; or give a context limit)", ErrInvalidSettings, o.Model)
 		}
 		s.Model, s.Encoding, s.Limits = model.Name, model.Encoding, m.limitsFor(model)
 	}
@@ -261,7 +261,7 @@ func (m *Manager) Open(ctx context.Context, key store.WindowKey, o OpenOptions) 
 	}
 	if b := s.Limits.Budget(); b < MinBudget {
 		return Status{}, fmt.Errorf("%w: a %d-token context less %d for output, %d of safety and a %.0f %% margin leaves %d tokens, under the %d a window needs",
-			ErrInvalid, s.Limits.Context, s.Limits.Output, s.Limits.Safety, 100*s.Limits.Margin, b, MinBudget)
+			ErrInvalidSettings, s.Limits.Context, s.Limits.Output, s.Limits.Safety, 100*s.Limits.Margin, b, MinBudget)
 	}
 	raw, err := json.Marshal(s)
 	if err != nil {

@@ -458,6 +458,21 @@ func TestConfigure(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `window role "bad"`) {
 		t.Errorf("a bad strategy: %v", err)
 	}
+	// Settings are refused as settings, not as a message; still an
+	// ErrInvalid, which front ends refuse as bad input.
+	for name, err := range map[string]error{
+		"policy":   m.Configure(window.ConfigFrom(config.Window{Roles: map[string]config.WindowRole{"bad": {Strategy: "lru", Evict: 0.8, Target: 0.5}}})),
+		"defaults": m.Configure(window.Config{Defaults: window.Defaults{Safety: 0.6, Margin: 0.5}}),
+		"limits": func() error {
+			_, err := m.Open(ctx, store.WindowKey{SessionID: "s", AgentID: "small"}, window.OpenOptions{Limit: 1000, Output: 1000})
+			return err
+		}(),
+	} {
+		if !errors.Is(err, window.ErrInvalidSettings) || !errors.Is(err, window.ErrInvalid) ||
+			strings.Contains(err.Error(), "invalid message") || !strings.Contains(err.Error(), "invalid window settings") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }
 
 // TestManagerHugeMessage: a tool result larger than the whole budget is

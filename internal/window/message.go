@@ -118,8 +118,21 @@ func (m *Message) LeadsNext() bool {
 	return false
 }
 
-// ErrInvalid marks a message or conversation that a window cannot take.
+// ErrInvalid marks a message or conversation that a window cannot take,
+// and, as ErrInvalidSettings, settings it cannot have.
 var ErrInvalid = errors.New("invalid message")
+
+// ErrInvalidSettings marks window settings that cannot be: limits that
+// leave no window, a policy, the Manager's defaults, a layout's budget.
+// It is an ErrInvalid too, so that a caller refusing a window's input
+// refuses its settings alike, but it says that the settings are wrong,
+// not a message.
+var ErrInvalidSettings error = invalidSettings{}
+
+type invalidSettings struct{}
+
+func (invalidSettings) Error() string        { return "invalid window settings" }
+func (invalidSettings) Is(target error) bool { return target == ErrInvalid }
 
 // Validate checks one message on its own: a known role, blocks that carry
 // what their type needs, calls only from the assistant, results only from

@@ -179,27 +179,27 @@ func PolicyFor(role string) Policy {
 // can hold something.
 func (p Policy) Validate() error {
 	if !p.Strategy.Valid() {
-		return fmt.Errorf("%w: strategy %q is not recency, topic_cluster or task_completion", ErrInvalid, p.Strategy)
+		return fmt.Errorf("%w: strategy %q is not recency, topic_cluster or task_completion", ErrInvalidSettings, p.Strategy)
 	}
 	if !(0 < p.Target && p.Target < p.Evict && p.Evict <= 1) {
-		return fmt.Errorf("%w: the target (%.2f) must be below the eviction threshold (%.2f), both within (0, 1]", ErrInvalid, p.Target, p.Evict)
+		return fmt.Errorf("%w: the target (%.2f) must be below the eviction threshold (%.2f), both within (0, 1]", ErrInvalidSettings, p.Target, p.Evict)
 	}
 	for _, c := range p.Checkpoints {
 		if c <= 0 || c >= p.Evict {
-			return fmt.Errorf("%w: checkpoint %.2f must be within (0, %.2f)", ErrInvalid, c, p.Evict)
+			return fmt.Errorf("%w: checkpoint %.2f must be within (0, %.2f)", ErrInvalidSettings, c, p.Evict)
 		}
 	}
 	if p.KeepTurns < 0 || p.MaxRefTokens <= 0 {
-		return fmt.Errorf("%w: keep_turns must not be negative, max_ref_tokens must be positive", ErrInvalid)
+		return fmt.Errorf("%w: keep_turns must not be negative, max_ref_tokens must be positive", ErrInvalidSettings)
 	}
 	if p.Clip < 0 || p.Clip > 1 || p.ClipCallTokens < 0 {
-		return fmt.Errorf("%w: the clip share (%.2f) must be within [0, 1], clip_call_tokens (%d) not negative", ErrInvalid, p.Clip, p.ClipCallTokens)
+		return fmt.Errorf("%w: the clip share (%.2f) must be within [0, 1], clip_call_tokens (%d) not negative", ErrInvalidSettings, p.Clip, p.ClipCallTokens)
 	}
 	if p.Handoff < 0 || p.Handoff > p.Evict {
-		return fmt.Errorf("%w: the handoff share (%.2f) must be within [0, the eviction threshold %.2f]: the window evicts past it as a fallback", ErrInvalid, p.Handoff, p.Evict)
+		return fmt.Errorf("%w: the handoff share (%.2f) must be within [0, the eviction threshold %.2f]: the window evicts past it as a fallback", ErrInvalidSettings, p.Handoff, p.Evict)
 	}
 	if p.Digest < 0 || p.Digest >= p.Target || p.MarkerEntities < 0 || p.MarkerHints < 0 {
-		return fmt.Errorf("%w: the digest's share (%.2f) must be within [0, the target %.2f), marker entities not negative", ErrInvalid, p.Digest, p.Target)
+		return fmt.Errorf("%w: the digest's share (%.2f) must be within [0, the target %.2f), marker entities not negative", ErrInvalidSettings, p.Digest, p.Target)
 	}
 	return nil
 }
@@ -250,11 +250,11 @@ func (l Limits) Budget() int {
 func (l Limits) Validate() error {
 	switch {
 	case l.Context <= 0 || l.Output < 0 || l.Safety < 0:
-		return fmt.Errorf("%w: context %d, output %d, safety %d tokens: the context must be positive, the rest not negative", ErrInvalid, l.Context, l.Output, l.Safety)
+		return fmt.Errorf("%w: context %d, output %d, safety %d tokens: the context must be positive, the rest not negative", ErrInvalidSettings, l.Context, l.Output, l.Safety)
 	case l.Margin < 0 || l.Margin >= 1:
-		return fmt.Errorf("%w: margin %.2f must be within [0, 1)", ErrInvalid, l.Margin)
+		return fmt.Errorf("%w: margin %.2f must be within [0, 1)", ErrInvalidSettings, l.Margin)
 	case l.Budget() <= 0:
-		return fmt.Errorf("%w: a %d-token context less %d for output and %d of safety leaves no room", ErrInvalid, l.Context, l.Output, l.Safety)
+		return fmt.Errorf("%w: a %d-token context less %d for output and %d of safety leaves no room", ErrInvalidSettings, l.Context, l.Output, l.Safety)
 	}
 	return nil
 }
