@@ -82,10 +82,24 @@ type Config struct {
 	Policies map[string]Policy
 }
 
-// Configure sets the Manager's defaults and policies, checked: a policy
-// that is not valid is refused, naming its role. Zero defaults keep
-// engram's.
+// Configure sets the Manager's defaults and policies, checked: a negative
+// default is refused, naming it, and a policy that is not valid, naming
+// its role. Zero defaults keep engram's.
 func (m *Manager) Configure(c Config) error {
+	var errs []error
+	for _, f := range []struct {
+		name, what string
+		v          float64
+	}{{"output", "tokens", float64(c.Output)}, {"safety", "a share of the window", c.Safety},
+		{"margin", "a share of the window", c.Margin}, {"max_ref_tokens", "tokens", float64(c.MaxRefTokens)}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%w: [window] %s is %v: %s, not negative (0 keeps the default)", ErrInvalidSettings, f.name, f.v, f.what))
+		}
+	}
+	if len(errs) > 0 {
+		// Else ignored below, as zero is: a typo'd sign would go unseen.
+		return errors.Join(errs...)
+	}
 	d := m.defaults
 	if c.Output > 0 {
 		d.Output = c.Output

@@ -458,6 +458,29 @@ func TestConfigure(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `window role "bad"`) {
 		t.Errorf("a bad strategy: %v", err)
 	}
+	// A negative default is refused, naming it, not taken for zero (the
+	// default); every one at once.
+	err = m.Configure(window.Config{Defaults: window.Defaults{Output: -100, Safety: -0.02, Margin: -0.1, MaxRefTokens: -8000}})
+	if !errors.Is(err, window.ErrInvalidSettings) {
+		t.Errorf("negative defaults: %v", err)
+	}
+	for _, field := range []string{"output is -100", "safety is -0.02", "margin is -0.1", "max_ref_tokens is -8000"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("negative defaults: %v, want it to name %s", err, field)
+		}
+	}
+	for _, d := range []window.Defaults{{Output: -1}, {Safety: -0.5}, {Margin: -0.01}, {MaxRefTokens: -1}} {
+		if err := m.Configure(window.Config{Defaults: d}); !errors.Is(err, window.ErrInvalidSettings) {
+			t.Errorf("%+v: %v", d, err)
+		}
+	}
+	after, err := m.Open(ctx, store.WindowKey{SessionID: "s", AgentID: "r2"}, window.OpenOptions{Role: "Reviewer", Model: "claude-sonnet-4-5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Settings.Limits != st.Settings.Limits || after.Settings.Policy.MaxRefTokens != window.DefaultMaxRefTokens {
+		t.Errorf("refused defaults changed the Manager's: %+v, was %+v", after.Settings, st.Settings)
+	}
 	// Settings are refused as settings, not as a message; still an
 	// ErrInvalid, which front ends refuse as bad input.
 	for name, err := range map[string]error{
