@@ -19,10 +19,11 @@ func TestCLI_WindowHandoff(t *testing.T) {
 	win := []string{"--session", "s1", "--agent", "engineer"}
 	args := func(a ...string) []string { return append(a, win...) }
 	e.ok("", args("window", "open", "--role", "engineer", "--limit", "6000", "--output", "500", "--safety", "100")...)
-	e.fail("", 1, "no messages: nothing to hand off", args("window", "handoff")...)
+	e.fail("", 1, "no messages but its system prompt: nothing to hand off", args("window", "handoff")...)
 
 	sent := []string{`{"role":"system","content":"You are a careful engineer."}`}
 	e.ok(sent[0]+"\n", args("window", "append")...)
+	e.fail("", 1, "no messages but its system prompt: nothing to hand off", args("window", "handoff")...)
 	for i := 0; ; i++ {
 		turn := anthropicTurn(i)
 		sent = append(sent, strings.Split(strings.TrimSpace(turn), "\n")...)

@@ -28,7 +28,7 @@ func TestWindowHandoff(t *testing.T) {
 	c.want(404, "POST", "/v1/windows/s1/nobody/handoff", `{}`, "no window for agent")
 	_, b := c.want(200, "PUT", w, `{"role":"engineer","limit":6000,"output":500,"safety":100}`, `"handoff_at":3645`)
 	checkJSON(t, "PUT "+w, b)
-	c.want(400, "POST", w+"/handoff", `{}`, "no messages: nothing to hand off")
+	c.want(400, "POST", w+"/handoff", `{}`, "no messages but its system prompt: nothing to hand off")
 	c.want(400, "POST", w+"/handoff", `{"agent":"other"}`, "the body names window")
 
 	sent := []string{`{"role":"system","content":"You are a careful engineer."}`}

@@ -37,9 +37,10 @@ type HandoffResult struct {
 	Fallback string
 }
 
-// ErrEmptyWindow is returned by Handoff for a window with no messages:
-// there is nothing to hand off.
-var ErrEmptyWindow = fmt.Errorf("%w: the window has no messages: nothing to hand off", ErrInvalid)
+// ErrEmptyWindow is returned by Handoff for a window with no messages
+// but its system prompt: there is nothing to hand off (the state would
+// know no task, and the next window would open with the same prompt).
+var ErrEmptyWindow = fmt.Errorf("%w: the window has no messages but its system prompt: nothing to hand off", ErrInvalid)
 
 // Handoff hands the window of an agent off to a new instance of it: it
 // builds the HandoffState (BuildHandoff, with references that together
@@ -52,7 +53,8 @@ var ErrEmptyWindow = fmt.Errorf("%w: the window has no messages: nothing to hand
 //
 // A window that already holds messages for the next agent is a
 // *store.ConflictError, with nothing written; a window with no messages
-// is ErrEmptyWindow; an unknown one store.ErrNotFound.
+// but its system prompt is ErrEmptyWindow; an unknown one
+// store.ErrNotFound.
 //
 // Writes, in an order that is safe to repeat: the references of the
 // prior window first (named by window, places and content, so a second
@@ -78,7 +80,7 @@ func (m *Manager) Handoff(ctx context.Context, from store.WindowKey, o HandoffOp
 	if err != nil {
 		return HandoffResult{}, err
 	}
-	if len(msgs) == 0 {
+	if !slices.ContainsFunc(msgs, func(m Message) bool { return m.Role != RoleSystem }) {
 		return HandoffResult{}, fmt.Errorf("window %s: %w", from, ErrEmptyWindow)
 	}
 	s := prior.Settings

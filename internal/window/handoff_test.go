@@ -177,6 +177,21 @@ func TestManagerHandoff(t *testing.T) {
 	if _, err := m.Append(ctx, eng, []window.Message{system}); err != nil {
 		t.Fatal(err)
 	}
+	// A system prompt alone is nothing to hand off either (the state
+	// would know no task), and nothing is written.
+	before, err := st.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Handoff(ctx, eng, window.HandoffOptions{}); !errors.Is(err, window.ErrEmptyWindow) {
+		t.Fatalf("handoff of a window holding only its system prompt: %v", err)
+	}
+	if after, err := st.Stats(ctx); err != nil || !cmp.Equal(before, after) {
+		t.Fatalf("the refused handoff wrote: %v (-before +after):\n%s", err, cmp.Diff(before, after))
+	}
+	if _, err := m.Status(ctx, store.WindowKey{SessionID: "s1", AgentID: window.NextAgent("engineer")}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused handoff opened the next window: %v", err)
+	}
 	sent := append([]window.Message{system}, fillPastHandoff(t, m, eng, 0)...)
 	prior, err := m.Status(ctx, eng)
 	if err != nil {
@@ -192,7 +207,7 @@ func TestManagerHandoff(t *testing.T) {
 	if _, err := m.Open(ctx, taken, window.OpenOptions{Limit: 4000}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := st.Stats(ctx)
+	before, err = st.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
