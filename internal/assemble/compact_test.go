@@ -316,6 +316,12 @@ func TestRollingSummaries_ModelFails(t *testing.T) {
 		"invalid": func(int) (string, error) { return "bad \xff bytes", nil },
 		"error":   func(int) (string, error) { return "", llm.ErrBadAnswer },
 		"timeout": nil,
+		// A marker none of the chunk's messages shows: made up.
+		"invented marker": func(int) (string, error) {
+			return `- the fix is behind [CTX-REF:conversation | 3 turns 2-4 (300 tokens) | retrieve_context(ref_id="a1b2c3d4.2.4.e7fb5")]`, nil
+		},
+		"short invented marker": func(int) (string, error) { return "- see [CTX-REF:a1b2c3d4.2.4.e7fb5]", nil },
+		"malformed marker":      func(int) (string, error) { return "- the fix is behind [CTX-REF:conversation | 3 turns", nil },
 	} {
 		t.Run(name, func(t *testing.T) {
 			a, key, _ := opened(t, 1500, 60)
@@ -345,6 +351,69 @@ func TestRollingSummaries_ModelFails(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// summarizer is a Summarizer whose answer is a function of what it is
+// asked.
+type summarizer struct {
+	answer func(msgs []window.Message, budget int) (string, error)
+}
+
+var _ assemble.Summarizer = (*summarizer)(nil)
+
+func (s *summarizer) Name() string { return "test-model" }
+
+func (s *summarizer) Summarize(_ context.Context, msgs []window.Message, budget int) (string, error) {
+	return s.answer(msgs, budget)
+}
+
+// TestRollingSummaries_ModelMarkers: a model's summary may keep a marker
+// that a message of its chunk shows (a handoff's, say); the summary is
+// the model's. A marker none shows is refused (TestRollingSummaries_ModelFails).
+func TestRollingSummaries_ModelMarkers(t *testing.T) {
+	ctx := context.Background()
+	a := assembler(t)
+	t.Cleanup(a.Wait)
+	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+	if _, err := a.Windows.Open(ctx, key, window.OpenOptions{Limit: 1500, Output: 100, Safety: 50}); err != nil {
+		t.Fatal(err)
+	}
+	const marker = `[CTX-REF:conversation | 11 turns 1-11 (684 tokens) | retrieve_context(ref_id="c65dab9a.1.11.2693a")]`
+	conv := conversation(60)
+	conv[1] = text(window.RoleUser, "You continue the work of engineer. Its prior window:\n"+marker)
+	if _, err := a.Windows.Append(ctx, key, conv); err != nil {
+		t.Fatal(err)
+	}
+	a.Summarizer = &summarizer{answer: func(msgs []window.Message, _ int) (string, error) {
+		for _, m := range msgs {
+			for _, b := range m.Blocks {
+				if strings.Contains(b.Text, marker) {
+					return "- took over from engineer: " + marker, nil
+				}
+			}
+		}
+		return "- the handlers' deadlines", nil
+	}}
+	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"}); err != nil {
+		t.Fatal(err)
+	}
+	a.Wait()
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := turn.History.Summaries; r.Fallback != "" || r.Stored != r.Chunks || r.Chunks == 0 {
+		t.Errorf("%+v", r)
+	}
+	_, sums, err := a.Engine.Store().WindowSummaries(ctx, key)
+	if err != nil || len(sums) == 0 || !strings.Contains(sums[0].Text, marker) {
+		t.Fatalf("%+v, %v: want the first chunk's summary to keep its marker", sums, err)
+	}
+	for _, s := range sums {
+		if s.By != "test-model" {
+			t.Errorf("the summary of %d-%d is by %s", s.From, s.To, s.By)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/llm"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
@@ -317,7 +318,7 @@ func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, purges uint
 			n := 0
 			if err == nil {
 				n = j.enc.Count(text)
-				err = usable(text, j.budget, n)
+				err = usable(text, j.budget, n, j.msgs)
 			}
 			if err != nil {
 				failed = err // the extractive summary stands
@@ -340,9 +341,10 @@ func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, purges uint
 	}()
 }
 
-// usable checks a model's summary: text, UTF-8, at most twice its budget
-// (a model that ignores the budget would crowd out the history).
-func usable(text string, budget, tokens int) error {
+// usable checks a model's summary of msgs: text, UTF-8, at most twice its
+// budget (a model that ignores the budget would crowd out the history),
+// and every [CTX-REF] in it a marker that msgs show (see refsOf).
+func usable(text string, budget, tokens int, msgs []window.Message) error {
 	switch {
 	case strings.TrimSpace(text) == "":
 		return fmt.Errorf("%w: an empty summary", llm.ErrBadAnswer)
@@ -351,7 +353,45 @@ func usable(text string, budget, tokens int) error {
 	case tokens > 2*budget:
 		return fmt.Errorf("%w: a summary of ~%d tokens for a budget of %d", llm.ErrBadAnswer, tokens, budget)
 	}
-	return nil
+	return refsOf(text, msgs)
+}
+
+// refsOf checks the [CTX-REF] markers of a model's summary of msgs. The
+// model sees no reference but those its messages show (a handoff's, one
+// an agent quoted), so a marker it writes is one of theirs, copied, or
+// one it made up: a made-up ID, or a marker that does not parse, shown
+// among the history's real markers, would send retrieve_context to
+// nothing, or to another run than the one summarized.
+func refsOf(text string, msgs []window.Message) error {
+	if !strings.Contains(text, ctxref.Prefix) {
+		return nil
+	}
+	shown := map[string]bool{}
+	for i := range msgs {
+		for _, b := range msgs[i].Blocks {
+			for _, l := range ctxref.Find(b.Text) {
+				shown[l.Marker.ID] = true
+			}
+		}
+	}
+	at := map[int]string{}
+	for _, l := range ctxref.Find(text) {
+		at[l.Start] = l.Marker.ID
+	}
+	for i := 0; ; i++ {
+		k := strings.Index(text[i:], ctxref.Prefix)
+		if k < 0 {
+			return nil
+		}
+		i += k
+		id, ok := at[i]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: a summary with a [CTX-REF] marker that does not parse", llm.ErrBadAnswer)
+		case !shown[id]:
+			return fmt.Errorf("%w: a summary with a [CTX-REF] marker (%q) that none of its messages shows", llm.ErrBadAnswer, id)
+		}
+	}
 }
 
 func (a *Assembler) setFallback(key store.WindowKey, err error) {

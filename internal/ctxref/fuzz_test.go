@@ -51,7 +51,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(Render(Parse(%q))) (-normal +got):\n%s", s, diff)
 		}
 		t2 := strings.TrimSpace(s)
-		if _, skipped, _ := parse(t2); strings.HasPrefix(t2, prefix) && m.Type != "" && skipped == 0 && r != t2 {
+		if _, skipped, _ := parse(t2); strings.HasPrefix(t2, Prefix) && m.Type != "" && skipped == 0 && r != t2 {
 			t.Fatalf("Render(Parse(%q)) = %q", t2, r)
 		}
 	})

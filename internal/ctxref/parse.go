@@ -47,7 +47,7 @@ func Parse(s string) (Marker, error) {
 		return fail(0, "empty: give a [CTX-REF] marker or its ref id")
 	case len(t) > MaxBytes:
 		return fail(0, "%d bytes: a marker has at most %d", len(t), MaxBytes)
-	case strings.HasPrefix(t, prefix):
+	case strings.HasPrefix(t, Prefix):
 		m, _, err := parse(t)
 		if err != nil {
 			err.Offset += lead
@@ -57,7 +57,7 @@ func Parse(s string) (Marker, error) {
 	case store.ValidRefID(t):
 		return Marker{ID: t}, nil
 	}
-	if i := strings.Index(t, prefix); i > 0 {
+	if i := strings.Index(t, Prefix); i > 0 {
 		return fail(i, "text before the marker")
 	}
 	return fail(0, "%s is neither a [CTX-REF] marker nor a ref id (1 to %d letters, digits, '-', '_' or '.')",
@@ -76,7 +76,7 @@ type Located struct {
 func Find(text string) []Located {
 	var out []Located
 	for i := 0; i < len(text); {
-		j := strings.Index(text[i:], prefix)
+		j := strings.Index(text[i:], Prefix)
 		if j < 0 {
 			break
 		}
@@ -112,17 +112,17 @@ func parse(s string) (Marker, int, *SyntaxError) {
 	case end < len(s)-1:
 		return fail(end+1, "text after the marker's closing ]")
 	}
-	body := s[len(prefix):end]
+	body := s[len(Prefix):end]
 	if !strings.Contains(body, " | ") {
 		if !store.ValidRefID(body) {
-			return fail(len(prefix), "%s is not a ref id (1 to %d letters, digits, '-', '_' or '.')",
+			return fail(len(Prefix), "%s is not a ref id (1 to %d letters, digits, '-', '_' or '.')",
 				quote(body), store.MaxRefIDBytes)
 		}
 		return Marker{ID: body}, 0, nil
 	}
 	var fields []string
 	var offs []int
-	for off := len(prefix); ; {
+	for off := len(Prefix); ; {
 		i := strings.Index(s[off:end], " | ")
 		if i < 0 {
 			fields, offs = append(fields, s[off:end]), append(offs, off)
@@ -132,7 +132,7 @@ func parse(s string) (Marker, int, *SyntaxError) {
 		off += i + 3
 	}
 	if len(fields) < 3 {
-		return fail(len(prefix), `a marker is its type, span, fields and retrieve_context call, separated by " | "`)
+		return fail(len(Prefix), `a marker is its type, span, fields and retrieve_context call, separated by " | "`)
 	}
 	var m Marker
 	// The call first, so that every other error can say the id.

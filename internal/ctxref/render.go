@@ -36,8 +36,8 @@ const (
 // form).
 const DefaultType store.RefType = "context"
 
-// prefix opens every marker.
-const prefix = "[CTX-REF:"
+// Prefix opens every marker, in the case written (Find and Parse take no other).
+const Prefix = "[CTX-REF:"
 
 // timeLayout writes a marker's time: UTC, to the minute.
 const timeLayout = "2006-01-02 15:04"
@@ -97,7 +97,7 @@ func FromReference(r store.Reference) Marker {
 func Render(m Marker) string {
 	m = normal(m)
 	b := make([]byte, 0, 256)
-	b = append(b, prefix...)
+	b = append(b, Prefix...)
 	b = append(b, m.Type...)
 	b = append(b, " | "...)
 	b = appendSpan(b, m)
