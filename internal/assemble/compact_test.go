@@ -322,6 +322,11 @@ func TestRollingSummaries_ModelFails(t *testing.T) {
 		},
 		"short invented marker": func(int) (string, error) { return "- see [CTX-REF:a1b2c3d4.2.4.e7fb5]", nil },
 		"malformed marker":      func(int) (string, error) { return "- the fix is behind [CTX-REF:conversation | 3 turns", nil },
+		// Control characters, which a terminal obeys.
+		"ansi escape":     func(int) (string, error) { return "- handler0 \x1b[2J\x1b[31mwaits\x1b[0m on a deadline", nil },
+		"bell":            func(int) (string, error) { return "- handler0 waits on a deadline\a", nil },
+		"carriage return": func(int) (string, error) { return "- all tests pass\r- handler0 waits on a deadline", nil },
+		"c1 control":      func(int) (string, error) { return "- handler0 \u009b31m waits on a deadline", nil },
 	} {
 		t.Run(name, func(t *testing.T) {
 			a, key, _ := opened(t, 1500, 60)
@@ -369,8 +374,8 @@ func (s *summarizer) Summarize(_ context.Context, msgs []window.Message, budget 
 }
 
 // TestRollingSummaries_ModelMarkers: a model's summary may keep a marker
-// that a message of its chunk shows (a handoff's, say); the summary is
-// the model's. A marker none shows is refused (TestRollingSummaries_ModelFails).
+// that a message of its chunk shows (a handoff's, say), tabs and line
+// ends (CRLF as LF); the summary is the model's. A marker none shows is refused (TestRollingSummaries_ModelFails).
 func TestRollingSummaries_ModelMarkers(t *testing.T) {
 	ctx := context.Background()
 	a := assembler(t)
@@ -393,7 +398,8 @@ func TestRollingSummaries_ModelMarkers(t *testing.T) {
 				}
 			}
 		}
-		return "- the handlers' deadlines", nil
+		// Tabs and line ends, even a model's CRLF, are text.
+		return "- the handlers' deadlines\r\n-\tall one second", nil
 	}}
 	if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"}); err != nil {
 		t.Fatal(err)
@@ -411,8 +417,8 @@ func TestRollingSummaries_ModelMarkers(t *testing.T) {
 		t.Fatalf("%+v, %v: want the first chunk's summary to keep its marker", sums, err)
 	}
 	for _, s := range sums {
-		if s.By != "test-model" {
-			t.Errorf("the summary of %d-%d is by %s", s.From, s.To, s.By)
+		if s.By != "test-model" || strings.Contains(s.Text, "\r") {
+			t.Errorf("the summary of %d-%d is by %s: %q", s.From, s.To, s.By, s.Text)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/engramhq/engram/internal/ctxref"
@@ -315,6 +316,8 @@ func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, purges uint
 		for _, j := range jobs {
 			s := j.sum
 			text, err := a.Summarizer.Summarize(ctx, j.msgs, j.budget)
+			// Lines end in "\n" in a history (its levels are cut by line).
+			text = strings.ReplaceAll(text, "\r\n", "\n")
 			n := 0
 			if err == nil {
 				n = j.enc.Count(text)
@@ -341,15 +344,23 @@ func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, purges uint
 	}()
 }
 
-// usable checks a model's summary of msgs: text, UTF-8, at most twice its
-// budget (a model that ignores the budget would crowd out the history),
-// and every [CTX-REF] in it a marker that msgs show (see refsOf).
+// usable checks a model's summary of msgs: text, UTF-8, with no control
+// character but tabs and line feeds, at most twice its budget (a model
+// that ignores the budget would crowd out the history), and every
+// [CTX-REF] in it a marker that msgs show (see refsOf). A summary is
+// shown to models and printed to terminals (engram window assemble): an
+// ANSI escape, a BEL or a carriage return there is garbage at best, a
+// rewrite of what the terminal shows at worst.
 func usable(text string, budget, tokens int, msgs []window.Message) error {
+	control := strings.IndexFunc(text, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' })
 	switch {
 	case strings.TrimSpace(text) == "":
 		return fmt.Errorf("%w: an empty summary", llm.ErrBadAnswer)
 	case !utf8.ValidString(text) || strings.ContainsRune(text, 0):
 		return fmt.Errorf("%w: a summary that is not text", llm.ErrBadAnswer)
+	case control >= 0:
+		r, _ := utf8.DecodeRuneInString(text[control:])
+		return fmt.Errorf("%w: a summary with a control character (%U at byte %d)", llm.ErrBadAnswer, r, control)
 	case tokens > 2*budget:
 		return fmt.Errorf("%w: a summary of ~%d tokens for a budget of %d", llm.ErrBadAnswer, tokens, budget)
 	}
