@@ -351,11 +351,46 @@ func TestRollingSummaries_ModelFails(t *testing.T) {
 			}
 			_, sums, _ := a.Engine.Store().WindowSummaries(ctx, key)
 			for _, s := range sums {
-				if s.By != assemble.Extractive {
+				if !strings.HasPrefix(s.By, assemble.Extractive) {
 					t.Errorf("a summary by %s was written", s.By)
 				}
 			}
 		})
+	}
+}
+
+// TestRollingSummaries_ModelLater: summaries quoted before a model was
+// configured are not the model's failure: the model is given their
+// chunks, the turn meanwhile says they are pending, and the turns after
+// show the model's.
+func TestRollingSummaries_ModelLater(t *testing.T) {
+	ctx := context.Background()
+	a, key, _ := opened(t, 1500, 60)
+	turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := turn.History.Summaries; r.By != assemble.Extractive || r.Made != r.Chunks || r.Chunks == 0 {
+		t.Fatalf("with no model: %+v", r)
+	}
+	a.Summarizer = &summarizer{answer: func([]window.Message, int) (string, error) { return "- the model's summary", nil }}
+	turn, err = a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := turn.History.Summaries; r.Fallback != "" || r.Stored != r.Chunks || r.Pending != r.Chunks || turn.Tokens > turn.Budget {
+		t.Errorf("the first turn with a model: %+v, %d of %d tokens", r, turn.Tokens, turn.Budget)
+	}
+	a.Wait()
+	turn, err = a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := turn.History.Summaries; r.Fallback != "" || r.Stored != r.Chunks || r.Pending != 0 {
+		t.Errorf("after the model's work: %+v", r)
+	}
+	if !strings.Contains(fmt.Sprint(turn.Messages), "the model's summary") {
+		t.Error("the model's summaries are not shown")
 	}
 }
 

@@ -36,6 +36,11 @@ type Summarizer interface {
 // Extractive names the summaries the Assembler makes with no model.
 const Extractive = "extractive"
 
+// fallbackBy names a summary quoted in place of a model's, which failed
+// on its chunk: unlike one quoted with no model configured (Extractive),
+// it is the model's failure, reported as such.
+func fallbackBy() string { return Extractive + ", model failed" }
+
 // DefaultSummaryTimeout bounds a Summarizer's work on one window's
 // summaries.
 const DefaultSummaryTimeout = 60 * time.Second
@@ -82,8 +87,9 @@ func (c *conv) digest(a, b int) string {
 // where it holds them for the same content, else made now, extractive, and
 // written if no model is configured (with the epoch read, so a summarizer
 // that started earlier never overwrites them, nor they a newer one). With
-// a model configured, the chunks it has not summarized yet are given to it
-// in the background and quoted for this turn.
+// a model configured, the chunks it has not summarized yet (none stored,
+// or quoted before it was configured) are given to it in the background
+// and quoted for this turn; those it failed on stay quoted, reported.
 func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *SummaryReport) ([]store.WindowSummary, error) {
 	rep.By, rep.Chunks = Extractive, len(chunks)
 	if a.Summarizer != nil {
@@ -103,15 +109,22 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 		}
 	}
 	out := make([]store.WindowSummary, len(chunks))
-	var missing []int
-	quoted := 0
+	// missing are the chunks whose summaries are made now, ask those
+	// the model is to make.
+	var missing, ask []int
+	failed := 0
 	for i, ch := range chunks {
 		want := store.WindowSummary{Level: 1, From: c.items[ch[0]].Pos, To: c.items[ch[1]-1].Pos + 1, Digest: c.digest(ch[0], ch[1])}
 		if s, ok := have[want.From]; ok && s.To == want.To && s.Digest == want.Digest {
 			out[i] = s
 			rep.Stored++
-			if s.By == Extractive {
-				quoted++
+			switch {
+			case a.Summarizer == nil:
+			case s.By == fallbackBy():
+				failed++
+			case s.By == Extractive:
+				// Quoted with no model configured: the model's to make.
+				ask = append(ask, i)
 			}
 			continue
 		}
@@ -119,24 +132,25 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 		want.Tokens, want.By = a.countText(c.enc, want.Text), Extractive
 		out[i] = want
 		missing = append(missing, i)
+		ask = append(ask, i)
 	}
 	rep.Made = len(missing)
-	if a.Summarizer != nil && quoted > 0 {
+	if failed > 0 {
 		// The model failed on them (now or before a restart): their
 		// extractive summaries stand.
 		why := a.fallback(c.key)
 		if why == "" {
 			why = "an earlier run"
 		}
-		rep.Fallback = fmt.Sprintf("%d of the chunks' summaries are quoted, the model having failed on them (%s)", quoted, why)
-	}
-	if len(missing) == 0 {
-		return out, nil
+		rep.Fallback = fmt.Sprintf("%d of the chunks' summaries are quoted, the model having failed on them (%s)", failed, why)
 	}
 	if a.Summarizer != nil {
-		rep.Pending = len(missing)
-		jobs := make([]summaryJob, 0, len(missing))
-		for _, i := range missing {
+		if len(ask) == 0 {
+			return out, nil
+		}
+		rep.Pending = len(ask)
+		jobs := make([]summaryJob, 0, len(ask))
+		for _, i := range ask {
 			ch := chunks[i]
 			jobs = append(jobs, summaryJob{enc: c.enc, sum: out[i], msgs: slices.Clone(c.msgs[ch[0]:ch[1]]), budget: chunkBudget(c.whole(ch[0], ch[1]))})
 		}
@@ -144,6 +158,9 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 			// Not messages a purge may have removed since: to the model.
 			a.summarizeLater(c.key, epoch, c.purges, jobs)
 		}
+		return out, nil
+	}
+	if len(missing) == 0 {
 		return out, nil
 	}
 	var put []store.WindowSummary
@@ -284,8 +301,8 @@ type summaryJob struct {
 // summarizeLater has the Summarizer summarize jobs in the background, one
 // batch per window at a time, and writes the summaries if the window's
 // summaries are still at epoch. A summary the model fails to make (a
-// timeout, an unusable answer) is written extractive, and the failure is
-// reported by the window's next turns.
+// timeout, an unusable answer) is written extractive, by fallbackBy, and
+// the failure is reported by the window's next turns.
 func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, purges uint64, jobs []summaryJob) {
 	a.mu.Lock()
 	if a.pending == nil {
@@ -325,6 +342,7 @@ func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, purges uint
 			}
 			if err != nil {
 				failed = err // the extractive summary stands
+				s.By = fallbackBy()
 			} else {
 				s.Text, s.Tokens, s.By = text, n, a.Summarizer.Name()
 			}
