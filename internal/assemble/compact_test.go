@@ -458,6 +458,88 @@ func TestRollingSummaries_ModelMarkers(t *testing.T) {
 	}
 }
 
+// TestRollingSummaries_ModelRetry: a chunk the model failed on is asked
+// of it again on a later turn, reported meanwhile, so a failure that
+// passes (an outage) leaves no quoted summary for good; a model that
+// keeps failing is asked MaxSummaryTries times a chunk, and no more,
+// even by another Assembler (a restart).
+func TestRollingSummaries_ModelRetry(t *testing.T) {
+	ctx := context.Background()
+	t.Run("Passes", func(t *testing.T) {
+		a, key, _ := opened(t, 1500, 60)
+		var down atomic.Bool
+		down.Store(true)
+		a.Summarizer = &summarizer{answer: func([]window.Message, int) (string, error) {
+			if down.Load() {
+				return "", fmt.Errorf("%w: 503 Service Unavailable", llm.ErrBadAnswer)
+			}
+			return "- the model's summary", nil
+		}}
+		if _, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"}); err != nil {
+			t.Fatal(err)
+		}
+		a.Wait()
+		down.Store(false)
+		turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := turn.History.Summaries; !strings.Contains(r.Fallback, "503") || !strings.Contains(r.Fallback, "asked of it again") || r.Pending != r.Chunks {
+			t.Errorf("after the model failed: %+v", r)
+		}
+		a.Wait()
+		turn, err = a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := turn.History.Summaries; r.Fallback != "" || r.Pending != 0 || r.Stored != r.Chunks {
+			t.Errorf("after the model's retry: %+v", r)
+		}
+		if !strings.Contains(fmt.Sprint(turn.Messages), "the model's summary") {
+			t.Error("the model's summaries are not shown")
+		}
+	})
+	t.Run("Bounded", func(t *testing.T) {
+		a, key, _ := opened(t, 1500, 60)
+		var calls atomic.Int64
+		failing := &summarizer{answer: func([]window.Message, int) (string, error) {
+			calls.Add(1)
+			return "", llm.ErrBadAnswer
+		}}
+		a.Summarizer = failing
+		var r assemble.SummaryReport
+		for range assemble.MaxSummaryTries + 2 {
+			turn, err := a.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if turn.Tokens > turn.Budget {
+				t.Fatalf("%d of %d tokens", turn.Tokens, turn.Budget)
+			}
+			r = turn.History.Summaries
+			a.Wait()
+		}
+		if got, want := calls.Load(), int64(r.Chunks*assemble.MaxSummaryTries); got != want || r.Chunks == 0 {
+			t.Errorf("the model was asked %d times for %d chunks, want %d", got, r.Chunks, want)
+		}
+		if r.Pending != 0 || !strings.Contains(r.Fallback, fmt.Sprintf("%d stay quoted", r.Chunks)) {
+			t.Errorf("after the tries: %+v", r)
+		}
+		// Another Assembler over the store (a restart) does not start over.
+		b := assemblerOn(t, a.Engine.Store())
+		t.Cleanup(b.Wait)
+		b.Summarizer = failing
+		turn, err := b.Assemble(ctx, assemble.Request{Key: key, Message: "And now?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Wait()
+		if got := calls.Load(); got != int64(r.Chunks*assemble.MaxSummaryTries) || turn.History.Summaries.Fallback == "" {
+			t.Errorf("after a restart: %d calls, %+v", got, turn.History.Summaries)
+		}
+	})
+}
+
 // TestModel_Summarize: the model summarizer speaks the chat completions
 // wire format, and an answer without the summary is an error.
 func TestModel_Summarize(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -37,9 +38,41 @@ type Summarizer interface {
 const Extractive = "extractive"
 
 // fallbackBy names a summary quoted in place of a model's, which failed
-// on its chunk: unlike one quoted with no model configured (Extractive),
-// it is the model's failure, reported as such.
-func fallbackBy() string { return Extractive + ", model failed" }
+// on its chunk tries times: unlike one quoted with no model configured
+// (Extractive), it is the model's failure, reported as such, and asked
+// of it again up to maxSummaryTries. failures reads tries back: 0 for
+// any other maker.
+func fallbackBy(tries int) string {
+	if tries <= 1 {
+		return fallbackPrefix
+	}
+	return fmt.Sprintf("%s %d times", fallbackPrefix, tries)
+}
+
+const fallbackPrefix = Extractive + ", model failed"
+
+func failures(by string) int {
+	rest, ok := strings.CutPrefix(by, fallbackPrefix)
+	switch {
+	case !ok:
+		return 0
+	case rest == "":
+		return 1
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(rest, " "), " times"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// maxSummaryTries is how many times the model is given a chunk: one
+// that failed (a timeout, an outage, an unusable answer) is given again
+// on a later turn, one batch of a window's at a time, until it has failed
+// this many times; its quoted summary then stays. The count is kept with
+// the summary, so a restart, or a command's one turn, does not start it
+// over.
+const maxSummaryTries = 3
 
 // DefaultSummaryTimeout bounds a Summarizer's work on one window's
 // summaries.
@@ -112,16 +145,21 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 	// missing are the chunks whose summaries are made now, ask those
 	// the model is to make.
 	var missing, ask []int
-	failed := 0
+	failed, spent := 0, 0
 	for i, ch := range chunks {
 		want := store.WindowSummary{Level: 1, From: c.items[ch[0]].Pos, To: c.items[ch[1]-1].Pos + 1, Digest: c.digest(ch[0], ch[1])}
 		if s, ok := have[want.From]; ok && s.To == want.To && s.Digest == want.Digest {
 			out[i] = s
 			rep.Stored++
-			switch {
+			switch n := failures(s.By); {
 			case a.Summarizer == nil:
-			case s.By == fallbackBy():
+			case n >= maxSummaryTries:
 				failed++
+				spent++
+			case n > 0:
+				// Asked again: the failure may have passed.
+				failed++
+				ask = append(ask, i)
 			case s.By == Extractive:
 				// Quoted with no model configured: the model's to make.
 				ask = append(ask, i)
@@ -143,6 +181,12 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 			why = "an earlier run"
 		}
 		rep.Fallback = fmt.Sprintf("%d of the chunks' summaries are quoted, the model having failed on them (%s)", failed, why)
+		if again := failed - spent; again > 0 {
+			rep.Fallback += fmt.Sprintf("; %d asked of it again", again)
+		}
+		if spent > 0 {
+			rep.Fallback += fmt.Sprintf("; %d stay quoted, after %d failures", spent, maxSummaryTries)
+		}
 	}
 	if a.Summarizer != nil {
 		if len(ask) == 0 {
@@ -152,7 +196,8 @@ func (a *Assembler) rolling(ctx context.Context, c *conv, chunks [][2]int, rep *
 		jobs := make([]summaryJob, 0, len(ask))
 		for _, i := range ask {
 			ch := chunks[i]
-			jobs = append(jobs, summaryJob{enc: c.enc, sum: out[i], msgs: slices.Clone(c.msgs[ch[0]:ch[1]]), budget: chunkBudget(c.whole(ch[0], ch[1]))})
+			jobs = append(jobs, summaryJob{enc: c.enc, sum: out[i], msgs: slices.Clone(c.msgs[ch[0]:ch[1]]), budget: chunkBudget(c.whole(ch[0], ch[1])),
+				tries: failures(out[i].By)})
 		}
 		if a.unpurged(ctx, c.purges) {
 			// Not messages a purge may have removed since: to the model.
@@ -290,12 +335,14 @@ func (a *Assembler) extract(c *conv, from, to, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// summaryJob is a chunk a Summarizer is to summarize.
+// summaryJob is a chunk a Summarizer is to summarize, and how many times
+// it failed to.
 type summaryJob struct {
 	enc    *tokens.Encoding
 	sum    store.WindowSummary
 	msgs   []window.Message
 	budget int
+	tries  int
 }
 
 // summarizeLater has the Summarizer summarize jobs in the background, one
@@ -342,7 +389,7 @@ func (a *Assembler) summarizeLater(key store.WindowKey, epoch int64, purges uint
 			}
 			if err != nil {
 				failed = err // the extractive summary stands
-				s.By = fallbackBy()
+				s.By = fallbackBy(j.tries + 1)
 			} else {
 				s.Text, s.Tokens, s.By = text, n, a.Summarizer.Name()
 			}
