@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -546,5 +547,56 @@ func (s *dashServer) callAs(session, method, path string, body []byte, want int)
 	_ = resp.Body.Close()
 	if resp.StatusCode != want {
 		t.Fatalf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, b)
+	}
+}
+
+// TestDashboardSignOut signs in with the link engram serve printed, clicks
+// Sign out, and checks that the page is signed out: the server refuses the
+// page's reads and the page asks to sign in. A page of another origin that
+// posts the same form is refused.
+func TestDashboardSignOut(t *testing.T) {
+	b := browsertest.New(t)
+	e := newEnv(t)
+	s := &dashServer{t: t, e: e, addr: freeAddr(t)}
+	s.start(t.Context())
+	tab := b.Tab(t)
+	read := func() int {
+		t.Helper()
+		var st int
+		tab.Eval(`fetch('v1/windows').then(r => r.status)`, &st)
+		return st
+	}
+
+	tab.Navigate(s.login)
+	tab.WaitText("#conn", "Live")
+
+	// Another port of loopback is the same site, so the browser sends the
+	// cookie with its form's POST: its origin is what refuses it.
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>other</title><form method="post" action="http://%s/logout"></form><script>document.forms[0].submit()</script>`, s.addr)
+	}))
+	defer other.Close()
+	tab.Navigate(other.URL)
+	tab.WaitText("body", "forbidden_origin")
+	tab.Navigate("http://" + s.addr + "/")
+	tab.WaitText("#conn", "Live")
+	if st := read(); st != http.StatusOK {
+		t.Fatalf("a read from the page after another origin posted a sign-out: HTTP %d, want 200", st)
+	}
+
+	tab.Click(".signout button")
+	tab.Run(chromedp.WaitVisible(chromedp.CSS("#signin")))
+	var loc string
+	tab.Eval(`location.pathname`, &loc)
+	if loc != "/" {
+		t.Errorf("after signing out the page is at %q, want /", loc)
+	}
+	if st := read(); st != http.StatusUnauthorized {
+		t.Errorf("a read from the page after signing out: HTTP %d, want 401", st)
+	}
+	for _, m := range tab.Errors() {
+		if m.Kind != browsertest.KindLog || m.Source != "network" {
+			t.Errorf("the page reported an error: %v", m)
+		}
 	}
 }

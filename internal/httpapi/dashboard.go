@@ -33,12 +33,19 @@ var uiFiles embed.FS
 const pageCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
+// pageReferrer is the page's Referrer-Policy (its <meta name="referrer">
+// says the same). Its own requests name it, nothing leaves for another
+// origin. Not no-referrer: under it a browser sends a form's POST with
+// "Origin: null" (Fetch: "append a request Origin header"), which the
+// Origin check refuses, and the page's Sign out did nothing.
+const pageReferrer = "same-origin"
+
 // securePage sets the headers of everything the page is made of.
 func securePage(h http.Header) {
 	h.Set("Content-Security-Policy", pageCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", pageReferrer)
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 }
 

@@ -284,6 +284,13 @@ func TestDashboardAssets(t *testing.T) {
 			t.Errorf("no %s", h)
 		}
 	}
+	// The page's referrer policy sends no Referer to another origin, and
+	// leaves the Origin of its own form's POST (Sign out) in place, which
+	// no-referrer turns into "null".
+	if rp := resp.Header.Get("Referrer-Policy"); rp != "same-origin" {
+		t.Errorf("Referrer-Policy %q, want same-origin", rp)
+	}
+	metaReferrer := ""
 	doc, err := html.Parse(strings.NewReader(page))
 	if err != nil {
 		t.Fatal(err)
@@ -292,6 +299,9 @@ func TestDashboardAssets(t *testing.T) {
 	var walk func(n *html.Node)
 	walk = func(n *html.Node) {
 		if n.Type == html.ElementNode {
+			if n.Data == "meta" && attr(n, "name") == "referrer" {
+				metaReferrer = attr(n, "content")
+			}
 			src := ""
 			for _, a := range n.Attr {
 				switch {
@@ -316,6 +326,9 @@ func TestDashboardAssets(t *testing.T) {
 		}
 	}
 	walk(doc)
+	if metaReferrer != resp.Header.Get("Referrer-Policy") {
+		t.Errorf("the page's <meta name=referrer> says %q, its header %q: the meta wins", metaReferrer, resp.Header.Get("Referrer-Policy"))
+	}
 	if len(refs) < 4 {
 		t.Fatalf("the page refers to %v", refs)
 	}
@@ -717,4 +730,14 @@ func TestStreamBounds(t *testing.T) {
 			t.Fatalf("a dashboard beside the agents' streams: %q", why)
 		}
 	}
+}
+
+// attr returns the value of n's attribute key, "" if it has none.
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
 }
