@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -584,6 +586,17 @@ func TestDashboardSignOut(t *testing.T) {
 		t.Fatalf("a read from the page after another origin posted a sign-out: HTTP %d, want 200", st)
 	}
 
+	var cookies []*network.Cookie
+	tab.Run(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		res, err := cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{})
+		cookies = res.Cookies
+		return err
+	}))
+	if len(cookies) != 1 {
+		t.Fatalf("the browser holds %d cookies, want the sign-in's", len(cookies))
+	}
+	signedIn := cookies[0]
+
 	tab.Click(".signout button")
 	tab.Run(chromedp.WaitVisible(chromedp.CSS("#signin")))
 	var loc string
@@ -593,6 +606,35 @@ func TestDashboardSignOut(t *testing.T) {
 	}
 	if st := read(); st != http.StatusUnauthorized {
 		t.Errorf("a read from the page after signing out: HTTP %d, want 401", st)
+	}
+	// A person is asked to sign in, not told the API's hint for programs.
+	var banner string
+	tab.Eval(`document.querySelector('#signin').textContent`, &banner)
+	if strings.Contains(banner, "Authorization") || strings.Contains(banner, "Bearer") || !strings.Contains(banner, "engram token login") {
+		t.Errorf("the sign-in banner says %q", banner)
+	}
+
+	// Signed out on the server too: a copy of the cookie is refused, and
+	// the page that sends it says why, in a person's words.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.addr+"/v1/windows", nil)
+	req.AddCookie(&http.Cookie{Name: signedIn.Name, Value: signedIn.Value})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a copy of the signed-out cookie: HTTP %d, want 401", resp.StatusCode)
+	}
+	tab.Run(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, network.SetCookie, network.SetCookieParams{Name: signedIn.Name, Value: signedIn.Value,
+			URL: "http://" + s.addr + "/", HTTPOnly: &signedIn.HTTPOnly, SameSite: signedIn.SameSite})
+		return err
+	}), chromedp.Reload())
+	tab.WaitText("#signin-why", "sign-in was signed out")
+	tab.Eval(`document.querySelector('#signin').textContent`, &banner)
+	if strings.Contains(banner, "Authorization") || strings.Contains(banner, "Bearer") {
+		t.Errorf("the sign-in banner for a signed-out cookie says %q", banner)
 	}
 	for _, m := range tab.Errors() {
 		if m.Kind != browsertest.KindLog || m.Source != "network" {

@@ -318,6 +318,8 @@ func (g *guard) login(w http.ResponseWriter, r *http.Request) {
 
 // sessionCookie returns the nonce of the request's dashboard session, if
 // it carries a valid one, and why not otherwise ("" when it carries none).
+// The page shows a person what follows "the dashboard's sign-in " in the
+// 401's message (ui/app.js, signinWhy).
 func (g *guard) sessionCookie(r *http.Request) (nonce, why string) {
 	c, err := r.Cookie(cookieName(r))
 	if err != nil {

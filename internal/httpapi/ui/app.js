@@ -108,7 +108,16 @@ const post = (path, body) => api(path, { method: 'POST', headers: { 'Content-Typ
 
 function signin(why) {
   $('#signin').hidden = false;
-  $('#signin-why').textContent = why ? `The server said: ${why}` : '';
+  $('#signin-why').textContent = signinWhy(why);
+}
+
+// signinWhy is what a person is told of the API's 401: why it refused
+// this browser's sign-in (expired, signed out elsewhere, another token),
+// or nothing when the page had none. The rest of the API's message
+// ("send Authorization: Bearer <token>") is for programs, not people.
+function signinWhy(msg) {
+  const m = /^the dashboard's sign-in (.+?): send Authorization/s.exec(msg || '');
+  return m ? `This browser's sign-in ${m[1]}.` : '';
 }
 
 function signedIn() {
