@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
@@ -24,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/engramhq/engram/internal/browsertest"
+	"github.com/engramhq/engram/internal/httpapi"
 )
 
 // dashServer is an engram serve process on a fixed address, so that it can
@@ -571,6 +573,7 @@ func TestDashboardSignOut(t *testing.T) {
 
 	tab.Navigate(s.login)
 	tab.WaitText("#conn", "Live")
+	tab.Run(chromedp.WaitVisible(chromedp.CSS(".signout button")))
 
 	// Another port of loopback is the same site, so the browser sends the
 	// cookie with its form's POST: its origin is what refuses it.
@@ -607,6 +610,39 @@ func TestDashboardSignOut(t *testing.T) {
 	if st := read(); st != http.StatusUnauthorized {
 		t.Errorf("a read from the page after signing out: HTTP %d, want 401", st)
 	}
+	// The page says it is not signed in, offers no Sign out, and stops
+	// asking for its event stream, which the server would refuse again.
+	tab.WaitText("#conn", "Not signed in")
+	var signOutShown bool
+	tab.Eval(`document.querySelector('.signout button').offsetParent !== null`, &signOutShown)
+	if signOutShown {
+		t.Errorf("signed out, the page still offers to sign out")
+	}
+	streams := func() int {
+		n := 0
+		for _, m := range tab.Console() {
+			if strings.Contains(m.URL, "/v1/events/stream") {
+				n++
+			}
+		}
+		return n
+	}
+	before := streams()
+	time.Sleep(6 * time.Second) // past the 5 s after which a refused stream is asked for again
+	if after := streams(); after != before {
+		t.Errorf("signed out, the page asked for its event stream %d more times", after-before)
+	}
+	var conn string
+	tab.Eval(`document.querySelector('#conn').textContent`, &conn)
+	if conn != "Not signed in" {
+		t.Errorf("signed out, the status says %q", conn)
+	}
+	if os.Getenv("ENGRAM_TEST_AXE") != "" {
+		if v := browsertest.SeriousViolations(tab.Axe(browsertest.AxeOptions{})); v != "" {
+			t.Errorf("axe-core, signed out: serious violations:\n%s", v)
+		}
+	}
+
 	// A person is asked to sign in, not told the API's hint for programs.
 	var banner string
 	tab.Eval(`document.querySelector('#signin').textContent`, &banner)
@@ -636,6 +672,17 @@ func TestDashboardSignOut(t *testing.T) {
 	if strings.Contains(banner, "Authorization") || strings.Contains(banner, "Bearer") {
 		t.Errorf("the sign-in banner for a signed-out cookie says %q", banner)
 	}
+
+	// Signing in again in another tab signs this one in when it gets the
+	// focus back: live, with Sign out, and no banner.
+	link, err := httpapi.LoginURL("http://"+s.addr+"/", s.token, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Tab(t).Navigate(link)
+	tab.Eval(`window.dispatchEvent(new Event('focus'))`, nil)
+	tab.WaitText("#conn", "Live")
+	tab.Run(chromedp.WaitVisible(chromedp.CSS(".signout button")), chromedp.WaitNotVisible(chromedp.CSS("#signin")))
 	for _, m := range tab.Errors() {
 		if m.Kind != browsertest.KindLog || m.Source != "network" {
 			t.Errorf("the page reported an error: %v", m)

@@ -6,7 +6,7 @@
 // inline script and style besides.
 
 const views = ['windows', 'savings', 'memory', 'search', 'index'];
-const state = { view: 'windows', selected: null, server: null, lost: false, events: [], windows: [] };
+const state = { view: 'windows', selected: null, server: null, lost: false, signedOut: false, events: [], windows: [] };
 
 // --- DOM helpers -----------------------------------------------------------
 
@@ -106,9 +106,20 @@ async function api(path, opts = {}) {
 
 const post = (path, body) => api(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 
+// signin says the page is not signed in: the banner says how to, the
+// event stream stops (it would be refused again and again), and Sign out
+// goes. The page tries again when it gets the focus back (a login link
+// opened in another tab signs this one in too).
 function signin(why) {
   $('#signin').hidden = false;
   $('#signin-why').textContent = signinWhy(why);
+  $('.signout').hidden = true;
+  state.signedOut = true;
+  if (source) {
+    source.close();
+    source = null;
+  }
+  setConn('Not signed in', 'lost');
 }
 
 // signinWhy is what a person is told of the API's 401: why it refused
@@ -122,6 +133,11 @@ function signinWhy(msg) {
 
 function signedIn() {
   $('#signin').hidden = true;
+  $('.signout').hidden = false;
+  if (state.signedOut) {
+    state.signedOut = false;
+    connect();
+  }
 }
 
 // failed shows an error in a view (or the viewer) and keeps the rest.
@@ -730,11 +746,11 @@ function connect() {
   source.addEventListener('error', () => {
     state.lost = true;
     if (source.readyState === EventSource.CLOSED) {
-      // Refused (signed out, or too many streams): ask again later, and
-      // let a read say why.
+      // Refused (signed out, or too many streams): a read says which.
+      // Signed out, it says so (signin) and asks no more.
       setConn('Disconnected: retrying…', 'lost');
-      loadHeader().catch(() => {});
-      setTimeout(connect, 5000);
+      const retry = () => setTimeout(() => state.signedOut || connect(), 5000);
+      loadHeader().then(retry, (err) => err.status === 401 || retry());
     } else {
       setConn('Reconnecting to the server…', 'lost');
     }
@@ -752,6 +768,7 @@ function init() {
   resized.observe($('#view-savings'));
   $('#search-form').addEventListener('submit', search);
   $('#viewer-close').addEventListener('click', () => $('#viewer').close());
+  window.addEventListener('focus', () => state.signedOut && refreshAll());
   show(location.hash.slice(1) || 'windows');
   loadHeader().catch(() => {});
   connect();
