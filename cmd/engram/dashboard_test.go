@@ -689,3 +689,75 @@ func TestDashboardSignOut(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardHistoryHits searches what agents saw, in the dashboard: a
+// hit shows only the scores the API gives it (a signal that did not find
+// it, or found it at a BM25 that rounds to nothing, is not a 0).
+func TestDashboardHistoryHits(t *testing.T) {
+	b := browsertest.New(t)
+	e := newEnv(t)
+	s := &dashServer{t: t, e: e, addr: freeAddr(t)}
+	s.start(t.Context())
+
+	// The same test output in three turns: one entry, three sightings.
+	const coder = "/v1/windows/s-dash/coder"
+	s.call("PUT", coder, map[string]any{"limit": 20000}, 200, nil)
+	for i := 1; i <= 3; i++ {
+		s.call("POST", coder+"/messages", map[string]any{"format": "anthropic", "messages": []json.RawMessage{
+			json.RawMessage(fmt.Sprintf(`{"role":"user","content":"Step %d: why does the retry backoff explode?"}`, i)),
+			json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":"call-%d","name":"run","input":{"cmd":"go test ./retry"}}]}`, i)),
+			json.RawMessage(fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"call-%d","content":"FAIL TestBackoff: backoff overflowed at attempt 40"}]}`, i)),
+		}}, 201, nil)
+	}
+	var api struct{ Hits []map[string]any }
+	s.call("GET", "/v1/search?q=backoff+overflowed&limit=20", nil, 200, &api)
+	var output map[string]any
+	for _, h := range api.Hits {
+		if h["type"] == "tool_result" {
+			output = h
+		}
+	}
+	if output == nil {
+		t.Fatalf("the API found no tool output: %v", api.Hits)
+	}
+
+	tab := b.Tab(t)
+	tab.Navigate(s.login)
+	tab.WaitText("#conn", "Live")
+	tab.Click("#tab-search")
+	tab.Run(chromedp.SendKeys(chromedp.CSS("#search-q"), "backoff overflowed"), chromedp.Click(chromedp.CSS("#search-form button")))
+	tab.WaitText("#search-status", " for “")
+
+	// Each hit's scores: the API's, and none it does not give.
+	var shown []struct {
+		Entry           string
+		Lexical, Vector *float64
+		Text            string
+	}
+	tab.Eval(`[...document.querySelectorAll('#search-hits li')].map(li => ({entry: li.dataset.entry, text: li.querySelector('.scores').textContent,
+		lexical: li.querySelector('.scores .lexical') ? +li.querySelector('.scores .lexical').dataset.value : null,
+		vector: li.querySelector('.scores .vector') ? +li.querySelector('.scores .vector').dataset.value : null}))`, &shown)
+	if len(shown) != len(api.Hits) {
+		t.Fatalf("%d hits on the page, %d from the API", len(shown), len(api.Hits))
+	}
+	for i, h := range api.Hits {
+		for name, got := range map[string]*float64{"lexical": shown[i].Lexical, "vector": shown[i].Vector} {
+			want, ok := h[name].(float64)
+			switch {
+			case !ok && got != nil:
+				t.Errorf("hit %s shows %s %v (%q), which the API does not give", shown[i].Entry, name, *got, shown[i].Text)
+			case ok && (got == nil || fmt.Sprintf("%.4f", *got) != fmt.Sprintf("%.4f", want)):
+				t.Errorf("hit %s shows %s %v (%q), the API's %v", shown[i].Entry, name, got, shown[i].Text, want)
+			}
+		}
+	}
+
+	if os.Getenv("ENGRAM_TEST_AXE") != "" {
+		if v := browsertest.SeriousViolations(tab.Axe(browsertest.AxeOptions{})); v != "" {
+			t.Errorf("axe-core, history hits: serious violations:\n%s", v)
+		}
+	}
+	for _, m := range tab.Errors() {
+		t.Errorf("the page reported an error: %v", m)
+	}
+}

@@ -666,9 +666,13 @@ async function search(e) {
     for (const h of hs) {
       const where = h.where;
       const open = el('button', { type: 'button', class: 'link', onclick: () => openSpan(where, { content_ids: [h.entry], start_line: h.start_line || 1, end_line: h.end_line || 200 }) }, where);
+      // A signal's score is there only when it found the hit (the API
+      // leaves out a BM25 that rounds to zero too): none is shown as 0.
+      const scores = el('div', { class: 'scores' }, 'score ', value(Number(h.score.toFixed(4)), 'score'));
+      if (typeof h.lexical === 'number') scores.append(' · lexical ', value(Number(h.lexical.toFixed(4)), 'lexical'));
+      if (typeof h.vector === 'number') scores.append(' · vector ', value(Number(h.vector.toFixed(4)), 'vector'));
       hits.append(el('li', { 'data-entry': h.entry }, el('div', { class: 'main' }, open, el('span', { class: 'sub', text: ` ${h.type}` })),
-        el('div', { class: 'scores' }, 'score ', value(Number(h.score.toFixed(4)), 'score'), ' · lexical ', value(Number((h.lexical || 0).toFixed(4)), 'lexical'),
-          ' · vector ', value(Number((h.vector || 0).toFixed(4)), 'vector')),
+        scores,
         el('pre', { class: 'snippet', text: (h.text || '').split('\n').slice(0, 6).join('\n') })));
     }
   } catch (err) {
