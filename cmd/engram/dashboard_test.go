@@ -692,7 +692,8 @@ func TestDashboardSignOut(t *testing.T) {
 
 // TestDashboardHistoryHits searches what agents saw, in the dashboard: a
 // hit shows only the scores the API gives it (a signal that did not find
-// it, or found it at a BM25 that rounds to nothing, is not a 0).
+// it, or found it at a BM25 that rounds to nothing, is not a 0), and a
+// tool's output seen in several turns opens under the turn its hit names.
 func TestDashboardHistoryHits(t *testing.T) {
 	b := browsertest.New(t)
 	e := newEnv(t)
@@ -719,6 +720,11 @@ func TestDashboardHistoryHits(t *testing.T) {
 	}
 	if output == nil {
 		t.Fatalf("the API found no tool output: %v", api.Hits)
+	}
+	turn := regexp.MustCompile(`turn \d+`)
+	hitTurn := turn.FindString(output["where"].(string))
+	if hitTurn == "" {
+		t.Fatalf("the tool output's hit names no turn: %v", output)
 	}
 
 	tab := b.Tab(t)
@@ -752,9 +758,22 @@ func TestDashboardHistoryHits(t *testing.T) {
 		}
 	}
 
+	// The tool output opens under the turn its hit names, and no other.
+	tab.Click(`#search-hits li[data-entry="` + output["entry"].(string) + `"] button`)
+	tab.WaitText("#viewer-body", "backoff overflowed at attempt 40")
+	var label string
+	tab.Eval(`document.querySelector('#viewer-title').textContent + ' | ' + document.querySelector('#viewer-sub').textContent`, &label)
+	if !strings.Contains(label, hitTurn) {
+		t.Errorf("the hit names %s, the viewer it opens says %q", hitTurn, label)
+	}
+	for _, tn := range turn.FindAllString(label, -1) {
+		if tn != hitTurn {
+			t.Errorf("the hit names %s, the viewer it opens says %q", hitTurn, label)
+		}
+	}
 	if os.Getenv("ENGRAM_TEST_AXE") != "" {
 		if v := browsertest.SeriousViolations(tab.Axe(browsertest.AxeOptions{})); v != "" {
-			t.Errorf("axe-core, history hits: serious violations:\n%s", v)
+			t.Errorf("axe-core, a history hit: serious violations:\n%s", v)
 		}
 	}
 	for _, m := range tab.Errors() {

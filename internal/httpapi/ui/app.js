@@ -496,6 +496,11 @@ async function openRef(id) {
   }
 }
 
+// openSpan opens lines of a search hit's entry under the hit's place,
+// title. What retrieve says of where the entry was seen is left out: an
+// entry is stored once however often it was seen, and retrieve names the
+// first sighting, the hit the latest (a tool's output seen in turns 1 to
+// 3 would read "turn 3" above "turn 1").
 async function openSpan(title, req) {
   const d = viewer(title);
   try {
@@ -505,7 +510,7 @@ async function openSpan(title, req) {
       $('#viewer-sub').textContent = r.message || 'Nothing is stored there any more.';
       return;
     }
-    $('#viewer-sub').textContent = items.map((s) => `${s.where || s.id}, lines ${s.start_line}–${s.end_line}${s.truncated ? ' (cut)' : ''}`).join('; ');
+    $('#viewer-sub').textContent = items.map((s) => `Lines ${s.start_line}–${s.end_line}${s.truncated ? ' (cut)' : ''}`).join('; ');
     for (const s of items) {
       const text = s.content_base64 ? `(${s.end_byte - s.start_byte} bytes that are not text)` : s.content;
       $('#viewer-body').append(el('pre', { class: 'block text', text }));
