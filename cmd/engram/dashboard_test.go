@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -774,6 +776,72 @@ func TestDashboardHistoryHits(t *testing.T) {
 	if os.Getenv("ENGRAM_TEST_AXE") != "" {
 		if v := browsertest.SeriousViolations(tab.Axe(browsertest.AxeOptions{})); v != "" {
 			t.Errorf("axe-core, a history hit: serious violations:\n%s", v)
+		}
+	}
+	for _, m := range tab.Errors() {
+		t.Errorf("the page reported an error: %v", m)
+	}
+}
+
+// TestDashboardSavingsLabels checks the labels the savings chart draws
+// under its bars: windows of one agent in several sessions can be told
+// apart.
+func TestDashboardSavingsLabels(t *testing.T) {
+	b := browsertest.New(t)
+	e := newEnv(t)
+	s := &dashServer{t: t, e: e, addr: freeAddr(t)}
+	s.start(t.Context())
+	// A coder in three sessions, two of whose names differ only near
+	// their end; a proxy in two sessions whose names differ only in their
+	// middle; a reviewer alone.
+	windows := []struct{ session, agent string }{{"s-dash", "coder"}, {"s-dash", "reviewer"}, {"run-0123456789-1", "coder"},
+		{"run-0123456789-2", "coder"}, {"0123456789-one-abcdef", "proxy"}, {"0123456789-two-abcdef", "proxy"}}
+	for _, w := range windows {
+		path := "/v1/windows/" + w.session + "/" + w.agent
+		s.call("PUT", path, map[string]any{"limit": 20000}, 200, nil)
+		req, _ := json.Marshal(map[string]any{"format": "anthropic", "messages": dashTurn(1, "")})
+		s.callAs(w.session, "POST", path+"/messages", req, 201)
+		req, _ = json.Marshal(map[string]any{"message": "What does handler1 do?"})
+		s.callAs(w.session, "POST", path+"/assemble", req, 200)
+	}
+
+	tab := b.Tab(t)
+	tab.Navigate(s.login)
+	tab.WaitText("#conn", "Live")
+	// What the chart's canvas is given to write, and where: the lines of
+	// one bar's label are written at one x.
+	tab.Eval(`(() => { const fill = CanvasRenderingContext2D.prototype.fillText; window.__drawn = [];
+		CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {
+			if (this.canvas.closest('#savings-chart')) window.__drawn.push({text: String(text), x: Math.round(x), y});
+			return fill.call(this, text, x, y, ...rest); }; })()`, nil)
+	tab.Click("#tab-savings")
+	tab.WaitText("#savings-chart-cap", "6 windows")
+	type text struct {
+		Text string
+		X, Y float64
+	}
+	var drawn []text
+	tab.Eval(`new Promise(r => requestAnimationFrame(() => r(window.__drawn)))`, &drawn)
+	slices.SortStableFunc(drawn, func(a, b text) int { return cmp.Compare(a.Y, b.Y) })
+	lines := map[float64][]string{} // x: the lines written there, top down, each once (the chart may be drawn again)
+	for _, d := range drawn {
+		if !slices.Contains(lines[d.X], d.Text) {
+			lines[d.X] = append(lines[d.X], d.Text)
+		}
+	}
+	var labels []string
+	for _, ls := range lines {
+		labels = append(labels, strings.Join(ls, " / "))
+	}
+	for _, want := range []string{"coder / s-dash", "reviewer", "coder / run-0…789-1", "coder / run-0…789-2",
+		"proxy / 0123456789-one-abcdef", "proxy / 0123456789-two-abcdef"} {
+		if !slices.Contains(labels, want) {
+			t.Errorf("the savings chart has no bar labelled %q: it wrote %q", want, labels)
+		}
+	}
+	if os.Getenv("ENGRAM_TEST_AXE") != "" {
+		if v := browsertest.SeriousViolations(tab.Axe(browsertest.AxeOptions{})); v != "" {
+			t.Errorf("axe-core, savings: serious violations:\n%s", v)
 		}
 	}
 	for _, m := range tab.Errors() {

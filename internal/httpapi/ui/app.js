@@ -551,6 +551,21 @@ async function loadSavings() {
   renderSavingsChart(rows.filter((r) => r.history > 0));
 }
 
+// barNames labels each window's bars on the savings chart: its agent,
+// and under it its session where another window has the same agent (the
+// proxy names the agent of every session's window "proxy" unless told
+// otherwise). A long session is cut in its middle, where IDs differ least
+// (a UUID at its start, "run-1" and "run-2" at their end), unless that
+// makes two labels the same.
+function barNames(rows) {
+  const count = (xs) => xs.reduce((m, x) => m.set(x, (m.get(x) || 0) + 1), new Map());
+  const agents = count(rows.map((r) => r.agent));
+  const cut = (s) => (s.length > 11 ? `${s.slice(0, 5)}…${s.slice(-5)}` : s);
+  const names = rows.map((r) => (agents.get(r.agent) > 1 ? `${r.agent}\n${cut(r.session)}` : r.agent));
+  const same = count(names);
+  return names.map((n, i) => (same.get(n) > 1 ? `${rows[i].agent}\n${rows[i].session}` : n));
+}
+
 // renderSavingsChart draws, for each window with an assembled turn, its
 // whole history and what its latest turn sent, side by side (the table
 // under it says the same in numbers).
@@ -568,13 +583,13 @@ function renderSavingsChart(rows) {
     : '';
   if (!rows.length || typeof uPlot !== 'function') return;
   const xs = rows.map((_, i) => i);
-  const names = rows.map((r) => r.agent);
+  const names = barNames(rows);
   const bars = (offset) => uPlot.paths.bars({ size: [0.35, 48], align: offset });
   savingsChart = new uPlot({
     width: Math.max(260, Math.min(host.parentElement.clientWidth || 600, 900) - 8), height: 200,
     scales: { x: { time: false, range: [-0.5, rows.length - 0.5] } },
     axes: [{ values: (u, ticks) => ticks.map((t) => names[t] ?? ''), incrs: [1], gap: 4 }, { label: 'tokens', size: 60 }],
-    series: [{ label: 'window', value: (u, i) => names[i] ?? '' },
+    series: [{ label: 'window', value: (u, i) => (rows[i] ? `${rows[i].agent} · ${rows[i].session}` : '') },
       { label: 'history', fill: '#d0d7de', stroke: '#57606a', paths: bars(-1), points: { show: false } },
       { label: 'sent', fill: '#1f4e79', stroke: '#1f4e79', paths: bars(1), points: { show: false } }],
   }, [xs, rows.map((r) => r.history), rows.map((r) => r.sent)], host);
