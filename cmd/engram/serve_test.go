@@ -254,6 +254,11 @@ func TestServeProjects(t *testing.T) {
 	if code, body := get("/v1/search?q=x"); code != 404 || !strings.Contains(body, "api, web") {
 		t.Errorf("a route outside the projects: %d %s", code, body)
 	}
+	// The server's address, opened in a browser: a page that leads to
+	// each project's dashboard.
+	if code, body := get("/"); code != 200 || !strings.Contains(body, `<a href="p/api/">api</a>`) || !strings.Contains(body, `<a href="p/web/">web</a>`) {
+		t.Errorf("GET /: %d %s", code, body)
+	}
 	for name, want := range map[string]string{"api": "Retry retries", "web": "Render draws"} {
 		deadline := time.Now().Add(30 * time.Second)
 		for {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"html/template"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -155,4 +156,60 @@ func (g *guard) dashboardRoutes(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /login", g.login)
 	mux.HandleFunc("POST /logout", g.logout)
+}
+
+// projectsPage is the page at / of a server of several projects: a link
+// to each project's dashboard, by name. The names are no secret: /healthz
+// lists them without a credential too. Like the dashboard, it holds no
+// inline script or style.
+var projectsPage = template.Must(template.New("projects").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="same-origin">
+<title>engram: {{len .}} projects</title>
+<link rel="stylesheet" href="assets/style.css">
+<link rel="icon" href="assets/icon.svg" type="image/svg+xml">
+</head>
+<body>
+<header class="top"><h1>engram</h1><p class="meta">{{len .}} projects</p></header>
+<main id="main">
+<h2>Projects</h2>
+<p>This server serves several projects, each with its own dashboard:</p>
+<ul class="records projects">
+{{- range .}}
+<li><a href="p/{{.}}/">{{.}}</a> <span class="sub">at /p/{{.}}/</span></li>
+{{- end}}
+</ul>
+<p class="sub">To sign in, run <code>engram token login --project NAME</code> on the server's machine and open the link it prints: one sign-in serves every project.</p>
+</main>
+</body>
+</html>
+`))
+
+// projectsRoutes adds to mux the page at / of a server of the projects
+// names, and the assets it takes (the dashboard's page itself is each
+// project's).
+func projectsRoutes(mux *http.ServeMux, names []string) {
+	as := loadAssets()
+	var page bytes.Buffer
+	if err := projectsPage.Execute(&page, names); err != nil {
+		panic("httpapi: the projects' page cannot be made: " + err.Error()) // a template of strings cannot fail
+	}
+	body := page.Bytes()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		securePage(h)
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Cache-Control", "no-cache")
+		_, _ = w.Write(body)
+	})
+	mux.HandleFunc("GET /assets/{file...}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("file")
+		if name == "index.html" {
+			name = "" // a project's page: its own, under /p/NAME/
+		}
+		as.serve(w, r, name)
+	})
 }

@@ -15,13 +15,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"golang.org/x/net/html"
 
+	"github.com/engramhq/engram/internal/browsertest"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/postgres"
@@ -410,6 +413,113 @@ func (r sseReader) until(t *testing.T, name, want string) string {
 	}
 	t.Fatalf("no %s event with %s in 20: %v", name, want, seen)
 	return ""
+}
+
+// TestProjectsPage asks a server of several projects for / as a browser
+// would: it answers a page, under the dashboard's policy, with a link to
+// each project's dashboard, and its stylesheet.
+func TestProjectsPage(t *testing.T) {
+	handlers := map[string]http.Handler{}
+	for _, name := range []string{"web", "api"} {
+		handlers[name] = Handler(newEngine(t), Options{Token: "tok"})
+	}
+	srv := httptest.NewServer(Projects(handlers, Options{Token: "tok"}))
+	defer srv.Close()
+	c := noRedirect(nil)
+	resp, page := get(t, c, srv.URL+"/")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" ||
+		resp.Header.Get("Content-Security-Policy") != pageCSP || resp.Header.Get("Referrer-Policy") != pageReferrer {
+		t.Fatalf("GET /: %d, %v\n%s", resp.StatusCode, resp.Header, page)
+	}
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links, sheets []string
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			for _, a := range n.Attr {
+				if strings.HasPrefix(a.Key, "on") || a.Key == "style" {
+					t.Errorf("<%s %s=...>: inline handlers and styles are blocked by the policy", n.Data, a.Key)
+				}
+			}
+			switch {
+			case n.Data == "script" || n.Data == "style":
+				t.Errorf("<%s> on the projects' page", n.Data)
+			case n.Data == "a":
+				links = append(links, attr(n, "href"))
+			case n.Data == "link" && attr(n, "rel") == "stylesheet":
+				sheets = append(sheets, attr(n, "href"))
+			}
+		}
+		for ch := n.FirstChild; ch != nil; ch = ch.NextSibling {
+			walk(ch)
+		}
+	}
+	walk(doc)
+	if want := []string{"p/api/", "p/web/"}; !slices.Equal(links, want) {
+		t.Errorf("the projects' page links to %q, want %q", links, want)
+	}
+	for _, l := range links {
+		if resp, body := get(t, c, srv.URL+"/"+l); resp.StatusCode != 200 || !strings.Contains(body, `src="assets/app.js"`) {
+			t.Errorf("%s: %d %.200s", l, resp.StatusCode, body)
+		}
+	}
+	for _, css := range sheets {
+		if resp, body := get(t, c, srv.URL+"/"+css); resp.StatusCode != 200 || !strings.Contains(body, ".top") {
+			t.Errorf("%s: %d %.200s", css, resp.StatusCode, body)
+		}
+	}
+	if len(sheets) != 1 {
+		t.Errorf("the projects' page has stylesheets %q", sheets)
+	}
+	// A project's page is its own, not the server's.
+	if resp, _ := get(t, c, srv.URL+"/assets/index.html"); resp.StatusCode != 404 {
+		t.Errorf("GET /assets/index.html: %d", resp.StatusCode)
+	}
+	if resp, body := get(t, c, srv.URL+"/v1/windows"); resp.StatusCode != 404 || !strings.Contains(body, "api, web") {
+		t.Errorf("GET /v1/windows: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestProjectsPageInBrowser opens the page at / of a server of several
+// projects in Chromium: nothing on it breaks the policy, axe-core finds
+// no serious violation, and a project's link opens its dashboard.
+func TestProjectsPageInBrowser(t *testing.T) {
+	b := browsertest.New(t)
+	handlers := map[string]http.Handler{}
+	for _, name := range []string{"web", "api"} {
+		handlers[name] = Handler(newEngine(t), Options{Token: "tok"})
+	}
+	srv := httptest.NewServer(Projects(handlers, Options{Token: "tok"}))
+	defer srv.Close()
+	tab := b.Tab(t)
+	tab.Navigate(srv.URL + "/")
+	tab.WaitText("main", "This server serves several projects")
+	if os.Getenv("ENGRAM_TEST_AXE") != "" {
+		if v := browsertest.SeriousViolations(tab.Axe(browsertest.AxeOptions{})); v != "" {
+			t.Errorf("axe-core, the projects' page: serious violations:\n%s", v)
+		}
+	}
+	var styled bool // the stylesheet applies: the header is the dashboard's
+	tab.Eval(`getComputedStyle(document.querySelector('header.top')).display === 'flex'`, &styled)
+	if !styled {
+		t.Errorf("the projects' page is not styled")
+	}
+	tab.Click(`a[href="p/web/"]`)
+	tab.Run(chromedp.WaitVisible(chromedp.CSS("#signin"))) // a query of the DOM waits out the navigation
+	tab.WaitText("#conn", "Not signed in")
+	var path string
+	tab.Eval(`location.pathname`, &path)
+	if path != "/p/web/" {
+		t.Errorf("the link to web opened %s", path)
+	}
+	for _, m := range tab.Errors() {
+		if m.Kind != browsertest.KindLog || m.Source != "network" { // the dashboard's 401s, signed out
+			t.Errorf("the page reported an error: %v", m)
+		}
+	}
 }
 
 // TestEventStream follows the event stream while windows and the archive

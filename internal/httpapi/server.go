@@ -309,8 +309,10 @@ func (p *routeProbe) allowed(routes *http.ServeMux, r *http.Request) []string {
 }
 
 // Projects serves several projects from one server: each project's
-// handler (Handler) under /p/NAME/, and /healthz, without a token, listing
-// them. Anything else gets a 404 that names the projects.
+// handler (Handler) under /p/NAME/, and, without a token, /healthz and a
+// page at / (for a person at a browser) listing them, the page with a
+// link to each one's dashboard. Anything else gets a 404 that names the
+// projects.
 func Projects(handlers map[string]http.Handler, opts Options) http.Handler {
 	log := opts.Logger
 	if log == nil {
@@ -324,6 +326,7 @@ func Projects(handlers map[string]http.Handler, opts Options) http.Handler {
 		mux.Handle("/p/"+name+"/", http.StripPrefix("/p/"+name, h))
 	}
 	slices.Sort(names)
+	projectsRoutes(mux, names)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		// Each project's store is asked, all at once (2 s at most). A
 		// server some of whose stores do not answer still serves the
