@@ -851,7 +851,8 @@ func (e *httpError) Error() string { return e.msg }
 
 // fail maps an error to the API's error shape and status: 400 for bad
 // input, 403 for another session, 404 for what does not exist, 409 for a
-// conflict, 413 for an oversized body, 429 with Retry-After for a rate
+// conflict (code "busy" with Retry-After when other servers kept changing
+// what the request changes, which may go again), 413 for an oversized body, 429 with Retry-After for a rate
 // limit, 502 for a failing provider, 503 with Retry-After for a store
 // that cannot be reached or a request past its deadline, 500 (without
 // details) for the rest.
@@ -880,6 +881,11 @@ func (v *v1) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ie), errors.As(err, &aie):
 		v.metrics.Refused("forbidden")
 		writeError(w, http.StatusForbidden, "other_session", err.Error())
+	case errors.As(err, &sce) && sce.Busy:
+		// Nothing wrong with the request: other servers kept changing
+		// what it changes. The same request may go again.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusConflict, "busy", err.Error())
 	case errors.As(err, &ce), errors.As(err, &sce):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.As(err, &ve), errors.As(err, &pe), errors.As(err, &fe), errors.As(err, &bad):

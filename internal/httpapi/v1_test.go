@@ -284,3 +284,28 @@ func TestRoutes_Errors(t *testing.T) {
 		}
 	}
 }
+
+// TestFailBusy: a write that other servers' changes kept stale is a 409
+// that says to send it again (code busy, Retry-After); a write that
+// contradicts what is stored is a conflict, without Retry-After.
+func TestFailBusy(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		code, wait string
+	}{
+		{&store.ConflictError{What: "window s/a", Msg: "other servers kept changing it meanwhile; try again", Busy: true}, "busy", "1"},
+		{&store.ConflictError{What: "append k", Msg: "the key is another append's"}, "conflict", ""},
+	} {
+		rec := httptest.NewRecorder()
+		(&v1{}).fail(rec, httptest.NewRequest(http.MethodPost, "/v1/windows/s/a/messages", nil), tc.err)
+		var body struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != http.StatusConflict || body.Error.Code != tc.code || rec.Header().Get("Retry-After") != tc.wait {
+			t.Errorf("%v: %d %q Retry-After %q, want 409 %q Retry-After %q", tc.err, rec.Code, body.Error.Code, rec.Header().Get("Retry-After"), tc.code, tc.wait)
+		}
+	}
+}

@@ -287,6 +287,11 @@ func (e *ValidationError) Error() string { return e.Field + ": " + e.Msg }
 type ConflictError struct {
 	What string // what conflicts, such as "msg_id m-12 in session s1"
 	Msg  string
+	// Busy says that the write contradicts nothing: other writers kept
+	// changing what it changes while it was tried, and the same write
+	// may be tried again (the HTTP API answers 409 "busy" with a
+	// Retry-After). Otherwise trying it again fails the same way.
+	Busy bool
 }
 
 func (e *ConflictError) Error() string { return e.What + ": " + e.Msg }

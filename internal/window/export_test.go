@@ -13,3 +13,15 @@ func (m *Manager) ViewStarts(key store.WindowKey) []int {
 	}
 	return out
 }
+
+// SetMaxAttempts sets how many times a change to a laid-out window is
+// tried while other servers change it, until the test ends.
+func SetMaxAttempts(t interface{ Cleanup(func()) }, n int) {
+	old := maxAttempts
+	maxAttempts = n
+	t.Cleanup(func() { maxAttempts = old })
+}
+
+// BeforeWrite runs f between reading a window's layout and each append's
+// write.
+func (m *Manager) BeforeWrite(f func()) { m.beforeWrite = f }

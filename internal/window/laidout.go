@@ -68,8 +68,8 @@ func (m *Manager) keepLayout(key store.WindowKey, lo *laidOut) {
 var errStale = errors.New("window changed meanwhile")
 
 // maxAttempts bounds the attempts of a change to a laid-out window that
-// other servers keep changing.
-const maxAttempts = 16
+// other servers keep changing. A variable for tests.
+var maxAttempts = 16
 
 // lock holds the window's lock until the function it returns is called:
 // the changes to a window and the reads of its layout that one Manager
@@ -244,6 +244,9 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 			}
 			return m.layoutEvictions(key, s, lo, st, after)
 		}
+		if m.beforeWrite != nil {
+			m.beforeWrite()
+		}
 		w, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, evict)
 		m.settle(key, lo, w, touched, err)
 		if retry, err := m.retry(ctx, key, s, err, attempt); retry {
@@ -273,7 +276,7 @@ func (m *Manager) retry(ctx context.Context, key store.WindowKey, s Settings, er
 		if errors.Is(err, errStale) {
 			// Not the caller's fault nor the server's: a conflict, which
 			// the caller may try again (HTTP 409).
-			return false, &store.ConflictError{What: "window " + key.String(), Msg: "other servers kept changing it meanwhile; try again"}
+			return false, &store.ConflictError{What: "window " + key.String(), Msg: "other servers kept changing it meanwhile; try again", Busy: true}
 		}
 		return false, err
 	}

@@ -60,6 +60,10 @@ type Manager struct {
 	spans map[string]string
 	// locks serialize what the Manager does to one window (see lock).
 	locks [64]sync.Mutex
+	// beforeWrite, when set (tests), runs between reading a window's
+	// layout and the append's write: where another server's change
+	// makes the layout stale.
+	beforeWrite func()
 }
 
 // Defaults are what a window's limits and references take when nothing

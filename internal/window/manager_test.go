@@ -260,6 +260,53 @@ func TestManagerConcurrentAppends(t *testing.T) {
 	}
 }
 
+// TestManagerBusy: a change another server's changes kept stale until
+// its attempts ran out is a conflict that says to try again (Busy), with
+// nothing written; tried again, it goes in once.
+func TestManagerBusy(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	a, b := manager(t, path), manager(t, path)
+	if _, err := a.Open(ctx, key, window.OpenOptions{Limit: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Append(ctx, key, exchange(0)); err != nil {
+		t.Fatal(err)
+	}
+	// b changes the window after a read its layout and before a writes,
+	// and a has one attempt only.
+	window.SetMaxAttempts(t, 0)
+	a.BeforeWrite(func() {
+		a.BeforeWrite(nil)
+		if _, err := b.Append(ctx, key, exchange(1)); err != nil {
+			t.Error(err)
+		}
+	})
+	_, err := a.Append(ctx, key, exchange(2))
+	var ce *store.ConflictError
+	if !errors.As(err, &ce) || !ce.Busy {
+		t.Fatalf("an append whose attempts ran out: %v, want a busy *store.ConflictError", err)
+	}
+	st, err := b.Status(ctx, key)
+	if err != nil || st.Messages != 8 {
+		t.Fatalf("after the busy append: %d messages (%v), want 8", st.Messages, err)
+	}
+	// Not busy: another append under the same key with other messages.
+	if _, err := b.AppendOnce(ctx, key, "k", exchange(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AppendOnce(ctx, key, "k", exchange(4)); !errors.As(err, &ce) || ce.Busy {
+		t.Errorf("a key with other messages: %v, want a *store.ConflictError not busy", err)
+	}
+	if _, err := a.Append(ctx, key, exchange(2)); err != nil {
+		t.Fatalf("the busy append again: %v", err)
+	}
+	if st, err := a.Status(ctx, key); err != nil || st.Messages != 16 {
+		t.Errorf("at the end: %d messages (%v), want 16", st.Messages, err)
+	}
+}
+
 func tokensOff(items []window.Item) []window.Message {
 	var out []window.Message
 	for _, it := range items {
