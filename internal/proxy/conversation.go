@@ -338,6 +338,9 @@ const maxConflicts = 8
 // already. After an error, what the proxy holds of the session's windows
 // is dropped. st.mu is held.
 func (p *Proxy) add(ctx context.Context, st *winState, w *held, c *conversation, from int, hashes, forms []string) error {
+	// retaken is the window's version when the key of this place was
+	// found to be an append the window no longer holds.
+	retaken := int64(-1)
 	for attempt := 0; ; attempt++ {
 		place := from
 		if c.stateful {
@@ -348,7 +351,11 @@ func (p *Proxy) add(ctx context.Context, st *winState, w *held, c *conversation,
 			st.forget()
 			return err
 		}
-		res, err := p.windows.AppendOnce(ctx, w.key, appendKey(place), msgs)
+		key := appendKey(place)
+		if retaken >= 0 {
+			key += "-v" + strconv.FormatInt(retaken, 10)
+		}
+		res, err := p.windows.AppendOnce(ctx, w.key, key, msgs)
 		if err == nil {
 			if c.stateful {
 				w.hashes, w.forms = append(w.hashes, hashes[from:]...), append(w.forms, forms[from:]...)
@@ -384,6 +391,14 @@ func (p *Proxy) add(ctx context.Context, st *winState, w *held, c *conversation,
 		default:
 			st.forget()
 			return fmt.Errorf("another server appended other messages to window %s at place %d: %w", w.key, place, err)
+		}
+		if !conflict.Busy && len(w.hashes) <= place {
+			// The window holds nothing from this place on, yet an append
+			// took its key: its messages were forgotten since (engram
+			// forget). The place is free again under a key of the
+			// window's version, which another server appending there
+			// meanwhile reads too.
+			retaken = w.version
 		}
 	}
 }
@@ -484,7 +499,10 @@ func (st *winState) forget() {
 // takes once (window.Manager.AppendOnce); so does the same request sent
 // to two servers at once. Other messages at a place another append took
 // (two servers each appending the turn it was sent: one of them was
-// behind) are a *store.ConflictError, and nothing is written twice.
+// behind) are a *store.ConflictError, and nothing is written twice. (An
+// append whose messages were forgotten since keeps its key for
+// store.AppendKeyTTL: add then appends at its place under a key of the
+// window's version.)
 func appendKey(n int) string {
 	return "proxy-at-" + strconv.Itoa(n)
 }

@@ -297,3 +297,44 @@ func TestProxy_TwoServersAppendAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestProxy_ForgottenTail: the operator forgets the last messages a
+// conversation's window holds, the whole of its last append (engram
+// forget); the harness, which still has them, sends the next turn. The proxy appends it again, with what is
+// new, at the place whose key the forgotten append took: the window
+// holds the conversation, and no request fails open.
+func TestProxy_ForgottenTail(t *testing.T) {
+	f := newFixture(t, proxy.Options{}, repeat(echo, 4)...)
+	s := &server{st: f.eng.Store(), p: f.p, front: f.front, windows: f.windows}
+	s.ask(t, 0)
+	s.p.Wait()
+	s.ask(t, 1)
+	s.p.Wait()
+	key := store.WindowKey{SessionID: "crates", AgentID: "proxy"}
+	_, items, _, err := f.eng.Store().WindowLedger(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last append: turn 1's answer and question, from place 2.
+	if len(items) != 4 {
+		t.Fatalf("the window holds %d messages, want 4", len(items))
+	}
+	var tail []string
+	for _, it := range items[2:] {
+		tail = append(tail, it.EntryIDs...)
+	}
+	if _, err := f.eng.Forget(t.Context(), engine.ForgetRequest{Entries: tail, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, items, _, err := f.eng.Store().WindowLedger(t.Context(), key); err != nil || len(items) != 2 {
+		t.Fatalf("after forgetting the last append: %d messages (%v), want 2", len(items), err)
+	}
+	s.ask(t, 2)
+	s.p.Wait()
+	s.ask(t, 3)
+	s.p.Wait()
+	if st := f.p.Stats(); st.FailedOpen != 0 {
+		t.Errorf("%d requests failed open", st.FailedOpen)
+	}
+	s.wantWindow(t, 3)
+}
