@@ -44,6 +44,24 @@ func newFixture(t *testing.T, opts proxy.Options, steps ...modelserver.Step) *fi
 // newFixtureOn is newFixture over the store st.
 func newFixtureOn(t *testing.T, st store.Store, opts proxy.Options, steps ...modelserver.Step) *fixture {
 	t.Helper()
+	up := modelserver.Start(modelserver.Options{Main: steps})
+	t.Cleanup(up.Close)
+	if opts.Anthropic == "" {
+		opts.Anthropic = up.URL()
+	}
+	if opts.OpenAI == "" {
+		opts.OpenAI = up.URL()
+	}
+	eng, m, p := newProxy(t, st, opts)
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	return &fixture{p: p, up: up, front: front, eng: eng, windows: m}
+}
+
+// newProxy stands a proxy over the store st, with its engine and
+// windows' Manager, as the command builds them.
+func newProxy(t *testing.T, st store.Store, opts proxy.Options) (*engine.Engine, *window.Manager, *proxy.Proxy) {
+	t.Helper()
 	eng, err := engine.New(st, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -53,21 +71,11 @@ func newFixtureOn(t *testing.T, st store.Store, opts proxy.Options, steps ...mod
 		t.Fatal(err)
 	}
 	m := window.NewManager(eng, cat)
-	up := modelserver.Start(modelserver.Options{Main: steps})
-	t.Cleanup(up.Close)
-	if opts.Anthropic == "" {
-		opts.Anthropic = up.URL()
-	}
-	if opts.OpenAI == "" {
-		opts.OpenAI = up.URL()
-	}
 	p, err := proxy.New(eng, m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewServer(p)
-	t.Cleanup(front.Close)
-	return &fixture{p: p, up: up, front: front, eng: eng, windows: m}
+	return eng, m, p
 }
 
 // restart stands a new proxy in front of the same store and upstream,

@@ -16,7 +16,6 @@ import (
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/postgres"
 	"github.com/engramhq/engram/internal/store/postgres/pgtest"
-	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
 )
 
@@ -39,20 +38,8 @@ func startServer(t *testing.T, db string, up *modelserver.Server, opts proxy.Opt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	eng, err := engine.New(st, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := window.NewManager(eng, cat)
 	opts.Anthropic, opts.OpenAI = up.URL(), up.URL()
-	p, err := proxy.New(eng, m, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m, p := newProxy(t, st, opts)
 	front := httptest.NewServer(p)
 	t.Cleanup(front.Close)
 	t.Cleanup(p.Wait)
