@@ -158,7 +158,7 @@ share (README: "A team's store on PostgreSQL").`,
 		a.embedCmd(), a.prefetchCmd(), a.modelCmd(),
 		a.serveCmd(), a.tokenCmd(), a.mcpCmd(), a.archCmd(), flagsOnly(a.briefingCmd()), flagsOnly(a.sessionCmd()), flagsOnly(a.patternCmd()), flagsOnly(a.failureCmd()), flagsOnly(a.insightCmd()),
 		flagsOnly(a.decisionCmd()), flagsOnly(a.intentCmd()), flagsOnly(a.agentsCmd()), flagsOnly(a.eventsCmd()),
-		a.forgetCmd(), a.redactCmd(), a.migrateCmd(), a.storeCmd(), a.auditCmd(), a.windowCmd(), a.hookCmd(), a.hooksCmd(), a.importCmd(), a.daemonCmd(), a.proxyCmd())
+		a.forgetCmd(), a.redactCmd(), a.migrateCmd(), a.storeCmd(), a.auditCmd(), a.windowCmd(), a.hookCmd(), a.hooksCmd(), a.importCmd(), a.daemonCmd(), a.proxyCmd(), a.trustCmd())
 	strictGroups(root)
 	return root
 }

@@ -498,14 +498,20 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 			userFile = filepath.Join(base, "engram", "config.toml")
 		}
 	}
-	for _, f := range []struct {
-		path     string
-		required bool
-	}{{userFile, explicit}, {filepath.Join(project, ProjectFile), false}} {
-		if f.path == "" {
-			continue
+	if userFile != "" {
+		if _, err := c.readFile(userFile, explicit); err != nil {
+			return c, err
 		}
-		if err := c.readFile(f.path, f.required); err != nil {
+	}
+	// The project's file comes with the repository: the keys that need
+	// the user's trust apply only once it is trusted (trust.go).
+	projectFile := filepath.Join(project, ProjectFile)
+	if data, err := c.readFile(projectFile, false); err != nil {
+		return c, err
+	} else if data != nil {
+		var p Config
+		md, _ := toml.Decode(string(data), &p) // read without error above
+		if err := checkTrust(env, projectFile, data, guardedKeys(md, p)); err != nil {
 			return c, err
 		}
 	}
@@ -592,28 +598,29 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 	return c, c.Validate()
 }
 
-// readFile merges a TOML file into c. A missing optional file is skipped.
-func (c *Config) readFile(path string, required bool) error {
+// readFile merges a TOML file into c and returns what it read. A
+// missing optional file is skipped (nil, nil).
+func (c *Config) readFile(path string, required bool) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && !required {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read config: %w", err)
+		return nil, fmt.Errorf("read config: %w", err)
 	}
 	md, err := toml.Decode(string(data), c)
 	if err != nil {
-		return fmt.Errorf("config %s: %s", path, plainTOMLError(err))
+		return nil, fmt.Errorf("config %s: %s", path, plainTOMLError(err))
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		keys := make([]string, len(undecoded))
 		for i, k := range undecoded {
 			keys[i] = k.String()
 		}
-		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+		return nil, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
 	c.Sources = append(c.Sources, path)
-	return nil
+	return data, nil
 }
 
 // Validate reports every problem with c at once.

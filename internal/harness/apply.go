@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/engramhq/engram/internal/atomicfile"
 )
 
 // Install writes engram's hooks and MCP server into the files of
@@ -208,36 +210,10 @@ func writeBackup(path string, data []byte, mode os.FileMode, o Options) (string,
 	}
 }
 
-// writeAtomic replaces path with data: a temporary file in the same
-// directory, synced, then renamed over it, so that a reader (the harness
-// starting) sees the old file or the new one, never part of one.
+// writeAtomic replaces path with data (see package atomicfile), so that
+// a reader (the harness starting) sees the old file or the new one.
 func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".engram-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return errors.Join(fmt.Errorf("write %s: %w", path, err), removeIfExists(tmp))
-	}
-	return nil
+	return atomicfile.Write(path, data, mode, 0o755)
 }
 
 func removeIfExists(path string) error {
