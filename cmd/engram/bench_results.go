@@ -27,7 +27,8 @@ type toolCall struct {
 // benchResults fills eng with the repository at root (indexed), the
 // example session beside it and a little archive, then makes the typical
 // call of every tool through cs and writes the tokens of each result: its
-// text (what most clients show the model) and its structured content.
+// text and its structured content (the server sends both here; Claude
+// Code and Codex show the model the structured content when it comes).
 func (a *app) benchResults(ctx context.Context, w io.Writer, eng *engine.Engine, cs *mcp.ClientSession, enc *tokens.Encoding, root string) error {
 	fmt.Fprintf(a.stderr, "indexing %s...\n", root)
 	sum, err := eng.Index(ctx, root, index.Options{Logger: a.log})

@@ -34,8 +34,9 @@ run. A --compare value is a command and its arguments, split at spaces.
 
 With --results, also index --repo (default: the project) and its example
 session (examples/session.jsonl) into the scratch store, make the typical
-call of every tool and count the tokens of each result: the text most
-clients show the model, and the structured content beside it.`,
+call of every tool and count the tokens of each result: its text (what the
+model reads, as engram answers by default) and its structured content
+(what Claude Code and Codex show the model instead with [mcp] structured).`,
 		Example: `  engram bench tools --compare "npx -y @modelcontextprotocol/server-memory"`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -110,7 +111,7 @@ clients show the model, and the structured content beside it.`,
 					repo = a.cfg.Project
 				}
 				st3, st4 := mcp.NewInMemoryTransports()
-				ss2, err := mcpserver.New(eng, mcpserver.Options{Session: "bench", Agent: "bench"}).MCP().Connect(ctx, st3, nil)
+				ss2, err := mcpserver.New(eng, mcpserver.Options{Session: "bench", Agent: "bench", Structured: true}).MCP().Connect(ctx, st3, nil)
 				if err != nil {
 					return err
 				}

@@ -84,6 +84,7 @@ with --token-env VAR a reference to the variable that holds it.`,
 			}
 			opts.Version, _ = versionInfo()
 			opts.Logger = a.log
+			opts.Structured = a.cfg.MCP.Structured
 			if opts.Windows, err = a.windowManager(eng); err != nil {
 				return err
 			}

@@ -204,7 +204,7 @@ func TestClaudeCode_ProxyPrintConfig(t *testing.T) {
 	srv.Add(
 		modelserver.Call("mcp__engram__record", map[string]any{"type": "note", "content": "the proxy's configuration works"}),
 		func(r *modelserver.Request) (modelserver.Response, error) {
-			if got := modelserver.ToolResult(t, r); !strings.Contains(got, `"new":true`) {
+			if got := modelserver.ToolResult(t, r); !recordedNew.MatchString(got) {
 				return modelserver.Response{}, fmt.Errorf("engram's record tool answered %q", got)
 			}
 			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("Noted.")}}, nil
@@ -275,7 +275,7 @@ func TestCodex_ProxyPrintConfig(t *testing.T) {
 			return modelserver.Response{Content: []modelserver.Block{call}}, nil
 		},
 		func(r *modelserver.Request) (modelserver.Response, error) {
-			if got, err := lastOutput(r); err != nil || !strings.Contains(got, `"new":true`) {
+			if got, err := lastOutput(r); err != nil || !recordedNew.MatchString(got) {
 				return modelserver.Response{}, fmt.Errorf("engram's record tool answered %q (%v)", got, err)
 			}
 			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("Noted.")}}, nil

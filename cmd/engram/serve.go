@@ -151,7 +151,7 @@ name, with /healthz listing them and one token for all.`,
 			opts := httpapi.Options{Token: token, TrustLoopback: sv.TrustLoopback, Version: v, MaxBodyBytes: maxBody, Logger: a.log,
 				AllowedHosts: append(servedHosts(ln.Addr().String()), sv.AllowedHosts...), AllowedOrigins: sv.AllowedOrigins,
 				Admission:      httpapi.NewAdmission(sv.MaxInFlight, sv.MaxQueue, sv.QueueWait.Duration),
-				MCPSessionIdle: sv.MCPIdle.Duration, MaxMCPSessions: sv.MaxMCPSessions,
+				MCPSessionIdle: sv.MCPIdle.Duration, MaxMCPSessions: sv.MaxMCPSessions, MCPStructured: a.cfg.MCP.Structured,
 				// One for every project: a link spent through one is spent.
 				Logins: logins, Done: stopping}
 			var handler http.Handler

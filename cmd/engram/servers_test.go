@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -153,6 +154,11 @@ func TestServers_OneDatabase(t *testing.T) {
 	db := pgtest.Database(t)
 	e := newEnv(t)
 	e.vars["ENGRAM_STORE"] = db
+	// The writers read each write's ID from its structured content.
+	conf := filepath.Join(e.vars["HOME"], ".config", "engram", "config.toml")
+	if err := os.WriteFile(conf, []byte("[retrieve]\ndeadline = \"1m\"\n[mcp]\nstructured = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

@@ -625,7 +625,23 @@ func (o *Ops) Record(ctx context.Context, in RecordIn) (RecordOut, string, error
 	}
 	r := res[0]
 	out := RecordOut{ID: r.ID[:12], Turn: r.Turn, New: r.NewContent, Replayed: r.Replayed, Redacted: r.Redacted}
-	return out, fmt.Sprintf("recorded %s (turn %d)", out.ID, out.Turn), nil
+	return out, recordText(out), nil
+}
+
+// recordText is what a record says to the model: what the structured
+// form says, as a line (harnesses show the model one or the other).
+func recordText(out RecordOut) string {
+	text := fmt.Sprintf("recorded %s (turn %d", out.ID, out.Turn)
+	switch {
+	case out.Replayed:
+		text += "; its msg_id was recorded before: nothing new stored"
+	case !out.New:
+		text += "; the same content was stored before"
+	}
+	if len(out.Redacted) > 0 {
+		text += "; redacted: " + strings.Join(out.Redacted, ", ")
+	}
+	return text + ")"
 }
 
 // Briefing returns a session's briefing, or NOT_MODIFIED.

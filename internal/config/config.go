@@ -61,6 +61,8 @@ type Config struct {
 	Prefetch Prefetch `toml:"prefetch"`
 	LLM      LLM      `toml:"llm"`
 	Serve    Serve    `toml:"serve"`
+	// MCP configures the MCP server (engram mcp, and engram serve's /mcp).
+	MCP MCP `toml:"mcp"`
 	// Retention bounds what the store keeps (retention.go).
 	Retention Retention `toml:"retention"`
 	// Window configures agents' context windows.
@@ -407,6 +409,15 @@ type Serve struct {
 	// MaxMCPSessions bounds those open at once (default 256).
 	MCPIdle        Duration `toml:"mcp_idle"`
 	MaxMCPSessions int      `toml:"max_mcp_sessions"`
+}
+
+// MCP configures engram's MCP server.
+type MCP struct {
+	// Structured sends each tool result's data as structured content
+	// beside its text. Off by default: Claude Code and Codex show the
+	// model the structured content when there is any, JSON at about twice
+	// the text's tokens.
+	Structured bool `toml:"structured"`
 }
 
 // LLMProviders are the values of llm.provider.

@@ -69,6 +69,9 @@ type Options struct {
 	// MaxMCPSessions bounds the MCP sessions open at once (503 for an
 	// initialize past it); zero means DefaultMaxMCPSessions.
 	MaxMCPSessions int
+	// MCPStructured sends MCP tool results' structured content beside
+	// their text (mcpserver.Options.Structured).
+	MCPStructured bool
 	// mcpReclaim is how long a session must have been idle for its
 	// credential, at a cap, to reclaim it; zero means mcpReclaim (tests
 	// shorten it).
@@ -165,6 +168,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		}
 		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent,
 			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log, Windows: opts.Windows,
+			Structured:   opts.MCPStructured,
 			OnInitialize: func(ss *mcp.ServerSession) { sessions.track(ss, p.holder()) }}).MCP()
 	}, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: opts.MCPSessionIdle, MaxRequestBodyBytes: opts.MaxBodyBytes})
 	mux.Handle("/mcp", g.wrap(limitBody(g.mcp(mcpHandler, sessions), opts.MaxBodyBytes), func(r *http.Request) bool {

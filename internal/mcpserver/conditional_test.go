@@ -11,7 +11,7 @@ import (
 // an older session or global version gets the whole briefing, with what
 // changed.
 func TestBriefingStaleVersions(t *testing.T) {
-	cs, _ := newClient(t, Options{Session: "s1", Agent: "a1"})
+	cs, _ := newClient(t, Options{Session: "s1", Agent: "a1", Structured: true})
 	versions := func(args map[string]any) (string, uint64, uint64) {
 		t.Helper()
 		text, res := call(t, cs, "briefing", args)

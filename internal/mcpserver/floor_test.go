@@ -16,7 +16,7 @@ import (
 // holds too little of the question; a rewording of what is stored still
 // finds it.
 func TestNothingFound(t *testing.T) {
-	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1"})
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1", Structured: true})
 	var recs []engine.Record
 	for _, text := range []string{
 		"Why does TestUploadRetry fail on CI but pass on my laptop?",

@@ -16,7 +16,7 @@ import (
 // is a tool error that says how to narrow the call; the narrowed call is
 // served, and what the operations' limits allow stays under the cap.
 func TestResultCap(t *testing.T) {
-	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1"})
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1", Structured: true})
 	dir := t.TempDir()
 	var big strings.Builder
 	for i := range 4000 {

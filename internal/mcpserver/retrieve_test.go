@@ -53,7 +53,7 @@ func retrieve(t *testing.T, cs *mcp.ClientSession, args map[string]any) (api.Ret
 // with an entry and a query, that entry's matching chunks; with a line
 // range, those lines; and paging by its next ranges reads a file whole.
 func TestRetrieveContext_Exact(t *testing.T) {
-	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1"})
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1", Structured: true})
 	ctx := context.Background()
 	dir := t.TempDir()
 	file := retrieveFile()
@@ -216,7 +216,7 @@ func TestRetrieveContext_Exact(t *testing.T) {
 // form or as the bare id; with a query, to its chunks that match; and a
 // ref_id that is no marker gets an error that says what is wrong.
 func TestRetrieveContext_Reference(t *testing.T) {
-	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1"})
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1", Structured: true})
 	ctx := context.Background()
 	contents := []string{"why does the quokka token refresh fail?\n", "the refresh races the expiry check:\nlock it | and retry\n"}
 	res, err := eng.Add(ctx, []engine.Record{
@@ -270,7 +270,7 @@ func TestRetrieveContext_Reference(t *testing.T) {
 // which names the byte to read on from, reads it whole, byte for byte;
 // get_turn_range shows its start rather than nothing.
 func TestRetrieveContext_LongLine(t *testing.T) {
-	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1"})
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1", Structured: true})
 	var b strings.Builder
 	b.WriteString(`{"items":[`)
 	for i := range 3000 {

@@ -52,6 +52,11 @@ type Options struct {
 	// request the server answers: a front end that caps open sessions
 	// counts them from it (ServerSession.Wait says when one ends).
 	OnInitialize func(*mcp.ServerSession)
+	// Structured sends each tool result's data as structured content
+	// beside its text, under an output schema. Off, results are text
+	// alone: Claude Code and Codex show the model the structured content
+	// when there is any, at about twice the text's tokens.
+	Structured bool
 }
 
 // Server is engram's MCP server for one client.

@@ -116,7 +116,7 @@ func TestSession_NotAnID(t *testing.T) {
 }
 
 func TestSession(t *testing.T) {
-	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1", Model: "claude-opus-4-5"})
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1", Model: "claude-opus-4-5", Structured: true})
 	ctx := context.Background()
 	if _, err := eng.Add(ctx, []engine.Record{{Session: "s0", Agent: "x", Type: store.ToolResult,
 		Content: []byte("TestUploadRetry failed: context deadline exceeded after 3 retries with backoff")}}); err != nil {

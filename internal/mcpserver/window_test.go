@@ -55,7 +55,7 @@ func fillWindow(t *testing.T, eng *engine.Engine, key store.WindowKey) ([]string
 // with retrieve_context, byte for byte; and what the window holds is
 // found by search_history and get_turn_range.
 func TestWindowTool(t *testing.T) {
-	cs, eng := newClient(t, Options{Session: "s1", Agent: "mcp-agent"})
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "mcp-agent", Structured: true})
 	results, refs := fillWindow(t, eng, store.WindowKey{SessionID: "s1", AgentID: "claude"})
 
 	// The connection's agent has no window: the session's only one.
