@@ -26,3 +26,13 @@ func ConfigFrom(c config.Window) Config {
 	}
 	return out
 }
+
+// CheckConfig checks the [window] section of engram's configuration as a
+// new Manager's Configure would take it: every problem at once, each
+// naming its key (window.safety, window.roles.reviewer). cmd/engram calls
+// it when it loads the configuration, so that a mistake there is refused
+// by any command, not at the first window operation.
+func CheckConfig(c config.Window) error {
+	_, _, err := settle(builtinDefaults, Policies, ConfigFrom(c))
+	return err
+}

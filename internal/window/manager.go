@@ -86,10 +86,25 @@ type Config struct {
 	Policies map[string]Policy
 }
 
-// Configure sets the Manager's defaults and policies, checked: a negative
-// default is refused, naming it, and a policy that is not valid, naming
-// its role. Zero defaults keep engram's.
+// Configure sets the Manager's defaults and policies, checked as
+// CheckConfig checks them: a negative default is refused, naming it, and a
+// policy that is not valid, naming its role; every problem at once, and
+// nothing is set then. Zero defaults keep engram's.
 func (m *Manager) Configure(c Config) error {
+	d, ps, err := settle(m.defaults, m.policies, c)
+	if err != nil {
+		return err
+	}
+	m.defaults, m.policies = d, ps
+	return nil
+}
+
+// builtinDefaults are a new Manager's defaults.
+var builtinDefaults = Defaults{Output: DefaultOutput, Safety: DefaultSafety, Margin: DefaultMargin, MaxRefTokens: DefaultMaxRefTokens}
+
+// settle returns the defaults d and the policies ps as c changes them, or
+// every problem with c, each naming its key in the [window] section.
+func settle(d Defaults, ps map[string]Policy, c Config) (Defaults, map[string]Policy, error) {
 	var errs []error
 	for _, f := range []struct {
 		name, what string
@@ -97,14 +112,10 @@ func (m *Manager) Configure(c Config) error {
 	}{{"output", "tokens", float64(c.Output)}, {"safety", "a share of the window", c.Safety},
 		{"margin", "a share of the window", c.Margin}, {"max_ref_tokens", "tokens", float64(c.MaxRefTokens)}} {
 		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("%w: [window] %s is %v: %s, not negative (0 keeps the default)", ErrInvalidSettings, f.name, f.v, f.what))
+			// Else ignored below, as zero is: a typo'd sign would go unseen.
+			errs = append(errs, fmt.Errorf("%w: window.%s is %v: %s, not negative (0 keeps the default)", ErrInvalidSettings, f.name, f.v, f.what))
 		}
 	}
-	if len(errs) > 0 {
-		// Else ignored below, as zero is: a typo'd sign would go unseen.
-		return errors.Join(errs...)
-	}
-	d := m.defaults
 	if c.Output > 0 {
 		d.Output = c.Output
 	}
@@ -117,21 +128,24 @@ func (m *Manager) Configure(c Config) error {
 	if c.MaxRefTokens > 0 {
 		d.MaxRefTokens = c.MaxRefTokens
 	}
-	if d.Safety < 0 || d.Margin < 0 || d.Safety+d.Margin >= 1 {
-		return fmt.Errorf("%w: window safety (%.2f) and margin (%.2f) are shares of the window that together leave some of it", ErrInvalidSettings, d.Safety, d.Margin)
+	if len(errs) == 0 && d.Safety+d.Margin >= 1 {
+		errs = append(errs, fmt.Errorf("%w: window.safety (%.2f) and window.margin (%.2f) are shares of the window that together must leave some of it", ErrInvalidSettings, d.Safety, d.Margin))
 	}
-	ps := maps.Clone(m.policies)
-	for role, p := range c.Policies {
+	ps = maps.Clone(ps)
+	for _, role := range slices.Sorted(maps.Keys(c.Policies)) {
+		p := c.Policies[role]
 		if p.MaxRefTokens == 0 {
 			p.MaxRefTokens = d.MaxRefTokens
 		}
 		if err := p.Validate(); err != nil {
-			return fmt.Errorf("window role %q: %w", role, err)
+			errs = append(errs, fmt.Errorf("window.roles.%s: %w", role, err))
 		}
 		ps[strings.ToLower(role)] = p
 	}
-	m.defaults, m.policies = d, ps
-	return nil
+	if len(errs) > 0 {
+		return Defaults{}, nil, errors.Join(errs...)
+	}
+	return d, ps, nil
 }
 
 // KnownRole reports whether role names a policy of the Manager's (the
@@ -172,7 +186,7 @@ func (m *Manager) limitsFor(model tokens.Model) Limits {
 // catalog that gives windows their limits and encodings.
 func NewManager(eng *engine.Engine, cat *tokens.Catalog) *Manager {
 	return &Manager{eng: eng, cat: cat, now: time.Now, layouts: map[store.WindowKey]*laidOut{}, views: map[store.WindowKey][]*viewCache{}, spans: map[string]string{}, policies: maps.Clone(Policies),
-		defaults: Defaults{Output: DefaultOutput, Safety: DefaultSafety, Margin: DefaultMargin, MaxRefTokens: DefaultMaxRefTokens}}
+		defaults: builtinDefaults}
 }
 
 // OpenOptions say how to open a window. Zero fields keep what an existing

@@ -477,6 +477,110 @@ func contextOf(t *testing.T, m *window.Manager, key store.WindowKey) []window.It
 	return items
 }
 
+// TestCheckConfig: the [window] section is checked on its own, as
+// engram loads it: every mistake at once, each naming its key, a preserve
+// type that is no content type among them; a good section passes.
+func TestCheckConfig(t *testing.T) {
+	role := func(r config.WindowRole) config.WindowRole {
+		if r.Strategy == "" {
+			r.Strategy = "recency"
+		}
+		if r.Evict == 0 && r.Target == 0 {
+			r.Evict, r.Target = 0.8, 0.5
+		}
+		return r
+	}
+	good := config.Window{Margin: 0.2, Roles: map[string]config.WindowRole{
+		"reviewer": role(config.WindowRole{KeepTurns: 2, Preserve: []string{"user_prompt", "plan_workflow"}, Handoff: 0.7}),
+	}}
+	if err := window.CheckConfig(good); err != nil {
+		t.Errorf("a good [window]: %v", err)
+	}
+	if err := window.CheckConfig(config.Window{}); err != nil {
+		t.Errorf("an empty [window]: %v", err)
+	}
+	for _, c := range []struct {
+		w    config.Window
+		want []string
+	}{
+		{config.Window{Output: -1, Safety: -0.5}, []string{"window.output is -1", "window.safety is -0.5"}},
+		{config.Window{MaxRefTokens: -8000}, []string{"window.max_ref_tokens is -8000"}},
+		{config.Window{Safety: 0.6, Margin: 0.5}, []string{"window.safety (0.60) and window.margin (0.50)"}},
+		{config.Window{Roles: map[string]config.WindowRole{
+			"a": role(config.WindowRole{Preserve: []string{"user_prompt", "user_promt"}}),
+			"b": role(config.WindowRole{Evict: 0.5, Target: 0.8}),
+			"c": role(config.WindowRole{Strategy: "newest"}),
+			"d": role(config.WindowRole{KeepTurns: -1}),
+		}}, []string{`window.roles.a: invalid window settings: preserve: "user_promt" is not a content type (user_prompt, agent_response`,
+			"window.roles.b: invalid window settings: the target (0.80)", `window.roles.c: invalid window settings: strategy "newest"`, "window.roles.d: invalid window settings: keep_turns"}},
+	} {
+		err := window.CheckConfig(c.w)
+		if !errors.Is(err, window.ErrInvalidSettings) {
+			t.Errorf("%+v: %v, want invalid settings", c.w, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%+v: %v, want it to say %q", c.w, err, w)
+			}
+		}
+	}
+	// A policy is refused a preserve type that would match no message,
+	// however it comes.
+	p := window.PolicyFor("librarian")
+	p.Preserve = append(p.Preserve, "research")
+	if err := p.Validate(); !errors.Is(err, window.ErrInvalidSettings) || !strings.Contains(err.Error(), `"research"`) {
+		t.Errorf("an unknown preserve type: %v", err)
+	}
+}
+
+// TestStoredUnknownPreserve: a window whose settings an older engram
+// stored with a preserve type that is no content type (it matched no
+// message) goes on working: the type is dropped as read, not refused.
+func TestStoredUnknownPreserve(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "engram.db")
+	m := manager(t, path)
+	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 6000, Output: 500, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Append(ctx, key, exchange(0)); err != nil {
+		t.Fatal(err)
+	}
+	st := sqlitetest.OpenPath(t, path, sqlite.Options{})
+	w, err := st.Window(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var settings map[string]any
+	if err := json.Unmarshal(w.Settings, &settings); err != nil {
+		t.Fatal(err)
+	}
+	settings["policy"].(map[string]any)["Preserve"] = []string{"user_promt", "user_prompt"}
+	raw, err := json.Marshal(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutWindow(ctx, key, raw); err != nil {
+		t.Fatal(err)
+	}
+	later := manager(t, path)
+	if _, err := later.Append(ctx, key, exchange(1)); err != nil {
+		t.Fatalf("append to a window stored with an unknown preserve type: %v", err)
+	}
+	status, err := later.Status(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := status.Settings.Policy.Preserve; !slices.Equal(got, []store.ContentType{store.UserPrompt}) {
+		t.Errorf("preserve types read: %v, want the known one only", got)
+	}
+	if items := contextOf(t, later, key); len(items) != 8 {
+		t.Errorf("the window shows %d items, want the 8 messages appended", len(items))
+	}
+}
+
 // TestConfigure: a role's policy and the defaults come from the [window]
 // configuration; a policy that is not valid is refused, naming its role.
 func TestConfigure(t *testing.T) {
@@ -502,7 +606,7 @@ func TestConfigure(t *testing.T) {
 		t.Errorf("a handoff past the eviction: %v", err)
 	}
 	err = m.Configure(window.ConfigFrom(config.Window{Roles: map[string]config.WindowRole{"bad": {Strategy: "lru", Evict: 0.8, Target: 0.5}}}))
-	if err == nil || !strings.Contains(err.Error(), `window role "bad"`) {
+	if err == nil || !strings.Contains(err.Error(), `window.roles.bad`) {
 		t.Errorf("a bad strategy: %v", err)
 	}
 	// A negative default is refused, naming it, not taken for zero (the

@@ -1,7 +1,9 @@
 package window
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/engramhq/engram/internal/store"
@@ -201,6 +203,36 @@ func (p Policy) Validate() error {
 	if p.Digest < 0 || p.Digest >= p.Target || p.MarkerEntities < 0 || p.MarkerHints < 0 {
 		return fmt.Errorf("%w: the digest's share (%.2f) must be within [0, the target %.2f), marker entities not negative", ErrInvalidSettings, p.Digest, p.Target)
 	}
+	for _, t := range p.Preserve {
+		if !t.Valid() {
+			// It would match no message: what was meant to stay would go.
+			return fmt.Errorf("%w: preserve: %q is not a content type (%s)", ErrInvalidSettings, t, contentTypes())
+		}
+	}
+	return nil
+}
+
+// contentTypes lists the content types, for an error.
+func contentTypes() string {
+	var b strings.Builder
+	for i, t := range store.ContentTypes() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(t))
+	}
+	return b.String()
+}
+
+// UnmarshalJSON reads a policy as a window's ledger keeps it, less any
+// preserve type engram does not know: an older engram kept such a type,
+// which matched no message, and would now refuse the window's settings.
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	type plain Policy
+	if err := json.Unmarshal(b, (*plain)(p)); err != nil {
+		return err
+	}
+	p.Preserve = slices.DeleteFunc(p.Preserve, func(t store.ContentType) bool { return !t.Valid() })
 	return nil
 }
 
