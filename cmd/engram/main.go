@@ -220,7 +220,7 @@ func (a *app) loadConfig() error {
 	if err != nil {
 		return err
 	}
-	a.cfg, err = config.Load(dir, a.getenv, a.flags)
+	a.cfg, err = loadConfig(dir, a.getenv, a.flags)
 	if err != nil {
 		return err
 	}
@@ -228,6 +228,17 @@ func (a *app) loadConfig() error {
 	_ = level.UnmarshalText([]byte(a.cfg.LogLevel)) // validated by config
 	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 	return nil
+}
+
+// loadConfig loads the configuration for a command run in dir, its
+// [window] section checked too (config cannot import window), so that a
+// mistake there is refused now rather than at the first window operation.
+func loadConfig(dir string, env config.Env, flags config.Flags) (config.Config, error) {
+	cfg, err := config.Load(dir, env, flags)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, window.CheckConfig(cfg.Window)
 }
 
 // errNoStore is returned by read commands before anything was stored.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/engramhq/engram/internal/config"
 	"github.com/engramhq/engram/internal/httpapi"
 	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/metrics"
@@ -316,7 +315,7 @@ func (a *app) serveProjects(dirs []string) ([]*app, error) {
 	for i, dir := range dirs {
 		flags := a.flags
 		flags.Project = dir
-		cfg, err := config.Load(".", a.getenv, flags)
+		cfg, err := loadConfig(".", a.getenv, flags)
 		if err != nil {
 			return nil, err
 		}

@@ -624,3 +624,37 @@ func TestSameShape(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_WindowConfigCheckedAtLoad: a mistake in the [window] section of
+// a project's config is refused when the config is loaded, naming its key,
+// by any command, not at the first window operation; nothing is stored.
+func TestCLI_WindowConfigCheckedAtLoad(t *testing.T) {
+	e := newEnv(t)
+	conf := filepath.Join(e.project, ".engram.toml")
+	for _, c := range []struct{ toml, want string }{
+		{"[window]\nsafety = -0.5\n", "window.safety"},
+		{"[window]\nmax_ref_tokens = -1\n", "window.max_ref_tokens"},
+		{"[window]\nsafety = 0.6\nmargin = 0.5\n", "window.safety"},
+		{"[window.roles.reviewer]\nstrategy = \"recency\"\nevict = 0.5\ntarget = 0.8\n", "window.roles.reviewer"},
+		{"[window.roles.reviewer]\nstrategy = \"newest\"\nevict = 0.8\ntarget = 0.5\n", `strategy "newest"`},
+		{"[window.roles.reviewer]\nstrategy = \"recency\"\nevict = 0.8\ntarget = 0.5\nkeep_turns = -2\n", "window.roles.reviewer"},
+		{"[window.roles.reviewer]\nstrategy = \"recency\"\nevict = 0.8\ntarget = 0.5\npreserve = [\"user_promt\"]\n", `preserve: "user_promt" is not a content type`},
+	} {
+		if err := os.WriteFile(conf, []byte(c.toml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := e.run(`{"session":"s1","role":"user","content":"kept nowhere"}`+"\n", "add")
+		if code != 1 || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("config %q: add gave exit %d, stdout %q, stderr %q; want exit 1 naming %q", c.toml, code, out, errOut, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.vars["ENGRAM_DATA_DIR"], "projects")); !os.IsNotExist(err) {
+		t.Errorf("a refused config made a store (%v)", err)
+	}
+	// Corrected, the same command stores.
+	if err := os.WriteFile(conf, []byte("[window.roles.reviewer]\nstrategy = \"recency\"\nevict = 0.8\ntarget = 0.5\npreserve = [\"user_prompt\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.ok(`{"session":"s1","role":"user","content":"kept"}`+"\n", "add")
+	e.ok("", "window", "open", "--session", "s1", "--agent", "claude", "--role", "reviewer", "--limit", "3000")
+}
