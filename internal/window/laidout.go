@@ -126,16 +126,18 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 		return nil, err
 	}
 	// readmit takes back the re-admissions made before the item at
-	// place next was appended. One that no longer matches the layout (a
-	// message under it forgotten since) is passed over: the layout stays
-	// a function of the ledger.
+	// place next was appended. One whose run the layout no longer evicts
+	// as it was (a message forgotten since changed the units, and so the
+	// runs, around it) takes back the evicted runs that hold its messages
+	// now, so that what was re-admitted stays shown; one that cannot fit
+	// is passed over: the layout stays a function of the ledger.
 	r := 0
 	readmit := func(n, next int) {
 		for ; r < len(readmits) && readmits[r].At <= next; r++ {
 			from, _ := slices.BinarySearchFunc(items[:n], readmits[r].From, func(it store.WindowItem, pos int) int { return cmp.Compare(it.Pos, pos) })
 			to, _ := slices.BinarySearchFunc(items[:n], readmits[r].To, func(it store.WindowItem, pos int) int { return cmp.Compare(it.Pos, pos) })
-			if from < to {
-				_ = lo.layout.readmitRecorded(from, to)
+			if from < to && lo.layout.readmitRecorded(from, to) != nil {
+				lo.layout.readmitOver(from, to)
 			}
 		}
 	}
@@ -345,12 +347,13 @@ func (m *Manager) settle(key store.WindowKey, lo *laidOut, w store.Window, touch
 // another process changed the window meanwhile.
 func (m *Manager) readmitLaidOut(ctx context.Context, key store.WindowKey, s Settings, ref store.Reference) (AppendResult, error) {
 	defer m.lock(key)()
+	relaid := false
 	for attempt := 0; ; attempt++ {
 		lo, err := m.laidOutFor(ctx, key, s)
 		if err != nil {
 			return AppendResult{}, err
 		}
-		from, to := -1, -1
+		from, to, id := -1, -1, ref.ID
 		for _, seg := range lo.layout.Segments() {
 			if seg.Kind != Kept && lo.refID(key, lo.layout.Messages(), seg.From, seg.To) == ref.ID {
 				from, to = seg.From, seg.To
@@ -363,7 +366,24 @@ func (m *Manager) readmitLaidOut(ctx context.Context, key store.WindowKey, s Set
 			if err != nil {
 				return AppendResult{}, err
 			}
-			return AppendResult{}, notUnder(items, ref)
+			if !relaid && slices.ContainsFunc(items, func(it store.WindowItem) bool { return it.RefID == ref.ID }) {
+				// The ledger has them under the reference, the layout
+				// does not: content under it was forgotten or redacted
+				// since, so its run is another's now. Write the layout's
+				// references to the ledger, then look again.
+				relaid = true
+				if err := m.relay(ctx, key, s); err != nil && !errors.Is(err, errStale) {
+					return AppendResult{}, err
+				}
+				continue
+			}
+			// What is left of the reference's messages, evicted as one
+			// run under the reference that now stands for them: that one
+			// is re-admitted, so that the marker the agent holds still
+			// brings back all it can.
+			if from, to, id = lo.runOf(key, ref, items); from < 0 {
+				return AppendResult{}, notUnder(items, ref)
+			}
 		}
 		var (
 			st      Status
@@ -381,7 +401,7 @@ func (m *Manager) readmitLaidOut(ctx context.Context, key store.WindowKey, s Set
 			}
 			return m.layoutEvictions(key, s, lo, ws, &st)
 		}
-		w, evs, err := m.eng.Store().ReadmitWindow(ctx, key, ref.ID, evict)
+		w, evs, err := m.eng.Store().ReadmitWindow(ctx, key, id, evict)
 		m.settle(key, lo, w, touched, err)
 		if retry, err := m.retry(ctx, key, s, err, attempt); retry {
 			continue
@@ -394,6 +414,32 @@ func (m *Manager) readmitLaidOut(ctx context.Context, key store.WindowKey, s Set
 		}
 		return res, nil
 	}
+}
+
+// runOf returns the evicted or clipped run of the layout that holds
+// exactly the messages of ref's places the window still has, with its
+// reference, if the ledger (items, of those places) has them all under
+// it; else -1.
+func (lo *laidOut) runOf(key store.WindowKey, ref store.Reference, items []store.WindowItem) (from, to int, id string) {
+	byPos := func(it store.WindowItem, pos int) int { return cmp.Compare(it.Pos, pos) }
+	a, _ := slices.BinarySearchFunc(lo.items, ref.TurnFrom-1, byPos)
+	b, _ := slices.BinarySearchFunc(lo.items, ref.TurnTo, byPos)
+	if a >= b || len(items) != b-a {
+		return -1, -1, ""
+	}
+	for _, seg := range lo.layout.Segments() {
+		if seg.Kind == Kept || seg.From != a || seg.To != b {
+			continue
+		}
+		id := lo.refID(key, lo.layout.Messages(), a, b)
+		for _, it := range items {
+			if it.RefID != id {
+				return -1, -1, ""
+			}
+		}
+		return a, b, id
+	}
+	return -1, -1, ""
 }
 
 // refs reports the references evictions made, with the markers the

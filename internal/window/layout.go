@@ -762,6 +762,23 @@ func (l *Layout) Readmit(from, to int) error { return l.readmit(from, to, true) 
 // function of its ledger.
 func (l *Layout) readmitRecorded(from, to int) error { return l.readmit(from, to, false) }
 
+// readmitOver takes back, as readmitRecorded does, each evicted or
+// clipped run that holds some of msgs[from:to]: a re-admission of the
+// ledger whose run the layout evicts otherwise now (a message of the
+// window forgotten since joined or split its units). A run that cannot
+// fit stays evicted.
+func (l *Layout) readmitOver(from, to int) {
+	var runs [][2]int
+	for _, s := range l.segs {
+		if s.Kind != Kept && s.From < to && from < s.To {
+			runs = append(runs, [2]int{s.From, s.To})
+		}
+	}
+	for _, r := range runs {
+		_ = l.readmitRecorded(r[0], r[1])
+	}
+}
+
 func (l *Layout) readmit(from, to int, keepNewest bool) error {
 	// The counts of joined references are of spans this may split or
 	// restore: they are made again as joins need them.

@@ -898,7 +898,9 @@ var ErrNoRoom = errors.New("no room in the window")
 // changed, when they cannot fit so in the budget (ErrNoRoom). The reference stays: its markers
 // still expand, and if the run is evicted again alone it goes back under
 // it. The re-admission is kept in the window's ledger, so that the window
-// laid out again takes them back at the same point.
+// laid out again takes them back at the same point. A reference whose
+// run lost a message to a forget since brings back what
+// is left of it, under the reference that now stands for that.
 func (m *Manager) Readmit(ctx context.Context, refID string) (AppendResult, error) {
 	ref, err := m.eng.Store().Reference(ctx, refID)
 	if err != nil {

@@ -799,6 +799,168 @@ func TestManagerRelay(t *testing.T) {
 	consistent("after forgetting and an append")
 }
 
+// TestManagerReadmitAfterForget: an operator forgets a message the window
+// evicted, or one after messages it re-admitted. The marker the agent
+// holds still brings back what is left of its run, each message once, the
+// forgotten one never; what was re-admitted stays shown, once, in this
+// process and in one that lays the window out from its ledger; the
+// ledger's references are those the context shows, and every marker
+// expands.
+func TestManagerReadmitAfterForget(t *testing.T) {
+	ctx := context.Background()
+	setup := func(t *testing.T, turns int) (*engine.Engine, *window.Manager, func() *window.Manager, store.WindowKey) {
+		path := filepath.Join(t.TempDir(), "engram.db")
+		eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cat, err := tokens.NewCatalog()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := window.NewManager(eng, cat)
+		key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+		p := window.PolicyFor("claude")
+		p.MaxRefTokens = 1500 // several references
+		if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100, Policy: &p}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range turns {
+			if _, err := m.Append(ctx, key, exchange(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return eng, m, func() *window.Manager { return window.NewManager(eng, cat) }, key
+	}
+	// firstRef is the first marker of the context and the ledger's items
+	// under it.
+	firstRef := func(t *testing.T, eng *engine.Engine, m *window.Manager, key store.WindowKey) (string, []store.WindowItem) {
+		t.Helper()
+		for _, it := range contextOf(t, m, key) {
+			if it.RefID == "" {
+				continue
+			}
+			items, err := eng.Store().WindowItems(ctx, key, 0, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var under []store.WindowItem
+			for _, item := range items {
+				if item.RefID == it.RefID {
+					under = append(under, item)
+				}
+			}
+			return it.RefID, under
+		}
+		t.Fatal("the window evicted nothing")
+		return "", nil
+	}
+	forget := func(t *testing.T, eng *engine.Engine, it store.WindowItem) {
+		t.Helper()
+		if _, err := eng.Forget(ctx, engine.ForgetRequest{Entries: it.EntryIDs, Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// check: each place of want shown whole once, gone never, the
+	// ledger's references those of the context, every marker expands,
+	// none to the forgotten message.
+	check := func(t *testing.T, when string, eng *engine.Engine, m *window.Manager, key store.WindowKey, want []int, gone int) {
+		t.Helper()
+		shown := map[int]int{}
+		items := contextOf(t, m, key)
+		for _, it := range items {
+			switch {
+			case it.Message != nil:
+				shown[it.Pos]++
+			case it.RefID != "":
+				back, err := m.Expand(ctx, it.RefID)
+				if err != nil || len(back) == 0 {
+					t.Errorf("%s: marker %s: %d messages, %v", when, it.RefID, len(back), err)
+				}
+				for _, msg := range back {
+					if msg.Role == window.RoleUser && strings.HasPrefix(msg.Blocks[0].Text, "Step 1:") {
+						t.Errorf("%s: marker %s expands to the forgotten message", when, it.RefID)
+					}
+				}
+			}
+		}
+		for _, pos := range want {
+			if shown[pos] != 1 {
+				t.Errorf("%s: message %d shown %d times, want once", when, pos, shown[pos])
+			}
+		}
+		if shown[gone] != 0 {
+			t.Errorf("%s: the forgotten message %d is shown", when, gone)
+		}
+		ledger, err := eng.Store().WindowItems(ctx, key, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range ledger {
+			if it.Pos == gone {
+				t.Errorf("%s: the ledger keeps the forgotten message %d", when, gone)
+			}
+			if it.RefID == "" && shown[it.Pos] != 1 {
+				t.Errorf("%s: message %d is in the window in the ledger, shown %d times", when, it.Pos, shown[it.Pos])
+			}
+		}
+	}
+
+	t.Run("evicted", func(t *testing.T) {
+		eng, m, fresh, key := setup(t, 8)
+		ref, under := firstRef(t, eng, m, key)
+		// The prompt of the second turn under the reference.
+		victim := under[4]
+		if victim.Pos != 4 || len(under) < 6 {
+			t.Fatalf("reference %s holds %d messages from %d; the test wants turns 0 and 1 under it", ref, len(under), under[0].Pos)
+		}
+		forget(t, eng, victim)
+		res, err := m.Readmit(ctx, ref)
+		if err != nil {
+			t.Fatalf("readmit %s after forgetting message %d of it: %v", ref, victim.Pos, err)
+		}
+		var want []int
+		for _, it := range under {
+			if it.Pos != victim.Pos {
+				want = append(want, it.Pos)
+			}
+		}
+		if !slices.Equal(res.Positions, want) {
+			t.Errorf("readmitted %v, want %v", res.Positions, want)
+		}
+		check(t, "after the re-admission", eng, m, key, want, victim.Pos)
+		check(t, "laid out again", eng, fresh(), key, want, victim.Pos)
+		if _, err := m.Append(ctx, key, exchange(8)); err != nil {
+			t.Fatal(err)
+		}
+		check(t, "after an append", eng, fresh(), key, nil, victim.Pos)
+	})
+
+	t.Run("readmitted", func(t *testing.T) {
+		eng, m, fresh, key := setup(t, 6)
+		ref, under := firstRef(t, eng, m, key)
+		res, err := m.Readmit(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The prompt of the turn after those re-admitted, evicted: its
+		// turn's messages join the unit before, and the window's runs
+		// change.
+		victim := under[len(under)-1].Pos + 1
+		items, err := eng.Store().WindowItems(ctx, key, victim, victim+1)
+		if err != nil || len(items) != 1 || items[0].RefID == "" {
+			t.Fatalf("message %d: %+v, %v; the test wants it evicted", victim, items, err)
+		}
+		forget(t, eng, items[0])
+		check(t, "after forgetting", eng, m, key, res.Positions, victim)
+		check(t, "laid out again", eng, fresh(), key, res.Positions, victim)
+		if _, err := m.Append(ctx, key, exchange(6)); err != nil {
+			t.Fatal(err)
+		}
+		check(t, "after an append", eng, m, key, nil, victim)
+	})
+}
+
 // TestManagerForgottenWindow: a window whose session another process
 // forgets and opens again starts its versions over; a Manager's cached
 // layout of the old window is never shown for the new one, even when the
