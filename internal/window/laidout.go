@@ -121,6 +121,7 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 	if err != nil {
 		return nil, err
 	}
+	msgs = unpaired(msgs)
 	lo = &laidOut{items: items, version: w.Version, created: w.CreatedAt, markers: map[string]string{}}
 	if lo.layout, err = m.newLayout(key, s, lo); err != nil {
 		return nil, err
@@ -152,6 +153,66 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 	m.keepLayout(key, lo)
 	m.mu.Unlock()
 	return lo, nil
+}
+
+// forgottenPair stands in a message that held only tool calls or
+// results whose other half was forgotten.
+const forgottenPair = "[a tool call or its result here was forgotten]"
+
+// unpaired returns the ledger's messages as a window lays them out: less
+// the tool calls and results whose other half is gone. An operator's
+// forget takes a message out of the ledger whole (a call, with the text
+// beside it, or a result); a result left without its call, or a call left
+// unanswered when the conversation went on past it, is one no layout (nor
+// model) takes, and the window could not be laid out at all. A message
+// left with no block says so in a text block (a tool message becomes the
+// user's); its size stays the ledger's. msgs is not changed.
+func unpaired(msgs []Message) []Message {
+	answered := map[string]bool{}
+	for i := range msgs {
+		for _, id := range msgs[i].Results() {
+			answered[id] = true
+		}
+	}
+	// lastOther is the last message that is not results only: a call
+	// after it waits for its results, as an append leaves it.
+	lastOther := -1
+	for i := range msgs {
+		if len(msgs[i].Results()) == 0 {
+			lastOther = i
+		}
+	}
+	out := msgs
+	called := map[string]bool{}
+	for i := range msgs {
+		m := msgs[i]
+		gone := func(b Block) bool {
+			switch b.Type {
+			case BlockToolResult:
+				return !called[b.ToolUseID]
+			case BlockToolUse:
+				return !answered[b.ID] && i < lastOther
+			}
+			return false
+		}
+		if slices.ContainsFunc(m.Blocks, gone) {
+			if len(out) > 0 && &out[0] == &msgs[0] {
+				out = slices.Clone(msgs)
+			}
+			m.Blocks = slices.DeleteFunc(slices.Clone(m.Blocks), gone)
+			if len(m.Blocks) == 0 {
+				m.Blocks = []Block{{Type: BlockText, Text: forgottenPair}}
+				if m.Role == RoleTool {
+					m.Role = RoleUser
+				}
+			}
+			out[i] = m
+		}
+		for _, id := range m.Calls() {
+			called[id] = true
+		}
+	}
+	return out
 }
 
 // newLayout makes the empty Layout of a window, naming references as the

@@ -961,6 +961,94 @@ func TestManagerReadmitAfterForget(t *testing.T) {
 	})
 }
 
+// TestManagerForgetToolPair: an operator forgets a message that makes a
+// tool call (its text beside it goes too), or one that holds a result.
+// The window is still laid out, in this Manager and a new one, without
+// the half left behind: no result without its call, no call unanswered
+// with the conversation gone on; appends go on, and the rest is shown.
+func TestManagerForgetToolPair(t *testing.T) {
+	ctx := context.Background()
+	for _, victim := range []int{1, 2} {
+		t.Run(fmt.Sprint("message ", victim), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "engram.db")
+			eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cat, err := tokens.NewCatalog()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := window.NewManager(eng, cat)
+			key := store.WindowKey{SessionID: "s", AgentID: "claude"}
+			if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 200_000}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if _, err := m.Append(ctx, key, exchange(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			items, err := eng.Store().WindowItems(ctx, key, victim, victim+1)
+			if err != nil || len(items) != 1 {
+				t.Fatalf("message %d: %+v, %v", victim, items, err)
+			}
+			if _, err := eng.Forget(ctx, engine.ForgetRequest{Entries: items[0].EntryIDs, Actor: "test"}); err != nil {
+				t.Fatal(err)
+			}
+			paired := func(when string, m *window.Manager) {
+				t.Helper()
+				got, err := m.Context(ctx, key)
+				if err != nil {
+					t.Fatalf("%s: the window's context: %v", when, err)
+				}
+				calls, results := map[string]bool{}, map[string]bool{}
+				shown := map[int]bool{}
+				for _, it := range got {
+					if it.Message == nil {
+						continue
+					}
+					shown[it.Pos] = true
+					for _, id := range it.Message.Results() {
+						if !calls[id] {
+							t.Errorf("%s: message %d: a result for call %s, which the window does not show", when, it.Pos, id)
+						}
+						results[id] = true
+					}
+					for _, id := range it.Message.Calls() {
+						calls[id] = true
+					}
+				}
+				for id := range calls {
+					if !results[id] {
+						t.Errorf("%s: call %s is shown without its result", when, id)
+					}
+				}
+				// (The text beside a call is one entry in every turn:
+				// forgotten, it takes each of their calls from the ledger.)
+				ledger, err := eng.Store().WindowItems(ctx, key, 0, -1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, it := range ledger {
+					if it.Pos == victim || !shown[it.Pos] {
+						t.Errorf("%s: message %d of the ledger is not shown, or is the forgotten one", when, it.Pos)
+					}
+				}
+				if len(ledger) < 9 {
+					t.Errorf("%s: the ledger holds %d messages", when, len(ledger))
+				}
+			}
+			paired("after the forget", m)
+			if _, err := m.Append(ctx, key, exchange(3)); err != nil {
+				t.Fatalf("append after the forget: %v", err)
+			}
+			paired("after an append", m)
+			paired("laid out again", window.NewManager(eng, cat))
+		})
+	}
+}
+
 // TestManagerForgottenWindow: a window whose session another process
 // forgets and opens again starts its versions over; a Manager's cached
 // layout of the old window is never shown for the new one, even when the
