@@ -249,3 +249,55 @@ func checkRolloutStored(t *testing.T, st store.Store, path string) {
 		t.Errorf("checked %d prompts, %d calls, %d outputs and %d contexts; want 2, 4, 4 and 4+", prompts, calls, outputs, contexts)
 	}
 }
+
+// TestCodex_MCPPrintConfig runs the real Codex CLI with what engram mcp
+// --print-config codex prints appended to its config.toml, as is, and no
+// flag that approves tools: the model calls engram's record tool, which
+// is not read-only, and codex exec, which cannot ask, must run it; the
+// server must find the store ENGRAM_DATA_DIR names in Codex's
+// environment, which Codex gives an MCP server only when the snippet
+// names it.
+func TestCodex_MCPPrintConfig(t *testing.T) {
+	srv := modelserver.Start(modelserver.Options{})
+	defer srv.Close()
+	cx := modelserver.NewCodex(t, srv)
+	dataDir := t.TempDir()
+	// The snippet runs engram from PATH: the test's binary.
+	path := "PATH=" + filepath.Dir(binary(t)) + string(filepath.ListSeparator) + os.Getenv("PATH")
+	cx.Env = append(withoutVar(cx.Env, "PATH"), path, "ENGRAM_DATA_DIR="+dataDir)
+	snippet := engramCLI(t, cx.Env, cx.Dir, "mcp", "--print-config", "codex")
+	config := filepath.Join(cx.CodexHome, "config.toml")
+	b, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, append(b, "\n"+snippet...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	const note = "the printed configuration records"
+	srv.Add(
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			call := modelserver.ToolUse("record", map[string]any{"type": "note", "content": note})
+			call.Namespace = "mcp__engram"
+			return modelserver.Response{Content: []modelserver.Block{call}}, nil
+		},
+		func(r *modelserver.Request) (modelserver.Response, error) {
+			if got, err := lastOutput(r); err != nil || !strings.Contains(got, `"new":true`) {
+				return modelserver.Response{}, fmt.Errorf("engram's record tool answered %q (%v)", got, err)
+			}
+			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("Noted.")}}, nil
+		},
+	)
+	res := cx.Exec(t, "Note that it works.")
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if res.Message != "Noted." {
+		t.Errorf("Codex's answer: %q", res.Message)
+	}
+	st := openDataStore(t, dataDir)
+	if occ, err := st.Occurrences(t.Context(), store.ID([]byte(note))); err != nil || len(occ) != 1 {
+		t.Errorf("the note in the store under ENGRAM_DATA_DIR: %+v, %v", occ, err)
+	}
+}

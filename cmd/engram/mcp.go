@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/internal/harness"
 	"github.com/engramhq/engram/internal/hook"
 	"github.com/engramhq/engram/internal/httpapi"
 	"github.com/engramhq/engram/internal/mcpserver"
@@ -132,9 +133,11 @@ func (a *app) printMCPConfig(client, httpURL, tokenEnv string) error {
 		return writeJSON(a.stdout, map[string]any{"mcpServers": map[string]any{"engram": map[string]any{
 			"command": bin, "args": args}}})
 	default:
-		// Codex's ~/.codex/config.toml.
+		// Codex's ~/.codex/config.toml, with what engram hooks install
+		// codex writes besides the command: the variables that name
+		// engram's store, and the approval of its tools.
 		q, _ := json.Marshal(args)
-		fmt.Fprintf(a.stdout, "[mcp_servers.engram]\ncommand = %q\nargs = %s\n", bin, q)
+		fmt.Fprintf(a.stdout, "[mcp_servers.engram]\ncommand = %q\nargs = %s\n%s%s", bin, q, harness.CodexEnvVars, harness.CodexApproval)
 		return nil
 	}
 }
@@ -177,7 +180,7 @@ func (a *app) printHTTPConfig(client, url, tokenEnv string) error {
 			env = "ENGRAM_TOKEN"
 			fmt.Fprintln(a.stderr, "Codex reads the token from a variable: export ENGRAM_TOKEN=$(engram token) before starting it")
 		}
-		fmt.Fprintf(a.stdout, "[mcp_servers.engram]\nurl = %q\nbearer_token_env_var = %q\n", url, env)
+		fmt.Fprintf(a.stdout, "[mcp_servers.engram]\nurl = %q\nbearer_token_env_var = %q\n%s", url, env, harness.CodexApproval)
 		return nil
 	}
 }

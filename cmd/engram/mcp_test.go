@@ -115,7 +115,11 @@ func TestMCP_PrintConfig(t *testing.T) {
 	if err := jsonUnmarshal(out, &claude); err != nil || code != 0 || claude.MCPServers["engram"].Command != filepath.Join(bin, "engram") || errOut != "" {
 		t.Errorf("installed engram: exit %d, %+v, %q", code, claude, errOut)
 	}
-	if out := e.ok("", "mcp", "--print-config", "codex"); !strings.HasPrefix(out, "[mcp_servers.engram]\ncommand = ") {
+	// Codex's snippet approves engram's tools, which codex exec cannot ask about,
+	// and passes the server the variables that name engram's store
+	// (TestCodex_MCPPrintConfig runs it).
+	if out := e.ok("", "mcp", "--print-config", "codex"); !strings.HasPrefix(out, "[mcp_servers.engram]\ncommand = ") ||
+		!strings.Contains(out, "\ndefault_tools_approval_mode = \"approve\"\n") || !strings.Contains(out, "\nenv_vars = [\"ENGRAM_DATA_DIR\", ") {
 		t.Errorf("codex config: %q", out)
 	}
 	if out := e.ok("", "mcp", "--print-config", "cursor"); !strings.Contains(out, `"mcpServers"`) {
@@ -141,7 +145,8 @@ func TestMCP_PrintConfig(t *testing.T) {
 	if strings.Contains(out, tok) || !strings.Contains(out, "Bearer ${ENGRAM_TOKEN}") {
 		t.Errorf("--token-env config: %s", out)
 	}
-	if out := e.ok("", "mcp", "--print-config", "codex", "--http", "http://127.0.0.1:7411"); !strings.Contains(out, `bearer_token_env_var = "ENGRAM_TOKEN"`) || strings.Contains(out, tok) {
+	if out := e.ok("", "mcp", "--print-config", "codex", "--http", "http://127.0.0.1:7411"); !strings.Contains(out, `bearer_token_env_var = "ENGRAM_TOKEN"`) ||
+		!strings.Contains(out, "\ndefault_tools_approval_mode = \"approve\"\n") || strings.Contains(out, tok) {
 		t.Errorf("codex http config: %s", out)
 	}
 	if code, _, _ := e.run("", "mcp", "--print-config", "claude-code", "--http", "127.0.0.1:7411"); code != 2 {

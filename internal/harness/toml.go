@@ -30,13 +30,20 @@ func (o Options) tomlBlock(bin string) string {
 }
 
 // codexServerSettings follow the server's command in engram's block.
-// Codex gives an MCP server only a few variables of its own environment
-// (HOME, PATH, ...): engram's name where its store and configuration are,
-// as the hooks see them. And Codex asks before it calls a tool that is not
+const codexServerSettings = CodexEnvVars + CodexApproval
+
+// CodexEnvVars is the line of a Codex MCP server's table that passes the
+// server engram's variables. Codex gives an MCP server it starts only a
+// few variables of its own environment (HOME, PATH, ...): engram's name
+// where its store and configuration are, as the hooks see them.
+const CodexEnvVars = `env_vars = ["ENGRAM_DATA_DIR", "ENGRAM_CONFIG", "ENGRAM_STORE", "ENGRAM_LOG_LEVEL"]
+`
+
+// CodexApproval is the line of a Codex MCP server's table that approves
+// engram's tools. Codex asks before it calls a tool that is not
 // read-only, which `codex exec` cannot ask, so it refused every record_*
 // tool: engram's tools write to engram's store alone.
-const codexServerSettings = `env_vars = ["ENGRAM_DATA_DIR", "ENGRAM_CONFIG", "ENGRAM_STORE", "ENGRAM_LOG_LEVEL"]
-default_tools_approval_mode = "approve"
+const CodexApproval = `default_tools_approval_mode = "approve"
 `
 
 // tomlString quotes s as a TOML basic string.
