@@ -61,6 +61,10 @@
 //     arrived of the answer is stored, marked partial, as is an answer
 //     that did not reach its end (an error event, a failed or incomplete
 //     response, a stream without its end event).
+//   - Refusals. What engram refuses (no token, a web page, a body over
+//     MaxBody) is answered in the error shape of the API the client
+//     speaks and with X-Should-Retry: false, so that the harness shows
+//     engram's message and does not send the same request again.
 package proxy
 
 import (
@@ -379,11 +383,21 @@ func loopbackName(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// fail answers with an error of engram's own, in the shape of the
-// caller's vendor, said to come from engram.
+// fail answers with an error of engram's own, in the shape of the API
+// the caller speaks (Anthropic's error event, or OpenAI's error object),
+// whose message the harnesses show, said to come from engram. A refusal
+// (a 4xx: no token, a web page, a body over the limit or unreadable)
+// carries X-Should-Retry: false, which the vendors' SDKs and Claude Code
+// obey before their own rules (Claude Code retries a 401 up to ten
+// times): the same request would be refused again. Codex 0.171 does not
+// read it. An upstream that did not answer (a 5xx) may answer next time,
+// and the client's own rules decide.
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, status int, typ, msg string) {
 	msg = "engram proxy: " + msg
 	w.Header().Set("Content-Type", "application/json")
+	if status < 500 {
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	w.WriteHeader(status)
 	if r.Header.Get("X-Api-Key") != "" || r.Header.Get("Anthropic-Version") != "" {
 		_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})

@@ -197,27 +197,68 @@ func TestProxy_Conversation(t *testing.T) {
 	}
 }
 
+// TestProxy_Refusals: what the proxy refuses (no token, a web page, a
+// body over its limit) is answered in the error shape of the API the
+// client speaks, Anthropic's Messages or OpenAI's, so that the harness
+// shows the message, and with X-Should-Retry: false, which the vendors'
+// SDKs and Claude Code obey: the same request would be refused again.
 func TestProxy_Refusals(t *testing.T) {
 	f := newFixture(t, proxy.Options{Token: "tok", MaxBody: 1 << 10})
 	body := `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
+	big := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
+	openai := map[string]string{"X-Api-Key": "", "Anthropic-Version": ""}
+	with := func(h map[string]string, kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range h {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
 	for _, tc := range []struct {
-		name   string
-		body   string
-		header map[string]string
-		status int
-		want   string
+		name, path string
+		body       string
+		header     map[string]string
+		status     int
+		want       string
+		openai     bool
 	}{
-		{"no token", body, nil, http.StatusUnauthorized, "X-Engram-Token"},
-		{"wrong token", body, map[string]string{"X-Engram-Token": "nope"}, http.StatusUnauthorized, "X-Engram-Token"},
-		{"a web page", body, map[string]string{"X-Engram-Token": "tok", "Origin": "https://evil.example"}, http.StatusForbidden, "web pages"},
-		{"oversize", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`,
-			map[string]string{"X-Engram-Token": "tok"}, http.StatusRequestEntityTooLarge, "over the proxy's limit"},
+		{"no token", "/v1/messages", body, nil, http.StatusUnauthorized, "X-Engram-Token", false},
+		{"wrong token", "/v1/messages", body, map[string]string{"X-Engram-Token": "nope"}, http.StatusUnauthorized, "X-Engram-Token", false},
+		{"a web page", "/v1/messages", body, map[string]string{"X-Engram-Token": "tok", "Origin": "https://evil.example"}, http.StatusForbidden, "web pages", false},
+		{"oversize", "/v1/messages", big, map[string]string{"X-Engram-Token": "tok"}, http.StatusRequestEntityTooLarge, "over the proxy's limit", false},
+		{"responses without a token", "/v1/responses", `{"model":"m","input":"hi"}`, openai, http.StatusUnauthorized, "X-Engram-Token", true},
+		{"responses oversize", "/v1/responses", big, with(openai, "X-Engram-Token", "tok"), http.StatusRequestEntityTooLarge, "over the proxy's limit", true},
+		{"chat from a web page", "/v1/chat/completions", body, with(openai, "X-Engram-Token", "tok", "Origin", "https://evil.example"), http.StatusForbidden, "web pages", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := f.post(t, tc.body, tc.header)
+			h := map[string]string{"X-Api-Key": "sk-ant-test", "Anthropic-Version": "2023-06-01", "Authorization": ""}
+			for k, v := range tc.header {
+				h[k] = v
+			}
+			resp := f.postTo(t, tc.path, tc.body, h)
 			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.want) || !strings.Contains(string(b), `"type":"error"`) {
-				t.Errorf("%d %s; want %d saying %q in Anthropic's error shape", resp.StatusCode, b, tc.status, tc.want)
+			var e struct {
+				Type  string `json:"type"`
+				Error struct {
+					Type    string `json:"type"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != tc.status || !strings.Contains(e.Error.Message, tc.want) ||
+				!strings.HasPrefix(e.Error.Message, "engram proxy: ") || e.Error.Type == "" {
+				t.Errorf("%d %s (%v); want %d saying %q", resp.StatusCode, b, err, tc.status, tc.want)
+			}
+			if tc.openai && (e.Type != "" || !strings.Contains(string(b), `"code":null`)) {
+				t.Errorf("%s; want OpenAI's error shape", b)
+			}
+			if !tc.openai && e.Type != "error" {
+				t.Errorf("%s; want Anthropic's error shape", b)
+			}
+			if got := resp.Header.Get("X-Should-Retry"); got != "false" {
+				t.Errorf("X-Should-Retry: %q, want false", got)
 			}
 		})
 	}
@@ -254,6 +295,10 @@ func TestProxy_UpstreamTimeout(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), "did not answer") {
 		t.Errorf("%d %s; want 504", resp.StatusCode, b)
+	}
+	// Not a refusal: the same request may be answered next time.
+	if got := resp.Header.Get("X-Should-Retry"); got != "" {
+		t.Errorf("X-Should-Retry: %q on a timeout, want none", got)
 	}
 	select {
 	case <-cancelled:
