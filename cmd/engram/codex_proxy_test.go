@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,19 +24,7 @@ func TestCodex_Proxy(t *testing.T) {
 	dataDir := t.TempDir()
 	env := append(cx.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
 	url := startProxyWith(t, env, srv.URL(), []string{"--openai", srv.URL(), "--window", "24000"})
-	config := filepath.Join(cx.CodexHome, "config.toml")
-	b, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	toml := strings.Replace(string(b), `base_url = "`+srv.URL()+`/v1"`,
-		`base_url = "`+url+`/v1"`+"\n"+`http_headers = { "X-Engram-Token" = "proxy-test-token" }`, 1)
-	if toml == string(b) {
-		t.Fatalf("no base_url to point at the proxy in\n%s", b)
-	}
-	if err := os.WriteFile(config, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pointCodexAt(t, cx, srv.URL(), url, `http_headers = { "X-Engram-Token" = "proxy-test-token" }`)
 
 	const commands = 8
 	var steps []modelserver.Step

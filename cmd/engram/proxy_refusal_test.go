@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,5 +58,67 @@ func TestClaudeCode_ProxyRefusal(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 0 {
 		t.Errorf("%d requests reached the model", n)
+	}
+}
+
+// TestCodex_ProxyRefusal runs the real Codex CLI through engram proxy
+// with a wrong engram token: the proxy refuses its request in OpenAI's
+// error shape, which Codex reads, and Codex fails the turn with the
+// proxy's message.
+func TestCodex_ProxyRefusal(t *testing.T) {
+	srv := modelserver.Start(modelserver.Options{})
+	defer srv.Close()
+	cx := modelserver.NewCodex(t, srv)
+	const token = "proxy-refusal-token"
+	env := []string{"HOME=" + cx.Home, "ENGRAM_DATA_DIR=" + t.TempDir(), "ENGRAM_TOKEN=" + token}
+	url := startProxyArgs(t, env, srv.URL(), "--openai", srv.URL())
+	// Codex's retries are off, as the test's configuration has them:
+	// Codex 0.171 retries a 401 five times whatever X-Should-Retry says.
+	pointCodexAt(t, cx, srv.URL(), url, `http_headers = { "X-Engram-Token" = "not-the-token" }`)
+	out, err := cx.Run(t, "exec", "--json", "Say hello.")
+	if err == nil {
+		t.Errorf("codex succeeded through a proxy that refuses it: %s", out)
+	}
+	var failed string
+	for _, line := range strings.Split(out, "\n") {
+		var ev struct {
+			Type  string `json:"type"`
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "turn.failed" {
+			failed = ev.Error.Message
+		}
+	}
+	// Codex reads the message out of the error's JSON; a body it cannot
+	// read it shows whole.
+	if !strings.Contains(failed, "engram's proxy needs its token in X-Engram-Token") || strings.Contains(failed, `{"`) {
+		t.Errorf("codex's failed turn does not show the proxy's refusal: %q\n%s\n%v", failed, out, err)
+	}
+	if n := refusedByProxy(t, url, token, "token"); n != 1 {
+		t.Errorf("the proxy refused %d requests; want 1, with no retry", n)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Errorf("%d requests reached the model", n)
+	}
+}
+
+// pointCodexAt points the provider of cx's config.toml at proxy instead
+// of the model server at model, with the provider's lines more after
+// its base URL.
+func pointCodexAt(t *testing.T, cx *modelserver.Codex, model, proxy, more string) {
+	t.Helper()
+	config := filepath.Join(cx.CodexHome, "config.toml")
+	b, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toml := strings.Replace(string(b), `base_url = "`+model+`/v1"`, `base_url = "`+proxy+`/v1"`+"\n"+more, 1)
+	if toml == string(b) {
+		t.Fatalf("no base_url to point at the proxy in\n%s", b)
+	}
+	if err := os.WriteFile(config, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

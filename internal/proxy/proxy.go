@@ -267,10 +267,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, http.StatusBadRequest, "invalid_request_error", "cannot read the request body: "+err.Error())
 		return
 	}
-	anthropic := r.Header.Get("X-Api-Key") != "" || r.Header.Get("Anthropic-Version") != "" ||
-		strings.HasPrefix(r.URL.Path, "/v1/messages")
 	base := p.opts.OpenAI
-	if anthropic {
+	if anthropicRequest(r) {
 		base = p.opts.Anthropic
 	}
 	proto, store := routeOf(r)
@@ -383,6 +381,13 @@ func loopbackName(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// anthropicRequest reports whether r speaks Anthropic's API: its
+// headers, or the Messages API's path.
+func anthropicRequest(r *http.Request) bool {
+	return r.Header.Get("X-Api-Key") != "" || r.Header.Get("Anthropic-Version") != "" ||
+		strings.HasPrefix(r.URL.Path, "/v1/messages")
+}
+
 // fail answers with an error of engram's own, in the shape of the API
 // the caller speaks (Anthropic's error event, or OpenAI's error object),
 // whose message the harnesses show, said to come from engram. A refusal
@@ -399,7 +404,7 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, status int, typ, ms
 		w.Header().Set("X-Should-Retry", "false")
 	}
 	w.WriteHeader(status)
-	if r.Header.Get("X-Api-Key") != "" || r.Header.Get("Anthropic-Version") != "" {
+	if anthropicRequest(r) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
 		return
 	}

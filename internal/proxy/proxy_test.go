@@ -229,6 +229,8 @@ func TestProxy_Refusals(t *testing.T) {
 		{"wrong token", "/v1/messages", body, map[string]string{"X-Engram-Token": "nope"}, http.StatusUnauthorized, "X-Engram-Token", false},
 		{"a web page", "/v1/messages", body, map[string]string{"X-Engram-Token": "tok", "Origin": "https://evil.example"}, http.StatusForbidden, "web pages", false},
 		{"oversize", "/v1/messages", big, map[string]string{"X-Engram-Token": "tok"}, http.StatusRequestEntityTooLarge, "over the proxy's limit", false},
+		// The Messages API by its path, with a bearer token only.
+		{"messages with a bearer", "/v1/messages", body, with(openai, "X-Engram-Token", "nope"), http.StatusUnauthorized, "X-Engram-Token", false},
 		{"responses without a token", "/v1/responses", `{"model":"m","input":"hi"}`, openai, http.StatusUnauthorized, "X-Engram-Token", true},
 		{"responses oversize", "/v1/responses", big, with(openai, "X-Engram-Token", "tok"), http.StatusRequestEntityTooLarge, "over the proxy's limit", true},
 		{"chat from a web page", "/v1/chat/completions", body, with(openai, "X-Engram-Token", "tok", "Origin", "https://evil.example"), http.StatusForbidden, "web pages", true},
