@@ -279,3 +279,113 @@ func testNodeAnthropicMessages(t *testing.T, proxied bool) {
 		t.Errorf("Err() = %v; want the one refusal the script asked for", err)
 	}
 }
+
+// TestNode_OpenAIResponses runs the official openai client through
+// function call round trips against the Responses API, the one Codex
+// speaks, streaming and not, straight and through engram's proxy.
+func TestNode_OpenAIResponses(t *testing.T) {
+	t.Run("direct", func(t *testing.T) { testNodeOpenAIResponses(t, false) })
+	t.Run("proxy", func(t *testing.T) { testNodeOpenAIResponses(t, true) })
+}
+
+func testNodeOpenAIResponses(t *testing.T, proxied bool) {
+	readNotes := ToolUse("read_file", map[string]any{"path": "notes.txt"})
+	answer := answerSecret(func(r *Request) (string, bool) {
+		it, ok := r.Responses.LastOutput()
+		if !ok {
+			return "", false
+		}
+		if _, ok := r.Responses.FunctionOutput(it.CallID); !ok {
+			return "", false
+		}
+		return it.OutputText(), true
+	})
+	srv := Start(Options{Main: []Step{
+		Reply(readNotes), answer, // JSON
+		Reply(Text("Let me read it."), readNotes), answer, // the raw stream
+		Reply(Text("Reading."), readNotes), answer, // the stream helper
+	}})
+	defer srv.Close()
+
+	type call struct{ Type, Name, Arguments, CallID string }
+	type usage struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	}
+	var out struct {
+		JSON struct {
+			Object, Answer string
+			Status         []string
+			Call           call
+			Usage          usage
+		}
+		Stream struct {
+			First struct {
+				Call                             call
+				Args, Text, Status, Begins, Ends string
+				Events                           int
+			}
+			Second struct {
+				Text, Answer, Status, Ends string
+				Usage                      *usage
+			}
+		}
+		Helper struct {
+			Call   call
+			Answer string
+			Pieces int
+			Usage  usage
+		}
+		Refusal struct {
+			Name, Type, Param, Message string
+			Status                     int
+		}
+	}
+	runNodeClient(t, srv, proxied, "ENGRAM_TEST_NODE_OPENAI", "openai", "openai_responses.mjs", &out)
+
+	args := `{"path":"notes.txt"}`
+	isCall := func(c call) bool {
+		return strings.HasPrefix(c.CallID, "call_mdl") && c.Type == "function_call" && c.Name == "read_file" && c.Arguments == args
+	}
+	j := out.JSON
+	if j.Object != "response" || !cmp.Equal(j.Status, []string{"completed", "completed"}) || !isCall(j.Call) ||
+		j.Answer != "The secret word is PAPAYA." || j.Usage.InputTokens < 20 || j.Usage.TotalTokens != j.Usage.InputTokens+j.Usage.OutputTokens {
+		t.Errorf("without streaming: %+v", j)
+	}
+	s := out.Stream
+	if !isCall(s.First.Call) || s.First.Args != args || s.First.Text != "Let me read it." || s.First.Status != "completed" ||
+		s.First.Begins != "response.created" || s.First.Ends != "response.completed" || s.First.Events < 8 ||
+		s.Second.Text != "The secret word is PAPAYA." || s.Second.Answer != s.Second.Text || s.Second.Status != "completed" ||
+		s.Second.Ends != "response.completed" || s.Second.Usage == nil || s.Second.Usage.InputTokens < 20 {
+		t.Errorf("the raw stream: %+v", s)
+	}
+	h := out.Helper
+	if !isCall(h.Call) || h.Answer != "The secret word is PAPAYA." || h.Pieces < 2 || h.Usage.TotalTokens == 0 {
+		t.Errorf("the stream helper: %+v", h)
+	}
+	r := out.Refusal
+	if r.Name != "BadRequestError" || r.Status != http.StatusBadRequest || r.Type != "invalid_request_error" || r.Param != "input" ||
+		!strings.Contains(r.Message, "No tool call found for function call output with call_id call_orphan") {
+		t.Errorf("refusal: %+v", r)
+	}
+
+	if srv.Remaining() != 0 {
+		t.Errorf("%d steps left", srv.Remaining())
+	}
+	reqs := srv.Requests()
+	var streamed []bool
+	for _, r := range reqs[:len(reqs)-1] {
+		if r.Status != http.StatusOK || r.Responses == nil || !r.Responses.HasTool("read_file") {
+			t.Errorf("request %d: status %d %s", r.Seq, r.Status, r.Error)
+			continue
+		}
+		streamed = append(streamed, r.Responses.Stream)
+	}
+	if diff := cmp.Diff([]bool{false, false, true, true, true, true}, streamed); diff != "" {
+		t.Errorf("streamed, by request (-want +got):\n%s", diff)
+	}
+	if err := srv.Err(); err == nil || strings.Count(err.Error(), "\n") != 0 || !strings.Contains(err.Error(), "call_orphan") {
+		t.Errorf("Err() = %v; want the one refusal the script asked for", err)
+	}
+}
