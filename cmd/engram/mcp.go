@@ -196,7 +196,7 @@ func (a *app) engramCommand() string {
 	}
 	fmt.Fprintln(a.stderr, "note: engram is not installed, and this configuration starts the command engram, which the client must find on its PATH:\n"+
 		"  go install ./cmd/engram    (from the repository; installs into $(go env GOPATH)/bin, which must be on PATH)\n"+
-		"  or: make build && cp bin/engram ~/.local/bin/")
+		"  or: make build && mkdir -p ~/.local/bin && cp bin/engram ~/.local/bin/")
 	return "engram"
 }
 

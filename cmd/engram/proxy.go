@@ -60,6 +60,7 @@ when set, else the token file, read when used):
                  claude --mcp-config "$ENGRAM_MCP_CONFIG"
   codex        a config.toml: a model provider "engram" (Responses API,
                the token from $ENGRAM_TOKEN) and the MCP server, as a profile
+                 mkdir -p ~/.codex
                  engram proxy --print-config codex > ~/.codex/engram.config.toml
                  export ENGRAM_TOKEN="$(engram token)"; codex --profile engram
 

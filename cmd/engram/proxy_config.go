@@ -85,7 +85,7 @@ ENGRAM_MCP_CONFIG=%[6]s
 	}
 	fmt.Fprintf(a.stdout, `# Codex through engram proxy at %[1]s, with engram's MCP server: a profile (Codex 0.134 or later).
 # With the proxy running for the project Codex works in (the server reads what the proxy stores):
-#   %[2]s > "${CODEX_HOME:-$HOME/.codex}/engram.config.toml"
+#   mkdir -p "${CODEX_HOME:-$HOME/.codex}" && %[2]s > "${CODEX_HOME:-$HOME/.codex}/engram.config.toml"
 %[3]s#   codex --profile engram
 # Or add it to ~/.codex/config.toml (not a project's: Codex ignores model_provider there),
 # model_provider above the file's first [table]. Codex sends its key from $OPENAI_API_KEY as

@@ -125,6 +125,25 @@ func TestProxy_PrintConfigCodex(t *testing.T) {
 		p.Name == "" || !cmp.Equal(p.EnvHTTPHeaders, map[string]string{"X-Engram-Token": "ENGRAM_TOKEN"}) {
 		t.Errorf("the provider: model_provider %q, %+v", got.ModelProvider, p)
 	}
+	// The hint's line that saves the profile works in a home without
+	// ~/.codex yet, and saves what was printed.
+	var save string
+	for _, line := range strings.Split(out, "\n") {
+		if s, ok := strings.CutPrefix(line, "#   "); ok && strings.Contains(s, "> ") && strings.HasSuffix(s, `/engram.config.toml"`) {
+			save = s
+		}
+	}
+	if !strings.HasPrefix(save, "mkdir -p ") {
+		t.Errorf("the hint's line that saves the profile: %q; want it to make the directory first", save)
+	}
+	cmd := exec.Command("bash", "-e", "-c", save)
+	cmd.Env = []string{"HOME=" + e.vars["HOME"], "ENGRAM_DATA_DIR=" + e.vars["ENGRAM_DATA_DIR"], "ENGRAM_PROJECT=" + e.project,
+		"PATH=" + filepath.Dir(binary(t)) + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s: %v: %s", save, err, msg)
+	} else if saved, err := os.ReadFile(filepath.Join(e.vars["HOME"], ".codex", "engram.config.toml")); err != nil || string(saved) != out {
+		t.Errorf("%s saved %v:\n%s\nwant\n%s", save, err, saved, out)
+	}
 	e.ok("", "hooks", "install", "codex", "--user")
 	var installed codexConfig
 	if _, err := toml.DecodeFile(filepath.Join(e.vars["HOME"], ".codex", "config.toml"), &installed); err != nil {
