@@ -44,9 +44,12 @@ session.
 
 --print-config claude-code|codex|cursor prints the snippet that registers
 engram with that client (claude is an alias of claude-code): a stdio server
-the client starts. With --http URL, the snippet names the MCP endpoint of a
-running engram serve instead, with the server's token (engram token), or
-with --token-env VAR a reference to the variable that holds it.`,
+the client starts. Codex's also approves engram's tools, which codex exec
+cannot ask about, and passes engram's variables (ENGRAM_DATA_DIR, ...) to
+the server, as engram hooks install codex does. With --http URL, the
+snippet names the MCP endpoint of a running engram serve instead, with the
+server's token (engram token), or with --token-env VAR a reference to the
+variable that holds it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if printConfig != "" {
