@@ -283,7 +283,7 @@ func TestCodex_MCPPrintConfig(t *testing.T) {
 			return modelserver.Response{Content: []modelserver.Block{call}}, nil
 		},
 		func(r *modelserver.Request) (modelserver.Response, error) {
-			if got, err := lastOutput(r); err != nil || !strings.Contains(got, `"new":true`) {
+			if got, err := lastOutput(r); err != nil || !recordedNew.MatchString(got) {
 				return modelserver.Response{}, fmt.Errorf("engram's record tool answered %q (%v)", got, err)
 			}
 			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("Noted.")}}, nil
