@@ -81,7 +81,7 @@ session only. Requests naming a host other than loopback's or the address
 served, or sent by a web page of another origin, are refused
 (serve.allowed_hosts, serve.allowed_origins). MCP clients holding the token
 name their session and agent with the X-Engram-Session and X-Engram-Agent
-headers. Ctrl-C or SIGTERM stops it gracefully.
+headers; a connection that names none gets a session of its own. Ctrl-C or SIGTERM stops it gracefully.
 
 The model APIs are engram proxy's, so that a harness can point its base URL
 here (engram proxy --print-config claude-code --addr 127.0.0.1:7411 prints

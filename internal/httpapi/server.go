@@ -6,7 +6,8 @@
 //
 // Each MCP session gets its own mcpserver.Server, identified by the
 // X-Engram-Session and X-Engram-Agent headers (or the session and agent
-// query parameters) of the request that opens it.
+// query parameters) of the request that opens it; one that names no
+// session gets an engram session of its own.
 package httpapi
 
 import (
@@ -166,7 +167,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		if p.agent != nil {
 			session, agent = p.agent.Session(), p.agent.Agent().ID
 		}
-		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent,
+		return mcpserver.New(eng, mcpserver.Options{Session: session, Agent: agent, Distinct: true,
 			Model: r.Header.Get("X-Engram-Model"), Version: opts.Version, Metrics: opts.Metrics, Logger: log, Windows: opts.Windows,
 			Structured:   opts.MCPStructured,
 			OnInitialize: func(ss *mcp.ServerSession) { sessions.track(ss, p.holder()) }}).MCP()

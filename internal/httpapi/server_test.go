@@ -152,3 +152,56 @@ func TestLoadToken(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPOverHTTP_ConnectionsWithoutSession: two MCP connections that name
+// no session (no X-Engram-Session header, no session parameter) get a
+// session each, though their clients bear the same name, so that two
+// agents' state does not mix in one session.
+func TestMCPOverHTTP_ConnectionsWithoutSession(t *testing.T) {
+	eng := newEngine(t)
+	srv := httptest.NewServer(Handler(eng, Options{Token: "secret-token"}))
+	defer srv.Close()
+	ctx := context.Background()
+
+	tasks := []string{"the first agent's task", "the second agent's task"}
+	for i, task := range tasks {
+		cs, err := connect(t, srv.URL, map[string]string{"Authorization": "Bearer secret-token"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cs.Close() }()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "update_resume", Arguments: map[string]any{"task": task}})
+		if err != nil || res.IsError {
+			t.Fatalf("connection %d: update_resume: %+v, %v", i, res, err)
+		}
+	}
+	arc, err := eng.Archive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents, err := arc.Agents(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(agents) != 2 || agents[0].SessionID == agents[1].SessionID {
+		t.Fatalf("two connections without a session: agents %+v, want two in two sessions", agents)
+	}
+	seen := map[string]bool{}
+	for _, a := range agents {
+		rd, err := arc.ReadSession(ctx, a.SessionID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rd.Resume == nil || rd.Resume.Agent != a.ID || len(rd.Agents) != 1 {
+			t.Errorf("session %s: resume %+v, agents %+v; want only %s's", a.SessionID, rd.Resume, rd.Agents, a.ID)
+			continue
+		}
+		if !strings.HasPrefix(a.SessionID, "test-") {
+			t.Errorf("session %s: want it named after the client, test", a.SessionID)
+		}
+		seen[rd.Resume.Task] = true
+	}
+	if !seen[tasks[0]] || !seen[tasks[1]] {
+		t.Errorf("the sessions' tasks %v, want both of %q", seen, tasks)
+	}
+}

@@ -12,6 +12,8 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"strings"
 	"sync"
@@ -29,8 +31,13 @@ import (
 // Options say who the server's client is.
 type Options struct {
 	// Session is the session the client's writes go to; empty means the
-	// client's name and the time the connection began.
+	// client's name and the time the process began (see Distinct).
 	Session string
+	// Distinct, when Session is empty, gives the connection a session of
+	// its own: the client's name, the time the connection began and a
+	// random suffix. A server of many connections (engram serve) sets it,
+	// or every client of one name would write to one session.
+	Distinct bool
 	// Agent is the archivalist agent writing; empty means the session's
 	// agent mcp@SESSION. An unknown agent is registered in Session.
 	Agent string
@@ -65,6 +72,9 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	mcp  *mcp.Server
+	// began is the time the session's name gives when the client names
+	// none: the process's start, or the connection's with Distinct.
+	began time.Time
 
 	mu     sync.Mutex // guards handle
 	handle *archive.Handle
@@ -79,7 +89,10 @@ var schemas = mcp.NewSchemaCache()
 
 // New returns the server; serve it with Run or through MCP().
 func New(eng *engine.Engine, opts Options) *Server {
-	s := &Server{eng: eng, opts: opts, log: opts.Logger}
+	s := &Server{eng: eng, opts: opts, log: opts.Logger, began: startTime}
+	if opts.Distinct {
+		s.began = time.Now()
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -164,7 +177,12 @@ func (s *Server) session(req *mcp.CallToolRequest) string {
 			name = sanitize(p.ClientInfo.Name)
 		}
 	}
-	s.opts.Session = name + "-" + startTime.Format("20060102-150405")
+	s.opts.Session = name + "-" + s.began.Format("20060102-150405")
+	if s.opts.Distinct {
+		var b [4]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		s.opts.Session += "-" + hex.EncodeToString(b[:])
+	}
 	return s.opts.Session
 }
 
