@@ -20,7 +20,7 @@ import (
 
 // who is how a command names the writer: an agent registered with the
 // archivalist, or, without --agent, the session's operator agent
-// "cli@SESSION", registered on first use.
+// "cli@SESSION", registered by its first write that succeeds.
 type who struct {
 	session string
 	agent   string
@@ -64,7 +64,9 @@ func (a *app) handle(ctx context.Context, w who) (*archive.Handle, error) {
 	if session == "" {
 		session = "cli"
 	}
-	return arc.Connect(ctx, archive.AgentSpec{ID: archive.AgentIDFor("cli", session), Name: "cli", SessionID: session, Role: "operator"})
+	// Registered by its first write, in that write's transaction: a write
+	// refused (bad input, a record that does not exist) registers nothing.
+	return arc.ConnectOnWrite(ctx, archive.AgentSpec{ID: archive.AgentIDFor("cli", session), Name: "cli", SessionID: session, Role: "operator"})
 }
 
 func (a *app) printWrite(jsonOut bool, wr archive.WriteResult) error {

@@ -197,3 +197,43 @@ func TestCLI_ArchLLM(t *testing.T) {
 		t.Errorf("provider without a model: exit %d, %q", code, errOut)
 	}
 }
+
+// TestCLI_RefusedWriteRegistersNoAgent: a write the archivalist refuses
+// (an empty or oversized body, an unknown kind, a bad category or status,
+// a record that does not exist) registers no agent, not even the
+// session's operator agent cli@SESSION; the first write that succeeds
+// does.
+func TestCLI_RefusedWriteRegistersNoAgent(t *testing.T) {
+	e := newEnv(t)
+	e.ok("", "agents", "register", "--session", "other") // a store, so that the lists below read one
+	huge := strings.Repeat("x", 2_001)
+	for i, bad := range [][]string{
+		{"arch", `@arch:store:learning{insight:""}`},
+		{"arch", `@arch:store:learning{insight:"` + huge + `"}`},
+		{"arch", `@arch:store:recipes{insight:"x"}`},
+		{"arch", `@arch:store:learning{insight:"x",mood:"good"}`},
+		{"insight", "add", ""},
+		{"insight", "add", huge},
+		{"pattern", "add", "x", "--category", "cooking.pasta"},
+		{"decision", "add", " "},
+		{"failure", "add", "--approach", "x"},
+		{"failure", "resolve", "fail-99", "--approach", "x", "--outcome", "success"},
+		{"intent", "declare", "x"},
+		{"intent", "complete", "int-99"},
+		{"session", "file", "a.go", "--status", "eaten"},
+		{"session", "want", ""},
+	} {
+		session := fmt.Sprintf("r%d", i)
+		name := strings.ReplaceAll(strings.Join(bad, " "), huge, "x…(2001 bytes)")
+		if code, _, errOut := e.run("", append(bad, "--session", session)...); code == 0 || errOut == "" {
+			t.Errorf("engram %s: exit %d, %q; want it refused", name, code, errOut)
+		}
+		if out := e.ok("", "agents", "--session", session, "--json"); strings.TrimSpace(out) != "[]" {
+			t.Errorf("engram %s, refused, registered: %s", name, out)
+		}
+	}
+	e.ok("", "insight", "add", "a write that succeeds registers the agent", "--session", "r0")
+	if out := e.ok("", "agents", "--session", "r0", "--json"); !strings.Contains(out, `"id": "cli@r0"`) {
+		t.Errorf("a write that succeeded: agents %s, want cli@r0", out)
+	}
+}
