@@ -74,7 +74,8 @@ const (
 // Ask runs a DSL query (or several, joined by ';') or a question in words
 // (several questions are answered in turn). Stores need a handle: the
 // writer; reads do not. Refused and unsure questions are answers, not
-// errors; malformed DSL and bad data are errors, and nothing is written.
+// errors; malformed DSL and bad data are errors, and nothing is written:
+// every query of the input is checked before any runs.
 func (a *Archive) Ask(ctx context.Context, h *Handle, input string, opts AskOptions) ([]Answer, error) {
 	if opts.Budget < 0 || opts.Budget > MaxAskBudget {
 		return nil, invalid("budget", "is %d; it must be from 1 to %d, or 0 (the default, %d)", opts.Budget, MaxAskBudget, DefaultAskBudget)
@@ -94,21 +95,21 @@ func (a *Archive) Ask(ctx context.Context, h *Handle, input string, opts AskOpti
 		if err != nil {
 			return nil, err
 		}
-		// Check every store's data before running any, so that a bad one
-		// writes nothing.
-		for _, q := range qs {
-			if q.Intent == Store {
-				if _, err := storeCall(q); err != nil {
-					return nil, err
-				}
-				if h == nil {
-					return nil, invalid("agent", "a store needs a writer: name the agent (or session)")
-				}
+		// Check every query (its parameters, a store's data) before
+		// running any, so that one malformed anywhere refuses the whole
+		// request: a store before it writes nothing.
+		args := make([]queryArgs, len(qs))
+		for i, q := range qs {
+			if args[i], err = checkQuery(q, opts.Budget); err != nil {
+				return nil, err
+			}
+			if q.Intent == Store && h == nil {
+				return nil, invalid("agent", "a store needs a writer: name the agent (or session)")
 			}
 		}
 		var out []Answer
-		for _, q := range qs {
-			ans, err := a.run(ctx, h, q, opts)
+		for i, q := range qs {
+			ans, err := a.runChecked(ctx, h, q, args[i])
 			if err != nil {
 				return out, err
 			}
@@ -169,33 +170,108 @@ func orDomain(d, def Domain) Domain {
 	return d
 }
 
-// run runs one parsed query.
-func (a *Archive) run(ctx context.Context, h *Handle, q Query, opts AskOptions) (Answer, error) {
-	ans := Answer{Query: q.String(), Status: StatusOK}
+// queryArgs are a query's parameters, checked: what run needs of them.
+type queryArgs struct {
+	budget int
+	// Of a recall or check of the records: the kinds asked for, the most
+	// records, the version they must be born after, the category and the
+	// words to search for.
+	kinds    []store.RecordKind
+	limit    int
+	since    uint64
+	category string
+	text     string
+	// Of a store: the write.
+	call func(ctx context.Context, h *Handle) (WriteResult, error)
+}
+
+// checkQuery checks a parsed query's parameters (and a store's data),
+// writing and reading nothing; budget is the request's.
+func checkQuery(q Query, budget int) (queryArgs, error) {
 	known := map[string]bool{"q": true, "scope": true, "category": true, "limit": true, "since": true, "agent": true,
 		"session": true, "error": true, "id": true, "all": true, "path": true, "status": true, "budget": true, "approach": true}
 	for k := range q.Params {
 		if !known[k] {
-			return ans, invalid("params", "unknown parameter %q (known: q, scope, category, id, path, error, approach, agent, session, since, limit, all, budget)", k)
+			return queryArgs{}, invalid("params", "unknown parameter %q (known: q, scope, category, id, path, error, approach, agent, session, since, limit, all, budget)", k)
 		}
 	}
-	budget := opts.Budget
-	if b, ok := q.Params["budget"]; ok {
+	qa := queryArgs{budget: budget, limit: 10}
+	p := q.Params
+	if b, ok := p["budget"]; ok {
 		n, err := strconv.Atoi(b)
 		if err != nil || n <= 0 || n > MaxAskBudget {
-			return ans, invalid("budget", "%q is not a number of tokens from 1 to %d", b, MaxAskBudget)
+			return qa, invalid("budget", "%q is not a number of tokens from 1 to %d", b, MaxAskBudget)
 		}
-		budget = n
+		qa.budget = n
 	}
+	switch {
+	case q.Intent == Store:
+		call, err := storeCall(q)
+		qa.call = call
+		return qa, err
+	case q.Intent != Recall && q.Intent != Check:
+		return qa, fmt.Errorf("intent %q", q.Intent)
+	case q.Domain == Files:
+		if st := p["status"]; st != "" && FileStatus(st).rank() < 0 {
+			return qa, invalid("status", "%q is not one of read, modified, created, deleted", st)
+		}
+		return qa, nil
+	}
+	qa.kinds = domainKinds(q.Domain, p["all"] == "true")
+	if s, ok := p["limit"]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > 1000 {
+			return qa, invalid("limit", "%q is not a number from 1 to 1000", s)
+		}
+		qa.limit = n
+	}
+	if s, ok := p["since"]; ok {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return qa, invalid("since", "%q is not a version", s)
+		}
+		qa.since = n
+	}
+	qa.category = p["category"]
+	qa.text = strings.TrimSpace(p["q"] + " " + p["error"] + " " + p["approach"])
+	if sc := p["scope"]; sc != "" {
+		if ValidateCategory(sc) == nil || isL1(sc) {
+			if qa.category == "" {
+				qa.category = sc
+			}
+		} else {
+			qa.text = strings.TrimSpace(qa.text + " " + sc)
+		}
+	}
+	if qa.category != "" && !isL1(qa.category) {
+		if err := checkCategory(qa.category, true); err != nil {
+			return qa, err
+		}
+	}
+	return qa, nil
+}
+
+// run runs one parsed query.
+func (a *Archive) run(ctx context.Context, h *Handle, q Query, opts AskOptions) (Answer, error) {
+	qa, err := checkQuery(q, opts.Budget)
+	if err != nil {
+		return Answer{Query: q.String(), Status: StatusOK}, err
+	}
+	return a.runChecked(ctx, h, q, qa)
+}
+
+// runChecked runs one query checkQuery passed.
+func (a *Archive) runChecked(ctx context.Context, h *Handle, q Query, qa queryArgs) (Answer, error) {
+	ans := Answer{Query: q.String(), Status: StatusOK}
 	switch q.Intent {
 	case Store:
-		return a.store(ctx, h, q, ans)
+		return a.store(ctx, h, qa.call, ans)
 	case Recall, Check:
 		var err error
 		if q.Domain == Files {
-			ans, err = a.recallFiles(ctx, q, ans, budget)
+			ans, err = a.recallFiles(ctx, q, ans, qa.budget)
 		} else {
-			ans, err = a.recall(ctx, q, ans, budget)
+			ans, err = a.recall(ctx, q, qa, ans)
 		}
 		if err != nil {
 			return ans, err
@@ -235,42 +311,10 @@ func domainKinds(d Domain, all bool) []store.RecordKind {
 // recall answers from the global history, most relevant first: hybrid
 // retrieval (full-text and, with an embedder, vectors, fused) when the
 // query has words, the newest active records when it has only filters.
-func (a *Archive) recall(ctx context.Context, q Query, ans Answer, budget int) (Answer, error) {
+func (a *Archive) recall(ctx context.Context, q Query, qa queryArgs, ans Answer) (Answer, error) {
 	p := q.Params
 	all := p["all"] == "true"
-	kinds := domainKinds(q.Domain, all)
-	limit := 10
-	if s, ok := p["limit"]; ok {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 || n > 1000 {
-			return ans, invalid("limit", "%q is not a number from 1 to 1000", s)
-		}
-		limit = n
-	}
-	var since uint64
-	if s, ok := p["since"]; ok {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return ans, invalid("since", "%q is not a version", s)
-		}
-		since = n
-	}
-	category := p["category"]
-	text := strings.TrimSpace(p["q"] + " " + p["error"] + " " + p["approach"])
-	if sc := p["scope"]; sc != "" {
-		if ValidateCategory(sc) == nil || isL1(sc) {
-			if category == "" {
-				category = sc
-			}
-		} else {
-			text = strings.TrimSpace(text + " " + sc)
-		}
-	}
-	if category != "" && !isL1(category) {
-		if err := checkCategory(category, true); err != nil {
-			return ans, err
-		}
-	}
+	kinds, limit, since, category, text, budget := qa.kinds, qa.limit, qa.since, qa.category, qa.text, qa.budget
 	id := p["id"]
 	gv, _, err := a.st.ArchiveVersions(ctx, "")
 	if err != nil {
@@ -481,9 +525,6 @@ func (a *Archive) fit(lines []string, budget int) (string, int, int) {
 func (a *Archive) recallFiles(ctx context.Context, q Query, ans Answer, budget int) (Answer, error) {
 	p := q.Params
 	path := strings.TrimPrefix(strings.TrimSpace(p["path"]+p["q"]), "./")
-	if st := p["status"]; st != "" && FileStatus(st).rank() < 0 {
-		return ans, invalid("status", "%q is not one of read, modified, created, deleted", st)
-	}
 	recs, err := a.st.ArchiveRecords(ctx, store.RecordQuery{Kinds: []store.RecordKind{store.KindFile}, SessionID: p["session"], Newest: true, Limit: 20000})
 	if err != nil {
 		return ans, err
@@ -635,11 +676,7 @@ func cmpOr(s ...string) string {
 	return ""
 }
 
-func (a *Archive) store(ctx context.Context, h *Handle, q Query, ans Answer) (Answer, error) {
-	call, err := storeCall(q)
-	if err != nil {
-		return ans, err
-	}
+func (a *Archive) store(ctx context.Context, h *Handle, call func(ctx context.Context, h *Handle) (WriteResult, error), ans Answer) (Answer, error) {
 	if h == nil {
 		return ans, invalid("agent", "a store needs a writer: name the agent (or session)")
 	}

@@ -99,3 +99,46 @@ func TestAsk(t *testing.T) {
 		t.Errorf("bad input moved the global version %d -> %d", gv.GV, after.GV)
 	}
 }
+
+// TestAskChecksEveryQueryFirst: in a request of several queries, one
+// malformed anywhere (a parameter unknown or out of range, a bad category
+// or status) refuses the whole request before any query runs: a store
+// before it writes nothing.
+func TestAskChecksEveryQueryFirst(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	h := register(t, a, AgentSpec{ID: "o1", SessionID: "s1"})
+	before, err := a.Versions(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for bad, want := range map[string]string{
+		"@arch:recall:patterns?colour=red":                                                `unknown parameter "colour"`,
+		"@arch:recall:patterns?limit=lots":                                                "limit",
+		"@arch:recall:patterns?limit=0":                                                   "limit",
+		"@arch:recall:failures?since=yesterday":                                           "since",
+		"@arch:check:decisions?budget=-3":                                                 "budget",
+		"@arch:recall:patterns?category=cooking.x":                                        "category",
+		"@arch:recall:files?status=eaten":                                                 "status",
+		`@arch:store:learnings?colour=red{"insight":"a parameter a store does not take"}`: `unknown parameter "colour"`,
+	} {
+		for _, in := range []string{
+			`@arch:store:learnings{"insight":"written before a malformed query"}; ` + bad,
+			`@arch:store:learnings{"insight":"written before a malformed query"}; @arch:recall:patterns; ` + bad,
+		} {
+			if ans, err := a.Ask(ctx, h, in, AskOptions{}); err == nil || !strings.Contains(err.Error(), want) || len(ans) != 0 {
+				t.Errorf("Ask(%q) = %d answers, %v; want no answer and an error with %q", in, len(ans), err, want)
+			}
+		}
+	}
+	if after, _ := a.Versions(ctx, "s1"); after != before {
+		t.Errorf("malformed requests moved the versions %+v -> %+v", before, after)
+	}
+	res, err := a.ReadGlobal(ctx, GlobalRead{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) != 0 {
+		t.Errorf("malformed requests wrote %+v", res.Records)
+	}
+}
