@@ -206,7 +206,7 @@ func TestDashboard(t *testing.T) {
 	}
 	s.call("PUT", "/v1/windows/s-dash/reviewer", map[string]any{"limit": 20000, "role": "reviewer"}, 200, nil)
 	s.call("POST", "/v1/windows/s-dash/reviewer/messages", map[string]any{"format": "anthropic", "messages": dashTurn(9, "")}, 201, nil)
-	s.call("PUT", "/v1/windows/s-gone/tmp", map[string]any{"limit": 1500}, 200, nil)
+	s.callAs("s-gone", "PUT", "/v1/windows/s-gone/tmp", []byte(`{"limit":1500}`), 200)
 	for i := range 3 {
 		req, _ := json.Marshal(map[string]any{"format": "anthropic", "messages": dashTurn(20+i, "")})
 		s.callAs("s-gone", "POST", "/v1/windows/s-gone/tmp/messages", req, 201)
@@ -798,7 +798,7 @@ func TestDashboardSavingsLabels(t *testing.T) {
 		{"run-0123456789-2", "coder"}, {"0123456789-one-abcdef", "proxy"}, {"0123456789-two-abcdef", "proxy"}}
 	for _, w := range windows {
 		path := "/v1/windows/" + w.session + "/" + w.agent
-		s.call("PUT", path, map[string]any{"limit": 20000}, 200, nil)
+		s.callAs(w.session, "PUT", path, []byte(`{"limit":20000}`), 200)
 		req, _ := json.Marshal(map[string]any{"format": "anthropic", "messages": dashTurn(1, "")})
 		s.callAs(w.session, "POST", path+"/messages", req, 201)
 		req, _ = json.Marshal(map[string]any{"message": "What does handler1 do?"})

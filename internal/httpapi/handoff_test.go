@@ -145,9 +145,9 @@ func TestWindowHandoff(t *testing.T) {
 
 	// A session the archivalist knows nothing of: the window alone, said.
 	const w2 = "/v1/windows/s2/tester"
-	c.want(200, "PUT", w2, `{"role":"tester","limit":6000}`, "")
-	c.want(201, "POST", w2+"/messages", appendBody("anthropic", anthropicTurn(0)...), "")
-	_, b = c.want(201, "POST", w2+"/handoff", `{"to":"tester-b"}`, `"fallback":"the archivalist holds no state of session s2`)
+	c.want(200, "PUT", w2, `{"role":"tester","limit":6000}`, "", "X-Engram-Session", "s2")
+	c.want(201, "POST", w2+"/messages", appendBody("anthropic", anthropicTurn(0)...), "", "X-Engram-Session", "s2")
+	_, b = c.want(201, "POST", w2+"/handoff", `{"to":"tester-b"}`, `"fallback":"the archivalist holds no state of session s2`, "X-Engram-Session", "s2")
 	if !strings.Contains(b, `"handoff_reason":"requested"`) || !strings.Contains(b, `"tester":{"failing_tests":[]}`) || !strings.Contains(b, `"key":"s2/tester-b"`) {
 		t.Errorf("the fallback handoff: %s", b)
 	}

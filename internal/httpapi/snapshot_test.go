@@ -29,7 +29,7 @@ type assembled struct {
 
 func (c client) assemble(w, body string) assembled {
 	c.t.Helper()
-	_, b := c.want(200, "POST", w+"/assemble", body, `"snapshot":"`)
+	_, b := c.want(200, "POST", w+"/assemble", body, `"snapshot":"`, "X-Engram-Session", strings.Split(w, "/")[3])
 	var out assembled
 	if err := json.Unmarshal([]byte(b), &out); err != nil {
 		c.t.Fatal(err)

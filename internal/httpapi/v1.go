@@ -154,15 +154,18 @@ func isWrite(r *http.Request) bool {
 // registering the agent on first use; an agent (its key) acts as itself
 // only: it may read any session, and write its own session alone.
 func (v *v1) ops(r *http.Request) (*api.Ops, error) {
-	session := firstOf(r.PathValue("session"), r.Header.Get("X-Engram-Session"))
+	inURL, inHeader := r.PathValue("session"), r.Header.Get("X-Engram-Session")
+	session := firstOf(inURL, inHeader)
 	agent := r.Header.Get("X-Engram-Agent")
 	if p, _ := principalOf(r.Context()); p.agent != nil {
 		me := p.agent.Agent()
 		if agent != "" && agent != me.ID {
 			return nil, v.refuse(r, me, session, "to act as agent "+agent)
 		}
-		if session != "" && session != me.SessionID && isWrite(r) {
-			return nil, v.refuse(r, me, session, r.Method+" "+r.URL.Path)
+		for _, s := range []string{inURL, inHeader} {
+			if s != "" && s != me.SessionID && isWrite(r) {
+				return nil, v.refuse(r, me, s, r.Method+" "+r.URL.Path)
+			}
 		}
 		// A window's content is stored as its agent's: a key writes its
 		// own agent's window only.
@@ -175,6 +178,13 @@ func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 		return &api.Ops{Eng: v.eng, Agent: me.ID, Metrics: v.metrics, Windows: v.windows, Assembler: v.assembler, Index: v.activity, Version: v.version,
 			Session: func() string { return session },
 			Handle:  func(context.Context) (*archive.Handle, error) { return p.agent, nil }}, nil
+	}
+	// A write goes to one session: a header that names another than the
+	// URL's is refused, not overruled by it.
+	if inURL != "" && inHeader != "" && inURL != inHeader && isWrite(r) {
+		v.metrics.Refused("forbidden")
+		return nil, &httpError{http.StatusForbidden, "other_session", fmt.Sprintf(
+			"X-Engram-Session names session %s and the URL session %s: a write goes to one session; name it in the URL alone, or the same in both", inHeader, inURL)}
 	}
 	if agent == "" && session != "" {
 		agent = "http@" + session

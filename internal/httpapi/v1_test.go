@@ -172,7 +172,8 @@ func TestV1(t *testing.T) {
 	c.want(400, "GET", "/v1/sessions/s1/briefing?tier=huge", "", "huge")
 	c.want(400, "GET", "/v1/sessions/s1/turns?from=3&to=1", "", "from <= to")
 	c.want(401, "GET", "/v1/patterns", "", "wrong token", "Authorization", "Bearer nope")
-	c.want(403, "PUT", "/v1/sessions/s2/resume", `{"task":"x"}`, "belongs to session s1")
+	// The URL's session, without the header: agent h1 is of s1.
+	c.want(403, "PUT", "/v1/sessions/s2/resume", `{"task":"x"}`, "belongs to session s1", "X-Engram-Session", "")
 	c.want(404, "GET", "/v1/files/nope.go", "", "neither an indexed file")
 	c.want(404, "GET", "/v1/sessions/nosuch/briefing", "", "nosuch")
 	c.want(404, "GET", "/v1/nothing-here", "", "no such route")
@@ -306,6 +307,82 @@ func TestFailBusy(t *testing.T) {
 		}
 		if rec.Code != http.StatusConflict || body.Error.Code != tc.code || rec.Header().Get("Retry-After") != tc.wait {
 			t.Errorf("%v: %d %q Retry-After %q, want 409 %q Retry-After %q", tc.err, rec.Code, body.Error.Code, rec.Header().Get("Retry-After"), tc.code, tc.wait)
+		}
+	}
+}
+
+// TestV1_SessionHeaderAndURL: a write whose X-Engram-Session header names
+// one session and whose URL (or body) another is refused with 403, with
+// the operator's token as with an agent's key, and writes nothing: no
+// content, no session state, no window, no agent. The same session in
+// both, or either alone, writes; a read may name another session.
+func TestV1_SessionHeaderAndURL(t *testing.T) {
+	eng := newEngine(t)
+	srv := httptest.NewServer(Handler(eng, Options{Token: tok}))
+	defer srv.Close()
+	ctx := context.Background()
+	alice := agentKey(t, srv.URL, "alice", "a1")
+	arc, err := eng.Archive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]archive.Versions{}
+	for _, s := range []string{"s1", "s2", "alice"} {
+		if before[s], err = arc.Versions(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op := func(extra ...string) []string {
+		return withToken(append([]string{"Content-Type", "application/json"}, extra...)...)
+	}
+	as := func(key string, extra ...string) []string {
+		return append([]string{"Authorization", "Bearer " + key, "Content-Type", "application/json"}, extra...)
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		hdr                      []string
+	}{
+		{"record", "POST", "/v1/sessions/s2/records", `{"type":"note","content":"meant for one session"}`, op("X-Engram-Session", "s1")},
+		{"resume", "PUT", "/v1/sessions/s2/resume", `{"task":"meant for one session"}`, op("X-Engram-Session", "s1")},
+		{"file", "PUT", "/v1/sessions/s2/files/go.mod", `{"status":"modified"}`, op("X-Engram-Session", "s1")},
+		{"open window", "PUT", "/v1/windows/s2/w1", `{"limit":1500,"output":200,"safety":100}`, op("X-Engram-Session", "s1")},
+		{"append", "POST", "/v1/windows/s2/w1/messages", `{"messages":[{"role":"user","content":"hello"}]}`, op("X-Engram-Session", "s1")},
+		{"body's session", "POST", "/v1/sessions/s2/records", `{"type":"note","content":"meant for one session","session":"s1"}`, op()},
+		{"agent's key, header", "PUT", "/v1/sessions/alice/resume", `{"task":"meant for one session"}`, as(alice, "X-Engram-Session", "s1")},
+	} {
+		st, _, b := raw(t, tc.method, srv.URL+tc.path, tc.body, tc.hdr...)
+		if st != http.StatusForbidden || !strings.Contains(b, `"code":"other_session"`) || !strings.Contains(b, "s1") {
+			t.Errorf("%s: HTTP %d %s, want 403 other_session naming both sessions", tc.name, st, strings.TrimSpace(b))
+		}
+	}
+	// Nothing written.
+	if ss, err := eng.Store().Sessions(ctx); err != nil || len(ss) != 0 {
+		t.Errorf("content sessions after refused writes: %+v, %v", ss, err)
+	}
+	if ws, err := eng.Store().Windows(ctx, ""); err != nil || len(ws) != 0 {
+		t.Errorf("windows after refused writes: %+v, %v", ws, err)
+	}
+	for _, s := range []string{"s1", "s2", "alice"} {
+		if ag, err := arc.Agents(ctx, s); err != nil || s != "alice" && len(ag) != 0 {
+			t.Errorf("agents of %s after refused writes: %+v, %v", s, ag, err)
+		}
+		if v, err := arc.Versions(ctx, s); err != nil || v != before[s] {
+			t.Errorf("session %s after refused writes: %+v, %v; before %+v", s, v, err, before[s])
+		}
+	}
+	// One session named once or twice alike writes; a read may name another.
+	for _, tc := range []struct {
+		name, method, path, body string
+		hdr                      []string
+		status                   int
+	}{
+		{"header and URL alike", "POST", "/v1/sessions/s2/records", `{"type":"note","content":"meant for s2"}`, op("X-Engram-Session", "s2"), 201},
+		{"URL alone", "PUT", "/v1/sessions/s2/resume", `{"task":"meant for s2"}`, op(), 200},
+		{"agent's key, its own session", "PUT", "/v1/sessions/alice/resume", `{"task":"alice's"}`, as(alice, "X-Engram-Session", "alice"), 200},
+		{"read another session", "GET", "/v1/sessions/s2", "", op("X-Engram-Session", "s1"), 200},
+	} {
+		if st, _, b := raw(t, tc.method, srv.URL+tc.path, tc.body, tc.hdr...); st != tc.status {
+			t.Errorf("%s: HTTP %d %s, want %d", tc.name, st, strings.TrimSpace(b), tc.status)
 		}
 	}
 }
