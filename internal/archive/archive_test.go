@@ -758,3 +758,45 @@ func TestConnectOnWrite(t *testing.T) {
 		t.Errorf("agent http@s1 in session s2: %v, want an isolation error", err)
 	}
 }
+
+// TestReadGlobalUsesAreCurrent: a record's uses (how often a duplicate was
+// merged into it) are the store's count when a read answers, not the count
+// the process's mirror of the history held when it first read the record:
+// a merge after that, by this archive or by another process on the same
+// store, shows in the next read, in a full read, a delta and a recall.
+func TestReadGlobalUsesAreCurrent(t *testing.T) {
+	ctx := context.Background()
+	a, st := newArchive(t, Options{})
+	other, err := New(st, Options{}) // another process on the same store
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
+	h2 := register(t, other, AgentSpec{ID: "b1", SessionID: "s2"})
+	text := "Wrap errors with context using fmt.Errorf and %w so that callers can still match them"
+	first := ok(t)(h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: text}))
+	uses := func(what string, want int64) {
+		t.Helper()
+		res, err := a.ReadGlobal(ctx, GlobalRead{Kind: store.KindPattern})
+		if err != nil || len(res.Records) != 1 || res.Records[0].Uses != want {
+			t.Errorf("%s: read %+v, %v; want %s with uses %d", what, res.Records, err, first.ID, want)
+		}
+		delta, err := a.ReadGlobal(ctx, GlobalRead{Since: first.GV - 1})
+		if err != nil || len(delta.Records) != 1 || delta.Records[0].Uses != want {
+			t.Errorf("%s: delta %+v, %v; want %s with uses %d", what, delta.Records, err, first.ID, want)
+		}
+		ans, err := a.Ask(ctx, nil, "@arch:recall:patterns?category=error.handling", AskOptions{})
+		if err != nil || len(ans) != 1 || len(ans[0].Records) != 1 || ans[0].Records[0].Uses != want {
+			t.Errorf("%s: recall %+v, %v; want %s with uses %d", what, ans, err, first.ID, want)
+		}
+	}
+	uses("before any merge", 0)
+	if wr := ok(t)(h.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: text + "."})); wr.Status != "merged" {
+		t.Fatalf("duplicate: %+v", wr)
+	}
+	uses("after a merge by this archive", 1)
+	if wr := ok(t)(h2.RecordPattern(ctx, Pattern{Category: "error.handling", Pattern: "  " + text})); wr.Status != "merged" {
+		t.Fatalf("duplicate from another process: %+v", wr)
+	}
+	uses("after a merge by another process", 2)
+}

@@ -270,8 +270,8 @@ func (a *Archive) runChecked(ctx context.Context, h *Handle, q Query, qa queryAr
 		var err error
 		if q.Domain == Files {
 			ans, err = a.recallFiles(ctx, q, ans, qa.budget)
-		} else {
-			ans, err = a.recall(ctx, q, qa, ans)
+		} else if ans, err = a.recall(ctx, q, qa, ans); err == nil {
+			err = a.currentUses(ctx, ans.Records)
 		}
 		if err != nil {
 			return ans, err

@@ -352,6 +352,15 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 	if err != nil {
 		return GlobalResult{}, err
 	}
+	out := a.readMirror(m, req, gv, notModified)
+	if out.Status != StatusOK {
+		return out, nil
+	}
+	return out, a.currentUses(ctx, out.Records)
+}
+
+// readMirror answers a read from the mirror, at version gv.
+func (a *Archive) readMirror(m *mirror, req GlobalRead, gv uint64, notModified bool) GlobalResult {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	now := a.now()
@@ -361,7 +370,7 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 	fullReq.Since = 0
 	full, fullMore := m.read(fullReq, now)
 	if notModified {
-		return GlobalResult{Status: StatusNotModified, GV: gv, SavedTokens: a.recordTokens(m, full)}, nil
+		return GlobalResult{Status: StatusNotModified, GV: gv, SavedTokens: a.recordTokens(m, full)}
 	}
 	out := GlobalResult{Status: StatusOK, GV: gv, More: fullMore, Records: []Record{}}
 	picked := full
@@ -377,7 +386,29 @@ func (a *Archive) ReadGlobal(ctx context.Context, req GlobalRead) (GlobalResult,
 		}
 		out.Records = append(out.Records, r)
 	}
-	return out, nil
+	return out
+}
+
+// currentUses sets the uses of records to the store's counts now. A merge
+// counts a use without a new version, so the mirror's copy of a record
+// holds the count of when it was first read: a read answers with the
+// store's, which holds every merge, this process's and others'.
+func (a *Archive) currentUses(ctx context.Context, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
+	}
+	uses, err := a.Usage(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		recs[i].Uses = uses[recs[i].ID]
+	}
+	return nil
 }
 
 // read returns the positions of the records a read asks for, newest
