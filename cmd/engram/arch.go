@@ -148,6 +148,9 @@ func (a *app) printRecords(res archive.GlobalResult) error {
 		switch {
 		case r.Pattern != nil && r.Pattern.Authority != archive.Suggestion:
 			line += " (" + string(r.Pattern.Authority) + ")"
+		case r.Intent != nil && r.CompletedBy != "":
+			line += fmt.Sprintf(" [%s] completed by %s at %s", strings.Join(append(append([]string{}, r.Intent.Paths...), r.Intent.Categories...), ", "),
+				r.CompletedBy, r.CompletedAt.Local().Format(time.DateTime))
 		case r.Intent != nil:
 			line += fmt.Sprintf(" [%s] until %s", strings.Join(append(append([]string{}, r.Intent.Paths...), r.Intent.Categories...), ", "),
 				r.Intent.ExpiresAt.Local().Format(time.TimeOnly))

@@ -71,6 +71,13 @@ func TestCLI_Archivalist(t *testing.T) {
 	if out := e.ok("", "intent", "list"); strings.Contains(out, "int-5") {
 		t.Errorf("completed intent still listed:\n%s", out)
 	}
+	// --all lists it, as completed, by whom: not as open until it expires.
+	if out := e.ok("", "intent", "list", "--all"); !strings.Contains(out, "int-5") || !strings.Contains(out, "completed by cli@s2 at") || strings.Contains(out, "until") {
+		t.Errorf("a completed intent in intent list --all:\n%s", out)
+	}
+	if out := e.ok("", "intent", "list", "--all", "--json"); !strings.Contains(out, `"completed_by": "cli@s2"`) || !strings.Contains(out, `"completed_at": "`) {
+		t.Errorf("a completed intent in intent list --all --json:\n%s", out)
+	}
 	events := e.ok("", "events", "-n", "100")
 	for _, want := range []string{"agent_register", "pattern_add", "pattern_merge", "failure_add", "resolution_add", "intent_add", "intent_complete"} {
 		if !strings.Contains(events, want) {

@@ -800,3 +800,61 @@ func TestReadGlobalUsesAreCurrent(t *testing.T) {
 	}
 	uses("after a merge by another process", 2)
 }
+
+// TestCompletedIntentsListed: a read that includes completed intents (All)
+// shows each as completed, by whom and when; an open one carries neither.
+// Active reads leave completed intents out, as before.
+func TestCompletedIntentsListed(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	h := register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
+	sub := register(t, a, AgentSpec{ID: "a2", ParentID: "a1"})
+	done := ok(t)(h.DeclareIntent(ctx, Intent{Description: "rename db.Conn to db.Pool", Paths: []string{"internal/db"}, TTL: time.Hour}))
+	open := ok(t)(h.DeclareIntent(ctx, Intent{Description: "move the config loader", Paths: []string{"internal/config"}, TTL: time.Hour}))
+	ok(t)(sub.CompleteIntent(ctx, done.ID))
+
+	res, err := a.ReadGlobal(ctx, GlobalRead{Kind: store.KindIntent})
+	if err != nil || len(res.Records) != 1 || res.Records[0].ID != open.ID {
+		t.Fatalf("active intents: %+v, %v; want %s alone", res.Records, err, open.ID)
+	}
+	res, err = a.ReadGlobal(ctx, GlobalRead{Kind: store.KindIntent, All: true})
+	if err != nil || len(res.Records) != 2 {
+		t.Fatalf("all intents: %+v, %v", res.Records, err)
+	}
+	for _, r := range res.Records {
+		switch r.ID {
+		case done.ID:
+			if r.CompletedBy != "a2" || r.CompletedAt.IsZero() {
+				t.Errorf("completed intent %s: completed by %q at %v; want a2, and when", r.ID, r.CompletedBy, r.CompletedAt)
+			}
+			b, _ := json.Marshal(r)
+			if !strings.Contains(string(b), `"completed_by":"a2"`) {
+				t.Errorf("completed intent's JSON: %s", b)
+			}
+		case open.ID:
+			if r.CompletedBy != "" || !r.CompletedAt.IsZero() {
+				t.Errorf("open intent %s shown completed by %q at %v", r.ID, r.CompletedBy, r.CompletedAt)
+			}
+			b, _ := json.Marshal(r)
+			if strings.Contains(string(b), "completed") {
+				t.Errorf("open intent's JSON: %s", b)
+			}
+		}
+	}
+	ans, err := a.Ask(ctx, nil, "@arch:recall:learnings?all=true&q=rename db.Conn", AskOptions{})
+	if err != nil || len(ans) != 1 {
+		t.Fatalf("recall: %+v, %v", ans, err)
+	}
+	found := false
+	for _, r := range ans[0].Records {
+		if r.ID == done.ID {
+			found = true
+			if r.CompletedBy != "a2" {
+				t.Errorf("recalled completed intent: completed by %q, want a2", r.CompletedBy)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("recall with all=true lacks %s: %+v", done.ID, ans[0].Records)
+	}
+}

@@ -411,11 +411,7 @@ func (a *Archive) recall(ctx context.Context, q Query, qa queryArgs, ans Answer)
 	}
 	lines := make([]string, 0, len(ranked))
 	for _, r := range ranked {
-		rec := *r
-		rec.SupersededBy = m.superseded[rec.ID]
-		if rec.Kind == store.KindFailure {
-			rec.Resolutions = rankResolutions(m.resolutions[rec.ID])
-		}
+		rec := m.reader(*r)
 		ans.Records = append(ans.Records, rec)
 		lines = append(lines, recordLine(&rec))
 	}

@@ -25,7 +25,11 @@ type Record struct {
 	Category     string           `json:"category,omitempty"`
 	CreatedAt    time.Time        `json:"created_at"`
 	SupersededBy string           `json:"superseded_by,omitempty"`
-	Uses         int64            `json:"uses,omitempty"`
+	// CompletedBy and CompletedAt say, of a completed intent, the agent
+	// that completed it and when.
+	CompletedBy string    `json:"completed_by,omitempty"`
+	CompletedAt time.Time `json:"completed_at,omitzero"`
+	Uses        int64     `json:"uses,omitempty"`
 	// Ref is the record this one refers to (a resolution's failure, a
 	// completion's intent).
 	Ref string `json:"ref,omitempty"`
@@ -153,8 +157,8 @@ type mirror struct {
 	records     []Record // in version order
 	byID        map[string]int
 	superseded  map[string]string
-	resolutions map[string][]Record // by failure ID
-	done        map[string]bool     // completed intents
+	resolutions map[string][]Record   // by failure ID
+	done        map[string]completion // completed intents
 	// grams and terms index the records that can be duplicated, by kind
 	// and category, then trigram or content term: positions in records.
 	grams map[string]map[string][]int
@@ -172,7 +176,7 @@ type mirror struct {
 
 func newMirror() *mirror {
 	return &mirror{byID: map[string]int{}, superseded: map[string]string{}, resolutions: map[string][]Record{},
-		done: map[string]bool{}, grams: map[string]map[string][]int{}, terms: map[string]map[string][]int{},
+		done: map[string]completion{}, grams: map[string]map[string][]int{}, terms: map[string]map[string][]int{},
 		counts: map[store.RecordKind]int{}}
 }
 
@@ -272,7 +276,7 @@ func (a *Archive) global(ctx context.Context, gv uint64) (*mirror, error) {
 		case store.KindResolution:
 			m.resolutions[r.Ref] = append(m.resolutions[r.Ref], r)
 		case store.KindIntentDone:
-			m.done[r.Ref] = true
+			m.done[r.Ref] = completion{by: r.Agent, at: r.CreatedAt}
 		}
 	}
 	m.gv = gv
@@ -379,14 +383,31 @@ func (a *Archive) readMirror(m *mirror, req GlobalRead, gv uint64, notModified b
 		out.SavedTokens = max(0, a.recordTokens(m, full)-a.recordTokens(m, picked))
 	}
 	for _, i := range picked {
-		r := m.records[i]
-		r.SupersededBy = m.superseded[r.ID]
-		if r.Kind == store.KindFailure {
-			r.Resolutions = rankResolutions(m.resolutions[r.ID])
-		}
-		out.Records = append(out.Records, r)
+		out.Records = append(out.Records, m.reader(m.records[i]))
 	}
 	return out
+}
+
+// completion is who completed an intent, and when.
+type completion struct {
+	by string
+	at time.Time
+}
+
+// reader returns a record of the mirror as a read shows it: with what
+// superseded it, a failure's resolutions ranked, and an intent's
+// completion. The caller holds a.mu's read lock.
+func (m *mirror) reader(r Record) Record {
+	r.SupersededBy = m.superseded[r.ID]
+	switch r.Kind {
+	case store.KindFailure:
+		r.Resolutions = rankResolutions(m.resolutions[r.ID])
+	case store.KindIntent:
+		if d, ok := m.done[r.ID]; ok {
+			r.CompletedBy, r.CompletedAt = d.by, d.at
+		}
+	}
+	return r
 }
 
 // currentUses sets the uses of records to the store's counts now. A merge
@@ -472,7 +493,8 @@ func (m *mirror) active(r *Record, now time.Time) bool {
 	}
 	switch r.Kind {
 	case store.KindIntent:
-		return !m.done[r.ID] && now.Before(r.Intent.ExpiresAt)
+		_, done := m.done[r.ID]
+		return !done && now.Before(r.Intent.ExpiresAt)
 	case store.KindResolution, store.KindIntentDone:
 		return false
 	}
