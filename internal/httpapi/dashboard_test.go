@@ -735,6 +735,14 @@ func TestEventStreamCredentials(t *testing.T) {
 	}
 	c.want(201, "POST", "/v1/windows/s1/coder/messages", `{"messages":[{"role":"user","content":"hello"}]}`, `"positions"`)
 	ev.until(t, "windows", `"agent":"coder"`)
+	// The append's chunks come as an index event a few polls after the
+	// window's: read it too, or a slow sign-out below lets it reach the
+	// stream first, and it is read as sent after signing out.
+	st, err := eng.EmbedStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.until(t, "index", fmt.Sprintf(`"chunks":%d,`, st.Chunks))
 
 	// Signed out: what changes next is not sent, and the stream ends.
 	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/logout", nil)
