@@ -789,12 +789,15 @@ answered with the @arch: query to confirm.`,
 			if _, err := api.RecallBudgetRange.Check(budget); err != nil {
 				return &usageError{err}
 			}
-			arc, err := a.archive(cmd.Context())
+			// Only a store query writes: the others, asked of a project
+			// with no store yet, say so rather than make an empty one.
+			writes := archive.IsDSL(input) && strings.Contains(input, ":store:")
+			arc, err := a.openArchive(cmd.Context(), !writes)
 			if err != nil {
 				return err
 			}
 			var h *archive.Handle
-			if archive.IsDSL(input) && strings.Contains(input, ":store:") {
+			if writes {
 				if h, err = a.handle(cmd.Context(), w); err != nil {
 					return err
 				}

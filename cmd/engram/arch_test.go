@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -242,5 +245,25 @@ func TestCLI_RefusedWriteRegistersNoAgent(t *testing.T) {
 	e.ok("", "insight", "add", "a write that succeeds registers the agent", "--session", "r0")
 	if out := e.ok("", "agents", "--session", "r0", "--json"); !strings.Contains(out, `"id": "cli@r0"`) {
 		t.Errorf("a write that succeeded: agents %s, want cli@r0", out)
+	}
+}
+
+// TestCLI_ArchNoStore: a question or a recall query asked of a project
+// with no store yet says so and makes none; a store query makes it.
+func TestCLI_ArchNoStore(t *testing.T) {
+	e := newEnv(t)
+	db := filepath.Join(e.vars["ENGRAM_DATA_DIR"], "projects")
+	for _, q := range []string{"what did we decide about retries?", "@arch:recall:patterns"} {
+		code, out, errOut := e.run("", "arch", q)
+		if code != 1 || out != "" || !strings.Contains(errOut, "no store yet") {
+			t.Errorf("arch %q with no store: exit %d, stdout %q, stderr %q", q, code, out, errOut)
+		}
+		if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("arch %q made a store: %v", q, err)
+		}
+	}
+	e.ok("", "arch", `@arch:store:pattern{pattern:"use a fake clock",category:"testing.unit"}`)
+	if out := e.ok("", "arch", "@arch:recall:patterns"); !strings.Contains(out, "fake clock") {
+		t.Errorf("recall after a store: %q", out)
 	}
 }
