@@ -156,6 +156,8 @@ func (a *app) printRecords(res archive.GlobalResult) error {
 				r.Intent.ExpiresAt.Local().Format(time.TimeOnly))
 		case r.Resolution != nil:
 			line = fmt.Sprintf("for %s: %s (%s)", r.Ref, line, r.Resolution.Outcome)
+		case r.Kind == store.KindIntentDone && line == "":
+			line = "completes " + r.Ref
 		}
 		if r.SupersededBy != "" {
 			line += " — superseded by " + r.SupersededBy

@@ -71,6 +71,10 @@ func TestCLI_Archivalist(t *testing.T) {
 		t.Errorf("conditional briefing: %q", out)
 	}
 	e.ok("", "intent", "complete", "int-5", "--session", "s2")
+	// A delta of intents since the briefing's gv says which one ended.
+	if out := e.ok("", "intent", "list", "--since", "5"); !strings.Contains(out, "completes int-5") {
+		t.Errorf("intent list --since 5: %q", out)
+	}
 	if out := e.ok("", "intent", "list"); strings.Contains(out, "int-5") {
 		t.Errorf("completed intent still listed:\n%s", out)
 	}

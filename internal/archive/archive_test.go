@@ -858,3 +858,35 @@ func TestCompletedIntentsListed(t *testing.T) {
 		t.Errorf("recall with all=true lacks %s: %+v", done.ID, ans[0].Records)
 	}
 }
+
+// TestIntentDeltaCarriesCompletions: a delta read of intents alone holds
+// the completions since its version, as a delta of every kind does, so a
+// client holding the list learns that one ended.
+func TestIntentDeltaCarriesCompletions(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{})
+	h := register(t, a, AgentSpec{ID: "a1", SessionID: "s1"})
+	in := ok(t)(h.DeclareIntent(ctx, Intent{Description: "rename db.Conn to db.Pool", Paths: []string{"internal/db"}, TTL: time.Hour}))
+	full, err := a.ReadGlobal(ctx, GlobalRead{Kind: store.KindIntent})
+	if err != nil || len(full.Records) != 1 {
+		t.Fatalf("intents: %+v, %v", full.Records, err)
+	}
+	ok(t)(h.CompleteIntent(ctx, in.ID))
+	for _, kind := range []store.RecordKind{"", store.KindIntent} {
+		delta, err := a.ReadGlobal(ctx, GlobalRead{Kind: kind, Since: full.GV})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range delta.Records {
+			got = append(got, string(r.Kind)+" "+r.Ref)
+		}
+		if len(delta.Records) != 1 || delta.Records[0].Kind != store.KindIntentDone || delta.Records[0].Ref != in.ID {
+			t.Errorf("delta of kind %q since %d: %v; want the completion of %s", kind, full.GV, got, in.ID)
+		}
+	}
+	// A delta of another kind does not carry it.
+	if delta, err := a.ReadGlobal(ctx, GlobalRead{Kind: store.KindPattern, Since: full.GV}); err != nil || len(delta.Records) != 0 {
+		t.Errorf("a delta of patterns: %+v, %v", delta.Records, err)
+	}
+}

@@ -444,7 +444,9 @@ func (m *mirror) read(req GlobalRead, now time.Time) (picked []int, more bool) {
 		if r.GV <= req.Since {
 			break
 		}
-		if req.Kind != "" && r.Kind != req.Kind {
+		// A delta of intents carries their completions too: a client
+		// holding the list learns which ended.
+		if req.Kind != "" && r.Kind != req.Kind && (req.Since == 0 || req.Kind != store.KindIntent || r.Kind != store.KindIntentDone) {
 			continue
 		}
 		if req.Kind == "" && r.Kind == store.KindIntentDone && req.Since == 0 {
