@@ -446,7 +446,8 @@ func (m *mirror) read(req GlobalRead, now time.Time) (picked []int, more bool) {
 		}
 		// A delta of intents carries their completions too: a client
 		// holding the list learns which ended.
-		if req.Kind != "" && r.Kind != req.Kind && (req.Since == 0 || req.Kind != store.KindIntent || r.Kind != store.KindIntentDone) {
+		ended := req.Since > 0 && req.Kind == store.KindIntent && r.Kind == store.KindIntentDone
+		if req.Kind != "" && r.Kind != req.Kind && !ended {
 			continue
 		}
 		if req.Kind == "" && r.Kind == store.KindIntentDone && req.Since == 0 {

@@ -510,19 +510,18 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 		}
 	}
 	if userFile != "" {
-		if _, err := c.readFile(userFile, explicit); err != nil {
+		if _, _, err := c.readFile(userFile, explicit); err != nil {
 			return c, err
 		}
 	}
 	// The project's file comes with the repository: the keys that need
 	// the user's trust apply only once it is trusted (trust.go).
 	projectFile := filepath.Join(project, ProjectFile)
-	if data, err := c.readFile(projectFile, false); err != nil {
+	if data, md, err := c.readFile(projectFile, false); err != nil {
 		return c, err
 	} else if data != nil {
-		var p Config
-		md, _ := toml.Decode(string(data), &p) // read without error above
-		if err := checkTrust(env, projectFile, data, guardedKeys(md, p)); err != nil {
+		// Read last of the files, its keys hold its own values in c.
+		if err := checkTrust(env, projectFile, data, guardedKeys(md, c)); err != nil {
 			return c, err
 		}
 	}
@@ -609,29 +608,29 @@ func Load(dir string, env Env, flags Flags) (Config, error) {
 	return c, c.Validate()
 }
 
-// readFile merges a TOML file into c and returns what it read. A
-// missing optional file is skipped (nil, nil).
-func (c *Config) readFile(path string, required bool) ([]byte, error) {
+// readFile merges a TOML file into c and returns what it read, and its
+// decoding. A missing optional file is skipped (nil data).
+func (c *Config) readFile(path string, required bool) ([]byte, toml.MetaData, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && !required {
-		return nil, nil
+		return nil, toml.MetaData{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, toml.MetaData{}, fmt.Errorf("read config: %w", err)
 	}
 	md, err := toml.Decode(string(data), c)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %s", path, plainTOMLError(err))
+		return nil, toml.MetaData{}, fmt.Errorf("config %s: %s", path, plainTOMLError(err))
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		keys := make([]string, len(undecoded))
 		for i, k := range undecoded {
 			keys[i] = k.String()
 		}
-		return nil, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+		return nil, toml.MetaData{}, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
 	c.Sources = append(c.Sources, path)
-	return data, nil
+	return data, md, nil
 }
 
 // Validate reports every problem with c at once.

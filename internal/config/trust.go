@@ -50,8 +50,9 @@ func (e *UntrustedError) Error() string {
 		e.File, strings.Join(e.Keys, ", "), why, filepath.Dir(e.File))
 }
 
-// guardedKeys returns the keys of a project's file, decoded in md and
-// into p (a Config of zero values), that need the user's trust.
+// guardedKeys returns the keys of a project's file that need the user's
+// trust: md is the file's decoding, and p holds the values it set (the
+// keys md names are the file's own in p, whatever else p holds).
 func guardedKeys(md toml.MetaData, p Config) []string {
 	var keys []string
 	for _, k := range md.Keys() {
@@ -81,13 +82,9 @@ func guardedKeys(md toml.MetaData, p Config) []string {
 	return keys
 }
 
-// GuardedKeys returns the keys of a project's config file that apply
-// only once the user trusts it (see Trust).
-func GuardedKeys(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+// keysOf returns the keys of a project's config file, read as data,
+// that apply only once the user trusts it.
+func keysOf(path string, data []byte) ([]string, error) {
 	var p Config
 	md, err := toml.Decode(string(data), &p)
 	if err != nil {
@@ -181,11 +178,12 @@ func Trust(env Env, path string, revoke bool) ([]string, error) {
 		}
 		delete(lines, path)
 	} else {
+		// The keys said are of the bytes trusted.
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}
-		if keys, err = GuardedKeys(path); err != nil {
+		if keys, err = keysOf(path, data); err != nil {
 			return nil, err
 		}
 		lines[path] = digest(data)
