@@ -530,7 +530,7 @@ func (p *Proxy) room(ctx context.Context, key store.WindowKey, msgs []window.Mes
 			n += enc.Count(b.Name)
 			switch {
 			case len(b.Raw) > 0:
-				n += enc.Count(string(b.Raw))
+				n += window.RawTokens(b.Raw, enc.Count)
 			case b.Type == window.BlockToolUse:
 				n += enc.Count(string(b.Input))
 			default:

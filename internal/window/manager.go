@@ -548,19 +548,25 @@ func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Me
 	}
 	// A message's tokens in the window's encoding: the engine counted its
 	// blocks' content already if it counts in the same one.
+	// A block of media is counted at its vendor's rates (RawTokens).
 	same := m.eng.EncodingName() == s.Encoding
 	for i := range msgs {
 		msgs[i].Tokens = messageOverhead
 		for _, b := range msgs[i].Blocks {
 			msgs[i].Tokens += enc.Count(b.Name)
-			if !same {
+			switch {
+			case holdsMedia(b.Raw):
+				msgs[i].Tokens += RawTokens(b.Raw, enc.Count)
+			case !same:
 				msgs[i].Tokens += enc.Count(string(b.content()))
 			}
 		}
 	}
 	if same {
 		for k, p := range where {
-			msgs[p.msg].Tokens += entries[k].TokenCount
+			if !holdsMedia(msgs[p.msg].Blocks[p.block].Raw) {
+				msgs[p.msg].Tokens += entries[k].TokenCount
+			}
 		}
 	}
 	redacted := make([][]string, len(msgs))

@@ -28,7 +28,7 @@ const codexTestdata = "../hook/testdata/codex-0.171.0"
 var responsesItems = []string{
 	`{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex, a coding agent."}]}`,
 	`{"role": "user", "content": "Fix the flaky test in internal/queue."}`,
-	`{"type": "message", "id": "msg_01", "role": "user", "content": [{"type": "input_text", "text": "Here is the failure."}, {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"}, {"type": "input_file", "file_id": "file-abc", "filename": "log.txt"}]}`,
+	`{"type": "message", "id": "msg_01", "role": "user", "content": [{"type": "input_text", "text": "Here is the failure."}, {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAAAAABX3VL4AAAAEklEQVR4nGJiYGBiYAAEAAD//wAYAAV4jI74AAAAAElFTkSuQmCC", "detail": "auto"}, {"type": "input_file", "file_id": "file-abc", "filename": "log.txt"}]}`,
 	`{"type": "reasoning", "id": "rs_01", "summary": [{"type": "summary_text", "text": "Run the test first."}], "encrypted_content": "gAAAAB-opaque"}`,
 	`{"type": "function_call", "id": "fc_01", "call_id": "call_01", "name": "exec_command", "arguments": "{\"cmd\":\"go test ./internal/queue\"}", "status": "completed"}`,
 	`{"type": "function_call_output", "id": "fco_01", "call_id": "call_01", "output": "--- FAIL: TestDrain (0.01s)\n    queue_test.go:12: timeout\nFAIL\n"}`,

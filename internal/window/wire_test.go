@@ -19,12 +19,12 @@ var anthropicMessages = []string{
 	`{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "package queue\n\nfunc TestDrain(t *testing.T) {}\n"}]}`,
 	`{"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_02", "name": "Bash", "input": {"command": "go test ./internal/queue"}}, {"type": "tool_use", "id": "toolu_03", "name": "Grep", "input": {"pattern": "Drain"}}]}`,
 	`{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_02", "content": "FAIL", "is_error": true}, {"type": "tool_result", "tool_use_id": "toolu_03", "content": [{"type": "text", "text": "queue.go:12"}]}, {"type": "text", "text": "also check the docs", "cache_control": {"type": "ephemeral"}}]}`,
-	`{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}, {"type": "text", "text": "ünïcödé ✓ and \u0000 bytes"}]}`,
+	`{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAAAAABX3VL4AAAAEklEQVR4nGJiYGBiYAAEAAD//wAYAAV4jI74AAAAAElFTkSuQmCC"}}, {"type": "text", "text": "ünïcödé ✓ and \u0000 bytes"}]}`,
 }
 
 var openaiMessages = []string{
 	`{"role": "developer", "content": "You are a careful engineer."}`,
-	`{"role": "user", "content": [{"type": "text", "text": "What is in main.go?"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}], "name": "alice"}`,
+	`{"role": "user", "content": [{"type": "text", "text": "What is in main.go?"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAAAAABX3VL4AAAAEklEQVR4nGJiYGBiYAAEAAD//wAYAAV4jI74AAAAAElFTkSuQmCC"}}], "name": "alice"}`,
 	`{"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"main.go\"}"}}, {"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": "not json {"}}]}`,
 	`{"role": "tool", "tool_call_id": "call_2", "content": "main.go\ngo.mod\n"}`,
 	`{"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "package main"}]}`,

@@ -1,0 +1,124 @@
+package window_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"image/png"
+	"math/rand"
+	"testing"
+
+	"github.com/engramhq/engram/internal/tokens"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// noisePNG is a w × h PNG of noise (which PNG cannot compress, as a
+// screenshot's photo would not be): its base64.
+func noisePNG(t testing.TB, w, h int) string {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	rand.New(rand.NewSource(int64(w * h))).Read(img.Pix)
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
+// exifJPEG is a w × h JPEG whose size comes after 80 KB of an APP1
+// segment, as a camera's EXIF can put it: its base64.
+func exifJPEG(t testing.TB, w, h int) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, image.NewGray(image.Rect(0, 0, w, h)), nil); err != nil {
+		t.Fatal(err)
+	}
+	j := b.Bytes()
+	var out bytes.Buffer
+	out.Write(j[:2]) // SOI
+	for range 2 {
+		seg := make([]byte, 40<<10)
+		out.Write([]byte{0xFF, 0xE1})
+		_ = binary.Write(&out, binary.BigEndian, uint16(len(seg)+2))
+		out.Write(seg)
+	}
+	out.Write(j[2:])
+	return base64.StdEncoding.EncodeToString(out.Bytes())
+}
+
+// losslessWebP is the header of a lossless WebP of w × h, as much as its
+// size needs.
+func losslessWebP(w, h int) string {
+	var b bytes.Buffer
+	b.WriteString("RIFF")
+	_ = binary.Write(&b, binary.LittleEndian, uint32(4+8+5))
+	b.WriteString("WEBPVP8L")
+	_ = binary.Write(&b, binary.LittleEndian, uint32(5))
+	b.WriteByte(0x2f)
+	bits := uint32(w-1) | uint32(h-1)<<14
+	_ = binary.Write(&b, binary.LittleEndian, bits)
+	b.WriteByte(0)
+	return base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
+// A block of media is counted as its vendor charges for it, from the
+// image's size or the PDF's pages, never as the text of its base64; what
+// the block holds besides is counted as text.
+func TestRawTokens(t *testing.T) {
+	enc, err := tokens.Get(tokens.O200kBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := enc.Count
+	wide := noisePNG(t, 1000, 500)
+	big := noisePNG(t, 3000, 2000)
+	pdf := base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n1 0 obj << /Type /Pages /Kids [2 0 R 3 0 R 4 0 R] /Count 3 >> endobj\n" +
+		"2 0 obj << /Type /Page /Parent 1 0 R >> endobj\n3 0 obj << /Type/Page /Parent 1 0 R >> endobj\n4 0 obj << /Type /Page >> endobj\n%%EOF\n"))
+	result := `{"type": "tool_result", "tool_use_id": "toolu_01", "content": [{"type": "text", "text": "the screenshot"}, ` +
+		`{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "` + wide + `"}}]}`
+	cases := []struct {
+		name     string
+		raw      string
+		min, max int // the media's tokens, and the count of what is not media: within a few tokens
+	}{
+		// 1000 × 500 / 750 = 667.
+		{"anthropic image", `{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "` + wide + `"}}`, 667, 667 + 25},
+		// Scaled to 1568 × 1045, over 1,600: 1,600.
+		{"anthropic large image", `{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "` + big + `"}}`, 1600, 1600 + 25},
+		{"anthropic image by url", `{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}`, 1600, 1600 + 25},
+		{"anthropic JPEG, its size past 80 KB", `{"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "` + exifJPEG(t, 750, 300) + `"}}`, 300, 300 + 25},
+		{"anthropic WebP", `{"type": "image", "source": {"type": "base64", "media_type": "image/webp", "data": "` + losslessWebP(1500, 500) + `"}}`, 1000, 1000 + 25},
+		{"anthropic PDF of three pages", `{"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "` + pdf + `"}}`, 9000, 9000 + 25},
+		{"a tool result with text and an image", result, 667 + 2, 667 + 40},
+		// OpenAI: 1000 × 500 is 2 × 1 tiles: 85 + 340.
+		{"openai image_url", `{"type": "image_url", "image_url": {"url": "data:image/png;base64,` + wide + `"}}`, 425, 425 + 25},
+		{"openai image_url, low detail", `{"type": "image_url", "image_url": {"url": "data:image/png;base64,` + wide + `", "detail": "low"}}`, 85, 85 + 25},
+		// 3000 × 2000 fits 2048 × 1365, its short side 768: 1152 × 768, 3 × 2 tiles.
+		{"responses input_image", `{"type": "input_image", "image_url": "data:image/png;base64,` + big + `", "detail": "high"}`, 85 + 6*170, 85 + 6*170 + 25},
+		{"responses input_file", `{"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,` + pdf + `"}`, 9000, 9000 + 25},
+		{"openai file", `{"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64,` + pdf + `"}}`, 9000, 9000 + 25},
+		// Not media: counted as text.
+		{"a document of text", `{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "the quartermaster counts the crates"}}`, 10, 40},
+		{"a thinking block", `{"type": "thinking", "thinking": "look first", "signature": "abc"}`, 5, 25},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if !json.Valid([]byte(c.raw)) {
+				t.Fatal("the case is not JSON")
+			}
+			n := window.RawTokens([]byte(c.raw), count)
+			if n < c.min || n > c.max {
+				t.Errorf("%d tokens, want %d to %d (as text: %d)", n, c.min, c.max, count(c.raw))
+			}
+		})
+	}
+	// An image whose data is no image is counted at the vendor's most.
+	bad := fmt.Sprintf(`{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": %q}}`, base64.StdEncoding.EncodeToString([]byte("not a picture")))
+	if n := window.RawTokens([]byte(bad), count); n < 1600 || n > 1625 {
+		t.Errorf("an image that does not decode: %d tokens, want 1,600 and its framing", n)
+	}
+}
