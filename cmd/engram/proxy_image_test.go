@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"image"
+	"image/png"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/modelserver"
+)
+
+// imageData finds the base64 of a picture in a request's body.
+var imageData = regexp.MustCompile(`"type":"image","source":\{"type":"base64",[^}]*?"data":"([A-Za-z0-9+/=]{200})`)
+
+// TestClaudeCode_ProxyImage runs the real Claude Code through engram
+// proxy, its model reading a picture with the Read tool and then running
+// two commands: the picture Claude Code sends in the Read's result stays
+// in every request after it, and the window counts it as Anthropic
+// would, not as the text of its base64 (which put a marker in its place
+// from the next request on).
+func TestClaudeCode_ProxyImage(t *testing.T) {
+	srv := modelserver.Start(modelserver.Options{})
+	defer srv.Close()
+	cc := modelserver.NewClaudeCode(t, srv)
+	dataDir := t.TempDir()
+	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
+	url := startProxyArgs(t, env, srv.URL(), "--window", "60000")
+	for i, kv := range cc.Env {
+		if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
+			cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
+		}
+	}
+	cc.Env = append(cc.Env, "ANTHROPIC_CUSTOM_HEADERS=X-Engram-Token: proxy-test-token")
+
+	// A 600 × 400 picture of noise: 940 KB that PNG cannot compress.
+	img := image.NewNRGBA(image.Rect(0, 0, 600, 400))
+	rand.New(rand.NewSource(1)).Read(img.Pix)
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(cc.Dir, "shot.png")
+	if err := os.WriteFile(shot, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.Add(
+		modelserver.Call("Read", map[string]any{"file_path": shot}),
+		modelserver.Call("Bash", map[string]any{"command": "echo one", "description": "one"}),
+		modelserver.Call("Bash", map[string]any{"command": "echo two", "description": "two"}),
+		modelserver.Say("The picture is noise."),
+	)
+	res := cc.Prompt(t, "What is in shot.png? Then run two commands.", "--allowedTools", "Read,Bash")
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+	main := srv.Requests(modelserver.KindMain)
+	if len(main) != 4 {
+		t.Fatalf("%d requests reached the model, want 4", len(main))
+	}
+	m := imageData.FindSubmatch(main[1].Body)
+	if m == nil {
+		t.Fatalf("the request after the Read carries no picture: %.400s", main[1].Body)
+	}
+	for i, r := range main[2:] {
+		if !bytes.Contains(r.Body, m[1]) {
+			t.Errorf("request %d upstream has lost the picture", i+2)
+		}
+	}
+	n := 0
+	for _, m := range windowMessages(t, dataDir, res.SessionID) {
+		n += m.Tokens
+	}
+	t.Logf("the window holds %d tokens", n)
+}
