@@ -52,6 +52,11 @@ type Ops struct {
 	Index *index.Activity
 	// Version is engram's version, which Status reports.
 	Version string
+	// Operator says the caller is the server's operator (its token, a
+	// trusted loopback caller, the dashboard's sign-in), not an agent
+	// with its own key: Status names the store's location (a path on the
+	// server's machine) to the operator alone.
+	Operator bool
 }
 
 // IsolationError refuses a write that names another session than the

@@ -213,10 +213,10 @@ const (
 )
 
 // StoreOut names the store: its backend (sqlite or postgres), where it
-// lives (without credentials) and its size.
+// lives (without credentials; to the operator only) and its size.
 type StoreOut struct {
 	Backend   string `json:"backend"`
-	Location  string `json:"location"`
+	Location  string `json:"location,omitempty" jsonschema:"the store's file path or PostgreSQL URL (without credentials); the operator's only, absent for an agent's key"`
 	SizeBytes int64  `json:"size_bytes"`
 }
 
@@ -278,9 +278,10 @@ type StatusOut struct {
 	Counters metrics.Counters `json:"counters"`
 }
 
-// Status reports the server at a glance: its store, what it holds, its
-// windows and what their latest assembled turns saved, the archivalist's
-// records, and this server's counters. It costs the store's statistics,
+// Status reports the server at a glance: its store (where it lives to
+// the operator only: an agent has no need of the server's paths), what
+// it holds, its windows and what their latest assembled turns saved, the
+// archivalist's records, and this server's counters. It costs the store's statistics,
 // a status and a snapshot read per window (up to 1,000), and a read of
 // the archivalist's records of each kind (from its cache when nothing
 // changed).
@@ -289,11 +290,14 @@ func (o *Ops) Status(ctx context.Context) (StatusOut, string, error) {
 	if err != nil {
 		return StatusOut{}, "", err
 	}
-	out := StatusOut{Version: o.Version, Store: StoreOut{Backend: "sqlite", Location: st.Location, SizeBytes: st.SizeBytes},
+	out := StatusOut{Version: o.Version, Store: StoreOut{Backend: "sqlite", SizeBytes: st.SizeBytes},
 		Sessions: st.Sessions, Agents: st.Agents, Entries: st.Entries, TokensStored: st.Tokens, PerWindow: []WindowSavingsOut{},
 		Counters: o.Metrics.Counters()}
 	if strings.HasPrefix(st.Location, "postgres://") {
 		out.Store.Backend = "postgres"
+	}
+	if o.Operator {
+		out.Store.Location = st.Location
 	}
 	m, err := o.windows()
 	if err != nil {
@@ -417,8 +421,12 @@ func (o *Ops) memory(ctx context.Context) (MemoryOut, error) {
 // Text is the status in a few lines.
 func (s StatusOut) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "engram %s, %s store %s (%d bytes): %d sessions, %d agents, %d entries, %d tokens stored\n",
-		cmp.Or(s.Version, "(dev)"), s.Store.Backend, s.Store.Location, s.Store.SizeBytes, s.Sessions, s.Agents, s.Entries, s.TokensStored)
+	fmt.Fprintf(&b, "engram %s, %s store", cmp.Or(s.Version, "(dev)"), s.Store.Backend)
+	if s.Store.Location != "" {
+		fmt.Fprintf(&b, " %s", s.Store.Location)
+	}
+	fmt.Fprintf(&b, " (%d bytes): %d sessions, %d agents, %d entries, %d tokens stored\n",
+		s.Store.SizeBytes, s.Sessions, s.Agents, s.Entries, s.TokensStored)
 	w := s.Windows
 	fmt.Fprintf(&b, "windows: %d open; %d messages in them, %d evicted under %s; %d of %d tokens used\n",
 		w.Open, w.Messages, w.Evicted, plural(w.Refs, "reference"), w.Used, w.Budget)

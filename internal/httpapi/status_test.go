@@ -3,11 +3,14 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -351,5 +354,79 @@ func TestStatus(t *testing.T) {
 	mc := m.Counters()
 	if !cn.Since.Equal(mc.Since) || cn.RefsExpanded != mc.RefsExpanded || cn.Prefetches != mc.Prefetches || cn.PrefetchHits != mc.PrefetchHits {
 		t.Errorf("counters %+v, the metrics' %+v", cn, mc)
+	}
+}
+
+// TestStatusLocation: the store's location (a path on the server's
+// machine) is the operator's to see: the token, a trusted loopback caller
+// and the dashboard's sign-in get it in GET /v1/status, an agent's key
+// gets the status without it.
+func TestStatusLocation(t *testing.T) {
+	eng := newEngine(t)
+	st, err := eng.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Location == "" {
+		t.Fatal("the store names no location")
+	}
+	srv := httptest.NewServer(Handler(eng, Options{Token: tok, TrustLoopback: true}))
+	defer srv.Close()
+	key := agentKey(t, srv.URL, "alice", "a1")
+
+	jar, _ := cookiejar.New(nil)
+	c := noRedirect(jar)
+	link, err := LoginURL(srv.URL+"/", tok, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := get(t, c, link); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d", resp.StatusCode)
+	}
+	dashboard := func() (int, string) {
+		resp, b := get(t, c, srv.URL+"/v1/status")
+		return resp.StatusCode, b
+	}
+	bearer := func(cred string) func() (int, string) {
+		return func() (int, string) {
+			var hdr []string
+			if cred != "" {
+				hdr = []string{"Authorization", "Bearer " + cred}
+			}
+			st, _, b := raw(t, "GET", srv.URL+"/v1/status", "", hdr...)
+			return st, b
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		get      func() (int, string)
+		location string
+	}{
+		{"token", bearer(tok), st.Location},
+		{"loopback", bearer(""), st.Location},
+		{"dashboard", dashboard, st.Location},
+		{"agent key", bearer(key), ""},
+	} {
+		status, body := tc.get()
+		if status != 200 {
+			t.Errorf("%s: HTTP %d %s", tc.name, status, body)
+			continue
+		}
+		var out struct {
+			Store map[string]any
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil {
+			t.Fatalf("%s: %v: %s", tc.name, err, body)
+		}
+		loc, has := out.Store["location"]
+		switch {
+		case tc.location == "" && (has || strings.Contains(body, filepath.Base(st.Location))):
+			t.Errorf("%s: the status names the store's location: %s", tc.name, body)
+		case tc.location != "" && loc != tc.location:
+			t.Errorf("%s: location %v, want %q", tc.name, loc, tc.location)
+		}
+		if out.Store["backend"] != "sqlite" {
+			t.Errorf("%s: store %v", tc.name, out.Store)
+		}
 	}
 }

@@ -190,7 +190,7 @@ func (v *v1) ops(r *http.Request) (*api.Ops, error) {
 		agent = "http@" + session
 	}
 	o := &api.Ops{Eng: v.eng, Agent: agent, Metrics: v.metrics, Windows: v.windows, Assembler: v.assembler, Index: v.activity, Version: v.version,
-		Session: func() string { return session }}
+		Operator: true, Session: func() string { return session }}
 	o.Handle = func(ctx context.Context) (*archive.Handle, error) {
 		if session == "" {
 			return nil, &httpError{http.StatusBadRequest, "validation", "name the session: X-Engram-Session"}
