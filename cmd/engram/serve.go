@@ -71,9 +71,9 @@ serve over HTTP:
             the model APIs, as engram proxy serves them (--no-proxy: not)
 
 It binds to loopback (127.0.0.1:7411) by default. Every request but
-/healthz and the dashboard's page, assets and login link (which hold no
-data; what the page asks for needs one) needs a credential
-(Authorization: Bearer ...): the operator's
+/healthz, the dashboard's page, assets and login link, and POST /register
+(an OAuth client's registration, refused: engram takes a token) needs a
+credential (Authorization: Bearer ...): the operator's
 token, made on the first run and kept with mode 0600 in the data directory
 (engram token prints it; --token or ENGRAM_TOKEN give another), or the key
 of an agent registered through POST /v1/agents, which may write its own

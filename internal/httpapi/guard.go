@@ -279,7 +279,7 @@ func (g *guard) stillValid(r *http.Request) bool {
 }
 
 func (g *guard) unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="engram"`)
+	w.Header().Set("WWW-Authenticate", bearerChallenge(r, reason))
 	g.refuse(w, r, http.StatusUnauthorized, "token", "unauthorized",
 		reason+": send Authorization: Bearer <token> (engram token prints the server's; an agent sends the key it was registered with)")
 }

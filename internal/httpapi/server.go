@@ -217,6 +217,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 		mux.Handle("GET /metrics", g.wrap(opts.Metrics.Handler(), func(*http.Request) bool { return false }))
 	}
 	g.dashboardRoutes(mux)
+	mux.HandleFunc(registerRoute, g.noOAuth)
 	if opts.Proxy != nil {
 		for _, route := range proxyRoutes {
 			mux.Handle(route, opts.Proxy)
@@ -226,7 +227,7 @@ func Handler(eng *engine.Engine, opts Options) http.Handler {
 	// API's JSON error, where the mux answered plain text. Nothing here
 	// holds data, so no credential is asked for.
 	others := http.NewServeMux()
-	for _, pattern := range []string{"GET /healthz", "GET /{$}", "GET /assets/{file...}", "GET /login", "POST /logout"} {
+	for _, pattern := range []string{"GET /healthz", "GET /{$}", "GET /assets/{file...}", "GET /login", "POST /logout", registerRoute} {
 		others.Handle(pattern, probe)
 	}
 	if opts.Metrics != nil {
@@ -316,7 +317,8 @@ func (p *routeProbe) allowed(routes *http.ServeMux, r *http.Request) []string {
 // Projects serves several projects from one server: each project's
 // handler (Handler) under /p/NAME/, and, without a token, /healthz and a
 // page at / (for a person at a browser) listing them, the page with a
-// link to each one's dashboard. Anything else gets a 404 that names the
+// link to each one's dashboard, and the refusal of an OAuth client's
+// registration (oauth.go). Anything else gets a 404 that names the
 // projects.
 func Projects(handlers map[string]http.Handler, opts Options) http.Handler {
 	log := opts.Logger
@@ -332,6 +334,7 @@ func Projects(handlers map[string]http.Handler, opts Options) http.Handler {
 	}
 	slices.Sort(names)
 	projectsRoutes(mux, names)
+	mux.HandleFunc(registerRoute, g.noOAuth) // an MCP client's, after a 401 from /p/NAME/mcp
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		// Each project's store is asked, all at once (2 s at most). A
 		// server some of whose stores do not answer still serves the
