@@ -71,11 +71,12 @@ serve over HTTP:
             the model APIs, as engram proxy serves them (--no-proxy: not)
 
 It binds to loopback (127.0.0.1:7411) by default. Every request but
-/healthz, the dashboard's page, assets and login link, and POST /register
-(an OAuth client's registration, refused: engram takes a token) needs a
-credential (Authorization: Bearer ...): the operator's
-token, made on the first run and kept with mode 0600 in the data directory
-(engram token prints it; --token or ENGRAM_TOKEN give another), or the key
+/healthz, the dashboard's page, assets and login link (which hold no data;
+what the page asks for needs one) and POST /register (an OAuth client's
+registration, refused: engram takes a token) needs a credential
+(Authorization: Bearer ...): the operator's token, made on the first run
+and kept with mode 0600 in the data directory (engram token prints it;
+--token or ENGRAM_TOKEN give another), or the key
 of an agent registered through POST /v1/agents, which may write its own
 session only. Requests naming a host other than loopback's or the address
 served, or sent by a web page of another origin, are refused
