@@ -45,7 +45,7 @@ func RedactJSON(b []byte) (out []byte, found []Finding, ok bool) {
 			return nil, nil, false // json.Valid said otherwise: never
 		}
 		s, isString := tok.(string)
-		if !isString || len(Scan(s)) == 0 {
+		if !isString || encodedMedia(s) || len(Scan(s)) == 0 {
 			continue
 		}
 		end := int(dec.InputOffset())
@@ -70,6 +70,37 @@ func RedactJSON(b []byte) (out []byte, found []Finding, ok bool) {
 	}
 	buf.Write(b[last:])
 	return buf.Bytes(), found, true
+}
+
+// minEncoded is the shortest string encodedMedia takes for encoded
+// data: shorter ones are a word or a key as often as data.
+const minEncoded = 256
+
+// encodedMedia reports whether s is binary data in base64, alone or as a
+// data: URL: a picture or a PDF in a vendor's block. Such a string holds
+// no text to redact, but its letters can spell a key's pattern by
+// chance (Google's AIza and 35 letters, about once in a thousand
+// megabytes-long pictures), and redacting it would break the picture
+// for every request that sends it again.
+func encodedMedia(s string) bool {
+	if rest, ok := strings.CutPrefix(s, "data:"); ok {
+		meta, data, ok := strings.Cut(rest, ",")
+		if !ok || !strings.HasSuffix(meta, ";base64") {
+			return false
+		}
+		s = data
+	}
+	if len(s) < minEncoded {
+		return false
+	}
+	s = strings.TrimRight(s, "=")
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/') {
+			return false
+		}
+	}
+	return true
 }
 
 // marshalString encodes s as a JSON string, without escaping < > & as

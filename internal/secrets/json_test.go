@@ -12,6 +12,11 @@ import (
 // the content, takes the rest of its string only.
 func TestRedactJSON(t *testing.T) {
 	token := "ghp_" + strings.Repeat("a1B2c3", 6)
+	// A picture's base64 whose letters spell Google's key pattern by
+	// chance after a '/': data, left whole; the same letters in text are
+	// a key.
+	spelt := "AIza" + strings.Repeat("Qx7", 11) + "Zk"
+	picture := strings.Repeat("iVBORw0KGgoAAAANSUhEUgAA", 12) + "/" + spelt + "/" + strings.Repeat("AAAA", 60) + "=="
 	for _, c := range []struct {
 		name, in, want string
 	}{
@@ -22,6 +27,13 @@ func TestRedactJSON(t *testing.T) {
 		{"a key's lines escaped", `["-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----\n", "after"]`,
 			`["[REDACTED:private_key]\n", "after"]`},
 		{"nothing to redact", `{ "a" : "b" }`, `{ "a" : "b" }`},
+		{"a picture's base64", `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + picture + `"}}`,
+			`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + picture + `"}}`},
+		{"a picture's data: URL", `{"type":"input_image","image_url":"data:image/png;base64,` + picture + `"}`,
+			`{"type":"input_image","image_url":"data:image/png;base64,` + picture + `"}`},
+		{"the same letters in text", `{"type":"text","text":"the key is ` + spelt + `"}`,
+			`{"type":"text","text":"the key is [REDACTED:google_api_key]"}`},
+		{"a short run of base64 letters", `{"k":"/` + spelt + `"}`, `{"k":"/[REDACTED:google_api_key]"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, found, ok := RedactJSON([]byte(c.in))
