@@ -94,14 +94,21 @@ func encodedMedia(s string) bool {
 		return false
 	}
 	s = strings.TrimRight(s, "=")
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/') {
+	for i := range len(s) {
+		if !inBase64[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// inBase64 is base64's alphabet, by byte.
+var inBase64 = func() (in [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") {
+		in[c] = true
+	}
+	return in
+}()
 
 // marshalString encodes s as a JSON string, without escaping < > & as
 // HTML.
