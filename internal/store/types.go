@@ -113,7 +113,8 @@ type Entry struct {
 	ID      string
 	Content []byte
 	// TokenCount is the number of tokens in Content, counted with the
-	// store's encoding.
+	// store's encoding; encoded media in it (base64 that no chunk covers)
+	// is estimated, 2 tokens in 3 of its bytes.
 	TokenCount int
 	// Chunks are the retrieval units of Content, in order. PutEntries needs
 	// at least one; reads fill them only where documented.
