@@ -25,18 +25,84 @@ import (
 	"github.com/engramhq/engram/internal/window"
 )
 
-// manager opens a Manager over a store at path, as one process would.
-func manager(t testing.TB, path string) *window.Manager {
+// engineAt opens an engine over a store at path, as one process would.
+func engineAt(t testing.TB, path string) *engine.Engine {
 	t.Helper()
 	eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return eng
+}
+
+func catalog(t testing.TB) *tokens.Catalog {
+	t.Helper()
 	cat, err := tokens.NewCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return window.NewManager(eng, cat)
+	return cat
+}
+
+// manager opens a Manager over a store at path, as one process would.
+func manager(t testing.TB, path string) *window.Manager {
+	t.Helper()
+	return window.NewManager(engineAt(t, path), catalog(t))
+}
+
+// testWindow is the window s/claude of a new store, opened, for a test
+// that reaches into the store under it (to read the ledger, to forget).
+type testWindow struct {
+	eng *engine.Engine
+	cat *tokens.Catalog
+	m   *window.Manager
+	key store.WindowKey
+}
+
+// openWindow opens a testWindow with o, then appends turns exchanges.
+func openWindow(t testing.TB, o window.OpenOptions, turns int) *testWindow {
+	t.Helper()
+	eng := engineAt(t, filepath.Join(t.TempDir(), "engram.db"))
+	cat := catalog(t)
+	w := &testWindow{eng: eng, cat: cat, m: window.NewManager(eng, cat), key: store.WindowKey{SessionID: "s", AgentID: "claude"}}
+	if _, err := w.m.Open(context.Background(), w.key, o); err != nil {
+		t.Fatal(err)
+	}
+	for i := range turns {
+		if _, err := w.m.Append(context.Background(), w.key, exchange(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// fresh returns a new Manager over the window's store, which lays the
+// window out from its ledger as another process would.
+func (w *testWindow) fresh() *window.Manager { return window.NewManager(w.eng, w.cat) }
+
+// ledger returns the window's items with from <= Pos < to (-1: all).
+func (w *testWindow) ledger(t testing.TB, from, to int) []store.WindowItem {
+	t.Helper()
+	items, err := w.eng.Store().WindowItems(context.Background(), w.key, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+// forget forgets entries, as an operator does.
+func (w *testWindow) forget(t testing.TB, ids []string) {
+	t.Helper()
+	if _, err := w.eng.Forget(context.Background(), engine.ForgetRequest{Entries: ids, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// severalRefs is a small window's policy that makes several references.
+func severalRefs() window.OpenOptions {
+	p := window.PolicyFor("claude")
+	p.MaxRefTokens = 1500
+	return window.OpenOptions{Limit: 4000, Output: 100, Safety: 100, Policy: &p}
 }
 
 func textMsg(role window.Role, s string) window.Message {
@@ -706,36 +772,14 @@ func TestManagerHugeMessage(t *testing.T) {
 // go on, and every marker still expands.
 func TestManagerRelay(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "engram.db")
-	eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := window.NewManager(eng, cat)
-	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-	p := window.PolicyFor("claude")
-	p.MaxRefTokens = 1500 // several references
-	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100, Policy: &p}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 12 {
-		if _, err := m.Append(ctx, key, exchange(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := openWindow(t, severalRefs(), 12)
+	m, key := w.m, w.key
 	// consistent checks that each item of the ledger is under the
 	// reference whose marker the context shows for it, or under none when
 	// the context shows it whole, and that every marker expands.
 	consistent := func(when string) {
 		t.Helper()
-		items, err := eng.Store().WindowItems(ctx, key, 0, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		items := w.ledger(t, 0, -1)
 		ctxItems := contextOf(t, m, key)
 		under := map[int]string{}
 		for i, it := range ctxItems {
@@ -772,10 +816,7 @@ func TestManagerRelay(t *testing.T) {
 	}
 	consistent("after a model switch")
 	// Forget a message evicted in the middle of the window's history.
-	items, err := eng.Store().WindowItems(ctx, key, 0, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	items := w.ledger(t, 0, -1)
 	var victim []string
 	for _, it := range items[len(items)/3:] {
 		if it.RefID != "" && len(it.EntryIDs) > 0 {
@@ -786,9 +827,7 @@ func TestManagerRelay(t *testing.T) {
 	if victim == nil {
 		t.Fatal("nothing evicted to forget")
 	}
-	if _, err := eng.Forget(ctx, engine.ForgetRequest{Entries: victim, Actor: "test"}); err != nil {
-		t.Fatal(err)
-	}
+	w.forget(t, victim)
 	res, err := m.Append(ctx, key, exchange(12))
 	if err != nil {
 		t.Fatalf("an append after forgetting: %v", err)
@@ -808,44 +847,16 @@ func TestManagerRelay(t *testing.T) {
 // expands.
 func TestManagerReadmitAfterForget(t *testing.T) {
 	ctx := context.Background()
-	setup := func(t *testing.T, turns int) (*engine.Engine, *window.Manager, func() *window.Manager, store.WindowKey) {
-		path := filepath.Join(t.TempDir(), "engram.db")
-		eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cat, err := tokens.NewCatalog()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := window.NewManager(eng, cat)
-		key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-		p := window.PolicyFor("claude")
-		p.MaxRefTokens = 1500 // several references
-		if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 4000, Output: 100, Safety: 100, Policy: &p}); err != nil {
-			t.Fatal(err)
-		}
-		for i := range turns {
-			if _, err := m.Append(ctx, key, exchange(i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return eng, m, func() *window.Manager { return window.NewManager(eng, cat) }, key
-	}
 	// firstRef is the first marker of the context and the ledger's items
 	// under it.
-	firstRef := func(t *testing.T, eng *engine.Engine, m *window.Manager, key store.WindowKey) (string, []store.WindowItem) {
+	firstRef := func(t *testing.T, w *testWindow) (string, []store.WindowItem) {
 		t.Helper()
-		for _, it := range contextOf(t, m, key) {
+		for _, it := range contextOf(t, w.m, w.key) {
 			if it.RefID == "" {
 				continue
 			}
-			items, err := eng.Store().WindowItems(ctx, key, 0, -1)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var under []store.WindowItem
-			for _, item := range items {
+			for _, item := range w.ledger(t, 0, -1) {
 				if item.RefID == it.RefID {
 					under = append(under, item)
 				}
@@ -855,20 +866,13 @@ func TestManagerReadmitAfterForget(t *testing.T) {
 		t.Fatal("the window evicted nothing")
 		return "", nil
 	}
-	forget := func(t *testing.T, eng *engine.Engine, it store.WindowItem) {
-		t.Helper()
-		if _, err := eng.Forget(ctx, engine.ForgetRequest{Entries: it.EntryIDs, Actor: "test"}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// check: each place of want shown whole once, gone never, the
 	// ledger's references those of the context, every marker expands,
-	// none to the forgotten message.
-	check := func(t *testing.T, when string, eng *engine.Engine, m *window.Manager, key store.WindowKey, want []int, gone int) {
+	// none to the forgotten message; m shows w.
+	check := func(t *testing.T, when string, w *testWindow, m *window.Manager, want []int, gone int) {
 		t.Helper()
 		shown := map[int]int{}
-		items := contextOf(t, m, key)
-		for _, it := range items {
+		for _, it := range contextOf(t, m, w.key) {
 			switch {
 			case it.Message != nil:
 				shown[it.Pos]++
@@ -892,11 +896,7 @@ func TestManagerReadmitAfterForget(t *testing.T) {
 		if shown[gone] != 0 {
 			t.Errorf("%s: the forgotten message %d is shown", when, gone)
 		}
-		ledger, err := eng.Store().WindowItems(ctx, key, 0, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, it := range ledger {
+		for _, it := range w.ledger(t, 0, -1) {
 			if it.Pos == gone {
 				t.Errorf("%s: the ledger keeps the forgotten message %d", when, gone)
 			}
@@ -907,15 +907,15 @@ func TestManagerReadmitAfterForget(t *testing.T) {
 	}
 
 	t.Run("evicted", func(t *testing.T) {
-		eng, m, fresh, key := setup(t, 8)
-		ref, under := firstRef(t, eng, m, key)
+		w := openWindow(t, severalRefs(), 8)
+		ref, under := firstRef(t, w)
 		// The prompt of the second turn under the reference.
 		victim := under[4]
 		if victim.Pos != 4 || len(under) < 6 {
 			t.Fatalf("reference %s holds %d messages from %d; the test wants turns 0 and 1 under it", ref, len(under), under[0].Pos)
 		}
-		forget(t, eng, victim)
-		res, err := m.Readmit(ctx, ref)
+		w.forget(t, victim.EntryIDs)
+		res, err := w.m.Readmit(ctx, ref)
 		if err != nil {
 			t.Fatalf("readmit %s after forgetting message %d of it: %v", ref, victim.Pos, err)
 		}
@@ -928,18 +928,18 @@ func TestManagerReadmitAfterForget(t *testing.T) {
 		if !slices.Equal(res.Positions, want) {
 			t.Errorf("readmitted %v, want %v", res.Positions, want)
 		}
-		check(t, "after the re-admission", eng, m, key, want, victim.Pos)
-		check(t, "laid out again", eng, fresh(), key, want, victim.Pos)
-		if _, err := m.Append(ctx, key, exchange(8)); err != nil {
+		check(t, "after the re-admission", w, w.m, want, victim.Pos)
+		check(t, "laid out again", w, w.fresh(), want, victim.Pos)
+		if _, err := w.m.Append(ctx, w.key, exchange(8)); err != nil {
 			t.Fatal(err)
 		}
-		check(t, "after an append", eng, fresh(), key, nil, victim.Pos)
+		check(t, "after an append", w, w.fresh(), nil, victim.Pos)
 	})
 
 	t.Run("readmitted", func(t *testing.T) {
-		eng, m, fresh, key := setup(t, 6)
-		ref, under := firstRef(t, eng, m, key)
-		res, err := m.Readmit(ctx, ref)
+		w := openWindow(t, severalRefs(), 6)
+		ref, under := firstRef(t, w)
+		res, err := w.m.Readmit(ctx, ref)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -947,17 +947,17 @@ func TestManagerReadmitAfterForget(t *testing.T) {
 		// turn's messages join the unit before, and the window's runs
 		// change.
 		victim := under[len(under)-1].Pos + 1
-		items, err := eng.Store().WindowItems(ctx, key, victim, victim+1)
-		if err != nil || len(items) != 1 || items[0].RefID == "" {
-			t.Fatalf("message %d: %+v, %v; the test wants it evicted", victim, items, err)
+		items := w.ledger(t, victim, victim+1)
+		if len(items) != 1 || items[0].RefID == "" {
+			t.Fatalf("message %d: %+v; the test wants it evicted", victim, items)
 		}
-		forget(t, eng, items[0])
-		check(t, "after forgetting", eng, m, key, res.Positions, victim)
-		check(t, "laid out again", eng, fresh(), key, res.Positions, victim)
-		if _, err := m.Append(ctx, key, exchange(6)); err != nil {
+		w.forget(t, items[0].EntryIDs)
+		check(t, "after forgetting", w, w.m, res.Positions, victim)
+		check(t, "laid out again", w, w.fresh(), res.Positions, victim)
+		if _, err := w.m.Append(ctx, w.key, exchange(6)); err != nil {
 			t.Fatal(err)
 		}
-		check(t, "after an append", eng, m, key, nil, victim)
+		check(t, "after an append", w, w.m, nil, victim)
 	})
 }
 
@@ -970,32 +970,13 @@ func TestManagerForgetToolPair(t *testing.T) {
 	ctx := context.Background()
 	for _, victim := range []int{1, 2} {
 		t.Run(fmt.Sprint("message ", victim), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "engram.db")
-			eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
-			if err != nil {
-				t.Fatal(err)
+			w := openWindow(t, window.OpenOptions{Limit: 200_000}, 3)
+			m, key := w.m, w.key
+			items := w.ledger(t, victim, victim+1)
+			if len(items) != 1 {
+				t.Fatalf("message %d: %+v", victim, items)
 			}
-			cat, err := tokens.NewCatalog()
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := window.NewManager(eng, cat)
-			key := store.WindowKey{SessionID: "s", AgentID: "claude"}
-			if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 200_000}); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 3 {
-				if _, err := m.Append(ctx, key, exchange(i)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			items, err := eng.Store().WindowItems(ctx, key, victim, victim+1)
-			if err != nil || len(items) != 1 {
-				t.Fatalf("message %d: %+v, %v", victim, items, err)
-			}
-			if _, err := eng.Forget(ctx, engine.ForgetRequest{Entries: items[0].EntryIDs, Actor: "test"}); err != nil {
-				t.Fatal(err)
-			}
+			w.forget(t, items[0].EntryIDs)
 			paired := func(when string, m *window.Manager) {
 				t.Helper()
 				got, err := m.Context(ctx, key)
@@ -1026,10 +1007,7 @@ func TestManagerForgetToolPair(t *testing.T) {
 				}
 				// (The text beside a call is one entry in every turn:
 				// forgotten, it takes each of their calls from the ledger.)
-				ledger, err := eng.Store().WindowItems(ctx, key, 0, -1)
-				if err != nil {
-					t.Fatal(err)
-				}
+				ledger := w.ledger(t, 0, -1)
 				for _, it := range ledger {
 					if it.Pos == victim || !shown[it.Pos] {
 						t.Errorf("%s: message %d of the ledger is not shown, or is the forgotten one", when, it.Pos)
@@ -1044,7 +1022,7 @@ func TestManagerForgetToolPair(t *testing.T) {
 				t.Fatalf("append after the forget: %v", err)
 			}
 			paired("after an append", m)
-			paired("laid out again", window.NewManager(eng, cat))
+			paired("laid out again", w.fresh())
 		})
 	}
 }
@@ -1056,18 +1034,8 @@ func TestManagerForgetToolPair(t *testing.T) {
 func TestManagerForgottenWindow(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "engram.db")
-	newEngine := func() *engine.Engine {
-		eng, err := engine.New(sqlitetest.OpenPath(t, path, sqlite.Options{}), engine.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return eng
-	}
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, eng2 := window.NewManager(newEngine(), cat), newEngine()
+	cat := catalog(t)
+	m, eng2 := window.NewManager(engineAt(t, path), cat), engineAt(t, path)
 	other := window.NewManager(eng2, cat)
 	key := store.WindowKey{SessionID: "s", AgentID: "claude"}
 	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 8000}); err != nil {
