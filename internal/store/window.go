@@ -44,6 +44,12 @@ type Window struct {
 	// an append, an eviction.
 	Version              int64
 	CreatedAt, UpdatedAt time.Time
+	// Next is one past the greatest place the window ever gave. An
+	// append takes the place after its last item; when Next is past that,
+	// the messages there were forgotten (engram forget), and the append
+	// takes their places again (a harness that still has them sends them
+	// again, in their places).
+	Next int
 }
 
 // WindowItem is one message of a window's ledger, in the window or

@@ -325,6 +325,7 @@ CREATE TABLE IF NOT EXISTS engram_schema (
 )`},
 	{2, "the store", schemaV2()},
 	{3, "keys of window appends", schemaWindowAppends},
+	{4, "the next place of a window's ledger", schemaWindowNext},
 }
 
 // SchemaVersion is the schema version this build of engram writes.

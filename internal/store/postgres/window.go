@@ -53,6 +53,15 @@ CREATE TABLE window_appends (
 );
 `
 
+// schemaWindowNext (migration 4): one past the greatest place a window
+// ever gave, which stays when its last items are forgotten: the window
+// knows that messages were there (a tool call's result, say).
+const schemaWindowNext = `
+ALTER TABLE windows ADD COLUMN next_pos bigint NOT NULL DEFAULT 0;
+UPDATE windows SET next_pos = (SELECT coalesce(max(pos) + 1, 0) FROM window_items i
+	WHERE i.session_id = windows.session_id AND i.agent_id = windows.agent_id);
+`
+
 const schemaWindows = `
 -- windows: a context window's head, its settings (opaque to the store) and
 -- a version bumped by every change; window_items its messages in append
@@ -128,14 +137,14 @@ CREATE INDEX window_snapshots_window_hash ON window_snapshots (session_id, agent
 `
 
 // windowCols are the columns scanWindow reads, of windows.
-const windowCols = `session_id, agent_id, settings, version, created_at, updated_at`
+const windowCols = `session_id, agent_id, settings, version, created_at, updated_at, next_pos`
 
 func scanWindow(sc scanner) (store.Window, error) {
 	var (
 		w    store.Window
 		c, u int64
 	)
-	if err := sc.Scan(&w.SessionID, &w.AgentID, &w.Settings, &w.Version, &c, &u); err != nil {
+	if err := sc.Scan(&w.SessionID, &w.AgentID, &w.Settings, &w.Version, &c, &u, &w.Next); err != nil {
 		return w, err
 	}
 	w.CreatedAt, w.UpdatedAt = fromUnixNano(c), fromUnixNano(u)
@@ -402,6 +411,13 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 		var next int
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(pos) + 1, 0) FROM window_items WHERE session_id = $1 AND agent_id = $2`,
 			key.SessionID, key.AgentID).Scan(&next); err != nil {
+			return err
+		}
+		// The head keeps the greatest place given: a forgotten last
+		// item's, given again here, stays known.
+		w.Next = max(w.Next, next+len(a.Items))
+		if _, err := tx.Exec(ctx, `UPDATE windows SET next_pos = $3 WHERE session_id = $1 AND agent_id = $2`,
+			key.SessionID, key.AgentID, w.Next); err != nil {
 			return err
 		}
 		now := time.Now()

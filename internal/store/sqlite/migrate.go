@@ -53,6 +53,7 @@ var migrations = []migration{
 	{16, "turn snapshots", schemaV16, nil},
 	{17, "vectors numbered in write order", "", addVectorSeq},
 	{18, "keys of window appends", schemaV18, nil},
+	{19, "the next place of a window's ledger", "", addNextPos},
 }
 
 // SchemaVersion is the schema version this build of engram writes.
@@ -578,6 +579,28 @@ func addRedacted(ctx context.Context, tx *sql.Tx) error {
 	}
 	_, err := tx.ExecContext(ctx, `ALTER TABLE entries ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0`)
 	return err
+}
+
+// addNextPos keeps, on a window's head, one past the greatest place it
+// ever gave, which stays when its last items are forgotten: the window
+// knows that messages were there (a tool call's result, say). A window's
+// is one past its last item's until then. Like addAppendedAt, it adds the
+// column only where it is missing.
+func addNextPos(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('windows') WHERE name = 'next_pos'`).Scan(&n); err != nil || n > 0 {
+		return err
+	}
+	for _, q := range []string{
+		`ALTER TABLE windows ADD COLUMN next_pos INTEGER NOT NULL DEFAULT 0`,
+		`UPDATE windows SET next_pos = (SELECT coalesce(max(pos) + 1, 0) FROM window_items i
+			WHERE i.session_id = windows.session_id AND i.agent_id = windows.agent_id)`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // addVectorSeq numbers vectors in the order they are written (vectors.seq,

@@ -519,3 +519,46 @@ func TestMigrate_VectorSeq(t *testing.T) {
 		t.Fatalf("a vector written after the migration: %+v, %v", got, err)
 	}
 }
+
+// TestMigrate_WindowNext: a schema-18 store's window, migrated, knows
+// the greatest place it gave: one past its last item's; the last message
+// forgotten since, it stays past it.
+func TestMigrate_WindowNext(t *testing.T) {
+	ctx := context.Background()
+	path, _ := oldStore(t, nil)
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := s.PutWindow(ctx, key, []byte(`{"model":"m"}`)); err != nil {
+		t.Fatal(err)
+	}
+	appendOne := func(s *sqlite.Store, text string) store.WindowItem {
+		t.Helper()
+		e := storetest.Entry("s", "a", store.UserPrompt, text)
+		_, items, _, err := s.AppendWindow(ctx, key, store.WindowAppend{Entries: []store.Entry{e},
+			Items: []store.WindowItem{{Form: []byte(`{"role":"user"}`), EntryIDs: []string{store.ID(e.Content)}, Tokens: 9}}}, nil)
+		if err != nil || len(items) != 1 {
+			t.Fatalf("append: %+v, %v", items, err)
+		}
+		return items[0]
+	}
+	appendOne(s, "why does the lexer drop comments?")
+	appendOne(s, "and the parser?")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, path, "ALTER TABLE windows DROP COLUMN next_pos", "PRAGMA user_version = 18")
+	s = sqlitetest.OpenPath(t, path, sqlite.Options{})
+	if w, err := s.Window(ctx, key); err != nil || w.Next != 2 {
+		t.Fatalf("after the migration: Next is %d, %v; want 2", w.Next, err)
+	}
+	last := appendOne(s, "and the printer?")
+	if _, err := s.Forget(ctx, store.ForgetRequest{Entries: last.EntryIDs, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Window(ctx, key); err != nil || last.Pos != 2 || w.Next != 3 {
+		t.Errorf("the message at place %d forgotten: Next is %d, %v; want 3", last.Pos, w.Next, err)
+	}
+}

@@ -57,14 +57,14 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-const windowCols = `session_id, agent_id, settings, version, created_at, updated_at`
+const windowCols = `session_id, agent_id, settings, version, created_at, updated_at, next_pos`
 
 func scanWindow(sc scanner) (store.Window, error) {
 	var (
 		w    store.Window
 		c, u int64
 	)
-	if err := sc.Scan(&w.SessionID, &w.AgentID, &w.Settings, &w.Version, &c, &u); err != nil {
+	if err := sc.Scan(&w.SessionID, &w.AgentID, &w.Settings, &w.Version, &c, &u, &w.Next); err != nil {
 		return w, err
 	}
 	w.CreatedAt, w.UpdatedAt = fromUnixNano(c), fromUnixNano(u)
@@ -283,6 +283,13 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 		var next int
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(pos) + 1, 0) FROM window_items WHERE session_id = ? AND agent_id = ?`,
 			key.SessionID, key.AgentID).Scan(&next); err != nil {
+			return err
+		}
+		// The head keeps the greatest place given: a forgotten last
+		// item's, given again here, stays known.
+		w.Next = max(w.Next, next+len(a.Items))
+		if _, err := tx.ExecContext(ctx, `UPDATE windows SET next_pos = ? WHERE session_id = ? AND agent_id = ?`,
+			w.Next, key.SessionID, key.AgentID); err != nil {
 			return err
 		}
 		w.Version++

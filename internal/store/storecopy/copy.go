@@ -69,7 +69,7 @@ var Tables = []Table{
 	{"arch_agents", []string{"id", "name", "session_id", "parent_id", "model", "role", "registered_at", "credential", "key_hash"}},
 	{"arch_events", []string{"seq", "type", "gv", "sv", "session_id", "agent_id", "scope", "record_id", "detail", "at"}},
 	{"audit", []string{"seq", "at", "actor", "action", "targets", "counts"}},
-	{"windows", []string{"session_id", "agent_id", "settings", "version", "created_at", "updated_at"}},
+	{"windows", []string{"session_id", "agent_id", "settings", "version", "created_at", "updated_at", "next_pos"}},
 	{"window_items", []string{"session_id", "agent_id", "pos", "append_version", "form", "entry_ids", "tokens", "pinned", "ref_id", "appended_at"}},
 	{"window_readmits", []string{"session_id", "agent_id", "seq", "at_pos", "from_pos", "to_pos"}},
 	{"window_summaries", []string{"session_id", "agent_id", "level", "from_pos", "to_pos", "digest", "text", "tokens", "made_by", "epoch", "created_at"}},

@@ -146,6 +146,7 @@ func Run(t *testing.T, open Opener) {
 		{"WindowKeys", testWindowKeys},
 		{"WindowConcurrentAppends", testWindowConcurrentAppends},
 		{"WindowAppendKeys", testWindowAppendKeys},
+		{"WindowNext", testWindowNext},
 		{"WindowAbsorb", testWindowAbsorb},
 		{"WindowSummaries", testWindowSummaries},
 		{"RunRefs", testRunRefs},

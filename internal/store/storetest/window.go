@@ -262,6 +262,41 @@ func testWindowKeys(t *testing.T, s store.Store) {
 	}
 }
 
+// testWindowNext: a window's head knows the greatest place it gave.
+// The last message forgotten, Next stays past it, and the next append
+// takes the forgotten place again (a harness that still has the message
+// sends it again, in its place); Next grows once appends pass it.
+func testWindowNext(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	key := store.WindowKey{SessionID: "places", AgentID: "claude"}
+	if _, err := s.PutWindow(ctx, key, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	next := func(when string, want int) {
+		t.Helper()
+		if w, err := s.Window(ctx, key); err != nil || w.Next != want {
+			t.Fatalf("%s: Next is %d, %v; want %d", when, w.Next, err, want)
+		}
+	}
+	next("a new window", 0)
+	items, _ := appendMessages(t, s, key, nil, "the first of the places", "the second of the places", "the third of the places")
+	next("three messages appended", 3)
+	if _, err := s.Forget(ctx, store.ForgetRequest{Entries: items[2].EntryIDs, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	next("the last message forgotten", 3)
+	again, _ := appendMessages(t, s, key, nil, "the third of the places, again")
+	if len(again) != 1 || again[0].Pos != 2 {
+		t.Fatalf("the append after the forget: %+v, want it at place 2", again)
+	}
+	next("the forgotten place given again", 3)
+	more, _ := appendMessages(t, s, key, nil, "a fourth of the places", "a fifth of the places")
+	if len(more) != 2 || more[0].Pos != 3 {
+		t.Fatalf("the next append: %+v, want it at place 3", more)
+	}
+	next("past it", 5)
+}
+
 // testWindowAppendKeys: an append under a key the window holds writes
 // nothing: with the same digest it says where the first went, with
 // another it is a conflict; another window, or the session forgotten,
