@@ -31,6 +31,10 @@ type laidOut struct {
 	layout  *Layout
 	// items are the ledger's items, in the Layout's order.
 	items []store.WindowItem
+	// next is one past the greatest place the window gave (store.Window's
+	// Next): past the last item's when the messages after it were
+	// forgotten.
+	next int
 	// markers are the markers of the references it made, by ID, as the
 	// window shows them.
 	markers map[string]string
@@ -108,6 +112,22 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 	if lo != nil && lo.version == w.Version && lo.created.Equal(w.CreatedAt) {
 		return lo, nil
 	}
+	lo, err := m.rebuild(ctx, key, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.keepLayout(key, lo)
+	m.mu.Unlock()
+	return lo, nil
+}
+
+// rebuild lays a window out from its ledger: its messages appended in
+// order, each re-admission taken where it was made. With after set, the
+// ledger is laid out as the messages after (an append yet to be written,
+// which holds a prompt) will leave it: its calls that neither it nor
+// after answers are gone (see unpaired).
+func (m *Manager) rebuild(ctx context.Context, key store.WindowKey, s Settings, after []Message) (*laidOut, error) {
 	w, items, readmits, err := m.eng.Store().WindowLedger(ctx, key)
 	if err != nil {
 		return nil, err
@@ -121,8 +141,8 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 	if err != nil {
 		return nil, err
 	}
-	msgs = unpaired(msgs)
-	lo = &laidOut{items: items, version: w.Version, created: w.CreatedAt, markers: map[string]string{}}
+	msgs = unpaired(msgs, after)
+	lo := &laidOut{items: items, version: w.Version, created: w.CreatedAt, next: w.Next, markers: map[string]string{}}
 	if lo.layout, err = m.newLayout(key, s, lo); err != nil {
 		return nil, err
 	}
@@ -149,9 +169,6 @@ func (m *Manager) laidOutAt(ctx context.Context, key store.WindowKey, s Settings
 		}
 	}
 	readmit(len(items), math.MaxInt)
-	m.mu.Lock()
-	m.keepLayout(key, lo)
-	m.mu.Unlock()
 	return lo, nil
 }
 
@@ -166,11 +183,14 @@ const forgottenPair = "[a tool call or its result here was forgotten]"
 // unanswered when the conversation went on past it, is one no layout (nor
 // model) takes, and the window could not be laid out at all. A message
 // left with no block says so in a text block (a tool message becomes the
-// user's); its size stays the ledger's. msgs is not changed.
-func unpaired(msgs []Message) []Message {
+// user's); its size stays the ledger's. msgs is not changed. With after
+// set (messages to follow msgs, a prompt among them), every call of msgs
+// that neither msgs nor after answers is gone: the conversation goes on
+// past it.
+func unpaired(msgs, after []Message) []Message {
 	answered := map[string]bool{}
-	for i := range msgs {
-		for _, id := range msgs[i].Results() {
+	for _, m := range slices.Concat(msgs, after) {
+		for _, id := range m.Results() {
 			answered[id] = true
 		}
 	}
@@ -181,6 +201,9 @@ func unpaired(msgs []Message) []Message {
 		if len(msgs[i].Results()) == 0 {
 			lastOther = i
 		}
+	}
+	if after != nil {
+		lastOther = len(msgs)
 	}
 	out := msgs
 	called := map[string]bool{}
@@ -256,8 +279,19 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 	if !handoff {
 		defer m.lock(key)()
 	}
+	// ending: the append's prompt ends calls whose results were
+	// forgotten, and the window is laid out as it will leave them.
+	ending := false
 	for attempt := 0; ; attempt++ {
-		lo, err := m.laidOutFor(ctx, key, s)
+		var (
+			lo  *laidOut
+			err error
+		)
+		if ending {
+			lo, err = m.rebuild(ctx, key, s, msgs)
+		} else {
+			lo, err = m.laidOutFor(ctx, key, s)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -283,6 +317,9 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 					// by its place in the append: the window's place
 					// means nothing to the caller.
 					if id, ok := lo.layout.interrupts(&msgs[i]); ok {
+						if !ending && forgottenResult(lo, news[0].Pos, msgs, id) {
+							return nil, errEnding
+						}
 						return nil, &PairingError{Message: i, CallID: id,
 							Problem: fmt.Sprintf("a prompt while tool call %q waits for its result: append the result first (an error result, if the call was interrupted)", id)}
 					}
@@ -312,6 +349,10 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 		}
 		w, items, evs, err := m.eng.Store().AppendWindow(ctx, key, a, evict)
 		m.settle(key, lo, w, touched, err)
+		if errors.Is(err, errEnding) {
+			ending = true
+			continue
+		}
 		if retry, err := m.retry(ctx, key, s, err, attempt); retry {
 			continue
 		} else if err != nil {
@@ -322,6 +363,31 @@ func (m *Manager) appendLaidOut(ctx context.Context, key store.WindowKey, s Sett
 		}
 		return items, lo.refs(evs), nil
 	}
+}
+
+// errEnding says that an append's prompt comes while a call waits whose
+// result was forgotten: the window is laid out again as the append will
+// leave it, without the call, and the append tried again.
+var errEnding = errors.New("a prompt ends calls whose results were forgotten")
+
+// forgottenResult reports whether call id, which a prompt of msgs (an
+// append whose first item takes place first) would leave without its
+// result, waits for a result that was forgotten: the call is the
+// ledger's, and a message the window held after the ledger's last was
+// forgotten (engram forget), which may have been its result, and msgs do
+// not answer it. A harness that still has the result sends it again in
+// its place, and the call waits for it until then; a prompt instead ends
+// the call, which the window leaves out as a call whose result went.
+func forgottenResult(lo *laidOut, first int, msgs []Message, id string) bool {
+	if lo.next <= first {
+		return false // nothing after the ledger's last message was forgotten
+	}
+	for i := range msgs {
+		if slices.Contains(msgs[i].Calls(), id) || slices.Contains(msgs[i].Results(), id) {
+			return false
+		}
+	}
+	return true
 }
 
 // errRelay says that the references of a window's ledger are not those
@@ -394,7 +460,7 @@ func (m *Manager) settle(key store.WindowKey, lo *laidOut, w store.Window, touch
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err == nil {
-		lo.version = w.Version
+		lo.version, lo.next = w.Version, w.Next
 		m.keepLayout(key, lo)
 	} else if touched || errors.Is(err, errStale) {
 		delete(m.layouts, key)

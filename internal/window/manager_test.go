@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -1369,4 +1370,117 @@ func TestAppend_MarkersDoNotCrowdOutTheNewest(t *testing.T) {
 	if err != nil || st.Used > st.Budget {
 		t.Errorf("status %+v, %v", st, err)
 	}
+}
+
+// TestManagerForgetLastResult: an operator forgets the result of a
+// window's last tool call. A harness that still has it sends it again, in
+// its place, and the window takes it; a prompt instead ends the call,
+// which the window leaves out as any call whose result was forgotten,
+// and the rest stays, in this Manager and laid out anew. Forgetting the
+// call instead leaves its result out, and the prompt is taken too; while
+// a call waits for a result that was never appended, a prompt is still
+// refused, whatever else was forgotten.
+func TestManagerForgetLastResult(t *testing.T) {
+	ctx := context.Background()
+	// setup appends a turn, then the next turn's prompt and call, and
+	// with result set its result; it forgets the content of message
+	// victim that is its own (the text beside a call is every turn's).
+	setup := func(t *testing.T, result bool, victim int) *testWindow {
+		w := openWindow(t, window.OpenOptions{Limit: 200_000}, 1)
+		ex := exchange(1)
+		turns := [][]window.Message{ex[:2]}
+		if result {
+			turns = append(turns, ex[2:3])
+		}
+		for _, msgs := range turns {
+			if _, err := w.m.Append(ctx, w.key, msgs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		items := w.ledger(t, victim, victim+1)
+		if len(items) != 1 {
+			t.Fatalf("message %d: %+v", victim, items)
+		}
+		ids := items[0].EntryIDs
+		w.forget(t, ids[len(ids)-1:])
+		return w
+	}
+	prompt := []window.Message{textMsg(window.RoleUser, "go on")}
+	// shows checks the messages the window shows whole, by place, and
+	// that none makes a call or holds a result without the other half.
+	shows := func(t *testing.T, w *testWindow, want []int) {
+		t.Helper()
+		for name, m := range map[string]*window.Manager{"this Manager": w.m, "laid out anew": w.fresh()} {
+			var shown []int
+			calls, results := map[string]bool{}, map[string]bool{}
+			for _, it := range contextOf(t, m, w.key) {
+				if it.Message == nil {
+					t.Errorf("%s: a marker in a window that evicts nothing: %+v", name, it)
+					continue
+				}
+				shown = append(shown, it.Pos)
+				for _, id := range it.Message.Calls() {
+					calls[id] = true
+				}
+				for _, id := range it.Message.Results() {
+					results[id] = true
+				}
+			}
+			if !slices.Equal(shown, want) {
+				t.Errorf("%s: the window shows messages %v, want %v", name, shown, want)
+			}
+			if !maps.Equal(calls, results) {
+				t.Errorf("%s: calls %v, results %v", name, calls, results)
+			}
+		}
+	}
+
+	t.Run("the result, then a prompt", func(t *testing.T) {
+		w := setup(t, true, 6)
+		res, err := w.m.Append(ctx, w.key, prompt)
+		if err != nil {
+			t.Fatalf("a prompt after the last result was forgotten: %v", err)
+		}
+		if !slices.Equal(res.Positions, []int{6}) {
+			t.Errorf("the prompt went to %v, want [6]", res.Positions)
+		}
+		shows(t, w, []int{0, 1, 2, 3, 4, 5, 6})
+		got := contextOf(t, w.m, w.key)[5].Message
+		if want := textMsg(window.RoleAssistant, "Reading it."); len(got.Blocks) != 1 || got.Blocks[0].Text != want.Blocks[0].Text {
+			t.Errorf("the message that made the call shows %+v, want its text alone", got.Blocks)
+		}
+		// The window goes on.
+		if _, err := w.m.Append(ctx, w.key, exchange(2)); err != nil {
+			t.Fatal(err)
+		}
+		shows(t, w, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+	})
+
+	t.Run("the result, sent again", func(t *testing.T) {
+		w := setup(t, true, 6)
+		if _, err := w.m.Append(ctx, w.key, append([]window.Message{exchange(1)[2]}, prompt...)); err != nil {
+			t.Fatalf("the forgotten result sent again, then a prompt: %v", err)
+		}
+		shows(t, w, []int{0, 1, 2, 3, 4, 5, 6, 7})
+	})
+
+	t.Run("the call", func(t *testing.T) {
+		w := setup(t, true, 5)
+		if _, err := w.m.Append(ctx, w.key, prompt); err != nil {
+			t.Fatalf("a prompt after the last call was forgotten: %v", err)
+		}
+		shows(t, w, []int{0, 1, 2, 3, 4, 6, 7})
+	})
+
+	t.Run("no result yet", func(t *testing.T) {
+		w := setup(t, false, 0)
+		var pe *window.PairingError
+		if _, err := w.m.Append(ctx, w.key, prompt); !errors.As(err, &pe) || pe.CallID != "call-1" {
+			t.Fatalf("a prompt while call-1 waits, turn 0's prompt forgotten: %v, want a PairingError", err)
+		}
+		if _, err := w.m.Append(ctx, w.key, append([]window.Message{exchange(1)[2]}, prompt...)); err != nil {
+			t.Fatalf("the result, then the prompt: %v", err)
+		}
+		shows(t, w, []int{1, 2, 3, 4, 5, 6, 7})
+	})
 }
