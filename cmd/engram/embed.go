@@ -171,6 +171,8 @@ func (a *app) embedStatusCmd() *cobra.Command {
 			switch {
 			case st.Provider == engine.ProviderNone:
 				fmt.Fprintln(w, "model     none: search is lexical only")
+			case st.Model == "" && st.Provider == engine.ProviderCorpus:
+				fmt.Fprintf(w, "model     %s; search is lexical until then\n", engine.UntrainedCorpus(st.Chunks))
 			case st.Model == "":
 				fmt.Fprintln(w, "model     not trained yet: run engram embed (search is lexical until then)")
 			default:

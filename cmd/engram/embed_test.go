@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engramhq/engram/internal/embed/lsa"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/retrieve"
 )
@@ -114,6 +115,31 @@ func TestCLI_EmbedSearchPrefetch(t *testing.T) {
 	}
 	if !res.Lexical || res.Vector || len(res.Hits) == 0 {
 		t.Errorf("provider none: %+v", res)
+	}
+}
+
+// TestCLI_VectorsBeforeTheCorpusModel checks what a new project, too
+// small for the corpus model, is told: engram embed status and a vector
+// search say that the model trains once the store holds enough chunks,
+// and how many it holds, rather than to run engram embed (which cannot
+// train it yet) or that no embedder is configured (the corpus model is).
+func TestCLI_VectorsBeforeTheCorpusModel(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, e.project, "retry.go", "package retry\n\n// Backoff waits between attempts.\nfunc Backoff() {}\n")
+	writeFile(t, e.project, "auth.go", "package retry\n\n// Login checks a token.\nfunc Login() {}\n")
+	e.ok("", "index", "--yes")
+	want := fmt.Sprintf("trains once the store holds %d chunks (it holds 2)", lsa.MinDocs)
+	if out := e.ok("", "embed", "status"); !strings.Contains(out, want) || strings.Contains(out, "run engram embed") {
+		t.Errorf("embed status of a store too small to train on:\n%s", out)
+	}
+	code, _, errOut := e.run("", "search", "backoff", "--mode", "vector")
+	if code != 1 || !strings.Contains(errOut, "corpus model is not trained yet") || !strings.Contains(errOut, want) {
+		t.Errorf("vector search before the corpus model: exit %d, %s", code, errOut)
+	}
+	e.vars["ENGRAM_EMBED_PROVIDER"] = "none"
+	code, _, errOut = e.run("", "search", "backoff", "--mode", "vector")
+	if code != 1 || !strings.Contains(errOut, "embed.provider is none") {
+		t.Errorf("vector search with no embedder: exit %d, %s", code, errOut)
 	}
 }
 

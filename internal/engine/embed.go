@@ -259,13 +259,42 @@ func (e *Engine) Fusion() retrieve.FuseOptions {
 	return f
 }
 
-// Retrieve runs a hybrid search.
+// Retrieve runs a hybrid search. A vector search with no embedder to
+// search with is refused, saying why.
 func (e *Engine) Retrieve(ctx context.Context, q retrieve.Query) (retrieve.Result, error) {
 	h, err := e.Hybrid(ctx)
 	if err != nil {
 		return retrieve.Result{}, err
 	}
+	if q.Mode == retrieve.ModeVector && h.Embedder() == nil && strings.TrimSpace(q.Text) != "" {
+		return retrieve.Result{}, e.noVectors(ctx)
+	}
 	return h.Search(ctx, q)
+}
+
+// noVectors says why vector search has no embedder: none is configured,
+// the corpus model is not trained yet, or the configured one fails.
+func (e *Engine) noVectors(ctx context.Context) error {
+	if e.opts.Embed.Provider == ProviderNone {
+		return errors.New("vector search: embed.provider is none: search is lexical only (see engram model)")
+	}
+	st, err := e.EmbedStatus(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("vector search: embedder %s: %w", e.opts.Embed.Provider, err)
+	case e.opts.Embed.Provider == ProviderCorpus && st.Model == "":
+		return fmt.Errorf("vector search: the corpus model is %s; search is lexical until then", UntrainedCorpus(st.Chunks))
+	}
+	return errors.New("vector search: no embedder is configured (see engram model)")
+}
+
+// UntrainedCorpus says why there is no corpus model yet, in a store of
+// chunks chunks: it is too small to train on, or engram embed has not run.
+func UntrainedCorpus(chunks int64) string {
+	if chunks < lsa.MinDocs {
+		return fmt.Sprintf("not trained yet: it trains once the store holds %d chunks (it holds %d)", lsa.MinDocs, chunks)
+	}
+	return "not trained yet: engram embed trains it"
 }
 
 // Prefetch builds the pre-fetch block for a query, given the tokens left
