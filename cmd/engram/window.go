@@ -21,7 +21,7 @@ import (
 func (a *app) windowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "window",
-		Short: "Agents' context windows: open, append, status, list, context, assemble, snapshots, expand, readmit, handoff, replay",
+		Short: "Agents' context windows: open, append, status, list, context, assemble, snapshots, snapshot, diff, expand, readmit, handoff, replay",
 		Long: `A context window per agent of a session: the messages the agent's model
 sees, within a budget of tokens. Past its threshold a window evicts its
 oldest messages, by its role's strategy (never a tool call without its
