@@ -728,8 +728,14 @@ func (a *app) printEvent(w io.Writer, jsonOut bool, e store.ArchiveEvent) error 
 	if jsonOut {
 		return writeJSONLine(w, e)
 	}
-	line := fmt.Sprintf("%s  %-20s gv %-5d sv %-4d %s@%s %s", e.At.Local().Format("2006-01-02 15:04:05.000"), e.Type, e.GV, e.SV,
-		e.AgentID, e.SessionID, e.Scope)
+	// An agent in its session, AGENT@SESSION; an agent whose id names its
+	// session already (cli@s1, claude-code@s1) as its id alone.
+	who := e.AgentID
+	if e.SessionID != "" && !strings.HasSuffix(who, "@"+e.SessionID) {
+		who += "@" + e.SessionID
+	}
+	line := fmt.Sprintf("%s  %-20s gv %-5d sv %-4d %s %s", e.At.Local().Format("2006-01-02 15:04:05.000"), e.Type, e.GV, e.SV,
+		who, e.Scope)
 	if e.RecordID != "" {
 		line += " " + e.RecordID
 	}

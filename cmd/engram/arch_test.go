@@ -91,6 +91,11 @@ func TestCLI_Archivalist(t *testing.T) {
 			t.Errorf("events lack %s:\n%s", want, events)
 		}
 	}
+	// Each event names its agent in its session once: o1 of s1 as o1@s1,
+	// the operator agent cli@s2 as itself, not cli@s2@s2.
+	if !strings.Contains(events, " o1@s1 error.handling pat-1") || !strings.Contains(events, " cli@s2 intents int-5") || strings.Contains(events, "cli@s2@s2") {
+		t.Errorf("events name their agents:\n%s", events)
+	}
 	// 0 is not "the default": the command's is 20, the API's 100.
 	e.fail("", 2, "--limit 0: give 1 to 1000 events", "events", "-n", "0")
 	if n := strings.Count(e.ok("", "events", "-n", "3"), "\n"); n != 3 {
