@@ -285,8 +285,8 @@ printed; injected excerpts count as used and stay hot for later searches.`,
 			if b.SingleSignal {
 				note = " (one signal only: thresholds raised)"
 			}
-			fmt.Fprintf(a.stderr, "prefetch: %d tokens of a %d-token budget: %d excerpts, %d hints%s\n",
-				b.Tokens, b.Budget, len(b.Excerpts), len(b.Hints), note)
+			fmt.Fprintf(a.stderr, "prefetch: %d tokens of a %d-token budget: %s, %s%s\n",
+				b.Tokens, b.Budget, plural(len(b.Excerpts), "excerpt"), plural(len(b.Hints), "hint"), note)
 			return nil
 		},
 	}

@@ -197,12 +197,12 @@ func printSummary(w io.Writer, s index.Summary) {
 	if s.Interrupted {
 		verb = "interrupted indexing"
 	}
-	fmt.Fprintf(w, "%s %s in %v: %s files seen\n", verb, s.Root, s.Elapsed.Round(time.Millisecond), commas(int64(s.Seen)))
+	fmt.Fprintf(w, "%s %s in %v: %s seen\n", verb, s.Root, s.Elapsed.Round(time.Millisecond), plural(s.Seen, "file"))
 	fmt.Fprintf(w, "  new %s, changed %s, unchanged %s, touched %s, deleted %s (renamed %s)\n",
 		commas(int64(s.New)), commas(int64(s.Changed)), commas(int64(s.Unchanged)), commas(int64(s.Touched)),
 		commas(int64(s.Deleted)), commas(int64(s.Renamed)))
 	if s.Indexed() > 0 {
-		fmt.Fprintf(w, "  stored %s chunks, %s, %s tokens (read %s)\n", commas(int64(s.Chunks)), humanBytes(s.Bytes), commas(s.Tokens), humanBytes(s.Read))
+		fmt.Fprintf(w, "  stored %s, %s, %s tokens (read %s)\n", plural(s.Chunks, "chunk"), humanBytes(s.Bytes), commas(s.Tokens), humanBytes(s.Read))
 	}
 	if line := counts(s.Skipped); line != "" {
 		fmt.Fprintf(w, "  skipped: %s\n", line)
@@ -211,7 +211,7 @@ func printSummary(w io.Writer, s index.Summary) {
 		fmt.Fprintf(w, "  left out by the walk: %s\n", line)
 	}
 	if len(s.Secrets) > 0 {
-		fmt.Fprintf(w, "  secrets kept out of the store (%d files):\n", len(s.Secrets))
+		fmt.Fprintf(w, "  secrets kept out of the store (%s):\n", plural(len(s.Secrets), "file"))
 		for _, f := range s.Secrets {
 			what := "redacted"
 			if f.Withheld {

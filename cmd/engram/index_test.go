@@ -133,6 +133,21 @@ func TestCLI_IndexSubdirectory(t *testing.T) {
 	}
 }
 
+// TestCLI_OneOfEach: the summaries of a project of one file speak of one
+// file, one chunk and one excerpt, not of "1 files seen".
+func TestCLI_OneOfEach(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, e.project, "zebra.go", "package zebra\n\n// Zebracorn is rare.\nconst Zebracorn = 1\n")
+	out := e.ok("", "index", "--yes")
+	if !strings.Contains(out, ": 1 file seen\n") || !strings.Contains(out, "  stored 1 chunk, ") {
+		t.Errorf("index of one file:\n%s", out)
+	}
+	code, _, errOut := e.run("", "prefetch", "Zebracorn", "--budget", "500")
+	if code != 0 || !strings.Contains(errOut, ": 1 excerpt, 0 hints") {
+		t.Errorf("prefetch of one excerpt: exit %d, %q", code, errOut)
+	}
+}
+
 // TestCLI_IndexTreeBelow: from a directory that is no git work tree (a
 // home directory), engram index of a repository below it indexes that
 // repository alone, into its own store, never the directory around it.
