@@ -50,7 +50,7 @@ numbers and fields.
 Records are then written in transactions of --batch-size; each entry ID is
 printed once its transaction has committed. Storing content that is already
 stored records a new occurrence and prints the same ID.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if typ != "" {

@@ -619,7 +619,7 @@ engram keeps only its hash (engram agents key ID issues a new one).`,
 	keyCmd := &cobra.Command{
 		Use:   "key ID",
 		Short: "Issue an agent a new key, replacing its old one (printed once)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			arc, err := a.archive(cmd.Context())
 			if err != nil {

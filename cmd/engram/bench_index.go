@@ -46,7 +46,7 @@ directory and measure, in one run:
                engram index process (end to end)
   watch        from saving a file to its new content being searchable, with
                engram watch running (--saves times)`,
-		Args: cobra.MaximumNArgs(1),
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
 			var src string

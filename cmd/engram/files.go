@@ -29,7 +29,7 @@ internal/ or a path): current files with their size, tokens, chunks, version
 and language, and skipped files with the reason. Deleted files are listed
 with --all or --state deleted. With --versions and a path, list that file's
 versions.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			prefix := ""

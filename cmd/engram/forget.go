@@ -131,7 +131,7 @@ It shows what it would remove and asks on a terminal; elsewhere it needs
 		return &cobra.Command{
 			Use:   use,
 			Short: short,
-			Args:  cobra.MinimumNArgs(1),
+			Args:  minArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return a.runForget(cmd.Context(), f, req(args))
 			},
@@ -358,7 +358,7 @@ or its hash.`,
 		Example: `  engram redact                              # type it; it is not echoed
   engram redact --from-file leaked.txt --yes
   printf %s "$TOKEN" | engram redact --yes --dry-run`,
-		Args: cobra.MaximumNArgs(1),
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			text, fromStdin, err := a.redactText(args, fromFile)
 			if err != nil {

@@ -41,3 +41,25 @@ func TestHelp_ShortsNameEverySubcommand(t *testing.T) {
 		t.Fatal("no command's short help lists its subcommands; engram window's does")
 	}
 }
+
+// TestCLI_ArgumentCounts: a command given too few or too many arguments
+// names itself, what it takes and its usage line, rather than cobra's
+// "accepts 1 arg(s), received 0", which says neither which command nor
+// what the argument is.
+func TestCLI_ArgumentCounts(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"hooks", "install"}, "engram hooks install takes 1 argument, got 0 (usage: engram hooks install claude-code|codex"},
+		{[]string{"store", "copy", "a"}, "engram store copy takes 2 arguments, got 1 (usage: engram store copy FROM TO"},
+		{[]string{"add", "a", "b"}, "engram add takes at most 1 argument, got 2 (usage: engram add [FILE]"},
+		{[]string{"import"}, "engram import takes at least 1 argument, got 0 (usage: engram import HARNESS [PATH...]"},
+	} {
+		code, _, errOut := e.run("", c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("engram %s: exit %d, %q; want exit 2 and %q", strings.Join(c.args, " "), code, errOut, c.want)
+		}
+	}
+}

@@ -160,7 +160,7 @@ ingest.max_content_bytes) is left out, and a tool result whose call's
 line was corrupt is stored without its call: both are listed with their
 line, and the rest is imported. A file or directory that cannot be read
 is listed and the rest imported; the exit status is then 1.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			harness, paths := args[0], args[1:]
 			if harness == "claude" {

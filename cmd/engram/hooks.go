@@ -66,7 +66,7 @@ func (a *app) hooksInstallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "install claude-code|codex",
 		Short: "Write engram's hooks and MCP server into a harness's settings",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := harnessArg(args[0])
 			if err != nil {
@@ -100,7 +100,7 @@ func (a *app) hooksUninstallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uninstall [claude-code|codex]",
 		Short: "Remove what engram hooks install wrote (both harnesses without an argument)",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hs := harness.Harnesses
 			if len(args) == 1 {

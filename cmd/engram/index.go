@@ -63,7 +63,7 @@ unless --no-embed is given.
 
 The first index of a project asks permission on a terminal; elsewhere pass
 --yes.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runIndex(cmd.Context(), args, opts, indexRun{yes: yes, embed: !noEmbed, watch: watch, json: jsonOut})
 		},

@@ -51,6 +51,32 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
+// exactArgs, minArgs and maxArgs check a command's number of arguments as
+// cobra's own checks do, with a usage error that names the command, what
+// it takes and its usage line: cobra's says "accepts 1 arg(s), received
+// 0", naming neither.
+func exactArgs(n int) cobra.PositionalArgs { return argCount(n, n) }
+
+func minArgs(n int) cobra.PositionalArgs { return argCount(n, -1) }
+
+func maxArgs(n int) cobra.PositionalArgs { return argCount(0, n) }
+
+func argCount(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) >= lo && (hi < 0 || len(args) <= hi) {
+			return nil
+		}
+		want := plural(lo, "argument")
+		switch {
+		case hi < 0:
+			want = "at least " + want
+		case lo != hi:
+			want = "at most " + plural(hi, "argument")
+		}
+		return usagef("%s takes %s, got %d (usage: %s)", cmd.CommandPath(), want, len(args), cmd.UseLine())
+	}
+}
+
 // app holds what every command shares: streams, global flags, and the
 // config and engine, opened on first use.
 type app struct {

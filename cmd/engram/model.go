@@ -80,7 +80,7 @@ as they are made, and lexical search meanwhile).`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "check DIR",
 		Short: "Load a Model2Vec model directory and report it",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := embed.LoadModel2Vec(a.modelDir(args[0]))
 			if err != nil {

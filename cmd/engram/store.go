@@ -191,7 +191,7 @@ in it.`,
   engram store copy ~/.local/share/engram/projects/api-1a2b3c/engram.db postgres://engram@db.internal/api
   # and back, to work offline
   engram store copy postgres://engram@db.internal/api ./api.db`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.storeCopy(cmd.Context(), args[0], args[1])
 		},

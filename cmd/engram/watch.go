@@ -25,7 +25,7 @@ func (a *app) watchCmd() *cobra.Command {
 watch it and index each burst of changes (a save, a git checkout of hundreds
 of files) as one batch, with the same exclusions; new chunks are embedded in
 the background unless --no-embed is given. Stops cleanly on Ctrl-C.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runIndex(cmd.Context(), args, opts, indexRun{yes: yes, embed: !noEmbed, watch: true})
 		},
