@@ -79,6 +79,26 @@ func TestCLI_Forget(t *testing.T) {
 	}
 }
 
+// TestCLI_StatsAfterForget: once the only entry of a type is forgotten,
+// engram stats no longer lists that type (as "note 0 0 tokens").
+func TestCLI_StatsAfterForget(t *testing.T) {
+	e := newEnv(t)
+	ids := strings.Fields(e.ok(`{"session":"x","role":"user","content":"hello there"}
+{"session":"x","type":"note","content":"a note to forget"}
+`, "add", "--no-embed"))
+	if len(ids) != 2 {
+		t.Fatalf("add: %q", ids)
+	}
+	if out := e.ok("", "stats"); !strings.Contains(out, "note ") {
+		t.Fatalf("stats before the forget lists no note:\n%s", out)
+	}
+	e.ok("", "forget", "entry", ids[1], "--yes")
+	out := e.ok("", "stats")
+	if strings.Contains(out, "note ") || !strings.Contains(out, "user_prompt ") {
+		t.Errorf("stats after the note was forgotten:\n%s", out)
+	}
+}
+
 func TestCLI_Redact(t *testing.T) {
 	e := newEnv(t)
 	const secret = "corp-db-pass:Wy7Tq2Zp!x"

@@ -75,11 +75,19 @@ damage: after a crash or a full disk, say.`,
 			if !st.First.IsZero() {
 				fmt.Fprintf(w, "seen\t%s to %s\n", st.First.Local().Format(time.DateTime), st.Last.Local().Format(time.DateTime))
 			}
+			// A type whose entries were all forgotten keeps its counters,
+			// at zero: it is not listed. Ties go by name, so that the
+			// order is the same on every run.
 			types := make([]store.ContentType, 0, len(st.ByType))
-			for t := range st.ByType {
-				types = append(types, t)
+			for t, ts := range st.ByType {
+				if ts.Occurrences > 0 {
+					types = append(types, t)
+				}
 			}
-			sort.Slice(types, func(i, j int) bool { return st.ByType[types[i]].Occurrences > st.ByType[types[j]].Occurrences })
+			sort.Slice(types, func(i, j int) bool {
+				oi, oj := st.ByType[types[i]].Occurrences, st.ByType[types[j]].Occurrences
+				return oi > oj || oi == oj && types[i] < types[j]
+			})
 			for i, t := range types {
 				label := ""
 				if i == 0 {
