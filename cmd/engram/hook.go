@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,14 +175,19 @@ is listed and the rest imported; the exit status is then 1.`,
 				if home == "" {
 					return errors.New("no PATH given and HOME is not set")
 				}
-				def := filepath.Join(home, ".claude", "projects")
+				def, keeper := filepath.Join(home, ".claude", "projects"), "Claude Code keeps its transcripts there, or in $CLAUDE_CONFIG_DIR/projects"
 				if harness == hook.Codex {
-					def = filepath.Join(home, ".codex", "sessions")
+					def, keeper = filepath.Join(home, ".codex", "sessions"), "Codex keeps its sessions there, or in $CODEX_HOME/sessions"
 					if ch := a.getenv("CODEX_HOME"); ch != "" {
 						def = filepath.Join(ch, "sessions")
 					}
 				} else if cd := a.getenv("CLAUDE_CONFIG_DIR"); cd != "" {
 					def = filepath.Join(cd, "projects")
+				}
+				// No transcripts here at all: say where engram looked, and
+				// open no store for nothing.
+				if _, err := os.Stat(def); errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("nothing was imported: %s does not exist (%s; or name the files to import)", def, keeper)
 				}
 				paths = []string{def}
 			}

@@ -36,8 +36,27 @@ func TestImport_Problems(t *testing.T) {
 		}
 	}
 	code, _, errOut = e.run("", "import", "codex")
-	if code != 1 || !strings.Contains(errOut, "sessions: no such file or directory") || !strings.Contains(errOut, "nothing was imported") ||
+	if code != 1 || !strings.Contains(errOut, "sessions does not exist") || !strings.Contains(errOut, "nothing was imported") ||
 		strings.Contains(errOut, "run the import again") {
 		t.Errorf("import codex without ~/.codex: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestImport_NoTranscripts: engram import of a harness that has kept no
+// transcripts here (its default directory does not exist) says where it
+// looked and what moves it, and makes no store.
+func TestImport_NoTranscripts(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ harness, dir, moves string }{
+		{"codex", filepath.Join(e.vars["HOME"], ".codex", "sessions"), "$CODEX_HOME"},
+		{"claude-code", filepath.Join(e.vars["HOME"], ".claude", "projects"), "$CLAUDE_CONFIG_DIR"},
+	} {
+		code, _, errOut := e.run("", "import", c.harness)
+		if code != 1 || !strings.Contains(errOut, "nothing was imported: "+c.dir+" does not exist") || !strings.Contains(errOut, c.moves) {
+			t.Errorf("import %s with no transcripts: exit %d, %q", c.harness, code, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.vars["ENGRAM_DATA_DIR"], "projects")); !os.IsNotExist(err) {
+		t.Errorf("an import of nothing made a store: %v", err)
 	}
 }
