@@ -344,3 +344,42 @@ func TestBenchShed(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+// TestMCP_StdioAnswersAtEndOfInput: requests piped in ahead of the end of
+// input (printf ... | engram mcp) are all answered before the server
+// exits; it answered the first alone, the end of input ending the session
+// under the others.
+func TestMCP_StdioAnswersAtEndOfInput(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := e.command(ctx, "mcp", "--session", "piped")
+	cmd.Stdin = strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"piped","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"record","arguments":{"type":"note","content":"piped in, then the end of input"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"ping"}`,
+	}, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("engram mcp: %v\n%s", err, out)
+	}
+	answered := map[float64]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m struct {
+			ID     float64         `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.Result == nil {
+			t.Errorf("answer %.300q: %v", line, err)
+			continue
+		}
+		answered[m.ID] = true
+	}
+	for id := range 4 {
+		if !answered[float64(id+1)] {
+			t.Errorf("request %d was not answered: %s", id+1, out)
+		}
+	}
+}

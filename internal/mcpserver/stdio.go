@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -22,8 +23,14 @@ const MaxMessageBytes = 16 << 20
 // JSON-RPC 2.0 message (a batch, no "jsonrpc", an id neither a string nor
 // a number) the invalid-request error (-32600), and the session goes on:
 // a harness that sends one bad line does not lose its server.
+//
+// At the end of its input it answers the requests it has read before it
+// ends the session (for up to DrainTimeout): a client that pipes in its
+// requests and closes stdin (printf ... | engram mcp) gets every answer;
+// the SDK, seeing the end, would end the session under them.
 func StdioTransport(in io.Reader, out io.Writer, log *slog.Logger) mcp.Transport {
-	w := &lockedWriter{w: out}
+	w := &lockedWriter{w: out, open: map[string]bool{}}
+	w.drained = sync.NewCond(&w.mu)
 	pr, pw := io.Pipe()
 	go func() {
 		r := bufio.NewReaderSize(in, 64<<10)
@@ -31,6 +38,7 @@ func StdioTransport(in io.Reader, out io.Writer, log *slog.Logger) mcp.Transport
 			line, err := readLine(r, MaxMessageBytes)
 			if len(line) > 0 {
 				if answer, ok := checkMessage(line); ok {
+					w.read(line)
 					if _, werr := pw.Write(append(line, '\n')); werr != nil {
 						return
 					}
@@ -40,6 +48,9 @@ func StdioTransport(in io.Reader, out io.Writer, log *slog.Logger) mcp.Transport
 				}
 			}
 			if err != nil {
+				if n := w.drain(DrainTimeout); n > 0 {
+					log.Warn("the end of stdin came with requests unanswered; ending the session without them", "requests", n)
+				}
 				_ = pw.CloseWithError(err)
 				return
 			}
@@ -47,6 +58,10 @@ func StdioTransport(in io.Reader, out io.Writer, log *slog.Logger) mcp.Transport
 	}()
 	return &mcp.IOTransport{Reader: pr, Writer: w}
 }
+
+// DrainTimeout bounds how long the stdio server, at the end of its
+// input, waits for the answers to the requests it read.
+var DrainTimeout = time.Minute
 
 // readLine reads one line without its end; a line over max is read to its
 // end and returned truncated to nothing, with a marker checkMessage sees.
@@ -139,16 +154,74 @@ func rpcError(id json.RawMessage, code int, msg string) []byte {
 }
 
 // lockedWriter makes each Write whole, so that the SDK's messages and the
-// parse errors never interleave.
+// parse errors never interleave, and keeps the requests read (by id)
+// that no answer written has answered yet.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu      sync.Mutex
+	w       io.Writer
+	open    map[string]bool
+	drained *sync.Cond
+}
+
+// message is what the stdio transport reads of a JSON-RPC message: its
+// id, its method (a request's or a notification's), and a cancellation's
+// request.
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		RequestID json.RawMessage `json:"requestId"`
+	} `json:"params"`
+}
+
+// read notes a message read from the client: a request waits for its
+// answer; a cancelled one will have none.
+func (l *lockedWriter) read(line []byte) {
+	var m message
+	if json.Unmarshal(line, &m) != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch id := string(bytes.TrimSpace(m.ID)); {
+	case m.Method == "notifications/cancelled":
+		delete(l.open, string(bytes.TrimSpace(m.Params.RequestID)))
+		l.drained.Broadcast()
+	case m.Method != "" && id != "" && id != "null":
+		l.open[id] = true
+	}
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.open) > 0 {
+		var m message
+		if json.Unmarshal(p, &m) == nil && m.Method == "" {
+			delete(l.open, string(bytes.TrimSpace(m.ID)))
+			l.drained.Broadcast()
+		}
+	}
 	return l.w.Write(p)
+}
+
+// drain waits until every request read is answered, or for d; it returns
+// how many it gave up on.
+func (l *lockedWriter) drain(d time.Duration) int {
+	left := 0
+	stop := time.AfterFunc(d, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		left, l.open = len(l.open), map[string]bool{}
+		l.drained.Broadcast()
+	})
+	defer stop.Stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.open) > 0 {
+		l.drained.Wait()
+	}
+	return left
 }
 
 func (l *lockedWriter) Close() error { return nil }
