@@ -35,3 +35,26 @@ func TestExcerpt_Compact(t *testing.T) {
 		t.Errorf("a file of no known language: %q", text)
 	}
 }
+
+// TestExcerpt_Fences: an excerpt cut to a Markdown file's fence line, or
+// to nothing but blank lines, is no excerpt; one that holds a fence is
+// put in a longer fence, which its own cannot close.
+func TestExcerpt_Fences(t *testing.T) {
+	count := func(s string) int { return len(strings.Fields(s)) }
+	readme := Hit{Hit: store.Hit{Chunk: store.Chunk{EntryID: "e1", Text: "```sh\nengram index --yes\n```\n", StartLine: 462, EndLine: 464},
+		Occurrence: store.Occurrence{Type: store.CodeFile, Files: []string{"README.md"}}}}
+	// 12 words: the heading, the fences, the fence line and the hint
+	// for more; the next line would take 3 more.
+	if text, _, ok := excerpt(readme, 0.61, 20, 12, false, false, count); ok {
+		t.Errorf("an excerpt of a fence line alone: %q", text)
+	}
+	text, _, ok := excerpt(readme, 0.61, 20, 100, false, false, count)
+	if !ok || !strings.Contains(text, "````markdown\n```sh\nengram index --yes\n```\n````") {
+		t.Errorf("an excerpt holding a fence: %q", text)
+	}
+	blank := Hit{Hit: store.Hit{Chunk: store.Chunk{EntryID: "e2", Text: "\n\n  \n", StartLine: 1, EndLine: 3},
+		Occurrence: store.Occurrence{Type: store.Note}}}
+	if text, _, ok := excerpt(blank, 0.9, 20, 100, false, false, count); ok {
+		t.Errorf("an excerpt of blank lines: %q", text)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/engramhq/engram/internal/chunk"
 	"github.com/engramhq/engram/internal/store"
@@ -357,7 +358,8 @@ func excerpt(h Hit, conf float64, maxLines, budget int, compact, oneSession bool
 		}
 		in.Source = src
 		body := strings.TrimRight(strings.Join(lines[:n], ""), "\n")
-		text := fmt.Sprintf("[AUTO-RETRIEVED: %s | confidence: %.2f]\n```%s\n%s\n```", src, conf, lang, body)
+		fence := fenceFor(body)
+		text := fmt.Sprintf("[AUTO-RETRIEVED: %s | confidence: %.2f]\n%s%s\n%s\n%s", src, conf, fence, lang, body, fence)
 		if compact && lang == "" && !file {
 			// Said, not a file: where (the turn and who spoke, the session
 			// too when the search spans several) and the words, no fence.
@@ -384,11 +386,40 @@ func excerpt(h Hit, conf float64, maxLines, budget int, compact, oneSession bool
 			hi = mid - 1
 		}
 	}
-	if lo == 0 {
+	if lo == 0 || !saysSomething(lines[:lo]) {
 		return "", Injected{}, false
 	}
 	text, in := render(lo)
 	return text, in, true
+}
+
+// saysSomething reports whether lines hold a letter or a digit outside
+// fences: a budget that takes only a Markdown file's fence line, or blank
+// lines, leaves an excerpt that tells the model nothing.
+func saysSomething(lines []string) bool {
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+			continue
+		}
+		if strings.IndexFunc(t, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// fenceFor is a code fence for body: three backticks, or one more than
+// the longest run of them that opens a line of body (a Markdown file's
+// own fences), so that body cannot close it.
+func fenceFor(body string) string {
+	n := 3
+	for l := range strings.SplitSeq(body, "\n") {
+		t := strings.TrimLeft(l, " ")
+		run := len(t) - len(strings.TrimLeft(t, "`"))
+		n = max(n, run+1)
+	}
+	return strings.Repeat("`", n)
 }
 
 // hint renders a tier-B one-line hint: where, what, how long.
