@@ -464,6 +464,9 @@ intent stays until completed or until --ttl passes.`,
 			if err != nil {
 				return err
 			}
+			if !js2 && wr.Status == "updated" {
+				wr.Status = "completed" // what the update was
+			}
 			return a.printWrite(js2, wr)
 		},
 	}

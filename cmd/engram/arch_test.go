@@ -70,7 +70,9 @@ func TestCLI_Archivalist(t *testing.T) {
 	if out := e.ok("", "briefing", "--session", "s1", "--if-gv", "5", "--if-sv", "2"); !strings.Contains(out, "NOT_MODIFIED") {
 		t.Errorf("conditional briefing: %q", out)
 	}
-	e.ok("", "intent", "complete", "int-5", "--session", "s2")
+	if out := e.ok("", "intent", "complete", "int-5", "--session", "s2"); !strings.HasPrefix(out, "completed int-5 ") {
+		t.Errorf("intent complete: %q, want completed int-5", out)
+	}
 	// A delta of intents since the briefing's gv says which one ended.
 	if out := e.ok("", "intent", "list", "--since", "5"); !strings.Contains(out, "completes int-5") {
 		t.Errorf("intent list --since 5: %q", out)
