@@ -2,14 +2,18 @@ package window
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"image"
 	_ "image/gif"  // DecodeConfig reads GIF's size
 	_ "image/jpeg" // and JPEG's
 	_ "image/png"  // and PNG's
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 
 	_ "golang.org/x/image/webp" // and WebP's, the fourth format the vendors take
@@ -233,4 +237,195 @@ func pdfTokens(b64 string) int {
 		pages = max(1, (len(raw)+pdfBytesPerPage-1)/pdfBytesPerPage)
 	}
 	return pages * pdfPageTokens
+}
+
+// Media is a piece of media a raw block holds in base64: what it is, and
+// where its payload lies in the block, bytes Start to End (the JSON
+// string's contents, a data: URL whole).
+type Media struct {
+	// Kind is "image" or "document".
+	Kind string
+	// Type is its media type (image/png, application/pdf), "" when the
+	// block does not say.
+	Type string
+	// Width and Height are an image's size in pixels, read from its
+	// header; Pages a PDF's pages, counted from its page objects. 0 when
+	// not known.
+	Width, Height, Pages int
+	// Sum is the start of the payload's SHA-256, in hex: pieces of media
+	// with the same one are the same.
+	Sum string
+	// Size is its base64's length in bytes.
+	Size       int
+	Start, End int
+}
+
+// FindMedia returns the pieces of media given in base64 that the raw
+// block raw holds, in the vendors' shapes (see mediaTokens), in the
+// order they come; none when it holds none, or is not JSON. A piece
+// given by URL or by a file's id is not one: it is short, and its text
+// says what it is.
+func FindMedia(raw []byte) []Media {
+	if !holdsMedia(raw) {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil
+	}
+	type found struct {
+		m       Media
+		payload string
+	}
+	var all []found
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case map[string]any:
+			if m, payload, ok := mediaPayload(v); ok {
+				all = append(all, found{m, payload})
+				return
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	// Where each payload is: its JSON string, as written (a / escaped or
+	// not), the next one of the same payload after the last found.
+	next := map[string]int{}
+	out := make([]Media, 0, len(all))
+	for _, f := range all {
+		from := next[f.payload]
+		for _, lit := range []string{f.payload, strings.ReplaceAll(f.payload, "/", `\/`)} {
+			i := bytes.Index(raw[from:], []byte(`"`+lit+`"`))
+			if i < 0 {
+				continue
+			}
+			m := f.m
+			m.Start = from + i + 1
+			m.End = m.Start + len(lit)
+			next[f.payload] = m.End
+			out = append(out, m)
+			break
+		}
+	}
+	slices.SortFunc(out, func(a, b Media) int { return a.Start - b.Start })
+	return out
+}
+
+// mediaPayload reports whether o is a piece of media given in base64,
+// and returns what it is and its payload as the block writes it (the
+// data, or the data: URL).
+func mediaPayload(o map[string]any) (Media, string, bool) {
+	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+	fromURL := func(kind, u string) (Media, string, bool) {
+		b64 := dataURL(u)
+		if b64 == "" {
+			return Media{}, "", false
+		}
+		typ, _, _ := strings.Cut(strings.TrimPrefix(u, "data:"), ";")
+		return describe(kind, typ, b64), u, true
+	}
+	switch str(o, "type") {
+	case "image", "document":
+		src, ok := o["source"].(map[string]any)
+		if !ok || str(src, "type") != "base64" || str(src, "data") == "" {
+			return Media{}, "", false
+		}
+		return describe(str(o, "type"), str(src, "media_type"), str(src, "data")), str(src, "data"), true
+	case "image_url":
+		img, ok := o["image_url"].(map[string]any)
+		if !ok {
+			return Media{}, "", false
+		}
+		return fromURL("image", str(img, "url"))
+	case "input_image":
+		return fromURL("image", str(o, "image_url"))
+	case "file":
+		f, ok := o["file"].(map[string]any)
+		if !ok {
+			return Media{}, "", false
+		}
+		return fromURL("document", str(f, "file_data"))
+	case "input_file":
+		return fromURL("document", str(o, "file_data"))
+	}
+	return Media{}, "", false
+}
+
+// describe says what the base64 b64 of a piece of media of kind is.
+func describe(kind, typ, b64 string) Media {
+	m := Media{Kind: kind, Type: typ, Size: len(b64)}
+	sum := sha256.Sum256([]byte(b64))
+	m.Sum = hex.EncodeToString(sum[:4])
+	if kind == "image" {
+		m.Width, m.Height = imageSize(b64)
+		return m
+	}
+	if raw, err := base64.StdEncoding.DecodeString(b64); err == nil {
+		m.Pages = len(pdfPage.FindAllIndex(raw, -1))
+	}
+	return m
+}
+
+// Placeholder is what a text shows of m in place of its base64: what it
+// is, and how to read it whole (how, when not empty). It holds no " or
+// \, so that it stands in a JSON string as it is.
+func (m Media) Placeholder(how string) string {
+	var b strings.Builder
+	b.WriteString("[" + m.Kind + ":")
+	if m.Type != "" {
+		b.WriteString(" " + m.Type + ",")
+	}
+	switch {
+	case m.Width > 0:
+		fmt.Fprintf(&b, " %d×%d,", m.Width, m.Height)
+	case m.Pages == 1:
+		b.WriteString(" 1 page,")
+	case m.Pages > 1:
+		fmt.Fprintf(&b, " %d pages,", m.Pages)
+	}
+	fmt.Fprintf(&b, " %s of base64, sha256 %s", sizeOf(m.Size), m.Sum)
+	if how != "" {
+		b.WriteString("; " + how)
+	}
+	b.WriteString("]")
+	return strings.NewReplacer(`"`, "'", `\`, "/").Replace(b.String())
+}
+
+// sizeOf writes n bytes for a reader: 920 B, 78 KB, 1.2 MB.
+func sizeOf(n int) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000*1000:
+		return fmt.Sprintf("%d KB", (n+500)/1000)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
+// ShowMedia is the raw block raw as text for a model or a person: each
+// piece of media in it given in base64 replaced by its Placeholder, the
+// rest as it is. The block's bytes are not changed: this is a text of
+// them.
+func ShowMedia(raw []byte, how string) string {
+	ms := FindMedia(raw)
+	if len(ms) == 0 {
+		return string(raw)
+	}
+	var b strings.Builder
+	at := 0
+	for _, m := range ms {
+		b.Write(raw[at:m.Start])
+		b.WriteString(m.Placeholder(how))
+		at = m.End
+	}
+	b.Write(raw[at:])
+	return b.String()
 }

@@ -2,14 +2,17 @@ package window_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"image"
 	"image/jpeg"
 	"image/png"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/engramhq/engram/internal/tokens"
@@ -120,5 +123,60 @@ func TestRawTokens(t *testing.T) {
 	bad := fmt.Sprintf(`{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": %q}}`, base64.StdEncoding.EncodeToString([]byte("not a picture")))
 	if n := window.RawTokens([]byte(bad), count); n < 1600 || n > 1625 {
 		t.Errorf("an image that does not decode: %d tokens, want 1,600 and its framing", n)
+	}
+}
+
+// ShowMedia gives a text of a raw block with each piece of media in
+// base64 as a placeholder (what it is, its size, how to read it whole),
+// and the rest of the block as it is, in every vendor's shape; media
+// given by URL, and blocks holding none, are shown as they are.
+func TestShowMedia(t *testing.T) {
+	shot := noisePNG(t, 300, 200)
+	pdf := base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n1 0 obj << /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >> endobj\n" +
+		"2 0 obj << /Type /Page >> endobj\n3 0 obj << /Type /Page >> endobj\n%%EOF\n"))
+	sum := func(b64 string) string { s := sha256.Sum256([]byte(b64)); return hex.EncodeToString(s[:4]) }
+	img := fmt.Sprintf("[image: image/png, 300×200, %d KB of base64, sha256 %s; engram show abc]", (len(shot)+500)/1000, sum(shot))
+	doc := fmt.Sprintf("[document: application/pdf, 2 pages, %d B of base64, sha256 %s; engram show abc]", len(pdf), sum(pdf))
+	for _, c := range []struct{ name, raw, want string }{
+		{"anthropic tool result",
+			`{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"the page \"/login\"\n"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + shot + `"}}]}`,
+			`{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"the page \"/login\"\n"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + img + `"}}]}`},
+		{"anthropic image, its slashes escaped",
+			`{"source": {"data": "` + strings.ReplaceAll(shot, "/", `\/`) + `", "media_type": "image/png", "type": "base64"}, "type": "image"}`,
+			`{"source": {"data": "` + img + `", "media_type": "image/png", "type": "base64"}, "type": "image"}`},
+		{"the same image twice",
+			`[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + shot + `"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + shot + `"}}]`,
+			`[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + img + `"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + img + `"}}]`},
+		{"anthropic PDF",
+			`{"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "` + pdf + `"}, "title": "spec"}`,
+			`{"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "` + doc + `"}, "title": "spec"}`},
+		{"openai image_url",
+			`{"type": "image_url", "image_url": {"url": "data:image/png;base64,` + shot + `", "detail": "high"}}`,
+			`{"type": "image_url", "image_url": {"url": "` + img + `", "detail": "high"}}`},
+		{"responses input_image", `{"type": "input_image", "image_url": "data:image/png;base64,` + shot + `"}`,
+			`{"type": "input_image", "image_url": "` + img + `"}`},
+		{"openai file", `{"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64,` + pdf + `"}}`,
+			`{"type": "file", "file": {"filename": "a.pdf", "file_data": "` + doc + `"}}`},
+		{"responses input_file", `{"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,` + pdf + `"}`,
+			`{"type": "input_file", "filename": "a.pdf", "file_data": "` + doc + `"}`},
+		{"an image by url", `{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}`,
+			`{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}`},
+		{"a thinking block", `{"type": "thinking", "thinking": "an image of type \"image\"", "signature": "c2ln"}`,
+			`{"type": "thinking", "thinking": "an image of type \"image\"", "signature": "c2ln"}`},
+		{"not JSON", `{"type": "image", "source": {`, `{"type": "image", "source": {`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			raw := []byte(c.raw)
+			got := window.ShowMedia(raw, "engram show abc")
+			if got != c.want {
+				t.Errorf("ShowMedia:\n got %.400s\nwant %.400s", got, c.want)
+			}
+			if string(raw) != c.raw {
+				t.Error("ShowMedia changed the block")
+			}
+			if got != c.raw && !json.Valid([]byte(got)) {
+				t.Errorf("the text is not JSON: %.400s", got)
+			}
+		})
 	}
 }
