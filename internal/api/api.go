@@ -354,6 +354,9 @@ func (o *Ops) runSearch(ctx context.Context, q retrieve.Query, floor bool) (Sear
 			res.Hits = nil
 		}
 	}
+	if err := o.showHits(ctx, res.Hits); err != nil {
+		return SearchOut{}, "", err
+	}
 	var b strings.Builder
 	if res.Span != nil {
 		fmt.Fprintf(&b, "(looked back to %s)\n", res.Span)
@@ -423,6 +426,11 @@ func (o *Ops) runPlaces(ctx context.Context, q retrieve.Query, spans int) (Searc
 	}
 	o.Metrics.Search(res.Lexical, res.Vector, res.Degraded, res.Elapsed)
 	out := SearchOut{Degraded: res.Degraded, Faults: res.Faults, Hits: []HitOut{}, Places: []PlaceOut{}, Span: res.Span}
+	for _, p := range places {
+		if err := o.showHits(ctx, p.Hits); err != nil {
+			return SearchOut{}, "", err
+		}
+	}
 	var b strings.Builder
 	if res.Span != nil {
 		fmt.Fprintf(&b, "(looked back to %s)\n", res.Span)
@@ -578,14 +586,21 @@ func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, erro
 	if len(ents) == 0 {
 		return ItemsOut{Items: []ItemOut{}}, "no turns in that range", nil
 	}
-	tb := newTextBudget(o.Eng.Encoding(), maxTokens)
+	enc := o.Eng.Encoding()
+	tb := newTextBudget(enc, maxTokens)
 	out := ItemsOut{Items: []ItemOut{}}
 	for i, e := range ents {
+		// A turn's media (a picture a tool read) as a placeholder.
+		content, tokens := string(e.Content), e.TokenCount
+		if ms := window.FindMedia(e.Content); len(ms) > 0 {
+			content = showSpan(e.Content, 0, ms, readWhole(e.ID[:12])).text
+			tokens = enc.Count(content)
+		}
 		// A turn is whole or left out, so that turns stay turns; only the
 		// first may be cut, so that one too large still shows something.
 		kept, n, cut, ok := tb.fit(budgetItem{header: func(_ string, _ int, cut bool) string {
 			return fmt.Sprintf("--- turn %d, %s by %s%s\n", e.Turn, e.Type, e.AgentID, cutNote(cut))
-		}, content: string(e.Content), tokens: e.TokenCount, mayCut: i == 0})
+		}, content: content, tokens: tokens, mayCut: i == 0})
 		if !ok {
 			out.More = len(ents) - i
 			break

@@ -15,6 +15,7 @@ import (
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // RetrieveIn asks for stored content back, byte for byte. What to read
@@ -28,11 +29,14 @@ type RetrieveIn struct {
 	EndLine    int      `json:"end_line,omitempty" jsonschema:"last line, inclusive (default start_line+199)"`
 	StartByte  int      `json:"start_byte,omitempty" jsonschema:"of one entry: read from this byte, as next says after a line too long to fit"`
 	MaxTokens  int      `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 100-8000 (default 4000)"`
+	Raw        bool     `json:"raw,omitempty" jsonschema:"images and PDFs as their base64, not a placeholder"`
 }
 
 // SpanOut is a piece of stored content, byte for byte: lines StartLine
 // to EndLine of an entry, which are bytes StartByte to EndByte (end
-// exclusive) of its content.
+// exclusive) of its content. Media in it (an image or a PDF a raw
+// block holds in base64) is shown as a placeholder unless raw was asked
+// for: StartByte and EndByte are still the stored bytes'.
 type SpanOut struct {
 	ID string `json:"id"`
 	// Where is the file the content is, or the session and turn it was
@@ -87,8 +91,9 @@ type piece struct {
 	id          string // the entry's ID
 	where, typ  string
 	sp          engine.Span
-	content     []byte // the span's bytes
-	tokens      int    // -1 when not known
+	content     []byte         // the span's bytes
+	media       []window.Media // the entry's, at its offsets
+	tokens      int            // -1 when not known
 	score       float64
 	page, lines int // a range read: its length, and the entry's lines
 }
@@ -102,7 +107,8 @@ type piece struct {
 //   - content_ids or ref_id alone: the entries, from their first line.
 //
 // Everything fits in max_tokens: an item that does not fit whole is cut
-// at a line, and says the call that reads on (next).
+// at a line, and says the call that reads on (next). Images and PDFs
+// are shown as placeholders (media.go) unless in.Raw.
 func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, string, error) {
 	maxTokens, err := MaxTokensRange.Check(in.MaxTokens)
 	if err != nil {
@@ -169,6 +175,11 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, 
 	default:
 		return RetrieveOut{}, "", bad("give ref_id, content_ids or query")
 	}
+	if in.Raw {
+		for i := range ps {
+			ps[i].media = nil
+		}
+	}
 	out, text := o.writePieces(ps, maxTokens, mayCut)
 	return out, text, nil
 }
@@ -221,7 +232,49 @@ func (o *Ops) searchPieces(ctx context.Context, query string) ([]piece, error) {
 			sp:      engine.Span{Start: c.Start, End: c.End, StartLine: c.StartLine, EndLine: c.EndLine},
 			content: []byte(c.Text), tokens: c.TokenCount, score: h.Score})
 	}
-	return ps, nil
+	return ps, o.findMedia(ctx, ps)
+}
+
+// findMedia sets the media of pieces of entries that hold some, reading
+// the entries of those whose text may be base64.
+func (o *Ops) findMedia(ctx context.Context, ps []piece) error {
+	var ids []string
+	for _, p := range ps {
+		if p.typ != string(store.CodeFile) && mayBeBase64(p.content) && !slices.Contains(ids, p.id) {
+			ids = append(ids, p.id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	ents, err := o.Eng.Store().Entries(ctx, ids)
+	if err != nil {
+		return err
+	}
+	media := map[string][]window.Media{}
+	for _, e := range ents {
+		media[e.ID] = window.FindMedia(e.Content)
+	}
+	for i := range ps {
+		ps[i].media = media[ps[i].id]
+	}
+	return nil
+}
+
+// mayBeBase64 reports whether b holds a run of base64 long enough to be
+// a piece of media's: 100 bytes with no space.
+func mayBeBase64(b []byte) bool {
+	n := 0
+	for _, c := range b {
+		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=' {
+			if n++; n >= 100 {
+				return true
+			}
+			continue
+		}
+		n = 0
+	}
+	return false
 }
 
 // matchPieces are the chunks of the entries ids that hold the query's
@@ -236,15 +289,17 @@ func (o *Ops) matchPieces(ctx context.Context, ids []string, query string) ([]pi
 		return nil, err
 	}
 	occ := map[string]store.Occurrence{}
+	media := map[string][]window.Media{}
 	for _, e := range ents {
 		occ[e.ID] = e.Occurrence
+		media[e.ID] = window.FindMedia(e.Content)
 	}
 	ps := make([]piece, 0, len(ms))
 	for _, m := range ms {
 		c := m.Chunk
 		ps = append(ps, piece{id: c.EntryID, where: where(occ[c.EntryID]), typ: string(occ[c.EntryID].Type),
 			sp:      engine.Span{Start: c.Start, End: c.End, StartLine: c.StartLine, EndLine: c.EndLine},
-			content: []byte(c.Text), tokens: c.TokenCount, score: m.Score})
+			content: []byte(c.Text), tokens: c.TokenCount, score: m.Score, media: media[c.EntryID]})
 	}
 	return ps, nil
 }
@@ -259,7 +314,8 @@ func (o *Ops) entryPieces(ctx context.Context, ids []string) ([]piece, error) {
 	for _, e := range ents {
 		n := engine.CountLines(e.Content)
 		ps = append(ps, piece{id: e.ID, where: where(e.Occurrence), typ: string(e.Type),
-			sp: engine.Span{End: len(e.Content), StartLine: 1, EndLine: n}, content: e.Content, tokens: e.TokenCount})
+			sp: engine.Span{End: len(e.Content), StartLine: 1, EndLine: n}, content: e.Content, tokens: e.TokenCount,
+			media: window.FindMedia(e.Content)})
 	}
 	return ps, nil
 }
@@ -296,7 +352,7 @@ func (o *Ops) rangePiece(ctx context.Context, id string, from, to, at int) ([]pi
 		sp.Start = at
 	}
 	return []piece{{id: e.ID, where: where(e.Occurrence), typ: string(e.Type), sp: sp, content: e.Content[sp.Start:sp.End],
-		tokens: -1, page: to - from + 1, lines: engine.CountLines(e.Content)}}, nil
+		tokens: -1, page: to - from + 1, lines: engine.CountLines(e.Content), media: window.FindMedia(e.Content)}}, nil
 }
 
 // writePieces writes pieces, in order, within maxTokens. Only the first
@@ -314,6 +370,13 @@ func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut bool) (RetrieveOut, 
 			content = base64.StdEncoding.EncodeToString(p.content)
 		}
 		tokens := p.tokens
+		// Its media, if any, as placeholders: the text maps back to the
+		// content's bytes for a cut.
+		sh := shown{}
+		if text && len(p.media) > 0 {
+			sh = showSpan(p.content, p.sp.Start, p.media, readWhole(id))
+			content, tokens = sh.text, -1
+		}
 		if tokens < 0 || !text {
 			tokens = enc.Count(content)
 		}
@@ -348,10 +411,10 @@ func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut bool) (RetrieveOut, 
 		}
 		if cut {
 			it.Truncated = true
-			it.EndByte = p.sp.Start + len(kept)
-			it.EndLine = p.sp.StartLine + engine.CountLines([]byte(kept)) - 1
+			it.EndByte = p.sp.Start + sh.contentLen(len(kept))
+			it.EndLine = p.sp.StartLine + engine.CountLines(p.content[:it.EndByte-p.sp.Start]) - 1
 			it.Next = &RetrieveIn{ContentIDs: []string{id}, StartLine: it.EndLine + 1, EndLine: p.sp.EndLine}
-			if !strings.HasSuffix(kept, "\n") {
+			if it.EndByte-p.sp.Start == 0 || p.content[it.EndByte-p.sp.Start-1] != '\n' {
 				// Cut within a line too long to fit: read on from the
 				// byte where it stops.
 				it.Next = &RetrieveIn{ContentIDs: []string{id}, StartByte: it.EndByte, EndLine: p.sp.EndLine}

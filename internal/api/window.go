@@ -826,7 +826,7 @@ func (o *Ops) WindowReadmit(ctx context.Context, in WindowReadmitIn) (AppendOut,
 }
 
 // writeMessage writes a message as text: a header line, then each
-// block's content.
+// block's content, its media as placeholders.
 func writeMessage(b *strings.Builder, pos int, m window.Message) {
 	fmt.Fprintf(b, "--- %d %s (%d tokens)\n", pos, m.Role, m.Tokens)
 	for _, bl := range m.Blocks {
@@ -840,7 +840,7 @@ func writeMessage(b *strings.Builder, pos int, m window.Message) {
 		case bl.Type == window.BlockToolResult:
 			text := bl.Text
 			if len(bl.Raw) > 0 {
-				text = string(bl.Raw)
+				text = window.ShowMedia(bl.Raw, inJSON)
 			}
 			errNote := ""
 			if bl.IsError {
@@ -848,7 +848,7 @@ func writeMessage(b *strings.Builder, pos int, m window.Message) {
 			}
 			fmt.Fprintf(b, "[tool result %s%s]\n%s\n", bl.ToolUseID, errNote, strings.TrimSuffix(text, "\n"))
 		case len(bl.Raw) > 0:
-			fmt.Fprintf(b, "[%s] %s\n", bl.Type, bl.Raw)
+			fmt.Fprintf(b, "[%s] %s\n", bl.Type, window.ShowMedia(bl.Raw, inJSON))
 		default:
 			fmt.Fprintf(b, "%s\n", strings.TrimSuffix(bl.Text, "\n"))
 		}

@@ -3,8 +3,13 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"image"
+	"image/png"
+	"math/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -241,5 +246,43 @@ func TestWindowOpen_UnknownRole(t *testing.T) {
 	out, _, err = o.WindowOpen(ctx, api.WindowOpenIn{Agent: "eng", Limit: 8000, Role: "Engineer"})
 	if err != nil || out.Notice != "" || out.HandoffAt == 0 {
 		t.Errorf("a known role: %+v, %v", out, err)
+	}
+}
+
+// TestWindowContext_Media: a window's messages as text show a pasted
+// picture as a placeholder, what the user wrote beside it as it is; the
+// messages in JSON keep its bytes.
+func TestWindowContext_Media(t *testing.T) {
+	ctx := context.Background()
+	eng, err := engine.New(sqlitetest.Open(t, sqlite.Options{}), engine.Options{Embed: engine.EmbedOptions{Provider: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &api.Ops{Eng: eng, Agent: "a1", Session: func() string { return "s" }}
+	if _, _, err := o.WindowOpen(ctx, api.WindowOpenIn{Limit: 8000}); err != nil {
+		t.Fatal(err)
+	}
+	img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
+	rand.New(rand.NewSource(1)).Read(img.Pix)
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	data := base64.StdEncoding.EncodeToString(b.Bytes())
+	msg := `{"role":"user","content":[{"type":"text","text":"why is the button grey?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + data + `"}}]}`
+	if _, _, err := o.WindowAppend(ctx, api.WindowAppendIn{Format: "anthropic", Messages: raws(msg)}); err != nil {
+		t.Fatal(err)
+	}
+	out, text, err := o.WindowContext(ctx, api.WindowContextIn{Format: "anthropic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`[image] {"type":"image","source":{"type":"base64","media_type":"image/png","data":"[image: image/png, 64×48, %d KB of base64, sha256 `, (len(data)+500)/1000)
+	if !strings.Contains(text, "why is the button grey?\n") || !strings.Contains(text, want) || !strings.Contains(text, "; whole in the messages' JSON]") ||
+		strings.Contains(text, data[100:140]) {
+		t.Errorf("the window's text:\n%.2000s", text)
+	}
+	if len(out.Items) != 1 || !bytes.Contains(out.Items[0].Message, []byte(data)) {
+		t.Errorf("the messages in JSON lost the picture: %+v", out.Items)
 	}
 }

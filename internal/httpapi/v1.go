@@ -73,7 +73,7 @@ func (v *v1) table() []route {
 		{"GET /v1/files/{path...}", "An indexed file, or some of its lines", v.getFile, nil,
 			[]string{"start: first line", "end: last line", "version: an older version"}, 200},
 		{"POST /v1/prefetch", "The context block for a task, within a budget", jsonOp(v, (*api.Ops).Prefetch, 200), api.PrefetchIn{}, nil, 200},
-		{"POST /v1/retrieve", "Stored content byte for byte, with its lines and bytes: the chunks matching a query, an entry's lines, whole entries", jsonOp(v, (*api.Ops).RetrieveContext, 200), api.RetrieveIn{}, nil, 200},
+		{"POST /v1/retrieve", "Stored content byte for byte, with its lines and bytes: the chunks matching a query, an entry's lines, whole entries; images and PDFs as placeholders unless raw", jsonOp(v, (*api.Ops).RetrieveContext, 200), api.RetrieveIn{}, nil, 200},
 		{"POST /v1/recall", "Ask the archivalist: an @arch: query or a question about the past", jsonOp(v, (*api.Ops).Recall, 200), api.RecallIn{}, nil, 200},
 		{"GET /v1/sessions/{session}", "A session's state (ETag: its version)", v.session, nil, nil, 200},
 		{"GET /v1/sessions/{session}/briefing", "A session's briefing (ETag: both versions)", v.briefing, nil, []string{"tier: micro, standard or full"}, 200},

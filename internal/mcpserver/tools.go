@@ -45,7 +45,7 @@ func (s *Server) addTools() {
 	add(s, &mcp.Tool{Name: "prefetch", Annotations: ro,
 		Description: "The context block worth reading before a task: excerpts and one-line hints, within a token budget."}, (*api.Ops).Prefetch)
 	add(s, &mcp.Tool{Name: "retrieve_context", Annotations: ro,
-		Description: "Read stored content back byte for byte, with its lines: the chunks matching query, best first; or the entries of content_ids or ref_id: their chunks matching query, lines start_line-end_line of one, or whole. next is the call that reads on."}, (*api.Ops).RetrieveContext)
+		Description: "Read stored content back byte for byte, with its lines: the chunks matching query, best first; or the entries of content_ids or ref_id: their chunks matching query, lines start_line-end_line of one, or whole. next is the call that reads on. Images and PDFs show as a placeholder; raw gives their base64."}, (*api.Ops).RetrieveContext)
 	add(s, &mcp.Tool{Name: "search_history", Annotations: ro,
 		Description: "Search past messages and tool results only, by type and session."}, (*api.Ops).SearchHistory)
 	add(s, &mcp.Tool{Name: "get_turn_range", Annotations: ro,

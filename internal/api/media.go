@@ -1,0 +1,100 @@
+package api
+
+import (
+	"context"
+	"strings"
+
+	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// Stored content is kept byte for byte, pictures and PDFs included: a
+// raw block (window.Block.Raw) holds its media as base64, hundreds of
+// KB of it. Read back as text, for a model or a person, that is noise
+// that fills a budget, so the texts of retrieve_context, get_turn_range
+// and a window's messages show each piece of media as a placeholder
+// (window.Media.Placeholder) that says what it is and how to read it
+// whole; what the block holds besides, a tool result's text, is shown as
+// it is. Where the bytes themselves are asked for (retrieve_context's
+// raw, engram show, a window's messages in JSON) nothing is replaced.
+
+// readWhole says how to read the media of the entry id whole.
+func readWhole(id string) string {
+	return "whole: retrieve_context content_ids " + id + " raw true"
+}
+
+// inJSON says where the media of a text of messages is whole: the same
+// messages in JSON (--json, or the HTTP API's answer).
+const inJSON = "whole in the messages' JSON"
+
+// shown is a span of stored content as text, its media as placeholders.
+type shown struct {
+	text string
+	// segs map the text back to the content: segment i is text from
+	// at[i] on, content from from[i] on; a placeholder's segment is
+	// marked, so that a place within it maps to the payload's start.
+	segs []segment
+}
+
+type segment struct {
+	text, content int // where the segment starts in each
+	placeholder   bool
+}
+
+// showSpan is content, bytes start to start+len(content) of an entry
+// whose media are ms (at the entry's offsets), with each piece of media
+// it holds, whole or in part, shown as its placeholder.
+func showSpan(content []byte, start int, ms []window.Media, how string) shown {
+	var s shown
+	var b strings.Builder
+	at, end := 0, start+len(content)
+	for _, m := range ms {
+		from, to := max(m.Start, start)-start, min(m.End, end)-start
+		if from >= to {
+			continue
+		}
+		s.segs = append(s.segs, segment{text: b.Len(), content: at})
+		b.Write(content[at:from])
+		s.segs = append(s.segs, segment{text: b.Len(), content: from, placeholder: true})
+		b.WriteString(m.Placeholder(how))
+		at = to
+	}
+	s.segs = append(s.segs, segment{text: b.Len(), content: at})
+	b.Write(content[at:])
+	s.text = b.String()
+	return s
+}
+
+// contentLen is how many bytes of the content the first n bytes of the
+// text show: a cut within a placeholder shows none of its payload.
+func (s shown) contentLen(n int) int {
+	for i := len(s.segs) - 1; i >= 0; i-- {
+		g := s.segs[i]
+		if n < g.text {
+			continue
+		}
+		if g.placeholder {
+			return g.content
+		}
+		return g.content + n - g.text
+	}
+	return n
+}
+
+// showHits shows the media in the hits' chunks as placeholders: a
+// search's snippets.
+func (o *Ops) showHits(ctx context.Context, hits []retrieve.Hit) error {
+	ps := make([]piece, len(hits))
+	for i, h := range hits {
+		ps[i] = piece{id: h.Chunk.EntryID, typ: string(h.Occurrence.Type), content: []byte(h.Chunk.Text)}
+	}
+	if err := o.findMedia(ctx, ps); err != nil {
+		return err
+	}
+	for i, p := range ps {
+		if len(p.media) > 0 {
+			hits[i].Chunk.Text = showSpan(p.content, hits[i].Chunk.Start, p.media, readWhole(p.id[:min(12, len(p.id))])).text
+		}
+	}
+	return nil
+}
