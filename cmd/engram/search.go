@@ -134,6 +134,16 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 			if res.Span != nil {
 				fmt.Fprintf(a.stderr, "looked back to %s\n", res.Span)
 			}
+			// A picture's base64 in a snippet as a placeholder.
+			ops, how := &api.Ops{Eng: eng}, func(id string) string { return "whole: engram show " + id }
+			if err := ops.ShowHits(cmd.Context(), res.Hits, how); err != nil {
+				return err
+			}
+			for _, p := range places {
+				if err := ops.ShowHits(cmd.Context(), p.Hits, how); err != nil {
+					return err
+				}
+			}
 			if len(res.Hits) == 0 || files && len(places) == 0 {
 				fmt.Fprintf(a.stderr, "no matches for %q\n", q.Text)
 				return nil

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
+	"math/rand"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +93,27 @@ func TestCLI_SearchFiles(t *testing.T) {
 	}
 	if code, _, errOut := e.run("", "search", "--files", "--spans", "9", q); code != 2 || !strings.Contains(errOut, "spans") {
 		t.Errorf("--spans 9: exit %d, %s", code, errOut)
+	}
+}
+
+// TestCLI_SearchMedia: a tool result holding a screenshot is found by
+// its words, and its snippet shows the picture as a placeholder that
+// names engram show, not its base64.
+func TestCLI_SearchMedia(t *testing.T) {
+	e := newEnv(t)
+	img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
+	rand.New(rand.NewSource(1)).Read(img.Pix)
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	data := base64.StdEncoding.EncodeToString(b.Bytes())
+	result := `{"type":"tool_result","tool_use_id":"t1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + data +
+		`"}},{"type":"text","text":"the quokka login page, as rendered"}]}`
+	line, _ := json.Marshal(map[string]string{"session": "s1", "type": "tool_result", "content": result})
+	e.ok(string(line)+"\n", "add")
+	out := e.ok("", "search", "--mode", "lexical", "quokka login page")
+	if strings.Contains(out, data[100:140]) || !strings.Contains(out, "[image: image/png, 64×48, ") || !strings.Contains(out, "whole: engram show ") {
+		t.Errorf("search:\n%s", out)
 	}
 }

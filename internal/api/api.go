@@ -354,7 +354,7 @@ func (o *Ops) runSearch(ctx context.Context, q retrieve.Query, floor bool) (Sear
 			res.Hits = nil
 		}
 	}
-	if err := o.showHits(ctx, res.Hits); err != nil {
+	if err := o.ShowHits(ctx, res.Hits, nil); err != nil {
 		return SearchOut{}, "", err
 	}
 	var b strings.Builder
@@ -427,7 +427,7 @@ func (o *Ops) runPlaces(ctx context.Context, q retrieve.Query, spans int) (Searc
 	o.Metrics.Search(res.Lexical, res.Vector, res.Degraded, res.Elapsed)
 	out := SearchOut{Degraded: res.Degraded, Faults: res.Faults, Hits: []HitOut{}, Places: []PlaceOut{}, Span: res.Span}
 	for _, p := range places {
-		if err := o.showHits(ctx, p.Hits); err != nil {
+		if err := o.ShowHits(ctx, p.Hits, nil); err != nil {
 			return SearchOut{}, "", err
 		}
 	}

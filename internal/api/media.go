@@ -81,9 +81,13 @@ func (s shown) contentLen(n int) int {
 	return n
 }
 
-// showHits shows the media in the hits' chunks as placeholders: a
-// search's snippets.
-func (o *Ops) showHits(ctx context.Context, hits []retrieve.Hit) error {
+// ShowHits shows the media in the hits' chunks as placeholders, in
+// place, for a search's snippets; how says how to read the media of
+// entry id whole (nil: with retrieve_context).
+func (o *Ops) ShowHits(ctx context.Context, hits []retrieve.Hit, how func(id string) string) error {
+	if how == nil {
+		how = readWhole
+	}
 	ps := make([]piece, len(hits))
 	for i, h := range hits {
 		ps[i] = piece{id: h.Chunk.EntryID, typ: string(h.Occurrence.Type), content: []byte(h.Chunk.Text)}
@@ -93,7 +97,7 @@ func (o *Ops) showHits(ctx context.Context, hits []retrieve.Hit) error {
 	}
 	for i, p := range ps {
 		if len(p.media) > 0 {
-			hits[i].Chunk.Text = showSpan(p.content, hits[i].Chunk.Start, p.media, readWhole(p.id[:min(12, len(p.id))])).text
+			hits[i].Chunk.Text = showSpan(p.content, hits[i].Chunk.Start, p.media, how(p.id[:min(12, len(p.id))])).text
 		}
 	}
 	return nil
