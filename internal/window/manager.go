@@ -665,6 +665,10 @@ func entitiesOf(m *Message) []string {
 	counts := map[string]int{}
 	for _, b := range m.Blocks {
 		text := b.content()
+		if ms := FindMedia(b.Raw); len(ms) > 0 {
+			// A picture's base64 holds no names, but many words with a /.
+			text = withoutPayloads(b.Raw, ms)
+		}
 		if len(text) > 64<<10 {
 			// Read the first 64 KiB, not cutting a name in two.
 			cut := 64 << 10
@@ -692,6 +696,17 @@ func entitiesOf(m *Message) []string {
 		}
 	}
 	return topEntities(counts, 8)
+}
+
+// withoutPayloads is raw without the payloads of its media ms.
+func withoutPayloads(raw []byte, ms []Media) []byte {
+	out := make([]byte, 0, len(raw))
+	at := 0
+	for _, m := range ms {
+		out = append(out, raw[at:m.Start]...)
+		at = m.End
+	}
+	return append(out, raw[at:]...)
 }
 
 func nameByte(c byte) bool {

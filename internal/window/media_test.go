@@ -2,6 +2,7 @@ package window_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -12,9 +13,12 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math/rand"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
 )
@@ -178,5 +182,39 @@ func TestShowMedia(t *testing.T) {
 				t.Errorf("the text is not JSON: %.400s", got)
 			}
 		})
+	}
+}
+
+// TestMediaEntities: the names a window notes of a message for its
+// markers come from what a tool result says, not from the base64 of the
+// picture it holds (whose words with a / would pass for paths).
+func TestMediaEntities(t *testing.T) {
+	ctx := context.Background()
+	m := manager(t, filepath.Join(t.TempDir(), "engram.db"))
+	key := store.WindowKey{SessionID: "s", AgentID: "a"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000}); err != nil {
+		t.Fatal(err)
+	}
+	shot := noisePNG(t, 200, 150)
+	raw := `{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"web/login.html as rendered"},` +
+		`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + shot + `"}}]}`
+	if _, err := m.Append(ctx, key, []window.Message{
+		{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: "t1", Name: "screenshot", Input: []byte(`{}`)}}},
+		{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: "t1", Raw: []byte(raw)}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	items, err := m.Context(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := items[1].Message.Entities
+	if !slices.Contains(got, "web/login.html") {
+		t.Errorf("entities %v: not the page the tool result names", got)
+	}
+	for _, e := range got {
+		if strings.Contains(shot, e) && len(e) > 8 {
+			t.Errorf("entities %v: %q is the picture's base64", got, e)
+		}
 	}
 }
