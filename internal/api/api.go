@@ -592,7 +592,7 @@ func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, erro
 	for i, e := range ents {
 		// A turn's media (a picture a tool read) as a placeholder.
 		content, tokens := string(e.Content), e.TokenCount
-		if ms := window.FindMedia(e.Content); len(ms) > 0 {
+		if ms := mediaOf(e); len(ms) > 0 {
 			content = showSpan(e.Content, 0, ms, readWhole(e.ID[:12])).text
 			tokens = enc.Count(content)
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/window"
 )
 
@@ -17,6 +18,15 @@ import (
 // whole; what the block holds besides, a tool result's text, is shown as
 // it is. Where the bytes themselves are asked for (retrieve_context's
 // raw, engram show, a window's messages in JSON) nothing is replaced.
+
+// mediaOf is the media of an entry: none for an indexed file, which is
+// read as it is, a fixture of JSON with a picture in it too.
+func mediaOf(e store.Entry) []window.Media {
+	if e.Type == store.CodeFile {
+		return nil
+	}
+	return window.FindMedia(e.Content)
+}
 
 // readWhole says how to read the media of the entry id whole.
 func readWhole(id string) string {

@@ -253,7 +253,7 @@ func (o *Ops) findMedia(ctx context.Context, ps []piece) error {
 	}
 	media := map[string][]window.Media{}
 	for _, e := range ents {
-		media[e.ID] = window.FindMedia(e.Content)
+		media[e.ID] = mediaOf(e)
 	}
 	for i := range ps {
 		ps[i].media = media[ps[i].id]
@@ -292,7 +292,7 @@ func (o *Ops) matchPieces(ctx context.Context, ids []string, query string) ([]pi
 	media := map[string][]window.Media{}
 	for _, e := range ents {
 		occ[e.ID] = e.Occurrence
-		media[e.ID] = window.FindMedia(e.Content)
+		media[e.ID] = mediaOf(e)
 	}
 	ps := make([]piece, 0, len(ms))
 	for _, m := range ms {
@@ -315,7 +315,7 @@ func (o *Ops) entryPieces(ctx context.Context, ids []string) ([]piece, error) {
 		n := engine.CountLines(e.Content)
 		ps = append(ps, piece{id: e.ID, where: where(e.Occurrence), typ: string(e.Type),
 			sp: engine.Span{End: len(e.Content), StartLine: 1, EndLine: n}, content: e.Content, tokens: e.TokenCount,
-			media: window.FindMedia(e.Content)})
+			media: mediaOf(e)})
 	}
 	return ps, nil
 }
@@ -352,7 +352,7 @@ func (o *Ops) rangePiece(ctx context.Context, id string, from, to, at int) ([]pi
 		sp.Start = at
 	}
 	return []piece{{id: e.ID, where: where(e.Occurrence), typ: string(e.Type), sp: sp, content: e.Content[sp.Start:sp.End],
-		tokens: -1, page: to - from + 1, lines: engine.CountLines(e.Content), media: window.FindMedia(e.Content)}}, nil
+		tokens: -1, page: to - from + 1, lines: engine.CountLines(e.Content), media: mediaOf(e)}}, nil
 }
 
 // writePieces writes pieces, in order, within maxTokens. Only the first

@@ -8,10 +8,13 @@ import (
 	"image"
 	"image/png"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
@@ -125,5 +128,28 @@ func TestRetrieveContext_Image(t *testing.T) {
 		if strings.Contains(text, noise) || strings.Contains(text, data[:200]) || !strings.Contains(text, "quokka login page") || !strings.Contains(text, "[image: image/png, 200×150") {
 			t.Errorf("%s: %.3000s", c.tool, text)
 		}
+	}
+}
+
+// TestRetrieveContext_FileMedia: an indexed file is read back as it is,
+// though it is JSON holding a picture (a test's fixture).
+func TestRetrieveContext_FileMedia(t *testing.T) {
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "claude", Structured: true})
+	ctx := context.Background()
+	dir := t.TempDir()
+	fixture := `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + screenshot(t, 20, 10) + `"}}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "shot.json"), []byte(fixture), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.Run(ctx, eng.Store(), dir, index.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := eng.Resolve(ctx, "shot.json", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := retrieve(t, cs, map[string]any{"content_ids": []string{id}})
+	if len(out.Items) != 1 || out.Items[0].Content != fixture {
+		t.Errorf("the file read back: %+v", out.Items)
 	}
 }
