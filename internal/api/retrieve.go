@@ -180,7 +180,7 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, 
 			ps[i].media = nil
 		}
 	}
-	out, text := o.writePieces(ps, maxTokens, mayCut)
+	out, text := o.writePieces(ps, maxTokens, mayCut, in.Raw)
 	return out, text, nil
 }
 
@@ -356,8 +356,9 @@ func (o *Ops) rangePiece(ctx context.Context, id string, from, to, at int) ([]pi
 }
 
 // writePieces writes pieces, in order, within maxTokens. Only the first
-// may be cut unless mayCut.
-func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut bool) (RetrieveOut, string) {
+// may be cut unless mayCut. The calls that read on ask for raw content
+// if raw.
+func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut, raw bool) (RetrieveOut, string) {
 	enc := o.Eng.Encoding()
 	tb := newTextBudget(enc, maxTokens)
 	out := RetrieveOut{Items: []SpanOut{}}
@@ -383,7 +384,7 @@ func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut bool) (RetrieveOut, 
 		var page *RetrieveIn
 		whole := 0
 		if p.page > 0 && p.sp.EndLine < p.lines {
-			page = &RetrieveIn{ContentIDs: []string{id}, StartLine: p.sp.EndLine + 1, EndLine: min(p.lines, p.sp.EndLine+p.page)}
+			page = &RetrieveIn{ContentIDs: []string{id}, StartLine: p.sp.EndLine + 1, EndLine: min(p.lines, p.sp.EndLine+p.page), Raw: raw}
 			whole = enc.Count(nextLine(page) + "\n")
 		}
 		header := func(kept string, tokens int, cut bool) string {
@@ -413,11 +414,11 @@ func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut bool) (RetrieveOut, 
 			it.Truncated = true
 			it.EndByte = p.sp.Start + sh.contentLen(len(kept))
 			it.EndLine = p.sp.StartLine + engine.CountLines(p.content[:it.EndByte-p.sp.Start]) - 1
-			it.Next = &RetrieveIn{ContentIDs: []string{id}, StartLine: it.EndLine + 1, EndLine: p.sp.EndLine}
+			it.Next = &RetrieveIn{ContentIDs: []string{id}, StartLine: it.EndLine + 1, EndLine: p.sp.EndLine, Raw: raw}
 			if it.EndByte-p.sp.Start == 0 || p.content[it.EndByte-p.sp.Start-1] != '\n' {
 				// Cut within a line too long to fit: read on from the
 				// byte where it stops.
-				it.Next = &RetrieveIn{ContentIDs: []string{id}, StartByte: it.EndByte, EndLine: p.sp.EndLine}
+				it.Next = &RetrieveIn{ContentIDs: []string{id}, StartByte: it.EndByte, EndLine: p.sp.EndLine, Raw: raw}
 			}
 		} else {
 			it.Next = page
@@ -437,7 +438,11 @@ func nextLine(n *RetrieveIn) string {
 	if n.StartByte > 0 {
 		from = ", start_byte " + strconv.Itoa(n.StartByte)
 	}
-	return "(read on: content_ids " + strings.Join(n.ContentIDs, ",") + from + ", end_line " + strconv.Itoa(n.EndLine) + ")"
+	raw := ""
+	if n.Raw {
+		raw = ", raw true"
+	}
+	return "(read on: content_ids " + strings.Join(n.ContentIDs, ",") + from + ", end_line " + strconv.Itoa(n.EndLine) + raw + ")"
 }
 
 // where says where an occurrence was seen: the file, or the session and

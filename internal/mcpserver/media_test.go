@@ -116,6 +116,10 @@ func TestRetrieveContext_Image(t *testing.T) {
 	if !strings.HasPrefix(out.Items[0].Content, result[:strings.Index(result, data)+1000]) || strings.Contains(text, placeholder) {
 		t.Errorf("raw true: %.2000s", text)
 	}
+	// and reads on raw.
+	if n := out.Items[0].Next; n == nil || !n.Raw || !strings.Contains(text, ", raw true)") {
+		t.Errorf("raw true reads on with %+v, in the text %q", n, text[max(0, len(text)-200):])
+	}
 
 	for _, c := range []struct {
 		tool string
