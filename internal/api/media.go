@@ -100,15 +100,32 @@ func (o *Ops) ShowHits(ctx context.Context, hits []retrieve.Hit, how func(id str
 	}
 	ps := make([]piece, len(hits))
 	for i, h := range hits {
-		ps[i] = piece{id: h.Chunk.EntryID, typ: string(h.Occurrence.Type), content: []byte(h.Chunk.Text)}
+		t := h.Chunk.Text
+		ps[i] = piece{id: h.Chunk.EntryID, typ: string(h.Occurrence.Type), content: []byte(t),
+			edge: strings.HasSuffix(t, `"`) || strings.HasSuffix(t, ",") || strings.HasPrefix(t, `"`)}
 	}
 	if err := o.findMedia(ctx, ps); err != nil {
 		return err
 	}
 	for i, p := range ps {
-		if len(p.media) > 0 {
-			hits[i].Chunk.Text = showSpan(p.content, hits[i].Chunk.Start, p.media, how(p.id[:min(12, len(p.id))])).text
+		if len(p.media) == 0 {
+			continue
 		}
+		c := &hits[i].Chunk
+		h := how(p.id[:min(12, len(p.id))])
+		text := showSpan(p.content, c.Start, p.media, h).text
+		// The engine leaves a piece's payload out of every chunk (it is
+		// neither indexed nor embedded), so a chunk ends where one
+		// begins, or begins where one ends: the snippet shows it there.
+		for _, m := range p.media {
+			switch {
+			case m.Start == c.End:
+				text += m.Placeholder(h)
+			case m.End == c.Start:
+				text = m.Placeholder(h) + text
+			}
+		}
+		c.Text = text
 	}
 	return nil
 }

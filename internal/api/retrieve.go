@@ -88,12 +88,15 @@ const (
 
 // piece is what RetrieveContext writes of one entry.
 type piece struct {
-	id          string // the entry's ID
-	where, typ  string
-	sp          engine.Span
-	content     []byte         // the span's bytes
-	media       []window.Media // the entry's, at its offsets
-	tokens      int            // -1 when not known
+	id         string // the entry's ID
+	where, typ string
+	sp         engine.Span
+	content    []byte         // the span's bytes
+	media      []window.Media // the entry's, at its offsets
+	// edge: the span may end where a piece of media begins, or begin
+	// where one ends (a chunk: the engine leaves media out of them).
+	edge        bool
+	tokens      int // -1 when not known
 	score       float64
 	page, lines int // a range read: its length, and the entry's lines
 }
@@ -240,7 +243,7 @@ func (o *Ops) searchPieces(ctx context.Context, query string) ([]piece, error) {
 func (o *Ops) findMedia(ctx context.Context, ps []piece) error {
 	var ids []string
 	for _, p := range ps {
-		if p.typ != string(store.CodeFile) && mayBeBase64(p.content) && !slices.Contains(ids, p.id) {
+		if p.typ != string(store.CodeFile) && (p.edge || mayBeBase64(p.content)) && !slices.Contains(ids, p.id) {
 			ids = append(ids, p.id)
 		}
 	}
