@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"image"
-	"image/png"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/engramhq/engram/internal/modelserver"
+	"github.com/engramhq/engram/internal/pictest"
 )
 
 // imageData finds the base64 of a picture in a request's body.
@@ -118,13 +116,7 @@ func TestCodex_ProxyImage(t *testing.T) {
 // PNG cannot compress.
 func writeNoisePNG(t *testing.T, path string) {
 	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, 600, 400))
-	rand.New(rand.NewSource(1)).Read(img.Pix)
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, pictest.NoisePNG(600, 400), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/png"
-	"math/rand"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/engramhq/engram/internal/pictest"
 )
 
 // TestCLI_SearchLooksBack: engram search reads a time phrase from now,
@@ -101,13 +98,7 @@ func TestCLI_SearchFiles(t *testing.T) {
 // names engram show, not its base64.
 func TestCLI_SearchMedia(t *testing.T) {
 	e := newEnv(t)
-	img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
-	rand.New(rand.NewSource(1)).Read(img.Pix)
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	data := base64.StdEncoding.EncodeToString(b.Bytes())
+	data := pictest.NoisePNGBase64(64, 48)
 	result := `{"type":"tool_result","tool_use_id":"t1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + data +
 		`"}},{"type":"text","text":"the quokka login page, as rendered"}]}`
 	line, _ := json.Marshal(map[string]string{"session": "s1", "type": "tool_result", "content": result})

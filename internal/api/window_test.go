@@ -3,13 +3,9 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image"
-	"image/png"
-	"math/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +15,7 @@ import (
 
 	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/pictest"
 	"github.com/engramhq/engram/internal/store/sqlite"
 	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
 	"github.com/engramhq/engram/internal/window"
@@ -262,13 +259,7 @@ func TestWindowContext_Media(t *testing.T) {
 	if _, _, err := o.WindowOpen(ctx, api.WindowOpenIn{Limit: 8000}); err != nil {
 		t.Fatal(err)
 	}
-	img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
-	rand.New(rand.NewSource(1)).Read(img.Pix)
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	data := base64.StdEncoding.EncodeToString(b.Bytes())
+	data := pictest.NoisePNGBase64(64, 48)
 	msg := `{"role":"user","content":[{"type":"text","text":"why is the button grey?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + data + `"}}]}`
 	if _, _, err := o.WindowAppend(ctx, api.WindowAppendIn{Format: "anthropic", Messages: raws(msg)}); err != nil {
 		t.Fatal(err)

@@ -1,13 +1,8 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
-	"image"
-	"image/png"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,23 +10,11 @@ import (
 
 	"github.com/engramhq/engram/internal/api"
 	"github.com/engramhq/engram/internal/index"
+	"github.com/engramhq/engram/internal/pictest"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
 )
-
-// screenshot is a w × h PNG of noise, in base64: PNG cannot compress
-// it, so it is as large as a real screenshot's.
-func screenshot(t *testing.T, w, h int) string {
-	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	rand.New(rand.NewSource(int64(w * h))).Read(img.Pix)
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(b.Bytes())
-}
 
 // TestRetrieveContext_Image: a screenshot a tool read, evicted from its
 // window and read back through its marker, reaches the model as a
@@ -51,7 +34,7 @@ func TestRetrieveContext_Image(t *testing.T) {
 	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 3000, Output: 200, Safety: 100}); err != nil {
 		t.Fatal(err)
 	}
-	data := screenshot(t, 200, 150)
+	data := pictest.NoisePNGBase64(200, 150)
 	after := strings.Repeat("the form has a user name field and a password field. ", 60)
 	result := `{"type":"tool_result","tool_use_id":"call-0","content":[{"type":"text","text":"the quokka login page, as rendered"},` +
 		`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + data + `"}},{"type":"text","text":"` + after + `"}]}`
@@ -141,7 +124,7 @@ func TestRetrieveContext_FileMedia(t *testing.T) {
 	cs, eng := newClient(t, Options{Session: "s1", Agent: "claude", Structured: true})
 	ctx := context.Background()
 	dir := t.TempDir()
-	fixture := `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + screenshot(t, 20, 10) + `"}}` + "\n"
+	fixture := `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + pictest.NoisePNGBase64(20, 10) + `"}}` + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "shot.json"), []byte(fixture), 0o644); err != nil {
 		t.Fatal(err)
 	}

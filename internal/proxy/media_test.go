@@ -1,34 +1,18 @@
 package proxy_test
 
 import (
-	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/png"
 	"io"
-	"math/rand"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/engramhq/engram/internal/modelserver"
+	"github.com/engramhq/engram/internal/pictest"
 	"github.com/engramhq/engram/internal/proxy"
 	"github.com/engramhq/engram/internal/store"
 )
-
-// screenshot is a w × h PNG of noise, as large as a photo's: its base64.
-func screenshot(t *testing.T, w, h int) string {
-	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	rand.New(rand.NewSource(1)).Read(img.Pix)
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(b.Bytes())
-}
 
 // A picture the user pasted, or one a tool read, stays in the requests
 // that follow: the window counts it as the vendor does (a 600 × 400
@@ -36,7 +20,7 @@ func screenshot(t *testing.T, w, h int) string {
 // (about half a million tokens), which filled the window with it and
 // had the next request send a marker in its place.
 func TestProxy_KeepsImages(t *testing.T) {
-	img := screenshot(t, 600, 400)
+	img := pictest.NoisePNGBase64(600, 400)
 	t.Run("anthropic", func(t *testing.T) {
 		f := newFixture(t, proxy.Options{Limit: 20000},
 			modelserver.Reply(modelserver.Text("Reading the other one."), modelserver.ToolUse("Read", map[string]any{"file_path": "/p/after.png"})),

@@ -11,30 +11,16 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
-	"image/png"
-	"math/rand"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/engramhq/engram/internal/pictest"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
 )
-
-// noisePNG is a w × h PNG of noise (which PNG cannot compress, as a
-// screenshot's photo would not be): its base64.
-func noisePNG(t testing.TB, w, h int) string {
-	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	rand.New(rand.NewSource(int64(w * h))).Read(img.Pix)
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(b.Bytes())
-}
 
 // exifJPEG is a w × h JPEG whose size comes after 80 KB of an APP1
 // segment, as a camera's EXIF can put it: its base64.
@@ -81,8 +67,8 @@ func TestRawTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := enc.Count
-	wide := noisePNG(t, 1000, 500)
-	big := noisePNG(t, 3000, 2000)
+	wide := pictest.NoisePNGBase64(1000, 500)
+	big := pictest.NoisePNGBase64(3000, 2000)
 	pdf := base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n1 0 obj << /Type /Pages /Kids [2 0 R 3 0 R 4 0 R] /Count 3 >> endobj\n" +
 		"2 0 obj << /Type /Page /Parent 1 0 R >> endobj\n3 0 obj << /Type/Page /Parent 1 0 R >> endobj\n4 0 obj << /Type /Page >> endobj\n%%EOF\n"))
 	result := `{"type": "tool_result", "tool_use_id": "toolu_01", "content": [{"type": "text", "text": "the screenshot"}, ` +
@@ -135,7 +121,7 @@ func TestRawTokens(t *testing.T) {
 // and the rest of the block as it is, in every vendor's shape; media
 // given by URL, and blocks holding none, are shown as they are.
 func TestShowMedia(t *testing.T) {
-	shot := noisePNG(t, 300, 200)
+	shot := pictest.NoisePNGBase64(300, 200)
 	pdf := base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n1 0 obj << /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >> endobj\n" +
 		"2 0 obj << /Type /Page >> endobj\n3 0 obj << /Type /Page >> endobj\n%%EOF\n"))
 	sum := func(b64 string) string { s := sha256.Sum256([]byte(b64)); return hex.EncodeToString(s[:4]) }
@@ -195,7 +181,7 @@ func TestMediaEntities(t *testing.T) {
 	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 40000}); err != nil {
 		t.Fatal(err)
 	}
-	shot := noisePNG(t, 200, 150)
+	shot := pictest.NoisePNGBase64(200, 150)
 	raw := `{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"web/login.html as rendered"},` +
 		`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + shot + `"}}]}`
 	if _, err := m.Append(ctx, key, []window.Message{
