@@ -104,59 +104,94 @@ func withoutMedia(v any, n *int) any {
 }
 
 // mediaTokens reports whether the object o is a piece of media in one of
-// the vendors' shapes, and what it costs:
+// the vendors' shapes (see pieceOf), and what it costs.
+func mediaTokens(o map[string]any) (int, bool) {
+	p, ok := pieceOf(o)
+	switch {
+	case !ok:
+		return 0, false
+	case p.kind == "document" && p.b64 == "":
+		return pdfPageTokens, true // given by URL or file: its pages unknown here, one
+	case p.kind == "document":
+		return pdfTokens(p.b64), true
+	case p.openAI:
+		w, h := imageSize(p.b64)
+		return openAIImageTokens(w, h, p.detail), true
+	}
+	w, h := imageSize(p.b64)
+	return claudeImageTokens(w, h), true
+}
+
+// piece is a piece of media as a vendor's block gives it.
+type piece struct {
+	kind   string // "image" or "document"
+	openAI bool   // in one of OpenAI's shapes, charged at its rates
+	detail string // an OpenAI image's detail
+	typ    string // its media type, "" when the block does not say
+	// b64 is its base64, payload the string that holds it as the block
+	// writes it (the data, or the data: URL); both "" for media given
+	// by URL or by a file's id.
+	b64, payload string
+}
+
+// pieceOf reports whether the object o is a piece of media in one of the
+// vendors' shapes, and what it is:
 //
 //	Anthropic: {"type": "image", "source": {"type": "base64", "data": …} or a url or file}
-//	           {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": …}}
+//	           {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": …} or a url or file}
 //	OpenAI:    {"type": "image_url", "image_url": {"url": "data:…", "detail": …}}
 //	           {"type": "file", "file": {"file_data": "data:application/pdf;base64,…"}}
 //	Responses: {"type": "input_image", "image_url": "data:…", "detail": …}
 //	           {"type": "input_file", "file_data": "data:application/pdf;base64,…"}
 //
 // A document of text (Anthropic's source of type "text" or "content") is
-// no media: its text is counted as text.
-func mediaTokens(o map[string]any) (int, bool) {
+// no media: its text is counted and shown as text.
+func pieceOf(o map[string]any) (piece, bool) {
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
-	switch str(o, "type") {
-	case "image":
+	fromURL := func(kind, u, detail string) (piece, bool) {
+		p := piece{kind: kind, openAI: true, detail: detail}
+		if p.b64 = dataURL(u); p.b64 != "" {
+			p.payload = u
+			p.typ, _, _ = strings.Cut(strings.TrimPrefix(u, "data:"), ";")
+		}
+		return p, true
+	}
+	switch kind := str(o, "type"); kind {
+	case "image", "document":
 		src, ok := o["source"].(map[string]any)
 		if !ok {
-			return 0, false
+			return piece{}, false
 		}
-		w, h := imageSize(str(src, "data"))
-		return claudeImageTokens(w, h), true
-	case "document":
-		src, ok := o["source"].(map[string]any)
-		if !ok {
-			return 0, false
-		}
+		p := piece{kind: kind, typ: str(src, "media_type")}
 		switch str(src, "type") {
 		case "base64":
-			return pdfTokens(str(src, "data")), true
+			p.b64 = str(src, "data")
+			p.payload = p.b64
 		case "url", "file":
-			return pdfPageTokens, true // its pages unknown here: one
+		default:
+			if kind == "document" {
+				return piece{}, false
+			}
 		}
-		return 0, false
+		return p, true
 	case "image_url":
 		img, ok := o["image_url"].(map[string]any)
 		if !ok {
-			return 0, false
+			return piece{}, false
 		}
-		w, h := imageSize(dataURL(str(img, "url")))
-		return openAIImageTokens(w, h, str(img, "detail")), true
+		return fromURL("image", str(img, "url"), str(img, "detail"))
 	case "input_image":
-		w, h := imageSize(dataURL(str(o, "image_url")))
-		return openAIImageTokens(w, h, str(o, "detail")), true
+		return fromURL("image", str(o, "image_url"), str(o, "detail"))
 	case "file":
 		f, ok := o["file"].(map[string]any)
 		if !ok {
-			return 0, false
+			return piece{}, false
 		}
-		return pdfTokens(dataURL(str(f, "file_data"))), true
+		return fromURL("document", str(f, "file_data"), "")
 	case "input_file":
-		return pdfTokens(dataURL(str(o, "file_data"))), true
+		return fromURL("document", str(o, "file_data"), "")
 	}
-	return 0, false
+	return piece{}, false
 }
 
 // dataURL returns the base64 payload of a data: URL, or "" for another
@@ -261,7 +296,7 @@ type Media struct {
 }
 
 // FindMedia returns the pieces of media given in base64 that the raw
-// block raw holds, in the vendors' shapes (see mediaTokens), in the
+// block raw holds, in the vendors' shapes (see pieceOf), in the
 // order they come; none when it holds none, or is not JSON. A piece
 // given by URL or by a file's id is not one: it is short, and its text
 // says what it is.
@@ -323,40 +358,11 @@ func FindMedia(raw []byte) []Media {
 // and returns what it is and its payload as the block writes it (the
 // data, or the data: URL).
 func mediaPayload(o map[string]any) (Media, string, bool) {
-	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
-	fromURL := func(kind, u string) (Media, string, bool) {
-		b64 := dataURL(u)
-		if b64 == "" {
-			return Media{}, "", false
-		}
-		typ, _, _ := strings.Cut(strings.TrimPrefix(u, "data:"), ";")
-		return describe(kind, typ, b64), u, true
+	p, ok := pieceOf(o)
+	if !ok || p.payload == "" {
+		return Media{}, "", false
 	}
-	switch str(o, "type") {
-	case "image", "document":
-		src, ok := o["source"].(map[string]any)
-		if !ok || str(src, "type") != "base64" || str(src, "data") == "" {
-			return Media{}, "", false
-		}
-		return describe(str(o, "type"), str(src, "media_type"), str(src, "data")), str(src, "data"), true
-	case "image_url":
-		img, ok := o["image_url"].(map[string]any)
-		if !ok {
-			return Media{}, "", false
-		}
-		return fromURL("image", str(img, "url"))
-	case "input_image":
-		return fromURL("image", str(o, "image_url"))
-	case "file":
-		f, ok := o["file"].(map[string]any)
-		if !ok {
-			return Media{}, "", false
-		}
-		return fromURL("document", str(f, "file_data"))
-	case "input_file":
-		return fromURL("document", str(o, "file_data"))
-	}
-	return Media{}, "", false
+	return describe(p.kind, p.typ, p.b64), p.payload, true
 }
 
 // describe says what the base64 b64 of a piece of media of kind is.
