@@ -14,6 +14,7 @@ import (
 	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/retrieve"
+	"github.com/engramhq/engram/internal/secrets"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/window"
 )
@@ -269,7 +270,7 @@ func (o *Ops) findMedia(ctx context.Context, ps []piece) error {
 func mayBeBase64(b []byte) bool {
 	n := 0
 	for _, c := range b {
-		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=' {
+		if secrets.Base64Letter(c) || c == '=' {
 			if n++; n >= 100 {
 				return true
 			}

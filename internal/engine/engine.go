@@ -363,12 +363,12 @@ const minEncodedSpan = 4 << 10
 func encodedSpans(content []byte) [][2]int {
 	var spans [][2]int
 	for i := 0; i < len(content); {
-		if !inBase64[content[i]] {
+		if !secrets.Base64Letter(content[i]) {
 			i++
 			continue
 		}
 		j := i
-		for j < len(content) && inBase64[content[j]] {
+		for j < len(content) && secrets.Base64Letter(content[j]) {
 			j++
 		}
 		end := j
@@ -388,14 +388,6 @@ func encodedSpans(content []byte) [][2]int {
 func encodedTokens(n int) int {
 	return (2*n + 2) / 3
 }
-
-// inBase64 is base64's alphabet, by byte.
-var inBase64 = func() (in [256]bool) {
-	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") {
-		in[c] = true
-	}
-	return in
-}()
 
 // resolveParents turns each record's Parent (an entry ID, or the msg_id of
 // an earlier message in its session) into the parent's entry ID.

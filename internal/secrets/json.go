@@ -95,12 +95,15 @@ func encodedMedia(s string) bool {
 	}
 	s = strings.TrimRight(s, "=")
 	for i := range len(s) {
-		if !inBase64[s[i]] {
+		if !Base64Letter(s[i]) {
 			return false
 		}
 	}
 	return true
 }
+
+// Base64Letter reports whether c is in base64's alphabet (padding aside).
+func Base64Letter(c byte) bool { return inBase64[c] }
 
 // inBase64 is base64's alphabet, by byte.
 var inBase64 = func() (in [256]bool) {
