@@ -61,6 +61,10 @@ func NewClaudeCode(t testing.TB, srv *Server) *ClaudeCode {
 		"DISABLE_TELEMETRY=1",
 		"DISABLE_ERROR_REPORTING=1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		// An MCP server (engram mcp, built with -race, on a loaded
+		// machine) may take longer to start than Claude Code's default
+		// wait; without it the model's first call finds no such tool.
+		"MCP_TIMEOUT=120000",
 	}
 	return c
 }
