@@ -55,6 +55,9 @@ type FileAt struct {
 const (
 	StatusRefused = "REFUSED"
 	StatusSuggest = "SUGGEST"
+	// StatusFailed answers a read that failed after its request's stores
+	// were written (a store's failure is the request's error instead).
+	StatusFailed = "FAILED"
 )
 
 // AskOptions tune Ask.
@@ -76,6 +79,18 @@ const (
 // writer; reads do not. Refused and unsure questions are answers, not
 // errors; malformed DSL and bad data are errors, and nothing is written:
 // every query of the input is checked before any runs.
+//
+// The stores of one input are one transaction: all of them are written,
+// or none is. A store sees the stores before it, as it would in a request
+// of its own after theirs (a duplicate merges into a record an earlier
+// store created; a contradiction of one is refused). The stores commit
+// where the first of them stands: a read before it sees none of them, a
+// read after it sees all. An error (a store refused when it runs, by a
+// conflict or a limit, a store's failure, a read before the commit)
+// comes with no answers: it names the query that failed, says that
+// nothing was written, and wraps the cause (*ConflictError,
+// *RateLimitError, ...). A read that fails after the commit cannot
+// unwrite the stores: it is answered StatusFailed, with its reason.
 func (a *Archive) Ask(ctx context.Context, h *Handle, input string, opts AskOptions) ([]Answer, error) {
 	if opts.Budget < 0 || opts.Budget > MaxAskBudget {
 		return nil, invalid("budget", "is %d; it must be from 1 to %d, or 0 (the default, %d)", opts.Budget, MaxAskBudget, DefaultAskBudget)
@@ -107,15 +122,7 @@ func (a *Archive) Ask(ctx context.Context, h *Handle, input string, opts AskOpti
 				return nil, invalid("agent", "a store needs a writer: name the agent (or session)")
 			}
 		}
-		var out []Answer
-		for i, q := range qs {
-			ans, err := a.runChecked(ctx, h, q, args[i])
-			if err != nil {
-				return out, err
-			}
-			out = append(out, ans)
-		}
-		return out, nil
+		return a.runAll(ctx, h, qs, args)
 	}
 	var out []Answer
 	for _, question := range SplitQuestions(input) {
@@ -182,7 +189,7 @@ type queryArgs struct {
 	category string
 	text     string
 	// Of a store: the write.
-	call func(ctx context.Context, h *Handle) (WriteResult, error)
+	prepare prepareFunc
 }
 
 // checkQuery checks a parsed query's parameters (and a store's data),
@@ -206,8 +213,8 @@ func checkQuery(q Query, budget int) (queryArgs, error) {
 	}
 	switch {
 	case q.Intent == Store:
-		call, err := storeCall(q)
-		qa.call = call
+		prepare, err := storeCall(q)
+		qa.prepare = prepare
 		return qa, err
 	case q.Intent != Recall && q.Intent != Check:
 		return qa, fmt.Errorf("intent %q", q.Intent)
@@ -264,8 +271,6 @@ func (a *Archive) run(ctx context.Context, h *Handle, q Query, opts AskOptions) 
 func (a *Archive) runChecked(ctx context.Context, h *Handle, q Query, qa queryArgs) (Answer, error) {
 	ans := Answer{Query: q.String(), Status: StatusOK}
 	switch q.Intent {
-	case Store:
-		return a.store(ctx, h, qa.call, ans)
 	case Recall, Check:
 		var err error
 		if q.Domain == Files {
@@ -290,6 +295,97 @@ func (a *Archive) runChecked(ctx context.Context, h *Handle, q Query, qa queryAr
 	}
 	return ans, fmt.Errorf("intent %q", q.Intent)
 }
+
+// runAll runs the queries of one request, which checkQuery passed, in
+// order. Their stores are one transaction, committed where the first
+// store stands: every store is written, or none is. So a query before
+// the first store sees none of them, and a query after it sees them all.
+// A store sees the stores before it as a request of its own after theirs
+// would. Until the commit, an error refuses the whole request, naming the
+// query that failed; after it, a read that fails is answered FAILED with
+// its reason (the stores stay written, and their answers say so).
+func (a *Archive) runAll(ctx context.Context, h *Handle, qs []Query, args []queryArgs) ([]Answer, error) {
+	var b batch
+	stepOf := make([]int, len(qs)) // the query's step in b, or -1
+	first := -1                    // the first store
+	for i, q := range qs {
+		stepOf[i] = -1
+		if q.Intent != Store {
+			continue
+		}
+		s, err := args[i].prepare(ctx, h, &b)
+		if err != nil {
+			return nil, queryFailed(qs, i, err)
+		}
+		stepOf[i] = len(b.steps)
+		b.steps = append(b.steps, s)
+		if first < 0 {
+			first = i
+		}
+	}
+	out := make([]Answer, 0, len(qs))
+	var wrs []WriteResult
+	for i, q := range qs {
+		if i == first {
+			var failed int
+			var err error
+			if wrs, failed, err = h.commit(ctx, &b); err != nil {
+				at := slices.Index(stepOf, failed)
+				if at >= 0 {
+					err = fmt.Errorf("%s: %w", b.steps[failed].what, err)
+				}
+				return nil, queryFailed(qs, at, err)
+			}
+		}
+		if stepOf[i] >= 0 {
+			out = append(out, a.storeAnswer(q, wrs[stepOf[i]]))
+			continue
+		}
+		ans, err := a.runChecked(ctx, h, q, args[i])
+		switch {
+		case err != nil && first < 0:
+			return nil, err // a request that reads only
+		case err != nil && i < first:
+			return nil, queryFailed(qs, i, err)
+		case err != nil:
+			ans = Answer{Query: q.String(), Status: StatusFailed, Reason: err.Error()}
+			ans.Text = ans.Status + ": " + ans.Reason
+			ans.Tokens = a.enc.Count(ans.Text)
+		}
+		out = append(out, ans)
+	}
+	return out, nil
+}
+
+// queryError is a request refused at one of its queries, before anything
+// of it was written.
+type queryError struct {
+	// n is the number of queries; at is the one that failed, from 0, or -1
+	// when the transaction of the stores did (not any one store).
+	at, n int
+	query string // clipped
+	err   error
+}
+
+func queryFailed(qs []Query, at int, err error) error {
+	e := &queryError{at: at, n: len(qs), err: err}
+	if at >= 0 {
+		e.query = truncate(qs[at].String(), maxQueryShown)
+	}
+	return e
+}
+
+// maxQueryShown is the most bytes of a query an error shows.
+const maxQueryShown = 80
+
+func (e *queryError) Error() string {
+	if e.at < 0 {
+		return fmt.Sprintf("nothing was written: the stores of the request (%d queries): %v", e.n, e.err)
+	}
+	return fmt.Sprintf("nothing was written: query %d of %d (%s): %v", e.at+1, e.n, e.query, e.err)
+}
+
+func (e *queryError) Unwrap() error { return e.err }
 
 func domainKinds(d Domain, all bool) []store.RecordKind {
 	if all {
@@ -567,9 +663,12 @@ func (a *Archive) recallFiles(ctx context.Context, q Query, ans Answer, budget i
 	return ans, nil
 }
 
+// prepareFunc prepares a store's write as a step of a batch.
+type prepareFunc func(ctx context.Context, h *Handle, b *batch) (step, error)
+
 // storeCall decodes a store's data into the write it asks for, refusing
 // unknown fields by name.
-func storeCall(q Query) (func(ctx context.Context, h *Handle) (WriteResult, error), error) {
+func storeCall(q Query) (prepareFunc, error) {
 	dec := func(v any) error {
 		d := json.NewDecoder(bytes.NewReader(q.Data))
 		d.DisallowUnknownFields()
@@ -587,7 +686,7 @@ func storeCall(q Query) (func(ctx context.Context, h *Handle) (WriteResult, erro
 		if err := p.validate(); err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.RecordPattern(ctx, p) }, nil
+		return func(ctx context.Context, h *Handle, b *batch) (step, error) { return h.patternStep(ctx, b, p) }, nil
 	case Failures:
 		// The seed's own example: {approach, outcome, resolution}, where
 		// outcome is what happened and the resolution's outcome is given
@@ -620,7 +719,7 @@ func storeCall(q Query) (func(ctx context.Context, h *Handle) (WriteResult, erro
 		if err := f.validate(); err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.RecordFailure(ctx, f) }, nil
+		return func(ctx context.Context, h *Handle, b *batch) (step, error) { return h.failureStep(ctx, b, f) }, nil
 	case Decisions:
 		var d Decision
 		if err := dec(&d); err != nil {
@@ -629,7 +728,7 @@ func storeCall(q Query) (func(ctx context.Context, h *Handle) (WriteResult, erro
 		if err := d.validate(); err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.RecordDecision(ctx, d) }, nil
+		return func(ctx context.Context, h *Handle, b *batch) (step, error) { return h.decisionStep(ctx, b, d) }, nil
 	case Learnings:
 		var in struct {
 			Insight  string   `json:"insight"`
@@ -646,7 +745,7 @@ func storeCall(q Query) (func(ctx context.Context, h *Handle) (WriteResult, erro
 		if err := i.validate(); err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.RecordInsight(ctx, i) }, nil
+		return func(ctx context.Context, h *Handle, b *batch) (step, error) { return h.insightStep(ctx, b, i) }, nil
 	case Files:
 		var f FileState
 		if err := dec(&f); err != nil {
@@ -658,7 +757,7 @@ func storeCall(q Query) (func(ctx context.Context, h *Handle) (WriteResult, erro
 		if err := f.validate(); err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, h *Handle) (WriteResult, error) { return h.UpdateFile(ctx, f) }, nil
+		return func(_ context.Context, h *Handle, _ *batch) (step, error) { return h.fileStep(f) }, nil
 	}
 	return nil, errors.New("unknown domain")
 }
@@ -672,16 +771,9 @@ func cmpOr(s ...string) string {
 	return ""
 }
 
-func (a *Archive) store(ctx context.Context, h *Handle, call func(ctx context.Context, h *Handle) (WriteResult, error), ans Answer) (Answer, error) {
-	if h == nil {
-		return ans, invalid("agent", "a store needs a writer: name the agent (or session)")
-	}
-	wr, err := call(ctx, h)
-	if err != nil {
-		return ans, err
-	}
-	ans.Write = &wr
-	ans.GV = wr.GV
+// storeAnswer is the answer of a store that wrote wr.
+func (a *Archive) storeAnswer(q Query, wr WriteResult) Answer {
+	ans := Answer{Query: q.String(), Status: StatusOK, Write: &wr, GV: wr.GV}
 	switch wr.Status {
 	case "merged":
 		ans.Text = fmt.Sprintf("merged into %s (%s, similarity %.2f)", wr.ID, wr.Merged.Method, wr.Merged.Similarity)
@@ -692,5 +784,5 @@ func (a *Archive) store(ctx context.Context, h *Handle, call func(ctx context.Co
 		}
 	}
 	ans.Tokens = a.enc.Count(ans.Text)
-	return ans, nil
+	return ans
 }

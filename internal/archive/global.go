@@ -293,8 +293,18 @@ type global struct {
 // and overlapping scope is refused with a *ConflictError unless it names it
 // in Supersedes, with a Reason.
 func (h *Handle) RecordPattern(ctx context.Context, p Pattern) (WriteResult, error) {
-	if err := p.validate(); err != nil {
+	s, err := h.patternStep(ctx, nil, p)
+	if err != nil {
 		return WriteResult{}, err
+	}
+	return h.commitOne(ctx, s)
+}
+
+// patternStep prepares RecordPattern's write as a step of b (nil: a write
+// of its own).
+func (h *Handle) patternStep(ctx context.Context, b *batch, p Pattern) (step, error) {
+	if err := p.validate(); err != nil {
+		return step{}, err
 	}
 	a := h.a
 	g := global{kind: store.KindPattern, category: p.Category, text: p.Pattern,
@@ -351,7 +361,7 @@ func (h *Handle) RecordPattern(ctx context.Context, p Pattern) (WriteResult, err
 		}
 		return nil
 	}
-	return h.writeGlobal(ctx, g)
+	return h.globalStep(ctx, b, g, nil)
 }
 
 func checkSupersededExist(tx store.ArchiveTx, ids []string, kind store.RecordKind) error {
@@ -379,8 +389,18 @@ func checkSupersededExist(tx store.ArchiveTx, ids []string, kind store.RecordKin
 // similarity thresholds) is merged, and its resolution is added to the
 // existing failure.
 func (h *Handle) RecordFailure(ctx context.Context, f Failure) (WriteResult, error) {
-	if err := f.validate(); err != nil {
+	s, err := h.failureStep(ctx, nil, f)
+	if err != nil {
 		return WriteResult{}, err
+	}
+	return h.commitOne(ctx, s)
+}
+
+// failureStep prepares RecordFailure's write as a step of b (nil: a write
+// of its own).
+func (h *Handle) failureStep(ctx context.Context, b *batch, f Failure) (step, error) {
+	if err := f.validate(); err != nil {
+		return step{}, err
 	}
 	a := h.a
 	res := f.Resolution
@@ -400,17 +420,22 @@ func (h *Handle) RecordFailure(ctx context.Context, f Failure) (WriteResult, err
 		return err
 	}
 	g.after = func(tx store.ArchiveTx, rec *store.ArchiveRecord) error { return addRes(tx, rec.ID) }
-	wr, err := h.writeGlobalMerge(ctx, g, addRes)
+	s, err := h.globalStep(ctx, b, g, addRes)
 	if err != nil {
+		return s, err
+	}
+	run := s.run
+	s.run = func(tx store.ArchiveTx, done []WriteResult) (WriteResult, error) {
+		resID = ""
+		wr, err := run(tx, done)
+		if err != nil || resID == "" {
+			return wr, err
+		}
+		wr.Notices = append(wr.Notices, "resolution "+resID+" recorded")
+		wr.GV, _, err = tx.Versions("")
 		return wr, err
 	}
-	if resID != "" {
-		wr.Notices = append(wr.Notices, "resolution "+resID+" recorded")
-		if gv, _, err := a.st.ArchiveVersions(ctx, ""); err == nil {
-			wr.GV = gv
-		}
-	}
-	return wr, nil
+	return s, nil
 }
 
 // RecordResolution adds what was tried against a recorded failure and how
@@ -458,8 +483,18 @@ func (h *Handle) appendResolution(tx store.ArchiveTx, failureID string, r Resolu
 
 // RecordInsight adds something learned.
 func (h *Handle) RecordInsight(ctx context.Context, in Insight) (WriteResult, error) {
-	if err := in.validate(); err != nil {
+	s, err := h.insightStep(ctx, nil, in)
+	if err != nil {
 		return WriteResult{}, err
+	}
+	return h.commitOne(ctx, s)
+}
+
+// insightStep prepares RecordInsight's write as a step of b (nil: a write
+// of its own).
+func (h *Handle) insightStep(ctx context.Context, b *batch, in Insight) (step, error) {
+	if err := in.validate(); err != nil {
+		return step{}, err
 	}
 	a := h.a
 	g := global{kind: store.KindInsight, category: in.Category, text: in.Insight,
@@ -467,13 +502,23 @@ func (h *Handle) RecordInsight(ctx context.Context, in Insight) (WriteResult, er
 	g.check = func(tx store.ArchiveTx, now time.Time) error {
 		return a.rateLimit(tx, h.agent, "", a.opts.Limits.WritesPerMinute, now)
 	}
-	return h.writeGlobal(ctx, g)
+	return h.globalStep(ctx, b, g, nil)
 }
 
 // RecordDecision adds a decision. A decision may supersede earlier ones.
 func (h *Handle) RecordDecision(ctx context.Context, d Decision) (WriteResult, error) {
-	if err := d.validate(); err != nil {
+	s, err := h.decisionStep(ctx, nil, d)
+	if err != nil {
 		return WriteResult{}, err
+	}
+	return h.commitOne(ctx, s)
+}
+
+// decisionStep prepares RecordDecision's write as a step of b (nil: a
+// write of its own).
+func (h *Handle) decisionStep(ctx context.Context, b *batch, d Decision) (step, error) {
+	if err := d.validate(); err != nil {
+		return step{}, err
 	}
 	a := h.a
 	g := global{kind: store.KindDecision, category: d.Category, text: d.Decision,
@@ -485,7 +530,7 @@ func (h *Handle) RecordDecision(ctx context.Context, d Decision) (WriteResult, e
 		}
 		return checkSupersededExist(tx, d.Supersedes, store.KindDecision)
 	}
-	return h.writeGlobal(ctx, g)
+	return h.globalStep(ctx, b, g, nil)
 }
 
 // DeclareIntent announces cross-cutting work. It never waits for anyone:
@@ -520,9 +565,18 @@ func (h *Handle) DeclareIntent(ctx context.Context, in Intent) (WriteResult, err
 		}
 		return nil
 	}
-	wr, err := h.writeGlobal(ctx, g)
-	wr.Notices = append(wr.Notices, notices...)
-	return wr, err
+	s, err := h.globalStep(ctx, nil, g, nil)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	// The notices are the last run's: check sets them afresh.
+	run := s.run
+	s.run = func(tx store.ArchiveTx, done []WriteResult) (WriteResult, error) {
+		wr, err := run(tx, done)
+		wr.Notices = append(wr.Notices, notices...)
+		return wr, err
+	}
+	return h.commitOne(ctx, s)
 }
 
 type intentRec struct {
@@ -662,80 +716,83 @@ func credentialOf(agent store.ArchiveAgent) string {
 	return agent.ID
 }
 
-// writeGlobal runs the common path of a global write.
-func (h *Handle) writeGlobal(ctx context.Context, g global) (WriteResult, error) {
-	return h.writeGlobalMerge(ctx, g, nil)
-}
-
-// writeGlobalMerge runs the common path; onMerge, if set, runs in the
-// transaction when the write is merged into an existing record.
-func (h *Handle) writeGlobalMerge(ctx context.Context, g global, onMerge func(tx store.ArchiveTx, existingID string) error) (WriteResult, error) {
+// globalStep prepares the common path of a global write, as a step of
+// batch b (nil: a write of its own), and returns the step; onMerge, if
+// set, runs in the transaction when the write is merged into an existing
+// record.
+func (h *Handle) globalStep(ctx context.Context, b *batch, g global, onMerge func(tx store.ArchiveTx, existingID string) error) (step, error) {
 	a := h.a
 	body := mustJSON(g.body)
 	if len(body) > maxRecordBody {
-		return WriteResult{}, invalid(string(g.kind), "is %d bytes of JSON; at most %d", len(body), maxRecordBody)
+		return step{}, invalid(string(g.kind), "is %d bytes of JSON; at most %d", len(body), maxRecordBody)
 	}
 	hash := hashText(string(g.kind)+"\x00"+g.category, g.text)
 	// Similar records are looked for before the transaction, so that the
 	// one goroutine that commits every write never spends its time on
 	// trigram sets or a slow embedder; in the transaction only the exact
-	// hash and the records that arrived meanwhile are checked.
+	// hash and the records that arrived meanwhile are checked. The
+	// earlier global writes of the batch are compared with here too: the
+	// transaction merges into one of them if it created its record.
 	var near *MergeInfo
+	var nearIn *batchMatch
 	if g.dedup {
 		var err error
-		if near, err = a.similar(ctx, g); err != nil {
-			return WriteResult{}, err
+		if near, nearIn, err = a.similar(ctx, g, b); err != nil {
+			return step{}, err
 		}
 	}
-	var wr WriteResult
-	err := h.write(ctx, func(tx store.ArchiveTx) error {
-		wr = WriteResult{}
+	run := func(tx store.ArchiveTx, done []WriteResult) (WriteResult, error) {
 		now := a.now()
 		if g.dedup {
 			m, err := a.findDuplicate(tx, g, hash)
 			if err != nil {
-				return err
+				return WriteResult{}, err
 			}
 			if m == nil {
 				m = near
 			}
+			if nearIn != nil && done[nearIn.at].Status == "created" && (m == nil || nearIn.info.Similarity > m.Similarity) {
+				mi := nearIn.info
+				mi.ExistingID = done[nearIn.at].ID
+				m = &mi
+			}
 			if m != nil {
 				if err := tx.Use(m.ExistingID, now); err != nil {
-					return err
+					return WriteResult{}, err
 				}
 				if onMerge != nil {
 					if err := onMerge(tx, m.ExistingID); err != nil {
-						return err
+						return WriteResult{}, err
 					}
 				}
 				gv, _, err := tx.Versions("")
 				if err != nil {
-					return err
+					return WriteResult{}, err
 				}
-				wr = WriteResult{Status: "merged", ID: m.ExistingID, GV: gv, Merged: m}
-				return tx.AppendEvent(&store.ArchiveEvent{Type: string(g.kind) + "_merge", GV: gv, SessionID: h.agent.SessionID,
-					AgentID: h.agent.ID, Scope: scopeOf(g), RecordID: m.ExistingID,
-					Detail: fmt.Sprintf("%s duplicate, similarity %.2f", m.Method, m.Similarity), At: now})
+				return WriteResult{Status: "merged", ID: m.ExistingID, GV: gv, Merged: m},
+					tx.AppendEvent(&store.ArchiveEvent{Type: string(g.kind) + "_merge", GV: gv, SessionID: h.agent.SessionID,
+						AgentID: h.agent.ID, Scope: scopeOf(g), RecordID: m.ExistingID,
+						Detail: fmt.Sprintf("%s duplicate, similarity %.2f", m.Method, m.Similarity), At: now})
 			}
 		}
 		if g.check != nil {
 			if err := g.check(tx, now); err != nil {
-				return err
+				return WriteResult{}, err
 			}
 		}
 		gv, err := tx.NextGlobal()
 		if err != nil {
-			return err
+			return WriteResult{}, err
 		}
 		rec := store.ArchiveRecord{ID: fmt.Sprintf("%s-%d", kindPrefix[g.kind], gv), Kind: g.kind, GV: gv,
 			SessionID: h.agent.SessionID, AgentID: h.agent.ID, Model: h.agent.Model, Category: g.category,
 			Key: g.key, Ref: g.ref, Hash: hash, Text: strings.TrimSpace(g.text + " " + g.search), Body: body, CreatedAt: now}
 		if err := tx.Append(&rec); err != nil {
-			return err
+			return WriteResult{}, err
 		}
 		for _, old := range g.supersedes {
 			if err := tx.Supersede(old, rec.ID); err != nil {
-				return err
+				return WriteResult{}, err
 			}
 		}
 		detail := ""
@@ -744,18 +801,15 @@ func (h *Handle) writeGlobalMerge(ctx context.Context, g global, onMerge func(tx
 		}
 		if err := tx.AppendEvent(&store.ArchiveEvent{Type: string(g.kind) + "_add", GV: gv, SessionID: h.agent.SessionID,
 			AgentID: h.agent.ID, Scope: scopeOf(g), RecordID: rec.ID, Detail: detail, At: now}); err != nil {
-			return err
+			return WriteResult{}, err
 		}
-		wr = WriteResult{Status: "created", ID: rec.ID, GV: gv, Superseded: g.supersedes}
+		wr := WriteResult{Status: "created", ID: rec.ID, GV: gv, Superseded: g.supersedes}
 		if g.after != nil {
-			return g.after(tx, &rec)
+			return wr, g.after(tx, &rec)
 		}
-		return nil
-	})
-	if err != nil {
-		return WriteResult{}, fmt.Errorf("record %s: %w", g.kind, err)
+		return wr, nil
 	}
-	return wr, nil
+	return step{what: "record " + string(g.kind), g: &g, run: run}, nil
 }
 
 func scopeOf(g global) string {
@@ -771,18 +825,27 @@ func scopeOf(g global) string {
 // below it.
 const dedupWindow = 1000
 
+// batchMatch is the earlier write of a batch that a global write nearly
+// duplicates: the step at, and how (its ExistingID is set once the step
+// has run and created its record).
+type batchMatch struct {
+	at   int
+	info MergeInfo
+}
+
 // similar finds the record g nearly duplicates, by trigram similarity
 // over the threshold or, for borderline cases, by the cosine of their
 // embeddings. It compares with this process's mirror of the global
-// history.
-func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, error) {
+// history and, apart, with the earlier global writes of batch b (which
+// the mirror cannot hold: they commit with g).
+func (a *Archive) similar(ctx context.Context, g global, b *batch) (*MergeInfo, *batchMatch, error) {
 	gv, _, err := a.st.ArchiveVersions(ctx, "")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := a.global(ctx, gv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := a.now()
 	mine := trigrams(g.text)
@@ -790,6 +853,12 @@ func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, error) {
 	t := a.opts.Dedup.Trigram
 	if a.opts.Embedder != nil {
 		t = a.opts.Dedup.Suspect
+	}
+	// A candidate is a record of the mirror (at -1) or the earlier write
+	// at of the batch.
+	type cand struct {
+		id, text string
+		at       int
 	}
 	a.mu.RLock()
 	pos := m.candidates(m.grams, g.kind, g.category, mine, t)
@@ -801,57 +870,83 @@ func (a *Archive) similar(ctx context.Context, g global) (*MergeInfo, error) {
 	if len(pos) > dedupWindow {
 		pos = pos[len(pos)-dedupWindow:]
 	}
-	cands := make([]Record, 0, len(pos))
+	cands := make([]cand, 0, len(pos))
 	for _, i := range pos {
 		if r := &m.records[i]; m.active(r, now) {
-			cands = append(cands, *r)
+			cands = append(cands, cand{id: r.ID, text: r.Text(), at: -1})
 		}
 	}
 	a.mu.RUnlock()
+	if b != nil {
+		for j, s := range b.steps {
+			if s.g != nil && s.g.dedup && s.g.kind == g.kind && s.g.category == g.category {
+				cands = append(cands, cand{text: s.g.text, at: j})
+			}
+		}
+	}
 	// A near duplicate that takes the opposite stance is a contradiction,
 	// not a duplicate: "enable X by default" and "disable X by default"
 	// share every content word.
 	stanced := g.kind == store.KindPattern || g.kind == store.KindDecision
 	var best *MergeInfo
-	var suspects []Record
-	consider := func(r Record, sim float64, method string) {
-		if best == nil || sim > best.Similarity {
-			best = &MergeInfo{ExistingID: r.ID, Existing: r.Text(), Similarity: sim, Method: method}
+	var bestIn *batchMatch
+	consider := func(c cand, sim float64, method string) {
+		switch {
+		case c.at >= 0 && (bestIn == nil || sim > bestIn.info.Similarity):
+			bestIn = &batchMatch{at: c.at, info: MergeInfo{Existing: c.text, Similarity: sim, Method: method}}
+		case c.at < 0 && (best == nil || sim > best.Similarity):
+			best = &MergeInfo{ExistingID: c.id, Existing: c.text, Similarity: sim, Method: method}
 		}
 	}
-	for _, r := range cands {
-		if stanced && contradicts(g.text, r.Text()) {
+	var suspects []cand
+	for _, c := range cands {
+		if stanced && contradicts(g.text, c.text) {
 			continue
 		}
-		sim := a.similarity(mine, r.ID, r.Text())
+		// The mirror's records never change, so their sets are cached by
+		// id; the batch's are not records yet.
+		var sim float64
+		var words func() float64
+		if c.at < 0 {
+			sim = a.similarity(mine, c.id, c.text)
+			words = func() float64 { return a.wordSimilarity(myTerms, c.id, c.text) }
+		} else {
+			sim = jaccard(mine, trigrams(c.text))
+			words = func() float64 { return jaccard(myTerms, contentTerms(c.text)) }
+		}
 		switch {
 		case sim > a.opts.Dedup.Trigram:
-			consider(r, sim, "trigram")
-		case a.opts.Dedup.Words > 0 && a.wordSimilarity(myTerms, r.ID, r.Text()) >= a.opts.Dedup.Words:
-			consider(r, a.wordSimilarity(myTerms, r.ID, r.Text()), "words")
+			consider(c, sim, "trigram")
+		case a.opts.Dedup.Words > 0 && words() >= a.opts.Dedup.Words:
+			consider(c, words(), "words")
 		case sim > a.opts.Dedup.Suspect:
-			suspects = append(suspects, r)
+			suspects = append(suspects, c)
 		}
 	}
-	if best != nil || len(suspects) == 0 || a.opts.Embedder == nil {
-		return best, nil
+	if len(suspects) == 0 || a.opts.Embedder == nil {
+		return best, bestIn, nil
+	}
+	// Embeddings settle the borderline cases of each source that has no
+	// clear duplicate.
+	suspects = slices.DeleteFunc(suspects, func(c cand) bool { return c.at < 0 && best != nil || c.at >= 0 && bestIn != nil })
+	if len(suspects) == 0 {
+		return best, bestIn, nil
 	}
 	texts := []string{g.text}
-	for _, r := range suspects {
-		texts = append(texts, r.Text())
+	for _, c := range suspects {
+		texts = append(texts, c.text)
 	}
 	vecs, err := a.embedTexts(ctx, texts)
 	if err != nil {
 		a.log.Warn("embedding similarity unavailable; duplicates judged by trigrams only", "err", err)
-		return nil, nil
+		return best, bestIn, nil
 	}
-	for i, r := range suspects {
-		cos := float64(vek32.Dot(vecs[0], vecs[i+1]))
-		if cos > a.opts.Dedup.Embedding && (best == nil || cos > best.Similarity) {
-			best = &MergeInfo{ExistingID: r.ID, Existing: texts[i+1], Similarity: cos, Method: "embedding"}
+	for i, c := range suspects {
+		if cos := float64(vek32.Dot(vecs[0], vecs[i+1])); cos > a.opts.Dedup.Embedding {
+			consider(c, cos, "embedding")
 		}
 	}
-	return best, nil
+	return best, bestIn, nil
 }
 
 // wordSimilarity is the Jaccard similarity of a text's content terms and

@@ -114,7 +114,7 @@ func (h *Handle) UpdateResume(ctx context.Context, r Resume) (WriteResult, error
 	if err := r.validate(); err != nil {
 		return WriteResult{}, err
 	}
-	return h.writeSession(ctx, store.KindResume, "", func(tx store.ArchiveTx, prev *store.ArchiveRecord) (any, string, error) {
+	return h.commitOne(ctx, h.sessionStep(store.KindResume, "", func(tx store.ArchiveTx, prev *store.ArchiveRecord) (any, string, error) {
 		var old Resume
 		if prev != nil {
 			if err := h.checkOverride(tx, prev.AgentID, "the resume state"); err != nil {
@@ -127,17 +127,26 @@ func (h *Handle) UpdateResume(ctx context.Context, r Resume) (WriteResult, error
 		next := r.merge(old)
 		next.Agent = h.agent.ID
 		return next, next.Task + " " + next.Current, nil
-	})
+	}))
 }
 
 // UpdateFile records what the session did to a file. Siblings' changes
 // merge (the stronger status and both agents are kept); a parent's write
 // replaces a sub-agent's; a sub-agent cannot override its ancestor's.
 func (h *Handle) UpdateFile(ctx context.Context, f FileState) (WriteResult, error) {
-	if err := f.validate(); err != nil {
+	s, err := h.fileStep(f)
+	if err != nil {
 		return WriteResult{}, err
 	}
-	return h.writeSession(ctx, store.KindFile, f.Path, func(tx store.ArchiveTx, prev *store.ArchiveRecord) (any, string, error) {
+	return h.commitOne(ctx, s)
+}
+
+// fileStep prepares UpdateFile's write as a step.
+func (h *Handle) fileStep(f FileState) (step, error) {
+	if err := f.validate(); err != nil {
+		return step{}, err
+	}
+	return h.sessionStep(store.KindFile, f.Path, func(tx store.ArchiveTx, prev *store.ArchiveRecord) (any, string, error) {
 		next := FileState{Path: f.Path, Status: f.Status, Summary: f.Summary, Agents: []string{h.agent.ID}}
 		if prev != nil {
 			var old FileState
@@ -169,7 +178,7 @@ func (h *Handle) UpdateFile(ctx context.Context, f FileState) (WriteResult, erro
 			}
 		}
 		return next, next.Path + " " + next.Summary, nil
-	})
+	}), nil
 }
 
 // AddPreference records what the user wants or rejects. The same text
@@ -182,14 +191,14 @@ func (h *Handle) AddPreference(ctx context.Context, p Preference) (WriteResult, 
 	if p.Reject {
 		kind = store.KindReject
 	}
-	return h.writeSession(ctx, kind, hashText("pref", p.Text), func(tx store.ArchiveTx, prev *store.ArchiveRecord) (any, string, error) {
+	return h.commitOne(ctx, h.sessionStep(kind, hashText("pref", p.Text), func(tx store.ArchiveTx, prev *store.ArchiveRecord) (any, string, error) {
 		if prev != nil && prev.Kind != kind {
 			if err := h.checkOverride(tx, prev.AgentID, "the preference "+fmt.Sprintf("%q", p.Text)); err != nil {
 				return nil, "", err
 			}
 		}
 		return Preference{Text: p.Text, Reject: p.Reject, Agent: h.agent.ID}, p.Text, nil
-	})
+	}))
 }
 
 // checkOverride refuses a write over state an ancestor of the writer wrote.
@@ -208,21 +217,19 @@ func (h *Handle) checkOverride(tx store.ArchiveTx, lastWriter, what string) erro
 	return nil
 }
 
-// writeSession appends the next state of one session item. build gets the
-// item's current record (nil if none) and returns the new body and its
-// searchable text.
-func (h *Handle) writeSession(ctx context.Context, kind store.RecordKind, key string,
-	build func(tx store.ArchiveTx, prev *store.ArchiveRecord) (any, string, error)) (WriteResult, error) {
-	var wr WriteResult
-	err := h.write(ctx, func(tx store.ArchiveTx) error {
-		wr = WriteResult{}
+// sessionStep returns the step that appends the next state of one
+// session item. build gets the item's current record (nil if none) and
+// returns the new body and its searchable text.
+func (h *Handle) sessionStep(kind store.RecordKind, key string,
+	build func(tx store.ArchiveTx, prev *store.ArchiveRecord) (any, string, error)) step {
+	run := func(tx store.ArchiveTx, _ []WriteResult) (WriteResult, error) {
 		q := store.RecordQuery{SessionID: h.agent.SessionID, Kinds: []store.RecordKind{kind}, Key: key, Newest: true, Limit: 1}
 		if kind == store.KindWant || kind == store.KindReject {
 			q.Kinds = []store.RecordKind{store.KindWant, store.KindReject}
 		}
 		cur, err := tx.Records(q)
 		if err != nil {
-			return err
+			return WriteResult{}, err
 		}
 		var prev *store.ArchiveRecord
 		if len(cur) > 0 {
@@ -230,49 +237,44 @@ func (h *Handle) writeSession(ctx context.Context, kind store.RecordKind, key st
 		}
 		body, text, err := build(tx, prev)
 		if err != nil {
-			return err
+			return WriteResult{}, err
 		}
 		b := mustJSON(body)
 		if len(b) > maxRecordBody {
-			return invalid(string(kind), "is %d bytes of JSON; at most %d", len(b), maxRecordBody)
+			return WriteResult{}, invalid(string(kind), "is %d bytes of JSON; at most %d", len(b), maxRecordBody)
 		}
 		if prev != nil && prev.Kind == kind && bytes.Equal(prev.Body, b) {
 			// Written again as it is: no new version, so that a reader
 			// holding this one gets NOT_MODIFIED.
 			gv, sv, err := tx.Versions(h.agent.SessionID)
-			wr = WriteResult{Status: "unchanged", GV: gv, SV: sv}
-			return err
+			return WriteResult{Status: "unchanged", GV: gv, SV: sv}, err
 		}
 		sv, err := tx.NextSession(h.agent.SessionID)
 		if err != nil {
-			return err
+			return WriteResult{}, err
 		}
 		gv, _, err := tx.Versions("")
 		if err != nil {
-			return err
+			return WriteResult{}, err
 		}
 		now := h.a.now()
 		rec := store.ArchiveRecord{Kind: kind, SV: sv, SessionID: h.agent.SessionID, AgentID: h.agent.ID, Model: h.agent.Model,
 			Key: key, Text: text, Body: b, CreatedAt: now}
 		if err := tx.Append(&rec); err != nil {
-			return err
+			return WriteResult{}, err
 		}
 		status := "created"
 		if prev != nil {
 			status = "updated"
 		}
-		wr = WriteResult{Status: status, GV: gv, SV: sv}
 		detail := key
 		if kind == store.KindWant || kind == store.KindReject {
 			detail = text
 		}
-		return tx.AppendEvent(&store.ArchiveEvent{Type: string(kind) + "_update", GV: gv, SV: sv, SessionID: h.agent.SessionID,
-			AgentID: h.agent.ID, Scope: string(kind), Detail: truncate(detail, 200), At: now})
-	})
-	if err != nil {
-		return WriteResult{}, fmt.Errorf("update %s: %w", kind, err)
+		return WriteResult{Status: status, GV: gv, SV: sv}, tx.AppendEvent(&store.ArchiveEvent{Type: string(kind) + "_update",
+			GV: gv, SV: sv, SessionID: h.agent.SessionID, AgentID: h.agent.ID, Scope: string(kind), Detail: truncate(detail, 200), At: now})
 	}
-	return wr, nil
+	return step{what: "update " + string(kind), run: run}
 }
 
 func truncate(s string, n int) string {
