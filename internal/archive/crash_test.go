@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 
 // writeStorm writes from 8 goroutines until killed, printing each write
 // only once it is acknowledged: "g ID GV" for a global write, "s SESSION
-// SV" for a session write.
+// SV" for a session write. Each round also asks for two insights in one
+// request, whose texts begin with the same pair tag: they are written
+// together or not at all.
 func writeStorm(path string) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, path, sqlite.Options{})
@@ -79,6 +81,16 @@ func writeStorm(path string) {
 					os.Exit(2)
 				}
 				ack("s %s %d", h.Session(), wr.SV)
+				tag := fmt.Sprintf("pair%x", sha256.Sum256(fmt.Appendf(nil, "pair/%d/%d/%d", os.Getpid(), w, i)))[:16]
+				ans, err := a.Ask(ctx, h, fmt.Sprintf(`@arch:store:learnings{"insight":"%s %x"}; @arch:store:learnings{"insight":"%s %x"}`,
+					tag, sha256.Sum256([]byte(tag+"a")), tag, sha256.Sum256([]byte(tag+"b"))), AskOptions{})
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(2)
+				}
+				for _, an := range ans {
+					ack("g %s %d", an.Write.ID, an.Write.GV)
+				}
 			}
 		}()
 	}
@@ -161,7 +173,11 @@ func checkStore(t *testing.T, path string, globals, sessions map[string]uint64) 
 	}
 	gvs := map[uint64]string{}
 	have := map[string]bool{}
+	pairs := map[string]int{} // the insights of each two-store request
 	for _, r := range recs {
+		if f := strings.Fields(r.Text); len(f) > 0 && strings.HasPrefix(f[0], "pair") {
+			pairs[f[0]]++
+		}
 		if other, dup := gvs[r.GV]; dup {
 			t.Errorf("global version %d given to %s and %s", r.GV, other, r.ID)
 		}
@@ -176,6 +192,14 @@ func checkStore(t *testing.T, path string, globals, sessions map[string]uint64) 
 	}
 	if lost > 0 {
 		t.Errorf("%d of %d acknowledged global writes lost", lost, len(globals))
+	}
+	for tag, n := range pairs {
+		if n != 2 {
+			t.Errorf("request %s wrote %d of its 2 stores", tag, n)
+		}
+	}
+	if len(pairs) == 0 {
+		t.Error("no two-store request was written")
 	}
 	gv, _, err := st.ArchiveVersions(ctx, "")
 	if err != nil {
