@@ -819,11 +819,15 @@ answered with the @arch: query to confirm.`,
 			}
 			// A refused question is not answered: its reason goes to
 			// standard error and the exit status is 1, so that scripts
-			// can tell.
+			// can tell. So does a read that failed after its request's
+			// stores were written (their answers are printed).
 			var refused []string
 			for _, ans := range answers {
-				if ans.Status == archive.StatusRefused {
+				switch ans.Status {
+				case archive.StatusRefused:
 					refused = append(refused, fmt.Sprintf("refused %q: %s", ans.Question, ans.Reason))
+				case archive.StatusFailed:
+					refused = append(refused, fmt.Sprintf("failed %s: %s", ans.Query, ans.Reason))
 				}
 			}
 			var rerr error
@@ -834,7 +838,7 @@ answered with the @arch: query to confirm.`,
 				return errors.Join(writeJSON(a.stdout, answers), rerr)
 			}
 			for i, ans := range answers {
-				if ans.Status == archive.StatusRefused {
+				if ans.Status == archive.StatusRefused || ans.Status == archive.StatusFailed {
 					continue
 				}
 				if len(answers) > 1 {

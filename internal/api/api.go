@@ -698,7 +698,9 @@ func (o *Ops) Briefing(ctx context.Context, in BriefingIn) (*archive.Briefing, s
 	return b, fmt.Sprintf("%s\n(gv=%d sv=%d)", b.Text, b.GV, b.SV), nil
 }
 
-// Recall asks the archivalist: an @arch: query or a question.
+// Recall asks the archivalist: an @arch: query or a question. Its stores
+// are written all together or not at all (archive.Ask): an error means
+// nothing of the request was written, and names the query that failed.
 func (o *Ops) Recall(ctx context.Context, in RecallIn) (RecallOut, string, error) {
 	budget, err := RecallBudgetRange.Check(in.Budget)
 	if err != nil {
