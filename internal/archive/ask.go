@@ -334,7 +334,9 @@ func (a *Archive) runAll(ctx context.Context, h *Handle, qs []Query, args []quer
 				if at >= 0 {
 					err = fmt.Errorf("%s: %w", b.steps[failed].what, err)
 				}
-				return nil, queryFailed(qs, at, err)
+				qe := queryFailed(qs, at, err)
+				qe.stores = len(b.steps)
+				return nil, qe
 			}
 		}
 		if stepOf[i] >= 0 {
@@ -361,13 +363,14 @@ func (a *Archive) runAll(ctx context.Context, h *Handle, qs []Query, args []quer
 // of it was written.
 type queryError struct {
 	// n is the number of queries; at is the one that failed, from 0, or -1
-	// when the transaction of the stores did (not any one store).
-	at, n int
-	query string // clipped
-	err   error
+	// when the transaction of the stores did (not any one store), and
+	// stores is then how many there were.
+	at, n, stores int
+	query         string // clipped
+	err           error
 }
 
-func queryFailed(qs []Query, at int, err error) error {
+func queryFailed(qs []Query, at int, err error) *queryError {
 	e := &queryError{at: at, n: len(qs), err: err}
 	if at >= 0 {
 		e.query = truncate(qs[at].String(), maxQueryShown)
@@ -380,7 +383,7 @@ const maxQueryShown = 80
 
 func (e *queryError) Error() string {
 	if e.at < 0 {
-		return fmt.Sprintf("nothing was written: the stores of the request (%d queries): %v", e.n, e.err)
+		return fmt.Sprintf("nothing was written: the transaction of the request's %d stores: %v", e.stores, e.err)
 	}
 	return fmt.Sprintf("nothing was written: query %d of %d (%s): %v", e.at+1, e.n, e.query, e.err)
 }

@@ -276,3 +276,26 @@ func TestAsk_ReadFailingAroundStores(t *testing.T) {
 		}
 	})
 }
+
+// TestAsk_TransactionFails: when the transaction of a request's stores
+// fails as a whole (here registering the agent its first write was to
+// register, which another request registered meanwhile in another
+// session), the error says so, and nothing was written.
+func TestAsk_TransactionFails(t *testing.T) {
+	eachBackend(t, nil, func(t *testing.T, a *Archive, _ store.ArchiveStore) {
+		ctx := t.Context()
+		h, err := a.ConnectOnWrite(ctx, AgentSpec{ID: "x1", SessionID: "s1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		register(t, a, AgentSpec{ID: "x1", SessionID: "s2"})
+		_, err = a.Ask(ctx, h, `@arch:store:learnings{"insight":"one"}; @arch:store:decision{"decision":"two"}`, AskOptions{})
+		var ie *IsolationError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "nothing was written: the transaction of the request's 2 stores") {
+			t.Fatalf("Ask = %v; want an *IsolationError of the transaction, saying nothing was written", err)
+		}
+		if got := globalRecords(t, a); len(got) != 0 {
+			t.Errorf("the global history holds %q", got)
+		}
+	})
+}

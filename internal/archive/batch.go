@@ -37,6 +37,7 @@ type batch struct {
 // handle's agent, the commit).
 func (h *Handle) commit(ctx context.Context, b *batch) (wrs []WriteResult, failed int, err error) {
 	out := make([]WriteResult, len(b.steps))
+	failed = -1 // until a step fails: the transaction may fail before any runs
 	err = h.write(ctx, func(tx store.ArchiveTx) error {
 		clear(out)
 		failed = -1
