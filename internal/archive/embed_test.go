@@ -86,3 +86,25 @@ func TestDedupByEmbedding(t *testing.T) {
 		t.Errorf("different topic merged: %+v", other)
 	}
 }
+
+// TestDedupByEmbedding_InOneRequest: the embedding stage settles a
+// borderline duplicate of a store earlier in the same request, as it
+// does one stored by an earlier request.
+func TestDedupByEmbedding_InOneRequest(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, Options{Embedder: corpusEmbedder(t)})
+	h := register(t, a, AgentSpec{ID: "o1", SessionID: "s1"})
+	ans, err := a.Ask(ctx, h, `@arch:store:pattern{"category":"concurrency.locks","pattern":"take the mutex before the channel send"}; `+
+		`@arch:store:pattern{"category":"concurrency.locks","pattern":"take the lock before the channel send"}; `+
+		`@arch:store:pattern{"category":"concurrency.locks","pattern":"take the index before the sql send"}`, AskOptions{})
+	if err != nil || len(ans) != 3 {
+		t.Fatalf("Ask = %+v, %v", ans, err)
+	}
+	first := ans[0].Write
+	if w := ans[1].Write; w.Status != "merged" || w.Merged.Method != "embedding" || w.ID != first.ID {
+		t.Errorf("borderline duplicate of the request's first store: %+v; want merged into %s by embedding", w, first.ID)
+	}
+	if w := ans[2].Write; w.Status != "created" {
+		t.Errorf("a borderline text on another topic: %+v; want created", w)
+	}
+}
