@@ -332,7 +332,7 @@ func (a *Archive) runAll(ctx context.Context, h *Handle, qs []Query, args []quer
 			if wrs, failed, err = h.commit(ctx, &b); err != nil {
 				at := slices.Index(stepOf, failed)
 				if at >= 0 {
-					err = fmt.Errorf("%s: %w", b.steps[failed].what, err)
+					err = fmt.Errorf("%s: %w", b.steps[failed].what, a.overLimit(&b, wrs, failed, err))
 				}
 				qe := queryFailed(qs, at, err)
 				qe.stores = len(b.steps)
@@ -357,6 +357,31 @@ func (a *Archive) runAll(ctx context.Context, h *Handle, qs []Query, args []quer
 		out = append(out, ans)
 	}
 	return out, nil
+}
+
+// overLimit returns err, unless it is a rate limit that the request
+// reaches by itself: the records its stores before the one that failed
+// would have created fill the limit. Then waiting cannot help (the same
+// request would fail again), and the error says to split the request.
+func (a *Archive) overLimit(b *batch, wrs []WriteResult, failed int, err error) error {
+	var rl *RateLimitError
+	if !errors.As(err, &rl) || rl.RetryAfter == 0 || b.steps[failed].g == nil {
+		return err
+	}
+	kind, limit, what := store.RecordKind(""), a.opts.Limits.WritesPerMinute, "global records"
+	if b.steps[failed].g.kind == store.KindPattern {
+		kind, limit, what = store.KindPattern, a.opts.Limits.PatternsPerMinute, "patterns"
+	}
+	n := 0
+	for i, wr := range wrs[:failed] {
+		if g := b.steps[i].g; g != nil && wr.Status == "created" && (kind == "" || g.kind == kind) {
+			n++
+		}
+	}
+	if n < limit {
+		return err
+	}
+	return &RateLimitError{Msg: fmt.Sprintf("the request stores more than %d %s, the most one writer may add in a minute: send its stores in smaller requests", limit, what)}
 }
 
 // queryError is a request refused at one of its queries, before anything

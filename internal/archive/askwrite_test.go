@@ -299,3 +299,31 @@ func TestAsk_TransactionFails(t *testing.T) {
 		}
 	})
 }
+
+// TestAsk_RequestOverRateLimit: a request whose stores by themselves pass
+// a rate limit is refused, writing nothing, with a rate limit that no
+// wait lifts (the same request would fail again) and says to split it;
+// one under the limit is written.
+func TestAsk_RequestOverRateLimit(t *testing.T) {
+	ctx := t.Context()
+	a, _ := newArchive(t, Options{Limits: Limits{PatternsPerMinute: 2}})
+	h := register(t, a, AgentSpec{ID: "o1", SessionID: "s1"})
+	in := `@arch:store:pattern{"category":"testing.unit","pattern":"name each test after the behaviour it checks"}; ` +
+		`@arch:store:pattern{"category":"database.orm","pattern":"load relations eagerly in list views"}`
+	_, err := a.Ask(ctx, h, in+`; @arch:store:pattern{"category":"auth.tokens","pattern":"validate JWT expiry on every request"}`, AskOptions{})
+	var rl *RateLimitError
+	if !errors.As(err, &rl) || rl.RetryAfter != 0 || !strings.Contains(err.Error(), "smaller requests") || !strings.Contains(err.Error(), "query 3 of 3") {
+		t.Fatalf("Ask = %v (%+v); want a rate limit at query 3 that no wait lifts", err, rl)
+	}
+	if got := globalRecords(t, a); len(got) != 0 {
+		t.Errorf("the global history holds %q", got)
+	}
+	if ans, err := a.Ask(ctx, h, in, AskOptions{}); err != nil || len(ans) != 2 {
+		t.Fatalf("Ask = %+v, %v", ans, err)
+	}
+	// Over the limit now because of earlier requests: waiting helps.
+	_, err = a.Ask(ctx, h, `@arch:store:pattern{"category":"auth.tokens","pattern":"validate JWT expiry on every request"}`, AskOptions{})
+	if !errors.As(err, &rl) || rl.RetryAfter == 0 {
+		t.Errorf("Ask = %v; want a rate limit with a retry-after", err)
+	}
+}

@@ -34,7 +34,8 @@ type batch struct {
 // created, a contradiction of it is refused), as it would in a
 // transaction of its own after theirs. On an error, failed is the index
 // of the step that failed, or -1 if the transaction did (registering the
-// handle's agent, the commit).
+// handle's agent, the commit), and wrs holds what the steps before it
+// would have written (none of it was).
 func (h *Handle) commit(ctx context.Context, b *batch) (wrs []WriteResult, failed int, err error) {
 	out := make([]WriteResult, len(b.steps))
 	failed = -1 // until a step fails: the transaction may fail before any runs
@@ -52,7 +53,7 @@ func (h *Handle) commit(ctx context.Context, b *batch) (wrs []WriteResult, faile
 		return nil
 	})
 	if err != nil {
-		return nil, failed, err
+		return out, failed, err
 	}
 	return out, -1, nil
 }
