@@ -330,8 +330,9 @@ func (a *Archive) runAll(ctx context.Context, h *Handle, qs []Query, args []quer
 			var failed int
 			var err error
 			if wrs, failed, err = h.commit(ctx, &b); err != nil {
-				at := slices.Index(stepOf, failed)
-				if at >= 0 {
+				at := -1 // the transaction, not a store of it
+				if failed >= 0 {
+					at = slices.Index(stepOf, failed)
 					err = fmt.Errorf("%s: %w", b.steps[failed].what, a.overLimit(&b, wrs, failed, err))
 				}
 				qe := queryFailed(qs, at, err)

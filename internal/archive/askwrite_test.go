@@ -289,7 +289,7 @@ func TestAsk_TransactionFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		register(t, a, AgentSpec{ID: "x1", SessionID: "s2"})
-		_, err = a.Ask(ctx, h, `@arch:store:learnings{"insight":"one"}; @arch:store:decision{"decision":"two"}`, AskOptions{})
+		_, err = a.Ask(ctx, h, `@arch:recall:patterns; @arch:store:learnings{"insight":"one"}; @arch:store:decision{"decision":"two"}`, AskOptions{})
 		var ie *IsolationError
 		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "nothing was written: the transaction of the request's 2 stores") {
 			t.Fatalf("Ask = %v; want an *IsolationError of the transaction, saying nothing was written", err)
