@@ -101,7 +101,7 @@ func (l *Layout) chooseDigest(budget int) Excerpt {
 		seen[k] = true
 		ln := &x.lines[k]
 		if ln.tokens == 0 {
-			ln.tokens = l.o.Count(ln.ref.text(l.msgs)) + 1 // and its line break
+			ln.tokens = l.o.Count(ln.ref.Text) + 1 // and its line break
 		}
 		if ln.tokens <= budget {
 			h = append(h, candidate{line: k, value: value(k), tokens: ln.tokens})
@@ -176,7 +176,7 @@ func (l *Layout) excerptOf(lines []lineRef) Excerpt {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(r.text(l.msgs))
+		b.WriteString(r.Text)
 		if len(src) == 0 || src[len(src)-1] != r.Msg {
 			src = append(src, r.Msg)
 		}

@@ -11,7 +11,10 @@
 // (layout.go: Layout, where to start): its segments kept, evicted behind
 // markers or clipped, the strategies that choose what goes (strategies.go,
 // evict.go), re-admission, and its digest of lines of evicted tool results
-// (digest.go, lines.go, entities.go). The Manager (manager.go, laidout.go)
+// (digest.go, lines.go, entities.go). Whoever reads what a block says
+// reads Block.Readable (readable.go), which gives the text of a block
+// kept in its vendor's form (an MCP tool's array of content blocks)
+// without its JSON or base64. The Manager (manager.go, laidout.go)
 // keeps windows in the store: a window's Layout is rebuilt from its ledger
 // in any process, byte for byte the same. A marker's reference is named by
 // the run of the ledger it stands for (store.RunRefID), so the markers of

@@ -41,12 +41,37 @@ func toolLoop(n int) []window.Message {
 	return msgs
 }
 
+// blockLoop is toolLoop with each output as an MCP tool's comes from
+// Claude Code: an Anthropic tool_result whose content is an array of
+// text blocks, kept in Block.Raw.
+func blockLoop(n int) []window.Message {
+	msgs := toolLoop(n)
+	for i, m := range msgs {
+		b := m.Blocks[0]
+		if b.Type != window.BlockToolResult {
+			continue
+		}
+		raw, err := json.Marshal(map[string]any{"type": "tool_result", "tool_use_id": b.ToolUseID,
+			"content": []map[string]any{{"type": "text", "text": b.Text}}})
+		if err != nil {
+			panic(err)
+		}
+		msgs[i].Blocks = []window.Block{{Type: window.BlockToolResult, ToolUseID: b.ToolUseID, Raw: raw}}
+	}
+	return msgs
+}
+
 // TestLaidOutWindows: a window of the tool-loop role is laid out by the
 // Layout: it holds a digest, never goes over its budget, every reference
 // in it expands, and another process (or a restart) that reads the
 // ledger lays it out byte for byte the same, appending in turn with the
-// first.
+// first. So too when the tool results come as arrays of content blocks.
 func TestLaidOutWindows(t *testing.T) {
+	t.Run("StringResults", func(t *testing.T) { testLaidOutWindows(t, toolLoop) })
+	t.Run("BlockResults", func(t *testing.T) { testLaidOutWindows(t, blockLoop) })
+}
+
+func testLaidOutWindows(t *testing.T, toolLoop func(int) []window.Message) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "engram.db")
 	a, b := manager(t, path), manager(t, path)

@@ -9,10 +9,14 @@ import (
 // (minified data, long logs) cost more than they tell.
 const MaxDigestLineBytes = 240
 
-// lineRef is a stripped line of a tool result: the text of block Block of
-// message Msg, bytes [Off, End).
+// lineRef is a stripped line of a tool result: Text, at byte Off of the
+// readable text (see readable) of block Block of message Msg. Text is a
+// slice of the block's Text when the block has one, and so shares its
+// memory; a line of a block kept raw is a copy of the line alone, so that
+// the index does not hold the whole text it derived from the block.
 type lineRef struct {
-	Msg, Block, Off, End int
+	Msg, Block, Off int
+	Text            string
 }
 
 // index is what the digest needs to know of a conversation, kept up to
@@ -94,12 +98,15 @@ func (x *index) add(i int, m *Message) {
 			x.lastUse[e] = i
 		}
 	}
-	for bi, b := range m.Blocks {
+	for bi := range m.Blocks {
+		b := &m.Blocks[bi]
 		switch {
 		case result && (b.Type == BlockToolResult || b.Type == BlockText):
-			x.addLines(i, bi, b.Text, note)
+			// A picture's placeholder is no words the agent was told:
+			// the digest leaves media out.
+			x.addLines(i, bi, readable(b, false), len(b.Raw) > 0, note)
 		case b.Type == BlockText:
-			entities(b.Text, note)
+			entities(readable(b, false), note)
 		case b.Type == BlockToolUse:
 			entities(string(b.Input), note)
 		}
@@ -108,8 +115,9 @@ func (x *index) add(i int, m *Message) {
 }
 
 // addLines indexes the lines of a tool result's text, calling note with
-// each entity.
-func (x *index) addLines(i, block int, text string, note func(string)) {
+// each entity; derived says that the text is not the block's Text but
+// was read from its raw form, so that a line kept is copied.
+func (x *index) addLines(i, block int, text string, derived bool, note func(string)) {
 	for off := 0; off < len(text); {
 		end := strings.IndexByte(text[off:], '\n')
 		if end < 0 {
@@ -127,10 +135,13 @@ func (x *index) addLines(i, block int, text string, note func(string)) {
 			}
 		})
 		if len(ents) > 0 {
+			if derived {
+				line = strings.Clone(line)
+			}
 			k := len(x.lines)
-			x.lines = append(x.lines, indexedLine{ref: lineRef{Msg: i, Block: block, Off: s, End: e}, ents: ents})
+			x.lines = append(x.lines, indexedLine{ref: lineRef{Msg: i, Block: block, Off: s, Text: line}, ents: ents})
 			for _, ent := range ents {
-				if b, ok := x.best[ent]; !ok || e-s <= x.lines[b].ref.End-x.lines[b].ref.Off {
+				if b, ok := x.best[ent]; !ok || len(line) <= len(x.lines[b].ref.Text) {
 					x.best[ent] = k
 				}
 			}
@@ -154,6 +165,3 @@ func stripSpan(text string, off, end int) (int, int) {
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
 }
-
-// text returns the line r names.
-func (r lineRef) text(msgs []Message) string { return msgs[r.Msg].Blocks[r.Block].Text[r.Off:r.End] }
