@@ -280,8 +280,8 @@ const handoffHead = "[HANDOFF "
 func textOf(m *Message) string {
 	var parts []string
 	for _, b := range m.Blocks {
-		if b.Type == BlockText && b.Text != "" {
-			parts = append(parts, b.Text)
+		if t := b.Readable(); b.Type == BlockText && t != "" {
+			parts = append(parts, t)
 		}
 	}
 	return strings.Join(parts, "\n")
@@ -419,7 +419,7 @@ func filesOf(msgs []Message) []HandoffFile {
 					}
 				}
 			case BlockToolResult:
-				text := b.Text
+				text := b.Readable()
 				if len(text) > 64<<10 {
 					text = text[:64<<10]
 				}
@@ -512,7 +512,7 @@ func failingTests(msgs []Message) []string {
 			if b.Type != BlockToolResult {
 				continue
 			}
-			for l := range strings.SplitSeq(b.Text, "\n") {
+			for l := range strings.SplitSeq(b.Readable(), "\n") {
 				l = strings.TrimSpace(l)
 				var name string
 				switch {

@@ -644,10 +644,11 @@ func (l *Layout) markerOf(s *Segment, ents []string) ctxref.Marker {
 // it stood for.
 func firstLine(m *Message) string {
 	for _, b := range m.Blocks {
-		if harnessTag(b.Text) {
+		text := b.Readable()
+		if harnessTag(text) {
 			continue
 		}
-		for line := range strings.SplitSeq(b.Text, "\n") {
+		for line := range strings.SplitSeq(text, "\n") {
 			if line = strings.TrimSpace(line); line != "" {
 				return line // Render caps it, marking the cut
 			}
@@ -1094,16 +1095,15 @@ func (l *Layout) excerpt(from, to int, share map[int]int, allow int) Excerpt {
 	var pieces []string
 	var src []int
 	for i := from; i < to; i++ {
-		n, texts := len(pieces), 0
+		n := len(pieces)
+		var texts []string
 		for _, b := range l.msgs[i].Blocks {
-			if b.Text != "" {
-				texts++
+			if t := b.Readable(); t != "" {
+				texts = append(texts, t)
 			}
 		}
-		for _, b := range l.msgs[i].Blocks {
-			if b.Text != "" {
-				pieces = append(pieces, l.headTailText(b.Text, share[i]/texts)...)
-			}
+		for _, t := range texts {
+			pieces = append(pieces, l.headTailText(t, share[i]/len(texts))...)
 		}
 		if len(pieces) > n {
 			src = append(src, i)

@@ -665,7 +665,11 @@ func entitiesOf(m *Message) []string {
 	counts := map[string]int{}
 	for _, b := range m.Blocks {
 		text := b.content()
-		if ms := FindMedia(b.Raw); len(ms) > 0 {
+		if len(b.Raw) > 0 && (b.Type == BlockText || b.Type == BlockToolResult) {
+			// Its text, not its JSON: no field names, ids or escapes
+			// ("\nsrc/a.go" read as the name nsrc/a.go), no base64.
+			text = []byte(readable(&b, false))
+		} else if ms := FindMedia(b.Raw); len(ms) > 0 {
 			// A picture's base64 holds no names, but many words with a /.
 			text = withoutPayloads(b.Raw, ms)
 		}
