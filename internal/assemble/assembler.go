@@ -771,12 +771,14 @@ func arcLines(msgs []window.Message, pos []int, shown map[int]bool) []string {
 	return lines
 }
 
-// textOf joins a message's text blocks.
+// textOf joins a message's text blocks, those kept in their vendor's
+// form too (Claude Code's newest prompt, its text block marked with
+// cache_control).
 func textOf(m *window.Message) string {
 	var b strings.Builder
 	for _, bl := range m.Blocks {
 		if bl.Type == window.BlockText {
-			b.WriteString(bl.Text)
+			b.WriteString(bl.Readable())
 			b.WriteByte('\n')
 		}
 	}

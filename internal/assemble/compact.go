@@ -667,12 +667,12 @@ func quote(m *window.Message) (string, bool) {
 		var s string
 		switch bl.Type {
 		case window.BlockText:
-			s = bl.Text
+			s = bl.Readable()
 		case window.BlockToolUse:
 			s = "called " + bl.Name + " " + string(bl.Input)
 			whole = false
 		case window.BlockToolResult:
-			s = "result: " + bl.Text
+			s = "result: " + bl.Readable() // an MCP tool's blocks too
 			whole = false
 		default:
 			continue

@@ -445,7 +445,7 @@ func refsOf(text string, msgs []window.Message) error {
 	shown := map[string]bool{}
 	for i := range msgs {
 		for _, b := range msgs[i].Blocks {
-			for _, l := range ctxref.Find(b.Text) {
+			for _, l := range ctxref.Find(b.Readable()) { // a marker retrieve_context answered, in MCP's blocks
 				shown[l.Marker.ID] = true
 			}
 		}
