@@ -1,6 +1,7 @@
 package window_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -171,4 +172,38 @@ func TestLayout_DigestOfRawResults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzReadable: whatever a vendor's tool result holds, reading its text
+// does not panic, and a result of text blocks alone reads as their texts.
+func FuzzReadable(f *testing.F) {
+	f.Add(`[{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]`)
+	f.Add(`[{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]`)
+	f.Add(`[{"type": "document", "source": {"type": "content", "content": [{"type": "text", "text": "x"}]}}]`)
+	f.Add(`"plain"`)
+	f.Add(`[{"type": "search_result", "content": [{"type": "text"}]}, 3, null, [[]]]`)
+	f.Fuzz(func(t *testing.T, content string) {
+		m, err := window.FromAnthropic([]byte(`{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": ` + content + `}]}`))
+		if err != nil || len(m.Blocks) != 1 {
+			return
+		}
+		got := m.Blocks[0].Readable()
+		var parts []struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if json.Unmarshal([]byte(content), &parts) != nil || len(parts) == 0 {
+			return
+		}
+		var want []string
+		for _, p := range parts {
+			if p.Type != "text" || p.Text == nil {
+				return
+			}
+			want = append(want, *p.Text)
+		}
+		if w := strings.Join(want, "\n"); got != w {
+			t.Errorf("Readable of %s = %q, want %q", content, got, w)
+		}
+	})
 }
