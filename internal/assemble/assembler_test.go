@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/assemble"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/retrieve"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/store/sqlite"
 	"github.com/engramhq/engram/internal/store/sqlite/sqlitetest"
@@ -29,7 +31,10 @@ func assembler(t testing.TB) *assemble.Assembler {
 // assemblerOn is an Assembler over st.
 func assemblerOn(t testing.TB, st store.Store) *assemble.Assembler {
 	t.Helper()
-	eng, err := engine.New(st, engine.Options{})
+	// Searches wait for both signals: on a loaded machine one can take
+	// more than the default 250 ms, and a signal left out gives another
+	// context (TestGate4_RetrievalDeterministic failed so under -race).
+	eng, err := engine.New(st, engine.Options{Retrieve: retrieve.Options{Deadline: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
