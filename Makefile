@@ -12,8 +12,11 @@ all: build
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/engram
 
+# cmd/engram's tests, which run the real harnesses, took 456 s alone and
+# reached go test's default limit of 10 minutes a package in a full run on
+# two loaded cores: 30 minutes.
 test:
-	$(GO) test -race ./...
+	$(GO) test -race -timeout 30m ./...
 
 lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
