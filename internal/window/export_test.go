@@ -1,6 +1,10 @@
 package window
 
-import "github.com/engramhq/engram/internal/store"
+import (
+	"time"
+
+	"github.com/engramhq/engram/internal/store"
+)
 
 // ViewStarts returns the starts of the views m keeps of a window, the
 // latest first.
@@ -25,3 +29,7 @@ func SetMaxAttempts(t interface{ Cleanup(func()) }, n int) {
 // BeforeWrite runs f between reading a window's layout and each append's
 // write.
 func (m *Manager) BeforeWrite(f func()) { m.beforeWrite = f }
+
+// SetNow makes now m's clock: when messages were appended, as their
+// markers show it.
+func (m *Manager) SetNow(now func() time.Time) { m.now = now }

@@ -180,8 +180,12 @@ const forgottenPair = "[a tool call or its result here was forgotten]"
 // the tool calls and results whose other half is gone. An operator's
 // forget takes a message out of the ledger whole (a call, with the text
 // beside it, or a result); a result left without its call, or a call left
-// unanswered when the conversation went on past it, is one no layout (nor
-// model) takes, and the window could not be laid out at all. A message
+// unanswered when the conversation went on past it (a user's prompt came
+// after it, as in a ledger written before appends refused one there, or
+// an append's prompt ended it: see forgottenResult), is one no layout
+// (nor model) takes, and the window could not be laid out at all. A call
+// followed by other messages only (text, other calls, reasoning) waits
+// for its result, as the append that wrote them left it. A message
 // left with no block says so in a text block (a tool message becomes the
 // user's); its size stays the ledger's. msgs is not changed. With after
 // set (messages to follow msgs, a prompt among them), every call of msgs
@@ -194,16 +198,17 @@ func unpaired(msgs, after []Message) []Message {
 			answered[id] = true
 		}
 	}
-	// lastOther is the last message that is not results only: a call
-	// after it waits for its results, as an append leaves it.
-	lastOther := -1
+	// lastPrompt is the last user's prompt: a call after it waits for its
+	// results, as an append leaves it (Layout.interrupts refuses only a
+	// prompt between a call and its results).
+	lastPrompt := -1
 	for i := range msgs {
-		if len(msgs[i].Results()) == 0 {
-			lastOther = i
+		if isPrompt(&msgs[i]) {
+			lastPrompt = i
 		}
 	}
 	if after != nil {
-		lastOther = len(msgs)
+		lastPrompt = len(msgs)
 	}
 	out := msgs
 	called := map[string]bool{}
@@ -214,7 +219,7 @@ func unpaired(msgs, after []Message) []Message {
 			case BlockToolResult:
 				return !called[b.ToolUseID]
 			case BlockToolUse:
-				return !answered[b.ID] && i < lastOther
+				return !answered[b.ID] && i < lastPrompt
 			}
 			return false
 		}
@@ -372,22 +377,40 @@ var errEnding = errors.New("a prompt ends calls whose results were forgotten")
 
 // forgottenResult reports whether call id, which a prompt of msgs (an
 // append whose first item takes place first) would leave without its
-// result, waits for a result that was forgotten: the call is the
-// ledger's, and a message the window held after the ledger's last was
-// forgotten (engram forget), which may have been its result, and msgs do
-// not answer it. A harness that still has the result sends it again in
-// its place, and the call waits for it until then; a prompt instead ends
-// the call, which the window leaves out as a call whose result went.
+// result, waits for a result that may have been forgotten: the call is
+// the ledger's, msgs do not answer it, and a message the window held
+// after the call was forgotten (engram forget): after the ledger's last,
+// or between the call and the ledger's last (a place after the call the
+// ledger no longer holds). A harness that still has the result sends it
+// again in its place, and the call waits for it until then; a prompt
+// instead ends the call, which the window leaves out as a call whose
+// result went.
 func forgottenResult(lo *laidOut, first int, msgs []Message, id string) bool {
-	if lo.next <= first {
-		return false // nothing after the ledger's last message was forgotten
-	}
 	for i := range msgs {
 		if slices.Contains(msgs[i].Calls(), id) || slices.Contains(msgs[i].Results(), id) {
 			return false
 		}
 	}
-	return true
+	ms := lo.layout.Messages()
+	c := len(ms) - 1
+	for c >= 0 && !slices.Contains(ms[c].Calls(), id) {
+		c--
+	}
+	if c < 0 {
+		return false
+	}
+	if lo.next > first {
+		return true // a message after the ledger's last was forgotten
+	}
+	// The places after the call's, up to the append's first, that the
+	// ledger holds.
+	held := 0
+	for _, it := range lo.items[c+1:] {
+		if it.Pos < first {
+			held++
+		}
+	}
+	return first-1-lo.items[c].Pos > held
 }
 
 // errRelay says that the references of a window's ledger are not those

@@ -1,0 +1,618 @@
+package window_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/store"
+	"github.com/engramhq/engram/internal/store/postgres"
+	"github.com/engramhq/engram/internal/store/postgres/pgtest"
+	"github.com/engramhq/engram/internal/window"
+)
+
+// The differential test of windows: a window kept in a Manager's memory
+// and the same window laid out anew from its ledger must agree, on what
+// they show and on their answers to what comes next. Random sequences of
+// operations (appends of every shape, forgets, re-admissions, settings
+// changes, handoffs) run in two stores side by side: in one, a single
+// Manager makes every change, with its layouts in memory; in the other,
+// each change is made by a new Manager, which lays the window out from
+// the ledger, as a server just restarted would. After each step, the
+// answers of the two, the window of the first as its Manager shows it, as
+// a new Manager over the same store shows it, and as the second store's
+// shows it must be the same.
+//
+// ENGRAM_WINDOW_DIFF_SEED=N runs the sequence of seed N alone;
+// ENGRAM_WINDOW_DIFF_SOAK=10m runs random seeds for that long. A failure
+// prints its seed and the sequence, cut down to the steps that still fail.
+
+// diffOp is one step of a differential run.
+type diffOp struct {
+	// Kind is open, append, forget, readmit, reopen or handoff.
+	Kind string
+	// Msgs are an append's messages.
+	Msgs []window.Message
+	// Pick chooses a forget's item of the ledger, or a re-admission's
+	// marker, modulo how many there are.
+	Pick int
+	// All forgets all of an item's entries, else its last.
+	All bool
+	// Open is an open's or a reopen's options.
+	Open window.OpenOptions
+}
+
+func (o diffOp) String() string {
+	switch o.Kind {
+	case "append":
+		parts := make([]string, len(o.Msgs))
+		for i, m := range o.Msgs {
+			parts[i] = describe(m)
+		}
+		return "append " + strings.Join(parts, ", ")
+	case "forget":
+		return fmt.Sprintf("forget item %d (all: %t)", o.Pick, o.All)
+	case "readmit":
+		return fmt.Sprintf("readmit marker %d", o.Pick)
+	case "open", "reopen":
+		role := o.Open.Role
+		if o.Open.Policy != nil {
+			role += "+policy"
+		}
+		return fmt.Sprintf("%s role %q limit %d", o.Kind, role, o.Open.Limit)
+	}
+	return o.Kind
+}
+
+// describe is a message in a few words: role, shape, pin, blocks.
+func describe(m window.Message) string {
+	var b strings.Builder
+	b.WriteString(string(m.Role))
+	if m.Shape != nil {
+		b.WriteString("/" + string(m.Shape.Vendor))
+	}
+	if m.Pinned {
+		b.WriteString("/pinned")
+	}
+	b.WriteString("[")
+	for i, bl := range m.Blocks {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		switch bl.Type {
+		case window.BlockText:
+			fmt.Fprintf(&b, "text(%d)", len(bl.Text))
+		case window.BlockToolUse:
+			fmt.Fprintf(&b, "call(%s)", bl.ID)
+		case window.BlockToolResult:
+			fmt.Fprintf(&b, "result(%s", bl.ToolUseID)
+			if bl.IsError {
+				b.WriteString(",error")
+			}
+			fmt.Fprintf(&b, ",%d)", len(bl.Text))
+		default:
+			b.WriteString(string(bl.Type))
+		}
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// diffGen makes random sequences of operations: mostly what a harness
+// sends, with mistakes among them (prompts while calls wait, results of
+// no call, results twice).
+type diffGen struct {
+	r       *rand.Rand
+	calls   int
+	pending []string // calls waiting for their results
+	done    []string // calls answered
+}
+
+var diffWords = []string{"the", "handler", "returns", "an", "error", "when", "queue", "drains", "internal/queue/queue.go",
+	"cmd/engram/main.go", "TestDrainTimeout", "retrieveContext", "internal/window/layout.go", "because", "we", "fix",
+	"timeout", "flaky", "go", "test", "passes", "now", "look", "at", "config.toml", "PrepareBatch", "and", "then"}
+
+// text is n words of a coding session, some of them names.
+func (g *diffGen) text(n int) string {
+	w := make([]string, n)
+	for i := range w {
+		w[i] = diffWords[g.r.IntN(len(diffWords))]
+		if g.r.IntN(9) == 0 {
+			w[i] += "\n"
+		}
+	}
+	return strings.Join(w, " ")
+}
+
+// size is a message's words: mostly small, some large.
+func (g *diffGen) size() int {
+	switch g.r.IntN(6) {
+	case 0:
+		return 150 + g.r.IntN(500)
+	case 1, 2:
+		return 30 + g.r.IntN(100)
+	}
+	return 2 + g.r.IntN(25)
+}
+
+// vendor picks how a message is written: engram's form, Anthropic's or
+// OpenAI's.
+func (g *diffGen) vendor() string { return []string{"", "anthropic", "openai"}[g.r.IntN(3)] }
+
+func mustWire(m window.Message, err error) window.Message {
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func jsonText(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func (g *diffGen) plain(role window.Role) window.Message {
+	var m window.Message
+	switch g.vendor() {
+	case "anthropic":
+		if g.r.IntN(2) == 0 {
+			m = mustWire(window.FromAnthropic(fmt.Appendf(nil, `{"role": %q, "content": %s}`, role, jsonText(g.text(g.size())))))
+		} else {
+			m = mustWire(window.FromAnthropic(fmt.Appendf(nil, `{"role": %q, "content": [{"type": "text", "text": %s}, {"type": "text", "text": %s}]}`,
+				role, jsonText(g.text(g.size())), jsonText(g.text(g.size())))))
+		}
+	case "openai":
+		m = mustWire(window.FromOpenAI(fmt.Appendf(nil, `{"role": %q, "content": %s}`, role, jsonText(g.text(g.size())))))
+	default:
+		m = textMsg(role, g.text(g.size()))
+		if g.r.IntN(4) == 0 {
+			m.Blocks = append(m.Blocks, window.Block{Type: window.BlockText, Text: g.text(g.size())})
+		}
+	}
+	m.Pinned = g.r.IntN(8) == 0
+	return m
+}
+
+// call is an assistant's message of one or two tool calls, with text
+// beside them or not.
+func (g *diffGen) call() window.Message {
+	n := 1 + g.r.IntN(2)
+	ids := make([]string, n)
+	for i := range ids {
+		g.calls++
+		ids[i] = fmt.Sprintf("call_%d", g.calls)
+	}
+	g.pending = append(g.pending, ids...)
+	text := ""
+	if g.r.IntN(2) == 0 {
+		text = g.text(2 + g.r.IntN(12))
+	}
+	switch g.vendor() {
+	case "openai":
+		var calls []string
+		for _, id := range ids {
+			calls = append(calls, fmt.Sprintf(`{"id": %q, "type": "function", "function": {"name": "read_file", "arguments": %s}}`, id, jsonText(`{"path": "internal/queue/queue.go"}`)))
+		}
+		content := "null"
+		if text != "" {
+			content = jsonText(text)
+		}
+		return mustWire(window.FromOpenAI(fmt.Appendf(nil, `{"role": "assistant", "content": %s, "tool_calls": [%s]}`, content, strings.Join(calls, ", "))))
+	case "anthropic":
+		var blocks []string
+		if text != "" {
+			blocks = append(blocks, fmt.Sprintf(`{"type": "text", "text": %s}`, jsonText(text)))
+		}
+		for _, id := range ids {
+			blocks = append(blocks, fmt.Sprintf(`{"type": "tool_use", "id": %q, "name": "bash", "input": {"command": "go test ./internal/queue"}}`, id))
+		}
+		return mustWire(window.FromAnthropic(fmt.Appendf(nil, `{"role": "assistant", "content": [%s]}`, strings.Join(blocks, ", "))))
+	}
+	m := window.Message{Role: window.RoleAssistant}
+	if text != "" {
+		m.Blocks = append(m.Blocks, window.Block{Type: window.BlockText, Text: text})
+	}
+	for _, id := range ids {
+		m.Blocks = append(m.Blocks, window.Block{Type: window.BlockToolUse, ID: id, Name: "grep", Input: json.RawMessage(`{"pattern": "Drain"}`)})
+	}
+	return m
+}
+
+// results answers calls ids: in one user message (Anthropic's way) or a
+// tool message each (OpenAI's).
+func (g *diffGen) results(ids []string) []window.Message {
+	isErr := g.r.IntN(5) == 0
+	if g.r.IntN(2) == 0 {
+		var out []window.Message
+		for _, id := range ids {
+			out = append(out, mustWire(window.FromOpenAI(fmt.Appendf(nil, `{"role": "tool", "tool_call_id": %q, "content": %s}`, id, jsonText(g.text(g.size()))))))
+		}
+		return out
+	}
+	var blocks []string
+	for _, id := range ids {
+		blocks = append(blocks, fmt.Sprintf(`{"type": "tool_result", "tool_use_id": %q, "is_error": %t, "content": %s}`, id, isErr, jsonText(g.text(g.size()))))
+	}
+	if g.r.IntN(5) == 0 {
+		// Claude Code adds the user's words after results at times.
+		blocks = append(blocks, fmt.Sprintf(`{"type": "text", "text": %s}`, jsonText(g.text(4))))
+	}
+	return []window.Message{mustWire(window.FromAnthropic(fmt.Appendf(nil, `{"role": "user", "content": [%s]}`, strings.Join(blocks, ", "))))}
+}
+
+// message is the next message of a conversation, with a mistake at times.
+func (g *diffGen) message() []window.Message {
+	k := g.r.IntN(100)
+	if len(g.pending) > 0 && k < 45 {
+		n := 1 + g.r.IntN(len(g.pending))
+		ids := g.pending[:n]
+		g.pending = append([]string(nil), g.pending[n:]...)
+		g.done = append(g.done, ids...)
+		return g.results(ids)
+	}
+	switch {
+	case k < 55:
+		return []window.Message{g.call()}
+	case k < 58:
+		// A result of no call.
+		return g.results([]string{fmt.Sprintf("ghost_%d", g.r.IntN(1000))})
+	case k < 61 && len(g.done) > 0:
+		// A result again.
+		return g.results([]string{g.done[g.r.IntN(len(g.done))]})
+	case k < 64:
+		// A Responses reasoning item, and the call it leads to.
+		g.calls++
+		id := fmt.Sprintf("call_%d", g.calls)
+		g.pending = append(g.pending, id)
+		return []window.Message{
+			mustWire(window.FromResponses(fmt.Appendf(nil, `{"type": "reasoning", "id": "rs_%d", "summary": [], "encrypted_content": "gAAAAB-%d"}`, g.calls, g.calls))),
+			mustWire(window.FromResponses(fmt.Appendf(nil, `{"type": "function_call", "call_id": %q, "name": "exec_command", "arguments": "{}"}`, id))),
+		}
+	case k < 66:
+		return []window.Message{g.plain(window.RoleSystem)}
+	case k < 82:
+		return []window.Message{g.plain(window.RoleAssistant)}
+	}
+	if len(g.pending) > 0 && g.r.IntN(3) > 0 {
+		// Mostly, a prompt waits for the results: a mistake otherwise.
+		return g.message()
+	}
+	return []window.Message{g.plain(window.RoleUser)}
+}
+
+// open is a window's options: a small window, so that it evicts.
+func (g *diffGen) open() window.OpenOptions {
+	o := window.OpenOptions{Limit: 1200 + 400*g.r.IntN(8), Output: 100, Safety: 40,
+		Role: []string{"", "librarian", "academic", "architect", "engineer", "tester"}[g.r.IntN(6)]}
+	if g.r.IntN(4) == 0 {
+		p := window.PolicyFor(o.Role)
+		p.MaxRefTokens = 300 + 100*g.r.IntN(10)
+		p.KeepTurns = g.r.IntN(4)
+		o.Policy = &p
+	}
+	return o
+}
+
+// ops is a sequence of n steps after the window's opening.
+func (g *diffGen) ops(n int) []diffOp {
+	out := []diffOp{{Kind: "open", Open: g.open()}}
+	for range n {
+		switch k := g.r.IntN(100); {
+		case k < 8:
+			out = append(out, diffOp{Kind: "forget", Pick: g.r.IntN(1 << 20), All: g.r.IntN(2) == 0})
+		case k < 16:
+			out = append(out, diffOp{Kind: "readmit", Pick: g.r.IntN(1 << 20)})
+		case k < 18:
+			o := g.open()
+			o.Role = ""
+			out = append(out, diffOp{Kind: "reopen", Open: o})
+		case k < 19:
+			out = append(out, diffOp{Kind: "handoff"})
+			g.pending = nil
+		default:
+			var msgs []window.Message
+			for range 1 + g.r.IntN(3) {
+				msgs = append(msgs, g.message()...)
+			}
+			out = append(out, diffOp{Kind: "append", Msgs: msgs})
+		}
+	}
+	return out
+}
+
+// diffStore opens engines over one store, each as another process would.
+type diffStore func(t testing.TB) *engine.Engine
+
+func sqliteStores(t testing.TB) (diffStore, diffStore) {
+	a, b := filepath.Join(t.TempDir(), "a.db"), filepath.Join(t.TempDir(), "b.db")
+	return func(t testing.TB) *engine.Engine { return engineAt(t, a) }, func(t testing.TB) *engine.Engine { return engineAt(t, b) }
+}
+
+func postgresStores(t testing.TB) (diffStore, diffStore) {
+	open := func(url string) diffStore {
+		return func(t testing.TB) *engine.Engine {
+			st, err := postgres.Open(context.Background(), url, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			eng, err := engine.New(st, engine.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return eng
+		}
+	}
+	return open(pgtest.Database(t)), open(pgtest.Database(t))
+}
+
+// diffShown is a window as a Manager shows it.
+type diffShown struct {
+	Status  window.Status
+	Context []window.Item
+	Err     string
+}
+
+func shownBy(ctx context.Context, m *window.Manager, key store.WindowKey) diffShown {
+	var d diffShown
+	st, err := m.Status(ctx, key)
+	if err != nil {
+		d.Err = err.Error()
+		return d
+	}
+	items, err := m.Context(ctx, key)
+	if err != nil {
+		d.Err = err.Error()
+		return d
+	}
+	d.Status, d.Context = st, items
+	return d
+}
+
+var diffOpts = []cmp.Option{cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(window.Message{})}
+
+// diffRun runs ops in two stores (see above) and returns the first
+// disagreement, "" for none.
+func diffRun(t testing.TB, stores func(testing.TB) (diffStore, diffStore), ops []diffOp) string {
+	ctx := context.Background()
+	cat := catalog(t)
+	openA, openB := stores(t)
+	engA, engA2, engB := openA(t), openA(t), openB(t)
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	step := 0
+	clock := func() time.Time { return base.Add(time.Duration(step) * time.Minute) }
+	live := window.NewManager(engA, cat)
+	live.SetNow(clock)
+	fresh := func(eng *engine.Engine) *window.Manager {
+		m := window.NewManager(eng, cat)
+		m.SetNow(clock)
+		return m
+	}
+	key := store.WindowKey{SessionID: "s", AgentID: "agent"}
+	for i, op := range ops {
+		step = i
+		rebuilt := fresh(engB)
+		var a, b any
+		var errA, errB error
+		switch op.Kind {
+		case "open", "reopen":
+			a, errA = live.Open(ctx, key, op.Open)
+			b, errB = rebuilt.Open(ctx, key, op.Open)
+		case "append":
+			a, errA = live.Append(ctx, key, op.Msgs)
+			b, errB = rebuilt.Append(ctx, key, op.Msgs)
+		case "forget":
+			items, err := engA.Store().WindowItems(ctx, key, 0, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(items) == 0 {
+				continue
+			}
+			ids := items[op.Pick%len(items)].EntryIDs
+			if !op.All && len(ids) > 0 {
+				ids = ids[len(ids)-1:]
+			}
+			if len(ids) == 0 {
+				continue
+			}
+			req := engine.ForgetRequest{Entries: ids, Actor: "test"}
+			_, errA = engA.Forget(ctx, req)
+			_, errB = engB.Forget(ctx, req)
+		case "readmit":
+			items, err := live.Context(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refs []string
+			for _, it := range items {
+				if it.RefID != "" {
+					refs = append(refs, it.RefID)
+				}
+			}
+			if len(refs) == 0 {
+				continue
+			}
+			id := refs[op.Pick%len(refs)]
+			a, errA = live.Readmit(ctx, id)
+			b, errB = rebuilt.Readmit(ctx, id)
+		case "handoff":
+			ra, err := live.Handoff(ctx, key, window.HandoffOptions{})
+			a, errA = ra, err
+			rb, err := rebuilt.Handoff(ctx, key, window.HandoffOptions{})
+			b, errB = rb, err
+			if errA == nil && errB == nil {
+				key.AgentID = ra.Window.AgentID
+			}
+		}
+		if fmt.Sprint(errA) != fmt.Sprint(errB) {
+			return fmt.Sprintf("step %d (%s): in memory: %v; laid out anew: %v", i, op, errA, errB)
+		}
+		if errA == nil {
+			if diff := cmp.Diff(a, b, diffOpts...); diff != "" {
+				return fmt.Sprintf("step %d (%s): answers differ (-in memory +laid out anew):\n%s", i, op, diff)
+			}
+		}
+		shown := shownBy(ctx, live, key)
+		if diff := cmp.Diff(shown, shownBy(ctx, fresh(engA2), key), diffOpts...); diff != "" {
+			return fmt.Sprintf("step %d (%s): the window differs (-in memory +laid out anew from the same store):\n%s", i, op, diff)
+		}
+		if diff := cmp.Diff(shown, shownBy(ctx, fresh(engB), key), diffOpts...); diff != "" {
+			return fmt.Sprintf("step %d (%s): the window differs (-in memory +changed by new Managers only):\n%s", i, op, diff)
+		}
+	}
+	return ""
+}
+
+// minimize cuts ops down to the fewest that still disagree, greedily:
+// chunks, then single steps (never the opening), within a few minutes.
+func minimize(t testing.TB, stores func(testing.TB) (diffStore, diffStore), ops []diffOp) ([]diffOp, string) {
+	fail := diffRun(t, stores, ops)
+	deadline := time.Now().Add(3 * time.Minute)
+	for size := len(ops) / 2; size >= 1 && time.Now().Before(deadline); size /= 2 {
+		for from := 1; from+size <= len(ops) && time.Now().Before(deadline); {
+			try := append(append([]diffOp{}, ops[:from]...), ops[from+size:]...)
+			if f := diffRun(t, stores, try); f != "" {
+				ops, fail = try, f
+				continue
+			}
+			from += size
+		}
+	}
+	return ops, fail
+}
+
+// TestWindowDifferential: see the comment at the top of this file.
+func TestWindowDifferential(t *testing.T) {
+	backends := map[string]func(testing.TB) (diffStore, diffStore){"sqlite": sqliteStores, "postgres": postgresStores}
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			stores := backends[name]
+			if name == "postgres" && os.Getenv("ENGRAM_TEST_POSTGRES") == "" {
+				t.Skip("ENGRAM_TEST_POSTGRES names no PostgreSQL server")
+			}
+			seeds := []uint64{1, 2, 3, 4}
+			if name == "postgres" {
+				seeds = seeds[:1]
+			}
+			length := 40
+			var soak time.Duration
+			if s := os.Getenv("ENGRAM_WINDOW_DIFF_SEED"); s != "" {
+				seed, err := strconv.ParseUint(s, 10, 64)
+				if err != nil {
+					t.Fatalf("ENGRAM_WINDOW_DIFF_SEED: %v", err)
+				}
+				seeds = []uint64{seed}
+			}
+			if s := os.Getenv("ENGRAM_WINDOW_DIFF_SOAK"); s != "" {
+				d, err := time.ParseDuration(s)
+				if err != nil {
+					t.Fatalf("ENGRAM_WINDOW_DIFF_SOAK: %v", err)
+				}
+				soak, length = d, 80
+			}
+			run := func(seed uint64) bool {
+				g := &diffGen{r: rand.New(rand.NewPCG(seed, 0x656e6772616d))}
+				ops := g.ops(length)
+				if diffRun(t, stores, ops) == "" {
+					return true
+				}
+				small, fail := minimize(t, stores, ops)
+				var b strings.Builder
+				for i, op := range small {
+					fmt.Fprintf(&b, "\n  %d: %s", i, op)
+				}
+				t.Errorf("seed %d (ENGRAM_WINDOW_DIFF_SEED=%d): %d steps of %d still disagree:%s\n%s", seed, seed, len(small), len(ops), b.String(), fail)
+				return false
+			}
+			for _, seed := range seeds {
+				run(seed)
+			}
+			for end, seed := time.Now().Add(soak), uint64(time.Now().UnixNano()); time.Now().Before(end); seed++ {
+				if !run(seed) {
+					return
+				}
+			}
+		})
+	}
+}
+
+// TestManagerCallThenText: a tool call, then an assistant's text (one
+// Responses item each, or a harness's reminder between them): the call
+// waits for its result, in memory and laid out anew from the ledger
+// alike, so that a prompt is refused by both, and the result then taken.
+// Laid out anew, the window used to drop the call as one the conversation
+// had gone on past, and took the prompt a live window refused.
+func TestManagerCallThenText(t *testing.T) {
+	ctx := context.Background()
+	w := openWindow(t, window.OpenOptions{Limit: 8000}, 1)
+	call := window.Message{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: "call-x", Name: "bash", Input: json.RawMessage(`{"command": "ls"}`)}}}
+	for _, msgs := range [][]window.Message{{call}, {textMsg(window.RoleAssistant, "Listing the files.")}} {
+		if _, err := w.m.Append(ctx, w.key, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prompt := []window.Message{textMsg(window.RoleUser, "go on")}
+	for _, side := range []struct {
+		name string
+		m    *window.Manager
+	}{{"in memory", w.m}, {"laid out anew", w.fresh()}} {
+		name, m := side.name, side.m
+		items := contextOf(t, m, w.key)
+		if got := items[len(items)-2].Message; got == nil || len(got.Calls()) != 1 {
+			t.Errorf("%s: the window shows %+v where the call is", name, items[len(items)-2])
+		}
+		var pe *window.PairingError
+		if _, err := m.Append(ctx, w.key, prompt); !errors.As(err, &pe) || pe.CallID != "call-x" {
+			t.Errorf("%s: a prompt while call-x waits: %v, want a PairingError naming it", name, err)
+		}
+	}
+	result := window.Message{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: "call-x", Text: "go.mod\nmain.go\n"}}}
+	if _, err := w.m.Append(ctx, w.key, append([]window.Message{result}, prompt...)); err != nil {
+		t.Fatalf("the result, then the prompt: %v", err)
+	}
+	if diff := cmp.Diff(contextOf(t, w.m, w.key), contextOf(t, w.fresh(), w.key), diffOpts...); diff != "" {
+		t.Errorf("the window in memory and laid out anew (-in memory +anew):\n%s", diff)
+	}
+}
+
+// TestManagerForgetResultBeforeText: an operator forgets the result of a
+// call that an assistant's text followed. The call waits for a result
+// again, in memory and laid out anew alike; a prompt, which may no longer
+// be answered in the result's place, ends it, as after a last result
+// forgotten (TestManagerForgetLastResult), and the window goes on.
+func TestManagerForgetResultBeforeText(t *testing.T) {
+	ctx := context.Background()
+	w := openWindow(t, window.OpenOptions{Limit: 8000}, 1)
+	ex := exchange(1)
+	if _, err := w.m.Append(ctx, w.key, ex); err != nil {
+		t.Fatal(err)
+	}
+	items := w.ledger(t, 6, 7)
+	if len(items) != 1 {
+		t.Fatalf("message 6: %+v", items)
+	}
+	w.forget(t, items[0].EntryIDs)
+	prompt := []window.Message{textMsg(window.RoleUser, "go on")}
+	if _, err := w.m.Append(ctx, w.key, prompt); err != nil {
+		t.Fatalf("a prompt after the result of call-1 was forgotten: %v", err)
+	}
+	if _, err := w.m.Append(ctx, w.key, exchange(2)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(contextOf(t, w.m, w.key), contextOf(t, w.fresh(), w.key), diffOpts...); diff != "" {
+		t.Errorf("the window in memory and laid out anew (-in memory +anew):\n%s", diff)
+	}
+}
