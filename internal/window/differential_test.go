@@ -36,7 +36,9 @@ import (
 // shows it must be the same.
 //
 // ENGRAM_WINDOW_DIFF_SEED=N runs the sequence of seed N alone;
-// ENGRAM_WINDOW_DIFF_SOAK=10m runs random seeds for that long. A failure
+// ENGRAM_WINDOW_DIFF_SOAK=10m runs random seeds for that long, and
+// ENGRAM_WINDOW_DIFF_STEPS=N makes sequences of N steps (40, 80 in a
+// soak). A failure
 // prints its seed and the sequence, cut down to the steps that still fail.
 
 // diffOp is one step of a differential run.
@@ -385,7 +387,8 @@ var diffOpts = []cmp.Option{cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(wind
 
 // diffRun runs ops in two stores (see above) and returns the first
 // disagreement, "" for none.
-func diffRun(t testing.TB, stores func(testing.TB) (diffStore, diffStore), ops []diffOp) string {
+// With logf set, it logs each step's answers.
+func diffRun(t testing.TB, stores func(testing.TB) (diffStore, diffStore), ops []diffOp, logf func(string, ...any)) string {
 	ctx := context.Background()
 	cat := catalog(t)
 	openA, openB := stores(t)
@@ -457,6 +460,21 @@ func diffRun(t testing.TB, stores func(testing.TB) (diffStore, diffStore), ops [
 				key.AgentID = ra.Window.AgentID
 			}
 		}
+		if logf != nil {
+			logf("step %d (%s): in memory: %v; laid out anew: %v", i, op, answer(a, errA), answer(b, errB))
+			for _, m := range []*window.Manager{live, fresh(engA2)} {
+				its, _ := m.Context(ctx, key)
+				var parts []string
+				for _, it := range its {
+					if it.Message != nil {
+						parts = append(parts, fmt.Sprintf("%d:%s", it.Pos, describe(*it.Message)))
+					} else {
+						parts = append(parts, fmt.Sprintf("%d:marker", it.Pos))
+					}
+				}
+				logf("   %s", strings.Join(parts, " "))
+			}
+		}
 		if fmt.Sprint(errA) != fmt.Sprint(errB) {
 			return fmt.Sprintf("step %d (%s): in memory: %v; laid out anew: %v", i, op, errA, errB)
 		}
@@ -476,15 +494,31 @@ func diffRun(t testing.TB, stores func(testing.TB) (diffStore, diffStore), ops [
 	return ""
 }
 
+// answer is an operation's answer in short.
+func answer(a any, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	switch r := a.(type) {
+	case window.AppendResult:
+		return fmt.Sprintf("positions %v, %d evicted, used %d of %d", r.Positions, len(r.Evicted), r.Used, r.Budget)
+	case window.Status:
+		return fmt.Sprintf("used %d of %d", r.Used, r.Budget)
+	case window.HandoffResult:
+		return "to " + r.Window.AgentID
+	}
+	return "ok"
+}
+
 // minimize cuts ops down to the fewest that still disagree, greedily:
 // chunks, then single steps (never the opening), within a few minutes.
 func minimize(t testing.TB, stores func(testing.TB) (diffStore, diffStore), ops []diffOp) ([]diffOp, string) {
-	fail := diffRun(t, stores, ops)
+	fail := diffRun(t, stores, ops, nil)
 	deadline := time.Now().Add(3 * time.Minute)
 	for size := len(ops) / 2; size >= 1 && time.Now().Before(deadline); size /= 2 {
 		for from := 1; from+size <= len(ops) && time.Now().Before(deadline); {
 			try := append(append([]diffOp{}, ops[:from]...), ops[from+size:]...)
-			if f := diffRun(t, stores, try); f != "" {
+			if f := diffRun(t, stores, try, nil); f != "" {
 				ops, fail = try, f
 				continue
 			}
@@ -523,18 +557,27 @@ func TestWindowDifferential(t *testing.T) {
 				}
 				soak, length = d, 80
 			}
+			if s := os.Getenv("ENGRAM_WINDOW_DIFF_STEPS"); s != "" {
+				n, err := strconv.Atoi(s)
+				if err != nil || n < 1 {
+					t.Fatalf("ENGRAM_WINDOW_DIFF_STEPS=%q: a number of steps, from 1", s)
+				}
+				length = n
+			}
 			run := func(seed uint64) bool {
 				g := &diffGen{r: rand.New(rand.NewPCG(seed, 0x656e6772616d))}
 				ops := g.ops(length)
-				if diffRun(t, stores, ops) == "" {
+				if diffRun(t, stores, ops, nil) == "" {
 					return true
 				}
 				small, fail := minimize(t, stores, ops)
+				diffRun(t, stores, small, t.Logf)
 				var b strings.Builder
 				for i, op := range small {
 					fmt.Fprintf(&b, "\n  %d: %s", i, op)
 				}
-				t.Errorf("seed %d (ENGRAM_WINDOW_DIFF_SEED=%d): %d steps of %d still disagree:%s\n%s", seed, seed, len(small), len(ops), b.String(), fail)
+				t.Errorf("seed %d (ENGRAM_WINDOW_DIFF_SEED=%d ENGRAM_WINDOW_DIFF_STEPS=%d): %d steps of %d still disagree:%s\n%s",
+					seed, seed, length, len(small), len(ops), b.String(), fail)
 				return false
 			}
 			for _, seed := range seeds {
@@ -614,5 +657,52 @@ func TestManagerForgetResultBeforeText(t *testing.T) {
 	}
 	if diff := cmp.Diff(contextOf(t, w.m, w.key), contextOf(t, w.fresh(), w.key), diffOpts...); diff != "" {
 		t.Errorf("the window in memory and laid out anew (-in memory +anew):\n%s", diff)
+	}
+}
+
+// TestManagerForgetLeavesPrompt: parallel calls, one answered and one
+// waiting, and an operator forgets the answered one. Its result,
+// left without it, is laid out as the user's words, which the window
+// takes for a prompt (Layout.interrupts): the waiting call is one the
+// conversation went on past. The window in memory and laid out anew
+// agree on it, before and after the next prompt. The window in memory
+// used to keep the call waiting and take the prompt without ending it,
+// while laid out anew it was left out.
+func TestManagerForgetLeavesPrompt(t *testing.T) {
+	ctx := context.Background()
+	w := openWindow(t, window.OpenOptions{Limit: 8000}, 1)
+	call := func(id, cmd string) window.Message {
+		return window.Message{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: id, Name: "bash", Input: json.RawMessage(fmt.Sprintf(`{"command": %q}`, cmd))}}}
+	}
+	// Parallel calls, one Responses item each.
+	turn := []window.Message{
+		call("call-b", "go test ./internal/queue"),
+		call("call-a", "make lint"),
+		{Role: window.RoleTool, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: "call-b", Text: "ok  queue 0.02s"}}},
+	}
+	res, err := w.m.Append(ctx, w.key, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := w.ledger(t, res.Positions[0], res.Positions[0]+1)
+	if len(items) != 1 {
+		t.Fatalf("the call of call-b: %+v", items)
+	}
+	w.forget(t, items[0].EntryIDs)
+	same := func(when string) {
+		t.Helper()
+		if diff := cmp.Diff(contextOf(t, w.m, w.key), contextOf(t, w.fresh(), w.key), diffOpts...); diff != "" {
+			t.Errorf("%s: the window in memory and laid out anew (-in memory +anew):\n%s", when, diff)
+		}
+	}
+	same("after the forget")
+	if _, err := w.m.Append(ctx, w.key, []window.Message{textMsg(window.RoleUser, "go on")}); err != nil {
+		t.Fatalf("a prompt: %v", err)
+	}
+	same("after a prompt")
+	for _, it := range contextOf(t, w.fresh(), w.key) {
+		if it.Message != nil && len(it.Message.Calls()) > 0 && it.Message.Calls()[0] == "call-a" {
+			t.Errorf("message %d: call-a is shown, though a prompt came after it with no result", it.Pos)
+		}
 	}
 }

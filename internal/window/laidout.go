@@ -187,58 +187,60 @@ const forgottenPair = "[a tool call or its result here was forgotten]"
 // followed by other messages only (text, other calls, reasoning) waits
 // for its result, as the append that wrote them left it. A message
 // left with no block says so in a text block (a tool message becomes the
-// user's); its size stays the ledger's. msgs is not changed. With after
-// set (messages to follow msgs, a prompt among them), every call of msgs
-// that neither msgs nor after answers is gone: the conversation goes on
-// past it.
+// user's); its size stays the ledger's. A user's message left with no
+// result so is a prompt to the layout (Layout.interrupts), and so to
+// the calls before it too. msgs is not changed. With after set (messages
+// to follow msgs, a prompt among them), every call of msgs that neither
+// msgs nor after answers is gone: the conversation goes on past it.
 func unpaired(msgs, after []Message) []Message {
+	out := msgs
+	// without takes from message i the blocks gone says are.
+	without := func(i int, gone func(Block) bool) {
+		m := out[i]
+		if !slices.ContainsFunc(m.Blocks, gone) {
+			return
+		}
+		if len(out) > 0 && &out[0] == &msgs[0] {
+			out = slices.Clone(msgs)
+		}
+		m.Blocks = slices.DeleteFunc(slices.Clone(m.Blocks), gone)
+		if len(m.Blocks) == 0 {
+			m.Blocks = []Block{{Type: BlockText, Text: forgottenPair}}
+			if m.Role == RoleTool {
+				m.Role = RoleUser
+			}
+		}
+		out[i] = m
+	}
+	// First the results whose call no earlier message makes.
+	called := map[string]bool{}
+	for i := range msgs {
+		without(i, func(b Block) bool { return b.Type == BlockToolResult && !called[b.ToolUseID] })
+		for _, id := range msgs[i].Calls() {
+			called[id] = true
+		}
+	}
+	// Then the calls the conversation went on past. lastPrompt is the
+	// last user's prompt, as the layout will see it: a call after it
+	// waits for its results, as an append leaves it (Layout.interrupts
+	// refuses only a prompt between a call and its results).
 	answered := map[string]bool{}
 	for _, m := range slices.Concat(msgs, after) {
 		for _, id := range m.Results() {
 			answered[id] = true
 		}
 	}
-	// lastPrompt is the last user's prompt: a call after it waits for its
-	// results, as an append leaves it (Layout.interrupts refuses only a
-	// prompt between a call and its results).
 	lastPrompt := -1
-	for i := range msgs {
-		if isPrompt(&msgs[i]) {
+	for i := range out {
+		if isPrompt(&out[i]) {
 			lastPrompt = i
 		}
 	}
 	if after != nil {
 		lastPrompt = len(msgs)
 	}
-	out := msgs
-	called := map[string]bool{}
-	for i := range msgs {
-		m := msgs[i]
-		gone := func(b Block) bool {
-			switch b.Type {
-			case BlockToolResult:
-				return !called[b.ToolUseID]
-			case BlockToolUse:
-				return !answered[b.ID] && i < lastPrompt
-			}
-			return false
-		}
-		if slices.ContainsFunc(m.Blocks, gone) {
-			if len(out) > 0 && &out[0] == &msgs[0] {
-				out = slices.Clone(msgs)
-			}
-			m.Blocks = slices.DeleteFunc(slices.Clone(m.Blocks), gone)
-			if len(m.Blocks) == 0 {
-				m.Blocks = []Block{{Type: BlockText, Text: forgottenPair}}
-				if m.Role == RoleTool {
-					m.Role = RoleUser
-				}
-			}
-			out[i] = m
-		}
-		for _, id := range m.Calls() {
-			called[id] = true
-		}
+	for i := range lastPrompt {
+		without(i, func(b Block) bool { return b.Type == BlockToolUse && !answered[b.ID] })
 	}
 	return out
 }
