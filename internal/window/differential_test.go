@@ -315,7 +315,7 @@ func (g *diffGen) message() []window.Message {
 // open is a window's options: a small window, so that it evicts.
 func (g *diffGen) open() window.OpenOptions {
 	o := window.OpenOptions{Limit: 1200 + 400*g.r.IntN(8), Output: 100, Safety: 40,
-		Role: []string{"", "librarian", "academic", "architect", "engineer", "tester"}[g.r.IntN(6)]}
+		Role: []string{"", "librarian", "academic", "architect", "engineer", "tester", window.ToolLoopRole, window.ToolLoopRole}[g.r.IntN(8)]}
 	if g.r.IntN(4) == 0 {
 		p := window.PolicyFor(o.Role)
 		p.MaxRefTokens = 300 + 100*g.r.IntN(10)
@@ -375,7 +375,9 @@ func (g *diffSteps) next(i int, accepted bool) (diffOp, bool) {
 		return diffOp{Kind: "readmit", Pick: g.r.IntN(1 << 20)}, true
 	case k < 18:
 		o := g.open()
-		o.Role = ""
+		if g.r.IntN(3) > 0 {
+			o.Role = "" // the window's role, its limit changed
+		}
 		return diffOp{Kind: "reopen", Open: o}, true
 	case k < 19:
 		g.pending = nil
@@ -819,5 +821,36 @@ func TestManagerForgetLeavesPrompt(t *testing.T) {
 		if it.Message != nil && len(it.Message.Calls()) > 0 && it.Message.Calls()[0] == "call-a" {
 			t.Errorf("message %d: call-a is shown, though a prompt came after it with no result", it.Pos)
 		}
+	}
+}
+
+// TestManagerAppendRedacted: content an operator redacted, appended
+// again (to another window: a handoff's next agent, a new session), is
+// taken for the entry the store holds, which stays redacted. The window
+// holds it as the store does, in memory as laid out anew. The window in
+// memory used to hold it as appended, the string in it.
+func TestManagerAppendRedacted(t *testing.T) {
+	ctx := context.Background()
+	w := openWindow(t, window.OpenOptions{Limit: 8000}, 0)
+	msg := textMsg(window.RoleUser, "Look at internal/queue/drain.go, where the timeout is set.")
+	if _, err := w.m.Append(ctx, w.key, []window.Message{msg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.eng.Redact(ctx, engine.RedactRequest{Text: []byte("internal/queue/drain.go"), Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	other := store.WindowKey{SessionID: "s", AgentID: "codex"}
+	if _, err := w.m.Open(ctx, other, window.OpenOptions{Limit: 8000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.m.Append(ctx, other, []window.Message{msg}); err != nil {
+		t.Fatal(err)
+	}
+	got := contextOf(t, w.m, other)
+	if diff := cmp.Diff(got, contextOf(t, w.fresh(), other), diffOpts...); diff != "" {
+		t.Errorf("the window in memory and laid out anew (-in memory +anew):\n%s", diff)
+	}
+	if len(got) != 1 || got[0].Message == nil || strings.Contains(got[0].Message.Blocks[0].Text, "drain.go") {
+		t.Errorf("the window holds %+v, want the prompt as the store holds it, redacted", got)
 	}
 }

@@ -542,7 +542,26 @@ func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Me
 	entries, redactedAt := all[len(extra):], batch.Redacted()[len(extra):]
 	// What the window holds of each message is what the store holds: its
 	// content with any secret redacted (its names, noted in the ledger,
-	// are read from that too).
+	// are read from that too), and content an operator redacted since it
+	// was first stored as the store holds it.
+	// ids are the entries' IDs, as the store names them: the hash of
+	// the content as prepared.
+	ids := make([]string, len(entries))
+	for k := range entries {
+		ids[k] = store.ID(entries[k].Content)
+	}
+	stored, err := m.redactedStored(ctx, ids)
+	if err != nil {
+		return AppendResult{}, nil, err
+	}
+	if len(stored) > 0 {
+		entries = slices.Clone(entries)
+		for k := range entries {
+			if e, ok := stored[ids[k]]; ok {
+				entries[k].Content, entries[k].TokenCount = e.Content, e.TokenCount
+			}
+		}
+	}
 	for k, p := range where {
 		msgs[p.msg].Blocks[p.block].setContent(entries[k].Content, len(msgs[p.msg].Blocks[p.block].Raw) > 0)
 	}
@@ -585,7 +604,7 @@ func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Me
 	for k, p := range where {
 		it := &a.Items[p.msg]
 		forms[p.msg].Blocks[p.block].Entry = len(it.EntryIDs)
-		it.EntryIDs = append(it.EntryIDs, store.ID(entries[k].Content))
+		it.EntryIDs = append(it.EntryIDs, ids[k])
 		redacted[p.msg] = append(redacted[p.msg], redactedAt[k]...)
 	}
 	for i := range msgs {
@@ -628,6 +647,40 @@ func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Me
 		res.Positions[i] = it.Pos
 	}
 	return res, all[:len(extra)], nil
+}
+
+// redactedStored returns, by ID, the entries of ids (an append's) that
+// the store holds already redacted by an operator (engram redact). A
+// redacted entry keeps its ID, the hash of its content as it was, so
+// content stored again with the string is taken for it and stays
+// redacted: a window that held the content as appended would show the
+// string, and the same window laid out anew from the store would not.
+// Nothing is read from a store that never forgot nor redacted anything.
+func (m *Manager) redactedStored(ctx context.Context, ids []string) (map[string]store.Entry, error) {
+	st := m.eng.Store()
+	if n, err := st.Purges(ctx); err != nil || n == 0 {
+		return nil, err
+	}
+	out := map[string]store.Entry{}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		// One at a time: Entries refuses a batch with an ID not stored.
+		got, err := st.Entries(ctx, []string{id})
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(got) == 1 && got[0].Redacted {
+			out[id] = got[0]
+		}
+	}
+	return out, nil
 }
 
 // decoded is a window's ledger read back: each item's message (without
