@@ -78,7 +78,9 @@ type WindowItem struct {
 
 // WindowReadmit is a re-admission in a window's ledger: the items with
 // From <= Pos < To came back into the window when the next item appended
-// would have taken place At.
+// would have taken place At. An append that takes a lower place (its
+// window's last items were forgotten since) lowers At to it: the
+// re-admission came before the appended items.
 type WindowReadmit struct {
 	At, From, To int
 }

@@ -854,3 +854,38 @@ func TestManagerAppendRedacted(t *testing.T) {
 		t.Errorf("the window holds %+v, want the prompt as the store holds it, redacted", got)
 	}
 }
+
+// TestManagerReadmitThenForgetLast: a marker re-admitted, then the
+// window's last message forgotten, then an append, which takes the
+// forgotten place again. Laid out anew, the window takes the
+// re-admission back before the appended message, as it was made: its
+// place (the next message's then) is lowered to the place the append
+// took. It used to be taken back after it, and the window laid out anew
+// showed what the append had evicted again.
+func TestManagerReadmitThenForgetLast(t *testing.T) {
+	ctx := context.Background()
+	w := openWindow(t, severalRefs(), 6)
+	var ref string
+	for _, it := range contextOf(t, w.m, w.key) {
+		if it.RefID != "" {
+			ref = it.RefID
+			break
+		}
+	}
+	if ref == "" {
+		t.Fatal("no marker to re-admit")
+	}
+	if _, err := w.m.Readmit(ctx, ref); err != nil {
+		t.Fatalf("readmit %s: %v", ref, err)
+	}
+	ledger := w.ledger(t, 0, -1)
+	w.forget(t, ledger[len(ledger)-1].EntryIDs)
+	for i := 6; i < 8; i++ {
+		if _, err := w.m.Append(ctx, w.key, exchange(i)); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(contextOf(t, w.m, w.key), contextOf(t, w.fresh(), w.key), diffOpts...); diff != "" {
+			t.Fatalf("after exchange %d: the window in memory and laid out anew (-in memory +anew):\n%s", i, diff)
+		}
+	}
+}

@@ -420,6 +420,12 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			key.SessionID, key.AgentID, w.Next); err != nil {
 			return err
 		}
+		// A re-admission made before the places given again here came
+		// before these items (see store.WindowReadmit).
+		if _, err := tx.Exec(ctx, `UPDATE window_readmits SET at_pos = $3 WHERE session_id = $1 AND agent_id = $2 AND at_pos > $3`,
+			key.SessionID, key.AgentID, next); err != nil {
+			return err
+		}
 		now := time.Now()
 		w.Version++
 		w.UpdatedAt = fromUnixNano(unixNano(now))

@@ -292,6 +292,12 @@ func (s *Store) AppendWindow(ctx context.Context, key store.WindowKey, a store.W
 			w.Next, key.SessionID, key.AgentID); err != nil {
 			return err
 		}
+		// A re-admission made before the places given again here came
+		// before these items (see store.WindowReadmit).
+		if _, err := tx.ExecContext(ctx, `UPDATE window_readmits SET at_pos = ?3 WHERE session_id = ?1 AND agent_id = ?2 AND at_pos > ?3`,
+			key.SessionID, key.AgentID, next); err != nil {
+			return err
+		}
 		w.Version++
 		w.UpdatedAt = time.Now().UTC()
 		insert, err := tx.PrepareContext(ctx, `INSERT INTO window_items(session_id, agent_id, pos, append_version, form, entry_ids, tokens, pinned, appended_at)
