@@ -593,7 +593,7 @@ func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, erro
 		// A turn's media (a picture a tool read) as a placeholder.
 		content, tokens := string(e.Content), e.TokenCount
 		if ms := mediaOf(e); len(ms) > 0 {
-			content = showSpan(e.Content, 0, ms, readWhole(e.ID[:12])).text
+			content = showSpan(e.Content, 0, ms, always(readWhole(e.ID[:12]))).text
 			tokens = enc.Count(content)
 		}
 		// A turn is whole or left out, so that turns stay turns; only the

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"strings"
 
 	"github.com/engramhq/engram/internal/retrieve"
@@ -18,6 +20,12 @@ import (
 // whole; what the block holds besides, a tool result's text, is shown as
 // it is. Where the bytes themselves are asked for (retrieve_context's
 // raw, engram show, a window's messages in JSON) nothing is replaced.
+//
+// A front end that can send pictures beside a text (MCP: an image
+// content) asks retrieve_context for them (RetrieveIn.Pictures): each
+// image in PNG, JPEG, GIF or WebP that the text shows whole comes back
+// decoded (RetrieveOut.Pictures), its placeholder saying which picture
+// it is, as many as its room allows (pictures).
 
 // mediaOf is the media of an entry: none for an indexed file, which is
 // read as it is, a fixture of JSON with a picture in it too.
@@ -31,6 +39,11 @@ func mediaOf(e store.Entry) []window.Media {
 // readWhole says how to read the media of the entry id whole.
 func readWhole(id string) string {
 	return "whole: retrieve_context content_ids " + id + " raw true"
+}
+
+// always says how to read every piece of media: how.
+func always(how string) func(window.Media) string {
+	return func(window.Media) string { return how }
 }
 
 // inJSON says where the media of a text of messages is whole: the same
@@ -54,7 +67,7 @@ type segment struct {
 // showSpan is content, bytes start to start+len(content) of an entry
 // whose media are ms (at the entry's offsets), with each piece of media
 // it holds, whole or in part, shown as its placeholder.
-func showSpan(content []byte, start int, ms []window.Media, how string) shown {
+func showSpan(content []byte, start int, ms []window.Media, how func(window.Media) string) shown {
 	var s shown
 	var b strings.Builder
 	at, end := 0, start+len(content)
@@ -66,7 +79,7 @@ func showSpan(content []byte, start int, ms []window.Media, how string) shown {
 		s.segs = append(s.segs, segment{text: b.Len(), content: at})
 		b.Write(content[at:from])
 		s.segs = append(s.segs, segment{text: b.Len(), content: from, placeholder: true})
-		b.WriteString(m.Placeholder(how))
+		b.WriteString(m.Placeholder(how(m)))
 		at = to
 	}
 	s.segs = append(s.segs, segment{text: b.Len(), content: at})
@@ -113,7 +126,7 @@ func (o *Ops) ShowHits(ctx context.Context, hits []retrieve.Hit, how func(id str
 		}
 		c := &hits[i].Chunk
 		h := how(p.id[:min(12, len(p.id))])
-		text := showSpan(p.content, c.Start, p.media, h).text
+		text := showSpan(p.content, c.Start, p.media, always(h)).text
 		// The engine leaves a piece's payload out of every chunk (it is
 		// neither indexed nor embedded), so a chunk ends where one
 		// begins, or begins where one ends: the snippet shows it there.
@@ -128,4 +141,78 @@ func (o *Ops) ShowHits(ctx context.Context, hits []retrieve.Hit, how func(id str
 		c.Text = text
 	}
 	return nil
+}
+
+// Picture is an image of stored content, decoded, for a front end to send
+// beside the text that shows it as a placeholder.
+type Picture struct {
+	// Type is its media type (image/png, image/jpeg, image/gif or
+	// image/webp), read from its header.
+	Type string
+	Data []byte
+	// Tokens is what it costs a model (window.Media.Tokens).
+	Tokens int
+}
+
+// pictures chooses the pictures a retrieve_context sends beside its text:
+// in the order the text shows them, each while it fits the tokens and
+// the bytes (as base64) left.
+type pictures struct {
+	tokens, bytes int // left
+	sent          []Picture
+	// ends are where the payloads of sent end in their entries: a
+	// picture whose item is cut before its end is not sent.
+	ends []int
+}
+
+// how decides whether the image m of the entry id, its payload at
+// m.Start-start in content (bytes start on of the entry), is sent, and
+// returns what its placeholder says: which picture it is, or why it is
+// not sent and where to read it.
+func (ps *pictures) how(content []byte, start int, id string) func(window.Media) string {
+	return func(m window.Media) string {
+		if m.Start < start || m.End > start+len(content) {
+			return readWhole(id) // a part of it: sent whole or not at all
+		}
+		at := m
+		at.Start, at.End = m.Start-start, m.End-start
+		data, typ, err := at.Picture(content)
+		if err != nil {
+			return readWhole(id) // a PDF, or an image no vendor takes
+		}
+		tokens, size := m.Tokens(), base64.StdEncoding.EncodedLen(len(data))
+		switch {
+		case tokens > ps.tokens:
+			return fmt.Sprintf("not sent: its %d tokens are over the %d left of max_tokens for pictures; raise max_tokens, or its base64: engram show %s", tokens, ps.tokens, id)
+		case size > ps.bytes:
+			return fmt.Sprintf("not sent: its %s of base64 are over the %s a result has left for pictures; its base64: engram show %s", sizeOf(size), sizeOf(ps.bytes), id)
+		}
+		ps.tokens -= tokens
+		ps.bytes -= size
+		ps.sent = append(ps.sent, Picture{Type: typ, Data: data, Tokens: tokens})
+		ps.ends = append(ps.ends, m.End)
+		return fmt.Sprintf("picture %d, sent below", len(ps.sent))
+	}
+}
+
+// keep keeps the pictures from the mark on (those of one item) whose
+// payloads end by end, the entry's bytes the item shows, and gives the
+// room of the others back.
+func (ps *pictures) keep(mark, end int) {
+	for i := len(ps.sent) - 1; i >= mark && ps.ends[i] > end; i-- {
+		ps.tokens += ps.sent[i].Tokens
+		ps.bytes += base64.StdEncoding.EncodedLen(len(ps.sent[i].Data))
+		ps.sent, ps.ends = ps.sent[:i], ps.ends[:i]
+	}
+}
+
+// sizeOf writes n bytes for a reader: 920 B, 78 KB, 1.2 MB.
+func sizeOf(n int) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000*1000:
+		return fmt.Sprintf("%d KB", (n+500)/1000)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 }

@@ -31,6 +31,13 @@ type RetrieveIn struct {
 	StartByte  int      `json:"start_byte,omitempty" jsonschema:"of one entry: read from this byte, as next says after a line too long to fit"`
 	MaxTokens  int      `json:"max_tokens,omitempty" jsonschema:"most tokens returned, 100-8000 (default 4000)"`
 	Raw        bool     `json:"raw,omitempty" jsonschema:"images and PDFs as their base64, not a placeholder"`
+	// Pictures, set by a front end that can send pictures beside the
+	// text (MCP), asks for them (RetrieveOut.Pictures), unless Raw: the
+	// images the text shows whole, as many as fit max_tokens (apart from
+	// the text's) and PictureBytes. Neither is an argument a client gives.
+	Pictures bool `json:"-"`
+	// PictureBytes is the most bytes the pictures may take, as base64.
+	PictureBytes int `json:"-"`
 }
 
 // SpanOut is a piece of stored content, byte for byte: lines StartLine
@@ -72,6 +79,11 @@ type RetrieveOut struct {
 	More int `json:"more,omitempty"`
 	// Message says why there are no items, when nothing matched.
 	Message string `json:"message,omitempty"`
+	// Pictures are the images the items show whole, in the order of
+	// their placeholders, which say "picture N, sent below"; only when
+	// RetrieveIn.Pictures asks for them. They go beside the text, never
+	// in its JSON.
+	Pictures []Picture `json:"-"`
 }
 
 // Defaults of RetrieveContext.
@@ -112,7 +124,8 @@ type piece struct {
 //
 // Everything fits in max_tokens: an item that does not fit whole is cut
 // at a line, and says the call that reads on (next). Images and PDFs
-// are shown as placeholders (media.go) unless in.Raw.
+// are shown as placeholders (media.go) unless in.Raw; with in.Pictures,
+// the images are sent beside the text as well.
 func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, string, error) {
 	maxTokens, err := MaxTokensRange.Check(in.MaxTokens)
 	if err != nil {
@@ -184,7 +197,11 @@ func (o *Ops) RetrieveContext(ctx context.Context, in RetrieveIn) (RetrieveOut, 
 			ps[i].media = nil
 		}
 	}
-	out, text := o.writePieces(ps, maxTokens, mayCut, in.Raw)
+	var pics *pictures
+	if in.Pictures && !in.Raw {
+		pics = &pictures{tokens: maxTokens, bytes: in.PictureBytes}
+	}
+	out, text := o.writePieces(ps, maxTokens, mayCut, in.Raw, pics)
 	return out, text, nil
 }
 
@@ -361,8 +378,9 @@ func (o *Ops) rangePiece(ctx context.Context, id string, from, to, at int) ([]pi
 
 // writePieces writes pieces, in order, within maxTokens. Only the first
 // may be cut unless mayCut. The calls that read on ask for raw content
-// if raw.
-func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut, raw bool) (RetrieveOut, string) {
+// if raw. The images shown whole go in pics, if not nil, as far as they
+// fit it.
+func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut, raw bool, pics *pictures) (RetrieveOut, string) {
 	enc := o.Eng.Encoding()
 	tb := newTextBudget(enc, maxTokens)
 	out := RetrieveOut{Items: []SpanOut{}}
@@ -378,8 +396,16 @@ func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut, raw bool) (Retrieve
 		// Its media, if any, as placeholders: the text maps back to the
 		// content's bytes for a cut.
 		sh := shown{}
+		mark := 0 // the item's first picture
+		if pics != nil {
+			mark = len(pics.sent)
+		}
 		if text && len(p.media) > 0 {
-			sh = showSpan(p.content, p.sp.Start, p.media, readWhole(id))
+			how := always(readWhole(id))
+			if pics != nil {
+				how = pics.how(p.content, p.sp.Start, id)
+			}
+			sh = showSpan(p.content, p.sp.Start, p.media, how)
 			content, tokens = sh.text, -1
 		}
 		if tokens < 0 || !text {
@@ -405,6 +431,9 @@ func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut, raw bool) (Retrieve
 		kept, n, cut, ok := tb.fit(budgetItem{header: header, content: content, tokens: tokens,
 			mayCut: text && (mayCut || i == 0), whole: whole, cut: nextRoom})
 		if !ok {
+			if pics != nil {
+				pics.keep(mark, p.sp.Start)
+			}
 			out.More = len(ps) - i
 			break
 		}
@@ -430,7 +459,13 @@ func (o *Ops) writePieces(ps []piece, maxTokens int, mayCut, raw bool) (Retrieve
 		if it.Next != nil {
 			tb.note(nextLine(it.Next))
 		}
+		if pics != nil {
+			pics.keep(mark, it.EndByte)
+		}
 		out.Items = append(out.Items, it)
+	}
+	if pics != nil {
+		out.Pictures = pics.sent
 	}
 	out.Tokens = tb.used
 	return out, tb.text(out.More)

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
@@ -9,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// MaxResultBytes bounds a tool result: its text and its structured
-// content (as JSON) together. About 25,000 tokens, what Claude Code takes
+// MaxResultBytes bounds a tool result: its text, its pictures (as
+// base64) and its structured content (as JSON) together. About 25,000 tokens, what Claude Code takes
 // from an MCP tool by default. The operations' own limits (internal/api
 // ranges, token budgets) keep results well under it; this is the final
 // guard, for what they cannot foresee, such as a whole large file.
@@ -73,12 +74,16 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// resultBytes is the size of a result's text and structured content.
+// resultBytes is the size of a result's text, pictures and structured
+// content.
 func resultBytes(r *mcp.CallToolResult) int {
 	n := 0
 	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			n += len(tc.Text)
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			n += len(c.Text)
+		case *mcp.ImageContent:
+			n += base64.StdEncoding.EncodedLen(len(c.Data))
 		}
 	}
 	switch sc := r.StructuredContent.(type) {

@@ -1,14 +1,23 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/engramhq/engram/internal/api"
+	"github.com/engramhq/engram/internal/engine"
 	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/pictest"
 	"github.com/engramhq/engram/internal/store"
@@ -19,45 +28,17 @@ import (
 // TestRetrieveContext_Image: a screenshot a tool read, evicted from its
 // window and read back through its marker, reaches the model as a
 // placeholder (its type, size in pixels and bytes, how to read it whole)
-// beside the tool result's text, not as its base64; a cut after it reads
-// on from the right byte; raw true reads the base64; get_turn_range and
-// search_history show the placeholder too.
+// beside the tool result's text, not as its base64, and, too large for a
+// result, not as a picture either: the placeholder says so and where to
+// read it; a cut after it reads on from the right byte; raw true reads
+// the base64; get_turn_range and search_history show the placeholder too.
 func TestRetrieveContext_Image(t *testing.T) {
 	cs, eng := newClient(t, Options{Session: "s1", Agent: "claude", Structured: true})
-	ctx := context.Background()
-	cat, err := tokens.NewCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := window.NewManager(eng, cat)
-	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
-	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 3000, Output: 200, Safety: 100}); err != nil {
-		t.Fatal(err)
-	}
 	data := pictest.NoisePNGBase64(200, 150)
 	after := strings.Repeat("the form has a user name field and a password field. ", 60)
 	result := `{"type":"tool_result","tool_use_id":"call-0","content":[{"type":"text","text":"the quokka login page, as rendered"},` +
 		`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + data + `"}},{"type":"text","text":"` + after + `"}]}`
-	var refs []window.Ref
-	for i := range 10 {
-		msgs := []window.Message{
-			{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: fmt.Sprintf("call-%d", i), Name: "screenshot",
-				Input: []byte(`{"url": "http://localhost:8080/login"}`)}}},
-			{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: fmt.Sprintf("call-%d", i),
-				Text: fmt.Sprintf("step %d: %s", i, after)}}},
-		}
-		if i == 0 {
-			msgs[1].Blocks[0] = window.Block{Type: window.BlockToolResult, ToolUseID: "call-0", Raw: []byte(result)}
-		}
-		res, err := m.Append(ctx, key, msgs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refs = append(refs, res.Evicted...)
-	}
-	if len(refs) == 0 {
-		t.Fatal("nothing was evicted")
-	}
+	refs := evictResult(t, eng, result)
 	noise := data[len(data)/2 : len(data)/2+40]
 	placeholder := fmt.Sprintf("[image: image/png, 200×150, %d KB of base64, sha256 ", (len(data)+500)/1000)
 
@@ -73,7 +54,8 @@ func TestRetrieveContext_Image(t *testing.T) {
 	}
 	want := strings.Replace(result, data, placeholder, 1)
 	if cut := strings.Index(want, "sha256 "); !strings.HasPrefix(shot.Content, want[:cut]) || !strings.HasSuffix(shot.Content, want[strings.Index(want, `"}},`):]) ||
-		!strings.Contains(shot.Content, "; whole: retrieve_context content_ids "+shot.ID+" raw true]") || shot.EndByte != len(result) || shot.Truncated {
+		!strings.Contains(shot.Content, "; not sent: its 160 KB of base64 are over the 98 KB a result has left for pictures; its base64: engram show "+shot.ID+"]") ||
+		shot.EndByte != len(result) || shot.Truncated {
 		t.Errorf("the tool result: %+v, want its text and the image as a placeholder", shot)
 	}
 	if !strings.Contains(text, placeholder) || !strings.Contains(text, "the quokka login page, as rendered") || !strings.Contains(text, after) {
@@ -115,6 +97,184 @@ func TestRetrieveContext_Image(t *testing.T) {
 		if strings.Contains(text, noise) || strings.Contains(text, data[:200]) || !strings.Contains(text, "quokka login page") || !strings.Contains(text, "[image: image/png, 200×150") {
 			t.Errorf("%s: %.3000s", c.tool, text)
 		}
+	}
+}
+
+// evictResult opens the window of claude in session s1 (3,000 tokens),
+// appends the tool result result (a raw block) and nine calls after it,
+// and returns the references to what the window evicted, the result's
+// first.
+func evictResult(t *testing.T, eng *engine.Engine, result string) []window.Ref {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := window.NewManager(eng, cat)
+	key := store.WindowKey{SessionID: "s1", AgentID: "claude"}
+	if _, err := m.Open(ctx, key, window.OpenOptions{Limit: 3000, Output: 200, Safety: 100}); err != nil {
+		t.Fatal(err)
+	}
+	filler := strings.Repeat("the form has a user name field and a password field. ", 60)
+	var refs []window.Ref
+	for i := range 10 {
+		msgs := []window.Message{
+			{Role: window.RoleAssistant, Blocks: []window.Block{{Type: window.BlockToolUse, ID: fmt.Sprintf("call-%d", i), Name: "screenshot",
+				Input: []byte(`{"url": "http://localhost:8080/login"}`)}}},
+			{Role: window.RoleUser, Blocks: []window.Block{{Type: window.BlockToolResult, ToolUseID: fmt.Sprintf("call-%d", i),
+				Text: fmt.Sprintf("step %d: %s", i, filler)}}},
+		}
+		if i == 0 {
+			msgs[1].Blocks[0] = window.Block{Type: window.BlockToolResult, ToolUseID: "call-0", Raw: []byte(result)}
+		}
+		res, err := m.Append(ctx, key, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, res.Evicted...)
+	}
+	if len(refs) == 0 {
+		t.Fatal("nothing was evicted")
+	}
+	return refs
+}
+
+// imageBlock is a tool result's image block of the base64 data.
+func imageBlock(data string) string {
+	return `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + data + `"}}`
+}
+
+// pictures are the pictures of a tool result, in order.
+func pictures(t *testing.T, res *mcp.CallToolResult) []*mcp.ImageContent {
+	t.Helper()
+	var out []*mcp.ImageContent
+	for i, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.ImageContent:
+			out = append(out, c)
+		case *mcp.TextContent:
+			if i != 0 {
+				t.Errorf("content %d is text, after the first", i)
+			}
+		default:
+			t.Errorf("content %d is a %T", i, c)
+		}
+	}
+	return out
+}
+
+// TestRetrieveContext_Pictures: two screenshots a tool read, evicted and
+// read back through the marker, come back as pictures beside the text,
+// the same bytes, in the order of their placeholders, which say which
+// picture is which; raw true gives the base64 in the text and no
+// picture; a picture whose tokens pass max_tokens is not sent, and its
+// placeholder says why and where to read it.
+func TestRetrieveContext_Pictures(t *testing.T) {
+	for _, structured := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Structured=%v", structured), func(t *testing.T) {
+			cs, eng := newClient(t, Options{Session: "s1", Agent: "claude", Structured: structured})
+			// A small screenshot, and a large one of few bytes (a blank
+			// page): 255 tokens (OpenAI's, dearer than Anthropic's 2)
+			// and 1,334 (Anthropic's).
+			var blank bytes.Buffer
+			if err := png.Encode(&blank, image.NewGray(image.Rect(0, 0, 1000, 1000))); err != nil {
+				t.Fatal(err)
+			}
+			shots := []string{pictest.NoisePNGBase64(40, 30), base64.StdEncoding.EncodeToString(blank.Bytes())}
+			result := `{"type":"tool_result","tool_use_id":"call-0","content":[{"type":"text","text":"the quokka login page, before and after"},` +
+				imageBlock(shots[0]) + `,` + imageBlock(shots[1]) + `]}`
+			refs := evictResult(t, eng, result)
+
+			text, res := call(t, cs, "retrieve_context", map[string]any{"ref_id": refs[0].Marker})
+			if res.IsError {
+				t.Fatalf("retrieve_context: %s", text)
+			}
+			pics := pictures(t, res)
+			if len(pics) != len(shots) {
+				t.Fatalf("%d pictures, want %d; the text:\n%.3000s", len(pics), len(shots), text)
+			}
+			for i, p := range pics {
+				want, err := base64.StdEncoding.DecodeString(shots[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.MIMEType != "image/png" || !bytes.Equal(p.Data, want) {
+					t.Errorf("picture %d: %s, %d bytes, want image/png, the %d bytes stored", i+1, p.MIMEType, len(p.Data), len(want))
+				}
+				sum := sha256.Sum256([]byte(shots[i]))
+				say := fmt.Sprintf("sha256 %x; picture %d, sent below]", sum[:4], i+1)
+				if !strings.Contains(text, say) {
+					t.Errorf("the text does not say %q:\n%.3000s", say, text)
+				}
+			}
+			if strings.Contains(text, shots[0][100:200]) || !strings.Contains(text, "the quokka login page, before and after") {
+				t.Errorf("the text: %.3000s", text)
+			}
+
+			// raw true: the stored bytes in the text, no picture.
+			text, res = call(t, cs, "retrieve_context", map[string]any{"ref_id": refs[0].Marker, "raw": true})
+			if pics := pictures(t, res); len(pics) != 0 || !strings.Contains(text, shots[0][:1000]) {
+				t.Errorf("raw true: %d pictures, the text: %.1000s", len(pics), text)
+			}
+
+			// max_tokens 1000: the text fits, and the first picture, not
+			// the second.
+			text, res = call(t, cs, "retrieve_context", map[string]any{"ref_id": refs[0].Marker, "max_tokens": 1000})
+			note := regexp.MustCompile(`; not sent: its 1334 tokens are over the 745 left of max_tokens for pictures; raise max_tokens, or its base64: engram show ([0-9a-f]{12})\]`)
+			m := note.FindStringSubmatch(text)
+			if pics := pictures(t, res); len(pics) != 1 || m == nil || !strings.Contains(text, "--- "+m[1]+" ") || !strings.Contains(text, "; picture 1, sent below]") {
+				t.Errorf("max_tokens 1000: %d pictures, the text, without %q under its entry: %s", len(pics), note, text)
+			}
+		})
+	}
+}
+
+// TestRetrieveContext_PicturesCap: pictures that would take the result
+// over MaxResultBytes, with its text (and its structured content), are
+// not sent: the result stays within the cap, not an error, the pictures
+// that fit are sent, the same bytes, and the placeholders of the others
+// say why not and where to read them.
+func TestRetrieveContext_PicturesCap(t *testing.T) {
+	for _, structured := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Structured=%v", structured), func(t *testing.T) {
+			cs, eng := newClient(t, Options{Session: "s1", Agent: "claude", Structured: structured})
+			// Four pictures of about 29 KB of base64 each, and text
+			// between them: 96 KB hold three of them alone.
+			var shots []string
+			result := `{"type":"tool_result","tool_use_id":"call-0","content":[`
+			for i := range 4 {
+				shots = append(shots, pictest.NoisePNGBase64(70, 75+i))
+				result += fmt.Sprintf(`{"type":"text","text":"step %d of the quokka login: %s"},`, i, strings.Repeat("the form is filled in. ", 200)) + imageBlock(shots[i]) + ","
+			}
+			result = strings.TrimSuffix(result, ",") + `]}`
+			refs := evictResult(t, eng, result)
+
+			text, res := call(t, cs, "retrieve_context", map[string]any{"ref_id": refs[0].Marker, "max_tokens": 8000})
+			if res.IsError {
+				t.Fatalf("retrieve_context: %s", text)
+			}
+			if n := resultBytes(res); n > MaxResultBytes {
+				t.Errorf("the result takes %d bytes, over %d", n, MaxResultBytes)
+			}
+			pics := pictures(t, res)
+			if len(pics) == 0 || len(pics) == len(shots) {
+				t.Fatalf("%d pictures of %d sent", len(pics), len(shots))
+			}
+			for i, p := range pics {
+				want, _ := base64.StdEncoding.DecodeString(shots[i])
+				if !bytes.Equal(p.Data, want) || !strings.Contains(text, fmt.Sprintf("; picture %d, sent below]", i+1)) {
+					t.Errorf("picture %d: %d bytes, want the %d stored, and said in the text", i+1, len(p.Data), len(want))
+				}
+			}
+			id := regexp.MustCompile(`--- ([0-9a-f]{12}) [^\n]*\n\{"type":"tool_result"`).FindStringSubmatch(text)
+			if id == nil {
+				t.Fatalf("no tool result in %s", text)
+			}
+			if n := strings.Count(text, "a result has left for pictures; its base64: engram show "+id[1]+"]"); n != len(shots)-len(pics) {
+				t.Errorf("%d placeholders say why their picture was not sent, want %d:\n%s", n, len(shots)-len(pics), text)
+			}
+		})
 	}
 }
 

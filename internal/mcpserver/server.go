@@ -4,7 +4,8 @@
 //
 // It is thin: decode the arguments, call the engine or the archivalist,
 // answer with compact text for the model and the same data as structured
-// content. Errors are tool errors with short messages, never protocol
+// content; retrieve_context sends the pictures its text shows beside it,
+// as image contents (retrieveContext). Errors are tool errors with short messages, never protocol
 // failures. A result over MaxResultBytes is replaced by a tool error that
 // says how to narrow the call. A server serves one identity, a session and
 // an agent: the agent's writes go to its session only.

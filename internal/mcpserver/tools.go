@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 
@@ -32,7 +34,13 @@ func tool[In, Out any](s *Server, op func(*api.Ops, context.Context, In) (Out, s
 			}
 			return nil, zero, err
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+		content := []mcp.Content{&mcp.TextContent{Text: text}}
+		if r, ok := any(out).(api.RetrieveOut); ok {
+			for _, p := range r.Pictures {
+				content = append(content, &mcp.ImageContent{Data: p.Data, MIMEType: p.Type})
+			}
+		}
+		return &mcp.CallToolResult{Content: content}, out, nil
 	}
 }
 
@@ -45,7 +53,7 @@ func (s *Server) addTools() {
 	add(s, &mcp.Tool{Name: "prefetch", Annotations: ro,
 		Description: "The context block worth reading before a task: excerpts and one-line hints, within a token budget."}, (*api.Ops).Prefetch)
 	add(s, &mcp.Tool{Name: "retrieve_context", Annotations: ro,
-		Description: "Read stored content back byte for byte, with its lines: the chunks matching query, best first; or the entries of content_ids or ref_id: their chunks matching query, lines start_line-end_line of one, or whole. next is the call that reads on. Images and PDFs show as a placeholder; raw gives their base64."}, (*api.Ops).RetrieveContext)
+		Description: "Read stored content back byte for byte, with its lines: the chunks matching query, best first; or the entries of content_ids or ref_id: their chunks matching query, lines start_line-end_line of one, or whole. next is the call that reads on. Images and PDFs show as a placeholder; images come as pictures too, up to max_tokens of them; raw gives base64 instead."}, s.retrieveContext)
 	add(s, &mcp.Tool{Name: "search_history", Annotations: ro,
 		Description: "Search past messages and tool results only, by type and session."}, (*api.Ops).SearchHistory)
 	add(s, &mcp.Tool{Name: "get_turn_range", Annotations: ro,
@@ -111,4 +119,41 @@ func recallOnly(o *api.Ops, ctx context.Context, in api.RecallIn) (api.RecallOut
 		return api.RecallOut{}, "", &api.InputError{Msg: "recall only reads, and an @arch:store: query writes: record with record_pattern, record_failure, record_insight or record_decision"}
 	}
 	return o.Recall(ctx, in)
+}
+
+// maxPictureTries bounds the calls retrieve_context makes to fit its
+// pictures into MaxResultBytes; one more sends none.
+const maxPictureTries = 4
+
+// retrieveContext is retrieve_context with pictures: each image (PNG,
+// JPEG, GIF, WebP) the text shows whole comes back beside it as an image
+// content, which Claude Code gives its model as a picture, as many as fit
+// MaxResultBytes with the text (and the structured content, if sent); the
+// placeholder of one left out says why. The room first given to the
+// pictures is the whole cap; a result then over it is made again with
+// less room, by as much as it was over.
+func (s *Server) retrieveContext(o *api.Ops, ctx context.Context, in api.RetrieveIn) (api.RetrieveOut, string, error) {
+	in.Pictures, in.PictureBytes = true, MaxResultBytes
+	for try := 1; ; try++ {
+		out, text, err := o.RetrieveContext(ctx, in)
+		if err != nil || len(out.Pictures) == 0 {
+			return out, text, err
+		}
+		pics := 0
+		for _, p := range out.Pictures {
+			pics += base64.StdEncoding.EncodedLen(len(p.Data))
+		}
+		size := len(text) + pics
+		if s.opts.Structured {
+			b, _ := json.Marshal(out) // RetrieveOut always marshals
+			size += len(b)
+		}
+		if size <= MaxResultBytes {
+			return out, text, nil
+		}
+		in.PictureBytes = max(0, pics-(size-MaxResultBytes))
+		if try == maxPictureTries {
+			in.PictureBytes = 0
+		}
+	}
 }

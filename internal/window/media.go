@@ -435,3 +435,52 @@ func ShowMedia(raw []byte, how string) string {
 	b.Write(raw[at:])
 	return b.String()
 }
+
+// Tokens is what m costs a model: an image at the dearer of the vendors'
+// rates for its size (Anthropic's or OpenAI's in high detail, each at
+// its most when the size is not known), a PDF at pdfPageTokens a page
+// (its pages from its size when they could not be counted).
+func (m Media) Tokens() int {
+	if m.Kind == "image" {
+		return max(claudeImageTokens(m.Width, m.Height), openAIImageTokens(m.Width, m.Height, ""))
+	}
+	if m.Pages > 0 {
+		return m.Pages * pdfPageTokens
+	}
+	return max(1, (m.Size*3/4+pdfBytesPerPage-1)/pdfBytesPerPage) * pdfPageTokens
+}
+
+// pictureTypes are the types of image every vendor takes, by the name
+// image.DecodeConfig gives their format.
+var pictureTypes = map[string]string{"png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"}
+
+// Picture decodes the payload of an image m (raw[m.Start:m.End] of the
+// block FindMedia read it from: base64, or a data: URL) and returns its
+// bytes and their type, read from its header, not from what the block
+// says. It fails for a PDF, for base64 that does not decode, and for an
+// image in a format not all the vendors take (PNG, JPEG, GIF and WebP).
+func (m Media) Picture(raw []byte) (data []byte, typ string, err error) {
+	if m.Kind != "image" {
+		return nil, "", fmt.Errorf("a %s is no picture", m.Kind)
+	}
+	if m.Start < 0 || m.End > len(raw) || m.Start > m.End {
+		return nil, "", fmt.Errorf("payload at bytes %d to %d of a block of %d", m.Start, m.End, len(raw))
+	}
+	payload := strings.ReplaceAll(string(raw[m.Start:m.End]), `\/`, "/")
+	if b64 := dataURL(payload); b64 != "" {
+		payload = b64
+	}
+	data, err = base64.StdEncoding.DecodeString(payload)
+	if err != nil {
+		return nil, "", fmt.Errorf("decode the image's base64: %w", err)
+	}
+	_, format, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		return nil, "", fmt.Errorf("read the image's header: %w", err)
+	}
+	typ, ok := pictureTypes[format]
+	if !ok {
+		return nil, "", fmt.Errorf("an image in %s, which not every vendor takes", format)
+	}
+	return data, typ, nil
+}

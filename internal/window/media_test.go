@@ -204,3 +204,63 @@ func TestMediaEntities(t *testing.T) {
 		}
 	}
 }
+
+// TestMedia_Picture: an image found in a block decodes to its bytes, with
+// its type read from its header, in each vendor's shape (a data: URL, a
+// / escaped); a PDF, an image in a format not every vendor takes and
+// base64 that does not decode are no picture.
+func TestMedia_Picture(t *testing.T) {
+	png := pictest.NoisePNG(20, 10)
+	b64 := base64.StdEncoding.EncodeToString(png)
+	escaped := strings.ReplaceAll(b64, "/", `\/`)
+	bmp := base64.StdEncoding.EncodeToString(append([]byte("BM"), make([]byte, 60)...))
+	for _, c := range []struct {
+		name, block string
+		want        []byte
+		typ         string
+	}{
+		{"Anthropic", `{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"` + b64 + `"}}`, png, "image/png"},
+		{"Escaped", `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + escaped + `"}}`, png, "image/png"},
+		{"OpenAI", `{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}`, png, "image/png"},
+		{"Responses", `{"type":"input_image","image_url":"data:image/png;base64,` + b64 + `"}`, png, "image/png"},
+		{"BMP", `{"type":"image","source":{"type":"base64","media_type":"image/bmp","data":"` + bmp + `"}}`, nil, ""},
+		{"NotBase64", `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"not base64!"}}`, nil, ""},
+		{"PDF", `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + b64 + `"}}`, nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ms := window.FindMedia([]byte(c.block))
+			if len(ms) != 1 {
+				t.Fatalf("FindMedia: %d pieces", len(ms))
+			}
+			data, typ, err := ms[0].Picture([]byte(c.block))
+			if c.want == nil {
+				if err == nil {
+					t.Errorf("Picture: %s of %d bytes, want an error", typ, len(data))
+				}
+				return
+			}
+			if err != nil || typ != c.typ || !bytes.Equal(data, c.want) {
+				t.Errorf("Picture: %s of %d bytes, %v; want %s of %d", typ, len(data), err, c.typ, len(c.want))
+			}
+		})
+	}
+}
+
+// TestMedia_Tokens: a picture costs the dearer of the vendors' rates, a
+// PDF its pages.
+func TestMedia_Tokens(t *testing.T) {
+	for _, c := range []struct {
+		m    window.Media
+		want int
+	}{
+		{window.Media{Kind: "image", Width: 40, Height: 30}, 255},                              // OpenAI's one tile over Anthropic's 2
+		{window.Media{Kind: "image", Width: 1000, Height: 1000}, 1334},                         // Anthropic's 1,000,000/750 over OpenAI's 765
+		{window.Media{Kind: "image"}, 1600},                                                    // size unknown: Anthropic's most
+		{window.Media{Kind: "document", Pages: 2}, 6000},                                       // 3,000 a page
+		{window.Media{Kind: "document", Size: base64.StdEncoding.EncodedLen(120 << 10)}, 9000}, // pages from 120 KB
+	} {
+		if got := c.m.Tokens(); got != c.want {
+			t.Errorf("%+v: %d tokens, want %d", c.m, got, c.want)
+		}
+	}
+}
