@@ -10,12 +10,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// MaxResultBytes bounds a tool result: its text, its pictures (as
-// base64) and its structured content (as JSON) together. About 25,000 tokens, what Claude Code takes
+// MaxResultBytes bounds a tool result: its text and its structured
+// content (as JSON) together. About 25,000 tokens, what Claude Code takes
 // from an MCP tool by default. The operations' own limits (internal/api
 // ranges, token budgets) keep results well under it; this is the final
 // guard, for what they cannot foresee, such as a whole large file.
+//
+// A result's pictures are not text: a model is charged for one by its
+// size in pixels (at most 1,600 tokens with Anthropic, which is what
+// Claude Code counts for it against its limit), not by its bytes, so
+// they have a cap of their own, DefaultMaxPictureBytes.
 const MaxResultBytes = 96 << 10
+
+// DefaultMaxPictureBytes bounds the pictures of a tool result together,
+// as base64 (Options.MaxPictureBytes): a few screenshots of a large
+// screen, well under the 5 MB Anthropic takes for one image and the
+// 32 MB of a request.
+const DefaultMaxPictureBytes = 8 << 20
 
 // narrow says, per tool, how to ask for less.
 var narrow = map[string]string{
@@ -55,8 +66,8 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return res, err
 		}
-		size := resultBytes(r)
-		if size <= MaxResultBytes {
+		size, pics := resultBytes(r), pictureBytes(r)
+		if size <= MaxResultBytes && pics <= s.maxPictureBytes() {
 			return res, err
 		}
 		name := ""
@@ -67,23 +78,43 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		if how == "" {
 			how = "narrow the call"
 		}
-		s.log.Info("tool result over the cap", "tool", name, "bytes", size, "cap", MaxResultBytes)
 		var out mcp.CallToolResult
+		if size <= MaxResultBytes {
+			s.log.Info("tool result's pictures over the cap", "tool", name, "bytes", pics, "cap", s.maxPictureBytes())
+			out.SetError(fmt.Errorf("the result's pictures are %d KB, over the %d KB a tool result's pictures may take: %s", (pics+1023)/1024, s.maxPictureBytes()/1024, how))
+			return &out, nil
+		}
+		s.log.Info("tool result over the cap", "tool", name, "bytes", size, "cap", MaxResultBytes)
 		out.SetError(fmt.Errorf("the result is %d KB, over the %d KB a tool result may take: %s", (size+1023)/1024, MaxResultBytes/1024, how))
 		return &out, nil
 	}
 }
 
-// resultBytes is the size of a result's text, pictures and structured
-// content.
+// maxPictureBytes is the cap on a result's pictures.
+func (s *Server) maxPictureBytes() int {
+	if s.opts.MaxPictureBytes > 0 {
+		return s.opts.MaxPictureBytes
+	}
+	return DefaultMaxPictureBytes
+}
+
+// pictureBytes is the size of a result's pictures, as base64.
+func pictureBytes(r *mcp.CallToolResult) int {
+	n := 0
+	for _, c := range r.Content {
+		if ic, ok := c.(*mcp.ImageContent); ok {
+			n += base64.StdEncoding.EncodedLen(len(ic.Data))
+		}
+	}
+	return n
+}
+
+// resultBytes is the size of a result's text and structured content.
 func resultBytes(r *mcp.CallToolResult) int {
 	n := 0
 	for _, c := range r.Content {
-		switch c := c.(type) {
-		case *mcp.TextContent:
-			n += len(c.Text)
-		case *mcp.ImageContent:
-			n += base64.StdEncoding.EncodedLen(len(c.Data))
+		if tc, ok := c.(*mcp.TextContent); ok {
+			n += len(tc.Text)
 		}
 	}
 	switch sc := r.StructuredContent.(type) {

@@ -28,9 +28,9 @@ import (
 // TestRetrieveContext_Image: a screenshot a tool read, evicted from its
 // window and read back through its marker, reaches the model as a
 // placeholder (its type, size in pixels and bytes, how to read it whole)
-// beside the tool result's text, not as its base64, and, too large for a
-// result, not as a picture either: the placeholder says so and where to
-// read it; a cut after it reads on from the right byte; raw true reads
+// beside the tool result's text, not as its base64, and as a picture
+// too, though its base64 is larger than a result's text may be; a cut
+// after it reads on from the right byte; raw true reads
 // the base64; get_turn_range and search_history show the placeholder too.
 func TestRetrieveContext_Image(t *testing.T) {
 	cs, eng := newClient(t, Options{Session: "s1", Agent: "claude", Structured: true})
@@ -54,7 +54,7 @@ func TestRetrieveContext_Image(t *testing.T) {
 	}
 	want := strings.Replace(result, data, placeholder, 1)
 	if cut := strings.Index(want, "sha256 "); !strings.HasPrefix(shot.Content, want[:cut]) || !strings.HasSuffix(shot.Content, want[strings.Index(want, `"}},`):]) ||
-		!strings.Contains(shot.Content, "; not sent: its 160 KB of base64 are over the 98 KB a result has left for pictures; its base64: engram show "+shot.ID+"]") ||
+		!strings.Contains(shot.Content, "; picture 1, sent below]") ||
 		shot.EndByte != len(result) || shot.Truncated {
 		t.Errorf("the tool result: %+v, want its text and the image as a placeholder", shot)
 	}
@@ -230,17 +230,16 @@ func TestRetrieveContext_Pictures(t *testing.T) {
 	}
 }
 
-// TestRetrieveContext_PicturesCap: pictures that would take the result
-// over MaxResultBytes, with its text (and its structured content), are
-// not sent: the result stays within the cap, not an error, the pictures
-// that fit are sent, the same bytes, and the placeholders of the others
-// say why not and where to read them.
+// TestRetrieveContext_PicturesCap: pictures that would take the result's
+// pictures over their cap (Options.MaxPictureBytes) are not sent: the
+// result is no error, the pictures that fit are sent, the same bytes,
+// and the placeholders of the others say why not and where to read them.
 func TestRetrieveContext_PicturesCap(t *testing.T) {
 	for _, structured := range []bool{false, true} {
 		t.Run(fmt.Sprintf("Structured=%v", structured), func(t *testing.T) {
-			cs, eng := newClient(t, Options{Session: "s1", Agent: "claude", Structured: structured})
+			cs, eng := newClient(t, Options{Session: "s1", Agent: "claude", Structured: structured, MaxPictureBytes: 64 << 10})
 			// Four pictures of about 29 KB of base64 each, and text
-			// between them: 96 KB hold three of them alone.
+			// between them: 64 KB hold two of them.
 			var shots []string
 			result := `{"type":"tool_result","tool_use_id":"call-0","content":[`
 			for i := range 4 {
@@ -254,12 +253,12 @@ func TestRetrieveContext_PicturesCap(t *testing.T) {
 			if res.IsError {
 				t.Fatalf("retrieve_context: %s", text)
 			}
-			if n := resultBytes(res); n > MaxResultBytes {
-				t.Errorf("the result takes %d bytes, over %d", n, MaxResultBytes)
+			if n := pictureBytes(res); n > 64<<10 {
+				t.Errorf("the result's pictures take %d bytes, over %d", n, 64<<10)
 			}
 			pics := pictures(t, res)
-			if len(pics) == 0 || len(pics) == len(shots) {
-				t.Fatalf("%d pictures of %d sent", len(pics), len(shots))
+			if len(pics) != 2 {
+				t.Fatalf("%d pictures of %d sent, want the 2 that fit", len(pics), len(shots))
 			}
 			for i, p := range pics {
 				want, _ := base64.StdEncoding.DecodeString(shots[i])
@@ -275,6 +274,27 @@ func TestRetrieveContext_PicturesCap(t *testing.T) {
 				t.Errorf("%d placeholders say why their picture was not sent, want %d:\n%s", n, len(shots)-len(pics), text)
 			}
 		})
+	}
+}
+
+// TestRetrieveContext_LargePicture: a screenshot whose base64 is larger
+// than the cap on a result's text (MaxResultBytes) comes back whole: a
+// picture costs the model its pixels, not its bytes.
+func TestRetrieveContext_LargePicture(t *testing.T) {
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "claude"})
+	shot := pictest.NoisePNGBase64(300, 200) // about 240 KB of base64
+	if len(shot) <= MaxResultBytes {
+		t.Fatalf("the picture is %d bytes of base64, not over %d", len(shot), MaxResultBytes)
+	}
+	refs := evictResult(t, eng, `{"type":"tool_result","tool_use_id":"call-0","content":[{"type":"text","text":"the dashboard after sign-in"},`+imageBlock(shot)+`]}`)
+	text, res := call(t, cs, "retrieve_context", map[string]any{"ref_id": refs[0].Marker, "max_tokens": 4000})
+	if res.IsError {
+		t.Fatalf("retrieve_context: %s", text)
+	}
+	pics := pictures(t, res)
+	want, _ := base64.StdEncoding.DecodeString(shot)
+	if len(pics) != 1 || !bytes.Equal(pics[0].Data, want) {
+		t.Fatalf("%d pictures sent, want the screenshot's %d bytes:\n%s", len(pics), len(want), text)
 	}
 }
 

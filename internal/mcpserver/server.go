@@ -65,6 +65,9 @@ type Options struct {
 	// alone: Claude Code and Codex show the model the structured content
 	// when there is any, at about twice the text's tokens.
 	Structured bool
+	// MaxPictureBytes bounds the pictures of a tool result together, as
+	// base64; 0 means DefaultMaxPictureBytes.
+	MaxPictureBytes int
 }
 
 // Server is engram's MCP server for one client.

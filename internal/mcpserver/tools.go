@@ -2,8 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"strings"
 
@@ -121,39 +119,12 @@ func recallOnly(o *api.Ops, ctx context.Context, in api.RecallIn) (api.RecallOut
 	return o.Recall(ctx, in)
 }
 
-// maxPictureTries bounds the calls retrieve_context makes to fit its
-// pictures into MaxResultBytes; one more sends none.
-const maxPictureTries = 4
-
 // retrieveContext is retrieve_context with pictures: each image (PNG,
 // JPEG, GIF, WebP) the text shows whole comes back beside it as an image
-// content, which Claude Code gives its model as a picture, as many as fit
-// MaxResultBytes with the text (and the structured content, if sent); the
-// placeholder of one left out says why. The room first given to the
-// pictures is the whole cap; a result then over it is made again with
-// less room, by as much as it was over.
+// content, which Claude Code gives its model as a picture, as many as
+// max_tokens and the cap on a result's pictures (Options.MaxPictureBytes)
+// take; the placeholder of one left out says why.
 func (s *Server) retrieveContext(o *api.Ops, ctx context.Context, in api.RetrieveIn) (api.RetrieveOut, string, error) {
-	in.Pictures, in.PictureBytes = true, MaxResultBytes
-	for try := 1; ; try++ {
-		out, text, err := o.RetrieveContext(ctx, in)
-		if err != nil || len(out.Pictures) == 0 {
-			return out, text, err
-		}
-		pics := 0
-		for _, p := range out.Pictures {
-			pics += base64.StdEncoding.EncodedLen(len(p.Data))
-		}
-		size := len(text) + pics
-		if s.opts.Structured {
-			b, _ := json.Marshal(out) // RetrieveOut always marshals
-			size += len(b)
-		}
-		if size <= MaxResultBytes {
-			return out, text, nil
-		}
-		in.PictureBytes = max(0, pics-(size-MaxResultBytes))
-		if try == maxPictureTries {
-			in.PictureBytes = 0
-		}
-	}
+	in.Pictures, in.PictureBytes = true, s.maxPictureBytes()
+	return o.RetrieveContext(ctx, in)
 }
