@@ -64,12 +64,7 @@ func proxySession(b *testing.B, proxied bool) sessionFigures {
 		dataDir := b.TempDir()
 		env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-bench-token")
 		url := startProxyArgs(b, env, srv.URL(), "--window", "30000", "--project", cc.Dir)
-		for i, kv := range cc.Env {
-			if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
-				cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
-			}
-		}
-		cc.Env = append(cc.Env, "ANTHROPIC_CUSTOM_HEADERS=X-Engram-Token: proxy-bench-token")
+		throughProxy(cc, url, "proxy-bench-token")
 	}
 	var steps []modelserver.Step
 	for i := range 59 {

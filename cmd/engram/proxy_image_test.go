@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/engramhq/engram/internal/modelserver"
@@ -28,12 +27,7 @@ func TestClaudeCode_ProxyImage(t *testing.T) {
 	dataDir := t.TempDir()
 	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
 	url := startProxyArgs(t, env, srv.URL(), "--window", "60000")
-	for i, kv := range cc.Env {
-		if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
-			cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
-		}
-	}
-	cc.Env = append(cc.Env, "ANTHROPIC_CUSTOM_HEADERS=X-Engram-Token: proxy-test-token")
+	throughProxy(cc, url, "proxy-test-token")
 
 	shot := filepath.Join(cc.Dir, "shot.png")
 	writeNoisePNG(t, shot)

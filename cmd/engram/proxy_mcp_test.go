@@ -30,12 +30,8 @@ func TestClaudeCode_ProxyMCPResult(t *testing.T) {
 	dataDir := t.TempDir()
 	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
 	url := startProxyArgs(t, env, srv.URL(), "--window", "40000", "--project", cc.Dir)
-	for i, kv := range cc.Env {
-		if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
-			cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
-		}
-	}
-	cc.Env = append(cc.Env, "ANTHROPIC_CUSTOM_HEADERS=X-Engram-Token: proxy-test-token", "ENGRAM_DATA_DIR="+dataDir)
+	throughProxy(cc, url, "proxy-test-token")
+	cc.Env = append(cc.Env, "ENGRAM_DATA_DIR="+dataDir)
 	mcpConfig := engramCLI(t, env, cc.Dir, "mcp", "--print-config", "claude-code", "--project", cc.Dir)
 	if err := os.WriteFile(filepath.Join(cc.Dir, ".mcp.json"), []byte(mcpConfig), 0o644); err != nil {
 		t.Fatal(err)

@@ -83,12 +83,7 @@ func TestClaudeCode_Proxy(t *testing.T) {
 	dataDir := t.TempDir()
 	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
 	url := startProxy(t, env, srv.URL())
-	for i, kv := range cc.Env {
-		if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
-			cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
-		}
-	}
-	cc.Env = append(cc.Env, "ANTHROPIC_CUSTOM_HEADERS=X-Engram-Token: proxy-test-token")
+	throughProxy(cc, url, "proxy-test-token")
 
 	notes := filepath.Join(cc.Dir, "notes.txt")
 	if err := os.WriteFile(notes, []byte("the secret word is PAPAYA\n"), 0o644); err != nil {
@@ -154,12 +149,8 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 	dataDir := t.TempDir()
 	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
 	url := startProxyArgs(t, env, srv.URL(), "--window", "40000", "--project", cc.Dir)
-	for i, kv := range cc.Env {
-		if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
-			cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
-		}
-	}
-	cc.Env = append(cc.Env, "ANTHROPIC_CUSTOM_HEADERS=X-Engram-Token: proxy-test-token", "ENGRAM_DATA_DIR="+dataDir,
+	throughProxy(cc, url, "proxy-test-token")
+	cc.Env = append(cc.Env, "ENGRAM_DATA_DIR="+dataDir,
 		"CLAUDE_CODE_AUTO_COMPACT_WINDOW=100000")
 	mcpConfig := engramCLI(t, env, cc.Dir, "mcp", "--print-config", "claude-code", "--project", cc.Dir)
 	if err := os.WriteFile(filepath.Join(cc.Dir, ".mcp.json"), []byte(mcpConfig), 0o644); err != nil {
@@ -345,6 +336,17 @@ func windowOf(t *testing.T, dataDir string, key store.WindowKey) []window.Messag
 }
 
 // startProxyArgs is startProxy with more arguments.
+// throughProxy points Claude Code at the engram proxy at url, with
+// engram's token in the header Claude Code adds to every request.
+func throughProxy(cc *modelserver.ClaudeCode, url, token string) {
+	for i, kv := range cc.Env {
+		if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
+			cc.Env[i] = "ANTHROPIC_BASE_URL=" + url
+		}
+	}
+	cc.Env = append(cc.Env, "ANTHROPIC_CUSTOM_HEADERS=X-Engram-Token: "+token)
+}
+
 func startProxyArgs(t testing.TB, env []string, upstream string, args ...string) string {
 	t.Helper()
 	return startProxyWith(t, env, upstream, args)

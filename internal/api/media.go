@@ -185,7 +185,7 @@ func (ps *pictures) how(content []byte, start int, id string) func(window.Media)
 		case tokens > ps.tokens:
 			return fmt.Sprintf("not sent: its %d tokens are over the %d left of max_tokens for pictures; raise max_tokens, or its base64: engram show %s", tokens, ps.tokens, id)
 		case size > ps.bytes:
-			return fmt.Sprintf("not sent: its %s of base64 are over the %s a result has left for pictures; its base64: engram show %s", sizeOf(size), sizeOf(ps.bytes), id)
+			return fmt.Sprintf("not sent: its %s of base64 are over the %s a result has left for pictures; its base64: engram show %s", window.SizeOf(size), window.SizeOf(ps.bytes), id)
 		}
 		ps.tokens -= tokens
 		ps.bytes -= size
@@ -204,15 +204,4 @@ func (ps *pictures) keep(mark, end int) {
 		ps.bytes += base64.StdEncoding.EncodedLen(len(ps.sent[i].Data))
 		ps.sent, ps.ends = ps.sent[:i], ps.ends[:i]
 	}
-}
-
-// sizeOf writes n bytes for a reader: 920 B, 78 KB, 1.2 MB.
-func sizeOf(n int) string {
-	switch {
-	case n < 1000:
-		return fmt.Sprintf("%d B", n)
-	case n < 1000*1000:
-		return fmt.Sprintf("%d KB", (n+500)/1000)
-	}
-	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 }

@@ -397,7 +397,7 @@ func (m Media) Placeholder(how string) string {
 	case m.Pages > 1:
 		fmt.Fprintf(&b, " %d pages,", m.Pages)
 	}
-	fmt.Fprintf(&b, " %s of base64, sha256 %s", sizeOf(m.Size), m.Sum)
+	fmt.Fprintf(&b, " %s of base64, sha256 %s", SizeOf(m.Size), m.Sum)
 	if how != "" {
 		b.WriteString("; " + how)
 	}
@@ -405,8 +405,8 @@ func (m Media) Placeholder(how string) string {
 	return strings.NewReplacer(`"`, "'", `\`, "/").Replace(b.String())
 }
 
-// sizeOf writes n bytes for a reader: 920 B, 78 KB, 1.2 MB.
-func sizeOf(n int) string {
+// SizeOf writes n bytes for a reader: 920 B, 78 KB, 1.2 MB.
+func SizeOf(n int) string {
 	switch {
 	case n < 1000:
 		return fmt.Sprintf("%d B", n)
