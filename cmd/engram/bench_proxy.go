@@ -911,11 +911,14 @@ type proxyProcess struct {
 	gc  gcTrace
 }
 
-// trace reads the process's standard error: its gctrace lines, and its
-// ready line, on which ready is closed; other lines go to w.
-func (pp *proxyProcess) trace(r io.Reader, ready chan<- struct{}, w io.Writer) {
+// trace reads the process's standard error until it closes (the process
+// has ended), then closes exited: its gctrace lines are kept, its ready
+// line dropped and other lines go to w. The runtime writes a trace line
+// in pieces that can land in the middle of the program's own, so a line
+// read here is no sign of readiness; the listening socket is.
+func (pp *proxyProcess) trace(r io.Reader, exited chan<- struct{}, w io.Writer) {
+	defer close(exited)
 	sc := bufio.NewScanner(r)
-	once := sync.Once{}
 	for sc.Scan() {
 		line := sc.Text()
 		if m := gcLine.FindStringSubmatch(line); m != nil {
@@ -927,11 +930,32 @@ func (pp *proxyProcess) trace(r io.Reader, ready chan<- struct{}, w io.Writer) {
 			pp.mu.Unlock()
 			continue
 		}
-		if strings.HasPrefix(line, "engram proxy on ") {
-			once.Do(func() { close(ready) })
+		if strings.Contains(line, "engram proxy on ") {
 			continue
 		}
 		fmt.Fprintln(w, "engram proxy: "+line)
+	}
+}
+
+// waitListening waits until addr accepts a connection, the process ends
+// (exited closes) or 30 s pass.
+func waitListening(ctx context.Context, addr string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("engram proxy did not listen on %s within 30 s: %w", addr, err)
+		}
+		select {
+		case <-exited:
+			return errors.New("engram proxy ended before it listened (its output is above)")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
@@ -1014,14 +1038,10 @@ func (a *app) benchProxyMemory(ctx context.Context, pb *proxyBench, up *modelser
 	}
 	defer func() { cancel(); _ = cmd.Wait() }()
 	pp := &proxyProcess{pid: cmd.Process.Pid}
-	ready := make(chan struct{})
-	go pp.trace(stderr, ready, a.stderr)
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-		return nil, errors.New("engram proxy did not start within 30 s")
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	exited := make(chan struct{})
+	go pp.trace(stderr, exited, a.stderr)
+	if err := waitListening(ctx, addr, exited); err != nil {
+		return nil, err
 	}
 	front := "http://" + addr
 	mem := &proxyMemory{}

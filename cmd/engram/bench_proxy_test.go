@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"net"
 	"strings"
 	"testing"
 )
@@ -36,5 +38,42 @@ func TestBenchProxy(t *testing.T) {
 		{"shed", "--timeout", "0s"}, {"search", "--queries", "0"}, {"hooks", "--runs", "0"},
 	} {
 		e.fail("", 2, "--"+strings.TrimLeft(args[1], "-")+" "+args[2]+": want", append([]string{"bench"}, args...)...)
+	}
+}
+
+// TestBenchProxyReady: the memory phase knows the proxy is up from its
+// socket, not from its ready line, which the runtime's gctrace can split
+// (CI saw "gc engram proxy on …" and waited 30 s for a line that never
+// came whole). A proxy that ends before listening is reported at once.
+func TestBenchProxyReady(t *testing.T) {
+	var pp proxyProcess
+	exited := make(chan struct{})
+	var out strings.Builder
+	pp.trace(strings.NewReader("gc engram proxy on http://127.0.0.1:1: Anthropic to …\n"+
+		"1 @0.037s 0%: 0.12+1.0+0.006 ms clock, 0.25+0.20/0.35/0.62+0.013 ms cpu, 3->3->1 MB, 4 MB goal, 0 MB stacks, 0 MB globals, 2 P\n"+
+		"gc 2 @0.5s 0%: 0.1+1+0 ms clock, 0+0/0/0+0 ms cpu, 5->6->2 MB, 7 MB goal, 0 MB stacks, 0 MB globals, 2 P\n"+
+		"listen tcp: address already in use\n"), exited, &out)
+	select {
+	case <-exited:
+	default:
+		t.Fatal("trace returned without closing exited")
+	}
+	if pp.gc.n != 2 || pp.gc.live != 2<<20 || pp.gc.goal != 7<<20 {
+		t.Errorf("gc trace read as %+v, want collection 2, 2 MB live, 7 MB goal", pp.gc)
+	}
+	if strings.Contains(out.String(), "proxy on") || !strings.Contains(out.String(), "engram proxy: listen tcp: address already in use") {
+		t.Errorf("passed on:\n%s", out.String())
+	}
+	if err := waitListening(context.Background(), "127.0.0.1:1", exited); err == nil || !strings.Contains(err.Error(), "ended before it listened") {
+		t.Errorf("a proxy that ended: %v", err)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	if err := waitListening(context.Background(), l.Addr().String(), make(chan struct{})); err != nil {
+		t.Errorf("a proxy listening: %v", err)
 	}
 }
