@@ -191,6 +191,10 @@ func TestCLI_ExitCodes(t *testing.T) {
 		{[]string{"agents"}, 1},
 		{[]string{"session", "show", "--session", "s1"}, 1},
 		{[]string{"window", "open", "--session", "s1", "--agent", "a", "--model", "no-such-model"}, 2},
+		// A role for the model APIs' windows that names no policy (these
+		// open the store first).
+		{[]string{"proxy", "--role", "no-such-role"}, 2},
+		{[]string{"serve", "--proxy-role", "no-such-role", "--addr", "127.0.0.1:0"}, 2},
 	} {
 		if code, _, errOut := e.run("", tc.args...); code != tc.code {
 			t.Errorf("engram %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), code, tc.code, errOut)

@@ -17,6 +17,7 @@ import (
 	"github.com/engramhq/engram/internal/httpapi"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/proxy"
+	"github.com/engramhq/engram/internal/window"
 )
 
 func (a *app) proxyCmd() *cobra.Command {
@@ -48,6 +49,9 @@ Over the window's threshold (its model's context, or --window), older
 runs reach the model as [CTX-REF] markers, which engram's MCP tool
 retrieve_context expands; the rewritten part stays the same bytes until
 the window evicts again, so the provider's prompt cache keeps hitting.
+Windows take the tool_loop role's policy (--role): the newest step kept
+whole, eviction down to 40 %, and a digest of the lines of evicted tool
+output that name what the agent learned.
 
 --print-config claude-code|codex prints, without starting the proxy, what
 wires the harness to it (at --addr) and to engram's MCP server in one step,
@@ -156,6 +160,7 @@ address bound. Every other path goes upstream.`,
 	f.DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long to wait for an upstream's answer to begin")
 	f.DurationVar(&opts.ReleaseIdle, "release-idle", proxy.DefaultReleaseIdle, "return the memory requests used to the system after this long without one (-1s: never)")
 	f.IntVar(&opts.Limit, "window", 0, "every window's context in tokens (default: its model's)")
+	f.StringVar(&opts.Role, "role", window.ToolLoopRole, "the windows' role, which picks their eviction policy (a built-in role or one of [window.roles])")
 	return cmd
 }
 

@@ -29,7 +29,10 @@ func TestClaudeCode_ProxyMCPResult(t *testing.T) {
 	cc := modelserver.NewClaudeCode(t, srv)
 	dataDir := t.TempDir()
 	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
-	url := startProxyArgs(t, env, srv.URL(), "--window", "40000", "--project", cc.Dir)
+	// The default role's policy clips a result over half the room, which
+	// is what this test reads (tool_loop, the proxy's own, clips only what
+	// overflows the budget).
+	url := startProxyArgs(t, env, srv.URL(), "--window", "40000", "--role", "default", "--project", cc.Dir)
 	throughProxy(cc, url, "proxy-test-token")
 	cc.Env = append(cc.Env, "ENGRAM_DATA_DIR="+dataDir)
 	mcpConfig := engramCLI(t, env, cc.Dir, "mcp", "--print-config", "claude-code", "--project", cc.Dir)

@@ -20,6 +20,7 @@ import (
 	"github.com/engramhq/engram/internal/index"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/proxy"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // checkAddr refuses an --addr that is not host:port, before anything is
@@ -297,6 +298,7 @@ name, with /healthz listing them and one token for all.`,
 	f.StringVar(&upstreams.Anthropic, "anthropic", proxy.DefaultAnthropic, "the Anthropic API's base URL, where /v1/messages goes")
 	f.StringVar(&upstreams.OpenAI, "openai", proxy.DefaultOpenAI, "the OpenAI API's base URL, where /v1/chat/completions and /v1/responses go")
 	f.Int64Var(&upstreams.MaxBody, "proxy-max-body", proxy.DefaultMaxBody, "the largest model API request body, in bytes (above the vendors' own)")
+	f.StringVar(&upstreams.Role, "proxy-role", window.ToolLoopRole, "the role of the model APIs' windows, which picks their eviction policy (a built-in role or one of [window.roles])")
 	return cmd
 }
 

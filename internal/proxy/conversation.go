@@ -780,7 +780,7 @@ func (p *Proxy) size(ctx context.Context, w *held, c *conversation) error {
 	if p.opts.Limit > 0 {
 		limit = p.opts.Limit
 	}
-	o := window.OpenOptions{Limit: limit, Safety: int(window.DefaultSafety*float64(limit)) + tools}
+	o := window.OpenOptions{Role: p.opts.Role, Limit: limit, Safety: int(window.DefaultSafety*float64(limit)) + tools}
 	if known && p.opts.Limit <= 0 {
 		o.Model = model.Name
 	}

@@ -122,7 +122,11 @@ type Options struct {
 	Catalog *tokens.Catalog
 	// Limit, if positive, is every window's context in tokens instead of
 	// its model's.
-	Limit  int
+	Limit int
+	// Role is the windows' role, which picks their policy (window.Policies,
+	// or the Manager's [window.roles]); empty is window.ToolLoopRole, the
+	// policy measured on real agents' runs: a harness is a tool loop.
+	Role   string
 	Logger *slog.Logger
 	// Transport reaches the upstreams; nil is a clone of the default.
 	Transport http.RoundTripper
@@ -170,6 +174,13 @@ func New(eng *engine.Engine, windows *window.Manager, opts Options) (*Proxy, err
 	}
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.Role == "" {
+		opts.Role = window.ToolLoopRole
+	}
+	if !windows.KnownRole(opts.Role) {
+		// Nobody would be told that the windows took the default's policy.
+		return nil, fmt.Errorf("role %q is none of the built-in roles nor of [window.roles]", opts.Role)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout

@@ -590,3 +590,46 @@ func TestFirstLine(t *testing.T) {
 		}
 	}
 }
+
+// TestLayout_KeepsTask: a tool loop's window keeps the prompt that opens
+// the newest turn through an eviction when nothing pins it (a harness's
+// session through engram proxy), as the trajectories it was measured on
+// pin their task; an older turn's prompt goes like any step.
+func TestLayout_KeepsTask(t *testing.T) {
+	l := newLayout(t, 400)
+	filler := strings.Repeat("unrelated output line\n", 25)
+	conv := []Message{
+		counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "You are a coding agent."}}}),
+		counted(Message{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: "List the packages."}}}),
+	}
+	conv = append(conv, step("c1", "go list ./...", filler)...)
+	conv = append(conv, counted(Message{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: "Fix the failing parser test."}}}))
+	for k := 2; k < 8; k++ {
+		conv = append(conv, step(fmt.Sprintf("c%d", k), "ls", filler)...)
+	}
+	for _, m := range conv {
+		if err := l.Append(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.Evictions() == 0 {
+		t.Fatalf("no eviction at %d of 400 tokens", l.Tokens())
+	}
+	var shown []string
+	for _, s := range l.Segments() {
+		if s.Kind == Evicted {
+			continue
+		}
+		for _, m := range conv[s.From:s.To] {
+			if isPrompt(&m) {
+				shown = append(shown, m.Blocks[0].Text)
+			}
+		}
+	}
+	if want := []string{"Fix the failing parser test."}; !slices.Equal(shown, want) {
+		t.Errorf("prompts shown %q, want %q", shown, want)
+	}
+	if l.Tokens() > 400 {
+		t.Errorf("%d tokens over a budget of 400", l.Tokens())
+	}
+}

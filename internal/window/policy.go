@@ -137,7 +137,8 @@ const SeedClip = 0.5
 // harness's agent: claude, codex, mini-swe-agent), measured on the
 // trajectory replay (BENCHMARKS.md, "Trajectory replay"): the default
 // role's, evicting at 75 % down to 40 % of the room, of which a digest of
-// evicted tool results may take 37 %, the newest step kept whole, and a
+// evicted tool results may take 37 %, the newest step and the prompt that
+// opens the newest turn kept whole, and a
 // command of the agent's over 300 tokens (a heredoc that writes a file)
 // shown as its head and tail from the start; a result is clipped only
 // when it overflows the budget (no Clip share: the policy as measured).

@@ -8,10 +8,10 @@ import (
 
 // keep reports, by segment, the candidates (indices of segments that may
 // go) that a window keeps through an eviction to its target: the newest
-// KeepUnits of them, or, for a policy that counts turns rather than steps
-// (KeepUnits 0), those of the last KeepTurns turns and at least the
-// newest. They go too, but the newest, when the window is over its
-// budget.
+// KeepUnits of them and the prompt that opens the newest turn, or, for a
+// policy that counts turns rather than steps (KeepUnits 0), those of the
+// last KeepTurns turns and at least the newest. They go too, but the
+// newest, when the window is over its budget.
 func (l *Layout) keep(cand []int) []bool {
 	keep := make([]bool, len(l.segs))
 	p := l.o.Policy
@@ -24,6 +24,20 @@ func (l *Layout) keep(cand []int) []bool {
 		from := keptTurnsStart(l.msgs, p.KeepTurns)
 		for _, i := range cand {
 			keep[i] = keep[i] || l.segs[i].To > from
+		}
+		return keep
+	}
+	// A policy that counts steps keeps the prompt that opens the newest
+	// turn too: the agent's task, which the trajectories it was measured
+	// on pin. Without it a harness's agent (through engram proxy, whose
+	// turns are not pinned) would be left with its newest steps and no
+	// task once its window first evicts.
+	at := keptTurnsStart(l.msgs, 1)
+	if at < len(l.msgs) && l.msgs[at].opensTurn() {
+		for _, i := range cand {
+			if l.segs[i].From <= at && at < l.segs[i].To {
+				keep[i] = true
+			}
 		}
 	}
 	return keep
