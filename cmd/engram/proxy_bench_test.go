@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,24 +15,36 @@ import (
 )
 
 // BenchmarkClaudeCode_ProxySession runs the real Claude Code (ENGRAM_TEST_CLAUDE)
-// through the same 60-request session of file reads twice, straight to the
-// scripted model and through engram proxy (--window 30000), and reports
+// through the same 60-request session of file reads five times, straight
+// to the scripted model and through engram proxy (--window 30000 and
+// 60000) with its windows' own role (tool_loop) and the default role's,
+// and reports
 // what reached the model: tokens per main request, their sum, the
 // effective tokens with a prompt cache (as ../shared/bench/trajectories
 // defines them: each request's leading blocks, system, tools, then each
 // message, byte-identical to the previous request's cost 0.1 a token, the
-// rest 1.0), and Claude Code's compactions with what they sent.
+// rest 1.0), Claude Code's compactions with what they sent, and the
+// requests that reached the model without the task's prompt.
 //
 //	ENGRAM_TEST_CLAUDE=… go test ./cmd/engram -run '^$' -bench ClaudeCode_ProxySession -benchtime 1x
 func BenchmarkClaudeCode_ProxySession(b *testing.B) {
-	for _, proxied := range []bool{false, true} {
-		name := "direct"
-		if proxied {
-			name = "proxy"
-		}
-		b.Run(name, func(b *testing.B) {
+	cases := []struct {
+		name, role string
+		window     int
+	}{{"direct", "", 0}}
+	for _, w := range []int{30000, 60000} {
+		cases = append(cases, struct {
+			name, role string
+			window     int
+		}{fmt.Sprintf("proxy-%d", w), "tool_loop", w}, struct {
+			name, role string
+			window     int
+		}{fmt.Sprintf("proxy-%d-default-role", w), "default", w})
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				s := proxySession(b, proxied)
+				s := proxySession(b, c.role, c.window)
 				b.ReportMetric(float64(s.requests), "requests")
 				b.ReportMetric(float64(s.tokens)/float64(s.requests), "tokens/request")
 				b.ReportMetric(float64(s.most), "max-tokens")
@@ -39,8 +52,9 @@ func BenchmarkClaudeCode_ProxySession(b *testing.B) {
 				b.ReportMetric(s.effective, "effective-tokens")
 				b.ReportMetric(float64(s.compactions), "compactions")
 				b.ReportMetric(float64(s.compactTokens), "compaction-tokens")
-				b.Logf("%s: %d main requests, %d tokens (%.0f a request, the largest %d), %.0f effective with a prompt cache; %d compactions sending %d tokens",
-					name, s.requests, s.tokens, float64(s.tokens)/float64(s.requests), s.most, s.effective, s.compactions, s.compactTokens)
+				b.ReportMetric(float64(s.noTask), "requests-without-task")
+				b.Logf("%s: %d main requests, %d tokens (%.0f a request, the largest %d), %.0f effective with a prompt cache; %d compactions sending %d tokens; %d requests without the task's prompt",
+					c.name, s.requests, s.tokens, float64(s.tokens)/float64(s.requests), s.most, s.effective, s.compactions, s.compactTokens, s.noTask)
 			}
 		})
 	}
@@ -50,20 +64,22 @@ type sessionFigures struct {
 	requests, tokens, most     int
 	effective                  float64
 	compactions, compactTokens int
+	noTask                     int // main requests that lack the task's prompt
 }
 
-// proxySession runs 59 file reads and an answer, straight or through the
-// proxy, and measures what reached the model.
-func proxySession(b *testing.B, proxied bool) sessionFigures {
+// proxySession runs 59 file reads and an answer, straight (role "") or
+// through the proxy with its windows of role and size, and measures what reached
+// the model.
+func proxySession(b *testing.B, role string, window int) sessionFigures {
 	b.Helper()
 	srv := modelserver.Start(modelserver.Options{})
 	defer srv.Close()
 	cc := modelserver.NewClaudeCode(b, srv)
 	cc.Env = append(cc.Env, "CLAUDE_CODE_AUTO_COMPACT_WINDOW=100000")
-	if proxied {
+	if role != "" {
 		dataDir := b.TempDir()
 		env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-bench-token")
-		url := startProxyArgs(b, env, srv.URL(), "--window", "30000", "--project", cc.Dir)
+		url := startProxyArgs(b, env, srv.URL(), "--window", strconv.Itoa(window), "--role", role, "--project", cc.Dir)
 		throughProxy(cc, url, "proxy-bench-token")
 	}
 	var steps []modelserver.Step
@@ -101,6 +117,13 @@ func proxySession(b *testing.B, proxied bool) sessionFigures {
 		f.requests++
 		f.tokens += r.InputTokens
 		f.most = max(f.most, r.InputTokens)
+		task := false
+		for _, m := range r.Params.Messages {
+			task = task || m.Role == "user" && strings.Contains(m.Text(), "Read the ledgers one by one.")
+		}
+		if !task {
+			f.noTask++
+		}
 		blocks := requestBlocks(b, r.Body)
 		same := 0
 		for same < len(blocks) && same < len(prev) && blocks[same] == prev[same] {
