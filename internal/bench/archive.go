@@ -20,7 +20,8 @@ import (
 type ArchiveOptions struct {
 	Sessions         int
 	AgentsPerSession int
-	// Storm is how long every agent writes as fast as it can.
+	// Storm is how long every agent writes as fast as it can: each writes
+	// at least once, and a write begun within it completes and counts.
 	Storm time.Duration
 	// Mixed is how long readers read in the seed's mix while a writer
 	// writes at WriteRate per second.
@@ -128,12 +129,13 @@ func RunArchiveServers(ctx context.Context, servers []*archive.Archive, enc *tok
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(opts.Seed, uint64(seq.Add(1))))
 			var mine []time.Duration
-			for stormCtx.Err() == nil {
+			// Every agent writes at least once, and a write begun before
+			// the storm ends runs to its end and counts (StormSeconds
+			// runs until the last): cancelled in flight, a loaded
+			// machine's storm could end with no write at all.
+			for first := true; first || stormCtx.Err() == nil; first = false {
 				t0 := time.Now()
-				err := write(stormCtx, h, r, seq.Add(1))
-				if stormCtx.Err() != nil {
-					break
-				}
+				err := write(ctx, h, r, seq.Add(1))
 				if err != nil {
 					mu.Lock()
 					firstErr = err

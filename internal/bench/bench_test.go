@@ -83,4 +83,23 @@ func TestRunArchive(t *testing.T) {
 	if rep.Agents != 6 || rep.StormWrites == 0 || rep.Reads == 0 || gv == 0 || rep.TokensPerRead <= 0 || rep.FullTokens < rep.StandardTokens {
 		t.Errorf("report = %+v (gv %d)", rep, gv)
 	}
+	// A storm shorter than any write, as on a loaded machine (CI saw a
+	// 200 ms storm end with none): every agent's first write still counts.
+	st2, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "b.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st2.Close() }()
+	arc, err = archive.New(st2, archive.Options{Encoding: enc, Limits: archive.Limits{PatternsPerMinute: -1, WritesPerMinute: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = RunArchive(ctx, arc, enc, ArchiveOptions{Sessions: 2, AgentsPerSession: 3, Storm: time.Nanosecond,
+		Mixed: time.Nanosecond, WriteRate: 20, Readers: 1, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.StormWrites < 6 {
+		t.Errorf("a storm of 1 ns: %d writes, want one an agent at least (6)", rep.StormWrites)
+	}
 }
