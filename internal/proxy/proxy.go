@@ -180,7 +180,8 @@ func New(eng *engine.Engine, windows *window.Manager, opts Options) (*Proxy, err
 	}
 	if !windows.KnownRole(opts.Role) {
 		// Nobody would be told that the windows took the default's policy.
-		return nil, fmt.Errorf("role %q is none of the built-in roles nor of [window.roles]", opts.Role)
+		return nil, fmt.Errorf("role %q names no window policy: the roles are %s (a [window.roles] table in the config adds one)",
+			opts.Role, strings.Join(windows.Roles(), ", "))
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout

@@ -634,3 +634,36 @@ func anthropicAnswer(t *testing.T, resp *http.Response, i int) json.RawMessage {
 	answer, _ := json.Marshal(map[string]any{"role": "assistant", "content": out.Content})
 	return answer
 }
+
+// TestProxy_Role: the proxy's windows take the tool_loop role unless told
+// otherwise (a role of the Manager's configured table too), and a role
+// that names no policy is refused with the roles there are, since nobody
+// would be told that the windows fell back to the default's.
+func TestProxy_Role(t *testing.T) {
+	f := newFixture(t, proxy.Options{}, modelserver.Say("ok"))
+	if resp := f.post(t, `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hello"}]}`,
+		map[string]string{"X-Engram-Session": "roles"}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	f.p.Wait()
+	st, err := f.windows.Status(t.Context(), store.WindowKey{SessionID: "roles", AgentID: "proxy"})
+	if err != nil || st.Settings.Role != window.ToolLoopRole {
+		t.Errorf("the window's role is %q (%v), want %s", st.Settings.Role, err, window.ToolLoopRole)
+	}
+
+	cat, err := tokens.NewCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := window.NewManager(f.eng, cat)
+	_, err = proxy.New(f.eng, m, proxy.Options{Role: "reviewer"})
+	if err == nil || !strings.Contains(err.Error(), `role "reviewer" names no window policy`) || !strings.Contains(err.Error(), "tool_loop") {
+		t.Errorf("an unknown role: %v", err)
+	}
+	if err := m.Configure(window.Config{Policies: map[string]window.Policy{"reviewer": window.PolicyFor(window.DefaultRole)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proxy.New(f.eng, m, proxy.Options{Role: "reviewer"}); err != nil {
+		t.Errorf("a configured role: %v", err)
+	}
+}

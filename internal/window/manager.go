@@ -156,6 +156,12 @@ func (m *Manager) KnownRole(role string) bool {
 	return ok
 }
 
+// Roles are the roles the Manager has a policy of, sorted: the built-in
+// roles and those configured.
+func (m *Manager) Roles() []string {
+	return slices.Sorted(maps.Keys(m.policies))
+}
+
 // policyFor returns the policy of a role, the default role's for one the
 // policies do not name.
 func (m *Manager) policyFor(role string) Policy {
