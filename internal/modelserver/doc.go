@@ -47,7 +47,9 @@
 // (response.created … response.completed, usage counted from the
 // request); refusals are the API's errors ({"error": {message, type,
 // param, code}}: unknown items, a function_call_output without its call,
-// a call without its output, …).
+// a call without its output, an output part other than input_text,
+// input_image or input_file, an input_image without a picture or whose
+// data: URL is not an image's base64, …).
 //
 // And POST /v1/chat/completions, the Chat Completions API, with the same
 // script again: text blocks become message.content, tool_use blocks

@@ -158,6 +158,10 @@ func TestResponses_Invalid(t *testing.T) {
 	body := func(items ...string) string {
 		return `{"model":"gpt-5-codex","input":[` + strings.Join(items, ",") + `]}`
 	}
+	// toolOutput answers call_1 with parts, as Codex answers an MCP tool.
+	toolOutput := func(parts ...string) string {
+		return `{"type":"function_call_output","call_id":"call_1","output":[` + strings.Join(parts, ",") + `]}`
+	}
 	for _, tc := range []struct{ name, body, param, message string }{
 		{"no model", `{"input":"hi"}`, "model", "Missing required parameter: 'model'."},
 		{"no input", `{"model":"m"}`, "input", "Missing required parameter: 'input'."},
@@ -169,6 +173,17 @@ func TestResponses_Invalid(t *testing.T) {
 		{"reasoning last", body(msg("user", "input_text", "x"), reasoning), "input", "Item 'rs_1' of type 'reasoning' was provided without its required following item."},
 		{"reasoning before a prompt", body(msg("user", "input_text", "x"), reasoning, msg("user", "input_text", "y")), "input",
 			"Item 'rs_1' of type 'reasoning' was provided without its required following item."},
+		{"output part from a tool", body(msg("user", "input_text", "x"), call, toolOutput(`{"type":"output_text","text":"ok"}`)), "input[2].output[0]", "Invalid value: 'output_text'."},
+		{"tool output neither text nor parts", body(msg("user", "input_text", "x"), call, `{"type":"function_call_output","call_id":"call_1","output":5}`),
+			"input[2].output", "Invalid type for 'input[2].output': expected a string or an array of content parts."},
+		{"tool picture without a picture", body(msg("user", "input_text", "x"), call, toolOutput(`{"type":"input_image","detail":"high"}`)),
+			"input[2].output[0]", "Invalid 'input[2].output[0]': an input_image needs an 'image_url' or a 'file_id'."},
+		{"tool picture of text", body(msg("user", "input_text", "x"), call, toolOutput(`{"type":"input_image","image_url":"data:text/plain;base64,aGk="}`)),
+			"input[2].output[0].image_url", "Invalid 'input[2].output[0].image_url'. Expected a base64-encoded data URL with an image MIME type"},
+		{"tool picture not base64", body(msg("user", "input_text", "x"), call, toolOutput(`{"type":"input_image","image_url":"data:image/png;base64,iVBO?!"}`)),
+			"input[2].output[0].image_url", "Invalid 'input[2].output[0].image_url'. Expected a base64-encoded data URL with an image MIME type, but its data is not base64"},
+		{"user picture without a picture", body(`{"type":"message","role":"user","content":[{"type":"input_image"}]}`),
+			"input[0].content[0]", "Invalid 'input[0].content[0]': an input_image needs an 'image_url' or a 'file_id'."},
 		{"function without a name", `{"model":"m","input":"hi","tools":[{"type":"function"}]}`, "tools[0].name", "Missing required parameter: 'tools[0].name'."},
 		{"stored conversation", `{"model":"m","input":"hi","previous_response_id":"resp_1"}`, "previous_response_id", "Previous response with id 'resp_1' not found."},
 	} {
@@ -199,6 +214,29 @@ func TestResponses_Invalid(t *testing.T) {
 	defer srv.Close()
 	if resp := postResponses(t, srv, body(msg("user", "input_text", "x"), reasoning, call, output)); resp.StatusCode != http.StatusOK {
 		t.Errorf("reasoning, a call and its output: status %d", resp.StatusCode)
+	}
+	// So does a tool's output of text and a picture, as Codex sends an MCP
+	// tool's text and image content.
+	srv = Start(Options{Main: []Step{Say("ok")}})
+	defer srv.Close()
+	picture := toolOutput(`{"type":"input_text","text":"Wall time: 0.1 seconds\nOutput:"}`, `{"type":"input_text","text":"the login page"}`,
+		`{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo=","detail":"high"}`)
+	if resp := postResponses(t, srv, body(msg("user", "input_text", "x"), call, picture)); resp.StatusCode != http.StatusOK {
+		t.Errorf("a call and its output of text and a picture: status %d", resp.StatusCode)
+	}
+	if err := srv.Err(); err != nil {
+		t.Error(err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests recorded, want 1", len(reqs))
+	}
+	it, _ := reqs[0].Responses.LastOutput()
+	parts, err := it.OutputParts()
+	want := []Part{{Type: "input_text", Text: "Wall time: 0.1 seconds\nOutput:"}, {Type: "input_text", Text: "the login page"},
+		{Type: "input_image", ImageURL: "data:image/png;base64,iVBORw0KGgo=", Detail: "high"}}
+	if diff := cmp.Diff(want, parts); diff != "" || err != nil {
+		t.Errorf("OutputParts (%v) mismatch (-want +got):\n%s", err, diff)
 	}
 	if err := srv.Err(); err != nil {
 		t.Error(err)

@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,6 +24,9 @@ var itemTypes = []string{
 var (
 	inputParts  = []string{"input_text", "input_image", "input_file", "input_audio"}
 	outputParts = []string{"output_text", "refusal"}
+	// toolOutputParts are those of a function_call_output's or
+	// custom_tool_call_output's output given as a list.
+	toolOutputParts = []string{"input_text", "input_image", "input_file"}
 )
 
 // toolTypes are the tool types the Responses API accepts.
@@ -37,7 +41,8 @@ var toolTypes = []string{
 // the parameter it names, or "".
 //
 // The rules are the API's own, with its wording where known: a model,
-// known item, part and tool types, message roles, functions with names,
+// known item, part and tool types (a tool output's parts too, and an
+// input_image's picture), message roles, functions with names,
 // tool pairing without a stored conversation (every call's output
 // answers a call earlier in the input, and every call is answered), and
 // reasoning: a reasoning item is followed by the item it produced (the
@@ -87,9 +92,8 @@ func validateResponses(r *ResponsesRequest, reasoned map[string]string) (msg, pa
 				return fmt.Sprintf("Invalid value: '%s'. Supported values are: 'user', 'assistant', 'system', and 'developer'.", it.Role), at + ".role"
 			}
 			for j, p := range it.Content {
-				if !slices.Contains(allowed, p.Type) {
-					return fmt.Sprintf("Invalid value: '%s'. Supported values are: '%s'.", p.Type, strings.Join(allowed, "', '")),
-						fmt.Sprintf("%s.content[%d]", at, j)
+				if msg, param := validatePart(p, allowed, fmt.Sprintf("%s.content[%d]", at, j)); msg != "" {
+					return msg, param
 				}
 			}
 		case "function_call", "custom_tool_call", "local_shell_call":
@@ -107,6 +111,17 @@ func validateResponses(r *ResponsesRequest, reasoned map[string]string) (msg, pa
 			if !calls[it.CallID] {
 				return fmt.Sprintf("No tool call found for function call output with call_id %s.", it.CallID), "input"
 			}
+			if it.Type != "local_shell_call_output" {
+				parts, err := it.OutputParts()
+				if err != nil {
+					return fmt.Sprintf("Invalid type for '%s.output': expected a string or an array of content parts.", at), at + ".output"
+				}
+				for j, p := range parts {
+					if msg, param := validatePart(p, toolOutputParts, fmt.Sprintf("%s.output[%d]", at, j)); msg != "" {
+						return msg, param
+					}
+				}
+			}
 			answered[it.CallID] = true
 		}
 	}
@@ -116,6 +131,34 @@ func validateResponses(r *ResponsesRequest, reasoned map[string]string) (msg, pa
 		}
 	}
 	return validateReasoning(r.Input, reasoned)
+}
+
+// validatePart checks a content part at the place at: its type is one of
+// allowed, and an input_image names its picture, by a URL or a file id;
+// a data: URL holds an image's type and base64, as the API decodes it.
+func validatePart(p Part, allowed []string, at string) (msg, param string) {
+	if !slices.Contains(allowed, p.Type) {
+		return fmt.Sprintf("Invalid value: '%s'. Supported values are: '%s'.", p.Type, strings.Join(allowed, "', '")), at
+	}
+	if p.Type != "input_image" {
+		return "", ""
+	}
+	if p.ImageURL == "" && p.FileID == "" {
+		return fmt.Sprintf("Invalid '%s': an input_image needs an 'image_url' or a 'file_id'.", at), at
+	}
+	data, ok := strings.CutPrefix(p.ImageURL, "data:")
+	if !ok {
+		return "", ""
+	}
+	head, payload, _ := strings.Cut(data, ",")
+	mime, isBase64 := strings.CutSuffix(head, ";base64")
+	if !strings.HasPrefix(mime, "image/") || !isBase64 {
+		return fmt.Sprintf("Invalid '%s.image_url'. Expected a base64-encoded data URL with an image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got %q.", at, "data:"+head), at + ".image_url"
+	}
+	if _, err := base64.StdEncoding.DecodeString(payload); err != nil {
+		return fmt.Sprintf("Invalid '%s.image_url'. Expected a base64-encoded data URL with an image MIME type, but its data is not base64: %v.", at, err), at + ".image_url"
+	}
+	return "", ""
 }
 
 // validateReasoning checks that each reasoning item is followed by the

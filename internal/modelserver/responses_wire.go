@@ -51,10 +51,16 @@ type Item struct {
 }
 
 // Part is a part of a message's content (input_text, output_text,
-// input_image, …) or of a reasoning summary (summary_text).
+// input_image, …), of a tool output's, or of a reasoning summary
+// (summary_text).
 type Part struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
+	// ImageURL (a URL or a data: URL), FileID and Detail (low, high, auto)
+	// belong to input_image.
+	ImageURL string `json:"image_url,omitempty"`
+	FileID   string `json:"file_id,omitempty"`
+	Detail   string `json:"detail,omitempty"`
 }
 
 // UnmarshalJSON accepts a message's content as a string or a list of
@@ -99,6 +105,28 @@ func (it Item) Text() string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// OutputParts is a function_call_output's (or custom_tool_call_output's)
+// output as content parts: a string is one input_text part. An output
+// that is neither a string nor a list of parts is an error.
+func (it Item) OutputParts() ([]Part, error) {
+	o := bytes.TrimSpace(it.Output)
+	if len(o) == 0 || string(o) == "null" {
+		return nil, nil
+	}
+	if o[0] == '"' {
+		var s string
+		if err := json.Unmarshal(o, &s); err != nil {
+			return nil, err
+		}
+		return []Part{{Type: "input_text", Text: s}}, nil
+	}
+	var parts []Part
+	if err := json.Unmarshal(o, &parts); err != nil {
+		return nil, err
+	}
+	return parts, nil
 }
 
 // OutputText is a function_call_output's (or custom_tool_call_output's)
