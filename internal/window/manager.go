@@ -474,7 +474,9 @@ type Ref struct {
 // is stored first, then the window evicts what its policy says, all in
 // one transaction. A tool result must follow its call (in this append or
 // an earlier one); a message's tokens are counted here, in the window's
-// encoding, whatever Tokens says.
+// encoding, whatever Tokens says. msgs are not changed (the window
+// holds its own copies of their blocks), so the caller may send them
+// again.
 func (m *Manager) Append(ctx context.Context, key store.WindowKey, msgs []Message) (AppendResult, error) {
 	res, _, err := m.appendWith(ctx, key, msgs, "", nil, false)
 	return res, err
@@ -515,7 +517,15 @@ func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Me
 	if err != nil {
 		return AppendResult{}, nil, err
 	}
+	// The window's own copies of the messages, blocks and all: the
+	// stored content is put back into the blocks below (secrets and what
+	// an operator redacted taken out), and the caller's messages must stay
+	// as sent, so that an append tried again with them is the same
+	// append, and a layout kept in memory does not share their blocks.
 	msgs = slices.Clone(msgs)
+	for i := range msgs {
+		msgs[i].Blocks = slices.Clone(msgs[i].Blocks)
+	}
 	recs := slices.Clone(extra)
 	type placed struct{ msg, block int }
 	var where []placed
