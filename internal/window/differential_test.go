@@ -700,11 +700,17 @@ func TestWindowDifferential(t *testing.T) {
 			for _, seed := range seeds {
 				run(seed)
 			}
-			for end, seed := time.Now().Add(soak), uint64(time.Now().UnixNano()); time.Now().Before(end); seed++ {
+			if soak == 0 {
+				return
+			}
+			first := uint64(time.Now().UnixNano())
+			seed := first
+			for end := time.Now().Add(soak); time.Now().Before(end); seed++ {
 				if !run(seed) {
 					return
 				}
 			}
+			t.Logf("soak: %d seeds agree (%d to %d), %d steps each", seed-first, first, seed-1, length)
 		})
 	}
 }
