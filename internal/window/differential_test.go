@@ -952,3 +952,37 @@ func TestManagerAppendLeavesMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestManagerAppendOnceAfterRedaction: an append tried again under its
+// key after an operator redacted part of it is the same append, replayed,
+// not a conflict: what the retry's digest compares (the entries, named by
+// the content as sent, and the messages' forms) does not change with a
+// redaction; the names a message mentions, read from the content as the
+// store holds it, did.
+func TestManagerAppendOnceAfterRedaction(t *testing.T) {
+	ctx := context.Background()
+	w := openWindow(t, window.OpenOptions{Limit: 8000}, 0)
+	msgs := []window.Message{textMsg(window.RoleUser, "Look at internal/queue/drain.go, where the timeout is set.")}
+	first, err := w.m.AppendOnce(ctx, w.key, "turn-1", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.eng.Redact(ctx, engine.RedactRequest{Text: []byte("internal/queue/drain.go"), Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []struct {
+		name string
+		m    *window.Manager
+	}{{"laid out anew", w.fresh()}, {"in memory", w.m}} {
+		again, err := side.m.AppendOnce(ctx, w.key, "turn-1", msgs)
+		if err != nil {
+			t.Fatalf("%s: the retry: %v", side.name, err)
+		}
+		if !again.Replayed || !slices.Equal(again.Positions, first.Positions) {
+			t.Errorf("%s: the retry replayed %v at %v, want the first append's %v", side.name, again.Replayed, again.Positions, first.Positions)
+		}
+	}
+	if n := len(w.ledger(t, 0, -1)); n != 1 {
+		t.Errorf("the ledger holds %d items, want the one", n)
+	}
+}

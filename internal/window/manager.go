@@ -451,13 +451,23 @@ type AppendResult struct {
 
 // appendDigest is what an append's items are, for AppendOnce to tell a
 // retry from another append under the same id: their forms (roles,
-// blocks, pins), the entries holding their content, and their pins.
-func appendDigest(items []store.WindowItem) string {
+// blocks, pins) and the entries holding their content. A form's entities
+// are left out: they are read from the content as the store holds it,
+// which an operator's redaction between an append and its retry changes
+// while the entries (named by the content as sent) stay; the entries
+// stand for the content already.
+func appendDigest(items []store.WindowItem, forms []form) (string, error) {
 	h := sha256.New()
-	for _, it := range items {
-		fmt.Fprintf(h, "%d:%s|%d:%s|%t\n", len(it.Form), it.Form, len(it.EntryIDs), strings.Join(it.EntryIDs, ","), it.Pinned)
+	for i, it := range items {
+		f := forms[i]
+		f.Entities = nil
+		b, err := json.Marshal(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%d:%s|%d:%s|%t\n", len(b), b, len(it.EntryIDs), strings.Join(it.EntryIDs, ","), it.Pinned)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Ref is a reference a window made: its marker and what it stands for.
@@ -637,7 +647,10 @@ func (m *Manager) appendWith(ctx context.Context, key store.WindowKey, msgs []Me
 		redacted = nil
 	}
 	if id != "" {
-		a.Key, a.Digest = id, appendDigest(a.Items)
+		a.Key = id
+		if a.Digest, err = appendDigest(a.Items, forms); err != nil {
+			return AppendResult{}, nil, err
+		}
 	}
 	var (
 		st  Status
