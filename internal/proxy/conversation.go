@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/engramhq/engram/internal/ctxref"
 	"github.com/engramhq/engram/internal/store"
 	"github.com/engramhq/engram/internal/tokens"
 	"github.com/engramhq/engram/internal/window"
@@ -862,9 +863,21 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 	// that the request stays valid whatever the window kept of them. An
 	// excerpt the window keeps of a message that does not go (a clipped
 	// message's head and tail, a digest's lines) goes among the markers.
+	//
+	// held is one past the last message the window holds: the last item's
+	// place, or, when the window ends under a marker (a call of over
+	// ClipCallTokens that a tool loop's window clips, with its results),
+	// the last place the marker stands for. Counted to the marker's first
+	// place only, the messages after it were taken for ones the window
+	// does not hold, and went whole again, over what it had laid out.
 	held := 0
 	for _, it := range items {
 		held = max(held, it.Pos+1)
+		if it.Marker != "" {
+			if m, err := ctxref.Parse(it.Marker); err == nil && m.TurnTo > 0 {
+				held = max(held, m.TurnTo)
+			}
+		}
 	}
 	sent := make([]bool, len(c.raws))
 	for _, it := range items {
