@@ -140,3 +140,41 @@ func TestProxy_ClippedCallStaysClipped(t *testing.T) {
 		}
 	}
 }
+
+// TestProxy_ToolLoopRestart: a proxy restarted in a tool loop, its
+// windows read back from the store, sends upstream what a proxy that ran
+// throughout sends, byte for byte; so does one that an older engram ran
+// with the default role until then (its windows laid out anew as
+// tool_loop's when the proxy first opens them), from the restart on. The
+// task is in every request upstream.
+func TestProxy_ToolLoopRestart(t *testing.T) {
+	const n = 24
+	opts := proxy.Options{Limit: 6000}
+	want := toolLoop(t, newFixture(t, opts, loopSteps(n)...), n, nil)
+	for _, at := range []int{5, 11, 17} {
+		got := toolLoop(t, newFixture(t, opts, loopSteps(n)...), n, map[int]proxy.Options{at: opts})
+		same(t, fmt.Sprintf("restarted before request %d", at), got, want, at)
+		older := proxy.Options{Limit: 6000, Role: window.DefaultRole}
+		got = toolLoop(t, newFixture(t, older, loopSteps(n)...), n, map[int]proxy.Options{at: opts})
+		same(t, fmt.Sprintf("the default role's until request %d", at), got, want, at)
+	}
+	for i, b := range want {
+		if !strings.Contains(string(b), loopTask) {
+			t.Errorf("request %d upstream lost the task", i)
+		}
+	}
+}
+
+// same checks that requests from from on are want's, byte for byte.
+func same(t *testing.T, what string, got, want [][]byte, from int) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d requests upstream, want %d", what, len(got), len(want))
+	}
+	for i := from; i < len(want); i++ {
+		if string(got[i]) != string(want[i]) {
+			t.Errorf("%s: request %d upstream differs from the live proxy's:\n%s\nlive:\n%s", what, i, got[i], want[i])
+			return
+		}
+	}
+}
