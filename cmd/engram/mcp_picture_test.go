@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	_ "image/jpeg"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -17,85 +19,142 @@ import (
 	"github.com/engramhq/engram/internal/harness"
 	"github.com/engramhq/engram/internal/modelserver"
 	"github.com/engramhq/engram/internal/pictest"
+	"github.com/engramhq/engram/internal/window"
 )
 
 // TestClaudeCode_RetrievePicture runs the real Claude Code with engram's
 // MCP server: a screenshot a browser agent's tool returned, stored in its
 // window and evicted under a marker, is asked for by the model with
 // mcp__engram__retrieve_context, and the next request the model receives
-// carries it as an image block in the tool result, the same bytes, beside
-// the text that names it.
+// carries it as an image block in the tool result, beside the text that
+// names it.
+//
+// Claude Code 2.1.121 passes a picture of at most 500 KiB (512,000 bytes)
+// and 2,000 pixels a side byte for byte. A wider or taller one it scales
+// down to fit 2,000 × 2,000 (2,576 for claude-opus-4-7), and a file still
+// over 500 KiB it sends as a JPEG of at most 500 KiB, so that what its
+// model receives is never near the API's 5 MB or 8,000 pixels. It refuses
+// none.
 func TestClaudeCode_RetrievePicture(t *testing.T) {
-	srv := modelserver.Start(modelserver.Options{})
-	defer srv.Close()
-	cc := modelserver.NewClaudeCode(t, srv)
-	dataDir := t.TempDir()
-	env := []string{"HOME=" + cc.Home, "PATH=" + os.Getenv("PATH"), "ENGRAM_DATA_DIR=" + dataDir, "ENGRAM_PROJECT=" + cc.Dir}
-	shot, marker := evictedScreenshot(t, env, cc.Dir, 48, 32)
-	shot64 := base64.StdEncoding.EncodeToString(shot)
+	for _, tc := range []struct {
+		name  string
+		w, h  int
+		model string // --model; "" is Claude Code's default, claude-sonnet-4-6
+		// What the model receives: a picture of this media type and
+		// size, the stored bytes or not.
+		mediaType    string
+		sentW, sentH int
+		stored       bool
+	}{
+		{name: "Screenshot", w: 48, h: 32, mediaType: "image/png", sentW: 48, sentH: 32, stored: true},
+		{name: "UnderHalfMB", w: 357, h: 358, mediaType: "image/png", sentW: 357, sentH: 358, stored: true}, // 511,990 bytes
+		{name: "OverHalfMB", w: 358, h: 358, mediaType: "image/jpeg", sentW: 358, sentH: 358},               // 513,422 bytes
+		{name: "Large", w: 2000, h: 700, mediaType: "image/jpeg", sentW: 2000, sentH: 700},                  // 5.6 MB, 7.5 MB of base64
+		{name: "Wide", w: 2200, h: 600, mediaType: "image/jpeg", sentW: 1998, sentH: 545},
+		{name: "Tall", w: 600, h: 2200, mediaType: "image/jpeg", sentW: 545, sentH: 1998},
+		{name: "WideOpus", w: 2200, h: 600, model: "claude-opus-4-7", mediaType: "image/jpeg", sentW: 2200, sentH: 600},
+		{name: "Long", w: 8100, h: 100, mediaType: "image/png", sentW: 1944, sentH: 24}, // over the API's 8,000 pixels
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := modelserver.Start(modelserver.Options{})
+			defer srv.Close()
+			cc := modelserver.NewClaudeCode(t, srv)
+			dataDir := t.TempDir()
+			env := []string{"HOME=" + cc.Home, "PATH=" + os.Getenv("PATH"), "ENGRAM_DATA_DIR=" + dataDir, "ENGRAM_PROJECT=" + cc.Dir}
+			shot, marker := evictedScreenshot(t, env, cc.Dir, tc.w, tc.h)
+			shot64 := base64.StdEncoding.EncodeToString(shot)
 
-	mcpConfig := filepath.Join(t.TempDir(), "mcp.json")
-	modelserver.WriteJSON(t, mcpConfig, mcpJSON{MCPServers: map[string]map[string]any{
-		"engram": {"command": binary(t), "args": []string{"mcp"}, "env": map[string]string{"ENGRAM_DATA_DIR": dataDir, "ENGRAM_PROJECT": cc.Dir}},
-	}})
-	// What the tool result the model receives holds: its text and its
-	// pictures.
-	var text string
-	type source struct {
-		Type      string `json:"type"`
-		MediaType string `json:"media_type"`
-		Data      string `json:"data"`
-	}
-	var pictures []source
-	srv.Add(
-		modelserver.Call("mcp__engram__retrieve_context", map[string]any{"ref_id": marker}),
-		func(r *modelserver.Request) (modelserver.Response, error) {
-			u := r.Params.LastUser()
-			if u == nil {
-				return modelserver.Response{}, fmt.Errorf("request %d has no user message", r.Seq)
+			mcpConfig := filepath.Join(t.TempDir(), "mcp.json")
+			modelserver.WriteJSON(t, mcpConfig, mcpJSON{MCPServers: map[string]map[string]any{
+				"engram": {"command": binary(t), "args": []string{"mcp"}, "env": map[string]string{"ENGRAM_DATA_DIR": dataDir, "ENGRAM_PROJECT": cc.Dir}},
+			}})
+			// What the tool result the model receives holds: its text and
+			// its pictures.
+			var text, model string
+			type source struct {
+				Type      string `json:"type"`
+				MediaType string `json:"media_type"`
+				Data      string `json:"data"`
 			}
-			for _, b := range u.Content {
-				if b.Type != "tool_result" {
-					continue
-				}
-				var blocks []modelserver.Block
-				if err := json.Unmarshal(b.Content, &blocks); err != nil {
-					return modelserver.Response{}, fmt.Errorf("the tool result's content is not a list of blocks: %v: %s", err, b.Content)
-				}
-				for _, c := range blocks {
-					switch c.Type {
-					case "text":
-						text += c.Text
-					case "image":
-						var img struct{ Source source }
-						if err := json.Unmarshal(c.Raw, &img); err != nil {
-							return modelserver.Response{}, err
-						}
-						pictures = append(pictures, img.Source)
+			var pictures []source
+			srv.Add(
+				// max_tokens as TestCodex_RetrievePicture's, for the same
+				// pictures.
+				modelserver.Call("mcp__engram__retrieve_context", map[string]any{"ref_id": marker, "max_tokens": 8000}),
+				func(r *modelserver.Request) (modelserver.Response, error) {
+					model = r.Params.Model
+					u := r.Params.LastUser()
+					if u == nil {
+						return modelserver.Response{}, fmt.Errorf("request %d has no user message", r.Seq)
 					}
-				}
+					for _, b := range u.Content {
+						if b.Type != "tool_result" {
+							continue
+						}
+						var blocks []modelserver.Block
+						if err := json.Unmarshal(b.Content, &blocks); err != nil {
+							return modelserver.Response{}, fmt.Errorf("the tool result's content is not a list of blocks: %v: %.2000s", err, b.Content)
+						}
+						for _, c := range blocks {
+							switch c.Type {
+							case "text":
+								text += c.Text
+							case "image":
+								var img struct{ Source source }
+								if err := json.Unmarshal(c.Raw, &img); err != nil {
+									return modelserver.Response{}, err
+								}
+								pictures = append(pictures, img.Source)
+							}
+						}
+					}
+					return modelserver.Response{Content: []modelserver.Block{modelserver.Text("It is the login page.")}}, nil
+				},
+			)
+			args := []string{"--mcp-config", mcpConfig, "--allowedTools", "mcp__engram__retrieve_context"}
+			if tc.model != "" {
+				args = append(args, "--model", tc.model)
 			}
-			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("It is the login page.")}}, nil
-		},
-	)
-	res := cc.Prompt(t, "What did the login page look like? "+marker, "--mcp-config", mcpConfig, "--allowedTools", "mcp__engram__retrieve_context")
-	if err := srv.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if res.Result != "It is the login page." {
-		t.Errorf("Claude Code's result: %q", res.Result)
-	}
-	if len(pictures) != 1 {
-		t.Fatalf("the tool result carries %d pictures, want 1; its text:\n%.2000s", len(pictures), text)
-	}
-	src := pictures[0]
-	got, err := base64.StdEncoding.DecodeString(src.Data)
-	if err != nil || src.Type != "base64" || src.MediaType != "image/png" || !bytes.Equal(got, shot) {
-		t.Errorf("the picture: %s %s of %d bytes (%v), want the %d bytes of the PNG stored", src.Type, src.MediaType, len(got), err, len(shot))
-	}
-	if !strings.Contains(text, "the quokka login page, as rendered") || !strings.Contains(text, "[image: image/png, 48×32") ||
-		!strings.Contains(text, "; picture 1, sent below]") || strings.Contains(text, shot64[:200]) {
-		t.Errorf("the tool result's text:\n%.3000s", text)
+			res := cc.Prompt(t, "What did the login page look like? "+marker, args...)
+			if err := srv.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if res.Result != "It is the login page." {
+				t.Errorf("Claude Code's result: %q", res.Result)
+			}
+			want := tc.model
+			if want == "" {
+				want = "claude-sonnet-4-6"
+			}
+			if model != want {
+				t.Errorf("the request's model is %q, want %q", model, want)
+			}
+
+			// engram's text names the picture, as stored, and does not
+			// carry its base64.
+			placeholder := fmt.Sprintf("[image: image/png, %d×%d, %s of base64, sha256 ", tc.w, tc.h, window.SizeOf(len(shot64)))
+			if !strings.Contains(text, "the quokka login page, as rendered") || !strings.Contains(text, placeholder) || strings.Contains(text, shot64[:200]) {
+				t.Errorf("the tool result's text, want %q in it:\n%.3000s", placeholder, text)
+			}
+			if len(pictures) != 1 || !strings.Contains(text, "; picture 1, sent below]") {
+				t.Fatalf("the tool result carries %d pictures, want 1; its text:\n%.3000s", len(pictures), text)
+			}
+			src := pictures[0]
+			got, err := base64.StdEncoding.DecodeString(src.Data)
+			if err != nil || src.Type != "base64" || src.MediaType != tc.mediaType {
+				t.Fatalf("the picture: %s %s (%v), want base64 %s", src.Type, src.MediaType, err, tc.mediaType)
+			}
+			img, format, err := image.Decode(bytes.NewReader(got))
+			if err != nil || "image/"+format != tc.mediaType || img.Bounds().Dx() != tc.sentW || img.Bounds().Dy() != tc.sentH {
+				t.Fatalf("the picture sent is a %s of %v (%v), want a %s of %d×%d", format, img.Bounds().Size(), err, tc.mediaType, tc.sentW, tc.sentH)
+			}
+			if same := bytes.Equal(got, shot); same != tc.stored {
+				t.Errorf("the picture sent is the stored PNG's %d bytes: %v, want %v", len(shot), same, tc.stored)
+			}
+			if !tc.stored && len(got) > 512000 {
+				t.Errorf("the picture sent has %d bytes, over Claude Code's 500 KiB", len(got))
+			}
+		})
 	}
 }
 

@@ -24,8 +24,11 @@ const MaxResultBytes = 96 << 10
 
 // DefaultMaxPictureBytes bounds the pictures of a tool result together,
 // as base64 (Options.MaxPictureBytes): a few screenshots of a large
-// screen, well under the 5 MB Anthropic takes for one image and the
-// 32 MB of a request.
+// screen, well under the 32 MB of a request. One picture may be over the
+// 5 MB Anthropic takes for one image; Claude Code does not pass it on as
+// it is, but scales it to fit 2,000 pixels a side and re-encodes it as a
+// JPEG of at most 500 KiB (Codex passes a picture of up to 2,048 pixels a
+// side to OpenAI byte for byte, whatever its size).
 const DefaultMaxPictureBytes = 8 << 20
 
 // narrow says, per tool, how to ask for less.
