@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"image"
 	"strings"
 
 	"github.com/engramhq/engram/internal/retrieve"
@@ -186,6 +188,14 @@ func (ps *pictures) how(content []byte, start int, id string) func(window.Media)
 			return fmt.Sprintf("not sent: its %d tokens are over the %d left of max_tokens for pictures; raise max_tokens, or its base64: engram show %s", tokens, ps.tokens, id)
 		case size > ps.bytes:
 			return fmt.Sprintf("not sent: its %s of base64 are over the %s a result has left for pictures; its base64: engram show %s", window.SizeOf(size), window.SizeOf(ps.bytes), id)
+		}
+		// The header read; the picture must decode whole too. A picture
+		// cut short (a tool's output clipped mid-file) passed, and Claude
+		// Code, failing to resize it, replaced the whole tool result,
+		// engram's text and all, with its error; a vendor refuses the
+		// turn. (The decoders are window's: PNG, JPEG, GIF, WebP.)
+		if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
+			return fmt.Sprintf("not sent: the picture does not decode (%v); its base64: engram show %s", err, id)
 		}
 		ps.tokens -= tokens
 		ps.bytes -= size

@@ -320,3 +320,36 @@ func TestRetrieveContext_FileMedia(t *testing.T) {
 		t.Errorf("the file read back: %+v", out.Items)
 	}
 }
+
+// TestRetrieveContext_BrokenPicture: a picture whose header reads but
+// which is cut short (a tool's output clipped mid-file) is not sent: its
+// placeholder says it does not decode and where its bytes are, and the
+// pictures that decode and the text go as ever. Sent, it made Claude Code
+// 2.1.121 replace the whole tool result, engram's text and all, with its
+// own error (it could not resize it), and a vendor would refuse the turn.
+func TestRetrieveContext_BrokenPicture(t *testing.T) {
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "claude"})
+	whole := pictest.NoisePNG(400, 300)
+	cut := base64.StdEncoding.EncodeToString(whole[:len(whole)/2])
+	good := pictest.NoisePNGBase64(40, 30)
+	result := `{"type":"tool_result","tool_use_id":"call-0","content":[{"type":"text","text":"the quokka login page, cut and whole"},` +
+		imageBlock(cut) + `,` + imageBlock(good) + `]}`
+	refs := evictResult(t, eng, result)
+
+	text, res := call(t, cs, "retrieve_context", map[string]any{"ref_id": refs[0].Marker, "max_tokens": 8000})
+	if res.IsError {
+		t.Fatalf("retrieve_context: %s", text)
+	}
+	pics := pictures(t, res)
+	want, err := base64.StdEncoding.DecodeString(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pics) != 1 || !bytes.Equal(pics[0].Data, want) {
+		t.Fatalf("%d pictures, want the one that decodes; the text:\n%.3000s", len(pics), text)
+	}
+	note := regexp.MustCompile(`\[image: image/png, 400×300, [^\]]*; not sent: the picture does not decode \([^)]*\); its base64: engram show [0-9a-f]{12}\]`)
+	if !note.MatchString(text) || !strings.Contains(text, "; picture 1, sent below]") || !strings.Contains(text, "the quokka login page, cut and whole") {
+		t.Errorf("the text, without %q:\n%.3000s", note, text)
+	}
+}
