@@ -919,10 +919,7 @@ func TestManagerAppendLeavesMessages(t *testing.T) {
 	if _, err := w.eng.Redact(ctx, engine.RedactRequest{Text: []byte("internal/queue/drain.go"), Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, side := range []struct {
-		name string
-		m    *window.Manager
-	}{{"laid out anew", w.fresh()}, {"in memory", w.m}} {
+	for _, side := range w.sides() {
 		if _, err := side.m.Append(ctx, w.key, msgs); err != nil {
 			t.Fatalf("%s: append again: %v", side.name, err)
 		}
@@ -970,10 +967,7 @@ func TestManagerAppendOnceAfterRedaction(t *testing.T) {
 	if _, err := w.eng.Redact(ctx, engine.RedactRequest{Text: []byte("internal/queue/drain.go"), Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, side := range []struct {
-		name string
-		m    *window.Manager
-	}{{"laid out anew", w.fresh()}, {"in memory", w.m}} {
+	for _, side := range w.sides() {
 		again, err := side.m.AppendOnce(ctx, w.key, "turn-1", msgs)
 		if err != nil {
 			t.Fatalf("%s: the retry: %v", side.name, err)
@@ -985,4 +979,16 @@ func TestManagerAppendOnceAfterRedaction(t *testing.T) {
 	if n := len(w.ledger(t, 0, -1)); n != 1 {
 		t.Errorf("the ledger holds %d items, want the one", n)
 	}
+}
+
+// side is a Manager of a window's: the one that made it, or one that lays
+// it out anew from the store.
+type side struct {
+	name string
+	m    *window.Manager
+}
+
+// sides are a fresh Manager of w's window and w's own, in that order.
+func (w *testWindow) sides() []side {
+	return []side{{"laid out anew", w.fresh()}, {"in memory", w.m}}
 }
