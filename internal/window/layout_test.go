@@ -633,3 +633,37 @@ func TestLayout_KeepsTask(t *testing.T) {
 		t.Errorf("%d tokens over a budget of 400", l.Tokens())
 	}
 }
+
+// TestLayout_KeepsTaskPastForget: a call's result whose call an operator
+// forgot stands as a user's message saying so (unpaired), which the
+// layout takes for a prompt; the tool loop's window still keeps the task,
+// not that message.
+func TestLayout_KeepsTaskPastForget(t *testing.T) {
+	l := newLayout(t, 400)
+	filler := strings.Repeat("unrelated output line\n", 25)
+	conv := []Message{
+		counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "You are a coding agent."}}}),
+		counted(Message{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: "Fix the failing parser test."}}}),
+	}
+	conv = append(conv, step("c1", "ls", filler)...)
+	// c2's call was forgotten: its result stands as the placeholder.
+	conv = append(conv, counted(Message{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: forgottenPair}}}))
+	for k := 3; k < 9; k++ {
+		conv = append(conv, step(fmt.Sprintf("c%d", k), "ls", filler)...)
+	}
+	for _, m := range conv {
+		if err := l.Append(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.Evictions() == 0 {
+		t.Fatalf("no eviction at %d of 400 tokens", l.Tokens())
+	}
+	task := false
+	for _, s := range l.Segments() {
+		task = task || s.Kind != Evicted && s.From <= 1 && 1 < s.To
+	}
+	if !task {
+		t.Errorf("the task is not shown: %s", spans(l))
+	}
+}

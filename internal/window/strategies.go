@@ -32,8 +32,16 @@ func (l *Layout) keep(cand []int) []bool {
 	// on pin. Without it a harness's agent (through engram proxy, whose
 	// turns are not pinned) would be left with its newest steps and no
 	// task once its window first evicts.
-	at := keptTurnsStart(l.msgs, 1)
-	if at < len(l.msgs) && l.msgs[at].opensTurn() {
+	at := len(l.msgs)
+	for i := len(l.msgs) - 1; i >= 0; i-- {
+		// An operator's forget leaves a call's result as a user's
+		// message that says so, a prompt to the layout; not the task.
+		if m := &l.msgs[i]; m.opensTurn() && !isForgottenPair(m) {
+			at = i
+			break
+		}
+	}
+	if at < len(l.msgs) {
 		for _, i := range cand {
 			if l.segs[i].From <= at && at < l.segs[i].To {
 				keep[i] = true
@@ -215,4 +223,10 @@ func taskSegments(msgs []Message, units []Unit) []segment {
 		}
 	}
 	return segs
+}
+
+// isForgottenPair reports whether m is what unpaired leaves of a message
+// whose calls or results lost their other half.
+func isForgottenPair(m *Message) bool {
+	return len(m.Blocks) == 1 && m.Blocks[0].Text == forgottenPair
 }
