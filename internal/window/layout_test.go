@@ -165,31 +165,14 @@ func TestLayout_ShortReplies(t *testing.T) {
 // a marker and its head and tail, within the budget, the call whole; so
 // is a task larger than the budget.
 func TestLayout_Huge(t *testing.T) {
-	var out strings.Builder
-	for i := range 5000 {
-		fmt.Fprintf(&out, "line %d of a very long log: naïve café ✓\n", i)
-	}
-	l := newLayout(t, 1000)
-	for _, m := range append([]Message{counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "sys"}}})},
-		step("c1", "cat huge.log", out.String())...) {
-		if err := l.Append(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if l.Tokens() > 1000 {
-		t.Fatalf("%d tokens over 1000", l.Tokens())
-	}
-	items := l.Pieces()
-	last := items[len(items)-1]
-	if last.Kind != PieceExcerpt || !strings.HasPrefix(last.Text, "cat huge.log\nline 0 of") || !strings.HasSuffix(last.Text, "line 4999 of a very long log: naïve café ✓\n") {
-		t.Errorf("excerpt of the huge result: %.80q … %q", last.Text, last.Text[max(0, len(last.Text)-60):])
-	}
+	out := hugeLog()
+	items := layOutHuge(t, step("c1", "cat huge.log", out))
 	if items[len(items)-2].Kind != PieceMarker {
 		t.Errorf("no marker before the excerpt: %+v", items)
 	}
 
-	task := counted(Message{Role: RoleUser, Pinned: true, Blocks: []Block{{Type: BlockText, Text: out.String()}}})
-	l = newLayout(t, 500)
+	task := counted(Message{Role: RoleUser, Pinned: true, Blocks: []Block{{Type: BlockText, Text: out}}})
+	l := newLayout(t, 500)
 	if err := l.Append(task); err != nil {
 		t.Fatal(err)
 	}
@@ -596,25 +579,8 @@ func TestFirstLine(t *testing.T) {
 // session through engram proxy), as the trajectories it was measured on
 // pin their task; an older turn's prompt goes like any step.
 func TestLayout_KeepsTask(t *testing.T) {
-	l := newLayout(t, 400)
-	filler := strings.Repeat("unrelated output line\n", 25)
-	conv := []Message{
-		counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "You are a coding agent."}}}),
-		counted(Message{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: "List the packages."}}}),
-	}
-	conv = append(conv, step("c1", "go list ./...", filler)...)
-	conv = append(conv, counted(Message{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: "Fix the failing parser test."}}}))
-	for k := 2; k < 8; k++ {
-		conv = append(conv, step(fmt.Sprintf("c%d", k), "ls", filler)...)
-	}
-	for _, m := range conv {
-		if err := l.Append(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if l.Evictions() == 0 {
-		t.Fatalf("no eviction at %d of 400 tokens", l.Tokens())
-	}
+	l, conv := evictedLoop(t, append(append([]Message{prompt("List the packages.")},
+		step("c1", "go list ./...", loopFiller)...), prompt("Fix the failing parser test.")))
 	var shown []string
 	for _, s := range l.Segments() {
 		if s.Kind == Evicted {
@@ -629,9 +595,6 @@ func TestLayout_KeepsTask(t *testing.T) {
 	if want := []string{"Fix the failing parser test."}; !slices.Equal(shown, want) {
 		t.Errorf("prompts shown %q, want %q", shown, want)
 	}
-	if l.Tokens() > 400 {
-		t.Errorf("%d tokens over a budget of 400", l.Tokens())
-	}
 }
 
 // TestLayout_KeepsTaskPastForget: a call's result whose call an operator
@@ -639,17 +602,36 @@ func TestLayout_KeepsTask(t *testing.T) {
 // layout takes for a prompt; the tool loop's window still keeps the task,
 // not that message.
 func TestLayout_KeepsTaskPastForget(t *testing.T) {
-	l := newLayout(t, 400)
-	filler := strings.Repeat("unrelated output line\n", 25)
-	conv := []Message{
-		counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "You are a coding agent."}}}),
-		counted(Message{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: "Fix the failing parser test."}}}),
-	}
-	conv = append(conv, step("c1", "ls", filler)...)
 	// c2's call was forgotten: its result stands as the placeholder.
-	conv = append(conv, counted(Message{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: forgottenPair}}}))
-	for k := 3; k < 9; k++ {
-		conv = append(conv, step(fmt.Sprintf("c%d", k), "ls", filler)...)
+	l, _ := evictedLoop(t, append(append([]Message{prompt("Fix the failing parser test.")},
+		step("c1", "ls", loopFiller)...), prompt(forgottenPair)))
+	task := false
+	for _, s := range l.Segments() {
+		task = task || s.Kind != Evicted && s.From <= 1 && 1 < s.To
+	}
+	if !task {
+		t.Errorf("the task is not shown: %s", spans(l))
+	}
+}
+
+// loopFiller is a step's output that names nothing the agent uses.
+var loopFiller = strings.Repeat("unrelated output line\n", 25)
+
+// prompt is a user's text message, counted.
+func prompt(text string) Message {
+	return counted(Message{Role: RoleUser, Blocks: []Block{{Type: BlockText, Text: text}}})
+}
+
+// evictedLoop lays out, in a tool loop's window of 400 tokens, a system
+// prompt, head and six steps of filler after it, and checks that the
+// window evicted and is within its budget; it returns the layout and the
+// messages.
+func evictedLoop(t *testing.T, head []Message) (*Layout, []Message) {
+	t.Helper()
+	l := newLayout(t, 400)
+	conv := append([]Message{counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "You are a coding agent."}}})}, head...)
+	for k := range 6 {
+		conv = append(conv, step(fmt.Sprintf("s%d", k), "ls", loopFiller)...)
 	}
 	for _, m := range conv {
 		if err := l.Append(m); err != nil {
@@ -659,11 +641,40 @@ func TestLayout_KeepsTaskPastForget(t *testing.T) {
 	if l.Evictions() == 0 {
 		t.Fatalf("no eviction at %d of 400 tokens", l.Tokens())
 	}
-	task := false
-	for _, s := range l.Segments() {
-		task = task || s.Kind != Evicted && s.From <= 1 && 1 < s.To
+	if l.Tokens() > 400 {
+		t.Errorf("%d tokens over a budget of 400", l.Tokens())
 	}
-	if !task {
-		t.Errorf("the task is not shown: %s", spans(l))
+	return l, conv
+}
+
+// hugeLog is a tool's output far larger than a 1,000-token window.
+func hugeLog() string {
+	var out strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&out, "line %d of a very long log: naïve café ✓\n", i)
 	}
+	return out.String()
+}
+
+// layOutHuge lays out a system prompt and conv, a call of "cat huge.log"
+// and its result of hugeLog, in a tool loop's window of 1,000 tokens, and
+// checks that the window is within its budget and ends with the result's
+// head and tail; it returns the window's pieces.
+func layOutHuge(t *testing.T, conv []Message) []Piece {
+	t.Helper()
+	l := newLayout(t, 1000)
+	for _, m := range append([]Message{counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "sys"}}})}, conv...) {
+		if err := l.Append(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.Tokens() > 1000 {
+		t.Fatalf("%d tokens over 1000", l.Tokens())
+	}
+	items := l.Pieces()
+	last := items[len(items)-1]
+	if last.Kind != PieceExcerpt || !strings.HasPrefix(last.Text, "cat huge.log\nline 0 of") || !strings.HasSuffix(last.Text, "line 4999 of a very long log: naïve café ✓\n") {
+		t.Errorf("excerpt of the huge result: %.80q … %q", last.Text, last.Text[max(0, len(last.Text)-60):])
+	}
+	return items
 }

@@ -2,9 +2,7 @@ package window
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -74,29 +72,12 @@ func TestHandoffState_RawResults(t *testing.T) {
 // that came as an array of text blocks is shown, like one that came as a
 // string, as a marker and the head and tail of its text.
 func TestLayout_HugeRawResult(t *testing.T) {
-	var out strings.Builder
-	for i := range 5000 {
-		fmt.Fprintf(&out, "line %d of a very long log: naïve café ✓\n", i)
-	}
-	raw, err := json.Marshal(map[string]any{"type": "tool_result", "tool_use_id": "c1", "content": []map[string]any{{"type": "text", "text": out.String()}}})
+	raw, err := json.Marshal(map[string]any{"type": "tool_result", "tool_use_id": "c1", "content": []map[string]any{{"type": "text", "text": hugeLog()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	conv := step("c1", "cat huge.log", "")
 	conv[1].Blocks = []Block{{Type: BlockToolResult, ToolUseID: "c1", Raw: raw}}
 	conv[1].Tokens = o200k.Count(string(raw))
-	l := newLayout(t, 1000)
-	for _, m := range append([]Message{counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: "sys"}}})}, conv...) {
-		if err := l.Append(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if l.Tokens() > 1000 {
-		t.Fatalf("%d tokens over 1000", l.Tokens())
-	}
-	items := l.Pieces()
-	last := items[len(items)-1]
-	if last.Kind != PieceExcerpt || !strings.HasPrefix(last.Text, "cat huge.log\nline 0 of") || !strings.HasSuffix(last.Text, "line 4999 of a very long log: naïve café ✓\n") {
-		t.Errorf("excerpt of the huge result: %.80q … %q", last.Text, last.Text[max(0, len(last.Text)-60):])
-	}
+	layOutHuge(t, conv)
 }
