@@ -3,6 +3,7 @@ package window
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -107,6 +108,79 @@ func TestLayout_TaskStays(t *testing.T) {
 	l = layoutOf(t, p, 600, msgs)
 	if got := spans(l); got != "k0-1 e1-38 c38-40 k40-42" {
 		t.Errorf("in 600 tokens: %s", got)
+	}
+}
+
+// TestLayout_TaskClipsResult: in a tool loop's small room (a harness's
+// system prompt fills most of its window), the task and the newest
+// step's large result do not fit under the threshold together. The
+// result is clipped to its head and tail, under a marker, and the task
+// stays; in a room too small for the step to keep TaskClipFloor of it,
+// the task goes, as before.
+func TestLayout_TaskClipsResult(t *testing.T) {
+	var out strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&out, "ledger %02d: account %d balanced\n", i, 1000+i)
+	}
+	conv := []Message{
+		counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: strings.Repeat("You are a coding agent with many tools. ", 40)}}}),
+		prompt("Read the ledgers one by one and report the unbalanced ones. " + strings.Repeat("Be careful with the totals. ", 20)),
+	}
+	for k := range 3 {
+		conv = append(conv, step(fmt.Sprintf("s%d", k), "ls", loopFiller)...)
+	}
+	conv = append(conv, step("big", "cat ledgers.txt", out.String())...)
+	sys, task, last := conv[0].Tokens, conv[1].Tokens, conv[len(conv)-2].Tokens+conv[len(conv)-1].Tokens
+	// A budget whose threshold holds the system prompt, the task and
+	// most of the newest step, but not all of it.
+	budget := sys + int(float64(task+last-60)/0.75)
+	l := layoutOf(t, ToolLoopPolicy(), budget, conv)
+	segs := l.Segments()
+	n := len(segs)
+	if segs[1].Kind != Kept || segs[1].From != 1 || segs[n-1].Kind != Clipped || segs[n-1].To != len(conv) {
+		t.Fatalf("want the task kept and the newest step clipped: %s", spans(l))
+	}
+	if l.Tokens() > l.high() {
+		t.Errorf("%d tokens, over the threshold %d", l.Tokens(), l.high())
+	}
+	ex := segs[n-1].Excerpt.Text
+	if !strings.Contains(ex, "ledger 00") || !strings.Contains(ex, "ledger 59") || !strings.Contains(segs[n-1].Marker, "[CTX-REF:") {
+		t.Errorf("the clipped step shows no head and tail under a marker: %q %q", segs[n-1].Marker, ex)
+	}
+	// Deep in the loop, with references of two steps each, their markers
+	// would crowd the task out: the newest are joined, and the task stays
+	// in every layout, the window under its threshold.
+	p := ToolLoopPolicy()
+	p.MaxRefTokens = 2 * last
+	l, err := NewLayout(Options{Policy: p, Budget: budget, Count: o200k.Count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 40 {
+		if k > 0 {
+			conv = append(conv, step(fmt.Sprintf("more%d", k), "cat ledgers.txt", out.String())...)
+		}
+		for len(l.Messages()) < len(conv) {
+			if err := l.Append(conv[len(l.Messages())]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if segs := l.Segments(); l.Evictions() > 0 && (segs[1].Kind != Kept || segs[1].From != 1) || l.Tokens() > budget {
+			t.Fatalf("after %d more steps: %s (%d tokens of %d)", k, spans(l), l.Tokens(), budget)
+		}
+	}
+	// A task of more than half the room: the step cannot keep a quarter
+	// of it beside the task, so the task goes, and the step stays whole.
+	conv[1] = prompt("Read the ledgers one by one and report the unbalanced ones. " + strings.Repeat("Be careful with the totals. ", 200))
+	task = conv[1].Tokens
+	budget = sys + last + 100
+	if task <= (budget-sys)/2 {
+		t.Fatalf("a task of %d tokens in a room of %d", task, budget-sys)
+	}
+	l = layoutOf(t, ToolLoopPolicy(), budget, conv)
+	segs = l.Segments()
+	if n = len(segs); segs[1].Kind != Evicted || segs[n-1].Kind != Kept {
+		t.Errorf("in %d tokens, want the task evicted and the step whole: %s", budget, spans(l))
 	}
 }
 
@@ -279,7 +353,8 @@ func TestLayout_Readmit(t *testing.T) {
 	// Over the budget, the kept units make room as an append's would, all
 	// but the newest, which is never evicted nor clipped for older ones: in
 	// every window size, the re-admission is refused, unchanged, or the
-	// newest unit is shown whole.
+	// newest unit is shown whole, or as it was (clipped already, so that
+	// the window could keep the prompt before it: keepTask).
 	refusedForNewest := 0
 	for _, clip := range []float64{0, 0.3} {
 		pc := p
@@ -287,6 +362,7 @@ func TestLayout_Readmit(t *testing.T) {
 		for budget := 700; budget <= 2000; budget += 25 {
 			w := layoutOf(t, pc, budget, msgs)
 			before := spans(w)
+			newest := w.Segments()[len(w.Segments())-1]
 			var ref Segment
 			for _, s := range w.Segments() {
 				if s.Kind == Evicted {
@@ -309,7 +385,7 @@ func TestLayout_Readmit(t *testing.T) {
 				}
 			case err != nil:
 				t.Errorf("clip %g, budget %d: %v", clip, budget, err)
-			case segs[len(segs)-1].Kind != Kept || segs[len(segs)-1].From != 7:
+			case (segs[len(segs)-1].Kind != Kept || segs[len(segs)-1].From != 7) && !reflect.DeepEqual(segs[len(segs)-1], newest):
 				t.Errorf("clip %g, budget %d: re-admitted %d-%d (%s), the newest message not shown whole: %s", clip, budget, ref.From, ref.To, before, spans(w))
 			}
 		}

@@ -429,9 +429,12 @@ func (l *Layout) evictable(s *Segment) bool {
 //     topics or tasks), all but what the policy keeps (the newest KeepUnits
 //     units, steps of the agent, or the last KeepTurns turns); and when
 //     the window is still over its budget, those too, oldest first, down
-//     to the target, all but the newest unit. An evicted unit joins the reference
-//     before it when the two are adjacent and hold at most MaxRefTokens
-//     together; a reference is one marker, so the markers stay few.
+//     to the target, all but the newest unit and, when the window can
+//     then end under its threshold (see keepTask: joining the references
+//     after it, clipping the newest step), the prompt that opens the
+//     newest turn. An evicted unit joins the reference before it when the
+//     two are adjacent and hold at most MaxRefTokens together; a
+//     reference is one marker, so the markers stay few.
 //  2. The digest gains a part, shown before the newest reference's
 //     marker: lines of tool results no longer shown whole that hold what
 //     the agent learned from them (see chooseDigest), within the policy's
@@ -474,7 +477,10 @@ func (l *Layout) evict() {
 	// last of the kept units to go over the budget, when the window then
 	// ends under its threshold: an agent deep in a tool loop was left with
 	// its newest steps and no task. (Kept past the threshold, it would
-	// have the window evict again at the next message.)
+	// have the window evict again at the next message.) When it does not
+	// end under it, keepTask joins the references after the prompt and
+	// clips the newest step to bring it there, so long as the step keeps
+	// TaskClipFloor of the room; only past that does the prompt go.
 	spare := -1
 	for _, i := range cand[:max(0, len(cand)-1)] {
 		if keep[i] && isPrompt(&l.msgs[l.segs[i].From]) {
@@ -483,8 +489,21 @@ func (l *Layout) evict() {
 	}
 	high := l.high()
 	out, evicted := l.evictPass(cand, keep, chosen, shown, goal, spare)
+	// The digest takes what the budget leaves, but for a window clipped
+	// to keep its task, which it would take back over its threshold.
+	ceiling := l.o.Budget
 	if spare >= 0 && l.shownOf(out) > high {
-		out, evicted = l.evictPass(cand, keep, chosen, shown, goal, -1)
+		task := l.segs[spare].From
+		alt, altEvicted := l.evictPass(cand, keep, chosen, shown, goal, -1)
+		saved := l.segs
+		l.segs = out
+		switch {
+		case !taskGoes(alt, task) || !l.keepTask(high, task):
+			l.segs = saved
+			out, evicted = alt, altEvicted
+		default:
+			ceiling, out = high, l.segs
+		}
 	}
 	l.segs = out
 
@@ -500,7 +519,7 @@ func (l *Layout) evict() {
 	if last < 0 || !evicted {
 		return
 	}
-	free := l.o.Budget - l.Tokens()
+	free := ceiling - l.Tokens()
 	part := min(free, digestShare-digest, int(PartMax*float64(digestShare)))
 	if part < int(CompactAt*float64(digestShare)) {
 		// The parts have filled the share: the digest is chosen again,
@@ -508,12 +527,85 @@ func (l *Layout) evict() {
 		for i := range l.segs {
 			l.segs[i].Digest = nil
 		}
-		free = l.o.Budget - l.Tokens()
+		free = ceiling - l.Tokens()
 		part = min(free, int(CompactTo*float64(digestShare)))
 	}
 	if ex := l.chooseDigest(part); ex.Text != "" {
 		l.segs[last].Digest = append(l.segs[last].Digest, ex)
 	}
+}
+
+// TaskClipFloor is the least share of the room the newest step keeps
+// when it is clipped so that the window can keep its task (see keepTask):
+// below it, the prompt goes rather than the step.
+const TaskClipFloor = 0.25
+
+// keepTask brings the window down to high tokens and keeps the prompt at
+// task (a message's position), when the window would otherwise evict it to
+// get there, and reports whether it could. It joins the references
+// between the task and the newest step, the newest first (the prefix
+// before them stays as it was), and when that is not enough, clips the
+// step, so long as the step keeps TaskClipFloor of the room; when it would
+// keep less, it reports false, and the caller lays the window out again
+// without the task.
+//
+// In a small room (a harness's system prompt and tool schemas fill most
+// of its window) the task and a large tool result did not fit under the
+// threshold together, and the task went: an agent with a result and no
+// task. (The default role's Clip share clips the newest result at once; a
+// tool loop's policy has none.) Deep in such a loop, the markers of its
+// references also grew until even a clipped step did not fit beside the
+// task, and a re-admission that left the window over its threshold sent
+// a task of a dozen tokens away for nothing.
+//
+// The step is the newest but for a call waiting for its result, which may
+// not go: a proxy appends the model's call before the harness sends its
+// result, and the window, clipped to its threshold, passes it by the
+// call's tokens; the step before the call, clipped already, is clipped
+// further.
+func (l *Layout) keepTask(high, task int) bool {
+	k := len(l.segs) - 1
+	for k >= 0 && l.segs[k].Kind == Kept && !l.evictable(&l.segs[k]) && l.segs[k].From > task {
+		k--
+	}
+	if k < 0 || l.segs[k].From <= task {
+		return false
+	}
+	total := l.Tokens()
+	for i := k - 2; i >= 0 && total > high; i-- {
+		if a, b := &l.segs[i], &l.segs[i+1]; a.Kind == Evicted && b.Kind == Evicted && a.To == b.From && a.From > task && !l.held(a) && !l.held(b) {
+			total += l.join(i)
+			k--
+		}
+	}
+	if total <= high {
+		return true
+	}
+	s := &l.segs[k]
+	if s.Kind == Evicted || !l.evictable(s) {
+		return false
+	}
+	_, room := l.room()
+	c := *s
+	c.Kind = Clipped
+	l.mark(&c)
+	allow := s.shown() - c.MarkerTokens - c.digest() - (total - high)
+	if allow < int(TaskClipFloor*float64(room)) {
+		return false
+	}
+	c.Excerpt = l.headTail(c.From, c.To, allow)
+	*s = c
+	return true
+}
+
+// taskGoes reports whether segs evict the message at task.
+func taskGoes(segs []Segment, task int) bool {
+	for i := range segs {
+		if segs[i].From <= task && task < segs[i].To {
+			return segs[i].Kind == Evicted
+		}
+	}
+	return false
 }
 
 // evictPass is step 1 of evict over the candidates cand: what the
