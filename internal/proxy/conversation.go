@@ -810,13 +810,24 @@ const markerNote = "[engram: earlier parts of this conversation are stored whole
 func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.WindowKey, body []byte, c *conversation) ([]byte, error) {
 	// Most turns of a conversation under its threshold: the window's
 	// status says so without reading its content back.
-	if st, err := p.windows.Status(ctx, key); err == nil && st.Evicted == 0 && st.Refs == 0 {
+	st, serr := p.windows.Status(ctx, key)
+	if serr == nil && st.Evicted == 0 && st.Refs == 0 {
 		p.count.whole.Add(1)
 		return nil, nil
 	}
 	items, err := p.windows.Context(ctx, key)
 	if err != nil {
 		return nil, err
+	}
+	// A system prompt the request holds apart goes as the harness sent
+	// it, whatever the window shows of it: in a window too small for it
+	// (a --window of little more than the harness's tool schemas), the
+	// requests pass the window by what it clipped. Said once a window.
+	if serr == nil && c.off > 0 && len(items) > 0 && items[0].Pos == 0 && items[0].Message == nil {
+		if _, told := p.toldSmall.LoadOrStore(key, true); !told {
+			p.log.Warn("the window is too small for the harness's system prompt, which goes whole: requests pass the window by what it cannot hold; raise --window (by default, the model's context)",
+				"session", key.SessionID, "agent", key.AgentID, "budget", st.Budget)
+		}
 	}
 	whole := true
 	for _, it := range items {

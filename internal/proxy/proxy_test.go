@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -307,6 +309,57 @@ func TestProxy_UpstreamTimeout(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Error("the upstream request was not cancelled")
 	}
+}
+
+// TestProxy_TooSmallForSystem: a window smaller than the harness's
+// system prompt clips it, but the request's system prompt goes as the
+// harness sent it; the proxy says so once, in its log, rather than
+// leaving the user to wonder why requests pass --window.
+func TestProxy_TooSmallForSystem(t *testing.T) {
+	var logs lockedLog
+	var steps []modelserver.Step
+	for i := range 6 {
+		steps = append(steps, modelserver.Say(fmt.Sprintf("Answer %d: %s", i, strings.Repeat("the crates are counted. ", 30))))
+	}
+	f := newFixture(t, proxy.Options{Limit: 3000, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, steps...)
+	system := strings.Repeat("You count crates on the ship, carefully and in order. ", 300)
+	var history []json.RawMessage
+	for i := range 6 {
+		prompt, _ := json.Marshal(map[string]any{"role": "user", "content": fmt.Sprintf("Question %d: how many crates?", i)})
+		history = append(history, prompt)
+		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "system": system, "messages": history})
+		resp := f.post(t, string(body), map[string]string{"X-Engram-Session": "small"})
+		history = append(history, anthropicAnswer(t, resp, i))
+	}
+	f.p.Wait()
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.up.Requests(modelserver.KindMain)
+	if got := reqs[len(reqs)-1].Params.SystemText(); got != system {
+		t.Errorf("the system prompt upstream is not the harness's (%d bytes of %d)", len(got), len(system))
+	}
+	if n := strings.Count(logs.String(), "too small for the harness's system prompt"); n != 1 {
+		t.Errorf("told %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// lockedLog is a log's text, written by the proxy's goroutines.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Over the window's threshold, older runs reach the model as markers:
