@@ -107,7 +107,7 @@ func TestCodex_ProxyRefusal(t *testing.T) {
 // pointCodexAt points the provider of cx's config.toml at proxy instead
 // of the model server at model, with the provider's lines more after
 // its base URL.
-func pointCodexAt(t *testing.T, cx *modelserver.Codex, model, proxy, more string) {
+func pointCodexAt(t testing.TB, cx *modelserver.Codex, model, proxy, more string) {
 	t.Helper()
 	config := filepath.Join(cx.CodexHome, "config.toml")
 	b, err := os.ReadFile(config)

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/engramhq/engram/internal/modelserver"
+	"github.com/engramhq/engram/internal/proxy"
+	"github.com/engramhq/engram/internal/tokens"
+)
+
+// BenchmarkCodex_ProxySession is BenchmarkClaudeCode_ProxySession for the
+// real Codex (ENGRAM_TEST_CODEX): the same 59 file reads (exec_command
+// running cat) and an answer, straight to the scripted model and through
+// engram proxy (--window 30000 and 60000) with its windows' own role
+// (tool_loop) and the default role's, Codex compacting its own history
+// past 60,000 tokens (model_auto_compact_token_limit). It reports what
+// reached the model: tokens per main request, their sum, the effective
+// tokens with a prompt cache (a Responses request's instructions, tool
+// schemas and each input item, as requestBlocks counts a Messages
+// request's), Codex's compactions with what they sent, and the requests
+// without the task's prompt.
+//
+//	ENGRAM_TEST_CODEX=… go test ./cmd/engram -run '^$' -bench Codex_ProxySession -benchtime 1x
+func BenchmarkCodex_ProxySession(b *testing.B) {
+	type benchCase struct {
+		name, role string
+		window     int
+	}
+	cases := []benchCase{{"direct", "", 0}}
+	for _, w := range []int{30000, 60000} {
+		cases = append(cases, benchCase{fmt.Sprintf("proxy-%d", w), "tool_loop", w}, benchCase{fmt.Sprintf("proxy-%d-default-role", w), "default", w})
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				s := codexProxySession(b, c.role, c.window)
+				b.ReportMetric(float64(s.requests), "requests")
+				b.ReportMetric(float64(s.tokens)/float64(s.requests), "tokens/request")
+				b.ReportMetric(float64(s.most), "max-tokens")
+				b.ReportMetric(float64(s.tokens), "tokens")
+				b.ReportMetric(s.effective, "effective-tokens")
+				b.ReportMetric(float64(s.compactions), "compactions")
+				b.ReportMetric(float64(s.compactTokens), "compaction-tokens")
+				b.ReportMetric(float64(s.noTask), "requests-without-task")
+				b.Logf("%s: %d main requests, %d tokens (%.0f a request, the largest %d), %.0f effective with a prompt cache; %d compactions sending %d tokens; %d requests without the task's prompt",
+					c.name, s.requests, s.tokens, float64(s.tokens)/float64(s.requests), s.most, s.effective, s.compactions, s.compactTokens, s.noTask)
+			}
+		})
+	}
+}
+
+// codexTask is the prompt of the Codex session.
+const codexTask = "Read the ledgers one by one."
+
+// codexProxySession runs the session straight (role "") or through the
+// proxy with its windows of role and size, and measures what reached the
+// model.
+func codexProxySession(b *testing.B, role string, window int) sessionFigures {
+	b.Helper()
+	srv := modelserver.Start(modelserver.Options{})
+	defer srv.Close()
+	cx := modelserver.NewCodex(b, srv)
+	config := filepath.Join(cx.CodexHome, "config.toml")
+	toml, err := os.ReadFile(config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	toml = append([]byte("model_auto_compact_token_limit = 60000\n"), toml...)
+	if err := os.WriteFile(config, toml, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if role != "" {
+		env := append(cx.Env, "ENGRAM_DATA_DIR="+b.TempDir(), "ENGRAM_TOKEN=proxy-bench-token")
+		url := startProxyWith(b, env, srv.URL(), []string{"--openai", srv.URL(), "--window", strconv.Itoa(window), "--role", role, "--project", cx.Dir})
+		pointCodexAt(b, cx, srv.URL(), url, `http_headers = { "X-Engram-Token" = "proxy-bench-token" }`)
+	}
+	var steps []modelserver.Step
+	for i := range 59 {
+		var sb strings.Builder
+		for j := 0; sb.Len() < 7000; j++ {
+			fmt.Fprintf(&sb, "ledger %d line %d: the quartermaster counts crates of tea and tallow for voyage %d\n", i, j, i*1000+j)
+		}
+		name := fmt.Sprintf("ledger%02d.txt", i)
+		if err := os.WriteFile(filepath.Join(cx.Dir, name), []byte(sb.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		steps = append(steps, modelserver.Reply(modelserver.ToolUse("exec_command", map[string]any{"cmd": "cat " + name})))
+	}
+	steps = append(steps, modelserver.Say("Read them all."))
+	srv.Add(steps...)
+	res := cx.Exec(b, codexTask, "--dangerously-bypass-approvals-and-sandbox")
+	if err := srv.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if res.Message != "Read them all." {
+		b.Fatalf("Codex's last message: %q", res.Message)
+	}
+	enc, err := tokens.Get(tokens.O200kBase)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var f sessionFigures
+	var prev []string
+	for _, r := range srv.Requests(modelserver.KindMain, modelserver.KindCompact) {
+		if r.Kind == modelserver.KindCompact {
+			f.compactions++
+			f.compactTokens += r.InputTokens
+			continue
+		}
+		f.requests++
+		f.tokens += r.InputTokens
+		f.most = max(f.most, r.InputTokens)
+		task := false
+		for _, it := range r.Responses.Input {
+			for _, part := range it.Content {
+				task = task || it.Role == "user" && strings.Contains(part.Text, codexTask)
+			}
+		}
+		if !task {
+			f.noTask++
+		}
+		blocks := responsesBlocks(b, r.Body)
+		same := 0
+		for same < len(blocks) && same < len(prev) && blocks[same] == prev[same] {
+			same++
+		}
+		for i, blk := range blocks {
+			n := float64(enc.Count(blk))
+			if i < same {
+				n *= 0.1
+			}
+			f.effective += n
+		}
+		prev = blocks
+	}
+	return f
+}
+
+// responsesBlocks are a Responses request's blocks as a prompt cache sees
+// them: the instructions, the tool schemas, then each input item.
+func responsesBlocks(b *testing.B, body []byte) []string {
+	var req struct {
+		Instructions any   `json:"instructions"`
+		Tools        any   `json:"tools"`
+		Input        []any `json:"input"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		b.Fatal(err)
+	}
+	var out []string
+	for _, v := range append([]any{req.Instructions, req.Tools}, req.Input...) {
+		j, _ := json.Marshal(proxy.Stable(v))
+		out = append(out, string(j))
+	}
+	return out
+}
