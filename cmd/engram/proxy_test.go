@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,18 +139,27 @@ func TestClaudeCode_Proxy(t *testing.T) {
 // proxy for 60 requests of file reads and commands with large outputs, a conversation far over its own
 // compaction threshold (100,000-token window, 67,000 at which it compacts),
 // with engram's window at 60,000 tokens (Claude Code's system prompt and
-// tool schemas, about 26,000 of them, included): every request reaches
-// the model valid and within the window with the task's prompt, Claude
-// Code never compacts, and
-// at the end the model expands the first markers through engram's MCP
-// tool and gets the first file's bytes back.
+// tool schemas, about 26,000 of them, included) and at 38,000, whose room
+// (about 2,700 tokens beside the system prompt) cannot hold the task and
+// a file under its threshold together but by clipping the newest step
+// (keepTask; before it, 60 of 61 requests lacked the task): every
+// request reaches the model valid and within the window with the task's
+// prompt, Claude Code never compacts, and at the end the model expands
+// the first markers through engram's MCP tool and gets the first file's
+// bytes back.
 func TestClaudeCode_ProxyLongSession(t *testing.T) {
+	for _, size := range []int{60000, 38000} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) { testClaudeCodeLongSession(t, size) })
+	}
+}
+
+func testClaudeCodeLongSession(t *testing.T, size int) {
 	srv := modelserver.Start(modelserver.Options{})
 	defer srv.Close()
 	cc := modelserver.NewClaudeCode(t, srv)
 	dataDir := t.TempDir()
 	env := append(cc.Env, "ENGRAM_DATA_DIR="+dataDir, "ENGRAM_TOKEN=proxy-test-token")
-	url := startProxyArgs(t, env, srv.URL(), "--window", "60000", "--project", cc.Dir)
+	url := startProxyArgs(t, env, srv.URL(), "--window", strconv.Itoa(size), "--project", cc.Dir)
 	throughProxy(cc, url, "proxy-test-token")
 	cc.Env = append(cc.Env, "ENGRAM_DATA_DIR="+dataDir,
 		"CLAUDE_CODE_AUTO_COMPACT_WINDOW=100000")
@@ -183,8 +193,10 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 		steps = append(steps, modelserver.Call("Read", map[string]any{"file_path": p}))
 	}
 	// At the end the model expands the first two markers (the first may
-	// stand for the prompt alone, as Claude Code's first message is large)
-	// and finds the first file in what they give back.
+	// stand for the prompt alone, as Claude Code's first message is large;
+	// in the small window, which joins its references to keep the task,
+	// there may be only one) and finds the first file in what they give
+	// back.
 	steps = append(steps,
 		func(r *modelserver.Request) (modelserver.Response, error) {
 			var refs []string
@@ -193,11 +205,11 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 					refs = append(refs, found.Marker.ID)
 				}
 			}
-			if len(refs) < 2 {
-				return modelserver.Response{}, fmt.Errorf("request %d carries %d markers, want at least 2", r.Seq, len(refs))
+			if len(refs) == 0 {
+				return modelserver.Response{}, fmt.Errorf("request %d carries no marker", r.Seq)
 			}
 			var calls []modelserver.Block
-			for _, id := range refs[:2] {
+			for _, id := range refs[:min(2, len(refs))] {
 				calls = append(calls, modelserver.ToolUse("mcp__engram__retrieve_context",
 					map[string]any{"ref_id": id, "query": "ledger 0 line 5", "max_tokens": 1500}))
 			}
@@ -210,7 +222,7 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 					got = append(got, b.ResultText())
 				}
 			}
-			if len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), "ledger 0 line 5: the quartermaster") {
+			if len(got) == 0 || !strings.Contains(strings.Join(got, "\n"), "ledger 0 line 5: the quartermaster") {
 				return modelserver.Response{}, fmt.Errorf("the first markers' expansions (%d) lack the first file:\n%.1000s", len(got), strings.Join(got, "\n---\n"))
 			}
 			return modelserver.Response{Content: []modelserver.Block{modelserver.Text("Read them all.")}}, nil
@@ -239,16 +251,17 @@ func TestClaudeCode_ProxyLongSession(t *testing.T) {
 	for _, r := range main {
 		most = max(most, r.InputTokens)
 	}
-	if len(main) < 60 || most > 60000 {
-		t.Errorf("%d requests, the largest %d tokens; want at least 60, all within engram's window of 60,000 (Claude Code compacts at 67,000)", len(main), most)
+	if len(main) < 60 || most > size {
+		t.Errorf("%d requests, the largest %d tokens; want at least 60, all within engram's window of %d (Claude Code compacts at 67,000)", len(main), most, size)
 	}
 	// The task stays in every request: the proxy's windows are tool
 	// loops', which keep the newest turn's prompt as well as the newest
-	// step, and some requests have had the steps before evicted. (A
-	// window whose room cannot hold the prompt and the newest step under
-	// its threshold lets the prompt go last: at 40,000 tokens, less Claude
-	// Code's 26,000 and the answer's reserve, it went from the fifth
-	// request on.)
+	// step, and some requests have had the steps before evicted. (Before
+	// keepTask, a window whose room could not hold the prompt and the
+	// newest step under its threshold let the prompt go: at 38,000 tokens
+	// it went from the second request on. Smaller, with engram's MCP tools
+	// beside Claude Code's, the room is less than the task's twice over,
+	// and the task goes still.)
 	virtualized := 0
 	for _, r := range main {
 		task := false
