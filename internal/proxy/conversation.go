@@ -26,7 +26,7 @@ import (
 // maxWindows bounds the windows the proxy keeps in memory; past it, the
 // one used least recently is dropped (and read back from the store if its
 // conversation comes back).
-const maxWindows = 4096
+var maxWindows = 4096
 
 // maxRestarts bounds the windows one session's conversations map to
 // (agent, agent-2, agent-3, ...), so that a harness that starts over on
@@ -145,6 +145,11 @@ type held struct {
 	// version is the window's version (store.Window) that hashes are
 	// of; 0 when the proxy does not know it.
 	version int64
+	// toldSmall: the user was told that the window is too small for its
+	// harness's system prompt (virtualize). Kept here, it goes with the
+	// window when the proxy drops it from memory (maxWindows): kept
+	// apart, for every window ever told, it grew without end.
+	toldSmall bool
 }
 
 // wrote notes an append the window took: w holds the messages it held
@@ -200,11 +205,11 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 		// Another server stored this request already, and more: a copy
 		// of it that came late (a load balancer's retry). Nothing to
 		// append; it goes as the window lays it out.
-		return p.layout(ctx, proto, late.key, body, c), nil
+		return p.layout(ctx, proto, late, body, c), nil
 	}
 	if !store {
 		if w := followed(st.wins, c, hashes, forms); w != nil && len(w.hashes) > 0 {
-			return p.layout(ctx, proto, w.key, body, c), nil
+			return p.layout(ctx, proto, w, body, c), nil
 		}
 		return nil, nil // a conversation engram does not hold: counted as it came
 	}
@@ -291,7 +296,7 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 			// Nothing will be evicted: the window's layout is what it is,
 			// with the new messages as they came, so the request goes now
 			// and the append follows, holding the lock until it is done.
-			ex := p.layout(ctx, proto, w.key, body, c)
+			ex := p.layout(ctx, proto, w, body, c)
 			handed = true
 			ex.later = func(ctx context.Context) {
 				defer st.mu.Unlock()
@@ -321,7 +326,7 @@ func (p *Proxy) take(ctx context.Context, proto protocol, h http.Header, body []
 	} else {
 		copy(w.hashes, hashes)
 	}
-	return p.layout(ctx, proto, w.key, body, c), nil
+	return p.layout(ctx, proto, w, body, c), nil
 }
 
 // maxConflicts bounds how many times add reads a window again because
@@ -542,12 +547,13 @@ func (p *Proxy) room(ctx context.Context, key store.WindowKey, msgs []window.Mes
 	return st.Used+n <= st.Budget && n < st.Budget/4
 }
 
-// layout is the exchange with the request laid out as the window's
+// layout is the exchange with the request laid out as window w's
 // context; its body nil when the window shows everything or engram could
-// not lay it out.
-func (p *Proxy) layout(ctx context.Context, proto protocol, key store.WindowKey, body []byte, c *conversation) *exchange {
+// not lay it out. The caller holds the lock of w's state.
+func (p *Proxy) layout(ctx context.Context, proto protocol, w *held, body []byte, c *conversation) *exchange {
+	key := w.key
 	ex := &exchange{key: key}
-	virtual, err := p.virtualize(ctx, proto, key, body, c)
+	virtual, err := p.virtualize(ctx, proto, w, body, c)
 	if err != nil {
 		p.count.failedOpen.Add(1)
 		p.log.Warn("sending the request whole: engram could not lay it out", "session", key.SessionID, "err", err)
@@ -806,8 +812,10 @@ const markerNote = "[engram: earlier parts of this conversation are stored whole
 // messages the window shows whole as the harness sent them this time
 // (their cache_control breakpoints where the harness put them), and a
 // user message with the markers where evicted runs stood. nil when the
-// window shows everything: the request goes as it came.
-func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.WindowKey, body []byte, c *conversation) ([]byte, error) {
+// window shows everything: the request goes as it came. The caller holds
+// the lock of w's state.
+func (p *Proxy) virtualize(ctx context.Context, proto protocol, w *held, body []byte, c *conversation) ([]byte, error) {
+	key := w.key
 	// Most turns of a conversation under its threshold: the window's
 	// status says so without reading its content back.
 	st, serr := p.windows.Status(ctx, key)
@@ -822,9 +830,11 @@ func (p *Proxy) virtualize(ctx context.Context, proto protocol, key store.Window
 	// A system prompt the request holds apart goes as the harness sent
 	// it, whatever the window shows of it: in a window too small for it
 	// (a --window of little more than the harness's tool schemas), the
-	// requests pass the window by what it clipped. Said once a window.
+	// requests pass the window by what it clipped. Said once a window
+	// (again if the proxy dropped it from memory and it comes back).
 	if serr == nil && c.off > 0 && len(items) > 0 && items[0].Pos == 0 && items[0].Message == nil {
-		if _, told := p.toldSmall.LoadOrStore(key, true); !told {
+		if !w.toldSmall {
+			w.toldSmall = true
 			p.log.Warn("the window is too small for the harness's system prompt, which goes whole: requests pass the window by what it cannot hold; raise --window (by default, the model's context)",
 				"session", key.SessionID, "agent", key.AgentID, "budget", st.Budget)
 		}

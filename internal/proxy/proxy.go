@@ -157,9 +157,6 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	states map[store.WindowKey]*winState
-	// toldSmall holds the windows the user was told are too small for
-	// their harness's system prompt (virtualize).
-	toldSmall sync.Map
 }
 
 // New returns a proxy storing into eng's store through windows.

@@ -344,6 +344,43 @@ func TestProxy_TooSmallForSystem(t *testing.T) {
 	}
 }
 
+// TestProxy_TooSmallForSystemBounded: what the proxy remembers of the
+// windows it told were too small goes with the windows it keeps in
+// memory (maxWindows, here 1): a session it dropped and that comes back
+// is told again. Remembered apart, for every window ever told, it grew
+// without end in a proxy serving session after session.
+func TestProxy_TooSmallForSystemBounded(t *testing.T) {
+	proxy.SetMaxWindows(t, 1)
+	var logs lockedLog
+	var steps []modelserver.Step
+	for i := range 12 {
+		steps = append(steps, modelserver.Say(fmt.Sprintf("Answer %d: %s", i, strings.Repeat("the crates are counted. ", 30))))
+	}
+	f := newFixture(t, proxy.Options{Limit: 3000, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, steps...)
+	system := strings.Repeat("You count crates on the ship, carefully and in order. ", 300)
+	history := map[string][]json.RawMessage{}
+	told := func() int { return strings.Count(logs.String(), "too small for the harness's system prompt") }
+	var want []int
+	for _, session := range []string{"a", "b", "a"} {
+		for range 4 {
+			i := len(history[session]) / 2
+			prompt, _ := json.Marshal(map[string]any{"role": "user", "content": fmt.Sprintf("Question %d: how many crates?", i)})
+			history[session] = append(history[session], prompt)
+			body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "system": system, "messages": history[session]})
+			resp := f.post(t, string(body), map[string]string{"X-Engram-Session": session})
+			history[session] = append(history[session], anthropicAnswer(t, resp, i))
+		}
+		f.p.Wait()
+		want = append(want, told())
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(want, []int{1, 2, 3}) {
+		t.Errorf("told %v times after each session's turns, want [1 2 3]:\n%s", want, logs.String())
+	}
+}
+
 // lockedLog is a log's text, written by the proxy's goroutines.
 type lockedLog struct {
 	mu sync.Mutex
