@@ -184,6 +184,44 @@ func TestLayout_TaskClipsResult(t *testing.T) {
 	}
 }
 
+// TestLayout_NewPromptStaysWhole: a policy that keeps turns (the default
+// role's KeepTurns) keeps the prompts of older turns too, and one of them
+// is not the agent's task: when the user's new prompt comes, the window
+// does not clip it to keep the prompt before it. (keepTask took the
+// prompt of the turn before for the task and the new prompt for the
+// newest step, and clipped it to a quarter of the room.)
+func TestLayout_NewPromptStaysWhole(t *testing.T) {
+	words := func(lead string, n int) string {
+		var b strings.Builder
+		b.WriteString(lead)
+		for i := 0; o200k.Count(b.String()) < n; i++ {
+			fmt.Fprintf(&b, " row%d", i)
+		}
+		return b.String()
+	}
+	conv := []Message{
+		counted(Message{Role: RoleSystem, Blocks: []Block{{Type: BlockText, Text: words("You are helpful.", 50)}}}),
+		prompt(words("Old task: summarise the old ledger.", 300)),
+		counted(Message{Role: RoleAssistant, Blocks: []Block{{Type: BlockText, Text: words("The old ledger:", 300)}}}),
+		prompt(words("New task: audit the new ledger.", 470)),
+	}
+	tried := 0
+	for budget := 900; budget <= 1100; budget += 20 {
+		l := layoutOf(t, PolicyFor(DefaultRole), budget, conv)
+		segs := l.Segments()
+		if l.Evictions() == 0 || segs[1].Kind == Kept && segs[1].From == 1 && segs[2].Kind != Evicted {
+			continue // nothing went, or the answer went alone: no choice between the prompts
+		}
+		tried++
+		if last := segs[len(segs)-1]; last.Kind != Kept || last.From != 3 {
+			t.Errorf("budget %d: the new prompt is not shown whole: %s", budget, spans(l))
+		}
+	}
+	if tried == 0 {
+		t.Fatal("no budget made the window choose between the prompts: the case is not tried")
+	}
+}
+
 func TestPolicies(t *testing.T) {
 	// The tool loop's markers are as measured: no entities, hints or time.
 	if p := ToolLoopPolicy(); p.MarkerEntities != 0 || p.MarkerHints != 0 || p.MarkerTime || p.Clip != 0 {

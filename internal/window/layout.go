@@ -563,7 +563,16 @@ const TaskClipFloor = 0.25
 // result, and the window, clipped to its threshold, passes it by the
 // call's tokens; the step before the call, clipped already, is clipped
 // further.
+//
+// Only the prompt that opens the newest turn (taskAt) is the task: a
+// policy that keeps turns (KeepTurns) keeps the prompts of older turns
+// too, and when the user's new prompt came, the one before it was taken
+// for the task and the new one, the newest candidate, for the step, and
+// clipped to keep the old.
 func (l *Layout) keepTask(high, task int) bool {
+	if task != l.taskAt() {
+		return false
+	}
 	k := len(l.segs) - 1
 	for k >= 0 && l.segs[k].Kind == Kept && !l.evictable(&l.segs[k]) && l.segs[k].From > task {
 		k--

@@ -32,16 +32,7 @@ func (l *Layout) keep(cand []int) []bool {
 	// on pin. Without it a harness's agent (through engram proxy, whose
 	// turns are not pinned) would be left with its newest steps and no
 	// task once its window first evicts.
-	at := len(l.msgs)
-	for i := len(l.msgs) - 1; i >= 0; i-- {
-		// An operator's forget leaves a call's result as a user's
-		// message that says so, a prompt to the layout; not the task.
-		if m := &l.msgs[i]; m.opensTurn() && !isForgottenPair(m) {
-			at = i
-			break
-		}
-	}
-	if at < len(l.msgs) {
+	if at := l.taskAt(); at < len(l.msgs) {
 		for _, i := range cand {
 			if l.segs[i].From <= at && at < l.segs[i].To {
 				keep[i] = true
@@ -49,6 +40,19 @@ func (l *Layout) keep(cand []int) []bool {
 		}
 	}
 	return keep
+}
+
+// taskAt is the place of the prompt that opens the newest turn, the
+// agent's task; len(msgs) when there is none.
+func (l *Layout) taskAt() int {
+	for i := len(l.msgs) - 1; i >= 0; i-- {
+		// An operator's forget leaves a call's result as a user's
+		// message that says so, a prompt to the layout; not the task.
+		if m := &l.msgs[i]; m.opensTurn() && !isForgottenPair(m) {
+			return i
+		}
+	}
+	return len(l.msgs)
 }
 
 // byStrategy returns, by segment, the candidates that a policy evicting by
