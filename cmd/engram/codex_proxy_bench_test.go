@@ -11,7 +11,6 @@ import (
 
 	"github.com/engramhq/engram/internal/modelserver"
 	"github.com/engramhq/engram/internal/proxy"
-	"github.com/engramhq/engram/internal/tokens"
 )
 
 // BenchmarkCodex_ProxySession is BenchmarkClaudeCode_ProxySession for the
@@ -27,33 +26,7 @@ import (
 // without the task's prompt.
 //
 //	ENGRAM_TEST_CODEX=… go test ./cmd/engram -run '^$' -bench Codex_ProxySession -benchtime 1x
-func BenchmarkCodex_ProxySession(b *testing.B) {
-	type benchCase struct {
-		name, role string
-		window     int
-	}
-	cases := []benchCase{{"direct", "", 0}}
-	for _, w := range []int{30000, 60000} {
-		cases = append(cases, benchCase{fmt.Sprintf("proxy-%d", w), "tool_loop", w}, benchCase{fmt.Sprintf("proxy-%d-default-role", w), "default", w})
-	}
-	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
-			for range b.N {
-				s := codexProxySession(b, c.role, c.window)
-				b.ReportMetric(float64(s.requests), "requests")
-				b.ReportMetric(float64(s.tokens)/float64(s.requests), "tokens/request")
-				b.ReportMetric(float64(s.most), "max-tokens")
-				b.ReportMetric(float64(s.tokens), "tokens")
-				b.ReportMetric(s.effective, "effective-tokens")
-				b.ReportMetric(float64(s.compactions), "compactions")
-				b.ReportMetric(float64(s.compactTokens), "compaction-tokens")
-				b.ReportMetric(float64(s.noTask), "requests-without-task")
-				b.Logf("%s: %d main requests, %d tokens (%.0f a request, the largest %d), %.0f effective with a prompt cache; %d compactions sending %d tokens; %d requests without the task's prompt",
-					c.name, s.requests, s.tokens, float64(s.tokens)/float64(s.requests), s.most, s.effective, s.compactions, s.compactTokens, s.noTask)
-			}
-		})
-	}
-}
+func BenchmarkCodex_ProxySession(b *testing.B) { runProxySessions(b, codexProxySession) }
 
 // codexTask is the prompt of the Codex session.
 const codexTask = "Read the ledgers one by one."
@@ -101,45 +74,15 @@ func codexProxySession(b *testing.B, role string, window int) sessionFigures {
 	if res.Message != "Read them all." {
 		b.Fatalf("Codex's last message: %q", res.Message)
 	}
-	enc, err := tokens.Get(tokens.O200kBase)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var f sessionFigures
-	var prev []string
-	for _, r := range srv.Requests(modelserver.KindMain, modelserver.KindCompact) {
-		if r.Kind == modelserver.KindCompact {
-			f.compactions++
-			f.compactTokens += r.InputTokens
-			continue
-		}
-		f.requests++
-		f.tokens += r.InputTokens
-		f.most = max(f.most, r.InputTokens)
+	return measureSession(b, srv, func(r modelserver.Request) (bool, []string) {
 		task := false
 		for _, it := range r.Responses.Input {
 			for _, part := range it.Content {
 				task = task || it.Role == "user" && strings.Contains(part.Text, codexTask)
 			}
 		}
-		if !task {
-			f.noTask++
-		}
-		blocks := responsesBlocks(b, r.Body)
-		same := 0
-		for same < len(blocks) && same < len(prev) && blocks[same] == prev[same] {
-			same++
-		}
-		for i, blk := range blocks {
-			n := float64(enc.Count(blk))
-			if i < same {
-				n *= 0.1
-			}
-			f.effective += n
-		}
-		prev = blocks
-	}
-	return f
+		return task, responsesBlocks(b, r.Body)
+	})
 }
 
 // responsesBlocks are a Responses request's blocks as a prompt cache sees

@@ -27,24 +27,24 @@ import (
 // requests that reached the model without the task's prompt.
 //
 //	ENGRAM_TEST_CLAUDE=… go test ./cmd/engram -run '^$' -bench ClaudeCode_ProxySession -benchtime 1x
-func BenchmarkClaudeCode_ProxySession(b *testing.B) {
-	cases := []struct {
+func BenchmarkClaudeCode_ProxySession(b *testing.B) { runProxySessions(b, proxySession) }
+
+// runProxySessions runs session straight (role "") and through the proxy
+// at --window 30000 and 60000 with the tool_loop and default roles, and
+// reports what each sent the model.
+func runProxySessions(b *testing.B, session func(b *testing.B, role string, window int) sessionFigures) {
+	type benchCase struct {
 		name, role string
 		window     int
-	}{{"direct", "", 0}}
+	}
+	cases := []benchCase{{"direct", "", 0}}
 	for _, w := range []int{30000, 60000} {
-		cases = append(cases, struct {
-			name, role string
-			window     int
-		}{fmt.Sprintf("proxy-%d", w), "tool_loop", w}, struct {
-			name, role string
-			window     int
-		}{fmt.Sprintf("proxy-%d-default-role", w), "default", w})
+		cases = append(cases, benchCase{fmt.Sprintf("proxy-%d", w), "tool_loop", w}, benchCase{fmt.Sprintf("proxy-%d-default-role", w), "default", w})
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				s := proxySession(b, c.role, c.window)
+				s := session(b, c.role, c.window)
 				b.ReportMetric(float64(s.requests), "requests")
 				b.ReportMetric(float64(s.tokens)/float64(s.requests), "tokens/request")
 				b.ReportMetric(float64(s.most), "max-tokens")
@@ -102,6 +102,20 @@ func proxySession(b *testing.B, role string, window int) sessionFigures {
 	if err := srv.Err(); err != nil {
 		b.Fatal(err)
 	}
+	return measureSession(b, srv, func(r modelserver.Request) (bool, []string) {
+		task := false
+		for _, m := range r.Params.Messages {
+			task = task || m.Role == "user" && strings.Contains(m.Text(), "Read the ledgers one by one.")
+		}
+		return task, requestBlocks(b, r.Body)
+	})
+}
+
+// measureSession sums up the requests srv received: compactions apart,
+// and for each main request its tokens, whether it holds the task and
+// its blocks as a prompt cache compares them (read tells both), the
+// blocks it shares with the request before at 0.1 a token.
+func measureSession(b *testing.B, srv *modelserver.Server, read func(modelserver.Request) (task bool, blocks []string)) sessionFigures {
 	enc, err := tokens.Get(tokens.O200kBase)
 	if err != nil {
 		b.Fatal(err)
@@ -117,14 +131,10 @@ func proxySession(b *testing.B, role string, window int) sessionFigures {
 		f.requests++
 		f.tokens += r.InputTokens
 		f.most = max(f.most, r.InputTokens)
-		task := false
-		for _, m := range r.Params.Messages {
-			task = task || m.Role == "user" && strings.Contains(m.Text(), "Read the ledgers one by one.")
-		}
+		task, blocks := read(r)
 		if !task {
 			f.noTask++
 		}
-		blocks := requestBlocks(b, r.Body)
 		same := 0
 		for same < len(blocks) && same < len(prev) && blocks[same] == prev[same] {
 			same++

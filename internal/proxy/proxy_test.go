@@ -316,32 +316,49 @@ func TestProxy_UpstreamTimeout(t *testing.T) {
 // harness sent it; the proxy says so once, in its log, rather than
 // leaving the user to wonder why requests pass --window.
 func TestProxy_TooSmallForSystem(t *testing.T) {
-	var logs lockedLog
-	var steps []modelserver.Step
-	for i := range 6 {
-		steps = append(steps, modelserver.Say(fmt.Sprintf("Answer %d: %s", i, strings.Repeat("the crates are counted. ", 30))))
-	}
-	f := newFixture(t, proxy.Options{Limit: 3000, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, steps...)
-	system := strings.Repeat("You count crates on the ship, carefully and in order. ", 300)
+	f, logs := tooSmallForSystem(t, 6)
 	var history []json.RawMessage
-	for i := range 6 {
-		prompt, _ := json.Marshal(map[string]any{"role": "user", "content": fmt.Sprintf("Question %d: how many crates?", i)})
-		history = append(history, prompt)
-		body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "system": system, "messages": history})
-		resp := f.post(t, string(body), map[string]string{"X-Engram-Session": "small"})
-		history = append(history, anthropicAnswer(t, resp, i))
+	for range 6 {
+		askCrates(t, f, "small", &history)
 	}
 	f.p.Wait()
 	if err := f.up.Err(); err != nil {
 		t.Fatal(err)
 	}
 	reqs := f.up.Requests(modelserver.KindMain)
-	if got := reqs[len(reqs)-1].Params.SystemText(); got != system {
-		t.Errorf("the system prompt upstream is not the harness's (%d bytes of %d)", len(got), len(system))
+	if got := reqs[len(reqs)-1].Params.SystemText(); got != crateSystem {
+		t.Errorf("the system prompt upstream is not the harness's (%d bytes of %d)", len(got), len(crateSystem))
 	}
 	if n := strings.Count(logs.String(), "too small for the harness's system prompt"); n != 1 {
 		t.Errorf("told %d times, want once:\n%s", n, logs.String())
 	}
+}
+
+// crateSystem is a system prompt of about 3,300 tokens.
+var crateSystem = strings.Repeat("You count crates on the ship, carefully and in order. ", 300)
+
+// tooSmallForSystem stands a proxy whose windows (3,000 tokens) cannot
+// hold crateSystem, with answers for turns requests, and its log.
+func tooSmallForSystem(t *testing.T, turns int) (*fixture, *lockedLog) {
+	t.Helper()
+	logs := &lockedLog{}
+	var steps []modelserver.Step
+	for i := range turns {
+		steps = append(steps, modelserver.Say(fmt.Sprintf("Answer %d: %s", i, strings.Repeat("the crates are counted. ", 30))))
+	}
+	return newFixture(t, proxy.Options{Limit: 3000, Logger: slog.New(slog.NewTextHandler(logs, nil))}, steps...), logs
+}
+
+// askCrates sends a session's next question with crateSystem, and adds
+// the question and its answer to the session's history.
+func askCrates(t *testing.T, f *fixture, session string, history *[]json.RawMessage) {
+	t.Helper()
+	i := len(*history) / 2
+	prompt, _ := json.Marshal(map[string]any{"role": "user", "content": fmt.Sprintf("Question %d: how many crates?", i)})
+	*history = append(*history, prompt)
+	body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "system": crateSystem, "messages": *history})
+	resp := f.post(t, string(body), map[string]string{"X-Engram-Session": session})
+	*history = append(*history, anthropicAnswer(t, resp, i))
 }
 
 // TestProxy_TooSmallForSystemBounded: what the proxy remembers of the
@@ -351,24 +368,13 @@ func TestProxy_TooSmallForSystem(t *testing.T) {
 // without end in a proxy serving session after session.
 func TestProxy_TooSmallForSystemBounded(t *testing.T) {
 	proxy.SetMaxWindows(t, 1)
-	var logs lockedLog
-	var steps []modelserver.Step
-	for i := range 12 {
-		steps = append(steps, modelserver.Say(fmt.Sprintf("Answer %d: %s", i, strings.Repeat("the crates are counted. ", 30))))
-	}
-	f := newFixture(t, proxy.Options{Limit: 3000, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, steps...)
-	system := strings.Repeat("You count crates on the ship, carefully and in order. ", 300)
-	history := map[string][]json.RawMessage{}
+	f, logs := tooSmallForSystem(t, 12)
+	history := map[string]*[]json.RawMessage{"a": {}, "b": {}}
 	told := func() int { return strings.Count(logs.String(), "too small for the harness's system prompt") }
 	var want []int
 	for _, session := range []string{"a", "b", "a"} {
 		for range 4 {
-			i := len(history[session]) / 2
-			prompt, _ := json.Marshal(map[string]any{"role": "user", "content": fmt.Sprintf("Question %d: how many crates?", i)})
-			history[session] = append(history[session], prompt)
-			body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "system": system, "messages": history[session]})
-			resp := f.post(t, string(body), map[string]string{"X-Engram-Session": session})
-			history[session] = append(history[session], anthropicAnswer(t, resp, i))
+			askCrates(t, f, session, history[session])
 		}
 		f.p.Wait()
 		want = append(want, told())
