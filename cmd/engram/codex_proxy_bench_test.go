@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/engramhq/engram/internal/modelserver"
-	"github.com/engramhq/engram/internal/proxy"
 )
 
 // BenchmarkCodex_ProxySession is BenchmarkClaudeCode_ProxySession for the
@@ -88,18 +86,5 @@ func codexProxySession(b *testing.B, role string, window int) sessionFigures {
 // responsesBlocks are a Responses request's blocks as a prompt cache sees
 // them: the instructions, the tool schemas, then each input item.
 func responsesBlocks(b *testing.B, body []byte) []string {
-	var req struct {
-		Instructions any   `json:"instructions"`
-		Tools        any   `json:"tools"`
-		Input        []any `json:"input"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		b.Fatal(err)
-	}
-	var out []string
-	for _, v := range append([]any{req.Instructions, req.Tools}, req.Input...) {
-		j, _ := json.Marshal(proxy.Stable(v))
-		out = append(out, string(j))
-	}
-	return out
+	return promptBlocks(b, body, "instructions", "tools", "input")
 }

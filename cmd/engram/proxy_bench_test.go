@@ -156,16 +156,31 @@ func measureSession(b *testing.B, srv *modelserver.Server, read func(modelserver
 // does not change the prompt (cache_control, Claude Code's billing header,
 // which its prompt cache leaves out) taken out.
 func requestBlocks(b *testing.B, body []byte) []string {
-	var req struct {
-		System   any   `json:"system"`
-		Tools    any   `json:"tools"`
-		Messages []any `json:"messages"`
-	}
+	return promptBlocks(b, body, "system", "tools", "messages")
+}
+
+// promptBlocks are a request's blocks as a prompt cache sees them, each
+// made stable (proxy.Stable): the fields head1 and head2, whole (null
+// when absent), then each element of the list field.
+func promptBlocks(b *testing.B, body []byte, head1, head2, list string) []string {
+	var req map[string]json.RawMessage
 	if err := json.Unmarshal(body, &req); err != nil {
 		b.Fatal(err)
 	}
+	var h1, h2 any
+	var items []any
+	for _, f := range []struct {
+		name string
+		into any
+	}{{head1, &h1}, {head2, &h2}, {list, &items}} {
+		if raw := req[f.name]; len(raw) > 0 {
+			if err := json.Unmarshal(raw, f.into); err != nil {
+				b.Fatalf("%s: %v", f.name, err)
+			}
+		}
+	}
 	var out []string
-	for _, v := range append([]any{req.System, req.Tools}, req.Messages...) {
+	for _, v := range append([]any{h1, h2}, items...) {
 		j, _ := json.Marshal(proxy.Stable(v))
 		out = append(out, string(j))
 	}
