@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ var itemTypes = []string{
 	"custom_tool_call", "custom_tool_call_output",
 	"reasoning", "compaction", "item_reference",
 	"local_shell_call", "local_shell_call_output",
+	"computer_call", "computer_call_output",
 	"web_search_call", "image_generation_call",
 	"mcp_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response",
 }
@@ -96,22 +98,32 @@ func validateResponses(r *ResponsesRequest, reasoned map[string]string) (msg, pa
 					return msg, param
 				}
 			}
-		case "function_call", "custom_tool_call", "local_shell_call":
+		case "function_call", "custom_tool_call", "local_shell_call", "computer_call":
 			if it.CallID == "" {
 				return fmt.Sprintf("Missing required parameter: '%s.call_id'.", at), at + ".call_id"
 			}
-			if it.Type != "local_shell_call" && it.Name == "" {
+			if it.Type != "local_shell_call" && it.Type != "computer_call" && it.Name == "" {
 				return fmt.Sprintf("Missing required parameter: '%s.name'.", at), at + ".name"
 			}
 			calls[it.CallID] = true
-		case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
+		case "function_call_output", "custom_tool_call_output", "local_shell_call_output", "computer_call_output":
 			if it.CallID == "" {
 				return fmt.Sprintf("Missing required parameter: '%s.call_id'.", at), at + ".call_id"
 			}
 			if !calls[it.CallID] {
 				return fmt.Sprintf("No tool call found for function call output with call_id %s.", it.CallID), "input"
 			}
-			if it.Type != "local_shell_call_output" {
+			if it.Type == "computer_call_output" {
+				// Its output is one screenshot, an input_image by another name.
+				var shot Part
+				if err := json.Unmarshal(it.Output, &shot); err != nil || shot.Type != "computer_screenshot" {
+					return fmt.Sprintf("Invalid '%s.output': expected an object of type 'computer_screenshot'.", at), at + ".output"
+				}
+				shot.Type = "input_image"
+				if msg, param := validatePart(shot, []string{"input_image"}, at+".output"); msg != "" {
+					return msg, param
+				}
+			} else if it.Type != "local_shell_call_output" {
 				parts, err := it.OutputParts()
 				if err != nil {
 					return fmt.Sprintf("Invalid type for '%s.output': expected a string or an array of content parts.", at), at + ".output"
