@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/engramhq/engram/internal/pictest"
 )
 
 // nodeTimeout bounds one run of a client script; it takes about a second.
@@ -277,6 +280,36 @@ func testNodeAnthropicMessages(t *testing.T, proxied bool) {
 	}
 	if err := srv.Err(); err == nil || strings.Count(err.Error(), "\n") != 0 || !strings.Contains(err.Error(), "toolu_x") {
 		t.Errorf("Err() = %v; want the one refusal the script asked for", err)
+	}
+}
+
+// TestNode_OpenAIAudio runs the official openai client through engram's
+// proxy with a recording (input_audio) asked about over three streamed
+// turns: every request reaches the model with the recording, which the
+// proxy's window counts as OpenAI does (30 seconds, 300 tokens), not as
+// the text of its base64 (1.3 MB), which it evicted at once.
+func TestNode_OpenAIAudio(t *testing.T) {
+	wav := pictest.NoiseWAVBase64(30, 22050, 16)
+	raw, err := base64.StdEncoding.DecodeString(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bark.wav")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AUDIO_FILE", path)
+	srv := Start(Options{Main: []Step{Say("A dog barks."), Say("Twice."), Say("It sounds large.")}})
+	defer srv.Close()
+	var out struct{ Answers []string }
+	runNodeClient(t, srv, true, "ENGRAM_TEST_NODE_OPENAI", "openai", "openai_audio.mjs", &out)
+	if want := []string{"A dog barks.", "Twice.", "It sounds large."}; !cmp.Equal(out.Answers, want) {
+		t.Errorf("answers %q, want %q", out.Answers, want)
+	}
+	for _, r := range srv.Requests() {
+		if !strings.Contains(string(r.Body), wav[:200]) {
+			t.Errorf("request %d reached the model without the recording: %.300s", r.Seq, r.Body)
+		}
 	}
 }
 

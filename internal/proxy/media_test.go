@@ -64,27 +64,91 @@ func TestProxy_KeepsImages(t *testing.T) {
 		input := []any{map[string]any{"type": "message", "role": "user", "content": []any{
 			map[string]any{"type": "input_text", "text": "What is on this screen?"},
 			map[string]any{"type": "input_image", "image_url": "data:image/png;base64," + img}}}}
-		for i := range 3 {
-			body, _ := json.Marshal(map[string]any{"model": "gpt-5-codex", "store": false, "input": input})
-			resp := f.postTo(t, "/v1/responses", string(body), header)
-			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
-			}
-			var out struct{ Output []json.RawMessage }
-			if err := json.Unmarshal(b, &out); err != nil {
-				t.Fatal(err)
-			}
-			for _, it := range out.Output {
-				input = append(input, it)
-			}
-			input = append(input, map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": fmt.Sprintf("and the colour? (%d)", i)}}})
-		}
-		f.p.Wait()
+		postResponsesTurns(t, f, header, input, 3, "and the colour?")
 		for i, r := range f.up.Requests(modelserver.KindMain) {
 			if !strings.Contains(string(r.Body), img[:200]) {
 				t.Errorf("request %d upstream has lost the picture: %.300s", i, r.Body)
 			}
 		}
 	})
+	// A computer-use agent's screenshot, a computer call's output, the
+	// picture of its screen at every step.
+	t.Run("responses computer screenshot", func(t *testing.T) {
+		f := newFixture(t, proxy.Options{Limit: 20000}, modelserver.Say("The settings are open."), modelserver.Say("Dark mode is on."), modelserver.Say("Yes."))
+		header := map[string]string{"Session-Id": "01a217e5-a3ec-7613-957d-3f824116f402"}
+		input := []any{
+			map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "Open the settings."}}},
+			map[string]any{"type": "computer_call", "id": "cu_1", "call_id": "call_shot", "action": map[string]any{"type": "screenshot"}, "pending_safety_checks": []any{}, "status": "completed"},
+			map[string]any{"type": "computer_call_output", "call_id": "call_shot", "output": map[string]any{"type": "computer_screenshot", "image_url": "data:image/png;base64," + img}},
+		}
+		postResponsesTurns(t, f, header, input, 3, "is dark mode on?")
+		for i, r := range f.up.Requests(modelserver.KindMain) {
+			if !strings.Contains(string(r.Body), img[:200]) {
+				t.Errorf("request %d upstream has lost the screenshot: %.300s", i, r.Body)
+			}
+		}
+		st, err := f.windows.Status(t.Context(), store.WindowKey{SessionID: "01a217e5-a3ec-7613-957d-3f824116f402", AgentID: "proxy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Used > 2000 || st.Evicted > 0 {
+			t.Errorf("the window counts %d tokens, %d evicted; want a picture of 425 and a few prompts, nothing evicted", st.Used, st.Evicted)
+		}
+	})
+	// A user's recording, asked about over several turns: 30 seconds of
+	// WAV, 300 tokens to OpenAI, 1.3 MB of base64 as text.
+	t.Run("chat audio", func(t *testing.T) {
+		wav := pictest.NoiseWAVBase64(30, 22050, 16)
+		f := newFixture(t, proxy.Options{Limit: 20000}, modelserver.Say("A dog barks."), modelserver.Say("Twice."), modelserver.Say("Yes."))
+		history := []any{map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "text", "text": "What is in this recording?"},
+			map[string]any{"type": "input_audio", "input_audio": map[string]any{"data": wav, "format": "wav"}}}}}
+		for i := range 3 {
+			body, _ := json.Marshal(map[string]any{"model": "gpt-4o-audio-preview", "modalities": []string{"text"}, "messages": history})
+			resp := f.postTo(t, "/v1/chat/completions", string(body), map[string]string{"X-Engram-Session": "recording"})
+			if resp.StatusCode != http.StatusOK {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
+			}
+			history = append(history, chatAnswer(t, resp, false), map[string]any{"role": "user", "content": fmt.Sprintf("how many times? (%d)", i)})
+		}
+		f.p.Wait()
+		for i, r := range f.up.Requests(modelserver.KindMain) {
+			if !strings.Contains(string(r.Body), wav[:200]) {
+				t.Errorf("request %d upstream has lost the recording: %.300s", i, r.Body)
+			}
+		}
+		st, err := f.windows.Status(t.Context(), store.WindowKey{SessionID: "recording", AgentID: "proxy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Used > 2000 || st.Evicted > 0 {
+			t.Errorf("the window counts %d tokens, %d evicted; want a recording of 300 and a few prompts, nothing evicted", st.Used, st.Evicted)
+		}
+	})
+}
+
+// postResponsesTurns sends input to the proxy's Responses API turns
+// times, each time with the answer and a new prompt (ask and the turn's
+// number) added, as a stateless client does, and waits for the proxy to
+// store them.
+func postResponsesTurns(t *testing.T, f *fixture, header map[string]string, input []any, turns int, ask string) {
+	t.Helper()
+	for i := range turns {
+		body, _ := json.Marshal(map[string]any{"model": "gpt-5-codex", "store": false, "input": input})
+		resp := f.postTo(t, "/v1/responses", string(body), header)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
+		}
+		var out struct{ Output []json.RawMessage }
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Output {
+			input = append(input, it)
+		}
+		input = append(input, map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": fmt.Sprintf("%s (%d)", ask, i)}}})
+	}
+	f.p.Wait()
 }

@@ -15,19 +15,21 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	_ "golang.org/x/image/webp" // and WebP's, the fourth format the vendors take
 )
 
-// A block of media (an image, a PDF) costs a model what its vendor
-// charges for it, not what its bytes would as text: a screenshot of 600
-// KB is 800 KB of base64, about half a million tokens counted as text,
-// where Anthropic charges at most 1,600 for it. Counted as text, one
-// image would fill a window, and its eviction would take the picture
+// A block of media (an image, a PDF, a recording) costs a model what its
+// vendor charges for it, not what its bytes would as text: a screenshot
+// of 600 KB is 800 KB of base64, about half a million tokens counted as
+// text, where Anthropic charges at most 1,600 for it. Counted as text,
+// one image would fill a window, and its eviction would take the picture
 // from the model on the very next turn. So a block that carries media is
 // counted as the vendors say they count it, from the image's size in
-// pixels, read from its header, or from a PDF's pages; what the block
-// holds besides (a tool result's text) is counted as text.
+// pixels, read from its header, from a PDF's pages, or from a
+// recording's length (audio.go); what the block holds besides (a tool
+// result's text) is counted as text.
 const (
 	// claudeImageMax is Anthropic's most for an image: a larger one is
 	// scaled down to about 1.15 megapixels (tokens = pixels / 750).
@@ -51,11 +53,19 @@ const (
 	// pdfBytesPerPage is a PDF's size per page, for a PDF whose pages
 	// cannot be counted (its page objects compressed).
 	pdfBytesPerPage = 50 << 10
+	// audioTokensPerSecond is OpenAI's charge for a user's audio: a
+	// token per 100 ms (its Realtime cost guide; Chat Completions takes
+	// the same models' input_audio).
+	audioTokensPerSecond = 10
+	// audioBytesPerSecond is the rate assumed of audio whose header
+	// cannot be read: 16 kbit/s, under what speech is recorded at, so
+	// that its length is estimated over the mark rather than under.
+	audioBytesPerSecond = 2000
 )
 
 // mediaType finds the blocks that may carry media, so that other raw
 // blocks are counted as text without being decoded.
-var mediaType = regexp.MustCompile(`"type"\s*:\s*"(?:image|document|image_url|input_image|input_file|file)"`)
+var mediaType = regexp.MustCompile(`"type"\s*:\s*"(?:image|document|image_url|input_image|input_file|file|computer_screenshot|input_audio)"`)
 
 // holdsMedia reports whether the raw block raw may hold media.
 func holdsMedia(raw []byte) bool {
@@ -114,6 +124,8 @@ func mediaTokens(o map[string]any) (int, bool) {
 		return pdfPageTokens, true // given by URL or file: its pages unknown here, one
 	case p.kind == "document":
 		return pdfTokens(p.b64), true
+	case p.kind == "audio":
+		return audioTokens(audioLength(p.b64), len(p.b64)), true
 	case p.openAI:
 		w, h := imageSize(p.b64)
 		return openAIImageTokens(w, h, p.detail), true
@@ -124,7 +136,7 @@ func mediaTokens(o map[string]any) (int, bool) {
 
 // piece is a piece of media as a vendor's block gives it.
 type piece struct {
-	kind   string // "image" or "document"
+	kind   string // "image", "document" or "audio"
 	openAI bool   // in one of OpenAI's shapes, charged at its rates
 	detail string // an OpenAI image's detail
 	typ    string // its media type, "" when the block does not say
@@ -141,8 +153,10 @@ type piece struct {
 //	           {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": …} or a url or file}
 //	OpenAI:    {"type": "image_url", "image_url": {"url": "data:…", "detail": …}}
 //	           {"type": "file", "file": {"file_data": "data:application/pdf;base64,…"}}
+//	           {"type": "input_audio", "input_audio": {"data": …, "format": "wav" or "mp3"}}
 //	Responses: {"type": "input_image", "image_url": "data:…", "detail": …}
 //	           {"type": "input_file", "file_data": "data:application/pdf;base64,…"}
+//	           {"type": "computer_screenshot", "image_url": "data:…"} (a computer call's output)
 //
 // A document of text (Anthropic's source of type "text" or "content") is
 // no media: its text is counted and shown as text.
@@ -180,8 +194,23 @@ func pieceOf(o map[string]any) (piece, bool) {
 			return piece{}, false
 		}
 		return fromURL("image", str(img, "url"), str(img, "detail"))
-	case "input_image":
+	case "input_image", "computer_screenshot":
 		return fromURL("image", str(o, "image_url"), str(o, "detail"))
+	case "input_audio":
+		a, ok := o["input_audio"].(map[string]any)
+		if !ok {
+			return piece{}, false
+		}
+		p := piece{kind: "audio", openAI: true, b64: str(a, "data")}
+		p.payload = p.b64
+		switch f := str(a, "format"); f {
+		case "":
+		case "mp3":
+			p.typ = "audio/mpeg"
+		default:
+			p.typ = "audio/" + f
+		}
+		return p, true
 	case "file":
 		f, ok := o["file"].(map[string]any)
 		if !ok {
@@ -278,15 +307,18 @@ func pdfTokens(b64 string) int {
 // where its payload lies in the block, bytes Start to End (the JSON
 // string's contents, a data: URL whole).
 type Media struct {
-	// Kind is "image" or "document".
+	// Kind is "image", "document" or "audio".
 	Kind string
-	// Type is its media type (image/png, application/pdf), "" when the
-	// block does not say.
+	// Type is its media type (image/png, application/pdf, audio/wav), ""
+	// when the block does not say.
 	Type string
 	// Width and Height are an image's size in pixels, read from its
 	// header; Pages a PDF's pages, counted from its page objects. 0 when
 	// not known.
 	Width, Height, Pages int
+	// Length is audio's, read from its header (a WAV's or an MP3's); 0
+	// when not known.
+	Length time.Duration
 	// Sum is the start of the payload's SHA-256, in hex: pieces of media
 	// with the same one are the same.
 	Sum string
@@ -370,8 +402,12 @@ func describe(kind, typ, b64 string) Media {
 	m := Media{Kind: kind, Type: typ, Size: len(b64)}
 	sum := sha256.Sum256([]byte(b64))
 	m.Sum = hex.EncodeToString(sum[:4])
-	if kind == "image" {
+	switch kind {
+	case "image":
 		m.Width, m.Height = imageSize(b64)
+		return m
+	case "audio":
+		m.Length = audioLength(b64)
 		return m
 	}
 	if raw, err := base64.StdEncoding.DecodeString(b64); err == nil {
@@ -396,6 +432,8 @@ func (m Media) Placeholder(how string) string {
 		b.WriteString(" 1 page,")
 	case m.Pages > 1:
 		fmt.Fprintf(&b, " %d pages,", m.Pages)
+	case m.Length > 0:
+		fmt.Fprintf(&b, " %.1f s,", m.Length.Seconds())
 	}
 	fmt.Fprintf(&b, " %s of base64, sha256 %s", SizeOf(m.Size), m.Sum)
 	if how != "" {
@@ -439,10 +477,14 @@ func ShowMedia(raw []byte, how string) string {
 // Tokens is what m costs a model: an image at the dearer of the vendors'
 // rates for its size (Anthropic's or OpenAI's in high detail, each at
 // its most when the size is not known), a PDF at pdfPageTokens a page
-// (its pages from its size when they could not be counted).
+// (its pages from its size when they could not be counted), audio at
+// OpenAI's rate for its length.
 func (m Media) Tokens() int {
-	if m.Kind == "image" {
+	switch m.Kind {
+	case "image":
 		return max(claudeImageTokens(m.Width, m.Height), openAIImageTokens(m.Width, m.Height, ""))
+	case "audio":
+		return audioTokens(m.Length, m.Size)
 	}
 	if m.Pages > 0 {
 		return m.Pages * pdfPageTokens

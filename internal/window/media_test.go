@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/engramhq/engram/internal/pictest"
 	"github.com/engramhq/engram/internal/store"
@@ -61,6 +62,27 @@ func losslessWebP(w, h int) string {
 // A block of media is counted as its vendor charges for it, from the
 // image's size or the PDF's pages, never as the text of its base64; what
 // the block holds besides is counted as text.
+// mp3Base64 is frames frames of MPEG-1 Layer III at 128 kbit/s, 44.1
+// kHz, stereo (1,152 samples, 417 bytes each) after an ID3v2 tag, the
+// first a Xing header's with the count of frames (a variable bit
+// rate's) when xing is not 0: its base64.
+func mp3Base64(frames, xing int) string {
+	var b bytes.Buffer
+	b.Write([]byte{'I', 'D', '3', 4, 0, 0, 0, 0, 1, 0}) // a tag of 128 bytes
+	b.Write(make([]byte, 128))
+	for i := range frames {
+		frame := make([]byte, 417)
+		copy(frame, []byte{0xff, 0xfb, 0x90, 0x00})
+		if i == 0 && xing > 0 {
+			copy(frame[36:], "Xing")
+			binary.BigEndian.PutUint32(frame[40:], 1) // frames given
+			binary.BigEndian.PutUint32(frame[44:], uint32(xing))
+		}
+		b.Write(frame)
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
 func TestRawTokens(t *testing.T) {
 	enc, err := tokens.Get(tokens.O200kBase)
 	if err != nil {
@@ -94,6 +116,16 @@ func TestRawTokens(t *testing.T) {
 		{"responses input_image", `{"type": "input_image", "image_url": "data:image/png;base64,` + big + `", "detail": "high"}`, 85 + 6*170, 85 + 6*170 + 25},
 		{"responses input_file", `{"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,` + pdf + `"}`, 9000, 9000 + 25},
 		{"openai file", `{"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64,` + pdf + `"}}`, 9000, 9000 + 25},
+		// A computer call's screenshot: 1000 × 500 in high detail.
+		{"responses computer_screenshot", `{"type": "computer_call_output", "call_id": "call_1", "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,` + wide + `"}}`, 425, 425 + 40},
+		// Audio at 10 tokens a second: 12 seconds of WAV (as text, its
+		// 512 KB of base64 are about 350,000 tokens), 26 of MP3 by its
+		// Xing header, 2.6 of MP3 by its size at its bit rate.
+		{"openai input_audio, WAV", `{"type": "input_audio", "input_audio": {"data": "` + pictest.NoiseWAVBase64(12, 16000, 16) + `", "format": "wav"}}`, 120, 120 + 25},
+		{"openai input_audio, MP3 with a Xing header", `{"type": "input_audio", "input_audio": {"data": "` + mp3Base64(10, 1000) + `", "format": "mp3"}}`, 262, 262 + 25},
+		{"openai input_audio, MP3 at a constant rate", `{"type": "input_audio", "input_audio": {"data": "` + mp3Base64(100, 0) + `", "format": "mp3"}}`, 27, 27 + 25},
+		// Not read: its size at 2,000 bytes a second, 24,000 bytes: 12 s.
+		{"openai input_audio, not WAV nor MP3", `{"type": "input_audio", "input_audio": {"data": "` + base64.StdEncoding.EncodeToString(make([]byte, 24000)) + `", "format": "wav"}}`, 120, 120 + 25},
 		// Not media: counted as text.
 		{"a document of text", `{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "the quartermaster counts the crates"}}`, 10, 40},
 		{"a thinking block", `{"type": "thinking", "thinking": "look first", "signature": "abc"}`, 5, 25},
@@ -127,6 +159,8 @@ func TestShowMedia(t *testing.T) {
 	sum := func(b64 string) string { s := sha256.Sum256([]byte(b64)); return hex.EncodeToString(s[:4]) }
 	img := fmt.Sprintf("[image: image/png, 300×200, %d KB of base64, sha256 %s; engram show abc]", (len(shot)+500)/1000, sum(shot))
 	doc := fmt.Sprintf("[document: application/pdf, 2 pages, %d B of base64, sha256 %s; engram show abc]", len(pdf), sum(pdf))
+	wav := pictest.NoiseWAVBase64(2.5, 8000, 8)
+	sound := fmt.Sprintf("[audio: audio/wav, 2.5 s, %d KB of base64, sha256 %s; engram show abc]", (len(wav)+500)/1000, sum(wav))
 	for _, c := range []struct{ name, raw, want string }{
 		{"anthropic tool result",
 			`{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"the page \"/login\"\n"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + shot + `"}}]}`,
@@ -149,6 +183,10 @@ func TestShowMedia(t *testing.T) {
 			`{"type": "file", "file": {"filename": "a.pdf", "file_data": "` + doc + `"}}`},
 		{"responses input_file", `{"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,` + pdf + `"}`,
 			`{"type": "input_file", "filename": "a.pdf", "file_data": "` + doc + `"}`},
+		{"responses computer_screenshot", `{"type": "computer_screenshot", "image_url": "data:image/png;base64,` + shot + `"}`,
+			`{"type": "computer_screenshot", "image_url": "` + img + `"}`},
+		{"openai input_audio", `{"type": "input_audio", "input_audio": {"data": "` + wav + `", "format": "wav"}}`,
+			`{"type": "input_audio", "input_audio": {"data": "` + sound + `", "format": "wav"}}`},
 		{"an image by url", `{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}`,
 			`{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}`},
 		{"a thinking block", `{"type": "thinking", "thinking": "an image of type \"image\"", "signature": "c2ln"}`,
@@ -258,6 +296,8 @@ func TestMedia_Tokens(t *testing.T) {
 		{window.Media{Kind: "image"}, 1600},                                                    // size unknown: Anthropic's most
 		{window.Media{Kind: "document", Pages: 2}, 6000},                                       // 3,000 a page
 		{window.Media{Kind: "document", Size: base64.StdEncoding.EncodedLen(120 << 10)}, 9000}, // pages from 120 KB
+		{window.Media{Kind: "audio", Length: 4500 * time.Millisecond}, 45},                     // 10 a second
+		{window.Media{Kind: "audio", Size: base64.StdEncoding.EncodedLen(30000)}, 150},         // 15 s at 2,000 bytes a second
 	} {
 		if got := c.m.Tokens(); got != c.want {
 			t.Errorf("%+v: %d tokens, want %d", c.m, got, c.want)
