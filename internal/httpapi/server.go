@@ -1,8 +1,14 @@
 // Package httpapi is engram's HTTP front end, what `engram serve` serves:
-// the MCP endpoint over streamable HTTP (/mcp), the JSON API (/v1/...),
-// health (/healthz), and a bearer-token check in front of everything but
-// health and the model APIs a proxy serves (Options.Proxy), which check
-// their own.
+// the MCP endpoint over streamable HTTP (/mcp), the JSON API (/v1/...,
+// its event stream in events.go), the dashboard's page (dashboard.go,
+// login.go), /metrics, health (/healthz), and, for a server of several
+// projects, each project's handler under /p/NAME/ (Projects). Every
+// request passes the site's checks (guard.go: Host, Origin); a credential
+// (the bearer token, an agent's key, or the dashboard's sign-in cookie as
+// a reader) is asked of everything but what holds no data (health, the
+// page and its assets, the login link, sign-out, and the refusal of an
+// OAuth client's registration, oauth.go) and the model APIs a proxy serves
+// (Options.Proxy), which check their own.
 //
 // Each MCP session gets its own mcpserver.Server, identified by the
 // X-Engram-Session and X-Engram-Agent headers (or the session and agent
