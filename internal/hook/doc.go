@@ -6,9 +6,10 @@
 // A Runner handles one event (Run) for one harness:
 //
 //   - SessionStart registers the session's agent in the archivalist and
-//     injects a briefing: the session's state, the shared memory's recent
-//     failures and their resolutions, open intents, and, when the session
-//     is new, where the project's last session stopped. After a
+//     injects a briefing (the standard tier by default, Options.Briefing):
+//     the session's state, the shared memory's open intents, active
+//     patterns, failures with their resolutions and decisions, and, when
+//     the session is new, where the project's last session stopped. After a
 //     compaction it also lists the [CTX-REF] markers that PreCompact
 //     recorded, so that the model can get any compacted turn back exactly.
 //   - UserPromptSubmit stores the prompt and injects engram's pre-fetch
