@@ -209,6 +209,82 @@ func TestCLI_WatchEmbedsInTheBackground(t *testing.T) {
 	}
 }
 
+// TestCLI_WatchEmbedsWhatAgentsStore: what a writer stores without
+// embedding (engram's hooks, its proxy, the MCP and HTTP front ends; here
+// engram add --no-embed, which stores as they do) while engram watch, or
+// engram serve without indexing, runs is embedded by its embedder within
+// a poll, with no file changed and no command run. Before, it waited for
+// the next file saved or engram embed, searchable only by its words.
+func TestCLI_WatchEmbedsWhatAgentsStore(t *testing.T) {
+	defer func(p time.Duration) { embedPoll = p }(embedPoll)
+	embedPoll = 100 * time.Millisecond
+	serve := []string{"serve", "--yes", "--addr", "127.0.0.1:0", "--no-index", "--no-proxy"}
+	for _, c := range []struct {
+		name  string
+		args  []string
+		ready string
+		index bool // the project indexed first: a corpus model trained
+	}{
+		{"watch", []string{"watch"}, "watching ", true},
+		{"serve", serve, "engram serving ", true},
+		// The store's first model is trained from what agents stored.
+		{"serve, no model yet", serve, "engram serving ", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			semanticProject(t, e.project)
+			if c.index {
+				e.ok("", "index", "--yes")
+			}
+			status := func() engine.EmbedStatus {
+				var st engine.EmbedStatus
+				if err := json.Unmarshal([]byte(e.ok("", "embed", "status", "--json")), &st); err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			var out, errOut lockedBuffer
+			done := make(chan int)
+			go func() {
+				done <- run(ctx, c.args, strings.NewReader(""), &out, &errOut, func(k string) string { return e.vars[k] })
+			}()
+			defer func() {
+				cancel()
+				if code := <-done; code != 0 && code != 130 {
+					t.Errorf("%s exited %d:\n%s", c.args[0], code, errOut.String())
+				}
+			}()
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(errOut.String(), c.ready) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s did not start:\n%s", c.args[0], errOut.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			before := status()
+			var lines strings.Builder
+			for i := range 30 { // enough to train a first model on
+				fmt.Fprintf(&lines, `{"session":"s1","agent":"claude","role":"user","content":"Turn %d: the retry loop should back off with jitter when queue %d is full."}`+"\n", i, i)
+			}
+			e.ok(lines.String(), "add", "--no-embed", "--quiet")
+			if st := status(); st.Chunks <= before.Chunks {
+				t.Fatalf("add stored no chunk: %+v (before %+v)", st, before)
+			}
+			for {
+				st := status()
+				if st.Chunks > before.Chunks && st.Model != "" && st.Pending == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("what add stored was not embedded in time: %+v (before %+v)\n%s", st, before, errOut.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
 // lockedBuffer is a bytes.Buffer safe to write from one goroutine and read
 // from another.
 type lockedBuffer struct {

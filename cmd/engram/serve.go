@@ -250,7 +250,12 @@ name, with /healthz listing them and one token for all.`,
 			}
 			for i, p := range projects {
 				if noIndex {
-					break
+					// What agents store is embedded all the same (the
+					// watcher does it when it runs).
+					if _, err := p.engine(ctx, false); err == nil && !noEmbed {
+						wg.Go(func() { p.embedLoop(ictx, nil) })
+					}
+					continue
 				}
 				wg.Go(func() {
 					err := p.runIndex(ictx, nil, index.Options{}, indexRun{yes: yes, embed: !noEmbed, watch: true, metrics: pmetrics[i], activity: pindex[i]})
@@ -292,7 +297,7 @@ name, with /healthz listing them and one token for all.`,
 	f.StringVar(&tokenFile, "token-file", "", "where the token is kept (default serve.token in the data directory)")
 	f.BoolVar(&noIndex, "no-index", false, "serve without indexing or watching the project")
 	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
-	f.BoolVar(&noEmbed, "no-embed", false, "do not embed new chunks as they are indexed")
+	f.BoolVar(&noEmbed, "no-embed", false, "do not embed new chunks, indexed or stored by agents (engram embed does it later)")
 	f.Int64Var(&maxBody, "max-body", httpapi.MaxBodyBytes, "largest request body accepted, in bytes (413 beyond); the model APIs' is --proxy-max-body")
 	f.BoolVar(&noProxy, "no-proxy", false, "do not serve the model APIs (/v1/messages, /v1/chat/completions, /v1/responses)")
 	f.StringVar(&upstreams.Anthropic, "anthropic", proxy.DefaultAnthropic, "the Anthropic API's base URL, where /v1/messages goes")

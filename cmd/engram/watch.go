@@ -32,7 +32,7 @@ the background unless --no-embed is given. Stops cleanly on Ctrl-C.`,
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&yes, "yes", "y", false, "grant permission to read the project without asking")
-	f.BoolVar(&noEmbed, "no-embed", false, "do not embed new chunks as they are indexed")
+	f.BoolVar(&noEmbed, "no-embed", false, "do not embed new chunks, indexed or stored by agents (engram embed does it later)")
 	f.IntVar(&opts.Workers, "workers", 0, "files read in parallel (default from index.workers: one per core)")
 	f.Int64Var(&opts.MaxFileBytes, "max-file-size", 0, "skip files larger than this many bytes (default from index.max_file_bytes: 1 MiB)")
 	f.StringSliceVar(&opts.Exclude, "exclude", nil, "more gitignore-style patterns to leave out, added to index.exclude (repeatable)")
@@ -41,8 +41,8 @@ the background unless --no-embed is given. Stops cleanly on Ctrl-C.`,
 
 // runWatch watches the project until ctx ends (Ctrl-C), printing a line
 // per batch of changes; with embed, a background goroutine embeds what
-// each batch stored. The queue and updates go to m and act (either may be
-// nil).
+// each batch stored, and what the store gains from other writers (see
+// embedLoop). The queue and updates go to m and act (either may be nil).
 func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool, m *metrics.Metrics, act *index.Activity) error {
 	opts.Progress = nil
 	kick := make(chan struct{}, 1)
@@ -53,22 +53,7 @@ func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool, m *m
 		wg.Wait()
 	}()
 	if embed {
-		wg.Go(func() {
-			for {
-				select {
-				case <-ectx.Done():
-					return
-				case <-kick:
-				}
-				rep, err := a.eng.Embed(ectx, nil)
-				switch {
-				case err != nil && ectx.Err() == nil:
-					fmt.Fprintf(a.stderr, "%s embedding failed (search stays lexical for the new chunks): %v\n", time.Now().Format(time.TimeOnly), err)
-				case rep.Embedded > 0:
-					a.log.Info("embedded", "chunks", rep.Embedded, "model", rep.Model, "took", rep.Took)
-				}
-			}
-		})
+		wg.Go(func() { a.embedLoop(ectx, kick) })
 	}
 
 	err := a.eng.Watch(ctx, a.cfg.Project, opts, index.WatchOptions{
@@ -102,4 +87,47 @@ func (a *app) runWatch(ctx context.Context, opts index.Options, embed bool, m *m
 		fmt.Fprintln(a.stderr, "stopped watching")
 	}
 	return err
+}
+
+// embedPoll is how often a watcher's embedder looks for chunks that other
+// writers stored: engram's hooks, its proxy, and the MCP and HTTP front
+// ends store without embedding, so that an agent never waits for it.
+var embedPoll = 30 * time.Second
+
+// embedLoop embeds until ctx ends: at once when kick says the watcher
+// indexed files, and every embedPoll when the store holds chunks without
+// a vector (or, with no corpus model yet, holds more chunks than when it
+// last tried to train one). A failure is said once, not at every poll,
+// until an embedding succeeds again.
+func (a *app) embedLoop(ctx context.Context, kick <-chan struct{}) {
+	t := time.NewTicker(embedPoll)
+	defer t.Stop()
+	failing := false
+	tried := int64(-1) // the chunks when a corpus model was last tried
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		case <-t.C:
+			st, err := a.eng.EmbedStatus(ctx)
+			if err != nil || st.Pending == 0 && (st.Model != "" || st.Chunks == tried) {
+				continue
+			}
+			tried = st.Chunks
+		}
+		rep, err := a.eng.Embed(ctx, nil)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if !failing {
+				fmt.Fprintf(a.stderr, "%s embedding failed (search stays lexical for the new chunks): %v\n", time.Now().Format(time.TimeOnly), err)
+			}
+			failing = true
+		case err == nil:
+			failing = false
+			if rep.Embedded > 0 {
+				a.log.Info("embedded", "chunks", rep.Embedded, "model", rep.Model, "took", rep.Took)
+			}
+		}
+	}
 }
