@@ -570,7 +570,7 @@ func isRecordID(id string) bool {
 // vectorRank ranks the records keep accepts by the cosine of their
 // embedding with text's, naming each by its position in the mirror, and
 // returns the mean cosine of the records compared. Records never change,
-// so their vectors are cached by id; at most the newest 5,000 are
+// so their vectors are cached by model and text; at most the newest 5,000 are
 // compared.
 func (a *Archive) vectorRank(ctx context.Context, m *mirror, text string, keep func(*Record) bool) ([]retrieve.Ranked, float64, error) {
 	var pos []int
