@@ -251,8 +251,11 @@ name, with /healthz listing them and one token for all.`,
 			for i, p := range projects {
 				if noIndex {
 					// What agents store is embedded all the same (the
-					// watcher does it when it runs).
-					if _, err := p.engine(ctx, false); err == nil && !noEmbed {
+					// watcher does it when it runs). On PostgreSQL the
+					// server that indexes embeds for every server: the
+					// others, started with --no-index as the README says,
+					// would each embed the same chunks at once.
+					if _, err := p.engine(ctx, false); err == nil && !noEmbed && !p.cfg.Store.Postgres() {
 						wg.Go(func() { p.embedLoop(ictx, nil) })
 					}
 					continue
