@@ -183,13 +183,31 @@ func (l *lockedWriter) read(line []byte) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch id := string(bytes.TrimSpace(m.ID)); {
+	switch id := idKey(m.ID); {
 	case m.Method == "notifications/cancelled":
-		delete(l.open, string(bytes.TrimSpace(m.Params.RequestID)))
+		delete(l.open, idKey(m.Params.RequestID))
 		l.drained.Broadcast()
 	case m.Method != "" && id != "" && id != "null":
 		l.open[id] = true
 	}
+}
+
+// idKey is a request's id as the SDK writes it in its answer: a string
+// without the escapes the client may have written in it ("x\u0079" is
+// answered as "xy"), a number as an int64 prints (-0 is answered as 0).
+// Kept as written, such an id was never answered as far as drain knew,
+// and the end of input waited DrainTimeout for nothing.
+func idKey(raw json.RawMessage) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) > 0 && t[0] == '"' {
+		var s string
+		if json.Unmarshal(t, &s) == nil {
+			return strconv.Quote(s)
+		}
+	} else if n, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+		return strconv.FormatInt(n, 10)
+	}
+	return string(t)
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
@@ -198,7 +216,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	if len(l.open) > 0 {
 		var m message
 		if json.Unmarshal(p, &m) == nil && m.Method == "" {
-			delete(l.open, string(bytes.TrimSpace(m.ID)))
+			delete(l.open, idKey(m.ID))
 			l.drained.Broadcast()
 		}
 	}
