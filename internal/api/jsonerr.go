@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,4 +53,97 @@ func jsonKind(t reflect.Type) string {
 		return jsonKind(t.Elem())
 	}
 	return "another kind of value"
+}
+
+// DuplicateName returns a member name that one object of the JSON text b
+// gives twice, and the byte offset of its second place; at is -1 when no
+// object does. encoding/json keeps the last value of such a member and
+// drops the others without a word ({"content": "a", "content": "b"} is
+// stored as "b"), so a body or a message that names one twice is refused
+// instead: the caller's text is kept whole or not at all. Names are
+// compared as decoded ("a" and "\u0061" are one name). b is JSON text
+// that has been decoded already; on any other, the answer means nothing.
+func DuplicateName(b []byte) (name string, at int) {
+	// The names of each object open at i (of an array: none), as
+	// slices of b unless escaped; a map once an object has many.
+	type frame struct {
+		object bool
+		names  [][]byte
+		many   map[string]bool
+	}
+	var open []frame
+	key := false // the next string is a member's name
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{':
+			open = append(open, frame{object: true})
+			key = true
+		case '[':
+			open = append(open, frame{})
+			key = false
+		case '}', ']':
+			if len(open) > 0 {
+				open = open[:len(open)-1]
+			}
+			key = false
+		case ',':
+			key = len(open) > 0 && open[len(open)-1].object
+		case '"':
+			end := i + 1
+			escaped := false
+			for ; end < len(b) && b[end] != '"'; end++ {
+				if b[end] == '\\' {
+					escaped = true
+					end++
+				}
+			}
+			if end >= len(b) {
+				return "", -1
+			}
+			if key && len(open) > 0 {
+				k := b[i+1 : end]
+				if escaped {
+					var s string
+					if json.Unmarshal(b[i:end+1], &s) != nil {
+						return "", -1
+					}
+					k = []byte(s)
+				}
+				if seen(&open[len(open)-1].names, &open[len(open)-1].many, k) {
+					return string(k), i
+				}
+				key = false
+			}
+			i = end
+		}
+	}
+	return "", -1
+}
+
+// seen reports whether an object's names hold k, and adds it if not: a
+// list while they are few (most objects have a handful), a map past
+// manyNames.
+func seen(names *[][]byte, many *map[string]bool, k []byte) bool {
+	const manyNames = 16
+	if *many != nil {
+		if (*many)[string(k)] {
+			return true
+		}
+		(*many)[string(k)] = true
+		return false
+	}
+	for _, n := range *names {
+		if bytes.Equal(n, k) {
+			return true
+		}
+	}
+	*names = append(*names, k)
+	if len(*names) > manyNames {
+		*many = make(map[string]bool, 2*len(*names))
+		for _, n := range *names {
+			(*many)[string(n)] = true
+		}
+		*names = nil
+	}
+	return false
 }

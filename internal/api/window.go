@@ -500,6 +500,10 @@ func DecodeMessage(format string, raw []byte) (window.Message, error) {
 	if err != nil {
 		return window.Message{}, bad("%s", strings.TrimPrefix(err.Error(), window.ErrInvalid.Error()+": "))
 	}
+	if name, at := DuplicateName(raw); at >= 0 {
+		// Decoded, the message keeps the member's last value only.
+		return window.Message{}, bad("the member %q is given twice in one object (again at byte %d): one of its values would be lost", name, at)
+	}
 	return m, nil
 }
 

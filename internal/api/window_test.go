@@ -81,6 +81,10 @@ func TestDecodeMessages(t *testing.T) {
 		{"openai", []string{`{"role":"user","content":"a \\ then \udc00"}`}, 0, "half of a UTF-16 surrogate pair"},
 		{"engram", []string{`{"role":"user","blocks":[{"type":"text","text":"shown","raw":{"type":"text","text":"other"}}]}`}, 0, "has raw (a vendor's form"},
 		{"engram", []string{`{"role":"user","blocks":[{"type":"text","text":"t","input":{"a":1}}]}`}, 0, "input is a tool call's"},
+		{"engram", []string{`{"role":"user","content":"first","content":"second"}`}, 0, `the member "content" is given twice in one object (again at byte 33)`},
+		{"anthropic", []string{`{"role":"user","content":[{"type":"text","text":"a","te\u0078t":"b"}]}`}, 0, `the member "text" is given twice`},
+		{"openai", []string{`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","id":"c2","type":"function","function":{"name":"f","arguments":"{}"}}]}`},
+			0, `the member "id" is given twice`},
 	} {
 		_, err := api.DecodeMessages(c.format, raws(c.in...))
 		var ie *api.InputError

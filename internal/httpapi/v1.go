@@ -287,7 +287,8 @@ func jsonOp[In, Out any](v *v1, op func(*api.Ops, context.Context, In) (Out, str
 // UTF-8 (encoding/json would store each byte that is not as U+FFFD, and
 // the README promises content byte for byte), one object, and names its
 // fields exactly (encoding/json matches them in any case: "Budget" was
-// taken for "budget" beside DisallowUnknownFields).
+// taken for "budget" beside DisallowUnknownFields), each once in its
+// object (encoding/json keeps the last value and drops the others).
 func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, v.maxBody))
 	var mbe *http.MaxBytesError
@@ -313,6 +314,9 @@ func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	}
 	if dec.More() {
 		return invalid("the body holds more than one JSON value")
+	}
+	if name, at := api.DuplicateName(data); at >= 0 {
+		return invalid(fmt.Sprintf("the body is not valid: the member %q is given twice in one object (again at byte offset %d): one of its values would be lost", name, at))
 	}
 	return exactFields(data, dst)
 }

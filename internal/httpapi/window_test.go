@@ -304,6 +304,13 @@ func TestWindowsBadInput(t *testing.T) {
 		{"none", `{"messages":[]}`, "no messages: an append takes 1 to 1000"},
 		{"no list", `{}`, "no messages"},
 		{"another window in the body", `{"agent":"other","messages":[{"role":"user","content":"orphan output"}]}`, "the body names window"},
+		// encoding/json keeps a member's last value and drops the others.
+		{"a member twice in a message", appendBody("engram", `{"role":"user","content":"lost","content":"orphan output"}`),
+			`the member \"content\" is given twice in one object (again at byte offset 63)`},
+		{"a name escaped", appendBody("anthropic", `{"role":"user","content":[{"type":"text","text":"lost","te\u0078t":"orphan output"}]}`),
+			`the member \"text\" is given twice`},
+		{"the body's list twice", `{"messages":[{"role":"user","content":"lost"}],"messages":[{"role":"user","content":"orphan output"}]}`,
+			`the member \"messages\" is given twice in one object (again at byte offset 47)`},
 	} {
 		if tc.name == "not an object" {
 			tc.body = `{"format":"anthropic","messages":[42]}`
