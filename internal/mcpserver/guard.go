@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engramhq/engram/internal/api"
 )
 
 // MaxResultBytes bounds a tool result: its text and its structured
@@ -47,11 +49,24 @@ var narrow = map[string]string{
 // megabyte argument.
 const MaxErrorBytes = 4 << 10
 
-// guard replaces a tool result over MaxResultBytes by a tool error that
+// guard refuses a tool call whose arguments give a member twice in one
+// object, replaces a tool result over MaxResultBytes by a tool error that
 // tells the model how to narrow the call, and cuts a tool error's text to
 // MaxErrorBytes.
+//
+// The SDK decodes a call's arguments with encoding/json, which keeps the
+// last value of a member given twice and drops the others without a word
+// (record with "content" twice stored the second alone): such a call is
+// a tool error, as the JSON API refuses such a body.
 func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ctr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && ctr.Params != nil {
+			if name, at := api.DuplicateName(ctr.Params.Arguments); at >= 0 {
+				var out mcp.CallToolResult
+				out.SetError(fmt.Errorf("the arguments give %q twice in one object (again at byte %d): one of its values would be lost; give it once", name, at))
+				return &out, nil
+			}
+		}
 		res, err := next(ctx, method, req)
 		r, ok := res.(*mcp.CallToolResult)
 		if method != "tools/call" || err != nil || !ok || r == nil {

@@ -6,7 +6,8 @@
 // answer with compact text for the model and the same data as structured
 // content; retrieve_context sends the pictures its text shows beside it,
 // as image contents (retrieveContext). Errors are tool errors with short messages, never protocol
-// failures. A result over MaxResultBytes is replaced by a tool error that
+// failures; a call whose arguments give a member twice in one object is
+// one (guard), as the SDK's decoding would keep only the last value. A result over MaxResultBytes is replaced by a tool error that
 // says how to narrow the call. A server serves one identity, a session and
 // an agent: the agent's writes go to its session only.
 package mcpserver

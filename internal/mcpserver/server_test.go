@@ -248,6 +248,51 @@ func TestToolErrors(t *testing.T) {
 	}
 }
 
+// TestToolErrors_DuplicateArguments: a call whose arguments give a member
+// twice in one object is a tool error, and writes nothing; the SDK kept
+// the last value and dropped the others (record stored "kept" alone).
+func TestToolErrors_DuplicateArguments(t *testing.T) {
+	cs, eng := newClient(t, Options{Session: "s1", Agent: "a1"})
+	ctx := context.Background()
+	before, err := eng.Store().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tool string
+		args string
+		want string
+	}{
+		{"record", `{"type":"note","content":"lost","content":"kept"}`, `the arguments give "content" twice in one object (again at byte 32)`},
+		{"record", `{"type":"note","content":"kept","files":["a.go"],"fil\u0065s":["b.go"]}`, `the arguments give "files" twice`},
+		{"record_decision", `{"decision":"lost","rationale":"why","decision":"kept"}`, `"decision" twice`},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: json.RawMessage(c.args)})
+		if err != nil {
+			t.Fatalf("%s %s: protocol error %v", c.tool, c.args, err)
+		}
+		text := ""
+		if len(res.Content) > 0 {
+			if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+				text = tc.Text
+			}
+		}
+		if !res.IsError || !strings.Contains(text, c.want) {
+			t.Errorf("%s %s = %q (error %v), want a tool error with %q", c.tool, c.args, text, res.IsError, c.want)
+		}
+	}
+	after, err := eng.Store().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Entries != before.Entries || after.Occurrences != before.Occurrences {
+		t.Errorf("refused calls stored something: %d entries and %d occurrences, before %d and %d",
+			after.Entries, after.Occurrences, before.Entries, before.Occurrences)
+	}
+	// Given once, the same call is taken.
+	ok(t, cs, "record", map[string]any{"type": "note", "content": "kept"})
+}
+
 // TestIsolation: a connection's agent that belongs to another session is
 // refused on its first write.
 func TestIsolation(t *testing.T) {
