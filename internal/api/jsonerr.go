@@ -147,3 +147,82 @@ func seen(names *[][]byte, many *map[string]bool, k []byte) bool {
 	}
 	return false
 }
+
+// ExactNames refuses a member of the JSON text b, at any depth, that the
+// Go type t's structs name only in another case: encoding/json matches
+// names in any case, so that {"content": "a", "Content": "b"} decoded to
+// "b", the "a" dropped without a word, and "Content" alone was taken for
+// "content". b is JSON text decoded into t already; the members t does
+// not name at all are left to DisallowUnknownFields, and a type that
+// decodes itself (json.Unmarshaler), a map or a json.RawMessage takes
+// its members as they come.
+func ExactNames(b []byte, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 { // json.RawMessage, []byte
+			return nil
+		}
+		var elems []json.RawMessage
+		if json.Unmarshal(b, &elems) != nil {
+			return nil
+		}
+		for _, e := range elems {
+			if err := ExactNames(e, t.Elem()); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		var members map[string]json.RawMessage
+		if json.Unmarshal(b, &members) != nil {
+			return nil
+		}
+		fields := jsonFields(t)
+		for name, v := range members {
+			f, ok := fields[name]
+			if !ok {
+				for n := range fields {
+					if strings.EqualFold(n, name) {
+						return fmt.Errorf("unknown field %q (the field is %q)", name, n)
+					}
+				}
+				continue
+			}
+			if err := ExactNames(v, f); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// jsonFields are a struct's members by their JSON names, with their
+// types, its embedded structs' included.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case name == "-":
+			case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+				walk(f.Type)
+			case f.IsExported():
+				if name == "" {
+					name = f.Name
+				}
+				out[name] = f.Type
+			}
+		}
+	}
+	walk(t)
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -516,6 +517,9 @@ func decodeEngram(raw []byte) (window.Message, error) {
 	}
 	if dec.More() {
 		return window.Message{}, errors.New("more than one JSON value")
+	}
+	if err := ExactNames(raw, reflect.TypeFor[engramMessage]()); err != nil {
+		return window.Message{}, err
 	}
 	m := window.Message{Role: em.Role, Blocks: em.Blocks, Pinned: em.Pinned, Shape: em.Shape}
 	switch {

@@ -85,6 +85,12 @@ func TestDecodeMessages(t *testing.T) {
 		{"anthropic", []string{`{"role":"user","content":[{"type":"text","text":"a","te\u0078t":"b"}]}`}, 0, `the member "text" is given twice`},
 		{"openai", []string{`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","id":"c2","type":"function","function":{"name":"f","arguments":"{}"}}]}`},
 			0, `the member "id" is given twice`},
+		// encoding/json matches names in any case: "Content" overwrote
+		// "content", and was taken for it alone.
+		{"engram", []string{`{"role":"user","content":"lower","Content":"upper"}`}, 0, `unknown field "Content" (the field is "content")`},
+		{"engram", []string{`{"ROLE":"user","content":"x"}`}, 0, `unknown field "ROLE" (the field is "role")`},
+		{"engram", []string{`{"role":"user","blocks":[{"type":"text","text":"lower","Text":"upper"}]}`}, 0, `blocks: unknown field "Text" (the field is "text")`},
+		{"engram", []string{`{"role":"user","content":"x","shape":{"Plain":true}}`}, 0, `shape: unknown field "Plain" (the field is "plain")`},
 	} {
 		_, err := api.DecodeMessages(c.format, raws(c.in...))
 		var ie *api.InputError

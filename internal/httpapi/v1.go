@@ -318,47 +318,10 @@ func (v *v1) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	if name, at := api.DuplicateName(data); at >= 0 {
 		return invalid(fmt.Sprintf("the body is not valid: the member %q is given twice in one object (again at byte offset %d): one of its values would be lost", name, at))
 	}
-	return exactFields(data, dst)
-}
-
-// exactFields refuses a field of the object data that dst's struct names
-// only in another case.
-func exactFields(data []byte, dst any) error {
-	t := reflect.TypeOf(dst)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	names := map[string]bool{}
-	var walk func(t reflect.Type)
-	walk = func(t reflect.Type) {
-		for f := range t.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			switch {
-			case name == "-":
-			case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
-				walk(f.Type)
-			case f.IsExported():
-				names[cmp.Or(name, f.Name)] = true
-			}
-		}
-	}
-	walk(t)
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil // decoded already: not an object of fields
-	}
-	for k := range fields {
-		if names[k] {
-			continue
-		}
-		for n := range names {
-			if strings.EqualFold(n, k) {
-				return &httpError{http.StatusBadRequest, "validation", fmt.Sprintf("the body is not valid: unknown field %q (the field is %q)", k, n)}
-			}
-		}
+	// Names in another case, at any depth: encoding/json took "Budget"
+	// for "budget" beside DisallowUnknownFields.
+	if err := api.ExactNames(data, reflect.TypeOf(dst)); err != nil {
+		return invalid("the body is not valid: " + err.Error())
 	}
 	return nil
 }

@@ -309,6 +309,8 @@ func TestWindowsBadInput(t *testing.T) {
 			`the member \"content\" is given twice in one object (again at byte offset 63)`},
 		{"a name escaped", appendBody("anthropic", `{"role":"user","content":[{"type":"text","text":"lost","te\u0078t":"orphan output"}]}`),
 			`the member \"text\" is given twice`},
+		{"a name in another case", appendBody("engram", `{"role":"user","content":"lost","Content":"orphan output"}`),
+			`message 0: unknown field \"Content\" (the field is \"content\")`},
 		{"the body's list twice", `{"messages":[{"role":"user","content":"lost"}],"messages":[{"role":"user","content":"orphan output"}]}`,
 			`the member \"messages\" is given twice in one object (again at byte offset 47)`},
 	} {
