@@ -47,6 +47,8 @@ import (
 //     Options.TrustLoopback says so.
 //  4. Content type: a write (POST, PUT, PATCH) must be JSON, which a
 //     browser's "simple" cross-site request cannot send.
+//     A query string must be read whole: url.Values drops what it cannot
+//     read (a ";", a bad escape), and a filter would go unseen.
 //  5. Admission: at most MaxInFlight requests are served at once and
 //     MaxQueue wait for a slot, each at most QueueWait; the rest are
 //     answered 503 with Retry-After at once, rather than all of them
@@ -305,6 +307,19 @@ func (g *guard) checkJSON(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
+// checkQuery refuses a request whose query string cannot be read whole:
+// url.Values keeps the parameters it can read and drops the rest without
+// a word (a pair with ";" or a bad escape, every pair past Go's 10,000),
+// so that GET /v1/windows?session=s1; listed every session's windows.
+func (g *guard) checkQuery(w http.ResponseWriter, r *http.Request) bool {
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		g.refuse(w, r, http.StatusBadRequest, "query", "validation",
+			fmt.Sprintf("the query string cannot be read: %v (separate parameters with &, and escape %% as %%25 and ; as %%3B)", err))
+		return false
+	}
+	return true
+}
+
 // site returns next behind the Host and Origin checks, which apply to
 // every route, health included.
 func (g *guard) site(next http.Handler) http.Handler {
@@ -352,7 +367,7 @@ func (g *guard) cors(w http.ResponseWriter, r *http.Request) bool {
 func (g *guard) wrap(next http.Handler, admit func(*http.Request) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := g.authenticate(w, r)
-		if !ok || !g.checkJSON(w, r) {
+		if !ok || !g.checkJSON(w, r) || !g.checkQuery(w, r) {
 			return
 		}
 		// Of the query POSTs the reader runs only retrieve: recall takes

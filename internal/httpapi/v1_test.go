@@ -286,6 +286,31 @@ func TestRoutes_Errors(t *testing.T) {
 	}
 }
 
+// TestV1_QueryUnread: a query string that cannot be read whole is a 400
+// that says why. url.Values dropped the pairs it could not read, so that
+// a session's filter went unseen (every session's windows listed) and a
+// search said its query was empty.
+func TestV1_QueryUnread(t *testing.T) {
+	eng := newEngine(t)
+	c := windowServer(t, eng, Options{})
+	for _, s := range []string{"s1", "s2"} {
+		c.want(200, "PUT", "/v1/windows/"+s+"/a1", `{"limit":3000}`, `"session":"`+s+`"`, "X-Engram-Session", s)
+	}
+	many := "q=handler" + strings.Repeat("&type=note", 10_000)
+	for _, tc := range []struct{ path, want string }{
+		{"/v1/windows?session=s1;", "invalid semicolon separator in query"},
+		{"/v1/windows?session=s1%zz", `invalid URL escape \"%zz\"`},
+		{"/v1/search?q=handler%zz", `invalid URL escape \"%zz\"`},
+		{"/v1/search?" + many, "number of URL query parameters exceeded limit"},
+		{"/v1/events?limit=5;", "the query string cannot be read"},
+	} {
+		c.want(400, "GET", tc.path, "", tc.want)
+	}
+	if _, b := c.want(200, "GET", "/v1/windows?session=s1", "", `"session":"s1"`); strings.Contains(b, `"session":"s2"`) {
+		t.Errorf("session s1's windows: %s", b)
+	}
+}
+
 // TestFailBusy: a write that other servers' changes kept stale is a 409
 // that says to send it again (code busy, Retry-After); a write that
 // contradicts what is stored is a conflict, without Retry-After.
