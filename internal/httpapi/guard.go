@@ -25,6 +25,7 @@ import (
 
 	"github.com/engramhq/engram/internal/archive"
 	"github.com/engramhq/engram/internal/engine"
+	"github.com/engramhq/engram/internal/mcpserver"
 	"github.com/engramhq/engram/internal/metrics"
 	"github.com/engramhq/engram/internal/store"
 )
@@ -929,6 +930,9 @@ func (g *guard) mcp(next http.Handler, sessions *mcpSessions) http.Handler {
 				return
 			}
 		}
+		if r.Method == http.MethodPost && !g.checkRPC(w, r) {
+			return
+		}
 		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 			defer sessions.enter(id)()
 		} else if r.Method == http.MethodPost {
@@ -944,6 +948,29 @@ func (g *guard) mcp(next http.Handler, sessions *mcpSessions) http.Handler {
 		}
 		hijack.ServeHTTP(w, r)
 	})
+}
+
+// checkRPC refuses a JSON-RPC message whose id the SDK would answer as
+// another (1.5 as 1) or not at all (mcpserver.CheckHTTPMessage), with the
+// JSON-RPC error a client reads; the body, read whole by readBody, is
+// put back for the SDK.
+func (g *guard) checkRPC(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return true // the SDK says what is wrong with it
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	answer := mcpserver.CheckHTTPMessage(body)
+	if answer == nil {
+		return true
+	}
+	g.metrics.Refused("rpc")
+	g.log.Warn("request refused", "reason", "rpc", "status", http.StatusBadRequest, "remote", r.RemoteAddr, "method", r.Method,
+		"path", r.URL.Path, "detail", "a JSON-RPC id the SDK cannot answer as sent")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(answer)
+	return false
 }
 
 // forbid refuses an agent's request for another session's state or

@@ -845,3 +845,51 @@ func TestBodyBudget_RaisedLimit(t *testing.T) {
 	}
 	second()
 }
+
+// TestMCPOverHTTP_IDs: a JSON-RPC message whose id the SDK cannot answer
+// as sent is refused with the JSON-RPC error, as engram mcp refuses it on
+// stdio. The SDK answered id 1.5 as id 1 (a client may take it for its
+// request 1's answer). Ids it can answer are answered as sent.
+func TestMCPOverHTTP_IDs(t *testing.T) {
+	srv := httptest.NewServer(Handler(newEngine(t), Options{Token: tok}))
+	defer srv.Close()
+	hdr := withToken("Content-Type", "application/json", "Accept", "application/json, text/event-stream")
+	st, h, b := raw(t, "POST", srv.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, hdr...)
+	session := h.Get("Mcp-Session-Id")
+	if st != 200 || session == "" {
+		t.Fatalf("initialize: HTTP %d, session %q: %s", st, session, b)
+	}
+	hdr = append(hdr, "Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-06-18")
+	if st, _, b := raw(t, "POST", srv.URL+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr...); st != http.StatusAccepted {
+		t.Fatalf("initialized: HTTP %d %s", st, b)
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":-2.0,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+		`[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":2.5,"method":"ping"}]`,
+	} {
+		st, h, b := raw(t, "POST", srv.URL+"/mcp", body, hdr...)
+		var m struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(b), &m); st != http.StatusBadRequest || err != nil || h.Get("Content-Type") != "application/json" ||
+			string(m.ID) != "null" || m.Error.Code != -32600 || !strings.Contains(m.Error.Message, "id must be a string") {
+			t.Errorf("%s: HTTP %d %s %s, want 400 with the JSON-RPC error -32600 for id null", body, st, h.Get("Content-Type"), b)
+		}
+	}
+	for _, tc := range []struct{ body, id string }{
+		{`{"jsonrpc":"2.0","id":7,"method":"ping"}`, `"id":7,`},
+		{`{"jsonrpc":"2.0","id":"seven","method":"ping"}`, `"id":"seven",`},
+	} {
+		if st, _, b := raw(t, "POST", srv.URL+"/mcp", tc.body, hdr...); st != 200 || !strings.Contains(b, tc.id) || !strings.Contains(b, `"result":{}`) {
+			t.Errorf("%s: HTTP %d %s, want its answer with %s", tc.body, st, b, tc.id)
+		}
+	}
+}

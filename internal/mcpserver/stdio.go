@@ -108,22 +108,9 @@ func checkMessage(line []byte) ([]byte, bool) {
 		}
 		return rpcError(nil, -32600, "Invalid Request: not a JSON-RPC message (want an object)"), false
 	}
-	var id json.RawMessage
-	if raw, ok := m["id"]; ok {
-		switch t := bytes.TrimSpace(raw); {
-		case len(t) > 0 && t[0] == '"':
-			id = t
-		case len(t) > 0 && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')):
-			// The SDK reads a number as an int64: one it cannot hold, or
-			// with a fraction, would end the session or be answered as
-			// another.
-			if _, err := strconv.ParseInt(string(t), 10, 64); err != nil {
-				return rpcError(nil, -32600, "Invalid Request: id must be a string or a whole number"), false
-			}
-			id = t
-		case string(t) != "null":
-			return rpcError(nil, -32600, "Invalid Request: id must be a string or a number"), false
-		}
+	id, msg := readID(m["id"])
+	if msg != "" {
+		return rpcError(nil, -32600, msg), false
 	}
 	if v, ok := m["jsonrpc"]; !ok || string(bytes.TrimSpace(v)) != `"2.0"` {
 		return rpcError(id, -32600, `Invalid Request: "jsonrpc" must be "2.0"`), false
@@ -141,6 +128,51 @@ func checkMessage(line []byte) ([]byte, bool) {
 		return rpcError(nil, -32600, "Invalid Request: a response must name the request it answers (id)"), false
 	}
 	return nil, true
+}
+
+// readID returns a message's id (nil when it has none, or null), or why
+// the SDK cannot answer it as sent.
+func readID(raw json.RawMessage) (json.RawMessage, string) {
+	switch t := bytes.TrimSpace(raw); {
+	case len(t) == 0, string(t) == "null":
+		return nil, ""
+	case t[0] == '"':
+		return t, ""
+	case t[0] == '-' || (t[0] >= '0' && t[0] <= '9'):
+		// The SDK reads a number as an int64: one it cannot hold, or
+		// with a fraction, would end the session or be answered as
+		// another (1.5 as 1).
+		if _, err := strconv.ParseInt(string(t), 10, 64); err != nil {
+			return nil, "Invalid Request: id must be a string or a whole number"
+		}
+		return t, ""
+	default:
+		return nil, "Invalid Request: id must be a string or a number"
+	}
+}
+
+// CheckHTTPMessage checks the ids of a JSON-RPC message (or a batch) that
+// MCP's streamable HTTP transport is to take, as the stdio transport does
+// (checkMessage): the SDK answers an id with a fraction as another
+// (1.5 as 1, which the client may take for its request 1's answer), and
+// ends on one it cannot hold. It returns the JSON-RPC error to answer
+// with, or nil; a body that is not JSON is left to the SDK.
+func CheckHTTPMessage(body []byte) []byte {
+	var msgs []map[string]json.RawMessage
+	var one map[string]json.RawMessage
+	switch {
+	case json.Unmarshal(body, &one) == nil:
+		msgs = append(msgs, one)
+	case json.Unmarshal(body, &msgs) == nil:
+	default:
+		return nil
+	}
+	for _, m := range msgs {
+		if _, msg := readID(m["id"]); msg != "" {
+			return rpcError(nil, -32600, msg)
+		}
+	}
+	return nil
 }
 
 // rpcError is a JSON-RPC error response to the request of id (null when
