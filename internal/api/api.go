@@ -614,6 +614,13 @@ func (o *Ops) TurnRange(ctx context.Context, in TurnsIn) (ItemsOut, string, erro
 // maxFileName bounds a file's name in a record's files.
 const maxFileName = 4096
 
+// maxRecordFiles bounds a record's files, as a failure's, an intent's and
+// a resume point's are bounded (archive.MaxListItems): they are kept with
+// the record and decoded with each read of it, and a body of 4 MiB held
+// 180,000 names (3.8 MB kept, a write of over a second under the store's
+// single writer). A harness's hooks record one to three.
+const maxRecordFiles = archive.MaxListItems
+
 // Record stores content in the caller's session.
 func (o *Ops) Record(ctx context.Context, in RecordIn) (RecordOut, string, error) {
 	if err := o.checkSession(in.Session); err != nil {
@@ -624,6 +631,9 @@ func (o *Ops) Record(ctx context.Context, in RecordIn) (RecordOut, string, error
 	}
 	if strings.ContainsFunc(in.MsgID, unicode.IsControl) {
 		return RecordOut{}, "", bad("msg_id %q holds a control character", in.MsgID)
+	}
+	if len(in.Files) > maxRecordFiles {
+		return RecordOut{}, "", bad("files: has %d items; at most %d: name the directories rather than each file", len(in.Files), maxRecordFiles)
 	}
 	for _, f := range in.Files {
 		if strings.TrimSpace(f) == "" || len(f) > maxFileName || strings.ContainsFunc(f, unicode.IsControl) {

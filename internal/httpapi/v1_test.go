@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -284,6 +285,41 @@ func TestRoutes_Errors(t *testing.T) {
 			t.Errorf("%s %s: HTTP %d, Allow %q, %s; want %d, Allow %q, the error's JSON", tc.method, tc.path, st, h.Get("Allow"), b, tc.status, tc.allow)
 		}
 	}
+}
+
+// TestV1_RecordFiles: a record's files are bounded as a failure's are
+// (100), and a record over the bound stores nothing; 180,000 names in a
+// 4 MiB body were stored with the record.
+func TestV1_RecordFiles(t *testing.T) {
+	eng := newEngine(t)
+	srv := httptest.NewServer(Handler(eng, Options{Token: "tok"}))
+	defer srv.Close()
+	c := client{t, srv.URL}
+	files := func(n int) string {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("%q", fmt.Sprintf("src/f%d.go", i))
+		}
+		return "[" + strings.Join(names, ",") + "]"
+	}
+	ctx := t.Context()
+	before, err := eng.Store().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{101, 50_000} {
+		c.want(400, "POST", "/v1/sessions/s1/records", `{"type":"note","content":"a note about too many files","files":`+files(n)+`}`,
+			fmt.Sprintf("files: has %d items; at most 100", n))
+	}
+	after, err := eng.Store().Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Entries != before.Entries || after.Occurrences != before.Occurrences {
+		t.Errorf("refused records stored something: %d entries and %d occurrences, before %d and %d",
+			after.Entries, after.Occurrences, before.Entries, before.Occurrences)
+	}
+	c.want(201, "POST", "/v1/sessions/s1/records", `{"type":"note","content":"a note about its files","files":`+files(100)+`}`, `"new":true`)
 }
 
 // TestV1_QueryUnread: a query string that cannot be read whole is a 400
