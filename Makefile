@@ -36,7 +36,7 @@ fuzz:
 	@for t in "./internal/tokens FuzzPieces" "./internal/terms FuzzAppend" "./internal/chunk FuzzText" "./internal/retrieve FuzzHybridSearch" "./internal/engine FuzzAdd" "./internal/engine FuzzReadJSONL" \
 		"./internal/ctxref FuzzParse" "./internal/ctxref FuzzRoundTrip" "./internal/ctxref FuzzFind" \
 		"./internal/trajectory FuzzReadRuns" "./internal/trajectory FuzzPyDumps" "./internal/trajectory FuzzNeedles" \
-		"./internal/api FuzzDecodeMessage" "./cmd/engram FuzzReplayRead" "./internal/assemble FuzzAssemble" "./internal/window FuzzReadable"; do \
+		"./internal/api FuzzDecodeMessage" "./internal/api FuzzDuplicateName" "./cmd/engram FuzzReplayRead" "./internal/assemble FuzzAssemble" "./internal/window FuzzReadable"; do \
 		set -- $$t; $(GO) test $$1 -run '^$$' -fuzz "^$$2$$" -fuzztime 30s -fuzzminimizetime 0 || exit 1; \
 	done
 
