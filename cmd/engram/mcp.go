@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,9 +44,13 @@ session.
 
 --print-config claude-code|codex|cursor prints the snippet that registers
 engram with that client (claude is an alias of claude-code): a stdio server
-the client starts. Codex's also approves engram's tools, which codex exec
-cannot ask about, and passes engram's variables (ENGRAM_DATA_DIR, ...) to
-the server, as engram hooks install codex does. With --http URL, the
+the client starts. For Claude Code and Codex it is the server as engram
+hooks install writes it (with --harness), so that installing the hooks
+later finds it in place: Claude Code's for the project's .mcp.json,
+Codex's for the user's config.toml (engram's block, whose server finds
+the project from Codex's directory), which also approves engram's tools,
+which codex exec cannot ask about, and passes engram's variables
+(ENGRAM_DATA_DIR, ...) to the server. With --http URL, the
 snippet names the MCP endpoint of a running engram serve instead, with the
 server's token (engram token), or with --token-env VAR a reference to the
 variable that holds it.`,
@@ -124,25 +128,35 @@ func (a *app) printMCPConfig(client, httpURL, tokenEnv string) error {
 		return a.printHTTPConfig(name, httpURL, tokenEnv)
 	}
 	bin := a.engramCommand()
-	args := []string{"mcp", "--project", a.cfg.Project}
 	switch name {
 	case "claude-code":
 		// Claude Code's .mcp.json (project scope), also what
-		// `claude mcp add-json engram '<json>'` takes.
-		return writeJSON(a.stdout, map[string]any{"mcpServers": map[string]any{"engram": map[string]any{
-			"type": "stdio", "command": bin, "args": args}}})
+		// `claude mcp add-json engram '<json>'` takes: the server as engram
+		// hooks install claude-code writes it there, so that a later
+		// install takes it for its own rather than for an edited one.
+		return a.printHarnessMCP(harness.ClaudeCode, hooksFlags{}, bin)
 	case "cursor":
 		// Cursor's .cursor/mcp.json.
 		return writeJSON(a.stdout, map[string]any{"mcpServers": map[string]any{"engram": map[string]any{
-			"command": bin, "args": args}}})
+			"command": bin, "args": []string{"mcp", "--project", a.cfg.Project}}}})
 	default:
-		// Codex's ~/.codex/config.toml, with what engram hooks install
-		// codex writes besides the command: the variables that name
-		// engram's store, and the approval of its tools.
-		q, _ := json.Marshal(args)
-		fmt.Fprintf(a.stdout, "[mcp_servers.engram]\ncommand = %q\nargs = %s\n%s%s", bin, q, harness.CodexEnvVars, harness.CodexApproval)
-		return nil
+		// The user's ~/.codex/config.toml: engram's block as engram hooks
+		// install codex --user writes it (the variables that name engram's
+		// store, the approval of its tools), whose server finds the project
+		// from Codex's directory, since the file serves every project.
+		return a.printHarnessMCP(harness.Codex, hooksFlags{user: true}, bin)
 	}
+}
+
+// printHarnessMCP prints engram's MCP server for h as engram hooks install
+// writes it at the scope of f.
+func (a *app) printHarnessMCP(h harness.Harness, f hooksFlags, bin string) error {
+	text, err := a.harnessOptions(h, f, bin).MCPConfig()
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(a.stdout, text)
+	return err
 }
 
 // printHTTPConfig prints a client's snippet for engram serve's MCP

@@ -7,12 +7,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engramhq/engram/internal/harness"
 )
 
 // TestMCP_Stdio runs the built binary as an MCP server over stdio, as an
@@ -91,7 +95,7 @@ func TestMCP_PrintConfig(t *testing.T) {
 			t.Fatalf("%s: exit %d %s %s", name, code, out, errOut)
 		}
 		s := claude.MCPServers["engram"]
-		if s.Type != "stdio" || s.Command != "engram" || len(s.Args) != 3 || s.Args[0] != "mcp" || s.Args[2] != e.project {
+		if s.Type != "stdio" || s.Command != "engram" || !slices.Equal(s.Args, []string{"mcp", "--project", e.project, "--harness", "claude-code"}) {
 			t.Errorf("%s config: %+v", name, claude)
 		}
 		if !strings.Contains(errOut, "go install ./cmd/engram") {
@@ -118,7 +122,7 @@ func TestMCP_PrintConfig(t *testing.T) {
 	// Codex's snippet approves engram's tools, which codex exec cannot ask about,
 	// and passes the server the variables that name engram's store
 	// (TestCodex_MCPPrintConfig runs it).
-	if out := e.ok("", "mcp", "--print-config", "codex"); !strings.HasPrefix(out, "[mcp_servers.engram]\ncommand = ") ||
+	if out := e.ok("", "mcp", "--print-config", "codex"); !strings.Contains(out, "\n[mcp_servers.engram]\ncommand = ") ||
 		!strings.Contains(out, "\ndefault_tools_approval_mode = \"approve\"\n") || !strings.Contains(out, "\nenv_vars = [\"ENGRAM_DATA_DIR\", ") {
 		t.Errorf("codex config: %q", out)
 	}
@@ -151,6 +155,61 @@ func TestMCP_PrintConfig(t *testing.T) {
 	}
 	if code, _, _ := e.run("", "mcp", "--print-config", "claude-code", "--http", "127.0.0.1:7411"); code != 2 {
 		t.Errorf("a URL without a scheme: exit %d", code)
+	}
+}
+
+// TestMCP_PrintConfigThenHooksInstall follows the README: the MCP server
+// registered with --print-config first, the hooks installed later. The
+// install must take the printed server for its own (installed, and
+// nothing added beside it), not for one the user edited (Claude Code's
+// .mcp.json) or a foreign table (Codex's config.toml), left in place with
+// a server that does not follow the hooks' session.
+func TestMCP_PrintConfigThenHooksInstall(t *testing.T) {
+	e := newEnv(t)
+	mcpJSON := filepath.Join(e.project, ".mcp.json")
+	if err := os.WriteFile(mcpJSON, []byte(e.ok("", "mcp", "--print-config", "claude-code")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(e.vars["HOME"], ".codex", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(config), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, []byte("model = \"gpt-5-codex\"\n\n"+e.ok("", "mcp", "--print-config", "codex")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	printed, err := os.ReadFile(mcpJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if out := e.ok("", "hooks", "install", "claude-code"); !strings.Contains(out, mcpJSON+": unchanged") || strings.Contains(out, "edited") {
+		t.Errorf("install claude-code after --print-config:\n%s", out)
+	}
+	if b, _ := os.ReadFile(mcpJSON); string(b) != string(printed) {
+		t.Errorf(".mcp.json changed by the install:\n%s", b)
+	}
+	if out := e.ok("", "hooks", "install", "codex", "--user"); !strings.Contains(out, config+": unchanged") || strings.Contains(out, "foreign") {
+		t.Errorf("install codex --user after --print-config:\n%s", out)
+	}
+	if b, _ := os.ReadFile(config); strings.Count(string(b), "[mcp_servers.engram]") != 1 {
+		t.Errorf("config.toml:\n%s", b)
+	}
+
+	var st hooksStatus
+	if err := jsonUnmarshal(e.ok("", "hooks", "status", "--json"), &st); err != nil {
+		t.Fatal(err)
+	}
+	servers := map[string]harness.State{}
+	for _, f := range st.Files {
+		for _, it := range f.Items {
+			if it.Name == harness.MCPItem && it.State != harness.Absent {
+				servers[string(f.Harness)+"/"+string(f.Scope)] = it.State
+			}
+		}
+	}
+	want := map[string]harness.State{"claude-code/project": harness.Present, "codex/user": harness.Present}
+	if diff := cmp.Diff(want, servers); diff != "" {
+		t.Errorf("MCP servers in hooks status (-want +got):\n%s", diff)
 	}
 }
 

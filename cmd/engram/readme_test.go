@@ -97,7 +97,7 @@ func TestREADME_RegisterMCP(t *testing.T) {
 			t.Errorf("%s: %v: %s", f, err, data)
 		}
 	}
-	if data, err := os.ReadFile(filepath.Join(home, ".codex", "config.toml")); err != nil || !strings.HasPrefix(string(data), "[mcp_servers.engram]\n") {
+	if data, err := os.ReadFile(filepath.Join(home, ".codex", "config.toml")); err != nil || strings.Count(string(data), "\n[mcp_servers.engram]\ncommand = ") != 1 {
 		t.Errorf("~/.codex/config.toml: %v: %s", err, data)
 	}
 }
