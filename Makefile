@@ -2,6 +2,8 @@
 
 GO            ?= go
 GOLANGCI_LINT ?= golangci-lint
+# The golangci-lint CI installs (.ci/run names the same version).
+GOLANGCI_LINT_VERSION ?= v2.15.0
 BIN           ?= bin/engram
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
@@ -19,6 +21,8 @@ test:
 	$(GO) test -race -timeout 30m ./...
 
 lint:
+	@command -v $(GOLANGCI_LINT) >/dev/null || { echo "make lint needs golangci-lint, which is not on PATH; install the version CI runs:"; \
+		echo "  go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)   (into \$$(go env GOPATH)/bin)"; exit 1; }
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
