@@ -278,7 +278,7 @@ func (a *app) engine(ctx context.Context, mustExist bool) (*engine.Engine, error
 	}
 	if mustExist && !a.cfg.Store.Postgres() {
 		if _, err := os.Stat(a.cfg.Store.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w for project %s (it would be %s): store something first, with 'engram add'",
+			return nil, fmt.Errorf("%w for project %s (it would be %s): store something first: index the project with 'engram index', or a session with 'engram add'",
 				errNoStore, a.cfg.Project, a.cfg.Store.Path)
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -146,6 +147,11 @@ rerank.timeout (5s), the fused order is shown and the failure is reported.`,
 			}
 			if len(res.Hits) == 0 || files && len(places) == 0 {
 				fmt.Fprintf(a.stderr, "no matches for %q\n", q.Text)
+				// A search before the first index finds none of the
+				// project's code: say so, or it reads as an answer.
+				if _, err := eng.Store().Setting(cmd.Context(), consentKey); errors.Is(err, store.ErrNotFound) {
+					fmt.Fprintf(a.stderr, "%s is not indexed yet, so its files are not searched: engram index indexes it\n", a.cfg.Project)
+				}
 				return nil
 			}
 			if files {

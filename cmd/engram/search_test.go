@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +108,36 @@ func TestCLI_SearchMedia(t *testing.T) {
 	out := e.ok("", "search", "--mode", "lexical", "quokka login page")
 	if strings.Contains(out, data[100:140]) || !strings.Contains(out, "[image: image/png, 64×48, ") || !strings.Contains(out, "whole: engram show ") {
 		t.Errorf("search:\n%s", out)
+	}
+}
+
+// TestCLI_SearchBeforeIndex searches a project nothing has indexed yet, as
+// a newcomer may before engram index. With no store at all, the error
+// names engram index beside engram add; with a store that holds only a
+// session, "no matches" alone reads as an answer about the code, so the
+// search says the project is not indexed and what indexes it. Once
+// indexed, the same search finds the file and says nothing of the kind.
+func TestCLI_SearchBeforeIndex(t *testing.T) {
+	e := newEnv(t)
+	if err := os.WriteFile(filepath.Join(e.project, "upload.go"), []byte("package upload\n\n// retryUpload retries a dropped upload.\nfunc retryUpload() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.run("", "search", "retryUpload")
+	if code != 1 || out != "" || !strings.Contains(errOut, "no store yet") || !strings.Contains(errOut, "'engram index'") {
+		t.Errorf("search before any store: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	e.ok(`{"session":"s1","agent":"a","role":"user","content":"hello"}`+"\n", "add")
+	code, out, errOut = e.run("", "search", "retryUpload")
+	if code != 0 || out != "" || !strings.Contains(errOut, `no matches for "retryUpload"`) ||
+		!strings.Contains(errOut, e.project+" is not indexed yet") || !strings.Contains(errOut, "engram index") {
+		t.Errorf("search before the index: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	e.ok("", "index", "--yes")
+	if out := e.ok("", "search", "retryUpload"); !strings.Contains(out, "upload.go:") {
+		t.Errorf("search after the index:\n%s", out)
+	}
+	code, _, errOut = e.run("", "search", "quokka")
+	if code != 0 || !strings.Contains(errOut, `no matches for "quokka"`) || strings.Contains(errOut, "not indexed") {
+		t.Errorf("no match in an indexed project: exit %d, stderr %q", code, errOut)
 	}
 }
