@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -214,5 +215,26 @@ func TestServe_Retention(t *testing.T) {
 	}
 	if out := e.ok("", "search", "sundials"); strings.Contains(out, "ancient") {
 		t.Errorf("the old session is still found:\n%s", out)
+	}
+}
+
+// TestCLI_RedactDropsModelOnce redacts a word the corpus model learned:
+// engram redact says once, on standard output, that it dropped the model,
+// and no log line repeats it on standard error at the default level.
+func TestCLI_RedactDropsModelOnce(t *testing.T) {
+	e := newEnv(t)
+	// The sample session and a few notes: enough chunks (20) for engram
+	// add to train the corpus model, whose vocabulary holds maxBackoff.
+	in := readExample(t)
+	for i := range 5 {
+		in += fmt.Sprintf(`{"session":"s2","agent":"a","role":"user","content":"note %d about the download helper"}`+"\n", i)
+	}
+	e.ok(in, "add")
+	code, out, errOut := e.run("maxBackoff\n", "redact", "--yes")
+	if code != 0 || strings.Count(out, "dropped the corpus model") != 1 {
+		t.Fatalf("redact: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if strings.Contains(errOut, "corpus model") {
+		t.Errorf("standard error repeats the report:\n%s", errOut)
 	}
 }

@@ -163,7 +163,9 @@ func (e *Engine) dropLearned(ctx context.Context, text string) ([]string, error)
 			return dropped, err
 		}
 		dropped = append(dropped, name)
-		e.log.Warn("dropped the corpus model: it had learned a word of the redacted string; engram embed trains a new one", "model", name)
+		// Info: the report names it (engram redact prints it), and it is
+		// planned, not degraded.
+		e.log.Info("dropped the corpus model: it had learned a word of the redacted string", "model", name)
 	}
 	return dropped, nil
 }
