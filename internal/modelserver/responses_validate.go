@@ -19,6 +19,10 @@ var itemTypes = []string{
 	"computer_call", "computer_call_output",
 	"web_search_call", "image_generation_call",
 	"mcp_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response",
+	// Codex 0.171 sends its tools as the input's first item,
+	// {"type": "additional_tools", "role": "developer", "tools": [...]},
+	// to its default model (gpt-6.2-sol) instead of in "tools".
+	"additional_tools",
 }
 
 // partTypes are the content part types of a message, by role: what a

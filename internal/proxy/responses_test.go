@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -322,4 +323,66 @@ func withOutputs(input, items []json.RawMessage, output func(callID string) stri
 		}
 	}
 	return input
+}
+
+// Codex 0.171 sends its default model its tools as the input's first
+// item, additional_tools, not in "tools". Over the window's threshold the
+// item and the developer prompt after it must stay first in every
+// request, byte for byte: a window that evicted them to a marker took the
+// model's tools away (seen with the real Codex through engram proxy).
+func TestProxy_ResponsesAdditionalTools(t *testing.T) {
+	var steps []modelserver.Step
+	for i := range 12 {
+		steps = append(steps, modelserver.Call("exec_command", map[string]any{"cmd": fmt.Sprintf("go test ./pkg%d", i)}))
+	}
+	steps = append(steps, modelserver.Say("All green."))
+	f := newFixture(t, proxy.Options{Limit: 6000}, steps...)
+	var tools []any
+	for i := range 8 {
+		tools = append(tools, map[string]any{"type": "function", "name": fmt.Sprintf("tool_%d", i),
+			"description": strings.Repeat(fmt.Sprintf("Tool %d does one thing well. ", i), 20), "parameters": map[string]any{"type": "object"}})
+	}
+	additional, err := json.Marshal(map[string]any{"type": "additional_tools", "id": "at_01", "role": "developer",
+		"tools": []any{map[string]any{"type": "namespace", "name": "functions", "description": "", "tools": tools}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	developer := json.RawMessage(`{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a coding agent."}]}`)
+	input := []json.RawMessage{additional, developer,
+		json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_text","text":"run the tests of every package"}]}`),
+	}
+	header := map[string]string{"User-Agent": "codex_exec/0.171.0"}
+	for i := range 13 {
+		body, _ := json.Marshal(map[string]any{"model": "gpt-6.2-sol", "stream": true, "store": false, "input": input,
+			"prompt_cache_key": "01a22911-4a3c-7852-9ce5-765e736ad04a"})
+		resp := f.postTo(t, "/v1/responses", string(body), header)
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
+		}
+		input = withOutputs(input, responsesItems(t, resp), func(string) string {
+			return fmt.Sprintf("ok pkg%d %s", i, strings.Repeat("PASS a test of the package. ", 40))
+		})
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.p.Wait()
+	reqs := f.up.Requests(modelserver.KindMain)
+	evicted := false
+	for i, r := range reqs {
+		var sent struct {
+			Input []json.RawMessage `json:"input"`
+		}
+		if err := json.Unmarshal(r.Body, &sent); err != nil {
+			t.Fatal(err)
+		}
+		if len(sent.Input) < 2 || string(sent.Input[0]) != string(additional) || string(sent.Input[1]) != string(developer) {
+			t.Fatalf("request %d upstream does not start with the tools and the developer prompt: %.300s", i, r.Body)
+		}
+		evicted = evicted || bytes.Contains(r.Body, []byte("CTX-REF"))
+	}
+	if !evicted {
+		t.Error("no request upstream holds a marker: the window never evicted")
+	}
 }

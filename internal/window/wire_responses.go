@@ -32,7 +32,9 @@ import (
 //     a result when it ends in _output, so that calls and results of the
 //     same family pair; every other item (reasoning, web_search_call,
 //     image_generation_call, item_reference, compaction, types to come)
-//     is the assistant's, one "item:"+type block, raw.
+//     is one "item:"+type block, raw: the assistant's, or RoleSystem when
+//     its "role" is developer (Shape.Developer) or system, as Codex's
+//     additional_tools item is.
 //
 // Item fields other than those are kept in Shape.Extra, verbatim.
 //
@@ -112,7 +114,18 @@ func FromResponses(raw []byte) (Message, error) {
 	case hasCall && strings.HasSuffix(typ, "_call"):
 		return responsesCall(m, callID, strings.TrimSuffix(typ, "_call"), item)
 	}
+	// An item a developer or the system speaks is a system message, so
+	// that at the conversation's start it stays with the prompt: Codex
+	// 0.171 sends its tools to its default model so, as the first item
+	// ({"type": "additional_tools", "role": "developer", "tools": [...]}),
+	// and a window that evicted it would take the model's tools away.
 	m.Role = RoleAssistant
+	switch role, _ := jsonString(f["role"]); role {
+	case "developer":
+		m.Role, m.Shape.Developer = RoleSystem, true
+	case "system":
+		m.Role = RoleSystem
+	}
 	m.Blocks = []Block{{Type: BlockType("item:" + typ), Raw: item}}
 	return m, m.Validate()
 }
