@@ -167,38 +167,13 @@ func TestCLI_WatchEmbedsInTheBackground(t *testing.T) {
 	e := newEnv(t)
 	semanticProject(t, e.project)
 	e.ok("", "index", "--yes")
-	status := func() engine.EmbedStatus {
-		var st engine.EmbedStatus
-		if err := json.Unmarshal([]byte(e.ok("", "embed", "status", "--json")), &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	before := status()
-
-	ctx, cancel := context.WithCancel(t.Context())
-	var out, errOut lockedBuffer
-	done := make(chan int)
-	go func() {
-		done <- run(ctx, []string{"watch"}, strings.NewReader(""), &out, &errOut, func(k string) string { return e.vars[k] })
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != 0 && code != 130 {
-			t.Errorf("watch exited %d:\n%s", code, errOut.String())
-		}
-	}()
+	before := embedStatus(t, e)
+	startInProcess(t, e, "watching ", "watch")
 	// Once it watches, save a new file.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(errOut.String(), "watching ") {
-		if time.Now().After(deadline) {
-			t.Fatalf("watch did not start:\n%s", errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	writeFile(t, e.project, "internal/retry/late.go", "package retry\n\n// Late retries with backoff and jitter.\nfunc Late() {}\n")
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st := status()
+		st := embedStatus(t, e)
 		if st.Chunks > before.Chunks && st.Embedded == st.Chunks {
 			break
 		}
@@ -236,43 +211,19 @@ func TestCLI_WatchEmbedsWhatAgentsStore(t *testing.T) {
 			if c.index {
 				e.ok("", "index", "--yes")
 			}
-			status := func() engine.EmbedStatus {
-				var st engine.EmbedStatus
-				if err := json.Unmarshal([]byte(e.ok("", "embed", "status", "--json")), &st); err != nil {
-					t.Fatal(err)
-				}
-				return st
-			}
-			ctx, cancel := context.WithCancel(t.Context())
-			var out, errOut lockedBuffer
-			done := make(chan int)
-			go func() {
-				done <- run(ctx, c.args, strings.NewReader(""), &out, &errOut, func(k string) string { return e.vars[k] })
-			}()
-			defer func() {
-				cancel()
-				if code := <-done; code != 0 && code != 130 {
-					t.Errorf("%s exited %d:\n%s", c.args[0], code, errOut.String())
-				}
-			}()
-			deadline := time.Now().Add(30 * time.Second)
-			for !strings.Contains(errOut.String(), c.ready) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s did not start:\n%s", c.args[0], errOut.String())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			before := status()
+			errOut := startInProcess(t, e, c.ready, c.args...)
+			before := embedStatus(t, e)
 			var lines strings.Builder
 			for i := range 30 { // enough to train a first model on
 				fmt.Fprintf(&lines, `{"session":"s1","agent":"claude","role":"user","content":"Turn %d: the retry loop should back off with jitter when queue %d is full."}`+"\n", i, i)
 			}
 			e.ok(lines.String(), "add", "--no-embed", "--quiet")
-			if st := status(); st.Chunks <= before.Chunks {
+			if st := embedStatus(t, e); st.Chunks <= before.Chunks {
 				t.Fatalf("add stored no chunk: %+v (before %+v)", st, before)
 			}
+			deadline := time.Now().Add(30 * time.Second)
 			for {
-				st := status()
+				st := embedStatus(t, e)
 				if st.Chunks > before.Chunks && st.Model != "" && st.Pending == 0 {
 					break
 				}
@@ -283,6 +234,44 @@ func TestCLI_WatchEmbedsWhatAgentsStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// embedStatus is what engram embed status --json says in e.
+func embedStatus(t *testing.T, e *env) engine.EmbedStatus {
+	t.Helper()
+	var st engine.EmbedStatus
+	if err := json.Unmarshal([]byte(e.ok("", "embed", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// startInProcess runs engram with args in process, in e, until the test
+// ends, and returns once its standard error says ready (or fails the test
+// after 30 s); what it returns is that standard error.
+func startInProcess(t *testing.T, e *env, ready string, args ...string) *lockedBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out lockedBuffer
+	errOut := &lockedBuffer{}
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, args, strings.NewReader(""), &out, errOut, func(k string) string { return e.vars[k] })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 && code != 130 {
+			t.Errorf("%s exited %d:\n%s", args[0], code, errOut.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(errOut.String(), ready) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not start:\n%s", args[0], errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errOut
 }
 
 // lockedBuffer is a bytes.Buffer safe to write from one goroutine and read

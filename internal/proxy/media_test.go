@@ -50,13 +50,7 @@ func TestProxy_KeepsImages(t *testing.T) {
 				t.Errorf("request %d upstream holds %d of the pictures, want %d; its first message: %.200s", i, n, min(i+1, 2), r.Params.Messages[0].Text())
 			}
 		}
-		st, err := f.windows.Status(t.Context(), store.WindowKey{SessionID: "pictures", AgentID: "proxy"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Used > 2000 || st.Evicted > 0 {
-			t.Errorf("the window counts %d tokens, %d evicted; want two pictures of 320 and a few prompts, nothing evicted", st.Used, st.Evicted)
-		}
+		wantNothingEvicted(t, f, "pictures", "two pictures of 320")
 	})
 	t.Run("responses", func(t *testing.T) {
 		f := newFixture(t, proxy.Options{Limit: 20000}, modelserver.Say("A login form."), modelserver.Say("Blue."), modelserver.Say("Yes."))
@@ -87,13 +81,7 @@ func TestProxy_KeepsImages(t *testing.T) {
 				t.Errorf("request %d upstream has lost the screenshot: %.300s", i, r.Body)
 			}
 		}
-		st, err := f.windows.Status(t.Context(), store.WindowKey{SessionID: "01a217e5-a3ec-7613-957d-3f824116f402", AgentID: "proxy"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Used > 2000 || st.Evicted > 0 {
-			t.Errorf("the window counts %d tokens, %d evicted; want a picture of 425 and a few prompts, nothing evicted", st.Used, st.Evicted)
-		}
+		wantNothingEvicted(t, f, "01a217e5-a3ec-7613-957d-3f824116f402", "a picture of 425")
 	})
 	// A user's recording, asked about over several turns: 30 seconds of
 	// WAV, 300 tokens to OpenAI, 1.3 MB of base64 as text.
@@ -118,13 +106,7 @@ func TestProxy_KeepsImages(t *testing.T) {
 				t.Errorf("request %d upstream has lost the recording: %.300s", i, r.Body)
 			}
 		}
-		st, err := f.windows.Status(t.Context(), store.WindowKey{SessionID: "recording", AgentID: "proxy"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Used > 2000 || st.Evicted > 0 {
-			t.Errorf("the window counts %d tokens, %d evicted; want a recording of 300 and a few prompts, nothing evicted", st.Used, st.Evicted)
-		}
+		wantNothingEvicted(t, f, "recording", "a recording of 300")
 	})
 }
 
@@ -151,4 +133,18 @@ func postResponsesTurns(t *testing.T, f *fixture, header map[string]string, inpu
 		input = append(input, map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": fmt.Sprintf("%s (%d)", ask, i)}}})
 	}
 	f.p.Wait()
+}
+
+// wantNothingEvicted checks that the proxy's window of session counts
+// what (the media it holds, at the vendor's rates) and a few prompts, and
+// has evicted nothing.
+func wantNothingEvicted(t *testing.T, f *fixture, session, what string) {
+	t.Helper()
+	st, err := f.windows.Status(t.Context(), store.WindowKey{SessionID: session, AgentID: "proxy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Used > 2000 || st.Evicted > 0 {
+		t.Errorf("the window counts %d tokens, %d evicted; want %s and a few prompts, nothing evicted", st.Used, st.Evicted, what)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -62,23 +63,9 @@ func TestProxy_Responses(t *testing.T) {
 		json.RawMessage(`{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a coding agent."}]}`),
 		json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_text","text":"run the tests of every package"}]}`),
 	}
-	for i := range 21 {
-		body, _ := json.Marshal(map[string]any{"model": "gpt-5-codex", "stream": true, "store": false, "input": input,
-			"tools":            []any{map[string]any{"type": "function", "name": "exec_command", "parameters": map[string]any{"type": "object"}}},
-			"prompt_cache_key": "01a217e5-a3ec-7613-957d-3f824116f400"})
-		resp := f.postTo(t, "/v1/responses", string(body), header)
-		if resp.StatusCode != http.StatusOK {
-			b, _ := io.ReadAll(resp.Body)
-			t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
-		}
-		input = withOutputs(input, responsesItems(t, resp), func(string) string {
-			return fmt.Sprintf("ok pkg%d %s", i, strings.Repeat("PASS a test of the package. ", 40))
-		})
-	}
-	if err := f.up.Err(); err != nil {
-		t.Fatal(err)
-	}
-	f.p.Wait()
+	input = codexTestLoop(t, f, header, map[string]any{"model": "gpt-5-codex",
+		"tools":            []any{map[string]any{"type": "function", "name": "exec_command", "parameters": map[string]any{"type": "object"}}},
+		"prompt_cache_key": "01a217e5-a3ec-7613-957d-3f824116f400"}, input, 21)
 	reqs := f.up.Requests(modelserver.KindMain)
 	last := reqs[len(reqs)-1]
 	var sent struct {
@@ -352,22 +339,7 @@ func TestProxy_ResponsesAdditionalTools(t *testing.T) {
 		json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_text","text":"run the tests of every package"}]}`),
 	}
 	header := map[string]string{"User-Agent": "codex_exec/0.171.0"}
-	for i := range 13 {
-		body, _ := json.Marshal(map[string]any{"model": "gpt-6.2-sol", "stream": true, "store": false, "input": input,
-			"prompt_cache_key": "01a22911-4a3c-7852-9ce5-765e736ad04a"})
-		resp := f.postTo(t, "/v1/responses", string(body), header)
-		if resp.StatusCode != http.StatusOK {
-			b, _ := io.ReadAll(resp.Body)
-			t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
-		}
-		input = withOutputs(input, responsesItems(t, resp), func(string) string {
-			return fmt.Sprintf("ok pkg%d %s", i, strings.Repeat("PASS a test of the package. ", 40))
-		})
-	}
-	if err := f.up.Err(); err != nil {
-		t.Fatal(err)
-	}
-	f.p.Wait()
+	codexTestLoop(t, f, header, map[string]any{"model": "gpt-6.2-sol", "prompt_cache_key": "01a22911-4a3c-7852-9ce5-765e736ad04a"}, input, 13)
 	reqs := f.up.Requests(modelserver.KindMain)
 	evicted := false
 	for i, r := range reqs {
@@ -385,4 +357,31 @@ func TestProxy_ResponsesAdditionalTools(t *testing.T) {
 	if !evicted {
 		t.Error("no request upstream holds a marker: the window never evicted")
 	}
+}
+
+// codexTestLoop sends turns streamed, stateless requests as Codex sends
+// its tool loop (the body's other fields from fields), each time with the
+// answer's items and, for each call, a test run's output of about 250
+// tokens added to input; then checks that the upstream refused nothing,
+// waits for the proxy to store it all, and returns the input as it grew.
+func codexTestLoop(t *testing.T, f *fixture, header map[string]string, fields map[string]any, input []json.RawMessage, turns int) []json.RawMessage {
+	t.Helper()
+	for i := range turns {
+		req := map[string]any{"stream": true, "store": false, "input": input}
+		maps.Copy(req, fields)
+		body, _ := json.Marshal(req)
+		resp := f.postTo(t, "/v1/responses", string(body), header)
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("turn %d: %d %s", i, resp.StatusCode, b)
+		}
+		input = withOutputs(input, responsesItems(t, resp), func(string) string {
+			return fmt.Sprintf("ok pkg%d %s", i, strings.Repeat("PASS a test of the package. ", 40))
+		})
+	}
+	if err := f.up.Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.p.Wait()
+	return input
 }
