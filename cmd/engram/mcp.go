@@ -211,10 +211,26 @@ func (a *app) engramCommand() string {
 	if bin, ok := a.installedEngram(); ok {
 		return bin
 	}
-	fmt.Fprintln(a.stderr, "note: engram is not installed, and this configuration starts the command engram, which the client must find on its PATH:\n"+
+	why := "engram is not installed"
+	if tmp := a.transientEngram(); tmp != "" {
+		why = fmt.Sprintf("the engram found, %s, is in a temporary directory (where go run and go test build), so it is not taken for installed", tmp)
+	}
+	fmt.Fprintln(a.stderr, "note: "+why+", and this configuration starts the command engram, which the client must find on its PATH:\n"+
 		"  go install ./cmd/engram    (from the repository; installs into $(go env GOPATH)/bin, which must be on PATH)\n"+
 		"  or: make build && mkdir -p ~/.local/bin && cp bin/engram ~/.local/bin/")
 	return "engram"
+}
+
+// transientEngram returns the first engram on PATH that installedEngram
+// passed over for lying in a temporary directory, or "".
+func (a *app) transientEngram() string {
+	for _, dir := range filepath.SplitList(a.getenv("PATH")) {
+		p := filepath.Join(dir, "engram")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 && filepath.IsAbs(p) && transient(p) {
+			return p
+		}
+	}
+	return ""
 }
 
 // installedEngram returns the path of an installed engram, as

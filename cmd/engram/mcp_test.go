@@ -114,8 +114,15 @@ func TestMCP_PrintConfig(t *testing.T) {
 	if !transient(filepath.Join(bin, "engram")) {
 		t.Fatal("t.TempDir is not a temporary directory")
 	}
-	t.Setenv("TMPDIR", filepath.Join(e.project, "tmp")) // so that the fake install is not under it
+	// One in a temporary directory is not taken for installed, and the
+	// note says which it passed over (it said engram was not installed).
 	code, out, errOut := e.run("", "mcp", "--print-config", "claude-code")
+	if err := jsonUnmarshal(out, &claude); err != nil || code != 0 || claude.MCPServers["engram"].Command != "engram" ||
+		!strings.Contains(errOut, "the engram found, "+filepath.Join(bin, "engram")+", is in a temporary directory") {
+		t.Errorf("engram in a temporary directory: exit %d, %+v, %q", code, claude, errOut)
+	}
+	t.Setenv("TMPDIR", filepath.Join(e.project, "tmp")) // so that the fake install is not under it
+	code, out, errOut = e.run("", "mcp", "--print-config", "claude-code")
 	if err := jsonUnmarshal(out, &claude); err != nil || code != 0 || claude.MCPServers["engram"].Command != filepath.Join(bin, "engram") || errOut != "" {
 		t.Errorf("installed engram: exit %d, %+v, %q", code, claude, errOut)
 	}
