@@ -287,7 +287,7 @@ func testNodeAnthropicMessages(t *testing.T, proxied bool) {
 // proxy with a recording (input_audio) asked about over three streamed
 // turns: every request reaches the model with the recording, which the
 // proxy's window counts as OpenAI does (30 seconds, 300 tokens), not as
-// the text of its base64 (1.3 MB), which it evicted at once.
+// the text of its base64 (1.8 MB), which it evicted at once.
 func TestNode_OpenAIAudio(t *testing.T) {
 	wav := pictest.NoiseWAVBase64(30, 22050, 16)
 	raw, err := base64.StdEncoding.DecodeString(wav)

@@ -84,7 +84,7 @@ func TestProxy_KeepsImages(t *testing.T) {
 		wantNothingEvicted(t, f, "01a217e5-a3ec-7613-957d-3f824116f402", "a picture of 425")
 	})
 	// A user's recording, asked about over several turns: 30 seconds of
-	// WAV, 300 tokens to OpenAI, 1.3 MB of base64 as text.
+	// WAV, 300 tokens to OpenAI, its 1.8 MB of base64 over a million tokens as text.
 	t.Run("chat audio", func(t *testing.T) {
 		wav := pictest.NoiseWAVBase64(30, 22050, 16)
 		f := newFixture(t, proxy.Options{Limit: 20000}, modelserver.Say("A dog barks."), modelserver.Say("Twice."), modelserver.Say("Yes."))
