@@ -212,25 +212,16 @@ func (a *app) engramCommand() string {
 		return bin
 	}
 	why := "engram is not installed"
-	if tmp := a.transientEngram(); tmp != "" {
-		why = fmt.Sprintf("the engram found, %s, is in a temporary directory (where go run and go test build), so it is not taken for installed", tmp)
+	for _, p := range a.engramsOnPath() {
+		if transient(p) {
+			why = fmt.Sprintf("the engram found, %s, is in a temporary directory (where go run and go test build), so it is not taken for installed", p)
+			break
+		}
 	}
 	fmt.Fprintln(a.stderr, "note: "+why+", and this configuration starts the command engram, which the client must find on its PATH:\n"+
 		"  go install ./cmd/engram    (from the repository; installs into $(go env GOPATH)/bin, which must be on PATH)\n"+
 		"  or: make build && mkdir -p ~/.local/bin && cp bin/engram ~/.local/bin/")
 	return "engram"
-}
-
-// transientEngram returns the first engram on PATH that installedEngram
-// passed over for lying in a temporary directory, or "".
-func (a *app) transientEngram() string {
-	for _, dir := range filepath.SplitList(a.getenv("PATH")) {
-		p := filepath.Join(dir, "engram")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 && filepath.IsAbs(p) && transient(p) {
-			return p
-		}
-	}
-	return ""
 }
 
 // installedEngram returns the path of an installed engram, as
@@ -239,13 +230,25 @@ func (a *app) installedEngram() (string, bool) {
 	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "engram" && !transient(exe) {
 		return exe, true
 	}
-	for _, dir := range filepath.SplitList(a.getenv("PATH")) {
-		p := filepath.Join(dir, "engram")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 && filepath.IsAbs(p) && !transient(p) {
+	for _, p := range a.engramsOnPath() {
+		if !transient(p) {
 			return p, true
 		}
 	}
 	return "engram", false
+}
+
+// engramsOnPath returns the executable files named engram in the
+// directories of PATH, in its order, each by its absolute path.
+func (a *app) engramsOnPath() []string {
+	var out []string
+	for _, dir := range filepath.SplitList(a.getenv("PATH")) {
+		p := filepath.Join(dir, "engram")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 && filepath.IsAbs(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // transient reports whether path lies in a temporary directory, where go
